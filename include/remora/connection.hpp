@@ -1,0 +1,163 @@
+// remora/connection.hpp — a reliable connection to one peer (libfabric FI_EP_MSG, like an RC QP).
+//
+// Operations post work and return at once; each completes later on the connection's CQ (or RCQ
+// for receives when the connection has one) with the op_options::context it was posted with.
+// Every operation checks its arguments before anything is posted: a remote range outside the
+// descriptor (errc::out_of_range), a usage the descriptor or local region does not grant
+// (errc::access_denied), more segments than the provider's iov limit (errc::too_large). A full
+// send or receive queue gives errc::would_block: reap completions and retry.
+//
+// Threading: posting may run from several threads at once; the CQs follow completion_queue's
+// rule (one progress owner each); close() and the destructor must not race with other calls.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <remora/completion_channel.hpp>
+#include <remora/completion_queue.hpp>
+#include <remora/domain.hpp>
+#include <remora/memory_region.hpp>
+#include <remora/remote_region.hpp>
+#include <remora/result.hpp>
+
+namespace remora {
+
+enum class channel_mode : std::uint8_t {
+    separate,  // each CQ has its own channel: wait on the CQ
+    shared,    // CQ and RCQ share one channel: wait on the connection (or on the channel)
+};
+
+struct connection_config {
+    std::uint32_t sq_size = 64;  // send-queue depth (sends, reads, writes, atomics in flight)
+    std::uint32_t rq_size = 64;  // receive-queue depth (posted receives)
+    std::uint32_t cq_size = 0;   // 0: sq_size, plus rq_size when receives complete on the CQ
+    bool rcq = false;            // receives complete on a separate receive CQ
+    std::uint32_t rcq_size = 0;  // 0: rq_size
+    channel_mode channel = channel_mode::separate;
+    // With channel_mode::shared: attach to this channel (shared by many connections) instead of
+    // a channel of the connection's own.
+    completion_channel shared_channel{};
+    std::uint32_t max_sge = 1;  // scatter-gather entries per operation; at most the iov limit
+    std::chrono::milliseconds connect_timeout{5000};
+    // Run the domain's library-owned progress thread for this connection, so one-sided reads
+    // and writes from the peer land while the application does not call into remora (target
+    // side on tcp). The application still polls its own CQs.
+    bool progress_thread = false;
+    std::uint64_t tag = 0;  // returned in channel events
+};
+
+enum class completion_mode : std::uint8_t {
+    always,    // a completion is reported on success and on error
+    on_error,  // only an error is reported (the send-queue entry is still used until reaped)
+};
+
+struct op_options {
+    completion_mode completion = completion_mode::always;
+    void* context = nullptr;  // returned in the completion
+};
+
+// A piece of local memory for an operation: [offset, offset + length) of a registered region.
+struct local_segment {
+    const memory_region* region = nullptr;
+    std::size_t offset = 0;
+    std::size_t length = 0;
+};
+
+enum class conn_event : std::uint8_t {
+    established,
+    closed,       // the peer or this side closed the connection
+    lost,         // the connection failed (peer died, network error)
+    rejected,     // the peer rejected the request
+    refused,      // nobody listens at the address
+    unreachable,  // the address cannot be reached (connect timed out)
+};
+const char* to_string(conn_event e) noexcept;
+
+namespace detail {
+struct connection_impl;
+}
+
+class connection {
+  public:
+    // Connects to host:port, sending `private_data` (at most caps().cm_data_size bytes) with the
+    // request. Fails with errc::refused-like codes: connection_refused, rejected (the peer's
+    // reject private data is in the message), timed_out after config.connect_timeout.
+    [[nodiscard]] static result<connection> connect(const domain& dom, const std::string& host,
+                                                    std::uint16_t port,
+                                                    const connection_config& config = {},
+                                                    std::span<const std::byte> private_data = {});
+    connection(connection&&) noexcept;
+    connection& operator=(connection&&) noexcept;
+    ~connection();
+
+    // ---- one-sided ----
+    [[nodiscard]] result<void> read(std::span<const local_segment> dst, const remote_region& src,
+                                    std::uint64_t src_offset, op_options opts = {});
+    [[nodiscard]] result<void> read(const memory_region& dst, std::size_t dst_offset,
+                                    const remote_region& src, std::uint64_t src_offset,
+                                    std::size_t length, op_options opts = {});
+    [[nodiscard]] result<void> write(std::span<const local_segment> src, const remote_region& dst,
+                                     std::uint64_t dst_offset, op_options opts = {});
+    [[nodiscard]] result<void> write(const remote_region& dst, std::uint64_t dst_offset,
+                                     const memory_region& src, std::size_t src_offset,
+                                     std::size_t length, op_options opts = {});
+    // The peer gets an op::remote_write completion carrying `imm` (on its RCQ if it has one).
+    // `imm` must fit caps().cq_data_size bytes.
+    [[nodiscard]] result<void> write_with_imm(std::span<const local_segment> src,
+                                              const remote_region& dst, std::uint64_t dst_offset,
+                                              std::uint64_t imm, op_options opts = {});
+    [[nodiscard]] result<void> write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
+                                              const memory_region& src, std::size_t src_offset,
+                                              std::size_t length, std::uint64_t imm,
+                                              op_options opts = {});
+    // 8-byte atomic write of `value` to an 8-byte aligned word; errc::not_supported where the
+    // provider has no native atomics (tcp).
+    [[nodiscard]] result<void> atomic_write(const remote_region& dst, std::uint64_t dst_offset,
+                                            std::uint64_t value, op_options opts = {});
+
+    // ---- two-sided ----
+    [[nodiscard]] result<void> send(std::span<const local_segment> src, op_options opts = {});
+    [[nodiscard]] result<void> send(const memory_region& src, std::size_t offset,
+                                    std::size_t length, op_options opts = {});
+    [[nodiscard]] result<void> send_with_imm(std::span<const local_segment> src, std::uint64_t imm,
+                                             op_options opts = {});
+    [[nodiscard]] result<void> send_with_imm(const memory_region& src, std::size_t offset,
+                                             std::size_t length, std::uint64_t imm,
+                                             op_options opts = {});
+    [[nodiscard]] result<void> recv(std::span<const local_segment> dst, op_options opts = {});
+    [[nodiscard]] result<void> recv(const memory_region& dst, std::size_t offset,
+                                    std::size_t length, op_options opts = {});
+
+    // ---- completions ----
+    [[nodiscard]] completion_queue& cq() noexcept;
+    [[nodiscard]] completion_queue* rcq() noexcept;  // nullptr without a separate receive CQ
+    // With channel_mode::shared: blocks until the CQ or RCQ fires and says which. Refused with
+    // errc::bad_state for separate channels.
+    [[nodiscard]] result<channel_event> wait(std::chrono::milliseconds timeout);
+
+    // ---- connection management ----
+    // Next connection event (closed, lost) or errc::timed_out; event_fd() for epoll.
+    [[nodiscard]] result<conn_event> next_event(std::chrono::milliseconds timeout);
+    [[nodiscard]] int event_fd() const noexcept;
+    [[nodiscard]] std::span<const std::byte> peer_private_data() const noexcept;
+    // Disconnects; outstanding operations complete with errors (flushed). Idempotent.
+    result<void> close();
+    [[nodiscard]] bool is_open() const noexcept;
+
+    [[nodiscard]] const connection_config& config() const noexcept;  // effective values
+    [[nodiscard]] const domain& dom() const noexcept;
+
+    explicit connection(std::unique_ptr<detail::connection_impl> impl);
+    [[nodiscard]] detail::connection_impl* impl() const noexcept { return impl_.get(); }
+
+  private:
+    std::unique_ptr<detail::connection_impl> impl_;
+};
+
+}  // namespace remora

@@ -1,0 +1,64 @@
+// remora/listener.hpp — accepting connections.
+//
+// A listener binds host:port (port 0 picks a free port; port() reports it) and yields incoming
+// connection requests. A request carries the peer's private data, which the server reads before
+// it accepts (with private data of its own) or rejects (likewise). A request dropped without
+// either is rejected.
+//
+// Threading: one thread at a time calls get_request(); requests may be accepted on any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include <remora/connection.hpp>
+#include <remora/domain.hpp>
+#include <remora/result.hpp>
+
+namespace remora {
+
+namespace detail {
+struct listener_impl;
+struct request_impl;
+}  // namespace detail
+
+class connection_request {
+  public:
+    connection_request(connection_request&&) noexcept;
+    connection_request& operator=(connection_request&&) noexcept;
+    ~connection_request();
+
+    [[nodiscard]] std::span<const std::byte> private_data() const noexcept;
+    // Accepts and waits (up to config.connect_timeout) until the connection is established.
+    [[nodiscard]] result<connection> accept(const connection_config& config = {},
+                                            std::span<const std::byte> private_data = {});
+    result<void> reject(std::span<const std::byte> private_data = {});
+
+    explicit connection_request(std::unique_ptr<detail::request_impl> impl);
+
+  private:
+    std::unique_ptr<detail::request_impl> impl_;
+};
+
+class listener {
+  public:
+    [[nodiscard]] static result<listener> create(const domain& dom, const std::string& host,
+                                                 std::uint16_t port);
+    listener(listener&&) noexcept;
+    listener& operator=(listener&&) noexcept;
+    ~listener();
+
+    [[nodiscard]] std::uint16_t port() const noexcept;
+    [[nodiscard]] int fd() const noexcept;  // readable when a request may be waiting
+    // The next connection request, or errc::timed_out.
+    [[nodiscard]] result<connection_request> get_request(std::chrono::milliseconds timeout);
+
+  private:
+    explicit listener(std::shared_ptr<detail::listener_impl> impl);
+    std::shared_ptr<detail::listener_impl> impl_;
+};
+
+}  // namespace remora

@@ -1,0 +1,11 @@
+// remora/remora.hpp — everything public.
+#pragma once
+
+#include <remora/completion_channel.hpp>
+#include <remora/completion_queue.hpp>
+#include <remora/connection.hpp>
+#include <remora/domain.hpp>
+#include <remora/listener.hpp>
+#include <remora/memory_region.hpp>
+#include <remora/remote_region.hpp>
+#include <remora/result.hpp>

@@ -1,0 +1,87 @@
+// remora/result.hpp — result<T>, remora::errc and the error type every fallible call returns.
+//
+// No exception crosses remora's public API. Every fallible function returns result<T>
+// (tl::expected<T, remora::error> from Debian's libexpected-dev, behind this alias) and is
+// [[nodiscard]]. An error carries a std::error_code (remora::errc, or a libfabric -FI_* code in
+// fabric_category()) and a one-line message naming what was refused and why.
+//
+// Threading: value types; no shared state.
+#pragma once
+
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include <tl/expected.hpp>
+
+namespace remora {
+
+enum class errc {
+    ok = 0,
+    invalid_argument,      // a parameter is malformed or inconsistent
+    out_of_range,          // an access falls outside a region
+    access_denied,         // a region is used for an access it was not registered for
+    not_supported,         // the provider cannot do this
+    too_large,             // larger than the provider or configuration allows
+    would_block,           // a queue is full; retry after completions are reaped
+    timed_out,             // a wait or connect reached its timeout
+    connection_refused,    // nobody listens at the address
+    rejected,              // the peer rejected the connection request
+    unreachable,           // the address cannot be resolved or reached
+    disconnected,          // the connection is closed (by either side) or lost
+    canceled,              // the operation was flushed or canceled
+    malformed_descriptor,  // a serialised descriptor failed validation
+    bad_state,             // the call is not valid in the object's current state
+    provider_error,        // libfabric reported an error not covered above
+};
+
+}  // namespace remora
+
+template <>
+struct std::is_error_code_enum<remora::errc> : std::true_type {};
+
+namespace remora {
+
+const std::error_category& remora_category() noexcept;
+// Category for libfabric's FI_* error numbers (positive values, as in fi_strerror()).
+const std::error_category& fabric_category() noexcept;
+
+inline std::error_code make_error_code(errc e) noexcept {
+    return {static_cast<int>(e), remora_category()};
+}
+
+// An error: a code to branch on and a message for people.
+class error {
+  public:
+    error() = default;
+    error(std::error_code code, std::string message) : code_(code), message_(std::move(message)) {}
+    error(errc e, std::string message) : code_(make_error_code(e)), message_(std::move(message)) {}
+
+    [[nodiscard]] std::error_code code() const noexcept { return code_; }
+    [[nodiscard]] const std::string& message() const noexcept { return message_; }
+    // "message: code description"
+    [[nodiscard]] std::string what() const;
+
+    friend bool operator==(const error& e, errc c) noexcept {
+        return e.code_ == make_error_code(c);
+    }
+
+  private:
+    std::error_code code_;
+    std::string message_;
+};
+
+template <class T>
+using result = tl::expected<T, error>;
+
+inline tl::unexpected<error> fail(errc e, std::string message) {
+    return tl::unexpected<error>(error(e, std::move(message)));
+}
+inline tl::unexpected<error> fail(std::error_code e, std::string message) {
+    return tl::unexpected<error>(error(e, std::move(message)));
+}
+inline tl::unexpected<error> fail(error e) {
+    return tl::unexpected<error>(std::move(e));
+}
+
+}  // namespace remora

@@ -1,0 +1,462 @@
+#include <remora/completion_channel.hpp>
+#include <remora/completion_queue.hpp>
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "core/impl.hpp"
+
+namespace remora {
+
+const char* to_string(op o) noexcept {
+    switch (o) {
+        case op::read:
+            return "read";
+        case op::write:
+            return "write";
+        case op::send:
+            return "send";
+        case op::recv:
+            return "recv";
+        case op::remote_write:
+            return "remote_write";
+        case op::atomic:
+            return "atomic";
+        case op::unknown:
+            break;
+    }
+    return "unknown";
+}
+const char* to_string(cq_kind k) noexcept {
+    return k == cq_kind::cq ? "cq" : "rcq";
+}
+
+namespace detail {
+
+unique_fd& unique_fd::operator=(unique_fd&& o) noexcept {
+    if (this != &o) {
+        if (fd_ >= 0) {
+            ::close(fd_);
+        }
+        fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+}
+unique_fd::~unique_fd() {
+    if (fd_ >= 0) {
+        ::close(fd_);
+    }
+}
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+remora::op op_from_flags(std::uint64_t f) {
+    if (f & FI_REMOTE_WRITE)
+        return op::remote_write;
+    if (f & FI_RECV)
+        return op::recv;
+    if (f & FI_ATOMIC)
+        return op::atomic;
+    if (f & FI_READ)
+        return op::read;
+    if (f & FI_WRITE)
+        return op::write;
+    if (f & FI_SEND)
+        return op::send;
+    return op::unknown;
+}
+
+int remaining_ms(clock::time_point deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+    return static_cast<int>(std::max<std::chrono::milliseconds::rep>(0, left.count()));
+}
+
+}  // namespace
+
+result<std::unique_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl>& dom,
+                                               cq_kind kind, std::size_t size, std::uint64_t tag) {
+    auto cq = std::make_unique<cq_impl>();
+    cq->dom = dom;
+    cq->kind = kind;
+    cq->size = size;
+    cq->tag = tag;
+    fi_cq_attr attr{};
+    attr.size = size;
+    attr.format = FI_CQ_FORMAT_DATA;
+    attr.wait_obj = FI_WAIT_FD;
+    attr.wait_cond = FI_CQ_COND_NONE;
+    int ret = fi_cq_open(dom->domain.get(), &attr, cq->cq.out(), nullptr);
+    if (ret != 0) {
+        return fail(fabric_error(ret, std::string("fi_cq_open(") + to_string(kind) + ", size " +
+                                          std::to_string(size) + ")"));
+    }
+    ret = fi_control(cq->cq.as_fid(), FI_GETWAIT, &cq->fd);
+    if (ret != 0) {
+        return fail(fabric_error(ret, "fi_control(FI_GETWAIT) on a CQ"));
+    }
+    return cq;
+}
+
+result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n) {
+    if (progress != nullptr && parked.load(std::memory_order_relaxed)) {
+        progress->rearm(this);
+    }
+    constexpr std::size_t batch = 16;
+    fi_cq_data_entry entries[batch];
+    n = std::min(n, batch);
+    ssize_t got = fi_cq_read(cq.get(), entries, n);
+    if (got > 0) {
+        for (ssize_t i = 0; i < got; ++i) {
+            const fi_cq_data_entry& e = entries[i];
+            completion& c = out[i];
+            c = completion{};
+            c.op = op_from_flags(e.flags);
+            c.bytes = e.len;
+            c.context = e.op_context;
+            c.has_imm = (e.flags & FI_REMOTE_CQ_DATA) != 0;
+            c.imm = c.has_imm ? e.data : 0;
+        }
+        return static_cast<std::size_t>(got);
+    }
+    if (got == -FI_EAGAIN) {
+        return 0;
+    }
+    if (got == -FI_EAVAIL) {
+        fi_cq_err_entry err{};
+        ssize_t r = fi_cq_readerr(cq.get(), &err, 0);
+        if (r == -FI_EAGAIN) {
+            return 0;
+        }
+        if (r < 0) {
+            return fail(fabric_error(static_cast<int>(r), "fi_cq_readerr"));
+        }
+        completion& c = out[0];
+        c = completion{};
+        c.op = op_from_flags(err.flags);
+        c.bytes = err.len;
+        c.context = err.op_context;
+        c.status = status_from_fi(err.err);
+        return 1;
+    }
+    return fail(fabric_error(static_cast<int>(got), "fi_cq_read"));
+}
+
+result<std::size_t> cq_impl::fill_stash() {
+    if (stash_count == 0) {
+        stash_head = 0;
+        auto r = read_provider(stash.data(), stash_capacity);
+        if (!r) {
+            return r;
+        }
+        stash_count = *r;
+    }
+    return stash_count;
+}
+
+result<bool> cq_impl::trywait() {
+    if (stash_count != 0) {
+        return false;
+    }
+    fid* f = cq.as_fid();
+    int ret = fi_trywait(dom->fabric.get(), &f, 1);
+    if (ret == 0) {
+        return true;
+    }
+    if (ret == -FI_EAGAIN) {
+        return false;
+    }
+    return fail(fabric_error(ret, "fi_trywait"));
+}
+
+result<std::size_t> cq_impl::poll(std::span<completion> out) {
+    std::size_t n = 0;
+    while (n < out.size() && stash_count != 0) {
+        out[n++] = stash[stash_head++];
+        --stash_count;
+    }
+    while (n < out.size()) {
+        auto r = read_provider(out.data() + n, out.size() - n);
+        if (!r) {
+            return n != 0 ? result<std::size_t>(n) : r;
+        }
+        if (*r == 0) {
+            break;
+        }
+        n += *r;
+    }
+    return n;
+}
+
+result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
+    const auto deadline = clock::now() + timeout;
+    for (;;) {
+        auto ready = fill_stash();
+        if (!ready || *ready != 0) {
+            return ready;
+        }
+        auto armed = trywait();
+        if (!armed) {
+            return fail(armed.error());
+        }
+        if (!*armed) {
+            continue;  // the provider says completions are (about to be) ready: read again
+        }
+        pollfd p{fd, POLLIN, 0};
+        int rc = ::poll(&p, 1, remaining_ms(deadline));
+        if (rc < 0 && errno != EINTR) {
+            return fail(errc::provider_error,
+                        std::string("poll on CQ fd: ") + std::strerror(errno));
+        }
+        if (rc == 0) {
+            return fail(errc::timed_out, std::string("no completion on the ") + to_string(kind) +
+                                             " within " + std::to_string(timeout.count()) + " ms");
+        }
+        return fill_stash();  // 0 here is a no_completion wake-up
+    }
+}
+
+// ---------------------------------------------------------------- channel
+
+result<void> channel_impl::attach(cq_impl* cq) {
+    std::lock_guard lock(mu);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = cq;
+    if (epoll_ctl(epfd.get(), EPOLL_CTL_ADD, cq->fd, &ev) != 0) {
+        return fail(errc::provider_error,
+                    std::string("completion channel: epoll_ctl ADD: ") + std::strerror(errno));
+    }
+    cqs.push_back(cq);
+    return {};
+}
+
+void channel_impl::detach(cq_impl* cq) {
+    std::lock_guard lock(mu);
+    epoll_ctl(epfd.get(), EPOLL_CTL_DEL, cq->fd, nullptr);
+    cqs.erase(std::remove(cqs.begin(), cqs.end(), cq), cqs.end());
+}
+
+result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
+    const auto deadline = clock::now() + timeout;
+    auto event_for = [](cq_impl* cq, std::size_t ready) {
+        return channel_event{&cq->handle, cq->kind, cq->tag, ready};
+    };
+    for (;;) {
+        {
+            // Arm every CQ; one that cannot be armed has completions pending: report it.
+            std::lock_guard lock(mu);
+            const std::size_t n = cqs.size();
+            for (std::size_t i = 0; i < n; ++i) {
+                cq_impl* cq = cqs[(next + i) % n];
+                auto armed = cq->trywait();
+                if (!armed) {
+                    return fail(armed.error());
+                }
+                if (!*armed) {
+                    auto ready = cq->fill_stash();
+                    if (!ready) {
+                        return fail(ready.error());
+                    }
+                    next = (next + i + 1) % n;
+                    return event_for(cq, *ready);
+                }
+            }
+        }
+        epoll_event evs[1];
+        int rc = epoll_wait(epfd.get(), evs, 1, remaining_ms(deadline));
+        if (rc < 0 && errno == EINTR) {
+            continue;
+        }
+        if (rc < 0) {
+            return fail(errc::provider_error,
+                        std::string("completion channel: epoll_wait: ") + std::strerror(errno));
+        }
+        if (rc == 0) {
+            return fail(errc::timed_out, "no completion channel event within " +
+                                             std::to_string(timeout.count()) + " ms");
+        }
+        std::lock_guard lock(mu);
+        auto* cq = static_cast<cq_impl*>(evs[0].data.ptr);
+        if (std::find(cqs.begin(), cqs.end(), cq) == cqs.end()) {
+            continue;  // detached meanwhile
+        }
+        auto ready = cq->fill_stash();
+        if (!ready) {
+            return fail(ready.error());
+        }
+        return event_for(cq, *ready);
+    }
+}
+
+// ---------------------------------------------------------------- progress thread
+
+result<std::unique_ptr<progress_engine>> progress_engine::start() {
+    std::unique_ptr<progress_engine> e(new progress_engine());
+    e->epfd_ = unique_fd(epoll_create1(EPOLL_CLOEXEC));
+    e->wake_ = unique_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (e->epfd_.get() < 0 || e->wake_.get() < 0) {
+        return fail(errc::provider_error, std::string("progress thread: ") + std::strerror(errno));
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = nullptr;
+    epoll_ctl(e->epfd_.get(), EPOLL_CTL_ADD, e->wake_.get(), &ev);
+    e->thread_ = std::thread([p = e.get()] { p->run(); });
+    return e;
+}
+
+progress_engine::~progress_engine() {
+    stop_.store(true);
+    std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t w = ::write(wake_.get(), &one, sizeof(one));
+    if (thread_.joinable()) {
+        thread_.join();
+    }
+}
+
+result<void> progress_engine::watch(cq_impl* cq) {
+    std::lock_guard lock(mu_);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = cq;
+    if (epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, cq->fd, &ev) != 0) {
+        return fail(errc::provider_error,
+                    std::string("progress thread: epoll_ctl ADD: ") + std::strerror(errno));
+    }
+    watched_.push_back(cq);
+    cq->progress = this;
+    return {};
+}
+
+void progress_engine::unwatch(cq_impl* cq) {
+    std::lock_guard lock(mu_);
+    epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, cq->fd, nullptr);
+    watched_.erase(std::remove(watched_.begin(), watched_.end(), cq), watched_.end());
+    cq->progress = nullptr;
+}
+
+void progress_engine::rearm(cq_impl* cq) {
+    std::lock_guard lock(mu_);
+    if (cq->parked.exchange(false)) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.ptr = cq;
+        epoll_ctl(epfd_.get(), EPOLL_CTL_MOD, cq->fd, &ev);
+    }
+}
+
+void progress_engine::run() {
+    epoll_event evs[16];
+    auto drive = [this](cq_impl* cq) {
+        // A zero-length read drives the provider's progress without consuming completions.
+        fi_cq_read(cq->cq.get(), nullptr, 0);
+        fid* f = cq->cq.as_fid();
+        if (!cq->parked.load() && fi_trywait(cq->dom->fabric.get(), &f, 1) == -FI_EAGAIN) {
+            // Completions wait for the application, so the fd stays readable: stop watching it
+            // (no spin) and drive this CQ on a 1 ms tick until the application reads it.
+            cq->parked.store(true);
+            epoll_event ev{};
+            ev.data.ptr = cq;
+            epoll_ctl(epfd_.get(), EPOLL_CTL_MOD, cq->fd, &ev);
+        }
+    };
+    while (!stop_.load()) {
+        bool any_parked = false;
+        {
+            std::lock_guard lock(mu_);
+            for (cq_impl* cq : watched_) {
+                any_parked = any_parked || cq->parked.load();
+            }
+        }
+        int n = epoll_wait(epfd_.get(), evs, 16, any_parked ? 1 : -1);
+        std::lock_guard lock(mu_);
+        for (int i = 0; i < n; ++i) {
+            auto* cq = static_cast<cq_impl*>(evs[i].data.ptr);
+            if (cq != nullptr &&
+                std::find(watched_.begin(), watched_.end(), cq) != watched_.end()) {
+                drive(cq);
+            }
+        }
+        if (any_parked) {
+            for (cq_impl* cq : watched_) {
+                if (cq->parked.load()) {
+                    fi_cq_read(cq->cq.get(), nullptr, 0);
+                }
+            }
+        }
+    }
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------- public handles
+
+result<std::size_t> completion_queue::poll(std::span<completion> out) {
+    return impl_->poll(out);
+}
+
+result<std::size_t> completion_queue::wait(std::chrono::milliseconds timeout) {
+    if (impl_->channel) {
+        return fail(errc::bad_state,
+                    "this CQ's completion channel is shared: wait on the connection or channel");
+    }
+    return impl_->wait(timeout);
+}
+
+int completion_queue::fd() const noexcept {
+    return impl_->fd;
+}
+result<bool> completion_queue::arm() {
+    return impl_->trywait();
+}
+cq_kind completion_queue::kind() const noexcept {
+    return impl_->kind;
+}
+std::size_t completion_queue::size() const noexcept {
+    return impl_->size;
+}
+std::uint64_t completion_queue::tag() const noexcept {
+    return impl_->tag;
+}
+
+result<completion_channel> completion_channel::create() {
+    auto impl = std::make_shared<detail::channel_impl>();
+    impl->epfd = detail::unique_fd(epoll_create1(EPOLL_CLOEXEC));
+    if (impl->epfd.get() < 0) {
+        return fail(errc::provider_error,
+                    std::string("completion channel: epoll_create1: ") + std::strerror(errno));
+    }
+    completion_channel ch;
+    ch.impl_ = std::move(impl);
+    return ch;
+}
+
+int completion_channel::fd() const noexcept {
+    return impl_ ? impl_->epfd.get() : -1;
+}
+
+result<channel_event> completion_channel::wait(std::chrono::milliseconds timeout) {
+    if (!impl_) {
+        return fail(errc::bad_state, "wait on an empty completion_channel handle");
+    }
+    return impl_->wait(timeout);
+}
+
+std::size_t completion_channel::attached() const noexcept {
+    if (!impl_) {
+        return 0;
+    }
+    std::lock_guard lock(impl_->mu);
+    return impl_->cqs.size();
+}
+
+}  // namespace remora

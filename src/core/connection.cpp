@@ -1,0 +1,679 @@
+#include <remora/connection.hpp>
+
+#include <cstring>
+
+#include "core/impl.hpp"
+
+namespace remora {
+
+const char* to_string(conn_event e) noexcept {
+    switch (e) {
+        case conn_event::established:
+            return "established";
+        case conn_event::closed:
+            return "closed";
+        case conn_event::lost:
+            return "lost";
+        case conn_event::rejected:
+            return "rejected";
+        case conn_event::refused:
+            return "refused";
+        case conn_event::unreachable:
+            return "unreachable";
+    }
+    return "unknown";
+}
+
+namespace detail {
+
+namespace {
+
+using namespace std::chrono;
+
+std::string n2s(std::size_t v) {
+    return std::to_string(v);
+}
+
+// Validates and completes a connection_config against the provider's limits.
+result<connection_config> effective(const connection_config& in, const provider_caps& caps) {
+    connection_config c = in;
+    if (c.sq_size == 0 || c.rq_size == 0) {
+        return fail(errc::invalid_argument, "connection_config: sq_size and rq_size must be > 0");
+    }
+    if (c.sq_size > caps.tx_size) {
+        return fail(errc::too_large, "connection_config: sq_size " + n2s(c.sq_size) +
+                                         " exceeds the provider's send queue of " +
+                                         n2s(caps.tx_size));
+    }
+    if (c.rq_size > caps.rx_size) {
+        return fail(errc::too_large, "connection_config: rq_size " + n2s(c.rq_size) +
+                                         " exceeds the provider's receive queue of " +
+                                         n2s(caps.rx_size));
+    }
+    if (c.max_sge == 0 || c.max_sge > caps.iov_limit) {
+        return fail(errc::too_large, "connection_config: max_sge " + n2s(c.max_sge) +
+                                         " must be 1.." + n2s(caps.iov_limit) +
+                                         " (the provider's iov limit)");
+    }
+    const std::uint32_t need = c.sq_size + (c.rcq ? 0 : c.rq_size);
+    if (c.cq_size == 0) {
+        c.cq_size = need;
+    } else if (c.cq_size < need) {
+        return fail(errc::invalid_argument,
+                    "connection_config: cq_size " + n2s(c.cq_size) + " cannot hold " + n2s(need) +
+                        " completions (send queue" + (c.rcq ? "" : " + receive queue") +
+                        "); it could overflow");
+    }
+    if (c.rcq) {
+        if (c.rcq_size == 0) {
+            c.rcq_size = c.rq_size;
+        } else if (c.rcq_size < c.rq_size) {
+            return fail(errc::invalid_argument, "connection_config: rcq_size " + n2s(c.rcq_size) +
+                                                    " cannot hold the receive queue of " +
+                                                    n2s(c.rq_size) + "; it could overflow");
+        }
+    } else {
+        c.rcq_size = 0;
+    }
+    if (c.shared_channel && c.channel != channel_mode::shared) {
+        return fail(errc::invalid_argument,
+                    "connection_config: shared_channel given but channel mode is separate");
+    }
+    if (c.connect_timeout.count() <= 0) {
+        return fail(errc::invalid_argument, "connection_config: connect_timeout must be > 0");
+    }
+    return c;
+}
+
+}  // namespace
+
+domain connection_impl::make_domain_handle(const std::shared_ptr<domain_impl>& d) {
+    return domain(d);
+}
+
+result<eq_event> read_eq(fid_eq* eq, milliseconds timeout, std::size_t max_data,
+                         std::vector<std::byte>* err_data) {
+    std::vector<std::byte> buf(sizeof(fi_eq_cm_entry) + max_data);
+    std::uint32_t event = 0;
+    const auto deadline = steady_clock::now() + timeout;
+    for (;;) {
+        auto left = duration_cast<milliseconds>(deadline - steady_clock::now()).count();
+        if (left < 0) {
+            left = 0;
+        }
+        ssize_t n = fi_eq_sread(eq, &event, buf.data(), buf.size(), static_cast<int>(left), 0);
+        if (n >= 0) {
+            eq_event ev;
+            ev.event = event;
+            if (static_cast<std::size_t>(n) >= sizeof(fi_eq_cm_entry)) {
+                fi_eq_cm_entry entry;
+                std::memcpy(&entry, buf.data(), sizeof(entry));
+                ev.info = entry.info;
+                ev.data.assign(buf.begin() + sizeof(fi_eq_cm_entry), buf.begin() + n);
+            }
+            return ev;
+        }
+        if (n == -FI_EAVAIL) {
+            fi_eq_err_entry err{};
+            ssize_t r = fi_eq_readerr(eq, &err, 0);
+            if (r < 0) {
+                return fail(fabric_error(static_cast<int>(r), "fi_eq_readerr"));
+            }
+            if (err_data != nullptr && err.err_data != nullptr && err.err_data_size > 0) {
+                auto* p = static_cast<const std::byte*>(err.err_data);
+                err_data->assign(p, p + err.err_data_size);
+            }
+            return fail(error(status_from_fi(err.err),
+                              std::string("connection event error: ") + fi_strerror(err.err)));
+        }
+        if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT) {
+            if (steady_clock::now() >= deadline) {
+                return fail(errc::timed_out, "no connection event within " +
+                                                 std::to_string(timeout.count()) + " ms");
+            }
+            continue;
+        }
+        return fail(fabric_error(static_cast<int>(n), "fi_eq_sread"));
+    }
+}
+
+result<void> connection_impl::setup(const fi_info* info, const connection_config& cfg) {
+    auto eff = effective(cfg, dom->caps);
+    if (!eff) {
+        return fail(eff.error());
+    }
+    config = *eff;
+
+    fi_eq_attr eq_attr{};
+    eq_attr.size = 16;
+    eq_attr.wait_obj = FI_WAIT_FD;
+    int ret = fi_eq_open(dom->fabric.get(), &eq_attr, eq.out(), nullptr);
+    if (ret != 0) {
+        return fail(fabric_error(ret, "fi_eq_open"));
+    }
+    ret = fi_control(eq.as_fid(), FI_GETWAIT, &eq_fd);
+    if (ret != 0) {
+        return fail(fabric_error(ret, "fi_control(FI_GETWAIT) on an EQ"));
+    }
+
+    auto c = cq_impl::open(dom, cq_kind::cq, config.cq_size, config.tag);
+    if (!c) {
+        return fail(c.error());
+    }
+    cq = std::move(*c);
+    if (config.rcq) {
+        auto r = cq_impl::open(dom, cq_kind::rcq, config.rcq_size, config.tag);
+        if (!r) {
+            return fail(r.error());
+        }
+        rcq = std::move(*r);
+    }
+    if (config.channel == channel_mode::shared) {
+        if (config.shared_channel) {
+            channel = config.shared_channel.impl();
+        } else {
+            auto ch = completion_channel::create();
+            if (!ch) {
+                return fail(ch.error());
+            }
+            channel = ch->impl();
+        }
+        for (cq_impl* q : {cq.get(), rcq.get()}) {
+            if (q != nullptr) {
+                if (auto r = channel->attach(q); !r) {
+                    return r;
+                }
+                q->channel = channel;
+            }
+        }
+    }
+
+    info_ptr ep_info = dup_info(info);
+    if (!ep_info || ep_info->tx_attr == nullptr || ep_info->rx_attr == nullptr) {
+        // sockets hands connection requests fi_dupinfo cannot copy: start from the
+        // domain's and keep the request's handle.
+        info_ptr base = dup_info(dom->info.get());
+        base->handle = info->handle;
+        ep_info = std::move(base);
+    }
+    ep_info->tx_attr->size = config.sq_size;
+    ep_info->rx_attr->size = config.rq_size;
+    ep_info->tx_attr->iov_limit = config.max_sge;
+    ep_info->rx_attr->iov_limit = config.max_sge;
+    ep_info->tx_attr->rma_iov_limit = 1;
+    this->ep_info = std::move(ep_info);
+    ret = fi_endpoint(dom->domain.get(), this->ep_info.get(), ep.out(), nullptr);
+    if (ret != 0) {
+        return fail(fabric_error(ret, "fi_endpoint"));
+    }
+    ret = fi_ep_bind(ep.get(), eq.as_fid(), 0);
+    if (ret == 0) {
+        ret = fi_ep_bind(ep.get(), cq->cq.as_fid(),
+                         FI_TRANSMIT | FI_SELECTIVE_COMPLETION | (rcq ? 0 : FI_RECV));
+    }
+    if (ret == 0 && rcq) {
+        ret = fi_ep_bind(ep.get(), rcq->cq.as_fid(), FI_RECV | FI_SELECTIVE_COMPLETION);
+    }
+    if (ret != 0) {
+        return fail(fabric_error(ret, "fi_ep_bind"));
+    }
+    ret = fi_enable(ep.get());
+    if (ret != 0) {
+        return fail(fabric_error(ret, "fi_enable"));
+    }
+    if (config.progress_thread && dom->caps.target_needs_progress) {
+        std::lock_guard lock(dom->progress_mu);
+        if (!dom->progress) {
+            auto engine = progress_engine::start();
+            if (!engine) {
+                return fail(engine.error());
+            }
+            dom->progress = std::move(*engine);
+        }
+        for (cq_impl* q : {cq.get(), rcq.get()}) {
+            if (q != nullptr) {
+                if (auto r = dom->progress->watch(q); !r) {
+                    return r;
+                }
+            }
+        }
+        progress_watched = true;
+    }
+    return {};
+}
+
+result<void> connection_impl::await_connected(milliseconds timeout, bool client) {
+    std::vector<std::byte> err_data;
+    auto ev = read_eq(eq.get(), timeout, dom->caps.cm_data_size, &err_data);
+    if (!ev) {
+        const error& e = ev.error();
+        if (e == errc::timed_out) {
+            return fail(errc::timed_out, std::string(client ? "connect" : "accept") +
+                                             ": not established within " +
+                                             std::to_string(timeout.count()) + " ms");
+        }
+        if (client && e == errc::connection_refused && !err_data.empty()) {
+            peer_data = std::move(err_data);
+            return fail(errc::rejected, "connect: the peer rejected the request (" +
+                                            std::to_string(peer_data.size()) +
+                                            " bytes of private data)");
+        }
+        if (client && e == errc::connection_refused) {
+            return fail(errc::connection_refused, "connect: refused (nobody listens, or rejected)");
+        }
+        return fail(e);
+    }
+    if (ev->event != FI_CONNECTED) {
+        return fail(errc::provider_error,
+                    "expected FI_CONNECTED, got event " + std::to_string(ev->event));
+    }
+    peer_data = std::move(ev->data);
+    open = true;
+    return {};
+}
+
+void connection_impl::teardown() {
+    if (progress_watched) {
+        std::lock_guard lock(dom->progress_mu);
+        for (cq_impl* q : {cq.get(), rcq.get()}) {
+            if (q != nullptr && dom->progress) {
+                dom->progress->unwatch(q);
+            }
+        }
+        progress_watched = false;
+    }
+    if (channel) {
+        for (cq_impl* q : {cq.get(), rcq.get()}) {
+            if (q != nullptr) {
+                channel->detach(q);
+            }
+        }
+    }
+    ep.reset();
+    rcq.reset();
+    cq.reset();
+    eq.reset();
+    channel.reset();
+}
+
+connection_impl::~connection_impl() {
+    if (open.exchange(false) && ep) {
+        fi_shutdown(ep.get(), 0);
+    }
+    teardown();
+}
+
+// ---------------------------------------------------------------- posting
+
+namespace {
+
+struct gathered {
+    static constexpr std::size_t max = 16;
+    iovec iov[max];
+    void* desc[max];
+    std::size_t count = 0;
+    std::size_t bytes = 0;
+};
+
+result<void> gather(const connection_impl& c, std::span<const local_segment> segs, usage need,
+                    const char* what, gathered& g) {
+    if (segs.size() > c.config.max_sge || segs.size() > gathered::max) {
+        return fail(errc::too_large, std::string(what) + ": " + n2s(segs.size()) +
+                                         " segments exceed max_sge " + n2s(c.config.max_sge));
+    }
+    for (const local_segment& s : segs) {
+        if (s.region == nullptr) {
+            return fail(errc::invalid_argument, std::string(what) + ": segment without a region");
+        }
+        const region_impl& r = *s.region->impl();
+        if (r.dom != c.dom) {
+            return fail(errc::invalid_argument,
+                        std::string(what) + ": region registered in another domain");
+        }
+        if (s.offset > r.memory.size() || s.length > r.memory.size() - s.offset) {
+            return fail(errc::out_of_range, std::string(what) + ": local range [" + n2s(s.offset) +
+                                                ", +" + n2s(s.length) + ") outside region of " +
+                                                n2s(r.memory.size()) + " bytes");
+        }
+        if (!has_all(r.uses, need)) {
+            return fail(errc::access_denied,
+                        std::string(what) + ": local region not registered for this use");
+        }
+        g.iov[g.count].iov_base = r.memory.data() + s.offset;
+        g.iov[g.count].iov_len = s.length;
+        g.desc[g.count] = r.desc;
+        ++g.count;
+        g.bytes += s.length;
+    }
+    return {};
+}
+
+result<void> posted(ssize_t ret, const connection_impl& c, const char* what, bool recv) {
+    if (ret == 0) {
+        return {};
+    }
+    if (ret == -FI_EAGAIN) {
+        return fail(errc::would_block,
+                    std::string(what) + ": " + (recv ? "receive" : "send") + " queue full (depth " +
+                        n2s(recv ? c.config.rq_size : c.config.sq_size) + "); reap completions");
+    }
+    if (!c.open) {
+        return fail(errc::disconnected, std::string(what) + ": connection is closed");
+    }
+    return fail(fabric_error(static_cast<int>(ret), what));
+}
+
+result<void> check_open(const connection_impl& c, const char* what) {
+    if (!c.open.load()) {
+        return fail(errc::disconnected, std::string(what) + ": connection is not open");
+    }
+    return {};
+}
+
+result<void> check_imm(const connection_impl& c, std::uint64_t imm) {
+    const std::size_t bytes = c.dom->caps.cq_data_size;
+    if (bytes == 0) {
+        return fail(errc::not_supported, "immediate data: the provider has none");
+    }
+    if (bytes < 8 && (imm >> (8 * bytes)) != 0) {
+        return fail(errc::too_large, "immediate data 0x" + std::to_string(imm) + " exceeds the " +
+                                         n2s(bytes) + "-byte immediate of this provider");
+    }
+    return {};
+}
+
+std::uint64_t completion_flag(const op_options& o) {
+    return o.completion == completion_mode::always ? FI_COMPLETION : 0;
+}
+
+enum class rma_kind { read, write, write_imm };
+
+result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_segment> local,
+                      const remote_region& remote, std::uint64_t remote_offset, std::uint64_t imm,
+                      const op_options& opts) {
+    const char* what = kind == rma_kind::read    ? "read"
+                       : kind == rma_kind::write ? "write"
+                                                 : "write_with_imm";
+    if (auto r = check_open(c, what); !r) {
+        return r;
+    }
+    gathered g;
+    const usage local_need = kind == rma_kind::read ? usage::read_destination : usage::write_source;
+    if (auto r = gather(c, local, local_need, what, g); !r) {
+        return r;
+    }
+    const usage remote_need =
+        kind == rma_kind::read ? usage::read_source : usage::write_destination;
+    if (auto r = remote.check(remote_offset, g.bytes, remote_need); !r) {
+        return fail(r.error().code(), std::string(what) + ": " + r.error().message());
+    }
+    if (kind == rma_kind::write_imm) {
+        if (auto r = check_imm(c, imm); !r) {
+            return r;
+        }
+    }
+    if (kind == rma_kind::read && g.bytes == 0) {
+        return fail(errc::invalid_argument, "read: zero-length read");
+    }
+    fi_rma_iov rma{remote.address() + remote_offset, g.bytes, remote.key()};
+    fi_msg_rma msg{};
+    msg.msg_iov = g.iov;
+    msg.desc = g.desc;
+    msg.iov_count = g.count;
+    msg.rma_iov = &rma;
+    msg.rma_iov_count = 1;
+    msg.context = opts.context;
+    msg.data = imm;
+    std::uint64_t flags = completion_flag(opts);
+    ssize_t ret;
+    if (kind == rma_kind::read) {
+        ret = fi_readmsg(c.ep.get(), &msg, flags);
+    } else {
+        if (kind == rma_kind::write_imm) {
+            flags |= FI_REMOTE_CQ_DATA;
+        }
+        ret = fi_writemsg(c.ep.get(), &msg, flags);
+    }
+    return posted(ret, c, what, false);
+}
+
+result<void> post_send(connection_impl& c, std::span<const local_segment> local, bool with_imm,
+                       std::uint64_t imm, const op_options& opts) {
+    const char* what = with_imm ? "send_with_imm" : "send";
+    if (auto r = check_open(c, what); !r) {
+        return r;
+    }
+    gathered g;
+    if (auto r = gather(c, local, usage::send, what, g); !r) {
+        return r;
+    }
+    if (with_imm) {
+        if (auto r = check_imm(c, imm); !r) {
+            return r;
+        }
+    }
+    fi_msg msg{};
+    msg.msg_iov = g.iov;
+    msg.desc = g.desc;
+    msg.iov_count = g.count;
+    msg.context = opts.context;
+    msg.data = imm;
+    std::uint64_t flags = completion_flag(opts) | (with_imm ? FI_REMOTE_CQ_DATA : 0);
+    return posted(fi_sendmsg(c.ep.get(), &msg, flags), c, what, false);
+}
+
+}  // namespace
+}  // namespace detail
+
+// ---------------------------------------------------------------- public API
+
+connection::connection(std::unique_ptr<detail::connection_impl> impl) : impl_(std::move(impl)) {}
+connection::connection(connection&&) noexcept = default;
+connection& connection::operator=(connection&&) noexcept = default;
+connection::~connection() = default;
+
+result<connection> connection::connect(const domain& dom, const std::string& host,
+                                       std::uint16_t port, const connection_config& config,
+                                       std::span<const std::byte> private_data) {
+    using namespace detail;
+    const auto& caps = dom.caps();
+    if (private_data.size() > caps.cm_data_size) {
+        return fail(errc::too_large, "connect: private data of " + n2s(private_data.size()) +
+                                         " bytes exceeds the " + caps.provider + " limit of " +
+                                         n2s(caps.cm_data_size) + " bytes");
+    }
+    info_ptr hints = endpoint_hints(*dom.impl());
+    fi_info* list = nullptr;
+    const std::string service = std::to_string(port);
+    int ret = fi_getinfo(FI_VERSION(1, 17), host.c_str(), service.c_str(), 0, hints.get(), &list);
+    if (ret != 0) {
+        return fail(errc::unreachable, "connect: cannot resolve " + host + ":" + service + " on " +
+                                           caps.provider + " (" + fi_strerror(-ret) + ")");
+    }
+    info_ptr info(list);
+    auto impl = std::make_unique<connection_impl>(dom.impl());
+    if (auto r = impl->setup(info.get(), config); !r) {
+        return fail(r.error());
+    }
+    ret = fi_connect(impl->ep.get(), info->dest_addr, private_data.data(), private_data.size());
+    if (ret != 0) {
+        return fail(fabric_error(ret, "fi_connect to " + host + ":" + service));
+    }
+    if (auto r = impl->await_connected(impl->config.connect_timeout, true); !r) {
+        return fail(r.error().code(), r.error().message() + " (" + host + ":" + service + ")");
+    }
+    return connection(std::move(impl));
+}
+
+result<void> connection::read(std::span<const local_segment> dst, const remote_region& src,
+                              std::uint64_t src_offset, op_options opts) {
+    return detail::post_rma(*impl_, detail::rma_kind::read, dst, src, src_offset, 0, opts);
+}
+result<void> connection::read(const memory_region& dst, std::size_t dst_offset,
+                              const remote_region& src, std::uint64_t src_offset,
+                              std::size_t length, op_options opts) {
+    const local_segment seg{&dst, dst_offset, length};
+    return read({&seg, 1}, src, src_offset, opts);
+}
+result<void> connection::write(std::span<const local_segment> src, const remote_region& dst,
+                               std::uint64_t dst_offset, op_options opts) {
+    return detail::post_rma(*impl_, detail::rma_kind::write, src, dst, dst_offset, 0, opts);
+}
+result<void> connection::write(const remote_region& dst, std::uint64_t dst_offset,
+                               const memory_region& src, std::size_t src_offset, std::size_t length,
+                               op_options opts) {
+    const local_segment seg{&src, src_offset, length};
+    return write({&seg, 1}, dst, dst_offset, opts);
+}
+result<void> connection::write_with_imm(std::span<const local_segment> src,
+                                        const remote_region& dst, std::uint64_t dst_offset,
+                                        std::uint64_t imm, op_options opts) {
+    return detail::post_rma(*impl_, detail::rma_kind::write_imm, src, dst, dst_offset, imm, opts);
+}
+result<void> connection::write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
+                                        const memory_region& src, std::size_t src_offset,
+                                        std::size_t length, std::uint64_t imm, op_options opts) {
+    const local_segment seg{&src, src_offset, length};
+    return write_with_imm({&seg, 1}, dst, dst_offset, imm, opts);
+}
+
+result<void> connection::atomic_write(const remote_region& dst, std::uint64_t dst_offset,
+                                      std::uint64_t value, op_options opts) {
+    auto& c = *impl_;
+    if (auto r = detail::check_open(c, "atomic_write"); !r) {
+        return r;
+    }
+    if (!c.dom->caps.native_atomics) {
+        return fail(errc::not_supported,
+                    "atomic_write: provider " + c.dom->caps.provider + " has no native atomics");
+    }
+    if (auto r = dst.check(dst_offset, 8, usage::atomic_target); !r) {
+        return fail(r.error().code(), "atomic_write: " + r.error().message());
+    }
+    if ((dst.address() + dst_offset) % 8 != 0) {
+        return fail(errc::invalid_argument, "atomic_write: target word is not 8-byte aligned");
+    }
+    fi_ioc ioc{&value, 1};
+    fi_rma_ioc rma{dst.address() + dst_offset, 1, dst.key()};
+    fi_msg_atomic msg{};
+    msg.msg_iov = &ioc;
+    msg.iov_count = 1;
+    msg.rma_iov = &rma;
+    msg.rma_iov_count = 1;
+    msg.datatype = FI_UINT64;
+    msg.op = FI_ATOMIC_WRITE;
+    msg.context = opts.context;
+    return detail::posted(fi_atomicmsg(c.ep.get(), &msg, FI_INJECT | detail::completion_flag(opts)),
+                          c, "atomic_write", false);
+}
+
+result<void> connection::send(std::span<const local_segment> src, op_options opts) {
+    return detail::post_send(*impl_, src, false, 0, opts);
+}
+result<void> connection::send(const memory_region& src, std::size_t offset, std::size_t length,
+                              op_options opts) {
+    const local_segment seg{&src, offset, length};
+    return send({&seg, 1}, opts);
+}
+result<void> connection::send_with_imm(std::span<const local_segment> src, std::uint64_t imm,
+                                       op_options opts) {
+    return detail::post_send(*impl_, src, true, imm, opts);
+}
+result<void> connection::send_with_imm(const memory_region& src, std::size_t offset,
+                                       std::size_t length, std::uint64_t imm, op_options opts) {
+    const local_segment seg{&src, offset, length};
+    return send_with_imm({&seg, 1}, imm, opts);
+}
+result<void> connection::recv(std::span<const local_segment> dst, op_options opts) {
+    auto& c = *impl_;
+    if (auto r = detail::check_open(c, "recv"); !r) {
+        return r;
+    }
+    detail::gathered g;
+    if (auto r = detail::gather(c, dst, usage::receive, "recv", g); !r) {
+        return r;
+    }
+    fi_msg msg{};
+    msg.msg_iov = g.iov;
+    msg.desc = g.desc;
+    msg.iov_count = g.count;
+    msg.context = opts.context;
+    return detail::posted(fi_recvmsg(c.ep.get(), &msg, detail::completion_flag(opts)), c, "recv",
+                          true);
+}
+result<void> connection::recv(const memory_region& dst, std::size_t offset, std::size_t length,
+                              op_options opts) {
+    const local_segment seg{&dst, offset, length};
+    return recv({&seg, 1}, opts);
+}
+
+completion_queue& connection::cq() noexcept {
+    return impl_->cq->handle;
+}
+completion_queue* connection::rcq() noexcept {
+    return impl_->rcq ? &impl_->rcq->handle : nullptr;
+}
+
+result<channel_event> connection::wait(std::chrono::milliseconds timeout) {
+    if (!impl_->channel) {
+        return fail(errc::bad_state,
+                    "connection::wait needs channel_mode::shared; wait on each CQ instead");
+    }
+    if (impl_->channel != nullptr && impl_->config.shared_channel) {
+        // A channel shared with other connections may report their CQs; still correct to use,
+        // but the caller must dispatch by tag.
+    }
+    return impl_->channel->wait(timeout);
+}
+
+result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
+    auto& c = *impl_;
+    if (!c.eq) {
+        return fail(errc::bad_state, "next_event: connection is torn down");
+    }
+    auto ev = detail::read_eq(c.eq.get(), timeout, c.dom->caps.cm_data_size, nullptr);
+    if (!ev) {
+        if (ev.error() == errc::timed_out) {
+            return fail(ev.error());
+        }
+        c.open = false;
+        return conn_event::lost;
+    }
+    if (ev->event == FI_SHUTDOWN) {
+        c.open = false;
+        return conn_event::closed;
+    }
+    if (ev->event == FI_CONNECTED) {
+        return conn_event::established;
+    }
+    return fail(errc::provider_error, "unexpected connection event " + std::to_string(ev->event));
+}
+
+int connection::event_fd() const noexcept {
+    return impl_->eq_fd;
+}
+std::span<const std::byte> connection::peer_private_data() const noexcept {
+    return impl_->peer_data;
+}
+
+result<void> connection::close() {
+    auto& c = *impl_;
+    if (c.open.exchange(false) && c.ep) {
+        int ret = fi_shutdown(c.ep.get(), 0);
+        if (ret != 0 && ret != -FI_ENOTCONN) {
+            return fail(detail::fabric_error(ret, "fi_shutdown"));
+        }
+    }
+    return {};
+}
+bool connection::is_open() const noexcept {
+    return impl_ && impl_->open.load();
+}
+const connection_config& connection::config() const noexcept {
+    return impl_->config;
+}
+const domain& connection::dom() const noexcept {
+    return impl_->dom_handle;
+}
+
+}  // namespace remora

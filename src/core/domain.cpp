@@ -1,0 +1,207 @@
+#include <remora/domain.hpp>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/impl.hpp"
+
+namespace remora {
+namespace detail {
+
+namespace {
+
+constexpr std::uint64_t base_caps =
+    FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
+// The mr_mode bits remora can honour. FI_MR_ENDPOINT is not offered yet: every provider remora
+// targets (verbs, tcp, sockets, shm) works without it.
+constexpr int supported_mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+
+info_ptr make_hints(const std::string& provider, std::uint64_t caps) {
+    info_ptr hints(fi_allocinfo());
+    if (!hints) {
+        return hints;
+    }
+    hints->caps = caps;
+    hints->mode = 0;
+    hints->ep_attr->type = FI_EP_MSG;
+    hints->domain_attr->mr_mode = supported_mr_mode;
+    hints->domain_attr->threading = FI_THREAD_SAFE;
+    hints->domain_attr->resource_mgmt = FI_RM_ENABLED;
+    if (!provider.empty()) {
+        hints->fabric_attr->prov_name = strdup(provider.c_str());
+    }
+    return hints;
+}
+
+progress_model to_model(fi_progress p) {
+    switch (p) {
+        case FI_PROGRESS_AUTO:
+            return progress_model::automatic;
+        case FI_PROGRESS_MANUAL:
+            return progress_model::manual;
+        default:
+            return progress_model::unspecified;
+    }
+}
+
+remora::mr_mode to_mr_mode(int m) {
+    remora::mr_mode r = remora::mr_mode::none;
+    if (m & FI_MR_LOCAL)
+        r |= remora::mr_mode::local;
+    if (m & FI_MR_VIRT_ADDR)
+        r |= remora::mr_mode::virt_addr;
+    if (m & FI_MR_ALLOCATED)
+        r |= remora::mr_mode::allocated;
+    if (m & FI_MR_PROV_KEY)
+        r |= remora::mr_mode::prov_key;
+    if (m & FI_MR_ENDPOINT)
+        r |= remora::mr_mode::endpoint;
+    return r;
+}
+
+// Provider preference when none is named: hardware first.
+int rank(const char* prov) {
+    static const char* const order[] = {"verbs", "tcp", "sockets"};
+    for (int i = 0; i < 3; ++i) {
+        if (std::strcmp(prov, order[i]) == 0) {
+            return i;
+        }
+    }
+    return 100;
+}
+
+result<info_ptr> pick(const std::string& provider, const std::string& node, std::uint64_t caps) {
+    info_ptr hints = make_hints(provider, caps);
+    if (!hints) {
+        return fail(errc::provider_error, "fi_allocinfo failed");
+    }
+    fi_info* list = nullptr;
+    int ret = fi_getinfo(FI_VERSION(1, 17), node.c_str(), nullptr, FI_SOURCE, hints.get(), &list);
+    if (ret != 0) {
+        return fail(
+            fabric_error(ret, "no provider offers connected endpoints" +
+                                  (provider.empty() ? std::string() : " for '" + provider + "'") +
+                                  " on " + node));
+    }
+    info_ptr all(list);
+    const fi_info* best = nullptr;
+    for (const fi_info* i = list; i != nullptr; i = i->next) {
+        // Skip utility providers layered over a core one (e.g. "tcp;ofi_rxm" is RDM only anyway).
+        if (std::strchr(i->fabric_attr->prov_name, ';') != nullptr) {
+            continue;
+        }
+        if (best == nullptr ||
+            rank(i->fabric_attr->prov_name) < rank(best->fabric_attr->prov_name)) {
+            best = i;
+        }
+    }
+    if (best == nullptr) {
+        return fail(errc::not_supported, "no core provider offers connected endpoints on " + node);
+    }
+    return dup_info(best);
+}
+
+}  // namespace
+
+domain_impl::~domain_impl() {
+    progress.reset();
+    domain.reset();
+    fabric.reset();
+}
+
+progress_engine& domain_impl::progress_thread() {
+    // Caller holds progress_mu and has checked `progress`.
+    return *progress;
+}
+
+info_ptr endpoint_hints(const domain_impl& dom) {
+    info_ptr hints = make_hints(dom.caps.provider, dom.info->caps);
+    if (hints) {
+        hints->domain_attr->name = strdup(dom.info->domain_attr->name);
+    }
+    return hints;
+}
+
+}  // namespace detail
+
+result<domain> domain::open(const domain_config& config) {
+    using namespace detail;
+    auto impl = std::make_shared<domain_impl>();
+    impl->node = config.node;
+
+    auto base = pick(config.provider, config.node, base_caps);
+    if (!base) {
+        return fail(base.error());
+    }
+    std::string prov = (*base)->fabric_attr->prov_name;
+    // Native atomics: ask again with FI_ATOMIC. Providers without them (tcp) don't answer.
+    bool atomics = false;
+    {
+        auto with_atomics = pick(prov, config.node, base_caps | FI_ATOMIC);
+        if (with_atomics && prov == (*with_atomics)->fabric_attr->prov_name) {
+            atomics = true;
+            *base = std::move(*with_atomics);
+        }
+    }
+    impl->info = std::move(*base);
+    fi_info* info = impl->info.get();
+
+    int ret = fi_fabric(info->fabric_attr, impl->fabric.out(), nullptr);
+    if (ret != 0) {
+        return fail(fabric_error(ret, "fi_fabric(" + prov + ")"));
+    }
+    ret = fi_domain(impl->fabric.get(), info, impl->domain.out(), nullptr);
+    if (ret != 0) {
+        return fail(fabric_error(ret, "fi_domain(" + prov + ")"));
+    }
+
+    provider_caps& c = impl->caps;
+    c.provider = prov;
+    c.fabric = info->fabric_attr->name ? info->fabric_attr->name : "";
+    c.nic = info->domain_attr->name ? info->domain_attr->name : "";
+    c.native_atomics = atomics && (info->caps & FI_ATOMIC) != 0;
+    c.inject_size = info->tx_attr->inject_size;
+    c.max_msg_size = info->ep_attr->max_msg_size;
+    c.tx_size = info->tx_attr->size;
+    c.rx_size = info->rx_attr->size;
+    // fi_info reports no CQ depth limit; a CQ serving one full send and receive queue is the
+    // depth remora asks for at most.
+    c.cq_size = info->tx_attr->size + info->rx_attr->size;
+    c.iov_limit = std::min(info->tx_attr->iov_limit, info->rx_attr->iov_limit);
+    c.rma_iov_limit = info->tx_attr->rma_iov_limit;
+    c.cq_data_size = info->domain_attr->cq_data_size;
+    c.rx_cq_data = (info->rx_attr->mode & FI_RX_CQ_DATA) != 0 || (info->mode & FI_RX_CQ_DATA) != 0;
+    c.shared_rx = info->domain_attr->max_ep_srx_ctx != 0;
+    c.rma_pmem = (info->caps & FI_RMA_PMEM) != 0;
+    c.control_progress = to_model(info->domain_attr->control_progress);
+    c.data_progress = to_model(info->domain_attr->data_progress);
+    c.mr_mode = to_mr_mode(info->domain_attr->mr_mode);
+    c.mr_key_size = info->domain_attr->mr_key_size;
+    // Software providers over sockets: tcp progresses only inside fi_cq_read/fi_eq_read calls,
+    // whatever it reports; sockets runs its own progress threads.
+    c.target_needs_progress =
+        prov == "tcp" || prov == "net" || c.data_progress == progress_model::manual;
+
+    // The private-data limit is an endpoint option: ask a passive endpoint.
+    {
+        pep_handle pep;
+        ret = fi_passive_ep(impl->fabric.get(), info, pep.out(), nullptr);
+        if (ret == 0) {
+            size_t sz = 0;
+            size_t len = sizeof(sz);
+            if (fi_getopt(pep.as_fid(), FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &sz, &len) == 0) {
+                c.cm_data_size = sz;
+            }
+        }
+    }
+    return domain(std::move(impl));
+}
+
+const provider_caps& domain::caps() const noexcept {
+    return impl_->caps;
+}
+const std::string& domain::node() const noexcept {
+    return impl_->node;
+}
+
+}  // namespace remora

@@ -1,0 +1,131 @@
+#include <remora/result.hpp>
+
+#include <rdma/fi_errno.h>
+
+#include "fabric/fabric.hpp"
+
+namespace remora {
+namespace {
+
+class remora_category_impl final : public std::error_category {
+  public:
+    const char* name() const noexcept override { return "remora"; }
+    std::string message(int ev) const override {
+        switch (static_cast<errc>(ev)) {
+            case errc::ok:
+                return "success";
+            case errc::invalid_argument:
+                return "invalid argument";
+            case errc::out_of_range:
+                return "out of range";
+            case errc::access_denied:
+                return "access denied";
+            case errc::not_supported:
+                return "not supported";
+            case errc::too_large:
+                return "too large";
+            case errc::would_block:
+                return "would block";
+            case errc::timed_out:
+                return "timed out";
+            case errc::connection_refused:
+                return "connection refused";
+            case errc::rejected:
+                return "rejected by peer";
+            case errc::unreachable:
+                return "unreachable";
+            case errc::disconnected:
+                return "disconnected";
+            case errc::canceled:
+                return "canceled";
+            case errc::malformed_descriptor:
+                return "malformed descriptor";
+            case errc::bad_state:
+                return "bad state";
+            case errc::provider_error:
+                return "provider error";
+        }
+        return "unknown remora error";
+    }
+};
+
+class fabric_category_impl final : public std::error_category {
+  public:
+    const char* name() const noexcept override { return "libfabric"; }
+    std::string message(int ev) const override { return fi_strerror(ev); }
+};
+
+}  // namespace
+
+const std::error_category& remora_category() noexcept {
+    static const remora_category_impl c;
+    return c;
+}
+const std::error_category& fabric_category() noexcept {
+    static const fabric_category_impl c;
+    return c;
+}
+
+std::string error::what() const {
+    if (message_.empty()) {
+        return code_.message();
+    }
+    return message_ + ": " + code_.message();
+}
+
+namespace detail {
+
+std::error_code status_from_fi(int e) {
+    if (e < 0) {
+        e = -e;
+    }
+    switch (e) {
+        case 0:
+            return {};
+        case FI_ECANCELED:
+            return make_error_code(errc::canceled);
+        case FI_ECONNRESET:
+        case FI_ECONNABORTED:
+        case FI_ENOTCONN:
+        case FI_ESHUTDOWN:
+            return make_error_code(errc::disconnected);
+        case FI_ECONNREFUSED:
+            return make_error_code(errc::connection_refused);
+        case FI_ETIMEDOUT:
+            return make_error_code(errc::timed_out);
+        case FI_EAGAIN:
+            return make_error_code(errc::would_block);
+        case FI_ENOSYS:
+        case FI_EOPNOTSUPP:
+            return make_error_code(errc::not_supported);
+        case FI_EHOSTUNREACH:
+        case FI_ENETUNREACH:
+        case FI_EADDRNOTAVAIL:
+            return make_error_code(errc::unreachable);
+        case FI_EINVAL:
+            return make_error_code(errc::invalid_argument);
+        case FI_EMSGSIZE:
+        case FI_ETOOSMALL:
+            return make_error_code(errc::too_large);
+        case FI_EACCES:
+        case FI_EPERM:
+        case FI_EKEYREJECTED:
+            return make_error_code(errc::access_denied);
+        default:
+            return {e, fabric_category()};
+    }
+}
+
+error fabric_error(int ret, const std::string& what) {
+    std::error_code code = status_from_fi(ret);
+    std::string msg = what;
+    if (code.category() != fabric_category()) {
+        msg += " (";
+        msg += fi_strerror(ret < 0 ? -ret : ret);
+        msg += ")";
+    }
+    return {code, msg};
+}
+
+}  // namespace detail
+}  // namespace remora

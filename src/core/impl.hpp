@@ -1,0 +1,175 @@
+// src/core/impl.hpp — the state behind remora's public handles (remora::detail).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <remora/completion_channel.hpp>
+#include <remora/completion_queue.hpp>
+#include <remora/connection.hpp>
+#include <remora/domain.hpp>
+#include <remora/memory_region.hpp>
+
+#include "fabric/fabric.hpp"
+
+namespace remora::detail {
+
+class progress_engine;
+
+struct domain_impl {
+    info_ptr info;  // the provider/NIC chosen; template for endpoints
+    fabric_handle fabric;
+    domain_handle domain;
+    provider_caps caps;
+    std::string node;
+    std::mutex progress_mu;
+    std::unique_ptr<progress_engine> progress;  // started on first use
+    std::atomic<std::uint64_t> next_key{1};     // requested keys when the provider wants ours
+
+    ~domain_impl();
+    progress_engine& progress_thread();
+};
+
+struct region_impl {
+    std::shared_ptr<domain_impl> dom;
+    std::span<std::byte> memory;
+    usage uses = usage::none;
+    mr_handle mr;
+    void* desc = nullptr;  // fi_mr_desc, for FI_MR_LOCAL providers
+    std::uint64_t key = 0;
+};
+
+// A file descriptor closed on destruction.
+class unique_fd {
+  public:
+    unique_fd() = default;
+    explicit unique_fd(int fd) noexcept : fd_(fd) {}
+    unique_fd(const unique_fd&) = delete;
+    unique_fd& operator=(const unique_fd&) = delete;
+    unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+    unique_fd& operator=(unique_fd&& o) noexcept;
+    ~unique_fd();
+    int get() const noexcept { return fd_; }
+
+  private:
+    int fd_ = -1;
+};
+
+struct channel_impl;
+
+struct cq_impl {
+    std::shared_ptr<domain_impl> dom;
+    cq_handle cq;
+    int fd = -1;  // the CQ's wait fd (owned by libfabric)
+    cq_kind kind = cq_kind::cq;
+    std::size_t size = 0;
+    std::uint64_t tag = 0;
+    std::shared_ptr<channel_impl> channel;  // set when the channel is shared
+    completion_queue handle{this};
+
+    // Completions read while waiting (so a wait can tell a real wake-up from a no_completion
+    // one) and handed out by the next poll. Fixed size: no allocation on the data path.
+    static constexpr std::size_t stash_capacity = 16;
+    std::array<completion, stash_capacity> stash{};
+    std::size_t stash_head = 0;
+    std::size_t stash_count = 0;
+
+    std::atomic<bool> parked{false};      // progress thread stopped watching: entries pending
+    progress_engine* progress = nullptr;  // set when a progress thread watches this CQ
+
+    static result<std::unique_ptr<cq_impl>> open(const std::shared_ptr<domain_impl>& dom,
+                                                 cq_kind kind, std::size_t size, std::uint64_t tag);
+    // Reads up to n completions from the provider (errors included) into out.
+    result<std::size_t> read_provider(completion* out, std::size_t n);
+    // Fills the stash if empty; returns the number stashed.
+    result<std::size_t> fill_stash();
+    // fi_trywait on this CQ alone: true when it is safe to block on fd.
+    result<bool> trywait();
+    result<std::size_t> poll(std::span<completion> out);
+    result<std::size_t> wait(std::chrono::milliseconds timeout);
+};
+
+struct channel_impl {
+    unique_fd epfd;
+    mutable std::mutex mu;
+    std::vector<cq_impl*> cqs;
+    std::size_t next = 0;  // round-robin start
+
+    result<void> attach(cq_impl* cq);
+    void detach(cq_impl* cq);
+    result<channel_event> wait(std::chrono::milliseconds timeout);
+};
+
+// A library-owned thread that drives progress for connections whose target side must call into
+// libfabric (tcp): it blocks on their CQ fds (no spin when idle), and calls into the provider
+// without consuming completions. When a CQ holds completions the application has not read, it
+// stops watching that CQ until the application polls it again.
+class progress_engine {
+  public:
+    static result<std::unique_ptr<progress_engine>> start();
+    ~progress_engine();
+    result<void> watch(cq_impl* cq);
+    void unwatch(cq_impl* cq);
+    void rearm(cq_impl* cq);
+
+  private:
+    progress_engine() = default;
+    void run();
+    unique_fd epfd_;
+    unique_fd wake_;  // eventfd to stop the thread
+    std::mutex mu_;
+    std::vector<cq_impl*> watched_;
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
+
+struct connection_impl {
+    std::shared_ptr<domain_impl> dom;
+    domain dom_handle;
+    connection_config config;
+    eq_handle eq;
+    int eq_fd = -1;
+    std::unique_ptr<cq_impl> cq;
+    std::unique_ptr<cq_impl> rcq;
+    std::shared_ptr<channel_impl> channel;  // shared mode only
+    info_ptr ep_info;                       // outlives ep: sockets keeps a shallow copy of it
+    ep_handle ep;
+    std::vector<std::byte> peer_data;
+    std::atomic<bool> open{false};
+    bool progress_watched = false;
+
+    connection_impl(std::shared_ptr<domain_impl> d)
+        : dom(std::move(d)), dom_handle(make_domain_handle(dom)) {}
+    ~connection_impl();
+    static domain make_domain_handle(const std::shared_ptr<domain_impl>& d);
+
+    // Creates CQs, channel and endpoint for `info` (client: from fi_getinfo; server: from the
+    // connection request) and enables it.
+    result<void> setup(const fi_info* info, const connection_config& cfg);
+    // Waits on the EQ for FI_CONNECTED; returns the event data (peer private data).
+    result<void> await_connected(std::chrono::milliseconds timeout, bool client);
+    void teardown();
+};
+
+// Reads one event from an EQ with a timeout. Returns the event number and fills `buf`; an error
+// event is returned as the error (with its err_data copied into `err_data`).
+struct eq_event {
+    std::uint32_t event = 0;
+    fi_info* info = nullptr;  // FI_CONNREQ only; owner must free
+    std::vector<std::byte> data;
+};
+result<eq_event> read_eq(fid_eq* eq, std::chrono::milliseconds timeout, std::size_t max_data,
+                         std::vector<std::byte>* err_data);
+
+// Builds fi_getinfo hints for remora's endpoints on `dom` (same provider and NIC).
+info_ptr endpoint_hints(const domain_impl& dom);
+
+}  // namespace remora::detail

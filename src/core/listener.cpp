@@ -1,0 +1,185 @@
+#include <remora/listener.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include "core/impl.hpp"
+
+namespace remora {
+namespace detail {
+
+struct listener_impl {
+    std::shared_ptr<domain_impl> dom;
+    // sockets keeps a shallow copy of the fi_info its passive endpoint was opened with and builds
+    // connection requests from it: the info must live as long as the listener.
+    info_ptr info;
+    eq_handle eq;
+    int eq_fd = -1;
+    pep_handle pep;
+    std::uint16_t port = 0;
+};
+
+struct request_impl {
+    std::shared_ptr<listener_impl> listener;
+    info_ptr info;
+    std::vector<std::byte> data;
+    bool answered = false;
+};
+
+}  // namespace detail
+
+// ---------------------------------------------------------------- connection_request
+
+connection_request::connection_request(std::unique_ptr<detail::request_impl> impl)
+    : impl_(std::move(impl)) {}
+connection_request::connection_request(connection_request&&) noexcept = default;
+connection_request& connection_request::operator=(connection_request&&) noexcept = default;
+connection_request::~connection_request() {
+    if (impl_ && !impl_->answered) {
+        (void)reject();
+    }
+}
+
+std::span<const std::byte> connection_request::private_data() const noexcept {
+    return impl_->data;
+}
+
+result<connection> connection_request::accept(const connection_config& config,
+                                              std::span<const std::byte> private_data) {
+    using namespace detail;
+    if (!impl_ || impl_->answered) {
+        return fail(errc::bad_state, "accept: request already answered");
+    }
+    const provider_caps& caps = impl_->listener->dom->caps;
+    if (private_data.size() > caps.cm_data_size) {
+        return fail(errc::too_large, "accept: private data of " +
+                                         std::to_string(private_data.size()) +
+                                         " bytes exceeds the " + caps.provider + " limit of " +
+                                         std::to_string(caps.cm_data_size) + " bytes");
+    }
+    auto impl = std::make_unique<connection_impl>(impl_->listener->dom);
+    if (auto r = impl->setup(impl_->info.get(), config); !r) {
+        (void)reject();
+        return fail(r.error());
+    }
+    impl_->answered = true;
+    int ret = fi_accept(impl->ep.get(), private_data.data(), private_data.size());
+    if (ret != 0) {
+        return fail(fabric_error(ret, "fi_accept"));
+    }
+    if (auto r = impl->await_connected(impl->config.connect_timeout, false); !r) {
+        return fail(r.error());
+    }
+    impl->peer_data = impl_->data;
+    return connection(std::move(impl));
+}
+
+result<void> connection_request::reject(std::span<const std::byte> private_data) {
+    if (!impl_ || impl_->answered) {
+        return fail(errc::bad_state, "reject: request already answered");
+    }
+    const auto& caps = impl_->listener->dom->caps;
+    if (private_data.size() > caps.cm_data_size) {
+        return fail(errc::too_large, "reject: private data of " +
+                                         std::to_string(private_data.size()) +
+                                         " bytes exceeds the " + caps.provider + " limit of " +
+                                         std::to_string(caps.cm_data_size) + " bytes");
+    }
+    impl_->answered = true;
+    int ret = fi_reject(impl_->listener->pep.get(), impl_->info->handle, private_data.data(),
+                        private_data.size());
+    if (ret != 0) {
+        return fail(detail::fabric_error(ret, "fi_reject"));
+    }
+    return {};
+}
+
+// ---------------------------------------------------------------- listener
+
+listener::listener(std::shared_ptr<detail::listener_impl> impl) : impl_(std::move(impl)) {}
+listener::listener(listener&&) noexcept = default;
+listener& listener::operator=(listener&&) noexcept = default;
+listener::~listener() = default;
+
+result<listener> listener::create(const domain& dom, const std::string& host, std::uint16_t port) {
+    using namespace detail;
+    auto impl = std::make_shared<listener_impl>();
+    impl->dom = dom.impl();
+    info_ptr hints = endpoint_hints(*impl->dom);
+    fi_info* list = nullptr;
+    const std::string service = std::to_string(port);
+    int ret =
+        fi_getinfo(FI_VERSION(1, 17), host.c_str(), service.c_str(), FI_SOURCE, hints.get(), &list);
+    if (ret != 0) {
+        return fail(errc::unreachable, "listen: cannot use " + host + ":" + service + " on " +
+                                           dom.caps().provider + " (" + fi_strerror(-ret) + ")");
+    }
+    impl->info.reset(list);
+    fi_info* info = impl->info.get();
+
+    fi_eq_attr eq_attr{};
+    eq_attr.size = 64;
+    eq_attr.wait_obj = FI_WAIT_FD;
+    ret = fi_eq_open(impl->dom->fabric.get(), &eq_attr, impl->eq.out(), nullptr);
+    if (ret != 0) {
+        return fail(fabric_error(ret, "fi_eq_open"));
+    }
+    ret = fi_control(impl->eq.as_fid(), FI_GETWAIT, &impl->eq_fd);
+    if (ret != 0) {
+        return fail(fabric_error(ret, "fi_control(FI_GETWAIT) on the listener's EQ"));
+    }
+    ret = fi_passive_ep(impl->dom->fabric.get(), info, impl->pep.out(), nullptr);
+    if (ret != 0) {
+        return fail(fabric_error(ret, "fi_passive_ep"));
+    }
+    ret = fi_pep_bind(impl->pep.get(), impl->eq.as_fid(), 0);
+    if (ret != 0) {
+        return fail(fabric_error(ret, "fi_pep_bind"));
+    }
+    ret = fi_listen(impl->pep.get());
+    if (ret != 0) {
+        return fail(fabric_error(ret, "listen on " + host + ":" + service));
+    }
+    sockaddr_storage addr{};
+    size_t len = sizeof(addr);
+    ret = fi_getname(impl->pep.as_fid(), &addr, &len);
+    if (ret != 0) {
+        return fail(fabric_error(ret, "fi_getname on the listener"));
+    }
+    if (addr.ss_family == AF_INET) {
+        impl->port = ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
+    } else if (addr.ss_family == AF_INET6) {
+        impl->port = ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
+    }
+    return listener(std::move(impl));
+}
+
+std::uint16_t listener::port() const noexcept {
+    return impl_->port;
+}
+int listener::fd() const noexcept {
+    return impl_->eq_fd;
+}
+
+result<connection_request> listener::get_request(std::chrono::milliseconds timeout) {
+    using namespace detail;
+    for (;;) {
+        auto ev = read_eq(impl_->eq.get(), timeout, impl_->dom->caps.cm_data_size, nullptr);
+        if (!ev) {
+            return fail(ev.error());
+        }
+        if (ev->event != FI_CONNREQ) {
+            if (ev->info != nullptr) {
+                fi_freeinfo(ev->info);
+            }
+            continue;  // not for the listener (should not happen); keep waiting
+        }
+        auto req = std::make_unique<request_impl>();
+        req->listener = impl_;
+        req->info.reset(ev->info);
+        req->data = std::move(ev->data);
+        return connection_request(std::move(req));
+    }
+}
+
+}  // namespace remora

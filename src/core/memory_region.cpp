@@ -1,0 +1,97 @@
+#include <remora/memory_region.hpp>
+#include <remora/remote_region.hpp>
+
+#include "core/impl.hpp"
+
+namespace remora {
+namespace {
+
+std::uint64_t access_for(usage u) {
+    std::uint64_t a = 0;
+    if (any(u & usage::read_source))
+        a |= FI_REMOTE_READ;
+    if (any(u & usage::read_destination))
+        a |= FI_READ;
+    if (any(u & usage::write_source))
+        a |= FI_WRITE;
+    if (any(u & usage::write_destination))
+        a |= FI_REMOTE_WRITE;
+    if (any(u & usage::send))
+        a |= FI_SEND;
+    if (any(u & usage::receive))
+        a |= FI_RECV;
+    if (any(u & usage::atomic_target))
+        a |= FI_REMOTE_READ | FI_REMOTE_WRITE;
+    if (any(u & usage::flush_target))
+        a |= FI_REMOTE_READ;
+    return a;
+}
+
+}  // namespace
+
+memory_region::memory_region(std::unique_ptr<detail::region_impl> impl) : impl_(std::move(impl)) {}
+memory_region::memory_region(memory_region&&) noexcept = default;
+memory_region& memory_region::operator=(memory_region&&) noexcept = default;
+memory_region::~memory_region() = default;
+
+result<memory_region> memory_region::create(const domain& dom, std::span<std::byte> memory,
+                                            usage uses) {
+    if (memory.empty() || memory.data() == nullptr) {
+        return fail(errc::invalid_argument, "memory_region: empty memory");
+    }
+    if (!any(uses) || any(uses & ~all_usages)) {
+        return fail(errc::invalid_argument,
+                    "memory_region: usage must name at least one known usage");
+    }
+    auto impl = std::make_unique<detail::region_impl>();
+    impl->dom = dom.impl();
+    impl->memory = memory;
+    impl->uses = uses;
+    detail::domain_impl& d = *impl->dom;
+    const bool prov_key = has_all(d.caps.mr_mode, mr_mode::prov_key);
+    const std::uint64_t requested = prov_key ? 0 : d.next_key.fetch_add(1);
+    int ret = fi_mr_reg(d.domain.get(), memory.data(), memory.size(), access_for(uses), 0,
+                        requested, 0, impl->mr.out(), nullptr);
+    if (ret != 0) {
+        return fail(
+            detail::fabric_error(ret, "fi_mr_reg of " + std::to_string(memory.size()) + " bytes"));
+    }
+    impl->desc = fi_mr_desc(impl->mr.get());
+    impl->key = fi_mr_key(impl->mr.get());
+    if (impl->key == FI_KEY_NOTAVAIL) {
+        return fail(errc::not_supported, "memory_region: provider uses raw keys (FI_MR_RAW)");
+    }
+    return memory_region(std::move(impl));
+}
+
+std::span<std::byte> memory_region::memory() const noexcept {
+    return impl_->memory;
+}
+usage memory_region::usages() const noexcept {
+    return impl_->uses;
+}
+
+result<remote_region> memory_region::describe(std::size_t offset, std::size_t length) const {
+    const std::size_t size = impl_->memory.size();
+    if (offset > size) {
+        return fail(errc::out_of_range, "describe: offset " + std::to_string(offset) +
+                                            " beyond region of " + std::to_string(size) + " bytes");
+    }
+    if (length == 0) {
+        length = size - offset;
+    }
+    if (length > size - offset) {
+        return fail(errc::out_of_range, "describe: range [" + std::to_string(offset) + ", +" +
+                                            std::to_string(length) + ") beyond region of " +
+                                            std::to_string(size) + " bytes");
+    }
+    const usage remote = impl_->uses & remote_region::remote_usages;
+    if (!any(remote)) {
+        return fail(errc::access_denied, "describe: region has no remote usage to grant");
+    }
+    const bool virt = has_all(impl_->dom->caps.mr_mode, mr_mode::virt_addr);
+    const std::uint64_t base = virt ? reinterpret_cast<std::uintptr_t>(impl_->memory.data()) : 0;
+    return remote_region::make(base + offset, length, impl_->key, remote, virt);
+}
+
+}  // namespace remora

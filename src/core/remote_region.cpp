@@ -1,0 +1,105 @@
+#include <remora/remote_region.hpp>
+
+#include <limits>
+#include <string>
+
+namespace remora {
+namespace {
+
+void put_le(std::byte* p, std::uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) {
+        p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
+    }
+}
+std::uint64_t get_le(const std::byte* p, int n) {
+    std::uint64_t v = 0;
+    for (int i = 0; i < n; ++i) {
+        v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
+    }
+    return v;
+}
+std::string range_text(std::uint64_t off, std::uint64_t len) {
+    return "[" + std::to_string(off) + ", +" + std::to_string(len) + ")";
+}
+
+}  // namespace
+
+result<remote_region> remote_region::make(std::uint64_t address, std::uint64_t length,
+                                          std::uint64_t key, usage uses, bool virtual_addressing) {
+    if (length == 0) {
+        return fail(errc::malformed_descriptor, "remote_region: zero length");
+    }
+    if (address > std::numeric_limits<std::uint64_t>::max() - length) {
+        return fail(errc::malformed_descriptor, "remote_region: address + length overflows");
+    }
+    const auto bits = static_cast<std::uint16_t>(uses);
+    if (bits == 0 || (bits & ~static_cast<std::uint16_t>(remote_usages)) != 0) {
+        return fail(errc::malformed_descriptor, "remote_region: usage bits 0x" +
+                                                    std::to_string(bits) +
+                                                    " are empty or not remote usages");
+    }
+    remote_region r;
+    r.address_ = address;
+    r.length_ = length;
+    r.key_ = key;
+    r.usage_ = uses;
+    r.virt_ = virtual_addressing;
+    return r;
+}
+
+result<void> remote_region::check(std::uint64_t offset, std::uint64_t length, usage need) const {
+    if (offset > length_ || length > length_ - offset) {
+        return fail(errc::out_of_range, "remote range " + range_text(offset, length) +
+                                            " outside descriptor of " + std::to_string(length_) +
+                                            " bytes");
+    }
+    if (!has_all(usage_, need)) {
+        return fail(errc::access_denied, "remote region does not grant this access");
+    }
+    return {};
+}
+
+result<remote_region> remote_region::slice(std::uint64_t offset, std::uint64_t length) const {
+    if (auto r = check(offset, length, usage::none); !r) {
+        return fail(r.error());
+    }
+    return make(address_ + offset, length, key_, usage_, virt_);
+}
+
+std::array<std::byte, remote_region::serialized_size> remote_region::serialize() const noexcept {
+    std::array<std::byte, serialized_size> out{};
+    out[0] = static_cast<std::byte>(version);
+    out[1] = static_cast<std::byte>(virt_ ? 1 : 0);
+    put_le(&out[2], static_cast<std::uint16_t>(usage_), 2);
+    put_le(&out[4], address_, 8);
+    put_le(&out[12], length_, 8);
+    put_le(&out[20], key_, 8);
+    return out;
+}
+
+result<remote_region> remote_region::parse(std::span<const std::byte> bytes) {
+    if (bytes.size() < serialized_size) {
+        return fail(errc::malformed_descriptor,
+                    "descriptor truncated: " + std::to_string(bytes.size()) + " of " +
+                        std::to_string(serialized_size) + " bytes");
+    }
+    const auto ver = static_cast<std::uint8_t>(bytes[0]);
+    if (ver != version) {
+        return fail(errc::malformed_descriptor,
+                    "descriptor version " + std::to_string(ver) + " is not supported (want 1)");
+    }
+    if (bytes.size() > serialized_size) {
+        return fail(errc::malformed_descriptor,
+                    "descriptor oversize: " + std::to_string(bytes.size()) +
+                        " bytes for version 1 (" + std::to_string(serialized_size) + ")");
+    }
+    const auto addressing = static_cast<std::uint8_t>(bytes[1]);
+    if (addressing > 1) {
+        return fail(errc::malformed_descriptor,
+                    "descriptor addressing mode " + std::to_string(addressing) + " is unknown");
+    }
+    return make(get_le(&bytes[4], 8), get_le(&bytes[12], 8), get_le(&bytes[20], 8),
+                static_cast<usage>(get_le(&bytes[2], 2)), addressing == 1);
+}
+
+}  // namespace remora

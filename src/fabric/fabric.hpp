@@ -1,0 +1,81 @@
+// src/fabric/fabric.hpp — move-only RAII handles over libfabric objects; the only place (with
+// its .cpp files) that includes <rdma/...>.
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <remora/result.hpp>
+
+namespace remora::detail {
+
+// Owns one libfabric object and fi_close()s it.
+template <class T>
+class fid_handle {
+  public:
+    fid_handle() = default;
+    explicit fid_handle(T* p) noexcept : p_(p) {}
+    fid_handle(const fid_handle&) = delete;
+    fid_handle& operator=(const fid_handle&) = delete;
+    fid_handle(fid_handle&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+    fid_handle& operator=(fid_handle&& o) noexcept {
+        if (this != &o) {
+            reset();
+            p_ = std::exchange(o.p_, nullptr);
+        }
+        return *this;
+    }
+    ~fid_handle() { reset(); }
+
+    void reset() noexcept {
+        if (p_ != nullptr) {
+            fi_close(&p_->fid);
+            p_ = nullptr;
+        }
+    }
+    T* get() const noexcept { return p_; }
+    T** out() noexcept {
+        reset();
+        return &p_;
+    }
+    T* operator->() const noexcept { return p_; }
+    explicit operator bool() const noexcept { return p_ != nullptr; }
+    fid* as_fid() const noexcept { return &p_->fid; }
+
+  private:
+    T* p_ = nullptr;
+};
+
+using fabric_handle = fid_handle<fid_fabric>;
+using domain_handle = fid_handle<fid_domain>;
+using ep_handle = fid_handle<fid_ep>;
+using pep_handle = fid_handle<fid_pep>;
+using eq_handle = fid_handle<fid_eq>;
+using cq_handle = fid_handle<fid_cq>;
+using mr_handle = fid_handle<fid_mr>;
+
+struct info_deleter {
+    void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }
+};
+using info_ptr = std::unique_ptr<fi_info, info_deleter>;
+
+inline info_ptr dup_info(const fi_info* i) {
+    return info_ptr(fi_dupinfo(i));
+}
+
+// A libfabric return code (negative FI_* value) as a remora error with context.
+error fabric_error(int ret, const std::string& what);
+// Maps an FI_* errno (positive) from a completion or event to remora's status code.
+std::error_code status_from_fi(int fi_errno);
+
+}  // namespace remora::detail

@@ -1,0 +1,122 @@
+// tests/support.hpp — helpers shared by remora's tests: providers to run on, connected pairs.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <remora/remora.hpp>
+
+namespace remora::test {
+
+using namespace std::chrono_literals;
+
+// The providers every integration test runs on.
+inline std::vector<std::string> providers() {
+    return {"tcp", "sockets"};
+}
+
+inline std::string provider_name(const testing::TestParamInfo<std::string>& p) {
+    return p.param;
+}
+
+// Unwraps a result or fails the test with its message.
+#define REMORA_ASSERT_OK(expr)                                                           \
+    do {                                                                                 \
+        auto&& remora_r_ = (expr);                                                       \
+        ASSERT_TRUE(remora_r_.has_value()) << #expr << ": " << remora_r_.error().what(); \
+    } while (0)
+
+template <class T>
+T must(result<T> r, const char* what = "result") {
+    if (!r) {
+        ADD_FAILURE() << what << ": " << r.error().what();
+        std::abort();
+    }
+    return std::move(*r);
+}
+
+inline std::span<const std::byte> bytes_of(const std::string& s) {
+    return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+inline std::string string_of(std::span<const std::byte> b) {
+    return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
+
+// Two connected endpoints on loopback, each with its own domain.
+struct connected_pair {
+    domain server_domain;
+    domain client_domain;
+    std::optional<listener> lst;
+    std::optional<connection> server;
+    std::optional<connection> client;
+};
+
+inline result<connected_pair> connect_pair(const std::string& provider,
+                                           const connection_config& server_cfg = {},
+                                           const connection_config& client_cfg = {},
+                                           std::span<const std::byte> client_data = {},
+                                           std::span<const std::byte> server_data = {}) {
+    auto sd = domain::open({.provider = provider});
+    if (!sd)
+        return fail(sd.error());
+    auto cd = domain::open({.provider = provider});
+    if (!cd)
+        return fail(cd.error());
+    auto l = listener::create(*sd, "127.0.0.1", 0);
+    if (!l)
+        return fail(l.error());
+    const std::uint16_t port = l->port();
+    auto accepted = std::async(std::launch::async, [&]() -> result<connection> {
+        auto req = l->get_request(10s);
+        if (!req)
+            return fail(req.error());
+        return req->accept(server_cfg, server_data);
+    });
+    auto c = connection::connect(*cd, "127.0.0.1", port, client_cfg, client_data);
+    auto s = accepted.get();
+    if (!c)
+        return fail(c.error());
+    if (!s)
+        return fail(s.error());
+    connected_pair p{*sd, *cd, std::move(*l), std::move(*s), std::move(*c)};
+    return p;
+}
+
+// Allocates page-aligned memory for registration (FI_MR_ALLOCATED-friendly).
+struct buffer {
+    explicit buffer(std::size_t n) : bytes(n) {}
+    std::vector<std::byte> bytes;
+    std::span<std::byte> span() { return bytes; }
+};
+
+// Polls (busy) or waits (blocking) until n completions arrive on cq or the deadline passes.
+inline std::vector<completion> collect(completion_queue& cq, std::size_t n, bool blocking,
+                                       std::chrono::milliseconds limit = 10s) {
+    std::vector<completion> out;
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    completion buf[16];
+    while (out.size() < n && std::chrono::steady_clock::now() < deadline) {
+        if (blocking) {
+            auto w = cq.wait(100ms);
+            if (!w && !(w.error() == errc::timed_out)) {
+                ADD_FAILURE() << "wait: " << w.error().what();
+                break;
+            }
+        }
+        auto r = cq.poll(std::span(buf, std::min<std::size_t>(16, n - out.size())));
+        if (!r) {
+            ADD_FAILURE() << "poll: " << r.error().what();
+            break;
+        }
+        out.insert(out.end(), buf, buf + *r);
+    }
+    return out;
+}
+
+}  // namespace remora::test
