@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Sets up (Debian packages), builds and runs remora's whole test suite.
+#   scripts/test.sh              release build (RelWithDebInfo), all tests
+#   scripts/test.sh --sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+build=build
+flags=()
+if [ "${1:-}" = "--sanitize" ]; then
+    build=build-asan
+    flags=(-DREMORA_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug)
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+    export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+fi
+cmake -S . -B "$build" "${flags[@]}" >/dev/null
+cmake --build "$build" -j "$(nproc)"
+ctest --test-dir "$build" --output-on-failure -j 2 --timeout 300
