@@ -1,5 +1,7 @@
 #include <remora/connection.hpp>
 
+#include <poll.h>
+
 #include <cstring>
 
 #include "core/impl.hpp"
@@ -631,22 +633,52 @@ result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
     if (!c.eq) {
         return fail(errc::bad_state, "next_event: connection is torn down");
     }
-    auto ev = detail::read_eq(c.eq.get(), timeout, c.dom->caps.cm_data_size, nullptr);
-    if (!ev) {
-        if (ev.error() == errc::timed_out) {
-            return fail(ev.error());
+    // tcp notices a peer's close only while its data path progresses, so drive the CQs while
+    // waiting for the event queue: block on the EQ fd and on each CQ fd that can be armed.
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+        pollfd fds[3];
+        nfds_t n = 0;
+        fds[n++] = {c.eq_fd, POLLIN, 0};
+        bool busy = false;
+        for (detail::cq_impl* q : {c.cq.get(), c.rcq.get()}) {
+            if (q == nullptr) {
+                continue;
+            }
+            fi_cq_read(q->cq.get(), nullptr, 0);
+            auto armed = q->trywait();
+            if (armed && *armed) {
+                fds[n++] = {q->fd, POLLIN, 0};
+            } else {
+                busy = true;  // completions wait for the application; re-drive on a short tick
+            }
         }
-        c.open = false;
-        return conn_event::lost;
+        auto ev = detail::read_eq(c.eq.get(), std::chrono::milliseconds(0),
+                                  c.dom->caps.cm_data_size, nullptr);
+        if (ev) {
+            if (ev->event == FI_SHUTDOWN) {
+                c.open = false;
+                return conn_event::closed;
+            }
+            if (ev->event == FI_CONNECTED) {
+                return conn_event::established;
+            }
+            return fail(errc::provider_error,
+                        "unexpected connection event " + std::to_string(ev->event));
+        }
+        if (!(ev.error() == errc::timed_out)) {
+            c.open = false;
+            return conn_event::lost;
+        }
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now())
+                        .count();
+        if (left <= 0) {
+            return fail(errc::timed_out,
+                        "no connection event within " + std::to_string(timeout.count()) + " ms");
+        }
+        ::poll(fds, n, static_cast<int>(busy ? std::min<long>(left, 10) : left));
     }
-    if (ev->event == FI_SHUTDOWN) {
-        c.open = false;
-        return conn_event::closed;
-    }
-    if (ev->event == FI_CONNECTED) {
-        return conn_event::established;
-    }
-    return fail(errc::provider_error, "unexpected connection event " + std::to_string(ev->event));
 }
 
 int connection::event_fd() const noexcept {
