@@ -7,6 +7,11 @@
 // (errc::access_denied), more segments than the provider's iov limit (errc::too_large). A full
 // send or receive queue gives errc::would_block: reap completions and retry.
 //
+// A write's completion means its source memory may be reused, not that the data is visible in
+// the target's memory (tcp completes a write once it is sent): a read after the writes makes
+// them visible (the read-after-write flush). Memory used by an operation must stay allocated
+// and registered until the operation completes or the connection is closed.
+//
 // Threading: posting may run from several threads at once; the CQs follow completion_queue's
 // rule (one progress owner each); close() and the destructor must not race with other calls.
 #pragma once

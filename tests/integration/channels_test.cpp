@@ -217,10 +217,9 @@ TEST_P(channels, wait_times_out_then_wakes) {
     if (!cc.blocking)
         GTEST_SKIP() << "blocking waits only";
     connection_config cfg{.rcq = cc.rcq, .channel = cc.mode};
+    buffer mem(64), out(64);
     auto p = must(connect_pair(cc.provider, cfg, cfg));
-    buffer mem(64);
     auto smr = must(memory_region::create(p.server_domain, mem.span(), usage::receive));
-    buffer out(64);
     auto cmr = must(memory_region::create(p.client_domain, out.span(), usage::send));
     REMORA_ASSERT_OK(p.server->recv(smr, 0, 64));
 
@@ -268,13 +267,15 @@ class shared_by_many : public testing::TestWithParam<std::string> {};
 TEST_P(shared_by_many, server_dispatches_by_tag_and_queue) {
     constexpr int conns = 3;
     constexpr int per_conn = 20;
+    // Memory first: it must outlive every connection that may still touch it.
+    buffer out(16);
+    std::vector<buffer> server_mem;
+    server_mem.reserve(conns);
     auto ch = must(completion_channel::create());
     auto sd = must(domain::open({.provider = GetParam()}));
     auto cd = must(domain::open({.provider = GetParam()}));
     auto l = must(listener::create(sd, "127.0.0.1", 0));
     std::vector<connection> servers, clients;
-    std::vector<buffer> server_mem;
-    server_mem.reserve(conns);
     std::vector<memory_region> server_mr;
     for (int i = 0; i < conns; ++i) {
         auto acc = std::async(std::launch::async, [&, i] {
@@ -294,7 +295,6 @@ TEST_P(shared_by_many, server_dispatches_by_tag_and_queue) {
         }
     }
     EXPECT_EQ(ch.attached(), 4u);  // three CQs and the RCQ of connection 1
-    buffer out(16);
     auto omr = must(memory_region::create(cd, out.span(), usage::send));
     for (int k = 0; k < per_conn; ++k) {
         for (int i = 0; i < conns; ++i) {

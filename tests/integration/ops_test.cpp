@@ -16,8 +16,8 @@ class ops : public testing::TestWithParam<std::string> {
 // The target's application sleeps; the library's progress thread serves the peer's one-sided
 // writes and reads (tcp needs the target to call into libfabric for that).
 TEST_P(ops, target_sleeps_while_peer_writes_and_reads_back) {
-    auto p = must(connect_pair(GetParam(), {.progress_thread = true}));
     buffer target(1 << 16), local(1 << 16);
+    auto p = must(connect_pair(GetParam(), {.progress_thread = true}));
     auto tmr = must(memory_region::create(p.server_domain, target.span(),
                                           usage::write_destination | usage::read_source));
     auto lmr = must(memory_region::create(p.client_domain, local.span(),
@@ -42,8 +42,8 @@ TEST_P(ops, target_sleeps_while_peer_writes_and_reads_back) {
 
 TEST_P(ops, write_with_imm_reports_remote_write_on_target) {
     for (bool rcq : {false, true}) {
-        auto p = must(connect_pair(GetParam(), {.rcq = rcq}));
         buffer target(4096), local(4096);
+        auto p = must(connect_pair(GetParam(), {.rcq = rcq}));
         auto tmr = must(memory_region::create(p.server_domain, target.span(),
                                               usage::write_destination | usage::receive));
         auto lmr = must(memory_region::create(p.client_domain, local.span(), usage::write_source));
@@ -66,8 +66,8 @@ TEST_P(ops, write_with_imm_reports_remote_write_on_target) {
 }
 
 TEST_P(ops, send_with_imm_and_zero_length_send) {
-    auto p = must(connect_pair(GetParam()));
     buffer in(256), out(256);
+    auto p = must(connect_pair(GetParam()));
     auto imr = must(memory_region::create(p.server_domain, in.span(), usage::receive));
     auto omr = must(memory_region::create(p.client_domain, out.span(), usage::send));
     int ctx_a = 0, ctx_b = 0;
@@ -94,9 +94,9 @@ TEST_P(ops, scatter_gather_up_to_the_iov_limit) {
     auto probe = must(domain::open({.provider = GetParam()}));
     const auto sge = static_cast<std::uint32_t>(probe.caps().iov_limit);
     ASSERT_GE(sge, 2u);
+    buffer target(4096), local(4096);
     auto p =
         must(connect_pair(GetParam(), {.max_sge = sge, .progress_thread = true}, {.max_sge = sge}));
-    buffer target(4096), local(4096);
     auto tmr = must(memory_region::create(p.server_domain, target.span(),
                                           usage::write_destination | usage::read_source));
     auto lmr = must(memory_region::create(p.client_domain, local.span(),
@@ -113,12 +113,12 @@ TEST_P(ops, scatter_gather_up_to_the_iov_limit) {
     }
     REMORA_ASSERT_OK(p.client->write(segs, must(tmr.describe()), 100));
     ASSERT_EQ(collect(p.client->cq(), 1, true).size(), 1u);
-    EXPECT_EQ(std::string(reinterpret_cast<const char*>(target.bytes.data()) + 100, expect.size()),
-              expect);
-    // Read it back gathered into a different layout.
+    // A write's completion frees its source; visibility at the target needs a read after it.
     std::vector<local_segment> back{{&lmr, 3000, 5}, {&lmr, 3100, expect.size() - 5}};
     REMORA_ASSERT_OK(p.client->read(back, must(tmr.describe()), 100));
     ASSERT_EQ(collect(p.client->cq(), 1, true).size(), 1u);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(target.bytes.data()) + 100, expect.size()),
+              expect);
     std::string got(reinterpret_cast<const char*>(local.bytes.data()) + 3000, 5);
     got.append(reinterpret_cast<const char*>(local.bytes.data()) + 3100, expect.size() - 5);
     EXPECT_EQ(got, expect);
@@ -130,11 +130,12 @@ TEST_P(ops, scatter_gather_up_to_the_iov_limit) {
 }
 
 TEST_P(ops, completion_on_error_only_reports_nothing_on_success) {
-    auto p = must(connect_pair(GetParam(), {.progress_thread = true}));
     buffer target(4096), local(4096);
-    auto tmr =
-        must(memory_region::create(p.server_domain, target.span(), usage::write_destination));
-    auto lmr = must(memory_region::create(p.client_domain, local.span(), usage::write_source));
+    auto p = must(connect_pair(GetParam(), {.progress_thread = true}));
+    auto tmr = must(memory_region::create(p.server_domain, target.span(),
+                                          usage::write_destination | usage::read_source));
+    auto lmr = must(memory_region::create(p.client_domain, local.span(),
+                                          usage::write_source | usage::read_destination));
     auto desc = must(tmr.describe());
     int quiet = 0, loud = 0;
     local.bytes[0] = std::byte{0x5a};
@@ -144,6 +145,8 @@ TEST_P(ops, completion_on_error_only_reports_nothing_on_success) {
     auto got = collect(p.client->cq(), 2, true, 1s);
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0].context, &loud);
+    REMORA_ASSERT_OK(p.client->read(lmr, 8, desc, 0, 2));  // makes both writes visible
+    ASSERT_EQ(collect(p.client->cq(), 1, true).size(), 1u);
     EXPECT_EQ(target.bytes[0], std::byte{0x5a});
     EXPECT_EQ(target.bytes[1], std::byte{0x5a});
 }
@@ -196,8 +199,8 @@ TEST_P(ops, private_data_both_ways_and_close_events) {
 }
 
 TEST_P(ops, queue_full_is_would_block_not_overflow) {
-    auto p = must(connect_pair(GetParam(), {}, {.sq_size = 4}));
     buffer b(64);
+    auto p = must(connect_pair(GetParam(), {}, {.sq_size = 4}));
     auto mr = must(memory_region::create(p.client_domain, b.span(), usage::send));
     // Nobody receives: sends stay queued until the send queue is full.
     std::size_t posted = 0;

@@ -6,8 +6,8 @@ namespace {
 class smoke : public testing::TestWithParam<std::string> {};
 
 TEST_P(smoke, write_then_read_back) {
-    auto p = must(connect_pair(GetParam(), {.progress_thread = true}));
     buffer target(4096), local(4096);
+    auto p = must(connect_pair(GetParam(), {.progress_thread = true}));
     auto tmr = must(memory_region::create(p.server_domain, target.span(),
                                           usage::write_destination | usage::read_source));
     auto lmr = must(memory_region::create(p.client_domain, local.span(),
