@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs remora from a build tree into a scratch prefix, then builds and runs a consumer
+# through find_package(remora) (target remora::remora) and through pkg-config.
+set -euo pipefail
+build=$1
+src=$(cd "$(dirname "$0")" && pwd)/consumer
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build" --prefix "$work/prefix" >/dev/null
+cmake -S "$src" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+cmake --build "$work/cmake" >/dev/null
+"$work/cmake/consumer"
+pc_dir=$(dirname "$(find "$work/prefix" -name remora.pc)")
+g++ -std=c++20 "$src/main.cpp" $(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs remora) \
+    -o "$work/pc-consumer"
+"$work/pc-consumer"
+echo "install: find_package and pkg-config consumers built and ran"

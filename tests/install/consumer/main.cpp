@@ -1,0 +1,2 @@
+#include <remora/remora.hpp>
+int main() { auto d = remora::domain::open({.provider = "tcp"}); return d ? 0 : 1; }
