@@ -259,6 +259,7 @@ TEST_P(channels, wait_times_out_then_wakes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(all, channels, testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(blocking, channel_waits, testing::ValuesIn(blocking_cases()), case_name);
 
 // One channel shared by several connections: a server waits on one fd and learns which
 // connection (tag) and which queue fired.
