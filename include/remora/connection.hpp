@@ -91,8 +91,8 @@ struct connection_impl;
 class connection {
   public:
     // Connects to host:port, sending `private_data` (at most caps().cm_data_size bytes) with the
-    // request. Fails with errc::refused-like codes: connection_refused, rejected (the peer's
-    // reject private data is in the message), timed_out after config.connect_timeout.
+    // request. Fails with errc::connection_refused (nobody listens), errc::rejected (the peer's
+    // reject private data is in error::data()), errc::timed_out after config.connect_timeout.
     [[nodiscard]] static result<connection> connect(const domain& dom, const std::string& host,
                                                     std::uint16_t port,
                                                     const connection_config& config = {},

@@ -2,8 +2,9 @@
 //
 // A listener binds host:port (port 0 picks a free port; port() reports it) and yields incoming
 // connection requests. A request carries the peer's private data, which the server reads before
-// it accepts (with private data of its own) or rejects (likewise). A request dropped without
-// either is rejected.
+// it accepts (with private data of its own) or rejects (likewise; a reject carries at most
+// caps().cm_data_size - 1 bytes: remora marks its rejects with one byte so the client can tell a
+// rejection from nobody listening). A request dropped without either is rejected.
 //
 // Threading: one thread at a time calls get_request(); requests may be accepted on any thread.
 #pragma once

@@ -8,9 +8,12 @@
 // Threading: value types; no shared state.
 #pragma once
 
+#include <cstddef>
+#include <span>
 #include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include <tl/expected.hpp>
 
@@ -61,6 +64,12 @@ class error {
     [[nodiscard]] const std::string& message() const noexcept { return message_; }
     // "message: code description"
     [[nodiscard]] std::string what() const;
+    // Bytes the peer sent with the failure: the private data of a rejected connect.
+    [[nodiscard]] std::span<const std::byte> data() const noexcept { return data_; }
+    error&& with_data(std::vector<std::byte> d) && {
+        data_ = std::move(d);
+        return std::move(*this);
+    }
 
     friend bool operator==(const error& e, errc c) noexcept {
         return e.code_ == make_error_code(c);
@@ -69,6 +78,7 @@ class error {
   private:
     std::error_code code_;
     std::string message_;
+    std::vector<std::byte> data_;
 };
 
 template <class T>

@@ -55,6 +55,40 @@ unique_fd::~unique_fd() {
     }
 }
 
+bool recv_tracker::push(void* ctx) {
+    std::lock_guard lock(mu);
+    if (count == ring.size()) {
+        return false;
+    }
+    ring[(head + count) % ring.size()] = ctx;
+    ++count;
+    return true;
+}
+void recv_tracker::pop_newest() {
+    std::lock_guard lock(mu);
+    if (count != 0) {
+        --count;
+    }
+}
+void recv_tracker::pop_oldest() {
+    std::lock_guard lock(mu);
+    if (count != 0) {
+        head = (head + 1) % ring.size();
+        --count;
+    }
+}
+std::vector<void*> recv_tracker::take_all() {
+    std::lock_guard lock(mu);
+    std::vector<void*> out;
+    out.reserve(count);
+    for (std::size_t i = 0; i < count; ++i) {
+        out.push_back(ring[(head + i) % ring.size()]);
+    }
+    head = 0;
+    count = 0;
+    return out;
+}
+
 namespace {
 
 using clock = std::chrono::steady_clock;
@@ -124,6 +158,9 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n) {
             c.context = e.op_context;
             c.has_imm = (e.flags & FI_REMOTE_CQ_DATA) != 0;
             c.imm = c.has_imm ? e.data : 0;
+            if (c.op == op::recv && recvs != nullptr) {
+                recvs->pop_oldest();
+            }
         }
         return static_cast<std::size_t>(got);
     }
@@ -145,6 +182,9 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n) {
         c.bytes = err.len;
         c.context = err.op_context;
         c.status = status_from_fi(err.err);
+        if (c.op == op::recv && recvs != nullptr) {
+            recvs->pop_oldest();
+        }
         return 1;
     }
     return fail(fabric_error(static_cast<int>(got), "fi_cq_read"));
@@ -210,15 +250,34 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
         if (!*armed) {
             continue;  // the provider says completions are (about to be) ready: read again
         }
-        pollfd p{fd, POLLIN, 0};
-        int rc = ::poll(&p, 1, remaining_ms(deadline));
+        // The connection's event queue wakes the wait too: a disconnect cancels what the
+        // provider did not flush, and those completions then land here. Providers that notice a
+        // dead peer only when called into (sockets) get a liveness slice.
+        const bool watch_events = conn != nullptr && conn->arm_events();
+        pollfd p[2] = {{fd, POLLIN, 0}, {watch_events ? conn->eq_fd : -1, POLLIN, 0}};
+        int wait_ms = remaining_ms(deadline);
+        const auto slice = static_cast<int>(dom->liveness_interval.count());
+        if (conn != nullptr && slice > 0) {
+            wait_ms = std::min(wait_ms, slice);
+        }
+        int rc = ::poll(p, watch_events ? 2 : 1, wait_ms);
         if (rc < 0 && errno != EINTR) {
             return fail(errc::provider_error,
                         std::string("poll on CQ fd: ") + std::strerror(errno));
         }
-        if (rc == 0) {
+        if (rc <= 0 && conn != nullptr && clock::now() < deadline) {
+            conn->drive();
+            continue;
+        }
+        if (rc <= 0) {
             return fail(errc::timed_out, std::string("no completion on the ") + to_string(kind) +
                                              " within " + std::to_string(timeout.count()) + " ms");
+        }
+        if (watch_events && (p[1].revents & POLLIN) != 0) {
+            conn->poll_events();
+            if ((p[0].revents & POLLIN) == 0) {
+                continue;
+            }
         }
         return fill_stash();  // 0 here is a no_completion wake-up
     }
@@ -230,7 +289,7 @@ result<void> channel_impl::attach(cq_impl* cq) {
     std::lock_guard lock(mu);
     epoll_event ev{};
     ev.events = EPOLLIN;
-    ev.data.ptr = cq;
+    ev.data.ptr = &cq->source;
     if (epoll_ctl(epfd.get(), EPOLL_CTL_ADD, cq->fd, &ev) != 0) {
         return fail(errc::provider_error,
                     std::string("completion channel: epoll_ctl ADD: ") + std::strerror(errno));
@@ -243,6 +302,25 @@ void channel_impl::detach(cq_impl* cq) {
     std::lock_guard lock(mu);
     epoll_ctl(epfd.get(), EPOLL_CTL_DEL, cq->fd, nullptr);
     cqs.erase(std::remove(cqs.begin(), cqs.end(), cq), cqs.end());
+}
+
+result<void> channel_impl::attach_events(connection_impl* conn) {
+    std::lock_guard lock(mu);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = &conn->source;
+    if (epoll_ctl(epfd.get(), EPOLL_CTL_ADD, conn->eq_fd, &ev) != 0) {
+        return fail(errc::provider_error,
+                    std::string("completion channel: epoll_ctl ADD: ") + std::strerror(errno));
+    }
+    conns.push_back(conn);
+    return {};
+}
+
+void channel_impl::detach_events(connection_impl* conn) {
+    std::lock_guard lock(mu);
+    epoll_ctl(epfd.get(), EPOLL_CTL_DEL, conn->eq_fd, nullptr);
+    conns.erase(std::remove(conns.begin(), conns.end(), conn), conns.end());
 }
 
 result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
@@ -270,6 +348,19 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
                     return event_for(cq, *ready);
                 }
             }
+            // Arm the connections' event queues too; pending events are read now, and a
+            // disconnect's canceled completions show up on the next arming pass.
+            bool events_read = false;
+            for (connection_impl* c : conns) {
+                events_read = !c->arm_events() || events_read;
+            }
+            if (events_read) {
+                continue;
+            }
+        }
+        if (clock::now() >= deadline && timeout.count() > 0) {
+            return fail(errc::timed_out, "no completion channel event within " +
+                                             std::to_string(timeout.count()) + " ms");
         }
         epoll_event evs[1];
         int rc = epoll_wait(epfd.get(), evs, 1, remaining_ms(deadline));
@@ -285,7 +376,16 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
                                              std::to_string(timeout.count()) + " ms");
         }
         std::lock_guard lock(mu);
-        auto* cq = static_cast<cq_impl*>(evs[0].data.ptr);
+        const auto* src = static_cast<const channel_source*>(evs[0].data.ptr);
+        if (src->conn != nullptr) {
+            // A connection event: a disconnect cancels what the provider did not flush; the
+            // arming pass above then reports the CQs those completions landed on.
+            if (std::find(conns.begin(), conns.end(), src->conn) != conns.end()) {
+                src->conn->poll_events();
+            }
+            continue;
+        }
+        cq_impl* cq = src->cq;
         if (std::find(cqs.begin(), cqs.end(), cq) == cqs.end()) {
             continue;  // detached meanwhile
         }

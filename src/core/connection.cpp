@@ -36,6 +36,8 @@ std::string n2s(std::size_t v) {
     return std::to_string(v);
 }
 
+constexpr std::size_t max_segments = 16;  // scatter-gather entries gathered on the stack
+
 // Validates and completes a connection_config against the provider's limits.
 result<connection_config> effective(const connection_config& in, const provider_caps& caps) {
     connection_config c = in;
@@ -52,10 +54,12 @@ result<connection_config> effective(const connection_config& in, const provider_
                                          " exceeds the provider's receive queue of " +
                                          n2s(caps.rx_size));
     }
-    if (c.max_sge == 0 || c.max_sge > caps.iov_limit) {
+    const std::size_t sge_limit = std::min<std::size_t>(caps.iov_limit, max_segments);
+    if (c.max_sge == 0 || c.max_sge > sge_limit) {
         return fail(errc::too_large, "connection_config: max_sge " + n2s(c.max_sge) +
-                                         " must be 1.." + n2s(caps.iov_limit) +
-                                         " (the provider's iov limit)");
+                                         " must be 1.." + n2s(sge_limit) +
+                                         " (the provider's iov limit, at most " +
+                                         n2s(max_segments) + ")");
     }
     const std::uint32_t need = c.sq_size + (c.rcq ? 0 : c.rq_size);
     if (c.cq_size == 0) {
@@ -188,7 +192,16 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
                 q->channel = channel;
             }
         }
+        if (auto r = channel->attach_events(this); !r) {
+            return r;
+        }
     }
+    cq->conn = this;
+    if (rcq) {
+        rcq->conn = this;
+    }
+    recvs.reset(config.rq_size);
+    (rcq ? rcq : cq)->recvs = &recvs;
 
     info_ptr ep_info = dup_info(info);
     if (!ep_info || ep_info->tx_attr == nullptr || ep_info->rx_attr == nullptr) {
@@ -254,14 +267,19 @@ result<void> connection_impl::await_connected(milliseconds timeout, bool client)
                                              ": not established within " +
                                              std::to_string(timeout.count()) + " ms");
         }
-        if (client && e == errc::connection_refused && !err_data.empty()) {
-            peer_data = std::move(err_data);
-            return fail(errc::rejected, "connect: the peer rejected the request (" +
-                                            std::to_string(peer_data.size()) +
-                                            " bytes of private data)");
-        }
         if (client && e == errc::connection_refused) {
-            return fail(errc::connection_refused, "connect: refused (nobody listens, or rejected)");
+            // remora's reject() always sends a marker byte before the user's private data, so a
+            // rejection is told apart from nobody listening (both are ECONNREFUSED on tcp).
+            if (!err_data.empty() && err_data[0] == reject_marker) {
+                err_data.erase(err_data.begin());
+                const std::size_t n = err_data.size();
+                return fail(error(errc::rejected, "connect: the peer rejected the request (" +
+                                                      std::to_string(n) +
+                                                      " bytes of private data in error::data())")
+                                .with_data(std::move(err_data)));
+            }
+            return fail(error(errc::connection_refused, "connect: refused (nobody listens)")
+                            .with_data(std::move(err_data)));
         }
         return fail(e);
     }
@@ -290,12 +308,63 @@ void connection_impl::teardown() {
                 channel->detach(q);
             }
         }
+        channel->detach_events(this);
     }
     ep.reset();
     rcq.reset();
     cq.reset();
     eq.reset();
     channel.reset();
+}
+
+void connection_impl::cancel_receives() {
+    if (!ep) {
+        return;
+    }
+    for (void* ctx : recvs.take_all()) {
+        fi_cancel(ep.as_fid(), ctx);
+    }
+}
+
+void connection_impl::poll_events() {
+    std::lock_guard lock(event_mu);
+    if (!eq || pending_event) {
+        return;
+    }
+    auto ev = read_eq(eq.get(), milliseconds(0), dom->caps.cm_data_size, nullptr);
+    if (!ev) {
+        if (ev.error() == errc::timed_out) {
+            return;
+        }
+        pending_event = conn_event::lost;
+    } else if (ev->event == FI_SHUTDOWN) {
+        pending_event = conn_event::closed;
+    } else {
+        return;  // nothing else is expected on an established connection
+    }
+    open = false;
+    cancel_receives();
+}
+
+void connection_impl::drive() {
+    for (cq_impl* q : {cq.get(), rcq.get()}) {
+        if (q != nullptr) {
+            fi_cq_read(q->cq.get(), nullptr, 0);
+        }
+    }
+    poll_events();
+}
+
+bool connection_impl::arm_events() {
+    if (!eq) {
+        return false;
+    }
+    fid* f = eq.as_fid();
+    if (fi_trywait(dom->fabric.get(), &f, 1) == 0) {
+        return true;
+    }
+    poll_events();
+    return false;
 }
 
 connection_impl::~connection_impl() {
@@ -310,7 +379,7 @@ connection_impl::~connection_impl() {
 namespace {
 
 struct gathered {
-    static constexpr std::size_t max = 16;
+    static constexpr std::size_t max = max_segments;
     iovec iov[max];
     void* desc[max];
     std::size_t count = 0;
@@ -502,7 +571,9 @@ result<connection> connection::connect(const domain& dom, const std::string& hos
         return fail(fabric_error(ret, "fi_connect to " + host + ":" + service));
     }
     if (auto r = impl->await_connected(impl->config.connect_timeout, true); !r) {
-        return fail(r.error().code(), r.error().message() + " (" + host + ":" + service + ")");
+        const auto& e = r.error();
+        return fail(error(e.code(), e.message() + " (" + host + ":" + service + ")")
+                        .with_data({e.data().begin(), e.data().end()}));
     }
     return connection(std::move(impl));
 }
@@ -591,17 +662,29 @@ result<void> connection::recv(std::span<const local_segment> dst, op_options opt
     if (auto r = detail::check_open(c, "recv"); !r) {
         return r;
     }
+    if (opts.completion != completion_mode::always) {
+        return fail(errc::invalid_argument,
+                    "recv: a receive always completes (it reports what arrived)");
+    }
     detail::gathered g;
     if (auto r = detail::gather(c, dst, usage::receive, "recv", g); !r) {
         return r;
+    }
+    if (!c.recvs.push(opts.context)) {
+        return fail(errc::would_block, "recv: receive queue full (depth " +
+                                           std::to_string(c.config.rq_size) +
+                                           "); reap completions");
     }
     fi_msg msg{};
     msg.msg_iov = g.iov;
     msg.desc = g.desc;
     msg.iov_count = g.count;
     msg.context = opts.context;
-    return detail::posted(fi_recvmsg(c.ep.get(), &msg, detail::completion_flag(opts)), c, "recv",
-                          true);
+    auto r = detail::posted(fi_recvmsg(c.ep.get(), &msg, FI_COMPLETION), c, "recv", true);
+    if (!r) {
+        c.recvs.pop_newest();
+    }
+    return r;
 }
 result<void> connection::recv(const memory_region& dst, std::size_t offset, std::size_t length,
                               op_options opts) {
@@ -639,8 +722,12 @@ result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
     for (;;) {
         pollfd fds[3];
         nfds_t n = 0;
-        fds[n++] = {c.eq_fd, POLLIN, 0};
         bool busy = false;
+        if (c.arm_events()) {
+            fds[n++] = {c.eq_fd, POLLIN, 0};
+        } else {
+            busy = true;
+        }
         for (detail::cq_impl* q : {c.cq.get(), c.rcq.get()}) {
             if (q == nullptr) {
                 continue;
@@ -653,22 +740,14 @@ result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
                 busy = true;  // completions wait for the application; re-drive on a short tick
             }
         }
-        auto ev = detail::read_eq(c.eq.get(), std::chrono::milliseconds(0),
-                                  c.dom->caps.cm_data_size, nullptr);
-        if (ev) {
-            if (ev->event == FI_SHUTDOWN) {
-                c.open = false;
-                return conn_event::closed;
+        c.poll_events();
+        {
+            std::lock_guard lock(c.event_mu);
+            if (c.pending_event) {
+                const conn_event e = *c.pending_event;
+                c.pending_event.reset();
+                return e;
             }
-            if (ev->event == FI_CONNECTED) {
-                return conn_event::established;
-            }
-            return fail(errc::provider_error,
-                        "unexpected connection event " + std::to_string(ev->event));
-        }
-        if (!(ev.error() == errc::timed_out)) {
-            c.open = false;
-            return conn_event::lost;
         }
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                         deadline - std::chrono::steady_clock::now())
@@ -692,6 +771,7 @@ result<void> connection::close() {
     auto& c = *impl_;
     if (c.open.exchange(false) && c.ep) {
         int ret = fi_shutdown(c.ep.get(), 0);
+        c.cancel_receives();
         if (ret != 0 && ret != -FI_ENOTCONN) {
             return fail(detail::fabric_error(ret, "fi_shutdown"));
         }

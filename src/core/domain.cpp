@@ -182,6 +182,10 @@ result<domain> domain::open(const domain_config& config) {
     c.target_needs_progress =
         prov == "tcp" || prov == "net" || c.data_progress == progress_model::manual;
 
+    if (prov == "sockets") {
+        impl->liveness_interval = std::chrono::milliseconds(100);
+    }
+
     // The private-data limit is an endpoint option: ask a passive endpoint.
     {
         pep_handle pep;

@@ -88,6 +88,7 @@ std::error_code status_from_fi(int e) {
         case FI_ECONNABORTED:
         case FI_ENOTCONN:
         case FI_ESHUTDOWN:
+        case FI_EIO:  // sockets fails in-flight operations with EIO when its peer goes away
             return make_error_code(errc::disconnected);
         case FI_ECONNREFUSED:
             return make_error_code(errc::connection_refused);

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -33,6 +34,9 @@ struct domain_impl {
     std::mutex progress_mu;
     std::unique_ptr<progress_engine> progress;  // started on first use
     std::atomic<std::uint64_t> next_key{1};     // requested keys when the provider wants ours
+    // sockets notices a dead peer only when the application calls into it: blocking waits then
+    // wake at this interval to look (0: block for the whole timeout).
+    std::chrono::milliseconds liveness_interval{0};
 
     ~domain_impl();
     progress_engine& progress_thread();
@@ -64,6 +68,29 @@ class unique_fd {
 };
 
 struct channel_impl;
+struct connection_impl;
+
+// Receives posted and not yet completed, in posting order (a connected endpoint matches
+// receives in order). A disconnect cancels them on providers that do not flush posted receives
+// themselves (sockets 1.17 keeps them forever), so every receive completes.
+struct recv_tracker {
+    std::mutex mu;
+    std::vector<void*> ring;
+    std::size_t head = 0;
+    std::size_t count = 0;
+
+    void reset(std::size_t capacity) { ring.assign(capacity, nullptr); }
+    bool push(void* ctx);
+    void pop_newest();
+    void pop_oldest();
+    std::vector<void*> take_all();
+};
+
+// What an epoll entry of a completion channel stands for: a CQ, or a connection's event queue.
+struct channel_source {
+    cq_impl* cq = nullptr;
+    connection_impl* conn = nullptr;
+};
 
 struct cq_impl {
     std::shared_ptr<domain_impl> dom;
@@ -74,6 +101,9 @@ struct cq_impl {
     std::uint64_t tag = 0;
     std::shared_ptr<channel_impl> channel;  // set when the channel is shared
     completion_queue handle{this};
+    connection_impl* conn = nullptr;  // the owning connection: its events also wake waits
+    recv_tracker* recvs = nullptr;    // set on the queue receives complete on
+    channel_source source{this, nullptr};
 
     // Completions read while waiting (so a wait can tell a real wake-up from a no_completion
     // one) and handed out by the next poll. Fixed size: no allocation on the data path.
@@ -101,10 +131,13 @@ struct channel_impl {
     unique_fd epfd;
     mutable std::mutex mu;
     std::vector<cq_impl*> cqs;
-    std::size_t next = 0;  // round-robin start
+    std::vector<connection_impl*> conns;  // whose event queues also wake the channel
+    std::size_t next = 0;                 // round-robin start
 
     result<void> attach(cq_impl* cq);
     void detach(cq_impl* cq);
+    result<void> attach_events(connection_impl* conn);
+    void detach_events(connection_impl* conn);
     result<channel_event> wait(std::chrono::milliseconds timeout);
 };
 
@@ -145,6 +178,20 @@ struct connection_impl {
     std::vector<std::byte> peer_data;
     std::atomic<bool> open{false};
     bool progress_watched = false;
+    recv_tracker recvs;
+    channel_source source{nullptr, this};
+    std::mutex event_mu;
+    std::optional<conn_event> pending_event;  // read by a CQ or channel wait, for next_event
+
+    // Reads the event queue without blocking. A close or loss marks the connection closed,
+    // cancels receives the provider did not flush, and is kept for next_event().
+    void poll_events();
+    // Calls into the provider for this connection (a zero-length CQ read) and reads events.
+    void drive();
+    // Arms the event queue's fd (fi_trywait) so it may be blocked on; when events are pending
+    // it reads them (poll_events) and returns false: do not block on the fd this time.
+    bool arm_events();
+    void cancel_receives();
 
     connection_impl(std::shared_ptr<domain_impl> d)
         : dom(std::move(d)), dom_handle(make_domain_handle(dom)) {}
@@ -158,6 +205,9 @@ struct connection_impl {
     result<void> await_connected(std::chrono::milliseconds timeout, bool client);
     void teardown();
 };
+
+// First byte of the private data of every reject() remora sends.
+inline constexpr std::byte reject_marker{0x52};
 
 // Reads one event from an EQ with a timeout. Returns the event number and fills `buf`; an error
 // event is returned as the error (with its err_data copied into `err_data`).

@@ -79,15 +79,19 @@ result<void> connection_request::reject(std::span<const std::byte> private_data)
         return fail(errc::bad_state, "reject: request already answered");
     }
     const auto& caps = impl_->listener->dom->caps;
-    if (private_data.size() > caps.cm_data_size) {
+    if (private_data.size() + 1 > caps.cm_data_size) {
         return fail(errc::too_large, "reject: private data of " +
                                          std::to_string(private_data.size()) +
                                          " bytes exceeds the " + caps.provider + " limit of " +
-                                         std::to_string(caps.cm_data_size) + " bytes");
+                                         std::to_string(caps.cm_data_size - 1) +
+                                         " bytes (one byte marks a remora reject)");
     }
     impl_->answered = true;
-    int ret = fi_reject(impl_->listener->pep.get(), impl_->info->handle, private_data.data(),
-                        private_data.size());
+    std::vector<std::byte> data;
+    data.reserve(private_data.size() + 1);
+    data.push_back(detail::reject_marker);
+    data.insert(data.end(), private_data.begin(), private_data.end());
+    int ret = fi_reject(impl_->listener->pep.get(), impl_->info->handle, data.data(), data.size());
     if (ret != 0) {
         return fail(detail::fabric_error(ret, "fi_reject"));
     }

@@ -73,7 +73,7 @@ usage memory_region::usages() const noexcept {
 
 result<remote_region> memory_region::describe(std::size_t offset, std::size_t length) const {
     const std::size_t size = impl_->memory.size();
-    if (offset > size) {
+    if (offset >= size) {
         return fail(errc::out_of_range, "describe: offset " + std::to_string(offset) +
                                             " beyond region of " + std::to_string(size) + " bytes");
     }
