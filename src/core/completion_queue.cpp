@@ -141,9 +141,6 @@ result<std::unique_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
 }
 
 result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n) {
-    if (progress != nullptr && parked.load(std::memory_order_relaxed)) {
-        progress->rearm(this);
-    }
     constexpr std::size_t batch = 16;
     fi_cq_data_entry entries[batch];
     n = std::min(n, batch);
@@ -190,7 +187,53 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n) {
     return fail(fabric_error(static_cast<int>(got), "fi_cq_read"));
 }
 
+std::size_t cq_impl::owned_ready() {
+    std::lock_guard lock(owned_mu);
+    return owned_count;
+}
+
+bool cq_impl::pump() {
+    bool added = false;
+    for (;;) {
+        std::size_t room;
+        {
+            std::lock_guard lock(owned_mu);
+            room = owned.size() - owned_count;
+        }
+        if (room == 0) {
+            break;  // the application holds a full CQ's worth: the provider's CQ is empty
+        }
+        completion batch[16];
+        auto r = read_provider(batch, std::min<std::size_t>(room, 16));
+        if (!r || *r == 0) {
+            break;
+        }
+        {
+            std::lock_guard lock(owned_mu);
+            for (std::size_t i = 0; i < *r; ++i) {
+                owned[(owned_head + owned_count) % owned.size()] = batch[i];
+                ++owned_count;
+            }
+        }
+        added = true;
+    }
+    if (added) {
+        std::uint64_t one = 1;
+        [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
+    }
+    return added;
+}
+
+void cq_impl::drive() {
+    if (!progress_owned()) {
+        fi_cq_read(cq.get(), nullptr, 0);
+    }
+}
+
 result<std::size_t> cq_impl::fill_stash() {
+    if (progress_owned()) {
+        return owned_ready();
+    }
     if (stash_count == 0) {
         stash_head = 0;
         auto r = read_provider(stash.data(), stash_capacity);
@@ -203,6 +246,9 @@ result<std::size_t> cq_impl::fill_stash() {
 }
 
 result<bool> cq_impl::trywait() {
+    if (progress_owned()) {
+        return owned_ready() == 0;  // the eventfd stays readable while the ring holds entries
+    }
     if (stash_count != 0) {
         return false;
     }
@@ -219,6 +265,19 @@ result<bool> cq_impl::trywait() {
 
 result<std::size_t> cq_impl::poll(std::span<completion> out) {
     std::size_t n = 0;
+    if (progress_owned()) {
+        std::lock_guard lock(owned_mu);
+        while (n < out.size() && owned_count != 0) {
+            out[n++] = owned[owned_head];
+            owned_head = (owned_head + 1) % owned.size();
+            --owned_count;
+        }
+        if (owned_count == 0) {
+            std::uint64_t v;
+            [[maybe_unused]] ssize_t r = ::read(notify.get(), &v, sizeof(v));
+        }
+        return n;
+    }
     while (n < out.size() && stash_count != 0) {
         out[n++] = stash[stash_head++];
         --stash_count;
@@ -254,7 +313,7 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
         // provider did not flush, and those completions then land here. Providers that notice a
         // dead peer only when called into (sockets) get a liveness slice.
         const bool watch_events = conn != nullptr && conn->arm_events();
-        pollfd p[2] = {{fd, POLLIN, 0}, {watch_events ? conn->eq_fd : -1, POLLIN, 0}};
+        pollfd p[2] = {{wait_fd(), POLLIN, 0}, {watch_events ? conn->eq_fd : -1, POLLIN, 0}};
         int wait_ms = remaining_ms(deadline);
         const auto slice = static_cast<int>(dom->liveness_interval.count());
         if (conn != nullptr && slice > 0) {
@@ -290,7 +349,7 @@ result<void> channel_impl::attach(cq_impl* cq) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = &cq->source;
-    if (epoll_ctl(epfd.get(), EPOLL_CTL_ADD, cq->fd, &ev) != 0) {
+    if (epoll_ctl(epfd.get(), EPOLL_CTL_ADD, cq->wait_fd(), &ev) != 0) {
         return fail(errc::provider_error,
                     std::string("completion channel: epoll_ctl ADD: ") + std::strerror(errno));
     }
@@ -300,7 +359,7 @@ result<void> channel_impl::attach(cq_impl* cq) {
 
 void channel_impl::detach(cq_impl* cq) {
     std::lock_guard lock(mu);
-    epoll_ctl(epfd.get(), EPOLL_CTL_DEL, cq->fd, nullptr);
+    epoll_ctl(epfd.get(), EPOLL_CTL_DEL, cq->wait_fd(), nullptr);
     cqs.erase(std::remove(cqs.begin(), cqs.end(), cq), cqs.end());
 }
 
@@ -425,6 +484,12 @@ progress_engine::~progress_engine() {
 
 result<void> progress_engine::watch(cq_impl* cq) {
     std::lock_guard lock(mu_);
+    cq->owned.assign(cq->size, completion{});
+    cq->notify = unique_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (cq->notify.get() < 0) {
+        return fail(errc::provider_error,
+                    std::string("progress thread: eventfd: ") + std::strerror(errno));
+    }
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = cq;
@@ -441,57 +506,26 @@ void progress_engine::unwatch(cq_impl* cq) {
     std::lock_guard lock(mu_);
     epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, cq->fd, nullptr);
     watched_.erase(std::remove(watched_.begin(), watched_.end(), cq), watched_.end());
-    cq->progress = nullptr;
-}
-
-void progress_engine::rearm(cq_impl* cq) {
-    std::lock_guard lock(mu_);
-    if (cq->parked.exchange(false)) {
-        epoll_event ev{};
-        ev.events = EPOLLIN;
-        ev.data.ptr = cq;
-        epoll_ctl(epfd_.get(), EPOLL_CTL_MOD, cq->fd, &ev);
-    }
 }
 
 void progress_engine::run() {
     epoll_event evs[16];
-    auto drive = [this](cq_impl* cq) {
-        // A zero-length read drives the provider's progress without consuming completions.
-        fi_cq_read(cq->cq.get(), nullptr, 0);
-        fid* f = cq->cq.as_fid();
-        if (!cq->parked.load() && fi_trywait(cq->dom->fabric.get(), &f, 1) == -FI_EAGAIN) {
-            // Completions wait for the application, so the fd stays readable: stop watching it
-            // (no spin) and drive this CQ on a 1 ms tick until the application reads it.
-            cq->parked.store(true);
-            epoll_event ev{};
-            ev.data.ptr = cq;
-            epoll_ctl(epfd_.get(), EPOLL_CTL_MOD, cq->fd, &ev);
-        }
-    };
     while (!stop_.load()) {
-        bool any_parked = false;
-        {
-            std::lock_guard lock(mu_);
-            for (cq_impl* cq : watched_) {
-                any_parked = any_parked || cq->parked.load();
-            }
-        }
-        int n = epoll_wait(epfd_.get(), evs, 16, any_parked ? 1 : -1);
+        int n = epoll_wait(epfd_.get(), evs, 16, -1);
         std::lock_guard lock(mu_);
         for (int i = 0; i < n; ++i) {
             auto* cq = static_cast<cq_impl*>(evs[i].data.ptr);
-            if (cq != nullptr &&
-                std::find(watched_.begin(), watched_.end(), cq) != watched_.end()) {
-                drive(cq);
+            if (cq == nullptr ||
+                std::find(watched_.begin(), watched_.end(), cq) == watched_.end()) {
+                continue;
             }
-        }
-        if (any_parked) {
-            for (cq_impl* cq : watched_) {
-                if (cq->parked.load()) {
-                    fi_cq_read(cq->cq.get(), nullptr, 0);
-                }
-            }
+            // This thread is the CQ's only reader: read (which drives the provider's progress)
+            // until it is empty, then arm it; a failed arm means more arrived, so read again.
+            fid* f = cq->cq.as_fid();
+            do {
+                cq->pump();
+            } while (fi_trywait(cq->dom->fabric.get(), &f, 1) == -FI_EAGAIN &&
+                     cq->owned_ready() < cq->owned.size());
         }
     }
 }

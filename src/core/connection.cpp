@@ -174,6 +174,25 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
         }
         rcq = std::move(*r);
     }
+    // The progress thread takes its CQs before anything waits on them (their wait fd changes).
+    if (config.progress_thread && dom->caps.target_needs_progress) {
+        std::lock_guard lock(dom->progress_mu);
+        if (!dom->progress) {
+            auto engine = progress_engine::start();
+            if (!engine) {
+                return fail(engine.error());
+            }
+            dom->progress = std::move(*engine);
+        }
+        for (cq_impl* q : {cq.get(), rcq.get()}) {
+            if (q != nullptr) {
+                if (auto r = dom->progress->watch(q); !r) {
+                    return r;
+                }
+            }
+        }
+        progress_watched = true;
+    }
     if (config.channel == channel_mode::shared) {
         if (config.shared_channel) {
             channel = config.shared_channel.impl();
@@ -235,24 +254,6 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     ret = fi_enable(ep.get());
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_enable"));
-    }
-    if (config.progress_thread && dom->caps.target_needs_progress) {
-        std::lock_guard lock(dom->progress_mu);
-        if (!dom->progress) {
-            auto engine = progress_engine::start();
-            if (!engine) {
-                return fail(engine.error());
-            }
-            dom->progress = std::move(*engine);
-        }
-        for (cq_impl* q : {cq.get(), rcq.get()}) {
-            if (q != nullptr) {
-                if (auto r = dom->progress->watch(q); !r) {
-                    return r;
-                }
-            }
-        }
-        progress_watched = true;
     }
     return {};
 }
@@ -349,7 +350,7 @@ void connection_impl::poll_events() {
 void connection_impl::drive() {
     for (cq_impl* q : {cq.get(), rcq.get()}) {
         if (q != nullptr) {
-            fi_cq_read(q->cq.get(), nullptr, 0);
+            q->drive();
         }
     }
     poll_events();
@@ -729,10 +730,10 @@ result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
             busy = true;
         }
         for (detail::cq_impl* q : {c.cq.get(), c.rcq.get()}) {
-            if (q == nullptr) {
-                continue;
+            if (q == nullptr || q->progress_owned()) {
+                continue;  // the progress thread drives it; its events reach the EQ fd
             }
-            fi_cq_read(q->cq.get(), nullptr, 0);
+            q->drive();
             auto armed = q->trywait();
             if (armed && *armed) {
                 fds[n++] = {q->fd, POLLIN, 0};

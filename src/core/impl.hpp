@@ -112,8 +112,25 @@ struct cq_impl {
     std::size_t stash_head = 0;
     std::size_t stash_count = 0;
 
-    std::atomic<bool> parked{false};      // progress thread stopped watching: entries pending
-    progress_engine* progress = nullptr;  // set when a progress thread watches this CQ
+    // With a library progress thread the thread is this CQ's only reader (one progress owner:
+    // a second thread in fi_cq_read/fi_trywait resets the CQ's wait signal under a blocked
+    // waiter). It moves completions into `owned`, a ring sized to the CQ, and signals `notify`;
+    // the application polls the ring and waits on the eventfd.
+    progress_engine* progress = nullptr;
+    std::mutex owned_mu;
+    std::vector<completion> owned;  // ring; capacity == size
+    std::size_t owned_head = 0;
+    std::size_t owned_count = 0;
+    unique_fd notify;  // eventfd, readable while `owned` is not empty
+
+    bool progress_owned() const noexcept { return progress != nullptr; }
+    // The fd a waiter blocks on: the provider's, or the eventfd of a progress-owned CQ.
+    int wait_fd() const noexcept { return progress_owned() ? notify.get() : fd; }
+    // Progress thread: reads the provider's CQ into the ring; true if anything was added.
+    bool pump();
+    std::size_t owned_ready();
+    // Calls into the provider (a zero-length read) unless the progress thread owns this CQ.
+    void drive();
 
     static result<std::unique_ptr<cq_impl>> open(const std::shared_ptr<domain_impl>& dom,
                                                  cq_kind kind, std::size_t size, std::uint64_t tag);
@@ -149,9 +166,9 @@ class progress_engine {
   public:
     static result<std::unique_ptr<progress_engine>> start();
     ~progress_engine();
+    // Takes ownership of reading `cq` (see cq_impl::progress).
     result<void> watch(cq_impl* cq);
     void unwatch(cq_impl* cq);
-    void rearm(cq_impl* cq);
 
   private:
     progress_engine() = default;

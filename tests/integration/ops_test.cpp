@@ -1,5 +1,6 @@
 // One-sided and two-sided operations, immediate data, scatter-gather, completion modes, atomics,
 // private data, connection events and the library-owned progress thread, on every provider.
+#include <atomic>
 #include <numeric>
 #include <thread>
 
@@ -219,6 +220,55 @@ TEST_P(ops, queue_full_is_would_block_not_overflow) {
     EXPECT_GE(posted, 4u);
     std::size_t reaped = collect(p.client->cq(), posted, false, 2s).size();
     EXPECT_LE(reaped, posted);
+}
+
+// With a library progress thread, the application's blocking waits on the same connection must
+// still wake for every completion (the thread owns the CQ; the application waits on its eventfd).
+// A wait that times out while a completion is ready is a lost wake-up.
+TEST_P(ops, blocking_waits_never_miss_a_wakeup_beside_the_progress_thread) {
+    buffer sbuf(64), cbuf(64);
+    connection_config server_cfg{.rcq = true, .progress_thread = true};
+    auto p = must(connect_pair(GetParam(), server_cfg, {.rcq = true}));
+    auto smr =
+        must(memory_region::create(p.server_domain, sbuf.span(), usage::send | usage::receive));
+    auto cmr =
+        must(memory_region::create(p.client_domain, cbuf.span(), usage::send | usage::receive));
+    std::atomic<int> lost{0};
+    constexpr int rounds = 100;
+    std::thread server([&] {
+        completion c[4];
+        for (int i = 0; i < rounds && lost == 0; ++i) {
+            ASSERT_TRUE(p.server->recv(smr, 0, 32));
+            for (;;) {
+                auto w = p.server->rcq()->wait(2s);
+                auto n = p.server->rcq()->poll(c);
+                ASSERT_TRUE(n);
+                if (!w && *n != 0)
+                    ++lost;  // timed out although a completion was there
+                if (*n != 0)
+                    break;
+                if (lost != 0)
+                    return;
+            }
+            ASSERT_TRUE(p.server->send(smr, 32, 8, {.completion = completion_mode::on_error}));
+        }
+    });
+    completion c[4];
+    for (int i = 0; i < rounds && lost == 0; ++i) {
+        REMORA_ASSERT_OK(p.client->recv(cmr, 0, 32));
+        REMORA_ASSERT_OK(p.client->send(cmr, 32, 8, {.completion = completion_mode::on_error}));
+        std::size_t got = 0;
+        while (got == 0 && lost == 0) {
+            auto w = p.client->rcq()->wait(2s);
+            auto n = p.client->rcq()->poll(c);
+            ASSERT_TRUE(n);
+            if (!w && *n != 0)
+                ++lost;
+            got = *n;
+        }
+    }
+    server.join();
+    EXPECT_EQ(lost.load(), 0) << "a blocking wait slept through a ready completion";
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, ops, testing::ValuesIn(providers()), provider_name);

@@ -1,0 +1,41 @@
+// tools/remora/common.hpp — shared bits of the `remora` command (public API only).
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include <fmt/core.h>
+
+#include <remora/remora.hpp>
+
+namespace remora::tool {
+
+// Prints "remora <what>: <error>" on stderr and returns exit status 1.
+inline int report(const char* what, const error& e) {
+    fmt::print(stderr, "remora {}: {}\n", what, e.what());
+    return 1;
+}
+
+struct info_options {
+    std::string provider;
+    std::string address = "127.0.0.1";
+    bool json = false;
+};
+int run_info(const info_options& o);
+
+struct bench_options {
+    std::string provider;          // empty: automatic
+    std::string op = "write";      // write, read, send, gpspm
+    std::vector<std::size_t> sizes{8};
+    unsigned qd = 1;
+    unsigned connections = 1;
+    double duration = 1.0;         // seconds per result
+    std::string wait = "busy";     // busy or blocking
+    std::string channel = "separate";
+    bool rcq = false;
+    std::string suite;             // "", "default", "channels"
+    bool json = false;
+};
+int run_bench(const bench_options& o);
+
+}  // namespace remora::tool
