@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# Sets up (Debian packages), builds remora and runs its examples end to end over loopback on
-# the tcp provider (set FI_PROVIDER=sockets to use sockets).
+# Sets up (Debian packages), builds remora, runs its examples end to end over loopback and then
+# remora's main job: `remora bench` with the default suite (about half a minute) on loopback.
+# FI_PROVIDER=sockets selects the sockets provider instead of the automatic choice (tcp here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cmake -S . -B build >/dev/null
 cmake --build build -j "$(nproc)" >/dev/null
-export FI_PROVIDER=${FI_PROVIDER:-tcp}
-for ex in info connection write read write_imm ping_pong receive_cq shared_channel; do
+for ex in connection write read write_imm ping_pong receive_cq shared_channel; do
     bin=build/examples/example_$ex
     [ -x "$bin" ] || continue
-    echo "== $ex"
+    echo "== example $ex"
     "$bin"
 done
+echo "== remora info"
+build/tools/remora/remora info
+echo "== remora bench (default suite)"
+prov=()
+[ -n "${FI_PROVIDER:-}" ] && prov=(--provider "$FI_PROVIDER")
+build/tools/remora/remora bench --suite default --duration 2 "${prov[@]}"

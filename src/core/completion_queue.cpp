@@ -508,24 +508,39 @@ void progress_engine::unwatch(cq_impl* cq) {
     watched_.erase(std::remove(watched_.begin(), watched_.end(), cq), watched_.end());
 }
 
+void progress_engine::kick(cq_impl* cq) {
+    cq->kicked.store(true);
+    std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t w = ::write(wake_.get(), &one, sizeof(one));
+}
+
 void progress_engine::run() {
     epoll_event evs[16];
+    // This thread is each watched CQ's only reader: read (which drives the provider's progress)
+    // until it is empty, then arm it; a failed arm means more arrived, so read again.
+    auto drive = [](cq_impl* cq) {
+        fid* f = cq->cq.as_fid();
+        do {
+            cq->pump();
+        } while (fi_trywait(cq->dom->fabric.get(), &f, 1) == -FI_EAGAIN &&
+                 cq->owned_ready() < cq->owned.size());
+    };
     while (!stop_.load()) {
         int n = epoll_wait(epfd_.get(), evs, 16, -1);
         std::lock_guard lock(mu_);
         for (int i = 0; i < n; ++i) {
             auto* cq = static_cast<cq_impl*>(evs[i].data.ptr);
-            if (cq == nullptr ||
-                std::find(watched_.begin(), watched_.end(), cq) == watched_.end()) {
-                continue;
+            if (cq == nullptr) {
+                std::uint64_t v;
+                [[maybe_unused]] ssize_t r = ::read(wake_.get(), &v, sizeof(v));
+                for (cq_impl* k : watched_) {
+                    if (k->kicked.exchange(false)) {
+                        drive(k);
+                    }
+                }
+            } else if (std::find(watched_.begin(), watched_.end(), cq) != watched_.end()) {
+                drive(cq);
             }
-            // This thread is the CQ's only reader: read (which drives the provider's progress)
-            // until it is empty, then arm it; a failed arm means more arrived, so read again.
-            fid* f = cq->cq.as_fid();
-            do {
-                cq->pump();
-            } while (fi_trywait(cq->dom->fabric.get(), &f, 1) == -FI_EAGAIN &&
-                     cq->owned_ready() < cq->owned.size());
         }
     }
 }

@@ -684,6 +684,8 @@ result<void> connection::recv(std::span<const local_segment> dst, op_options opt
     auto r = detail::posted(fi_recvmsg(c.ep.get(), &msg, FI_COMPLETION), c, "recv", true);
     if (!r) {
         c.recvs.pop_newest();
+    } else if (detail::cq_impl* q = c.rcq ? c.rcq.get() : c.cq.get(); q->progress_owned()) {
+        q->progress->kick(q);
     }
     return r;
 }

@@ -59,50 +59,59 @@ connection_config config_for(const setup& s, bool target) {
 }
 
 // Reaps completions of one connection the configured way; returns how many it wrote into out.
-result<std::size_t> reap(connection& c, const setup& s, bool want_recv,
-                         std::span<completion> out) {
+result<std::size_t> reap(connection& c, const setup& s, bool want_recv, std::span<completion> out) {
     std::size_t n = 0;
     auto poll_into = [&](completion_queue& q) -> result<void> {
         auto r = q.poll(out.subspan(n));
-        if (!r) return fail(r.error());
+        if (!r)
+            return fail(r.error());
         n += *r;
         return {};
     };
     if (s.wait == "blocking") {
         if (c.config().channel == channel_mode::shared) {
             auto ev = c.wait(100ms);
-            if (!ev && !(ev.error() == errc::timed_out)) return fail(ev.error());
+            if (!ev && !(ev.error() == errc::timed_out))
+                return fail(ev.error());
         } else {
             completion_queue& q = want_recv && c.rcq() != nullptr ? *c.rcq() : c.cq();
             auto w = q.wait(100ms);
-            if (!w && !(w.error() == errc::timed_out)) return fail(w.error());
+            if (!w && !(w.error() == errc::timed_out))
+                return fail(w.error());
         }
     }
-    if (auto r = poll_into(c.cq()); !r) return fail(r.error());
+    if (auto r = poll_into(c.cq()); !r)
+        return fail(r.error());
     if (c.rcq() != nullptr && n < out.size()) {
-        if (auto r = poll_into(*c.rcq()); !r) return fail(r.error());
+        if (auto r = poll_into(*c.rcq()); !r)
+            return fail(r.error());
     }
     return n;
 }
 
 // The loopback target: accepts the connections, exposes one region, answers send/gpspm.
 class target {
-public:
+  public:
     result<void> start(const setup& s) {
         auto d = domain::open({.provider = s.provider});
-        if (!d) return fail(d.error());
+        if (!d)
+            return fail(d.error());
         dom_ = std::move(*d);
         auto l = listener::create(*dom_, "127.0.0.1", 0);
-        if (!l) return fail(l.error());
+        if (!l)
+            return fail(l.error());
         lst_ = std::move(*l);
         mem_.resize(std::max<std::size_t>(s.size * s.qd, 4096));
         auto mr = memory_region::create(
-            *dom_, mem_, usage::write_destination | usage::read_source | usage::send | usage::receive);
-        if (!mr) return fail(mr.error());
+            *dom_, mem_,
+            usage::write_destination | usage::read_source | usage::send | usage::receive);
+        if (!mr)
+            return fail(mr.error());
         mr_ = std::move(*mr);
         msg_.resize(std::max<std::size_t>(s.size, request_size) * s.qd * 2 * s.connections);
         auto mm = memory_region::create(*dom_, msg_, usage::send | usage::receive);
-        if (!mm) return fail(mm.error());
+        if (!mm)
+            return fail(mm.error());
         msg_mr_ = std::move(*mm);
         return {};
     }
@@ -111,12 +120,15 @@ public:
     // Accepts one connection (the client connects concurrently) and serves it on a thread.
     result<void> accept_and_serve(const setup& s, unsigned index) {
         auto req = lst_->get_request(10s);
-        if (!req) return fail(req.error());
+        if (!req)
+            return fail(req.error());
         auto desc = mr_->describe();
-        if (!desc) return fail(desc.error());
+        if (!desc)
+            return fail(desc.error());
         const auto bytes = desc->serialize();
         auto c = req->accept(config_for(s, true), bytes);
-        if (!c) return fail(c.error());
+        if (!c)
+            return fail(c.error());
         conns_.push_back(std::make_unique<connection>(std::move(*c)));
         connection* conn = conns_.back().get();
         if (s.op == "send" || s.op == "gpspm") {
@@ -127,26 +139,29 @@ public:
 
     void stop() {
         stop_ = true;
-        for (auto& t : threads_) t.join();
+        for (auto& t : threads_)
+            t.join();
         threads_.clear();
         conns_.clear();
     }
     ~target() { stop(); }
 
-private:
+  private:
     void serve(connection& c, const setup& s, unsigned index) {
         const std::size_t slot = std::max(s.size, request_size);
         const std::size_t base = static_cast<std::size_t>(index) * s.qd * 2 * slot;
         for (unsigned i = 0; i < s.qd; ++i) {
-            (void)c.recv(*msg_mr_, base + i * slot, slot, {.context = reinterpret_cast<void*>(
-                                                                static_cast<std::uintptr_t>(i))});
+            (void)c.recv(*msg_mr_, base + i * slot, slot,
+                         {.context = reinterpret_cast<void*>(static_cast<std::uintptr_t>(i))});
         }
         completion done[16];
         while (!stop_ && c.is_open()) {
             auto n = reap(c, s, true, done);
-            if (!n) return;
+            if (!n)
+                return;
             for (std::size_t i = 0; i < *n; ++i) {
-                if (done[i].op != op::recv || !done[i].ok()) continue;
+                if (done[i].op != op::recv || !done[i].ok())
+                    continue;
                 const auto k = reinterpret_cast<std::uintptr_t>(done[i].context);
                 // gpspm: the range would be persisted here (a memory region is volatile).
                 const std::size_t reply = s.op == "send" ? s.size : 8;
@@ -176,9 +191,8 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
                 client_result& out) {
     const std::size_t slot = std::max(s.size, request_size);
     std::vector<std::byte> buf(slot * s.qd * 2 + s.size * s.qd);
-    auto mr = memory_region::create(c.dom(), buf,
-                                    usage::write_source | usage::read_destination | usage::send |
-                                        usage::receive);
+    auto mr = memory_region::create(
+        c.dom(), buf, usage::write_source | usage::read_destination | usage::send | usage::receive);
     if (!mr) {
         out.error = mr.error().what();
         return;
@@ -190,8 +204,10 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
         started[k] = clock::now();
         void* ctx = reinterpret_cast<void*>(static_cast<std::uintptr_t>(k));
         const std::uint64_t roff = (k * s.size) % remote.length();
-        if (s.op == "write") return c.write(remote, roff, *mr, data_base + k * s.size, s.size, {.context = ctx});
-        if (s.op == "read") return c.read(*mr, data_base + k * s.size, remote, roff, s.size, {.context = ctx});
+        if (s.op == "write")
+            return c.write(remote, roff, *mr, data_base + k * s.size, s.size, {.context = ctx});
+        if (s.op == "read")
+            return c.read(*mr, data_base + k * s.size, remote, roff, s.size, {.context = ctx});
         if (s.op == "gpspm") {
             // The write completes silently; the flush request's reply completes the operation.
             if (auto r = c.write(remote, roff, *mr, data_base + k * s.size, s.size,
@@ -200,13 +216,15 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
                 return r;
             std::uint64_t req[2] = {roff, s.size};
             std::memcpy(buf.data() + (s.qd + k) * slot, req, sizeof(req));
-            return c.send(*mr, (s.qd + k) * slot, request_size, {.completion = completion_mode::on_error});
+            return c.send(*mr, (s.qd + k) * slot, request_size,
+                          {.completion = completion_mode::on_error});
         }
         return c.send(*mr, (s.qd + k) * slot, s.size, {.completion = completion_mode::on_error});
     };
     for (unsigned k = 0; k < s.qd; ++k) {
         if (two_sided) {
-            auto r = c.recv(*mr, k * slot, slot, {.context = reinterpret_cast<void*>(static_cast<std::uintptr_t>(k))});
+            auto r = c.recv(*mr, k * slot, slot,
+                            {.context = reinterpret_cast<void*>(static_cast<std::uintptr_t>(k))});
             if (!r) {
                 out.error = r.error().what();
                 return;
@@ -233,7 +251,8 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
                 out.error = std::string(to_string(d.op)) + " failed: " + d.status.message();
                 return;
             }
-            if (two_sided && d.op != op::recv) continue;
+            if (two_sided && d.op != op::recv)
+                continue;
             const auto k = static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(d.context));
             out.lat_ns.push_back(static_cast<std::uint32_t>(
                 std::chrono::duration_cast<std::chrono::nanoseconds>(now - started[k]).count()));
@@ -258,10 +277,13 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
 
 result<figures> run_one(const setup& s) {
     target t;
-    if (auto r = t.start(s); !r) return fail(r.error());
+    if (auto r = t.start(s); !r)
+        return fail(r.error());
     std::optional<domain> cd;
-    if (auto d = domain::open({.provider = s.provider}); d) cd = std::move(*d);
-    else return fail(d.error());
+    if (auto d = domain::open({.provider = s.provider}); d)
+        cd = std::move(*d);
+    else
+        return fail(d.error());
     std::vector<connection> conns;
     std::vector<remote_region> remotes;
     for (unsigned i = 0; i < s.connections; ++i) {
@@ -269,37 +291,47 @@ result<figures> run_one(const setup& s) {
         std::thread acceptor([&] { served = t.accept_and_serve(s, i); });
         auto c = connection::connect(*cd, "127.0.0.1", t.port(), config_for(s, false));
         acceptor.join();
-        if (!c) return fail(c.error());
-        if (!served) return fail(served.error());
+        if (!c)
+            return fail(c.error());
+        if (!served)
+            return fail(served.error());
         auto remote = remote_region::parse(c->peer_private_data());
-        if (!remote) return fail(remote.error());
+        if (!remote)
+            return fail(remote.error());
         conns.push_back(std::move(*c));
         remotes.push_back(*remote);
     }
     std::vector<client_result> results(s.connections);
     const double cpu0 = cpu_seconds();
     const auto t0 = clock::now();
-    const auto end = t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(s.duration));
+    const auto end =
+        t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(s.duration));
     std::vector<std::thread> clients;
     for (unsigned i = 0; i < s.connections; ++i) {
         clients.emplace_back([&, i] { run_client(conns[i], remotes[i], s, end, results[i]); });
     }
-    for (auto& th : clients) th.join();
+    for (auto& th : clients)
+        th.join();
     const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
     const double cpu = cpu_seconds() - cpu0;
     std::vector<std::uint32_t> lat;
     figures f;
     for (auto& r : results) {
-        if (!r.error.empty()) return fail(errc::provider_error, r.error);
+        if (!r.error.empty())
+            return fail(errc::provider_error, r.error);
         f.ops += r.ops;
         lat.insert(lat.end(), r.lat_ns.begin(), r.lat_ns.end());
     }
-    for (auto& c : conns) (void)c.close();
+    for (auto& c : conns)
+        (void)c.close();
     t.stop();
-    if (lat.empty()) return fail(errc::timed_out, "no operation completed");
+    if (lat.empty())
+        return fail(errc::timed_out, "no operation completed");
     std::sort(lat.begin(), lat.end());
     auto pct = [&](double p) {
-        return lat[std::min(lat.size() - 1, static_cast<std::size_t>(p * static_cast<double>(lat.size())))] / 1e3;
+        return lat[std::min(lat.size() - 1,
+                            static_cast<std::size_t>(p * static_cast<double>(lat.size())))] /
+               1e3;
     };
     f.seconds = seconds;
     f.ops_per_s = static_cast<double>(f.ops) / seconds;
@@ -316,7 +348,7 @@ std::vector<setup> suite(const bench_options& o) {
     auto base = [&] {
         setup s;
         s.provider = o.provider;
-        s.op = o.op;
+        s.op = o.ops.front();
         s.wait = o.wait;
         s.channel = o.channel;
         s.rcq = o.rcq;
@@ -357,10 +389,13 @@ std::vector<setup> suite(const bench_options& o) {
         bw.connections = 1;
         out.push_back(bw);
     } else {
-        for (std::size_t size : o.sizes) {
-            setup s = base();
-            s.size = size;
-            out.push_back(s);
+        for (const std::string& op : o.ops) {
+            for (std::size_t size : o.sizes) {
+                setup s = base();
+                s.op = op;
+                s.size = size;
+                out.push_back(s);
+            }
         }
     }
     return out;
@@ -371,28 +406,41 @@ std::vector<setup> suite(const bench_options& o) {
 int run_bench(const bench_options& o) {
     const auto setups = suite(o);
     if (!o.json) {
-        fmt::print("{:<8} {:<6} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11} {:>9} {:>8} {:>8} {:>8} {:>9}\n",
-                   "provider", "op", "size", "qd", "conns", "wait", "channel", "rcq", "ops/s", "MiB/s",
-                   "p50 us", "p99 us", "p99.9 us", "cpu us/op");
+        fmt::print(
+            "{:<8} {:<6} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11} {:>9} {:>8} {:>8} {:>8} "
+            "{:>9}\n",
+            "provider", "op", "size", "qd", "conns", "wait", "channel", "rcq", "ops/s", "MiB/s",
+            "p50 us", "p99 us", "p99.9 us", "cpu us/op");
     }
     for (const setup& s : setups) {
         auto f = run_one(s);
-        if (!f) return report("bench", f.error());
+        if (!f)
+            return report("bench", f.error());
         const std::string prov = s.provider.empty() ? "auto" : s.provider;
         if (o.json) {
-            nlohmann::json j = {{"provider", prov}, {"op", s.op}, {"size", s.size}, {"qd", s.qd},
-                                {"connections", s.connections}, {"wait", s.wait},
-                                {"channel", s.channel}, {"rcq", s.rcq}, {"ops", f->ops},
-                                {"seconds", f->seconds}, {"ops_per_s", f->ops_per_s},
-                                {"mib_per_s", f->mib_per_s}, {"p50_us", f->p50_us},
-                                {"p99_us", f->p99_us}, {"p999_us", f->p999_us},
+            nlohmann::json j = {{"provider", prov},
+                                {"op", s.op},
+                                {"size", s.size},
+                                {"qd", s.qd},
+                                {"connections", s.connections},
+                                {"wait", s.wait},
+                                {"channel", s.channel},
+                                {"rcq", s.rcq},
+                                {"ops", f->ops},
+                                {"seconds", f->seconds},
+                                {"ops_per_s", f->ops_per_s},
+                                {"mib_per_s", f->mib_per_s},
+                                {"p50_us", f->p50_us},
+                                {"p99_us", f->p99_us},
+                                {"p999_us", f->p999_us},
                                 {"cpu_us_per_op", f->cpu_us_per_op}};
             fmt::print("{}\n", j.dump());
         } else {
-            fmt::print("{:<8} {:<6} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>8.1f} {:>8.1f} {:>8.1f} {:>9.2f}\n",
-                       prov, s.op, s.size, s.qd, s.connections, s.wait, s.channel,
-                       s.rcq ? "yes" : "no", f->ops_per_s, f->mib_per_s, f->p50_us, f->p99_us,
-                       f->p999_us, f->cpu_us_per_op);
+            fmt::print(
+                "{:<8} {:<6} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>8.1f} "
+                "{:>8.1f} {:>8.1f} {:>9.2f}\n",
+                prov, s.op, s.size, s.qd, s.connections, s.wait, s.channel, s.rcq ? "yes" : "no",
+                f->ops_per_s, f->mib_per_s, f->p50_us, f->p99_us, f->p999_us, f->cpu_us_per_op);
         }
         std::fflush(stdout);
     }

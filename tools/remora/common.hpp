@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include <fmt/core.h>
 
@@ -24,16 +25,16 @@ struct info_options {
 int run_info(const info_options& o);
 
 struct bench_options {
-    std::string provider;          // empty: automatic
-    std::string op = "write";      // write, read, send, gpspm
+    std::string provider;                   // empty: automatic
+    std::vector<std::string> ops{"write"};  // write, read, send, gpspm
     std::vector<std::size_t> sizes{8};
     unsigned qd = 1;
     unsigned connections = 1;
-    double duration = 1.0;         // seconds per result
-    std::string wait = "busy";     // busy or blocking
+    double duration = 1.0;      // seconds per result
+    std::string wait = "busy";  // busy or blocking
     std::string channel = "separate";
     bool rcq = false;
-    std::string suite;             // "", "default", "channels"
+    std::string suite;  // "", "default", "channels"
     bool json = false;
 };
 int run_bench(const bench_options& o);

@@ -14,7 +14,8 @@ const char* model(progress_model m) {
 std::string mr_modes(mr_mode m) {
     std::string s;
     auto add = [&](mr_mode bit, const char* name) {
-        if (any(m & bit)) s += (s.empty() ? "" : "|") + std::string(name);
+        if (any(m & bit))
+            s += (s.empty() ? "" : "|") + std::string(name);
     };
     add(mr_mode::local, "local");
     add(mr_mode::virt_addr, "virt_addr");
@@ -22,6 +23,12 @@ std::string mr_modes(mr_mode m) {
     add(mr_mode::prov_key, "prov_key");
     add(mr_mode::endpoint, "endpoint");
     return s.empty() ? "none" : s;
+}
+
+void print_header() {
+    fmt::print("{:<9} {:<8} {:<8} {:>7} {:>7} {:>9} {:>5} {:>4} {:<10} {:<8} {}\n", "provider",
+               "nic", "atomics", "inject", "cmdata", "queues", "iov", "imm", "progress", "mr_mode",
+               "flush");
 }
 
 }  // namespace
@@ -35,11 +42,6 @@ int run_info(const info_options& o) {
     }
     nlohmann::json all = nlohmann::json::array();
     bool any_ok = false;
-    if (!o.json) {
-        fmt::print("{:<9} {:<8} {:<8} {:>7} {:>7} {:>9} {:>5} {:>4} {:<10} {:<8} {}\n", "provider",
-                   "nic", "atomics", "inject", "cmdata", "queues", "iov", "imm", "progress",
-                   "mr_mode", "flush");
-    }
     for (const auto& name : names) {
         auto dom = domain::open({.provider = name, .node = o.address});
         if (!dom) {
@@ -47,6 +49,9 @@ int run_info(const info_options& o) {
                 return report("info", dom.error());
             }
             continue;  // not usable here (no verbs device, ...)
+        }
+        if (!any_ok && !o.json) {
+            print_header();
         }
         any_ok = true;
         const provider_caps& c = dom->caps();
@@ -70,20 +75,20 @@ int run_info(const info_options& o) {
                            {"rma_pmem", c.rma_pmem},
                            {"flush", {flush}}});
         } else {
-            fmt::print("{:<9} {:<8} {:<8} {:>7} {:>7} {:>9} {:>5} {:>4} {:<10} {:<8} {}\n",
-                       c.provider, c.nic, c.native_atomics ? "native" : "none", c.inject_size,
-                       c.cm_data_size, fmt::format("{}/{}", c.tx_size, c.rx_size), c.iov_limit,
-                       c.cq_data_size,
-                       std::string(model(c.data_progress)) +
-                           (c.target_needs_progress ? "+thread" : ""),
-                       mr_modes(c.mr_mode), flush);
+            fmt::print(
+                "{:<9} {:<8} {:<8} {:>7} {:>7} {:>9} {:>5} {:>4} {:<10} {:<8} {}\n", c.provider,
+                c.nic, c.native_atomics ? "native" : "none", c.inject_size, c.cm_data_size,
+                fmt::format("{}/{}", c.tx_size, c.rx_size), c.iov_limit, c.cq_data_size,
+                std::string(model(c.data_progress)) + (c.target_needs_progress ? "+thread" : ""),
+                mr_modes(c.mr_mode), flush);
         }
     }
     if (o.json) {
         fmt::print("{}\n", all.dump(2));
     }
     if (!any_ok) {
-        fmt::print(stderr, "remora info: no provider offers connected endpoints on {}\n", o.address);
+        fmt::print(stderr, "remora info: no provider offers connected endpoints on {}\n",
+                   o.address);
         return 1;
     }
     return 0;
