@@ -193,29 +193,27 @@ std::size_t cq_impl::owned_ready() {
 }
 
 bool cq_impl::pump() {
+    // The ring lock is held across the provider read so completions keep their order when the
+    // application's poll reads the provider directly too.
     bool added = false;
-    for (;;) {
-        std::size_t room;
-        {
-            std::lock_guard lock(owned_mu);
-            room = owned.size() - owned_count;
-        }
-        if (room == 0) {
-            break;  // the application holds a full CQ's worth: the provider's CQ is empty
-        }
-        completion batch[16];
-        auto r = read_provider(batch, std::min<std::size_t>(room, 16));
-        if (!r || *r == 0) {
-            break;
-        }
-        {
-            std::lock_guard lock(owned_mu);
+    {
+        std::lock_guard lock(owned_mu);
+        for (;;) {
+            const std::size_t room = owned.size() - owned_count;
+            if (room == 0) {
+                break;  // the application holds a full CQ's worth: the provider's CQ is empty
+            }
+            completion batch[16];
+            auto r = read_provider(batch, std::min<std::size_t>(room, 16));
+            if (!r || *r == 0) {
+                break;
+            }
             for (std::size_t i = 0; i < *r; ++i) {
                 owned[(owned_head + owned_count) % owned.size()] = batch[i];
                 ++owned_count;
             }
+            added = true;
         }
-        added = true;
     }
     if (added) {
         std::uint64_t one = 1;
@@ -266,6 +264,8 @@ result<bool> cq_impl::trywait() {
 result<std::size_t> cq_impl::poll(std::span<completion> out) {
     std::size_t n = 0;
     if (progress_owned()) {
+        // Ring first (older), then the provider directly: a busy-polling application makes
+        // progress itself instead of waiting for the thread to be scheduled.
         std::lock_guard lock(owned_mu);
         while (n < out.size() && owned_count != 0) {
             out[n++] = owned[owned_head];
@@ -275,6 +275,14 @@ result<std::size_t> cq_impl::poll(std::span<completion> out) {
         if (owned_count == 0) {
             std::uint64_t v;
             [[maybe_unused]] ssize_t r = ::read(notify.get(), &v, sizeof(v));
+        }
+        if (n < out.size()) {
+            auto r = read_provider(out.data() + n, out.size() - n);
+            if (r) {
+                n += *r;
+            } else if (n == 0) {
+                return r;
+            }
         }
         return n;
     }
@@ -312,6 +320,11 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
         // The connection's event queue wakes the wait too: a disconnect cancels what the
         // provider did not flush, and those completions then land here. Providers that notice a
         // dead peer only when called into (sockets) get a liveness slice.
+        if (progress_owned()) {
+            // The application may have read the provider directly (poll): let the owner drain
+            // and re-arm the provider's CQ before this thread sleeps on the eventfd.
+            progress->kick(this);
+        }
         const bool watch_events = conn != nullptr && conn->arm_events();
         pollfd p[2] = {{wait_fd(), POLLIN, 0}, {watch_events ? conn->eq_fd : -1, POLLIN, 0}};
         int wait_ms = remaining_ms(deadline);
@@ -422,8 +435,31 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
                                              std::to_string(timeout.count()) + " ms");
         }
         epoll_event evs[1];
-        int rc = epoll_wait(epfd.get(), evs, 1, remaining_ms(deadline));
+        int wait_ms = remaining_ms(deadline);
+        {
+            std::lock_guard lock(mu);
+            for (cq_impl* q : cqs) {
+                if (q->progress_owned()) {
+                    q->progress->kick(q);  // see cq_impl::wait
+                }
+            }
+            // Providers that notice a dead peer only when called into get a liveness slice.
+            for (connection_impl* c : conns) {
+                const auto slice = static_cast<int>(c->dom->liveness_interval.count());
+                if (slice > 0) {
+                    wait_ms = std::min(wait_ms, slice);
+                }
+            }
+        }
+        int rc = epoll_wait(epfd.get(), evs, 1, wait_ms);
         if (rc < 0 && errno == EINTR) {
+            continue;
+        }
+        if (rc == 0 && clock::now() < deadline) {
+            std::lock_guard lock(mu);
+            for (connection_impl* c : conns) {
+                c->drive();
+            }
             continue;
         }
         if (rc < 0) {
