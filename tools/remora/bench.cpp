@@ -12,12 +12,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "common.hpp"
+#include "bench_internal.hpp"
 
 namespace remora::tool {
 namespace {
@@ -25,21 +26,9 @@ namespace {
 using namespace std::chrono_literals;
 using clock = std::chrono::steady_clock;
 
-struct setup {
-    std::string provider, op, wait, channel;
-    bool rcq = false;
-    unsigned connections = 1, qd = 1;
-    std::size_t size = 8;
-    double duration = 1.0;
-};
-
-struct figures {
-    std::uint64_t ops = 0;
-    double seconds = 0, ops_per_s = 0, mib_per_s = 0, p50_us = 0, p99_us = 0, p999_us = 0,
-           cpu_us_per_op = 0;
-};
-
 constexpr std::size_t request_size = 16;  // gpspm flush request: offset + length
+
+}  // namespace
 
 double cpu_seconds() {
     rusage u{};
@@ -47,6 +36,29 @@ double cpu_seconds() {
     return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
            static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
+
+result<figures> summarize(std::vector<std::uint32_t>& lat, double seconds, double cpu,
+                          std::size_t size) {
+    if (lat.empty())
+        return fail(errc::timed_out, "no operation completed");
+    std::sort(lat.begin(), lat.end());
+    auto pct = [&](double p) {
+        const auto i = static_cast<std::size_t>(p * static_cast<double>(lat.size()));
+        return lat[std::min(lat.size() - 1, i)] / 1e3;
+    };
+    figures f;
+    f.ops = lat.size();
+    f.seconds = seconds;
+    f.ops_per_s = static_cast<double>(f.ops) / seconds;
+    f.mib_per_s = f.ops_per_s * static_cast<double>(size) / (1024.0 * 1024.0);
+    f.p50_us = pct(0.50);
+    f.p99_us = pct(0.99);
+    f.p999_us = pct(0.999);
+    f.cpu_us_per_op = cpu * 1e6 / static_cast<double>(f.ops);
+    return f;
+}
+
+namespace {
 
 connection_config config_for(const setup& s, bool target) {
     connection_config c;
@@ -315,32 +327,15 @@ result<figures> run_one(const setup& s) {
     const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
     const double cpu = cpu_seconds() - cpu0;
     std::vector<std::uint32_t> lat;
-    figures f;
     for (auto& r : results) {
         if (!r.error.empty())
             return fail(errc::provider_error, r.error);
-        f.ops += r.ops;
         lat.insert(lat.end(), r.lat_ns.begin(), r.lat_ns.end());
     }
     for (auto& c : conns)
         (void)c.close();
     t.stop();
-    if (lat.empty())
-        return fail(errc::timed_out, "no operation completed");
-    std::sort(lat.begin(), lat.end());
-    auto pct = [&](double p) {
-        return lat[std::min(lat.size() - 1,
-                            static_cast<std::size_t>(p * static_cast<double>(lat.size())))] /
-               1e3;
-    };
-    f.seconds = seconds;
-    f.ops_per_s = static_cast<double>(f.ops) / seconds;
-    f.mib_per_s = f.ops_per_s * static_cast<double>(s.size) / (1024.0 * 1024.0);
-    f.p50_us = pct(0.50);
-    f.p99_us = pct(0.99);
-    f.p999_us = pct(0.999);
-    f.cpu_us_per_op = cpu * 1e6 / static_cast<double>(f.ops);
-    return f;
+    return summarize(lat, seconds, cpu, s.size);
 }
 
 std::vector<setup> suite(const bench_options& o) {
@@ -412,11 +407,36 @@ int run_bench(const bench_options& o) {
             "provider", "op", "size", "qd", "conns", "wait", "channel", "rcq", "ops/s", "MiB/s",
             "p50 us", "p99 us", "p99.9 us", "cpu us/op");
     }
+    auto row = [&](const std::string& prov, const setup& s, const figures& f) {
+        fmt::print(
+            "{:<8} {:<6} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>8.1f} {:>8.1f} "
+            "{:>8.1f} {:>9.2f}\n",
+            prov, s.op, s.size, s.qd, s.connections, s.wait, s.channel, s.rcq ? "yes" : "no",
+            f.ops_per_s, f.mib_per_s, f.p50_us, f.p99_us, f.p999_us, f.cpu_us_per_op);
+    };
+    auto as_json = [](const figures& f) {
+        return nlohmann::json{{"ops", f.ops},
+                              {"seconds", f.seconds},
+                              {"ops_per_s", f.ops_per_s},
+                              {"mib_per_s", f.mib_per_s},
+                              {"p50_us", f.p50_us},
+                              {"p99_us", f.p99_us},
+                              {"p999_us", f.p999_us},
+                              {"cpu_us_per_op", f.cpu_us_per_op}};
+    };
     for (const setup& s : setups) {
         auto f = run_one(s);
         if (!f)
             return report("bench", f.error());
         const std::string prov = s.provider.empty() ? "auto" : s.provider;
+        // The baseline covers what plain libfabric code in baseline.cpp does.
+        std::optional<figures> base;
+        if (o.baseline && s.op != "gpspm" && s.connections == 1 && s.wait == "busy" && !s.rcq) {
+            auto b = run_baseline(s);
+            if (!b)
+                return report("bench --baseline", b.error());
+            base = *b;
+        }
         if (o.json) {
             nlohmann::json j = {{"provider", prov},
                                 {"op", s.op},
@@ -425,22 +445,22 @@ int run_bench(const bench_options& o) {
                                 {"connections", s.connections},
                                 {"wait", s.wait},
                                 {"channel", s.channel},
-                                {"rcq", s.rcq},
-                                {"ops", f->ops},
-                                {"seconds", f->seconds},
-                                {"ops_per_s", f->ops_per_s},
-                                {"mib_per_s", f->mib_per_s},
-                                {"p50_us", f->p50_us},
-                                {"p99_us", f->p99_us},
-                                {"p999_us", f->p999_us},
-                                {"cpu_us_per_op", f->cpu_us_per_op}};
+                                {"rcq", s.rcq}};
+            j.update(as_json(*f));
+            if (base) {
+                j["baseline"] = as_json(*base);
+                j["ratio_ops_per_s"] = f->ops_per_s / base->ops_per_s;
+                j["ratio_p50"] = f->p50_us / base->p50_us;
+            }
             fmt::print("{}\n", j.dump());
         } else {
-            fmt::print(
-                "{:<8} {:<6} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>8.1f} "
-                "{:>8.1f} {:>8.1f} {:>9.2f}\n",
-                prov, s.op, s.size, s.qd, s.connections, s.wait, s.channel, s.rcq ? "yes" : "no",
-                f->ops_per_s, f->mib_per_s, f->p50_us, f->p99_us, f->p999_us, f->cpu_us_per_op);
+            row(prov, s, *f);
+            if (base) {
+                row("fi:" + prov, s, *base);
+                fmt::print("{:<8} remora/baseline: ops/s x{:.3f}, p50 x{:.3f}, p99 x{:.3f}\n",
+                           "ratio", f->ops_per_s / base->ops_per_s, f->p50_us / base->p50_us,
+                           f->p99_us / base->p99_us);
+            }
         }
         std::fflush(stdout);
     }

@@ -36,6 +36,7 @@ struct bench_options {
     bool rcq = false;
     std::string suite;  // "", "default", "channels"
     bool json = false;
+    bool baseline = false;  // also run plain libfabric and print the ratios
 };
 int run_bench(const bench_options& o);
 

@@ -52,10 +52,13 @@ int main(int argc, char** argv) {
     bench->add_option("--suite", bo.suite, "A predefined set of results")
         ->check(CLI::IsMember({"default", "channels"}));
     bench->add_flag("--json", bo.json, "One JSON object per result");
+    bench->add_flag("--baseline", bo.baseline,
+                    "Also run write/read/send through plain libfabric and print remora/baseline");
     bench->footer(
         "Examples:\n"
         "  remora bench --suite default\n"
         "  remora bench --op write --size 8 --size 65536 --qd 16\n"
+        "  remora bench --op write --op read --op send --baseline\n"
         "  remora bench --op gpspm --wait blocking --rcq --channel shared --connections 8\n"
         "  remora bench --suite channels --provider sockets --json\n");
 

@@ -1,0 +1,35 @@
+// tools/remora/bench_internal.hpp — what bench.cpp and baseline.cpp share.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+
+namespace remora::tool {
+
+struct setup {
+    std::string provider, op, wait, channel;
+    bool rcq = false;
+    unsigned connections = 1, qd = 1;
+    std::size_t size = 8;
+    double duration = 1.0;
+};
+
+struct figures {
+    std::uint64_t ops = 0;
+    double seconds = 0, ops_per_s = 0, mib_per_s = 0, p50_us = 0, p99_us = 0, p999_us = 0,
+           cpu_us_per_op = 0;
+};
+
+// Process CPU time (user + system) in seconds.
+double cpu_seconds();
+// Figures from per-operation latencies (ns), wall seconds and CPU seconds.
+result<figures> summarize(std::vector<std::uint32_t>& lat_ns, double seconds, double cpu,
+                          std::size_t size);
+// The same workload through plain libfabric (write, read, send; busy polling; one connection).
+result<figures> run_baseline(const setup& s);
+
+}  // namespace remora::tool
