@@ -42,7 +42,9 @@ const char* to_string(cq_kind k) noexcept;
 struct completion {
     remora::op op = op::unknown;
     std::error_code status;  // empty on success; errc::canceled, errc::disconnected, ... otherwise
-    std::size_t bytes = 0;   // bytes received (recv, remote_write); length posted otherwise
+    // Bytes received for recv; for remote_write what the provider reports (sockets: the write's
+    // length; tcp 1.17: 0); for other operations the provider's report (often 0).
+    std::size_t bytes = 0;
     std::uint64_t imm = 0;   // immediate data when has_imm
     bool has_imm = false;
     void* context = nullptr;  // the operation's user context
