@@ -45,7 +45,7 @@ struct completion {
     // Bytes received for recv; for remote_write what the provider reports (sockets: the write's
     // length; tcp 1.17: 0); for other operations the provider's report (often 0).
     std::size_t bytes = 0;
-    std::uint64_t imm = 0;   // immediate data when has_imm
+    std::uint64_t imm = 0;  // immediate data when has_imm
     bool has_imm = false;
     void* context = nullptr;  // the operation's user context
     [[nodiscard]] bool ok() const noexcept { return !status; }
