@@ -230,6 +230,9 @@ void cq_impl::drive() {
 
 result<std::size_t> cq_impl::fill_stash() {
     if (progress_owned()) {
+        // Drain the provider into the ring from this thread: safe, since waiters sleep on the
+        // eventfd, and it saves the owner thread a wake-up on the way.
+        pump();
         return owned_ready();
     }
     if (stash_count == 0) {
@@ -245,6 +248,7 @@ result<std::size_t> cq_impl::fill_stash() {
 
 result<bool> cq_impl::trywait() {
     if (progress_owned()) {
+        pump();  // see fill_stash
         return owned_ready() == 0;  // the eventfd stays readable while the ring holds entries
     }
     if (stash_count != 0) {
@@ -320,11 +324,6 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
         // The connection's event queue wakes the wait too: a disconnect cancels what the
         // provider did not flush, and those completions then land here. Providers that notice a
         // dead peer only when called into (sockets) get a liveness slice.
-        if (progress_owned()) {
-            // The application may have read the provider directly (poll): let the owner drain
-            // and re-arm the provider's CQ before this thread sleeps on the eventfd.
-            progress->kick(this);
-        }
         const bool watch_events = conn != nullptr && conn->arm_events();
         pollfd p[2] = {{wait_fd(), POLLIN, 0}, {watch_events ? conn->eq_fd : -1, POLLIN, 0}};
         int wait_ms = remaining_ms(deadline);
@@ -438,11 +437,6 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
         int wait_ms = remaining_ms(deadline);
         {
             std::lock_guard lock(mu);
-            for (cq_impl* q : cqs) {
-                if (q->progress_owned()) {
-                    q->progress->kick(q);  // see cq_impl::wait
-                }
-            }
             // Providers that notice a dead peer only when called into get a liveness slice.
             for (connection_impl* c : conns) {
                 const auto slice = static_cast<int>(c->dom->liveness_interval.count());
@@ -544,12 +538,6 @@ void progress_engine::unwatch(cq_impl* cq) {
     watched_.erase(std::remove(watched_.begin(), watched_.end(), cq), watched_.end());
 }
 
-void progress_engine::kick(cq_impl* cq) {
-    cq->kicked.store(true);
-    std::uint64_t one = 1;
-    [[maybe_unused]] ssize_t w = ::write(wake_.get(), &one, sizeof(one));
-}
-
 void progress_engine::run() {
     epoll_event evs[16];
     // This thread is each watched CQ's only reader: read (which drives the provider's progress)
@@ -567,14 +555,9 @@ void progress_engine::run() {
         for (int i = 0; i < n; ++i) {
             auto* cq = static_cast<cq_impl*>(evs[i].data.ptr);
             if (cq == nullptr) {
-                std::uint64_t v;
-                [[maybe_unused]] ssize_t r = ::read(wake_.get(), &v, sizeof(v));
-                for (cq_impl* k : watched_) {
-                    if (k->kicked.exchange(false)) {
-                        drive(k);
-                    }
-                }
-            } else if (std::find(watched_.begin(), watched_.end(), cq) != watched_.end()) {
+                continue;  // woken to stop
+            }
+            if (std::find(watched_.begin(), watched_.end(), cq) != watched_.end()) {
                 drive(cq);
             }
         }

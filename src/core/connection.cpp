@@ -685,7 +685,9 @@ result<void> connection::recv(std::span<const local_segment> dst, op_options opt
     if (!r) {
         c.recvs.pop_newest();
     } else if (detail::cq_impl* q = c.rcq ? c.rcq.get() : c.cq.get(); q->progress_owned()) {
-        q->progress->kick(q);
+        // tcp holds a message that arrived before this receive until someone calls into the
+        // provider after the post: do it here rather than leave it to the progress thread.
+        q->pump();
     }
     return r;
 }

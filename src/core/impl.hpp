@@ -121,8 +121,7 @@ struct cq_impl {
     std::vector<completion> owned;  // ring; capacity == size
     std::size_t owned_head = 0;
     std::size_t owned_count = 0;
-    unique_fd notify;                 // eventfd, readable while `owned` is not empty
-    std::atomic<bool> kicked{false};  // the progress thread should drive this CQ now
+    unique_fd notify;  // eventfd, readable while `owned` is not empty
 
     bool progress_owned() const noexcept { return progress != nullptr; }
     // The fd a waiter blocks on: the provider's, or the eventfd of a progress-owned CQ.
@@ -170,9 +169,6 @@ class progress_engine {
     // Takes ownership of reading `cq` (see cq_impl::progress).
     result<void> watch(cq_impl* cq);
     void unwatch(cq_impl* cq);
-    // Asks the thread to drive `cq` now: tcp holds a message that arrived before its receive
-    // was posted until someone calls into the provider after the post.
-    void kick(cq_impl* cq);
 
   private:
     progress_engine() = default;
