@@ -248,7 +248,7 @@ result<std::size_t> cq_impl::fill_stash() {
 
 result<bool> cq_impl::trywait() {
     if (progress_owned()) {
-        pump();  // see fill_stash
+        pump();                     // see fill_stash
         return owned_ready() == 0;  // the eventfd stays readable while the ring holds entries
     }
     if (stash_count != 0) {

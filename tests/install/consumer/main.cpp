@@ -1,2 +1,5 @@
 #include <remora/remora.hpp>
-int main() { auto d = remora::domain::open({.provider = "tcp"}); return d ? 0 : 1; }
+int main() {
+    auto d = remora::domain::open({.provider = "tcp"});
+    return d ? 0 : 1;
+}
