@@ -92,6 +92,7 @@ std::vector<void*> recv_tracker::take_all() {
 namespace {
 
 using clock = std::chrono::steady_clock;
+constexpr std::size_t read_batch = 16;  // completions one fi_cq_read takes at most
 
 remora::op op_from_flags(std::uint64_t f) {
     if (f & FI_REMOTE_WRITE)
@@ -141,9 +142,8 @@ result<std::unique_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
 }
 
 result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n) {
-    constexpr std::size_t batch = 16;
-    fi_cq_data_entry entries[batch];
-    n = std::min(n, batch);
+    fi_cq_data_entry entries[read_batch];
+    n = std::min(n, read_batch);
     ssize_t got = fi_cq_read(cq.get(), entries, n);
     if (got > 0) {
         for (ssize_t i = 0; i < got; ++i) {
@@ -295,14 +295,15 @@ result<std::size_t> cq_impl::poll(std::span<completion> out) {
         --stash_count;
     }
     while (n < out.size()) {
-        auto r = read_provider(out.data() + n, out.size() - n);
+        const std::size_t want = std::min<std::size_t>(out.size() - n, read_batch);
+        auto r = read_provider(out.data() + n, want);
         if (!r) {
             return n != 0 ? result<std::size_t>(n) : r;
         }
-        if (*r == 0) {
-            break;
-        }
         n += *r;
+        if (*r < want) {
+            break;  // drained: another fi_cq_read would only cost a progress call
+        }
     }
     return n;
 }
@@ -324,7 +325,7 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
         // The connection's event queue wakes the wait too: a disconnect cancels what the
         // provider did not flush, and those completions then land here. Providers that notice a
         // dead peer only when called into (sockets) get a liveness slice.
-        const bool watch_events = conn != nullptr && conn->arm_events();
+        const bool watch_events = conn != nullptr && dom->watch_disconnects && conn->arm_events();
         pollfd p[2] = {{wait_fd(), POLLIN, 0}, {watch_events ? conn->eq_fd : -1, POLLIN, 0}};
         int wait_ms = remaining_ms(deadline);
         const auto slice = static_cast<int>(dom->liveness_interval.count());

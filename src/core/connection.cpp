@@ -211,8 +211,10 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
                 q->channel = channel;
             }
         }
-        if (auto r = channel->attach_events(this); !r) {
-            return r;
+        if (dom->watch_disconnects) {
+            if (auto r = channel->attach_events(this); !r) {
+                return r;
+            }
         }
     }
     cq->conn = this;

@@ -184,6 +184,7 @@ result<domain> domain::open(const domain_config& config) {
 
     if (prov == "sockets") {
         impl->liveness_interval = std::chrono::milliseconds(100);
+        impl->watch_disconnects = true;
     }
 
     // The private-data limit is an endpoint option: ask a passive endpoint.

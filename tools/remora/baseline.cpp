@@ -1,8 +1,9 @@
 // `remora bench --baseline`: the same workload through plain libfabric calls, in the same run,
 // so remora's overhead is a measured ratio. Deliberately written against libfabric directly
 // (the one place in the tools that is); it mirrors bench.cpp: a loopback target thread that
-// blocks in fi_cq_sread (and so drives progress), answers sends, and a client that keeps `qd`
-// operations in flight and busy-polls fi_cq_read.
+// answers sends, and a client that keeps `qd` operations in flight; both busy-poll fi_cq_read or
+// block in fi_cq_sread as the run says (a one-sided target always blocks: it only drives
+// progress). CQs use FI_WAIT_FD, as remora's do.
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -99,7 +100,7 @@ void make_ep(raw_fabric& f, fi_info* info, raw_ep& e, std::vector<std::byte>& me
     fi_cq_attr cqa{};
     cqa.size = 128;
     cqa.format = FI_CQ_FORMAT_DATA;
-    cqa.wait_obj = FI_WAIT_UNSPEC;
+    cqa.wait_obj = FI_WAIT_FD;
     RAW_CHECK(fi_cq_open(f.domain, &cqa, &e.cq, nullptr));
     RAW_CHECK(fi_endpoint(f.domain, info, &e.ep, nullptr));
     RAW_CHECK(fi_ep_bind(e.ep, &e.eq->fid, 0));
@@ -202,7 +203,11 @@ result<figures> run_baseline(const setup& s) {
                 await_connected(te.eq);
                 fi_cq_data_entry e[16];
                 while (!stop) {
-                    ssize_t got = fi_cq_sread(te.cq, e, 16, nullptr, 100);
+                    // As remora's target loop in the same run; a one-sided target blocks
+                    // (remora's sleeps beside its progress thread).
+                    ssize_t got = two_sided && s.wait == "busy"
+                                      ? fi_cq_read(te.cq, e, 16)
+                                      : fi_cq_sread(te.cq, e, 16, nullptr, 100);
                     for (ssize_t i = 0; i < got; ++i) {
                         if (!(e[i].flags & FI_RECV))
                             continue;
@@ -274,7 +279,8 @@ result<figures> run_baseline(const setup& s) {
         unsigned in_flight = s.qd;
         fi_cq_data_entry e[16];
         while (in_flight > 0) {
-            ssize_t got = fi_cq_read(ce.cq, e, 16);
+            ssize_t got = s.wait == "busy" ? fi_cq_read(ce.cq, e, 16)
+                                           : fi_cq_sread(ce.cq, e, 16, nullptr, 100);
             if (got == -FI_EAGAIN)
                 continue;
             if (got < 0)
