@@ -1,56 +1,32 @@
 // examples/connection — connect, exchange private data, close, and watch the connection events.
 //
-// A server (a std::thread here) listens on 127.0.0.1 with port 0 (the system picks a free port).
-// The client connects and sends a few bytes of private data with its request. The server reads
-// them *before* it decides to accept, and accepts with private data of its own, which the client
-// reads once connect() returns. Then the client closes, and both sides see conn_event::closed
-// from next_event() (which, while the connection is up, just times out).
+// A server (on its own thread here) listens on 127.0.0.1 with port 0 (the system picks a free
+// port). The client connects and sends a few bytes of private data with its request. The server
+// reads them *before* it decides to accept, and accepts with private data of its own, which the
+// client reads once connect() returns. Then the client closes, and both sides see
+// conn_event::closed from next_event() (which, while the connection is up, just times out).
 //
 // The provider is FI_PROVIDER if set, else remora's default choice. Exits 0 on success, 1 with a
 // one-line message on stderr otherwise.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <future>
-#include <span>
 #include <string>
 #include <string_view>
-#include <thread>
-#include <type_traits>
 
 #include <remora/remora.hpp>
+
+#include "example_common.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
-
-// Any failure ends the whole process at once (from either thread) with one line on stderr: an
-// example stays short and never hangs waiting for a peer that is gone.
-[[noreturn]] void die(const std::string& what) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "example_connection: %s\n", what.c_str());
-    std::_Exit(1);
-}
-
-// Unwraps a remora::result or dies with its message.
-template <class T>
-T must(remora::result<T> r, const char* what) {
-    if (!r) {
-        die(std::string(what) + ": " + r.error().what());
-    }
-    if constexpr (!std::is_void_v<T>) {
-        return std::move(*r);
-    }
-}
-
-std::span<const std::byte> bytes_of(std::string_view s) {
-    return std::as_bytes(std::span(s.data(), s.size()));
-}
-std::string text_of(std::span<const std::byte> b) {
-    return {reinterpret_cast<const char*>(b.data()), b.size()};
-}
+using example::bytes_of;
+using example::die;
+using example::must;
+using example::text_of;
 
 constexpr std::string_view client_hello = "hello from the client";
 constexpr std::string_view server_hello = "welcome from the server";
@@ -98,6 +74,7 @@ void run_server(std::promise<std::uint16_t>& port, std::promise<void>& checked) 
 }  // namespace
 
 int main() {
+    example::program_name = "example_connection";
     // The client's own domain; domain_config{} picks FI_PROVIDER or remora's default.
     auto dom = must(remora::domain::open(), "client: open domain");
     std::printf("provider: %s\n", dom.caps().provider.c_str());
@@ -106,10 +83,9 @@ int main() {
             " bytes of private data");
     }
 
-    std::promise<std::uint16_t> port;
     std::promise<void> checked;
-    std::thread server(run_server, std::ref(port), std::ref(checked));
-    const std::uint16_t p = port.get_future().get();
+    example::server_thread server(run_server, std::ref(checked));
+    const std::uint16_t p = server.port();
 
     auto conn = must(remora::connection::connect(dom, "127.0.0.1", p, {}, bytes_of(client_hello)),
                      "client: connect");

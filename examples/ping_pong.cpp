@@ -16,71 +16,31 @@
 // The provider is FI_PROVIDER if set, else remora's default choice. Exits 0 on success, 1 with a
 // one-line message on stderr otherwise.
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <future>
-#include <span>
 #include <string>
-#include <thread>
-#include <type_traits>
 #include <vector>
 
 #include <remora/remora.hpp>
 
+#include "example_common.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
+using example::die;
+using example::must;
 using remora::usage;
-
-[[noreturn]] void die(const std::string& what) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "example_ping_pong: %s\n", what.c_str());
-    std::_Exit(1);  // from either thread: stop at the first error, never hang
-}
-
-template <class T>
-T must(remora::result<T> r, const char* what) {
-    if (!r) {
-        die(std::string(what) + ": " + r.error().what());
-    }
-    if constexpr (!std::is_void_v<T>) {
-        return std::move(*r);
-    }
-}
 
 // How many times next_completion() polls before it blocks. Set once from the provider's caps.
 int spin_polls = 0;
 
 // The next completion on `cq`: busy-polls first (spin_polls times), then blocks (10 s at most).
 remora::completion next_completion(remora::completion_queue& cq, const char* who) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    remora::completion c;
-    for (int spins = 0;; ++spins) {
-        if (must(cq.poll({&c, 1}), who) == 1) {
-            if (!c.ok()) {
-                die(std::string(who) + ": " + remora::to_string(c.op) +
-                    " failed: " + c.status.message());
-            }
-            return c;
-        }
-        if (spins < spin_polls) {
-            continue;
-        }
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now());
-        if (left <= 0ms) {
-            die(std::string(who) + ": no completion within 10 s");
-        }
-        // Blocks until the CQ's channel fires. 0 ready is a no_completion wake-up: poll
-        // again. A timeout means nothing came in time.
-        auto w = cq.wait(left);
-        if (!w) {
-            die(std::string(who) + ": wait: " + w.error().what());
-        }
-    }
+    return example::next_completion(cq, who, spin_polls);
 }
 
 constexpr std::size_t message_size = 64;
@@ -148,25 +108,21 @@ void run_server(std::promise<std::uint16_t>& port) {
         }
         ++sends_done;
     }
-    auto ev = must(conn.next_event(10s), "server: next_event");
-    if (ev != remora::conn_event::closed) {
-        die(std::string("server: expected closed, got ") + remora::to_string(ev));
-    }
+    example::wait_for_close(conn, "server");
 }
 
 }  // namespace
 
 int main() {
+    example::program_name = "example_ping_pong";
     auto dom = must(remora::domain::open(), "client: open domain");
     spin_polls = dom.caps().target_needs_progress ? 2000 : 0;  // before the server thread starts
     std::printf("provider: %s (%s)\n", dom.caps().provider.c_str(),
                 spin_polls > 0 ? "busy-polling, then blocking" : "blocking waits");
 
-    std::promise<std::uint16_t> port;
-    std::thread server(run_server, std::ref(port));
-    const std::uint16_t p = port.get_future().get();
-
-    auto conn = must(remora::connection::connect(dom, "127.0.0.1", p), "client: connect");
+    example::server_thread server(run_server);
+    auto conn =
+        must(remora::connection::connect(dom, "127.0.0.1", server.port()), "client: connect");
     std::vector<std::byte> buf(2 * message_size);
     auto mr =
         must(remora::memory_region::create(dom, buf, usage::send | usage::receive), "client: reg");

@@ -13,65 +13,25 @@
 // The provider is FI_PROVIDER if set, else remora's default choice. Exits 0 on success, 1 with a
 // one-line message on stderr otherwise.
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <future>
-#include <span>
 #include <string>
-#include <thread>
-#include <type_traits>
 #include <vector>
 
 #include <remora/remora.hpp>
 
+#include "example_common.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
+using example::die;
+using example::must;
+using example::next_completion;
 using remora::usage;
-
-[[noreturn]] void die(const std::string& what) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "example_read: %s\n", what.c_str());
-    std::_Exit(1);  // from either thread: stop at the first error, never hang
-}
-
-template <class T>
-T must(remora::result<T> r, const char* what) {
-    if (!r) {
-        die(std::string(what) + ": " + r.error().what());
-    }
-    if constexpr (!std::is_void_v<T>) {
-        return std::move(*r);
-    }
-}
-
-// Blocks until the next completion on `cq` (10 s at most) and checks it succeeded.
-remora::completion next_completion(remora::completion_queue& cq, const char* who) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    remora::completion c;
-    for (;;) {
-        if (must(cq.poll({&c, 1}), who) == 1) {
-            if (!c.ok()) {
-                die(std::string(who) + ": " + remora::to_string(c.op) +
-                    " failed: " + c.status.message());
-            }
-            return c;
-        }
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now());
-        if (left <= 0ms) {
-            die(std::string(who) + ": no completion within 10 s");
-        }
-        // Blocks until the CQ's channel fires. 0 ready is a no_completion wake-up: poll
-        // again. A timeout means nothing came in time.
-        auto w = cq.wait(left);
-        if (!w) {
-            die(std::string(who) + ": wait: " + w.error().what());
-        }
-    }
-}
 
 constexpr std::size_t region_size = 64 * 1024;
 
@@ -97,25 +57,21 @@ void run_server(std::promise<std::uint16_t>& port, std::promise<void>& accepted)
     accepted.set_value();
 
     // Nothing to do but keep the memory registered until the client is done.
-    auto ev = must(conn.next_event(10s), "server: next_event");
-    if (ev != remora::conn_event::closed) {
-        die(std::string("server: expected closed, got ") + remora::to_string(ev));
-    }
+    example::wait_for_close(conn, "server");
     std::printf("server: the client closed\n");
 }
 
 }  // namespace
 
 int main() {
+    example::program_name = "example_read";
     auto dom = must(remora::domain::open(), "client: open domain");
     std::printf("provider: %s\n", dom.caps().provider.c_str());
 
-    std::promise<std::uint16_t> port;
     std::promise<void> accepted;
-    std::thread server(run_server, std::ref(port), std::ref(accepted));
-    const std::uint16_t p = port.get_future().get();
-
-    auto conn = must(remora::connection::connect(dom, "127.0.0.1", p), "client: connect");
+    example::server_thread server(run_server, std::ref(accepted));
+    auto conn =
+        must(remora::connection::connect(dom, "127.0.0.1", server.port()), "client: connect");
     const remora::remote_region remote =
         must(remora::remote_region::parse(conn.peer_private_data()), "client: parse descriptor");
     if (remote.length() > dom.caps().max_msg_size) {

@@ -14,68 +14,26 @@
 // The provider is FI_PROVIDER if set, else remora's default choice. Exits 0 on success, 1 with a
 // one-line message on stderr otherwise.
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <future>
-#include <span>
 #include <string>
-#include <thread>
-#include <type_traits>
 #include <vector>
 
 #include <remora/remora.hpp>
 
+#include "example_common.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
+using example::context_for;
+using example::die;
+using example::must;
+using example::next_completion;
 using remora::usage;
-
-[[noreturn]] void die(const std::string& what) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "example_receive_cq: %s\n", what.c_str());
-    std::_Exit(1);  // from either thread: stop at the first error, never hang
-}
-
-template <class T>
-T must(remora::result<T> r, const char* what) {
-    if (!r) {
-        die(std::string(what) + ": " + r.error().what());
-    }
-    if constexpr (!std::is_void_v<T>) {
-        return std::move(*r);
-    }
-}
-
-// Blocks until the next completion on `cq` (10 s at most) and checks it succeeded.
-remora::completion next_completion(remora::completion_queue& cq, const char* who) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    remora::completion c;
-    for (;;) {
-        if (must(cq.poll({&c, 1}), who) == 1) {
-            if (!c.ok()) {
-                die(std::string(who) + ": " + remora::to_string(c.op) +
-                    " failed: " + c.status.message());
-            }
-            return c;
-        }
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now());
-        if (left <= 0ms) {
-            die(std::string(who) + ": no completion on the " + remora::to_string(cq.kind()) +
-                " within 10 s");
-        }
-        // Blocks until this CQ's own channel fires. 0 ready is a no_completion wake-up (tcp
-        // signals both CQs of a connection for one socket event): poll again. A timeout
-        // means nothing came in time.
-        auto w = cq.wait(left);
-        if (!w) {
-            die(std::string(who) + ": wait: " + w.error().what());
-        }
-    }
-}
 
 // Expects `c` to be `want`, and returns the slot number carried in its context.
 std::size_t slot_of(const remora::completion& c, remora::op want, const char* who) {
@@ -83,10 +41,7 @@ std::size_t slot_of(const remora::completion& c, remora::op want, const char* wh
         die(std::string(who) + ": expected " + remora::to_string(want) + ", got " +
             remora::to_string(c.op));
     }
-    return reinterpret_cast<std::uintptr_t>(c.context);
-}
-void* context_for(std::size_t slot) {
-    return reinterpret_cast<void*>(static_cast<std::uintptr_t>(slot));
+    return example::slot_of(c);
 }
 
 constexpr std::size_t messages = 8;
@@ -145,23 +100,19 @@ void run_server(std::promise<std::uint16_t>& port) {
     std::printf("server: %zu receives reaped from the rcq, %zu sends from the cq\n", messages,
                 messages);
 
-    auto ev = must(conn.next_event(10s), "server: next_event");
-    if (ev != remora::conn_event::closed) {
-        die(std::string("server: expected closed, got ") + remora::to_string(ev));
-    }
+    example::wait_for_close(conn, "server");
 }
 
 }  // namespace
 
 int main() {
+    example::program_name = "example_receive_cq";
     auto dom = must(remora::domain::open(), "client: open domain");
     std::printf("provider: %s\n", dom.caps().provider.c_str());
 
-    std::promise<std::uint16_t> port;
-    std::thread server(run_server, std::ref(port));
-    const std::uint16_t p = port.get_future().get();
-
-    auto conn = must(remora::connection::connect(dom, "127.0.0.1", p, config), "client: connect");
+    example::server_thread server(run_server);
+    auto conn = must(remora::connection::connect(dom, "127.0.0.1", server.port(), config),
+                     "client: connect");
     // The effective depths: the CQ holds the send queue only, the RCQ the receive queue.
     std::printf("client: cq depth %u (send queue %u), rcq depth %u (receive queue %u)\n",
                 conn.config().cq_size, conn.config().sq_size, conn.config().rcq_size,

@@ -25,67 +25,29 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <future>
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
-#include <type_traits>
 #include <vector>
 
 #include <remora/remora.hpp>
 
+#include "example_common.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
+using example::context_for;
+using example::die;
+using example::must;
+using example::next_completion;
+using example::slot_of;
 using remora::usage;
-
-[[noreturn]] void die(const std::string& what) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "example_shared_channel: %s\n", what.c_str());
-    std::_Exit(1);  // from either thread: stop at the first error, never hang
-}
-
-template <class T>
-T must(remora::result<T> r, const char* what) {
-    if (!r) {
-        die(std::string(what) + ": " + r.error().what());
-    }
-    if constexpr (!std::is_void_v<T>) {
-        return std::move(*r);
-    }
-}
-
-// Blocks until the next completion on `cq` (10 s at most) and checks it succeeded.
-remora::completion next_completion(remora::completion_queue& cq, const char* who) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    remora::completion c;
-    for (;;) {
-        if (must(cq.poll({&c, 1}), who) == 1) {
-            if (!c.ok()) {
-                die(std::string(who) + ": " + remora::to_string(c.op) +
-                    " failed: " + c.status.message());
-            }
-            return c;
-        }
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now());
-        if (left <= 0ms) {
-            die(std::string(who) + ": no completion within 10 s");
-        }
-        // Blocks until the CQ's channel fires. 0 ready is a no_completion wake-up: poll
-        // again. A timeout means nothing came in time.
-        auto w = cq.wait(left);
-        if (!w) {
-            die(std::string(who) + ": wait: " + w.error().what());
-        }
-    }
-}
 
 constexpr std::size_t clients = 4;
 constexpr std::uint32_t messages = 200;  // per client
@@ -96,13 +58,6 @@ struct message {
     std::uint32_t client;
     std::uint32_t seq;
 };
-
-void* context_for(std::size_t slot) {
-    return reinterpret_cast<void*>(static_cast<std::uintptr_t>(slot));
-}
-std::size_t slot_of(const remora::completion& c) {
-    return reinterpret_cast<std::uintptr_t>(c.context);
-}
 
 void run_server(std::promise<std::uint16_t>& port) {
     auto dom = must(remora::domain::open(), "server: open domain");
@@ -244,12 +199,12 @@ void run_server(std::promise<std::uint16_t>& port) {
 }  // namespace
 
 int main() {
+    example::program_name = "example_shared_channel";
     auto dom = must(remora::domain::open(), "client: open domain");
     std::printf("provider: %s\n", dom.caps().provider.c_str());
 
-    std::promise<std::uint16_t> port;
-    std::thread server(run_server, std::ref(port));
-    const std::uint16_t p = port.get_future().get();
+    example::server_thread server(run_server);
+    const std::uint16_t p = server.port();
 
     // Each message has its own slot, so no buffer is reused while a send may still read it.
     std::vector<message> outbox(clients * messages);

@@ -18,66 +18,27 @@
 // The provider is FI_PROVIDER if set, else remora's default choice. Exits 0 on success, 1 with a
 // one-line message on stderr otherwise.
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <future>
 #include <span>
 #include <string>
-#include <thread>
-#include <type_traits>
 #include <vector>
 
 #include <remora/remora.hpp>
 
+#include "example_common.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
+using example::die;
+using example::must;
+using example::next_completion;
+using example::text_of;
 using remora::usage;
-
-[[noreturn]] void die(const std::string& what) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "example_write: %s\n", what.c_str());
-    std::_Exit(1);  // from either thread: stop at the first error, never hang
-}
-
-template <class T>
-T must(remora::result<T> r, const char* what) {
-    if (!r) {
-        die(std::string(what) + ": " + r.error().what());
-    }
-    if constexpr (!std::is_void_v<T>) {
-        return std::move(*r);
-    }
-}
-
-// Blocks until the next completion on `cq` (10 s at most) and checks it succeeded.
-remora::completion next_completion(remora::completion_queue& cq, const char* who) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    remora::completion c;
-    for (;;) {
-        if (must(cq.poll({&c, 1}), who) == 1) {
-            if (!c.ok()) {
-                die(std::string(who) + ": " + remora::to_string(c.op) +
-                    " failed: " + c.status.message());
-            }
-            return c;
-        }
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now());
-        if (left <= 0ms) {
-            die(std::string(who) + ": no completion within 10 s");
-        }
-        // Blocks until the CQ's channel fires. 0 ready is a no_completion wake-up: poll
-        // again. A timeout means nothing came in time.
-        auto w = cq.wait(left);
-        if (!w) {
-            die(std::string(who) + ": wait: " + w.error().what());
-        }
-    }
-}
 
 constexpr std::size_t region_size = 4096;
 constexpr std::size_t write_offset = 512;  // where in the server's region the client writes
@@ -132,23 +93,19 @@ void run_server(std::promise<std::uint16_t>& port) {
         die("server: unexpected completion for the send");
     }
 
-    auto ev = must(conn.next_event(10s), "server: next_event");
-    if (ev != remora::conn_event::closed) {
-        die(std::string("server: expected closed, got ") + remora::to_string(ev));
-    }
+    example::wait_for_close(conn, "server");
 }
 
 }  // namespace
 
 int main() {
+    example::program_name = "example_write";
     auto dom = must(remora::domain::open(), "client: open domain");
     std::printf("provider: %s\n", dom.caps().provider.c_str());
 
-    std::promise<std::uint16_t> port;
-    std::thread server(run_server, std::ref(port));
-    const std::uint16_t p = port.get_future().get();
-
-    auto conn = must(remora::connection::connect(dom, "127.0.0.1", p), "client: connect");
+    example::server_thread server(run_server);
+    auto conn =
+        must(remora::connection::connect(dom, "127.0.0.1", server.port()), "client: connect");
 
     // Everything from the wire is validated: size, version, usage bits, range.
     const remora::remote_region remote =
@@ -192,8 +149,7 @@ int main() {
             die(std::string("client: unexpected ") + remora::to_string(c.op) + " completion");
         }
     }
-    const std::string verdict(reinterpret_cast<const char*>(local.data()) + write_length + 4,
-                              answer);
+    const std::string verdict = text_of(std::span(local).subspan(write_length + 4, answer));
     std::printf("client: the server answered \"%s\"\n", verdict.c_str());
     if (verdict != "ok") {
         die("client: the server did not confirm the write");

@@ -14,9 +14,9 @@
 // The provider is FI_PROVIDER if set, else remora's default choice. Exits 0 on success, 1 with a
 // one-line message on stderr otherwise.
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <future>
@@ -24,58 +24,20 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <thread>
-#include <type_traits>
 #include <vector>
 
 #include <remora/remora.hpp>
 
+#include "example_common.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
+using example::die;
+using example::must;
+using example::next_completion;
+using example::text_of;
 using remora::usage;
-
-[[noreturn]] void die(const std::string& what) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "example_write_imm: %s\n", what.c_str());
-    std::_Exit(1);  // from either thread: stop at the first error, never hang
-}
-
-template <class T>
-T must(remora::result<T> r, const char* what) {
-    if (!r) {
-        die(std::string(what) + ": " + r.error().what());
-    }
-    if constexpr (!std::is_void_v<T>) {
-        return std::move(*r);
-    }
-}
-
-// Blocks until the next completion on `cq` (10 s at most) and checks it succeeded.
-remora::completion next_completion(remora::completion_queue& cq, const char* who) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    remora::completion c;
-    for (;;) {
-        if (must(cq.poll({&c, 1}), who) == 1) {
-            if (!c.ok()) {
-                die(std::string(who) + ": " + remora::to_string(c.op) +
-                    " failed: " + c.status.message());
-            }
-            return c;
-        }
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now());
-        if (left <= 0ms) {
-            die(std::string(who) + ": no completion within 10 s");
-        }
-        // Blocks until the CQ's channel fires. 0 ready is a no_completion wake-up: poll
-        // again. A timeout means nothing came in time.
-        auto w = cq.wait(left);
-        if (!w) {
-            die(std::string(who) + ": wait: " + w.error().what());
-        }
-    }
-}
 
 constexpr std::size_t write_offset = 256;
 constexpr std::string_view message = "written with immediate data";
@@ -119,33 +81,28 @@ void run_server(std::promise<std::uint16_t>& port, std::promise<void>& checked) 
         die("server: wrong immediate value");
     }
     // The completion comes after the data: the bytes are already in place.
-    const std::string got(reinterpret_cast<const char*>(target.data()) + write_offset,
-                          message.size());
+    const std::string got = text_of(std::span(target).subspan(write_offset, message.size()));
     if (got != message) {
         die("server: the written bytes are wrong: \"" + got + "\"");
     }
     std::printf("server: offset %zu holds \"%s\"\n", write_offset, got.c_str());
     checked.set_value();
 
-    auto ev = must(conn.next_event(10s), "server: next_event");
-    if (ev != remora::conn_event::closed) {
-        die(std::string("server: expected closed, got ") + remora::to_string(ev));
-    }
+    example::wait_for_close(conn, "server");
 }
 
 }  // namespace
 
 int main() {
+    example::program_name = "example_write_imm";
     auto dom = must(remora::domain::open(), "client: open domain");
     std::printf("provider: %s (immediate data: %zu bytes)\n", dom.caps().provider.c_str(),
                 dom.caps().cq_data_size);
 
-    std::promise<std::uint16_t> port;
     std::promise<void> checked;
-    std::thread server(run_server, std::ref(port), std::ref(checked));
-    const std::uint16_t p = port.get_future().get();
-
-    auto conn = must(remora::connection::connect(dom, "127.0.0.1", p), "client: connect");
+    example::server_thread server(run_server, std::ref(checked));
+    auto conn =
+        must(remora::connection::connect(dom, "127.0.0.1", server.port()), "client: connect");
     const remora::remote_region remote =
         must(remora::remote_region::parse(conn.peer_private_data()), "client: parse descriptor");
 
