@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up (Debian packages), builds remora, runs its examples end to end over loopback and then
-# remora's main job: `remora bench` with the default suite (about half a minute) on loopback.
+# remora's main job: `remora bench` with the default suite and its plain-libfabric baseline
+# (about half a minute) on loopback.
 # FI_PROVIDER=sockets selects the sockets provider instead of the automatic choice (tcp here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,4 +19,4 @@ build/tools/remora/remora info
 echo "== remora bench (default suite)"
 prov=()
 [ -n "${FI_PROVIDER:-}" ] && prov=(--provider "$FI_PROVIDER")
-build/tools/remora/remora bench --suite default --duration 2 "${prov[@]}"
+build/tools/remora/remora bench --suite default --duration 2 --baseline "${prov[@]}"

@@ -403,7 +403,15 @@ std::vector<setup> suite(const bench_options& o) {
 }  // namespace
 
 int run_bench(const bench_options& o) {
-    const auto setups = suite(o);
+    bench_options resolved = o;
+    if (resolved.provider.empty()) {
+        // Name the provider the automatic choice lands on, in the table and for the baseline.
+        auto d = domain::open({});
+        if (!d)
+            return report("bench", d.error());
+        resolved.provider = d->caps().provider;
+    }
+    const auto setups = suite(resolved);
     if (!o.json) {
         fmt::print(
             "{:<8} {:<6} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11} {:>9} {:>8} {:>8} {:>8} "
@@ -432,7 +440,7 @@ int run_bench(const bench_options& o) {
         auto f = run_one(s);
         if (!f)
             return report("bench", f.error());
-        const std::string prov = s.provider.empty() ? "auto" : s.provider;
+        const std::string& prov = s.provider;
         // The baseline covers what plain libfabric code in baseline.cpp does.
         std::optional<figures> base;
         if (o.baseline && s.op != "gpspm" && s.connections == 1 && !s.rcq &&
