@@ -320,6 +320,11 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
             return fail(armed.error());
         }
         if (!*armed) {
+            if (clock::now() >= deadline) {
+                return fail(errc::timed_out, std::string("no completion on the ") +
+                                                 to_string(kind) + " within " +
+                                                 std::to_string(timeout.count()) + " ms");
+            }
             continue;  // the provider says completions are (about to be) ready: read again
         }
         // The connection's event queue wakes the wait too: a disconnect cancels what the
