@@ -9,3 +9,4 @@
 #include <remora/memory_region.hpp>
 #include <remora/remote_region.hpp>
 #include <remora/result.hpp>
+#include <remora/slot_pool.hpp>

@@ -1,0 +1,153 @@
+// remora/slot_pool.hpp — accounting of every queue resource an operation needs, post to completion.
+//
+// A slot pool holds budgets of units: send-queue entries, completion-queue entries, posted
+// receives, registrations and bounce buffers. An operation takes all the units it needs at
+// once or none (try_acquire), as a move-only `lease` that gives them back when it is released
+// or destroyed — on every path. Accounting only registrations and not queue entries is the
+// classic bug this makes impossible: a demand names every unit.
+//
+// Exhaustion policy, per pool:
+//  - forbid: sized so exhaustion cannot happen (client side). A failed acquisition is a bug in
+//    the sizing: it is reported (errc::bad_state) and asserted in debug builds.
+//  - backpressure: try_acquire reports errc::would_block; acquire() parks the request in FIFO
+//    order and completes it when units return (optionally capped in waiters, and with a
+//    deadline that expire() enforces). A request larger than the capacity is refused at once
+//    with errc::too_large under both policies.
+//
+// Not yet wired into connections (see the slots issue): connections today rely on their queue
+// sizing (CQ >= SQ + RQ) and the provider's would_block.
+//
+// Threading: all calls may run concurrently. Callbacks of parked requests run on the thread
+// that returns the units (release, lease destruction) or calls expire()/cancel_all(), never
+// under the pool's lock, exactly once each — so they may run inside a lease's destructor.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <remora/result.hpp>
+
+namespace remora {
+
+enum class unit : std::uint8_t { sq, cq, recv, registration, buffer };
+inline constexpr std::size_t unit_kinds = 5;
+const char* to_string(unit u) noexcept;
+
+// A count of each unit kind: a budget, a demand or a holding.
+struct units {
+    std::array<std::uint32_t, unit_kinds> n{};
+
+    constexpr units() = default;
+    constexpr std::uint32_t& operator[](unit u) noexcept { return n[static_cast<std::size_t>(u)]; }
+    constexpr std::uint32_t operator[](unit u) const noexcept {
+        return n[static_cast<std::size_t>(u)];
+    }
+    constexpr units& with(unit u, std::uint32_t count) noexcept {
+        (*this)[u] = count;
+        return *this;
+    }
+    [[nodiscard]] constexpr bool fits_in(const units& other) const noexcept {
+        for (std::size_t i = 0; i < unit_kinds; ++i) {
+            if (n[i] > other.n[i])
+                return false;
+        }
+        return true;
+    }
+    [[nodiscard]] constexpr bool empty() const noexcept {
+        for (auto v : n) {
+            if (v != 0)
+                return false;
+        }
+        return true;
+    }
+    friend constexpr bool operator==(const units&, const units&) = default;
+};
+std::string to_string(const units& u);
+
+enum class exhaustion : std::uint8_t { forbid, backpressure };
+
+struct slot_pool_config {
+    units capacity;
+    exhaustion policy = exhaustion::backpressure;
+    std::size_t max_waiters = 1024;  // parked requests at most (backpressure)
+};
+
+class slot_pool;
+
+// Units held from acquisition to release; returns them exactly once.
+class lease {
+  public:
+    lease() = default;
+    lease(lease&& o) noexcept : pool_(std::move(o.pool_)), held_(o.held_) { o.held_ = {}; }
+    lease& operator=(lease&& o) noexcept;
+    lease(const lease&) = delete;
+    lease& operator=(const lease&) = delete;
+    ~lease() { release(); }
+
+    [[nodiscard]] const units& held() const noexcept { return held_; }
+    explicit operator bool() const noexcept { return pool_ != nullptr; }
+    void release() noexcept;
+
+  private:
+    friend class slot_pool;
+    lease(std::shared_ptr<slot_pool> pool, const units& held)
+        : pool_(std::move(pool)), held_(held) {}
+    std::shared_ptr<slot_pool> pool_;
+    units held_;
+};
+
+class slot_pool : public std::enable_shared_from_this<slot_pool> {
+  public:
+    using clock = std::chrono::steady_clock;
+    // Completion of a parked request: a lease, or errc::timed_out / errc::canceled.
+    using callback = void (*)(void* ctx, result<lease> r);
+
+    [[nodiscard]] static result<std::shared_ptr<slot_pool>> create(const slot_pool_config& cfg);
+
+    // All of `need` now, or nothing: errc::would_block (backpressure) or errc::bad_state
+    // (forbid: the pool was sized wrong), errc::too_large if it can never fit.
+    [[nodiscard]] result<lease> try_acquire(const units& need);
+    // Backpressure: like try_acquire, but a request that cannot be met now is parked in FIFO
+    // order and `done` runs later with its lease (or timed_out after `deadline`, canceled by
+    // cancel_all). Returns true if `done` already ran. Refused (not parked) with too_large, with
+    // would_block when max_waiters are parked, and with bad_state under forbid.
+    [[nodiscard]] result<bool> acquire(const units& need, callback done, void* ctx,
+                                       clock::time_point deadline = clock::time_point::max());
+    // Completes parked requests whose deadline passed with errc::timed_out; returns how many.
+    std::size_t expire(clock::time_point now = clock::now());
+    // Completes every parked request with errc::canceled (teardown); returns how many.
+    std::size_t cancel_all();
+
+    [[nodiscard]] units available() const;
+    [[nodiscard]] const units& capacity() const noexcept { return cfg_.capacity; }
+    [[nodiscard]] std::size_t waiting() const;
+    [[nodiscard]] exhaustion policy() const noexcept { return cfg_.policy; }
+
+  private:
+    explicit slot_pool(const slot_pool_config& cfg) : cfg_(cfg), free_(cfg.capacity) {}
+    friend class lease;
+    void give_back(const units& u) noexcept;
+    result<void> check_fits_ever(const units& need) const;
+
+    struct waiter {
+        units need;
+        callback done;
+        void* ctx;
+        clock::time_point deadline;
+    };
+    slot_pool_config cfg_;
+    mutable std::mutex mu_;
+    units free_;
+    // Parked requests, FIFO, in a ring sized max_waiters at creation: parking allocates nothing.
+    std::vector<waiter> ring_;
+    std::size_t head_ = 0;
+    std::size_t count_ = 0;
+};
+
+}  // namespace remora

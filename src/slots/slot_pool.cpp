@@ -1,0 +1,216 @@
+#include <remora/slot_pool.hpp>
+
+#include <cassert>
+#include <vector>
+
+namespace remora {
+
+const char* to_string(unit u) noexcept {
+    switch (u) {
+        case unit::sq:
+            return "sq";
+        case unit::cq:
+            return "cq";
+        case unit::recv:
+            return "recv";
+        case unit::registration:
+            return "registration";
+        case unit::buffer:
+            return "buffer";
+    }
+    return "?";
+}
+
+std::string to_string(const units& u) {
+    std::string s = "{";
+    for (std::size_t i = 0; i < unit_kinds; ++i) {
+        if (u.n[i] == 0)
+            continue;
+        if (s.size() > 1)
+            s += ", ";
+        s += std::string(to_string(static_cast<unit>(i))) + " " + std::to_string(u.n[i]);
+    }
+    return s + "}";
+}
+
+namespace {
+
+void take(units& from, const units& u) {
+    for (std::size_t i = 0; i < unit_kinds; ++i)
+        from.n[i] -= u.n[i];
+}
+void add(units& to, const units& u) {
+    for (std::size_t i = 0; i < unit_kinds; ++i)
+        to.n[i] += u.n[i];
+}
+
+}  // namespace
+
+lease& lease::operator=(lease&& o) noexcept {
+    if (this != &o) {
+        release();
+        pool_ = std::move(o.pool_);
+        held_ = o.held_;
+        o.held_ = {};
+    }
+    return *this;
+}
+
+void lease::release() noexcept {
+    if (pool_) {
+        auto pool = std::move(pool_);
+        pool_.reset();
+        const units u = held_;
+        held_ = {};
+        pool->give_back(u);
+    }
+}
+
+result<std::shared_ptr<slot_pool>> slot_pool::create(const slot_pool_config& cfg) {
+    if (cfg.capacity.empty()) {
+        return fail(errc::invalid_argument, "slot_pool: capacity is empty");
+    }
+    if (cfg.policy == exhaustion::backpressure && cfg.max_waiters == 0) {
+        return fail(errc::invalid_argument, "slot_pool: backpressure needs max_waiters > 0");
+    }
+    std::shared_ptr<slot_pool> p(new slot_pool(cfg));
+    if (cfg.policy == exhaustion::backpressure) {
+        p->ring_.resize(cfg.max_waiters);
+    }
+    return p;
+}
+
+result<void> slot_pool::check_fits_ever(const units& need) const {
+    if (need.empty()) {
+        return fail(errc::invalid_argument, "slot_pool: empty demand");
+    }
+    if (!need.fits_in(cfg_.capacity)) {
+        return fail(errc::too_large, "slot_pool: demand " + to_string(need) +
+                                         " exceeds the pool's capacity " +
+                                         to_string(cfg_.capacity));
+    }
+    return {};
+}
+
+result<lease> slot_pool::try_acquire(const units& need) {
+    if (auto r = check_fits_ever(need); !r) {
+        return fail(r.error());
+    }
+    {
+        std::lock_guard lock(mu_);
+        // FIFO fairness: parked requests go first.
+        if (count_ == 0 && need.fits_in(free_)) {
+            take(free_, need);
+            return lease(shared_from_this(), need);
+        }
+    }
+    if (cfg_.policy == exhaustion::forbid) {
+        assert(!"slot_pool: exhaustion under policy forbid: the pool is sized too small");
+        return fail(errc::bad_state,
+                    "slot_pool: exhausted under policy forbid (sizing bug): "
+                    "demand " +
+                        to_string(need) + ", free " + to_string(available()));
+    }
+    return fail(errc::would_block, "slot_pool: " + to_string(need) + " not available now");
+}
+
+result<bool> slot_pool::acquire(const units& need, callback done, void* ctx,
+                                clock::time_point deadline) {
+    if (cfg_.policy == exhaustion::forbid) {
+        return fail(errc::bad_state,
+                    "slot_pool: acquire() parks requests; policy forbid never does");
+    }
+    if (done == nullptr) {
+        return fail(errc::invalid_argument, "slot_pool: acquire() needs a callback");
+    }
+    if (auto r = check_fits_ever(need); !r) {
+        return fail(r.error());
+    }
+    {
+        std::lock_guard lock(mu_);
+        if (count_ == 0 && need.fits_in(free_)) {
+            take(free_, need);
+        } else if (count_ == ring_.size()) {
+            return fail(errc::would_block, "slot_pool: " + std::to_string(count_) +
+                                               " requests already wait (max_waiters)");
+        } else {
+            ring_[(head_ + count_) % ring_.size()] = waiter{need, done, ctx, deadline};
+            ++count_;
+            return false;
+        }
+    }
+    done(ctx, lease(shared_from_this(), need));
+    return true;
+}
+
+void slot_pool::give_back(const units& u) noexcept {
+    // Hand the units to parked requests in FIFO order; run their callbacks outside the lock.
+    std::vector<waiter> ready;
+    {
+        std::lock_guard lock(mu_);
+        add(free_, u);
+        while (count_ != 0 && ring_[head_].need.fits_in(free_)) {
+            take(free_, ring_[head_].need);
+            ready.push_back(ring_[head_]);
+            head_ = (head_ + 1) % ring_.size();
+            --count_;
+        }
+    }
+    for (const waiter& w : ready) {
+        w.done(w.ctx, lease(shared_from_this(), w.need));
+    }
+}
+
+std::size_t slot_pool::expire(clock::time_point now) {
+    std::vector<waiter> expired;
+    {
+        std::lock_guard lock(mu_);
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < count_; ++i) {
+            waiter& w = ring_[(head_ + i) % ring_.size()];
+            if (w.deadline <= now) {
+                expired.push_back(w);
+            } else {
+                ring_[(head_ + kept) % ring_.size()] = w;
+                ++kept;
+            }
+        }
+        count_ = kept;
+    }
+    for (const waiter& w : expired) {
+        w.done(w.ctx, fail(errc::timed_out, "slot_pool: request " + to_string(w.need) +
+                                                " not met before its deadline"));
+    }
+    // Removing a blocked head may let the next ones through.
+    if (!expired.empty()) {
+        give_back(units{});
+    }
+    return expired.size();
+}
+
+std::size_t slot_pool::cancel_all() {
+    std::vector<waiter> all;
+    {
+        std::lock_guard lock(mu_);
+        for (std::size_t i = 0; i < count_; ++i) {
+            all.push_back(ring_[(head_ + i) % ring_.size()]);
+        }
+        count_ = 0;
+    }
+    for (const waiter& w : all) {
+        w.done(w.ctx, fail(errc::canceled, "slot_pool: request canceled (teardown)"));
+    }
+    return all.size();
+}
+
+units slot_pool::available() const {
+    std::lock_guard lock(mu_);
+    return free_;
+}
+
+std::size_t slot_pool::waiting() const {
+    std::lock_guard lock(mu_);
+    return count_;
+}
+
+}  // namespace remora
