@@ -14,6 +14,12 @@
 //
 // Threading: posting may run from several threads at once; the CQs follow completion_queue's
 // rule (one progress owner each); close() and the destructor must not race with other calls.
+// A moved-from connection may only be destroyed or assigned to.
+//
+// Accounting: every operation holds a send- or receive-queue entry and a completion-queue entry
+// from post to the reading of its completion (completion_mode::on_error only hides successes).
+// A peer's write_with_imm is not accounted on tcp and sockets (it consumes no receive there):
+// a target that accepts them must bound them by its own protocol.
 #pragma once
 
 #include <chrono>
@@ -59,12 +65,17 @@ struct connection_config {
 
 enum class completion_mode : std::uint8_t {
     always,    // a completion is reported on success and on error
-    on_error,  // only an error is reported (the send-queue entry is still used until reaped)
+    on_error,  // only an error is reported; the operation still holds its queue entries until
+               // the library reaps its completion (every operation is signalled underneath)
 };
 
 struct op_options {
     completion_mode completion = completion_mode::always;
     void* context = nullptr;  // returned in the completion
+    // When set, the operation's completion goes to this function instead of to poll(): it runs
+    // exactly once, on the thread that reads the CQ (the application's, or the library progress
+    // thread's), and must not block.
+    void (*callback)(const remora::completion&) = nullptr;
 };
 
 // A piece of local memory for an operation: [offset, offset + length) of a registered region.
@@ -156,6 +167,9 @@ class connection {
     [[nodiscard]] bool is_open() const noexcept;
 
     [[nodiscard]] const connection_config& config() const noexcept;  // effective values
+    // Operations posted and not yet reaped (each holds a send- or receive-queue entry and a
+    // completion-queue entry until its completion is read).
+    [[nodiscard]] std::size_t in_flight() const noexcept;
     [[nodiscard]] const domain& dom() const noexcept;
 
     explicit connection(std::unique_ptr<detail::connection_impl> impl);

@@ -55,38 +55,54 @@ unique_fd::~unique_fd() {
     }
 }
 
-bool recv_tracker::push(void* ctx) {
-    std::lock_guard lock(mu);
-    if (count == ring.size()) {
-        return false;
-    }
-    ring[(head + count) % ring.size()] = ctx;
-    ++count;
-    return true;
-}
-void recv_tracker::pop_newest() {
-    std::lock_guard lock(mu);
-    if (count != 0) {
-        --count;
+void op_pool::reset(std::size_t sends, std::size_t recvs) {
+    std::lock_guard lock(mu_);
+    records_.assign(sends + recvs, op_record{});
+    sends_ = sends;
+    free_sends_.clear();
+    free_recvs_.clear();
+    for (std::size_t i = sends + recvs; i-- > 0;) {
+        records_[i].owner = this;
+        (i < sends ? free_sends_ : free_recvs_).push_back(static_cast<std::uint32_t>(i));
     }
 }
-void recv_tracker::pop_oldest() {
-    std::lock_guard lock(mu);
-    if (count != 0) {
-        head = (head + 1) % ring.size();
-        --count;
+
+op_record* op_pool::take(bool recv) {
+    std::lock_guard lock(mu_);
+    auto& free = recv ? free_recvs_ : free_sends_;
+    if (free.empty()) {
+        return nullptr;
     }
+    op_record* r = &records_[free.back()];
+    free.pop_back();
+    r->in_use = true;
+    return r;
 }
-std::vector<void*> recv_tracker::take_all() {
-    std::lock_guard lock(mu);
-    std::vector<void*> out;
-    out.reserve(count);
-    for (std::size_t i = 0; i < count; ++i) {
-        out.push_back(ring[(head + i) % ring.size()]);
+
+void op_pool::give(op_record* r) noexcept {
+    std::lock_guard lock(mu_);
+    if (!r->in_use) {
+        return;
     }
-    head = 0;
-    count = 0;
+    r->in_use = false;
+    const auto i = static_cast<std::uint32_t>(r - records_.data());
+    (i < sends_ ? free_sends_ : free_recvs_).push_back(i);
+}
+
+std::vector<op_record*> op_pool::posted_recvs() {
+    std::lock_guard lock(mu_);
+    std::vector<op_record*> out;
+    for (std::size_t i = sends_; i < records_.size(); ++i) {
+        if (records_[i].in_use) {
+            out.push_back(&records_[i]);
+        }
+    }
     return out;
+}
+
+std::size_t op_pool::in_use() const {
+    std::lock_guard lock(mu_);
+    return records_.size() - free_sends_.size() - free_recvs_.size();
 }
 
 namespace {
@@ -109,6 +125,16 @@ remora::op op_from_flags(std::uint64_t f) {
         return op::send;
     return op::unknown;
 }
+
+}  // namespace
+
+clock::time_point deadline_after(std::chrono::milliseconds timeout) {
+    // A year is forever here; it keeps now() + timeout from overflowing.
+    constexpr std::chrono::milliseconds cap = std::chrono::hours(24 * 365);
+    return clock::now() + std::clamp(timeout, std::chrono::milliseconds(0), cap);
+}
+
+namespace {
 
 int remaining_ms(clock::time_point deadline) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
@@ -141,25 +167,50 @@ result<std::unique_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
     return cq;
 }
 
+namespace {
+
+// Fills `c` from a provider completion and gives its record back. Returns true when the
+// completion is for the caller to see (false: delivered to its callback, or a success of an
+// operation posted with completion_mode::on_error).
+bool finish(completion& c, void* op_context, std::uint64_t flags) {
+    auto* rec = static_cast<op_record*>(op_context);
+    c.op = (flags & FI_REMOTE_WRITE) != 0 ? op::remote_write
+           : rec != nullptr               ? rec->kind
+                                          : op_from_flags(flags);
+    if (rec == nullptr) {
+        return true;  // a peer's write with immediate data: no local operation
+    }
+    c.context = rec->user_context;
+    auto* callback = rec->callback;
+    const bool report = rec->report_success || !c.ok();
+    rec->owner->give(rec);
+    if (callback != nullptr) {
+        callback(c);
+        return false;
+    }
+    return report;
+}
+
+}  // namespace
+
 result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n) {
     fi_cq_data_entry entries[read_batch];
     n = std::min(n, read_batch);
     ssize_t got = fi_cq_read(cq.get(), entries, n);
     if (got > 0) {
+        std::size_t emitted = 0;
         for (ssize_t i = 0; i < got; ++i) {
             const fi_cq_data_entry& e = entries[i];
-            completion& c = out[i];
+            completion& c = out[emitted];
             c = completion{};
-            c.op = op_from_flags(e.flags);
             c.bytes = e.len;
-            c.context = e.op_context;
             c.has_imm = (e.flags & FI_REMOTE_CQ_DATA) != 0;
             c.imm = c.has_imm ? e.data : 0;
-            if (c.op == op::recv && recvs != nullptr) {
-                recvs->pop_oldest();
+            if (finish(c, e.op_context, e.flags)) {
+                ++emitted;
             }
         }
-        return static_cast<std::size_t>(got);
+        return emitted;
     }
     if (got == -FI_EAGAIN) {
         return 0;
@@ -175,14 +226,9 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n) {
         }
         completion& c = out[0];
         c = completion{};
-        c.op = op_from_flags(err.flags);
         c.bytes = err.len;
-        c.context = err.op_context;
         c.status = status_from_fi(err.err);
-        if (c.op == op::recv && recvs != nullptr) {
-            recvs->pop_oldest();
-        }
-        return 1;
+        return finish(c, err.op_context, err.flags) ? 1 : 0;
     }
     return fail(fabric_error(static_cast<int>(got), "fi_cq_read"));
 }
@@ -309,7 +355,7 @@ result<std::size_t> cq_impl::poll(std::span<completion> out) {
 }
 
 result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
-    const auto deadline = clock::now() + timeout;
+    const auto deadline = deadline_after(timeout);
     for (;;) {
         auto ready = fill_stash();
         if (!ready || *ready != 0) {
@@ -401,7 +447,7 @@ void channel_impl::detach_events(connection_impl* conn) {
 }
 
 result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
-    const auto deadline = clock::now() + timeout;
+    const auto deadline = deadline_after(timeout);
     auto event_for = [](cq_impl* cq, std::size_t ready) {
         return channel_event{&cq->handle, cq->kind, cq->tag, ready};
     };
@@ -471,19 +517,23 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
                                              std::to_string(timeout.count()) + " ms");
         }
         std::lock_guard lock(mu);
-        const auto* src = static_cast<const channel_source*>(evs[0].data.ptr);
-        if (src->conn != nullptr) {
+        // Identify the source by address before touching it: its connection may have been
+        // detached and destroyed since epoll_wait returned.
+        const void* src = evs[0].data.ptr;
+        auto conn_it = std::find_if(conns.begin(), conns.end(),
+                                    [&](connection_impl* c) { return &c->source == src; });
+        if (conn_it != conns.end()) {
             // A connection event: a disconnect cancels what the provider did not flush; the
             // arming pass above then reports the CQs those completions landed on.
-            if (std::find(conns.begin(), conns.end(), src->conn) != conns.end()) {
-                src->conn->poll_events();
-            }
+            (*conn_it)->poll_events();
             continue;
         }
-        cq_impl* cq = src->cq;
-        if (std::find(cqs.begin(), cqs.end(), cq) == cqs.end()) {
+        auto cq_it =
+            std::find_if(cqs.begin(), cqs.end(), [&](cq_impl* q) { return &q->source == src; });
+        if (cq_it == cqs.end()) {
             continue;  // detached meanwhile
         }
+        cq_impl* cq = *cq_it;
         auto ready = cq->fill_stash();
         if (!ready) {
             return fail(ready.error());
@@ -587,7 +637,7 @@ result<std::size_t> completion_queue::wait(std::chrono::milliseconds timeout) {
 }
 
 int completion_queue::fd() const noexcept {
-    return impl_->fd;
+    return impl_->wait_fd();
 }
 result<bool> completion_queue::arm() {
     return impl_->trywait();

@@ -101,7 +101,7 @@ result<eq_event> read_eq(fid_eq* eq, milliseconds timeout, std::size_t max_data,
                          std::vector<std::byte>* err_data) {
     std::vector<std::byte> buf(sizeof(fi_eq_cm_entry) + max_data);
     std::uint32_t event = 0;
-    const auto deadline = steady_clock::now() + timeout;
+    const auto deadline = deadline_after(timeout);
     for (;;) {
         auto left = duration_cast<milliseconds>(deadline - steady_clock::now()).count();
         if (left < 0) {
@@ -184,6 +184,7 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
             }
             dom->progress = std::move(*engine);
         }
+        progress_watched = true;  // before watching: teardown unwatches whatever got watched
         for (cq_impl* q : {cq.get(), rcq.get()}) {
             if (q != nullptr) {
                 if (auto r = dom->progress->watch(q); !r) {
@@ -191,7 +192,6 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
                 }
             }
         }
-        progress_watched = true;
     }
     if (config.channel == channel_mode::shared) {
         if (config.shared_channel) {
@@ -211,18 +211,12 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
                 q->channel = channel;
             }
         }
-        if (dom->watch_disconnects) {
-            if (auto r = channel->attach_events(this); !r) {
-                return r;
-            }
-        }
     }
     cq->conn = this;
     if (rcq) {
         rcq->conn = this;
     }
-    recvs.reset(config.rq_size);
-    (rcq ? rcq : cq)->recvs = &recvs;
+    ops.reset(config.sq_size, config.rq_size);
 
     info_ptr ep_info = dup_info(info);
     if (!ep_info || ep_info->tx_attr == nullptr || ep_info->rx_attr == nullptr) {
@@ -291,7 +285,18 @@ result<void> connection_impl::await_connected(milliseconds timeout, bool client)
                     "expected FI_CONNECTED, got event " + std::to_string(ev->event));
     }
     peer_data = std::move(ev->data);
+    {
+        std::lock_guard lock(event_mu);
+        established = true;
+    }
     open = true;
+    // Only now may a channel wait read this connection's events (before, it could take the
+    // FI_CONNECTED this function waits for).
+    if (channel && dom->watch_disconnects) {
+        if (auto r = channel->attach_events(this); !r) {
+            return r;
+        }
+    }
     return {};
 }
 
@@ -324,14 +329,14 @@ void connection_impl::cancel_receives() {
     if (!ep) {
         return;
     }
-    for (void* ctx : recvs.take_all()) {
-        fi_cancel(ep.as_fid(), ctx);
+    for (op_record* r : ops.posted_recvs()) {
+        fi_cancel(ep.as_fid(), r);
     }
 }
 
 void connection_impl::poll_events() {
     std::lock_guard lock(event_mu);
-    if (!eq || pending_event) {
+    if (!eq || pending_event || !established) {
         return;
     }
     auto ev = read_eq(eq.get(), milliseconds(0), dom->caps.cm_data_size, nullptr);
@@ -450,14 +455,39 @@ result<void> check_imm(const connection_impl& c, std::uint64_t imm) {
         return fail(errc::not_supported, "immediate data: the provider has none");
     }
     if (bytes < 8 && (imm >> (8 * bytes)) != 0) {
-        return fail(errc::too_large, "immediate data 0x" + std::to_string(imm) + " exceeds the " +
+        char hex[24];
+        std::snprintf(hex, sizeof(hex), "0x%llx", static_cast<unsigned long long>(imm));
+        return fail(errc::too_large, std::string("immediate data ") + hex + " exceeds the " +
                                          n2s(bytes) + "-byte immediate of this provider");
     }
     return {};
 }
 
-std::uint64_t completion_flag(const op_options& o) {
-    return o.completion == completion_mode::always ? FI_COMPLETION : 0;
+// Admission: the operation's record is its send- or receive-queue entry (and CQ entry). Every
+// operation is posted with FI_COMPLETION so its record always comes back; on_error only hides
+// successes from the application.
+result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind, bool recv,
+                         const char* what) {
+    op_record* r = c.ops.take(recv);
+    if (r == nullptr) {
+        return fail(errc::would_block,
+                    std::string(what) + ": " + (recv ? "receive" : "send") + " queue full (depth " +
+                        n2s(recv ? c.config.rq_size : c.config.sq_size) + "); reap completions");
+    }
+    r->user_context = opts.context;
+    r->callback = opts.callback;
+    r->kind = kind;
+    r->report_success = opts.completion == completion_mode::always;
+    return r;
+}
+
+// The post's outcome; a failed post gives its record back.
+result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what, bool recv) {
+    auto res = posted(ret, c, what, recv);
+    if (!res) {
+        c.ops.give(r);
+    }
+    return res;
 }
 
 enum class rma_kind { read, write, write_imm };
@@ -496,9 +526,13 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
     msg.iov_count = g.count;
     msg.rma_iov = &rma;
     msg.rma_iov_count = 1;
-    msg.context = opts.context;
+    auto rec = admit(c, opts, kind == rma_kind::read ? op::read : op::write, false, what);
+    if (!rec) {
+        return fail(rec.error());
+    }
+    msg.context = *rec;
     msg.data = imm;
-    std::uint64_t flags = completion_flag(opts);
+    std::uint64_t flags = FI_COMPLETION;
     ssize_t ret;
     if (kind == rma_kind::read) {
         ret = fi_readmsg(c.ep.get(), &msg, flags);
@@ -508,7 +542,7 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
         }
         ret = fi_writemsg(c.ep.get(), &msg, flags);
     }
-    return posted(ret, c, what, false);
+    return submit(c, *rec, ret, what, false);
 }
 
 result<void> post_send(connection_impl& c, std::span<const local_segment> local, bool with_imm,
@@ -530,10 +564,14 @@ result<void> post_send(connection_impl& c, std::span<const local_segment> local,
     msg.msg_iov = g.iov;
     msg.desc = g.desc;
     msg.iov_count = g.count;
-    msg.context = opts.context;
+    auto rec = admit(c, opts, op::send, false, what);
+    if (!rec) {
+        return fail(rec.error());
+    }
+    msg.context = *rec;
     msg.data = imm;
-    std::uint64_t flags = completion_flag(opts) | (with_imm ? FI_REMOTE_CQ_DATA : 0);
-    return posted(fi_sendmsg(c.ep.get(), &msg, flags), c, what, false);
+    const std::uint64_t flags = FI_COMPLETION | (with_imm ? FI_REMOTE_CQ_DATA : 0);
+    return submit(c, *rec, fi_sendmsg(c.ep.get(), &msg, flags), what, false);
 }
 
 }  // namespace
@@ -638,9 +676,13 @@ result<void> connection::atomic_write(const remote_region& dst, std::uint64_t ds
     msg.rma_iov_count = 1;
     msg.datatype = FI_UINT64;
     msg.op = FI_ATOMIC_WRITE;
-    msg.context = opts.context;
-    return detail::posted(fi_atomicmsg(c.ep.get(), &msg, FI_INJECT | detail::completion_flag(opts)),
-                          c, "atomic_write", false);
+    auto rec = detail::admit(c, opts, op::atomic, false, "atomic_write");
+    if (!rec) {
+        return fail(rec.error());
+    }
+    msg.context = *rec;
+    return detail::submit(c, *rec, fi_atomicmsg(c.ep.get(), &msg, FI_INJECT | FI_COMPLETION),
+                          "atomic_write", false);
 }
 
 result<void> connection::send(std::span<const local_segment> src, op_options opts) {
@@ -673,19 +715,18 @@ result<void> connection::recv(std::span<const local_segment> dst, op_options opt
     if (auto r = detail::gather(c, dst, usage::receive, "recv", g); !r) {
         return r;
     }
-    if (!c.recvs.push(opts.context)) {
-        return fail(errc::would_block, "recv: receive queue full (depth " +
-                                           std::to_string(c.config.rq_size) +
-                                           "); reap completions");
+    auto rec = detail::admit(c, opts, op::recv, true, "recv");
+    if (!rec) {
+        return fail(rec.error());
     }
     fi_msg msg{};
     msg.msg_iov = g.iov;
     msg.desc = g.desc;
     msg.iov_count = g.count;
-    msg.context = opts.context;
-    auto r = detail::posted(fi_recvmsg(c.ep.get(), &msg, FI_COMPLETION), c, "recv", true);
+    msg.context = *rec;
+    auto r = detail::submit(c, *rec, fi_recvmsg(c.ep.get(), &msg, FI_COMPLETION), "recv", true);
     if (!r) {
-        c.recvs.pop_newest();
+        return r;
     } else if (detail::cq_impl* q = c.rcq ? c.rcq.get() : c.cq.get(); q->progress_owned()) {
         // tcp holds a message that arrived before this receive until someone calls into the
         // provider after the post: do it here rather than leave it to the progress thread.
@@ -725,7 +766,7 @@ result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
     }
     // tcp notices a peer's close only while its data path progresses, so drive the CQs while
     // waiting for the event queue: block on the EQ fd and on each CQ fd that can be armed.
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto deadline = detail::deadline_after(timeout);
     for (;;) {
         pollfd fds[3];
         nfds_t n = 0;
@@ -790,6 +831,9 @@ bool connection::is_open() const noexcept {
 }
 const connection_config& connection::config() const noexcept {
     return impl_->config;
+}
+std::size_t connection::in_flight() const noexcept {
+    return impl_->ops.in_use();
 }
 const domain& connection::dom() const noexcept {
     return impl_->dom_handle;

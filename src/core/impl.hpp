@@ -74,20 +74,39 @@ class unique_fd {
 struct channel_impl;
 struct connection_impl;
 
-// Receives posted and not yet completed, in posting order (a connected endpoint matches
-// receives in order). A disconnect cancels them on providers that do not flush posted receives
-// themselves (sockets 1.17 keeps them forever), so every receive completes.
-struct recv_tracker {
-    std::mutex mu;
-    std::vector<void*> ring;
-    std::size_t head = 0;
-    std::size_t count = 0;
+class op_pool;
 
-    void reset(std::size_t capacity) { ring.assign(capacity, nullptr); }
-    bool push(void* ctx);
-    void pop_newest();
-    void pop_oldest();
-    std::vector<void*> take_all();
+// The libfabric context of every operation remora posts: it lives from post to completion and
+// stands for the operation's send-queue or receive-queue entry, and so for its completion-queue
+// entry (a connection's CQs are sized for all its records). Completions map back through it to
+// the user's context and callback; a disconnect cancels the receives still holding one.
+struct op_record {
+    fi_context2 fi{};  // first: the provider's context area
+    op_pool* owner = nullptr;
+    void* user_context = nullptr;
+    void (*callback)(const completion&) = nullptr;
+    remora::op kind = op::unknown;
+    bool report_success = true;
+    bool in_use = false;
+};
+
+// A connection's records: sq_size for the send queue, rq_size for receives. Taking one is the
+// admission check; none free means that queue is full (would_block). Fixed at setup: posting
+// allocates nothing.
+class op_pool {
+  public:
+    void reset(std::size_t sends, std::size_t recvs);
+    op_record* take(bool recv);
+    void give(op_record* r) noexcept;
+    // Records of receives still posted (to cancel them on disconnect).
+    std::vector<op_record*> posted_recvs();
+    std::size_t in_use() const;
+
+  private:
+    mutable std::mutex mu_;
+    std::vector<op_record> records_;  // sends first, then receives; never reallocated
+    std::vector<std::uint32_t> free_sends_, free_recvs_;
+    std::size_t sends_ = 0;
 };
 
 // What an epoll entry of a completion channel stands for: a CQ, or a connection's event queue.
@@ -106,7 +125,6 @@ struct cq_impl {
     std::shared_ptr<channel_impl> channel;  // set when the channel is shared
     completion_queue handle{this};
     connection_impl* conn = nullptr;  // the owning connection: its events also wake waits
-    recv_tracker* recvs = nullptr;    // set on the queue receives complete on
     channel_source source{this, nullptr};
 
     // Completions read while waiting (so a wait can tell a real wake-up from a no_completion
@@ -163,9 +181,8 @@ struct channel_impl {
 };
 
 // A library-owned thread that drives progress for connections whose target side must call into
-// libfabric (tcp): it blocks on their CQ fds (no spin when idle), and calls into the provider
-// without consuming completions. When a CQ holds completions the application has not read, it
-// stops watching that CQ until the application polls it again.
+// libfabric (tcp): it blocks on their CQ fds (no spin when idle) and is the owner of those CQs:
+// it reads them into each CQ's ring and signals the ring's eventfd.
 class progress_engine {
   public:
     static result<std::unique_ptr<progress_engine>> start();
@@ -199,10 +216,11 @@ struct connection_impl {
     std::vector<std::byte> peer_data;
     std::atomic<bool> open{false};
     bool progress_watched = false;
-    recv_tracker recvs;
+    op_pool ops;
     channel_source source{nullptr, this};
     std::mutex event_mu;
     std::optional<conn_event> pending_event;  // read by a CQ or channel wait, for next_event
+    bool established = false;                 // FI_CONNECTED seen: later events are poll_events'
 
     // Reads the event queue without blocking. A close or loss marks the connection closed,
     // cancels receives the provider did not flush, and is kept for next_event().
@@ -226,6 +244,9 @@ struct connection_impl {
     result<void> await_connected(std::chrono::milliseconds timeout, bool client);
     void teardown();
 };
+
+// now() + timeout, with the timeout clamped to [0, one year] (no overflow, no negative waits).
+std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds timeout);
 
 // First byte of the private data of every reject() remora sends.
 inline constexpr std::byte reject_marker{0x52};

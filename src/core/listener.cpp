@@ -167,8 +167,12 @@ int listener::fd() const noexcept {
 
 result<connection_request> listener::get_request(std::chrono::milliseconds timeout) {
     using namespace detail;
+    const auto deadline = deadline_after(timeout);
     for (;;) {
-        auto ev = read_eq(impl_->eq.get(), timeout, impl_->dom->caps.cm_data_size, nullptr);
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        auto ev = read_eq(impl_->eq.get(), std::max(left, std::chrono::milliseconds(0)),
+                          impl_->dom->caps.cm_data_size, nullptr);
         if (!ev) {
             return fail(ev.error());
         }

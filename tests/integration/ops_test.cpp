@@ -251,6 +251,8 @@ TEST_P(ops, blocking_waits_never_miss_a_wakeup_beside_the_progress_thread) {
                     return;
             }
             ASSERT_TRUE(p.server->send(smr, 32, 8, {.completion = completion_mode::on_error}));
+            // Reap the CQ too: an unreported send holds its queue entry until it is reaped.
+            ASSERT_TRUE(p.server->cq().poll(c));
         }
     });
     completion c[4];
@@ -266,6 +268,7 @@ TEST_P(ops, blocking_waits_never_miss_a_wakeup_beside_the_progress_thread) {
                 ++lost;
             got = *n;
         }
+        REMORA_ASSERT_OK(p.client->cq().poll(c));
     }
     server.join();
     EXPECT_EQ(lost.load(), 0) << "a blocking wait slept through a ready completion";
