@@ -379,6 +379,8 @@ connection_impl::~connection_impl() {
     if (open.exchange(false) && ep) {
         fi_shutdown(ep.get(), 0);
     }
+    // sockets keeps (and on close leaks) receives still posted: cancel them first.
+    cancel_receives();
     teardown();
 }
 
