@@ -315,6 +315,7 @@ void receives_flushed_when_the_client_dies(const std::string& provider, bool eve
     EXPECT_EQ(not_flushed(got.all, &example), 0u)
         << "receives failed with a status other than canceled/disconnected, e.g. " << example;
     EXPECT_EQ(got.timed_out_waits, 0);
+    EXPECT_EQ(srv->in_flight(), 0u) << "receives still hold queue entries";
 
     if (!event_first) {
         check_event();
@@ -492,6 +493,7 @@ TEST_P(peer_death, in_flight_reads_and_writes_all_complete_when_the_server_dies)
     EXPECT_EQ(failed_reads, reads.size());
     EXPECT_EQ(ok_writes + failed_writes, writes.size());
     EXPECT_EQ(got.timed_out_waits, 0);
+    EXPECT_EQ(cli->in_flight(), 0u) << "operations still hold queue entries";
 
     auto ev = cli->next_event(3s);
     ASSERT_TRUE(ev.has_value()) << ev.error().what();
