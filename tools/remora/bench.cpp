@@ -200,8 +200,18 @@ struct client_result {
     std::string error;
 };
 
+// Callback mode: each completion lands here, on the thread that polls (the client's own).
+thread_local std::vector<completion>* callback_sink = nullptr;
+void to_sink(const completion& c) {
+    callback_sink->push_back(c);
+}
+
 void run_client(connection& c, const remote_region& remote, const setup& s, clock::time_point end,
                 client_result& out) {
+    std::vector<completion> sink;
+    sink.reserve(static_cast<std::size_t>(s.qd) * 2);
+    callback_sink = &sink;
+    void (*const callback)(const completion&) = s.callbacks ? &to_sink : nullptr;
     const std::size_t slot = std::max(s.size, request_size);
     std::vector<std::byte> buf(slot * s.qd * 2 + s.size * s.qd);
     auto mr = memory_region::create(
@@ -218,9 +228,11 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
         void* ctx = reinterpret_cast<void*>(static_cast<std::uintptr_t>(k));
         const std::uint64_t roff = (k * s.size) % remote.length();
         if (s.op == "write")
-            return c.write(remote, roff, *mr, data_base + k * s.size, s.size, {.context = ctx});
+            return c.write(remote, roff, *mr, data_base + k * s.size, s.size,
+                           {.context = ctx, .callback = callback});
         if (s.op == "read")
-            return c.read(*mr, data_base + k * s.size, remote, roff, s.size, {.context = ctx});
+            return c.read(*mr, data_base + k * s.size, remote, roff, s.size,
+                          {.context = ctx, .callback = callback});
         if (s.op == "gpspm") {
             // The write completes silently; the flush request's reply completes the operation.
             if (auto r = c.write(remote, roff, *mr, data_base + k * s.size, s.size,
@@ -250,15 +262,20 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
     }
     out.lat_ns.reserve(1 << 20);
     unsigned in_flight = s.qd;
-    completion done[16];
+    completion done[32];  // 16 from poll, and as many from callbacks at most
     while (in_flight > 0) {
-        auto n = reap(c, s, two_sided, done);
+        auto n = reap(c, s, two_sided, std::span(done, 16));
         if (!n) {
             out.error = n.error().what();
             return;
         }
+        std::size_t total = *n;
+        for (const completion& cb : sink) {
+            done[total++] = cb;
+        }
+        sink.clear();
         const auto now = clock::now();
-        for (std::size_t i = 0; i < *n; ++i) {
+        for (std::size_t i = 0; i < total; ++i) {
             const completion& d = done[i];
             if (!d.ok()) {
                 out.error = std::string(to_string(d.op)) + " failed: " + d.status.message();
@@ -348,6 +365,7 @@ std::vector<setup> suite(const bench_options& o) {
         s.wait = o.wait;
         s.channel = o.channel;
         s.rcq = o.rcq;
+        s.callbacks = o.completion == "callback";
         s.connections = o.connections;
         s.qd = o.qd;
         s.size = o.sizes.front();
@@ -414,17 +432,18 @@ int run_bench(const bench_options& o) {
     const auto setups = suite(resolved);
     if (!o.json) {
         fmt::print(
-            "{:<8} {:<6} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11} {:>9} {:>8} {:>8} {:>8} "
+            "{:<8} {:<8} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11} {:>9} {:>8} {:>8} {:>8} "
             "{:>9}\n",
             "provider", "op", "size", "qd", "conns", "wait", "channel", "rcq", "ops/s", "MiB/s",
             "p50 us", "p99 us", "p99.9 us", "cpu us/op");
     }
     auto row = [&](const std::string& prov, const setup& s, const figures& f) {
         fmt::print(
-            "{:<8} {:<6} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>8.1f} {:>8.1f} "
+            "{:<8} {:<8} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>8.1f} {:>8.1f} "
             "{:>8.1f} {:>9.2f}\n",
-            prov, s.op, s.size, s.qd, s.connections, s.wait, s.channel, s.rcq ? "yes" : "no",
-            f.ops_per_s, f.mib_per_s, f.p50_us, f.p99_us, f.p999_us, f.cpu_us_per_op);
+            prov, s.callbacks ? s.op + "+cb" : s.op, s.size, s.qd, s.connections, s.wait, s.channel,
+            s.rcq ? "yes" : "no", f.ops_per_s, f.mib_per_s, f.p50_us, f.p99_us, f.p999_us,
+            f.cpu_us_per_op);
     };
     auto as_json = [](const figures& f) {
         return nlohmann::json{{"ops", f.ops},
@@ -459,6 +478,7 @@ int run_bench(const bench_options& o) {
                                 {"wait", s.wait},
                                 {"channel", s.channel},
                                 {"rcq", s.rcq}};
+            j["completion"] = s.callbacks ? "callback" : "poll";
             j.update(as_json(*f));
             if (base) {
                 j["baseline"] = as_json(*base);
@@ -469,7 +489,9 @@ int run_bench(const bench_options& o) {
         } else {
             row(prov, s, *f);
             if (base) {
-                row("fi:" + prov, s, *base);
+                setup plain = s;  // the baseline reads its CQ directly: no callbacks
+                plain.callbacks = false;
+                row("fi:" + prov, plain, *base);
                 fmt::print("{:<8} remora/baseline: ops/s x{:.3f}, p50 x{:.3f}, p99 x{:.3f}\n",
                            "ratio", f->ops_per_s / base->ops_per_s, f->p50_us / base->p50_us,
                            f->p99_us / base->p99_us);

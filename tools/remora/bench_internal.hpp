@@ -13,6 +13,7 @@ namespace remora::tool {
 struct setup {
     std::string provider, op, wait, channel;
     bool rcq = false;
+    bool callbacks = false;  // completions through op_options::callback instead of poll()
     unsigned connections = 1, qd = 1;
     std::size_t size = 8;
     double duration = 1.0;

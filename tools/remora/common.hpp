@@ -34,7 +34,8 @@ struct bench_options {
     std::string wait = "busy";  // busy or blocking
     std::string channel = "separate";
     bool rcq = false;
-    std::string suite;  // "", "default", "channels"
+    std::string completion = "poll";  // poll or callback
+    std::string suite;                // "", "default", "channels"
     bool json = false;
     bool baseline = false;  // also run plain libfabric and print the ratios
 };

@@ -49,6 +49,11 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"separate", "shared"}))
         ->capture_default_str();
     bench->add_flag("--rcq", bo.rcq, "Receives complete on a separate receive CQ");
+    bench
+        ->add_option("--completion", bo.completion,
+                     "How the client gets completions: from poll(), or per-operation callbacks")
+        ->check(CLI::IsMember({"poll", "callback"}))
+        ->capture_default_str();
     bench->add_option("--suite", bo.suite, "A predefined set of results")
         ->check(CLI::IsMember({"default", "channels"}));
     bench->add_flag("--json", bo.json, "One JSON object per result");
