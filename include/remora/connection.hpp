@@ -153,8 +153,10 @@ class connection {
     // ---- completions ----
     [[nodiscard]] completion_queue& cq() noexcept;
     [[nodiscard]] completion_queue* rcq() noexcept;  // nullptr without a separate receive CQ
-    // With channel_mode::shared: blocks until the CQ or RCQ fires and says which. Refused with
-    // errc::bad_state for separate channels.
+    // With channel_mode::shared: blocks until the CQ or RCQ fires and says which. With a
+    // channel shared by several connections (connection_config::shared_channel) it waits on that
+    // channel and may report another connection's CQ: dispatch by channel_event::tag. Refused
+    // with errc::bad_state for separate channels.
     [[nodiscard]] result<channel_event> wait(std::chrono::milliseconds timeout);
 
     // ---- connection management ----

@@ -754,10 +754,6 @@ result<channel_event> connection::wait(std::chrono::milliseconds timeout) {
         return fail(errc::bad_state,
                     "connection::wait needs channel_mode::shared; wait on each CQ instead");
     }
-    if (impl_->channel != nullptr && impl_->config.shared_channel) {
-        // A channel shared with other connections may report their CQs; still correct to use,
-        // but the caller must dispatch by tag.
-    }
     return impl_->channel->wait(timeout);
 }
 

@@ -109,11 +109,6 @@ domain_impl::~domain_impl() {
     fabric.reset();
 }
 
-progress_engine& domain_impl::progress_thread() {
-    // Caller holds progress_mu and has checked `progress`.
-    return *progress;
-}
-
 info_ptr endpoint_hints(const domain_impl& dom) {
     info_ptr hints = make_hints(dom.caps.provider, dom.info->caps);
     if (hints) {

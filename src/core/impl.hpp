@@ -43,7 +43,6 @@ struct domain_impl {
     bool watch_disconnects = false;
 
     ~domain_impl();
-    progress_engine& progress_thread();
 };
 
 struct region_impl {
