@@ -34,7 +34,8 @@ enum class op : std::uint8_t {
     send,
     recv,          // a receive completed (a send arrived; may carry immediate data)
     remote_write,  // a peer's write with immediate data arrived (target side)
-    atomic,
+    atomic,        // atomic_write, compare_swap or fetch_add (native or through the service)
+    flush,         // a flush (read-after-write or GPSPM) completed: the range is visible/durable
 };
 const char* to_string(op o) noexcept;
 const char* to_string(cq_kind k) noexcept;

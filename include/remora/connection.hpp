@@ -58,10 +58,42 @@ struct connection_config {
     std::chrono::milliseconds connect_timeout{5000};
     // Run the domain's library-owned progress thread for this connection, so one-sided reads
     // and writes from the peer land while the application does not call into remora (target
-    // side on tcp). The application still polls its own CQs.
+    // side on tcp), and the target service's requests are answered (any provider). The
+    // application still polls its own CQs.
     bool progress_thread = false;
     std::uint64_t tag = 0;  // returned in channel events
+    // Requests to (client) or from (target) the target's service in flight: GPSPM flushes and
+    // service atomics (see target_service.hpp). 0: none. Set it on both sides; the target's must
+    // be at least the client's. The service's messages get queue entries of their own (the
+    // send queue grows by service_depth, receives are sized to it), and a connection with a
+    // service depth carries only the service's messages: send and recv are refused.
+    std::uint32_t service_depth = 0;
 };
+
+enum class flush_type : std::uint8_t {
+    visibility,   // the target's memory holds the written bytes
+    persistence,  // ... and they are durable (the region must be persistent)
+};
+
+enum class flush_method : std::uint8_t {
+    automatic,         // the cheapest the region offers for the type (see connection::flush)
+    read_after_write,  // an 8-byte read after the writes (APM)
+    gpspm,             // a flush request answered by the target's service once it persisted
+};
+const char* to_string(flush_method m) noexcept;
+
+struct flush_options {
+    flush_type type = flush_type::persistence;
+    flush_method method = flush_method::automatic;
+};
+
+// How this connection's atomics reach the target.
+enum class atomic_path : std::uint8_t {
+    native,   // the provider's atomics (sockets, verbs, ...)
+    service,  // a request to the target's service (tcp has no atomics)
+    none,     // neither: atomics are refused with errc::not_supported
+};
+const char* to_string(atomic_path p) noexcept;
 
 enum class completion_mode : std::uint8_t {
     always,    // a completion is reported on success and on error
@@ -132,10 +164,38 @@ class connection {
                                               const memory_region& src, std::size_t src_offset,
                                               std::size_t length, std::uint64_t imm,
                                               op_options opts = {});
-    // 8-byte atomic write of `value` to an 8-byte aligned word; errc::not_supported where the
-    // provider has no native atomics (tcp).
+    // ---- atomics on 8-byte aligned words (usage::atomic_target) ----
+    // Native where the provider has atomics; otherwise through the target's service when the
+    // connection has a service_depth (ordered after the connection's earlier writes, atomic with
+    // respect to every other service atomic); otherwise errc::not_supported. atomics() says
+    // which. compare_swap and fetch_add write the word's previous value into `result`
+    // (8 bytes at result_offset, usage::read_destination) before they complete.
     [[nodiscard]] result<void> atomic_write(const remote_region& dst, std::uint64_t dst_offset,
                                             std::uint64_t value, op_options opts = {});
+    [[nodiscard]] result<void> compare_swap(const remote_region& dst, std::uint64_t dst_offset,
+                                            std::uint64_t expected, std::uint64_t desired,
+                                            const memory_region& result, std::size_t result_offset,
+                                            op_options opts = {});
+    [[nodiscard]] result<void> fetch_add(const remote_region& dst, std::uint64_t dst_offset,
+                                         std::uint64_t addend, const memory_region& result,
+                                         std::size_t result_offset, op_options opts = {});
+    [[nodiscard]] atomic_path atomics() const noexcept;
+
+    // ---- flush ----
+    // Completes (op::flush) once the connection's earlier writes to [offset, offset + length) of
+    // `dst` are visible, or durable, by the method's guarantee. The descriptor must grant
+    // usage::flush_target; for persistence it must come from a persistent region.
+    // flush_method::automatic picks, for visibility, read-after-write; for persistence,
+    // read-after-write where the target declared placed writes durable (persistence::apm), else
+    // GPSPM where its service persists (persistence::gpspm, and this connection has a
+    // service_depth). errc::not_supported names what is missing. GPSPM flushes complete where
+    // their reply arrives: on the RCQ when the connection has one.
+    [[nodiscard]] result<void> flush(const remote_region& dst, std::uint64_t offset,
+                                     std::uint64_t length, flush_options how = {},
+                                     op_options opts = {});
+    // The method flush() would use (automatic resolved), or why none can.
+    [[nodiscard]] result<flush_method> flush_method_for(const remote_region& dst,
+                                                        flush_options how = {}) const;
 
     // ---- two-sided ----
     [[nodiscard]] result<void> send(std::span<const local_segment> src, op_options opts = {});
@@ -170,7 +230,8 @@ class connection {
 
     [[nodiscard]] const connection_config& config() const noexcept;  // effective values
     // Operations posted and not yet reaped (each holds a send- or receive-queue entry and a
-    // completion-queue entry until its completion is read).
+    // completion-queue entry until its completion is read). Receives the library keeps posted
+    // for the target service's messages are not counted.
     [[nodiscard]] std::size_t in_flight() const noexcept;
     [[nodiscard]] const domain& dom() const noexcept;
 

@@ -7,6 +7,8 @@
 #include <remora/domain.hpp>
 #include <remora/listener.hpp>
 #include <remora/memory_region.hpp>
+#include <remora/persistent_region.hpp>
 #include <remora/remote_region.hpp>
 #include <remora/result.hpp>
 #include <remora/slot_pool.hpp>
+#include <remora/target_service.hpp>

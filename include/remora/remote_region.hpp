@@ -1,10 +1,11 @@
 // remora/remote_region.hpp — a value type describing a range of a peer's registered memory.
 //
-// Serialised form (version 1, 28 bytes, little-endian):
-//   u8 version (=1) | u8 addressing (0 = offset, 1 = virtual address) | u16 usage bits |
-//   u64 address | u64 length | u64 key
+// Serialised form (version 2, 32 bytes, little-endian):
+//   u8 version (=2) | u8 addressing (0 = offset, 1 = virtual address) | u16 usage bits |
+//   u64 address | u64 length | u64 key | u8 persistence bits | u8[3] zero
 // parse() validates everything that came over the wire: size, version, addressing, usage bits,
-// zero length and address + length overflow each give errc::malformed_descriptor with a message.
+// persistence bits, reserved bytes, zero length and address + length overflow each give
+// errc::malformed_descriptor with a message.
 //
 // Threading: a plain value.
 #pragma once
@@ -19,10 +20,22 @@
 
 namespace remora {
 
+// What a target says about the durability of a region it describes (see persistent_region.hpp).
+enum class persistence : std::uint8_t {
+    none = 0,
+    persistent = 1u << 0,  // the memory is durable storage: flushes to persistence are possible
+    apm = 1u << 1,         // placed writes are durable (declared by the target's operator), so a
+                           // read-after-write flush also persists
+    gpspm = 1u << 2,       // the target's service persists a range on request (a flush message)
+};
+template <>
+struct enable_flags<persistence> : std::true_type {};
+inline constexpr persistence all_persistence = static_cast<persistence>(0x7);
+
 class remote_region {
   public:
-    static constexpr std::uint8_t version = 1;
-    static constexpr std::size_t serialized_size = 28;
+    static constexpr std::uint8_t version = 2;
+    static constexpr std::size_t serialized_size = 32;
     // The remote usages a descriptor may carry.
     static constexpr usage remote_usages =
         usage::read_source | usage::write_destination | usage::atomic_target | usage::flush_target;
@@ -38,6 +51,9 @@ class remote_region {
     [[nodiscard]] std::uint64_t key() const noexcept { return key_; }
     [[nodiscard]] usage usages() const noexcept { return usage_; }
     [[nodiscard]] bool virtual_addressing() const noexcept { return virt_; }
+    [[nodiscard]] remora::persistence persistence() const noexcept { return persist_; }
+    // A copy stating `p` (the target side sets this; see persistent_region::describe).
+    [[nodiscard]] result<remote_region> with_persistence(remora::persistence p) const;
 
     // A sub-range of this descriptor; grants nothing beyond it.
     [[nodiscard]] result<remote_region> slice(std::uint64_t offset, std::uint64_t length) const;
@@ -55,6 +71,7 @@ class remote_region {
     std::uint64_t key_ = 0;
     usage usage_ = usage::none;
     bool virt_ = false;
+    remora::persistence persist_ = remora::persistence::none;
 };
 
 }  // namespace remora

@@ -29,6 +29,8 @@ const char* to_string(op o) noexcept {
             return "remote_write";
         case op::atomic:
             return "atomic";
+        case op::flush:
+            return "flush";
         case op::unknown:
             break;
     }
@@ -55,27 +57,34 @@ unique_fd::~unique_fd() {
     }
 }
 
-void op_pool::reset(std::size_t sends, std::size_t recvs) {
+void op_pool::reset(std::size_t sends, std::size_t service, std::size_t recvs) {
     std::lock_guard lock(mu_);
-    records_.assign(sends + recvs, op_record{});
+    records_.assign(sends + service + recvs, op_record{});
     sends_ = sends;
-    free_sends_.clear();
-    free_recvs_.clear();
-    for (std::size_t i = sends + recvs; i-- > 0;) {
+    service_ = service;
+    for (auto& f : free_) {
+        f.clear();
+    }
+    for (std::size_t i = records_.size(); i-- > 0;) {
         records_[i].owner = this;
-        (i < sends ? free_sends_ : free_recvs_).push_back(static_cast<std::uint32_t>(i));
+        free_[static_cast<std::size_t>(queue_of(i))].push_back(static_cast<std::uint32_t>(i));
     }
 }
 
-op_record* op_pool::take(bool recv) {
+queue op_pool::queue_of(std::size_t index) const noexcept {
+    return index < sends_ ? queue::send : index < sends_ + service_ ? queue::service : queue::recv;
+}
+
+op_record* op_pool::take(queue q) {
     std::lock_guard lock(mu_);
-    auto& free = recv ? free_recvs_ : free_sends_;
+    auto& free = free_[static_cast<std::size_t>(q)];
     if (free.empty()) {
         return nullptr;
     }
     op_record* r = &records_[free.back()];
     free.pop_back();
     r->in_use = true;
+    r->internal = nullptr;
     return r;
 }
 
@@ -85,14 +94,14 @@ void op_pool::give(op_record* r) noexcept {
         return;
     }
     r->in_use = false;
-    const auto i = static_cast<std::uint32_t>(r - records_.data());
-    (i < sends_ ? free_sends_ : free_recvs_).push_back(i);
+    const auto i = static_cast<std::size_t>(r - records_.data());
+    free_[static_cast<std::size_t>(queue_of(i))].push_back(static_cast<std::uint32_t>(i));
 }
 
 std::vector<op_record*> op_pool::posted_recvs() {
     std::lock_guard lock(mu_);
     std::vector<op_record*> out;
-    for (std::size_t i = sends_; i < records_.size(); ++i) {
+    for (std::size_t i = sends_ + service_; i < records_.size(); ++i) {
         if (records_[i].in_use) {
             out.push_back(&records_[i]);
         }
@@ -100,9 +109,17 @@ std::vector<op_record*> op_pool::posted_recvs() {
     return out;
 }
 
+std::size_t op_pool::in_use(queue q) const {
+    std::lock_guard lock(mu_);
+    const std::size_t total = q == queue::send      ? sends_
+                              : q == queue::service ? service_
+                                                    : records_.size() - sends_ - service_;
+    return total - free_[static_cast<std::size_t>(q)].size();
+}
+
 std::size_t op_pool::in_use() const {
     std::lock_guard lock(mu_);
-    return records_.size() - free_sends_.size() - free_recvs_.size();
+    return records_.size() - free_[0].size() - free_[1].size() - free_[2].size();
 }
 
 namespace {
@@ -179,6 +196,12 @@ bool finish(completion& c, void* op_context, std::uint64_t flags) {
                                           : op_from_flags(flags);
     if (rec == nullptr) {
         return true;  // a peer's write with immediate data: no local operation
+    }
+    if (rec->internal != nullptr) {
+        auto* hook = rec->internal;
+        void* context = rec->user_context;
+        rec->owner->give(rec);
+        return hook(context, c);
     }
     c.context = rec->user_context;
     auto* callback = rec->callback;

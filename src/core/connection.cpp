@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/impl.hpp"
+#include "persist/service.hpp"
 
 namespace remora {
 
@@ -61,7 +62,19 @@ result<connection_config> effective(const connection_config& in, const provider_
                                          " (the provider's iov limit, at most " +
                                          n2s(max_segments) + ")");
     }
-    const std::uint32_t need = c.sq_size + (c.rcq ? 0 : c.rq_size);
+    if (c.service_depth != 0) {
+        // The service's messages are the connection's only receives, and its sends get entries
+        // of their own beside the application's.
+        c.rq_size = c.service_depth;
+        if (c.rq_size > caps.rx_size || c.sq_size + c.service_depth > caps.tx_size) {
+            return fail(errc::too_large, "connection_config: service_depth " +
+                                             n2s(c.service_depth) + " (plus sq_size " +
+                                             n2s(c.sq_size) + ") exceeds the provider's queues (" +
+                                             n2s(caps.tx_size) + " send, " + n2s(caps.rx_size) +
+                                             " receive)");
+        }
+    }
+    const std::uint32_t need = c.sq_size + c.service_depth + (c.rcq ? 0 : c.rq_size);
     if (c.cq_size == 0) {
         c.cq_size = need;
     } else if (c.cq_size < need) {
@@ -175,7 +188,8 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
         rcq = std::move(*r);
     }
     // The progress thread takes its CQs before anything waits on them (their wait fd changes).
-    if (config.progress_thread && dom->caps.target_needs_progress) {
+    // It also answers the target service's requests, which arrive as completions.
+    if (config.progress_thread && (dom->caps.target_needs_progress || config.service_depth != 0)) {
         std::lock_guard lock(dom->progress_mu);
         if (!dom->progress) {
             auto engine = progress_engine::start();
@@ -216,7 +230,7 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     if (rcq) {
         rcq->conn = this;
     }
-    ops.reset(config.sq_size, config.rq_size);
+    ops.reset(config.sq_size, config.service_depth, config.rq_size);
 
     info_ptr ep_info = dup_info(info);
     if (!ep_info || ep_info->tx_attr == nullptr || ep_info->rx_attr == nullptr) {
@@ -226,7 +240,7 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
         base->handle = info->handle;
         ep_info = std::move(base);
     }
-    ep_info->tx_attr->size = config.sq_size;
+    ep_info->tx_attr->size = config.sq_size + config.service_depth;
     ep_info->rx_attr->size = config.rq_size;
     ep_info->tx_attr->iov_limit = config.max_sge;
     ep_info->rx_attr->iov_limit = config.max_sge;
@@ -375,6 +389,9 @@ bool connection_impl::arm_events() {
     return false;
 }
 
+connection_impl::connection_impl(std::shared_ptr<domain_impl> d)
+    : dom(std::move(d)), dom_handle(make_domain_handle(dom)) {}
+
 connection_impl::~connection_impl() {
     if (open.exchange(false) && ep) {
         fi_shutdown(ep.get(), 0);
@@ -444,6 +461,8 @@ result<void> posted(ssize_t ret, const connection_impl& c, const char* what, boo
     return fail(fabric_error(static_cast<int>(ret), what));
 }
 
+}  // namespace
+
 result<void> check_open(const connection_impl& c, const char* what) {
     if (!c.open.load()) {
         return fail(errc::disconnected, std::string(what) + ": connection is not open");
@@ -470,7 +489,7 @@ result<void> check_imm(const connection_impl& c, std::uint64_t imm) {
 // successes from the application.
 result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind, bool recv,
                          const char* what) {
-    op_record* r = c.ops.take(recv);
+    op_record* r = c.ops.take(recv ? queue::recv : queue::send);
     if (r == nullptr) {
         return fail(errc::would_block,
                     std::string(what) + ": " + (recv ? "receive" : "send") + " queue full (depth " +
@@ -491,6 +510,8 @@ result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* w
     }
     return res;
 }
+
+namespace {
 
 enum class rma_kind { read, write, write_imm };
 
@@ -547,10 +568,22 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
     return submit(c, *rec, ret, what, false);
 }
 
+result<void> check_messaging(const connection_impl& c, const char* what) {
+    if (c.config.service_depth != 0) {
+        return fail(errc::bad_state, std::string(what) +
+                                         ": the connection has a service_depth and carries only "
+                                         "the target service's messages");
+    }
+    return {};
+}
+
 result<void> post_send(connection_impl& c, std::span<const local_segment> local, bool with_imm,
                        std::uint64_t imm, const op_options& opts) {
     const char* what = with_imm ? "send_with_imm" : "send";
     if (auto r = check_open(c, what); !r) {
+        return r;
+    }
+    if (auto r = check_messaging(c, what); !r) {
         return r;
     }
     gathered g;
@@ -577,6 +610,34 @@ result<void> post_send(connection_impl& c, std::span<const local_segment> local,
 }
 
 }  // namespace
+
+result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t len, void* desc,
+                           bool (*hook)(void*, completion&), void* context) {
+    const bool recv = q == queue::recv;
+    const char* what = recv ? "service receive" : "service send";
+    if (auto r = check_open(c, what); !r) {
+        return r;
+    }
+    op_record* r = c.ops.take(q);
+    if (r == nullptr) {
+        return fail(errc::would_block, std::string(what) + ": no queue entry left");
+    }
+    r->user_context = context;
+    r->callback = nullptr;
+    r->internal = hook;
+    r->kind = recv ? op::recv : op::send;
+    r->report_success = true;
+    iovec iov{buf, len};
+    fi_msg msg{};
+    msg.msg_iov = &iov;
+    msg.desc = &desc;
+    msg.iov_count = 1;
+    msg.context = r;
+    const ssize_t ret = recv ? fi_recvmsg(c.ep.get(), &msg, FI_COMPLETION)
+                             : fi_sendmsg(c.ep.get(), &msg, FI_COMPLETION);
+    return submit(c, r, ret, what, recv);
+}
+
 }  // namespace detail
 
 // ---------------------------------------------------------------- public API
@@ -653,40 +714,6 @@ result<void> connection::write_with_imm(const remote_region& dst, std::uint64_t 
     return write_with_imm({&seg, 1}, dst, dst_offset, imm, opts);
 }
 
-result<void> connection::atomic_write(const remote_region& dst, std::uint64_t dst_offset,
-                                      std::uint64_t value, op_options opts) {
-    auto& c = *impl_;
-    if (auto r = detail::check_open(c, "atomic_write"); !r) {
-        return r;
-    }
-    if (!c.dom->caps.native_atomics) {
-        return fail(errc::not_supported,
-                    "atomic_write: provider " + c.dom->caps.provider + " has no native atomics");
-    }
-    if (auto r = dst.check(dst_offset, 8, usage::atomic_target); !r) {
-        return fail(r.error().code(), "atomic_write: " + r.error().message());
-    }
-    if ((dst.address() + dst_offset) % 8 != 0) {
-        return fail(errc::invalid_argument, "atomic_write: target word is not 8-byte aligned");
-    }
-    fi_ioc ioc{&value, 1};
-    fi_rma_ioc rma{dst.address() + dst_offset, 1, dst.key()};
-    fi_msg_atomic msg{};
-    msg.msg_iov = &ioc;
-    msg.iov_count = 1;
-    msg.rma_iov = &rma;
-    msg.rma_iov_count = 1;
-    msg.datatype = FI_UINT64;
-    msg.op = FI_ATOMIC_WRITE;
-    auto rec = detail::admit(c, opts, op::atomic, false, "atomic_write");
-    if (!rec) {
-        return fail(rec.error());
-    }
-    msg.context = *rec;
-    return detail::submit(c, *rec, fi_atomicmsg(c.ep.get(), &msg, FI_INJECT | FI_COMPLETION),
-                          "atomic_write", false);
-}
-
 result<void> connection::send(std::span<const local_segment> src, op_options opts) {
     return detail::post_send(*impl_, src, false, 0, opts);
 }
@@ -707,6 +734,9 @@ result<void> connection::send_with_imm(const memory_region& src, std::size_t off
 result<void> connection::recv(std::span<const local_segment> dst, op_options opts) {
     auto& c = *impl_;
     if (auto r = detail::check_open(c, "recv"); !r) {
+        return r;
+    }
+    if (auto r = detail::check_messaging(c, "recv"); !r) {
         return r;
     }
     if (opts.completion != completion_mode::always) {
@@ -831,6 +861,10 @@ const connection_config& connection::config() const noexcept {
     return impl_->config;
 }
 std::size_t connection::in_flight() const noexcept {
+    if (impl_->config.service_depth != 0) {
+        // The receives are the service's own, always posted; count requests instead.
+        return impl_->ops.in_use(detail::queue::send) + detail::client_busy(*impl_);
+    }
     return impl_->ops.in_use();
 }
 const domain& connection::dom() const noexcept {

@@ -84,28 +84,39 @@ struct op_record {
     op_pool* owner = nullptr;
     void* user_context = nullptr;
     void (*callback)(const completion&) = nullptr;
+    // Library-internal operations (the target service's messages): the completion goes here with
+    // user_context; it may rewrite it and returns whether the application sees it.
+    bool (*internal)(void* context, completion& c) = nullptr;
+    // Operands of a native compare-and-swap or fetch-add: they must live until completion.
+    std::uint64_t operands[2]{};
     remora::op kind = op::unknown;
     bool report_success = true;
     bool in_use = false;
 };
 
-// A connection's records: sq_size for the send queue, rq_size for receives. Taking one is the
-// admission check; none free means that queue is full (would_block). Fixed at setup: posting
-// allocates nothing.
+// Which queue entries an operation takes: the application's sends (sq_size), those reserved for
+// the target service's messages (service_depth), or receives (rq_size).
+enum class queue : std::uint8_t { send, service, recv };
+
+// A connection's records, one per queue entry. Taking one is the admission check; none free
+// means that queue is full (would_block). Fixed at setup: posting allocates nothing.
 class op_pool {
   public:
-    void reset(std::size_t sends, std::size_t recvs);
-    op_record* take(bool recv);
+    void reset(std::size_t sends, std::size_t service, std::size_t recvs);
+    op_record* take(queue q);
     void give(op_record* r) noexcept;
     // Records of receives still posted (to cancel them on disconnect).
     std::vector<op_record*> posted_recvs();
     std::size_t in_use() const;
+    std::size_t in_use(queue q) const;
 
   private:
     mutable std::mutex mu_;
-    std::vector<op_record> records_;  // sends first, then receives; never reallocated
-    std::vector<std::uint32_t> free_sends_, free_recvs_;
+    std::vector<op_record> records_;  // sends, service sends, receives; never reallocated
+    std::vector<std::uint32_t> free_[3];
     std::size_t sends_ = 0;
+    std::size_t service_ = 0;
+    queue queue_of(std::size_t index) const noexcept;
 };
 
 // What an epoll entry of a completion channel stands for: a CQ, or a connection's event queue.
@@ -201,6 +212,8 @@ class progress_engine {
     std::thread thread_;
 };
 
+struct service_conn;  // the target service's messages on one connection (persist/service.hpp)
+
 struct connection_impl {
     std::shared_ptr<domain_impl> dom;
     domain dom_handle;
@@ -220,6 +233,11 @@ struct connection_impl {
     std::mutex event_mu;
     std::optional<conn_event> pending_event;  // read by a CQ or channel wait, for next_event
     bool established = false;                 // FI_CONNECTED seen: later events are poll_events'
+    std::mutex svc_mu;
+    std::unique_ptr<service_conn> svc;  // client or target side of the service, once used
+    std::once_flag scratch_once;        // the read-after-write flush's 8-byte destination
+    std::optional<memory_region> scratch;
+    std::array<std::byte, 8> scratch_bytes{};
 
     // Reads the event queue without blocking. A close or loss marks the connection closed,
     // cancels receives the provider did not flush, and is kept for next_event().
@@ -231,8 +249,7 @@ struct connection_impl {
     bool arm_events();
     void cancel_receives();
 
-    connection_impl(std::shared_ptr<domain_impl> d)
-        : dom(std::move(d)), dom_handle(make_domain_handle(dom)) {}
+    explicit connection_impl(std::shared_ptr<domain_impl> d);  // out of line: service_conn
     ~connection_impl();
     static domain make_domain_handle(const std::shared_ptr<domain_impl>& d);
 
@@ -243,6 +260,20 @@ struct connection_impl {
     result<void> await_connected(std::chrono::milliseconds timeout, bool client);
     void teardown();
 };
+
+// Posts a library-internal send or receive of [buf, buf + len) (registered with `desc`) on `c`
+// with an entry from `q`; its completion goes to hook(context, c). A receive posted here does
+// not drive the provider (it may run inside a completion hook).
+result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t len, void* desc,
+                           bool (*hook)(void*, completion&), void* context);
+
+// Posting steps shared by every operation: the connection is open; admission takes the
+// operation's record (its queue and CQ entries) or fails with would_block; submit turns the
+// provider's return into the result and gives the record back on failure.
+result<void> check_open(const connection_impl& c, const char* what);
+result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind, bool recv,
+                         const char* what);
+result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what, bool recv);
 
 // now() + timeout, with the timeout clamped to [0, one year] (no overflow, no negative waits).
 std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds timeout);

@@ -63,7 +63,24 @@ result<remote_region> remote_region::slice(std::uint64_t offset, std::uint64_t l
     if (auto r = check(offset, length, usage::none); !r) {
         return fail(r.error());
     }
-    return make(address_ + offset, length, key_, usage_, virt_);
+    auto r = make(address_ + offset, length, key_, usage_, virt_);
+    if (r) {
+        r->persist_ = persist_;
+    }
+    return r;
+}
+
+result<remote_region> remote_region::with_persistence(remora::persistence p) const {
+    if (any(p & ~all_persistence)) {
+        return fail(errc::invalid_argument, "remote_region: unknown persistence bits");
+    }
+    if (any(p) && !has_all(p, remora::persistence::persistent)) {
+        return fail(errc::invalid_argument,
+                    "remote_region: apm or gpspm persistence without persistent memory");
+    }
+    remote_region r = *this;
+    r.persist_ = p;
+    return r;
 }
 
 std::array<std::byte, remote_region::serialized_size> remote_region::serialize() const noexcept {
@@ -74,6 +91,7 @@ std::array<std::byte, remote_region::serialized_size> remote_region::serialize()
     put_le(&out[4], address_, 8);
     put_le(&out[12], length_, 8);
     put_le(&out[20], key_, 8);
+    out[28] = static_cast<std::byte>(persist_);
     return out;
 }
 
@@ -85,21 +103,33 @@ result<remote_region> remote_region::parse(std::span<const std::byte> bytes) {
     }
     const auto ver = static_cast<std::uint8_t>(bytes[0]);
     if (ver != version) {
-        return fail(errc::malformed_descriptor,
-                    "descriptor version " + std::to_string(ver) + " is not supported (want 1)");
+        return fail(errc::malformed_descriptor, "descriptor version " + std::to_string(ver) +
+                                                    " is not supported (want " +
+                                                    std::to_string(version) + ")");
     }
     if (bytes.size() > serialized_size) {
         return fail(errc::malformed_descriptor,
-                    "descriptor oversize: " + std::to_string(bytes.size()) +
-                        " bytes for version 1 (" + std::to_string(serialized_size) + ")");
+                    "descriptor oversize: " + std::to_string(bytes.size()) + " bytes for version " +
+                        std::to_string(version) + " (" + std::to_string(serialized_size) + ")");
     }
     const auto addressing = static_cast<std::uint8_t>(bytes[1]);
     if (addressing > 1) {
         return fail(errc::malformed_descriptor,
                     "descriptor addressing mode " + std::to_string(addressing) + " is unknown");
     }
-    return make(get_le(&bytes[4], 8), get_le(&bytes[12], 8), get_le(&bytes[20], 8),
-                static_cast<usage>(get_le(&bytes[2], 2)), addressing == 1);
+    if (bytes[29] != std::byte{0} || bytes[30] != std::byte{0} || bytes[31] != std::byte{0}) {
+        return fail(errc::malformed_descriptor, "descriptor reserved bytes are not zero");
+    }
+    auto r = make(get_le(&bytes[4], 8), get_le(&bytes[12], 8), get_le(&bytes[20], 8),
+                  static_cast<usage>(get_le(&bytes[2], 2)), addressing == 1);
+    if (!r) {
+        return r;
+    }
+    auto p = r->with_persistence(static_cast<remora::persistence>(bytes[28]));
+    if (!p) {
+        return fail(errc::malformed_descriptor, "descriptor " + p.error().message());
+    }
+    return p;
 }
 
 }  // namespace remora

@@ -57,15 +57,44 @@ void put(std::vector<std::byte>& b, std::size_t at, std::uint64_t v, int n) {
 
 // ---------------------------------------------------------------- serialise / parse
 
-TEST(remote_region_wire, layout_is_little_endian_version_1) {
+TEST(remote_region_wire, layout_is_little_endian_version_2) {
     const auto b = wire_of(sample());
-    ASSERT_EQ(b.size(), 28u);
-    EXPECT_EQ(static_cast<int>(b[0]), 1);
+    ASSERT_EQ(b.size(), 32u);
+    EXPECT_EQ(static_cast<int>(b[0]), 2);
     EXPECT_EQ(static_cast<int>(b[1]), 1);
     EXPECT_EQ(le(b, 2, 2), static_cast<std::uint16_t>(rw | usage::flush_target));
     EXPECT_EQ(le(b, 4, 8), 0x1122334455667788ull);
     EXPECT_EQ(le(b, 12, 8), 0x1000u);
     EXPECT_EQ(le(b, 20, 8), 0xa1b2c3d4e5f60718ull);
+    EXPECT_EQ(le(b, 28, 4), 0u);
+    const auto p =
+        wire_of(must(sample().with_persistence(persistence::persistent | persistence::gpspm)));
+    EXPECT_EQ(le(p, 28, 4), 0x5u);
+}
+
+TEST(remote_region_wire, persistence_round_trips_and_is_validated) {
+    for (unsigned bits = 0; bits < 256; ++bits) {
+        SCOPED_TRACE(bits);
+        auto b = wire_of(sample());
+        b[28] = static_cast<std::byte>(bits);
+        auto r = remote_region::parse(b);
+        const bool valid = bits == 0 || (bits <= 7 && (bits & 1) != 0);
+        if (!valid) {
+            EXPECT_MALFORMED(r);
+            continue;
+        }
+        ASSERT_TRUE(r.has_value()) << r.error().what();
+        EXPECT_EQ(static_cast<unsigned>(r->persistence()), bits);
+        // A slice keeps what the target said about durability.
+        EXPECT_EQ(must(r->slice(8, 8)).persistence(), r->persistence());
+    }
+    for (std::size_t at = 29; at < 32; ++at) {
+        auto b = wire_of(sample());
+        b[at] = std::byte{1};
+        EXPECT_MALFORMED(remote_region::parse(b));
+    }
+    EXPECT_FALSE(sample().with_persistence(persistence::gpspm).has_value());
+    EXPECT_FALSE(sample().with_persistence(static_cast<persistence>(0x10)).has_value());
 }
 
 TEST(remote_region_wire, round_trip) {
@@ -300,7 +329,11 @@ bool reference_valid(const std::vector<std::byte>& b) {
     if (b.size() != remote_region::serialized_size) {
         return false;
     }
-    if (static_cast<int>(b[0]) != 1 || static_cast<int>(b[1]) > 1) {
+    if (static_cast<int>(b[0]) != 2 || static_cast<int>(b[1]) > 1) {
+        return false;
+    }
+    const auto persist = static_cast<unsigned>(b[28]);
+    if (persist > 7 || (persist != 0 && (persist & 1) == 0) || le(b, 29, 3) != 0) {
         return false;
     }
     const std::uint64_t bits = le(b, 2, 2);
@@ -339,7 +372,7 @@ TEST(remote_region_fuzz, mutated_descriptors_parse_or_fail_cleanly) {
         std::vector<std::byte> b = wire_of(*base);
         const int mutations = 1 + static_cast<int>(pick(4));
         for (int m = 0; m < mutations; ++m) {
-            switch (pick(8)) {
+            switch (pick(9)) {
                 case 0:  // flip one bit
                     if (!b.empty()) {
                         b[pick(b.size())] ^= static_cast<std::byte>(1u << pick(8));
@@ -359,6 +392,12 @@ TEST(remote_region_fuzz, mutated_descriptors_parse_or_fail_cleanly) {
                 case 4:  // a field gets an interesting or random value
                     if (b.size() >= 28) {
                         put(b, 4 + 8 * pick(3), value(), 8);
+                    }
+                    break;
+                case 8:  // persistence and reserved bytes
+                    if (b.size() >= 32) {
+                        b[28 + pick(4)] =
+                            static_cast<std::byte>(pick(4) == 0 ? pick(256) : pick(8));
                     }
                     break;
                 case 5:  // usage bits

@@ -1,0 +1,276 @@
+// connection's atomics and flush: native where the provider has them, else the target service.
+#include <remora/connection.hpp>
+
+#include <cstring>
+#include <string>
+
+#include "core/impl.hpp"
+#include "persist/service.hpp"
+
+namespace remora {
+
+const char* to_string(flush_method m) noexcept {
+    switch (m) {
+        case flush_method::automatic:
+            return "automatic";
+        case flush_method::read_after_write:
+            return "read_after_write";
+        case flush_method::gpspm:
+            return "gpspm";
+    }
+    return "unknown";
+}
+
+const char* to_string(atomic_path p) noexcept {
+    switch (p) {
+        case atomic_path::native:
+            return "native";
+        case atomic_path::service:
+            return "service";
+        case atomic_path::none:
+            break;
+    }
+    return "none";
+}
+
+namespace detail {
+namespace {
+
+// Checks the target word and the result destination of an atomic.
+result<void> check_atomic(const connection_impl& c, const char* what, const remote_region& dst,
+                          std::uint64_t dst_offset, const memory_region* result,
+                          std::size_t result_offset) {
+    if (auto r = check_open(c, what); !r) {
+        return r;
+    }
+    if (auto r = dst.check(dst_offset, 8, usage::atomic_target); !r) {
+        return fail(r.error().code(), std::string(what) + ": " + r.error().message());
+    }
+    if ((dst.address() + dst_offset) % 8 != 0) {
+        return fail(errc::invalid_argument,
+                    std::string(what) + ": target word is not 8-byte aligned");
+    }
+    if (result != nullptr) {
+        const region_impl& r = *result->impl();
+        if (r.dom != c.dom) {
+            return fail(errc::invalid_argument,
+                        std::string(what) + ": result region registered in another domain");
+        }
+        if (result_offset > r.memory.size() || r.memory.size() - result_offset < 8) {
+            return fail(errc::out_of_range, std::string(what) + ": result [" +
+                                                std::to_string(result_offset) +
+                                                ", +8) outside its region");
+        }
+        if (!has_all(r.uses, usage::read_destination)) {
+            return fail(errc::access_denied,
+                        std::string(what) + ": result region lacks usage::read_destination");
+        }
+    }
+    return {};
+}
+
+enum class atomic_kind { write, compare_swap, fetch_add };
+
+result<void> native_atomic(connection_impl& c, atomic_kind kind, const char* what,
+                           const remote_region& dst, std::uint64_t dst_offset, std::uint64_t arg0,
+                           std::uint64_t arg1, const memory_region* result,
+                           std::size_t result_offset, const op_options& opts) {
+    auto rec = admit(c, opts, op::atomic, false, what);
+    if (!rec) {
+        return fail(rec.error());
+    }
+    op_record* r = *rec;
+    // The operands live in the record: the provider may read them until completion.
+    r->operands[0] = kind == atomic_kind::compare_swap ? arg1 : arg0;  // swap value / operand
+    r->operands[1] = arg0;                                             // compare value
+    fi_ioc ioc{&r->operands[0], 1};
+    fi_rma_ioc rma{dst.address() + dst_offset, 1, dst.key()};
+    fi_msg_atomic msg{};
+    msg.msg_iov = &ioc;
+    msg.iov_count = 1;
+    msg.rma_iov = &rma;
+    msg.rma_iov_count = 1;
+    msg.datatype = FI_UINT64;
+    msg.context = r;
+    ssize_t ret;
+    if (kind == atomic_kind::write) {
+        msg.op = FI_ATOMIC_WRITE;
+        ret = fi_atomicmsg(c.ep.get(), &msg, FI_COMPLETION);
+    } else {
+        const region_impl& res = *result->impl();
+        fi_ioc out{res.memory.data() + result_offset, 1};
+        void* out_desc = res.desc;
+        if (kind == atomic_kind::fetch_add) {
+            msg.op = FI_SUM;
+            ret = fi_fetch_atomicmsg(c.ep.get(), &msg, &out, &out_desc, 1, FI_COMPLETION);
+        } else {
+            msg.op = FI_CSWAP;
+            fi_ioc cmp{&r->operands[1], 1};
+            void* cmp_desc = nullptr;
+            ret = fi_compare_atomicmsg(c.ep.get(), &msg, &cmp, &cmp_desc, 1, &out, &out_desc, 1,
+                                       FI_COMPLETION);
+        }
+    }
+    return submit(c, r, ret, what, false);
+}
+
+result<void> atomic(connection_impl& c, atomic_kind kind, const char* what,
+                    const remote_region& dst, std::uint64_t dst_offset, std::uint64_t arg0,
+                    std::uint64_t arg1, const memory_region* result, std::size_t result_offset,
+                    const op_options& opts) {
+    if (auto r = check_atomic(c, what, dst, dst_offset, result, result_offset); !r) {
+        return r;
+    }
+    if (c.dom->caps.native_atomics) {
+        return native_atomic(c, kind, what, dst, dst_offset, arg0, arg1, result, result_offset,
+                             opts);
+    }
+    if (c.config.service_depth == 0) {
+        return fail(errc::not_supported,
+                    std::string(what) + ": provider " + c.dom->caps.provider +
+                        " has no native atomics; give the connection a service_depth to use the "
+                        "target's service");
+    }
+    service_request rq;
+    rq.op = kind == atomic_kind::write          ? service_op::atomic_write
+            : kind == atomic_kind::compare_swap ? service_op::compare_swap
+                                                : service_op::fetch_add;
+    rq.key = dst.key();
+    rq.address = dst.address() + dst_offset;
+    rq.arg0 = arg0;
+    rq.arg1 = kind == atomic_kind::compare_swap ? arg1 : 0;
+    std::byte* out = result != nullptr ? result->impl()->memory.data() + result_offset : nullptr;
+    return client_request(c, rq, out, opts);
+}
+
+}  // namespace
+}  // namespace detail
+
+atomic_path connection::atomics() const noexcept {
+    if (impl_->dom->caps.native_atomics) {
+        return atomic_path::native;
+    }
+    return impl_->config.service_depth != 0 ? atomic_path::service : atomic_path::none;
+}
+
+result<void> connection::atomic_write(const remote_region& dst, std::uint64_t dst_offset,
+                                      std::uint64_t value, op_options opts) {
+    return detail::atomic(*impl_, detail::atomic_kind::write, "atomic_write", dst, dst_offset,
+                          value, 0, nullptr, 0, opts);
+}
+
+result<void> connection::compare_swap(const remote_region& dst, std::uint64_t dst_offset,
+                                      std::uint64_t expected, std::uint64_t desired,
+                                      const memory_region& result, std::size_t result_offset,
+                                      op_options opts) {
+    return detail::atomic(*impl_, detail::atomic_kind::compare_swap, "compare_swap", dst,
+                          dst_offset, expected, desired, &result, result_offset, opts);
+}
+
+result<void> connection::fetch_add(const remote_region& dst, std::uint64_t dst_offset,
+                                   std::uint64_t addend, const memory_region& result,
+                                   std::size_t result_offset, op_options opts) {
+    return detail::atomic(*impl_, detail::atomic_kind::fetch_add, "fetch_add", dst, dst_offset,
+                          addend, 0, &result, result_offset, opts);
+}
+
+result<flush_method> connection::flush_method_for(const remote_region& dst,
+                                                  flush_options how) const {
+    const bool persist = how.type == flush_type::persistence;
+    const persistence p = dst.persistence();
+    if (persist && !has_all(p, persistence::persistent)) {
+        return fail(errc::not_supported,
+                    "flush: the region is not persistent (volatile memory); flush for "
+                    "visibility instead");
+    }
+    const bool has_service = impl_->config.service_depth != 0;
+    const bool raw_ok = !persist || has_all(p, persistence::apm);
+    const bool gpspm_ok = has_service && (!persist || has_all(p, persistence::gpspm));
+    switch (how.method) {
+        case flush_method::automatic:
+            if (raw_ok) {
+                return flush_method::read_after_write;
+            }
+            if (gpspm_ok) {
+                return flush_method::gpspm;
+            }
+            return fail(errc::not_supported,
+                        has_all(p, persistence::gpspm)
+                            ? "flush: persisting this region needs the target's service (GPSPM): "
+                              "give the connection a service_depth"
+                            : "flush: the target offers no method that persists this region "
+                              "(placed writes are not durable and it does not serve GPSPM)");
+        case flush_method::read_after_write:
+            if (!raw_ok) {
+                return fail(errc::not_supported,
+                            "flush: read-after-write does not persist on this target (placed "
+                            "writes are not durable there; it did not declare apm)");
+            }
+            return flush_method::read_after_write;
+        case flush_method::gpspm:
+            if (!has_service) {
+                return fail(errc::not_supported,
+                            "flush: GPSPM needs a connection with a service_depth");
+            }
+            if (persist && !has_all(p, persistence::gpspm)) {
+                return fail(errc::not_supported,
+                            "flush: the target does not serve GPSPM for this region");
+            }
+            return flush_method::gpspm;
+    }
+    return fail(errc::invalid_argument, "flush: unknown method");
+}
+
+result<void> connection::flush(const remote_region& dst, std::uint64_t offset, std::uint64_t length,
+                               flush_options how, op_options opts) {
+    auto& c = *impl_;
+    if (auto r = detail::check_open(c, "flush"); !r) {
+        return r;
+    }
+    if (auto r = dst.check(offset, length, usage::flush_target); !r) {
+        return fail(r.error().code(), "flush: " + r.error().message());
+    }
+    auto method = flush_method_for(dst, how);
+    if (!method) {
+        return fail(method.error());
+    }
+    if (*method == flush_method::gpspm) {
+        detail::service_request rq;
+        rq.op = detail::service_op::flush;
+        rq.flags = how.type == flush_type::persistence ? detail::flush_persistent : 0;
+        rq.key = dst.key();
+        rq.address = dst.address() + offset;
+        rq.arg0 = length;
+        return detail::client_request(c, rq, nullptr, opts);
+    }
+    // Read-after-write: a small read behind the writes on the same connection returns only once
+    // they are placed. It lands in an 8-byte buffer of the connection's own.
+    std::call_once(c.scratch_once, [&] {
+        auto mr = memory_region::create(c.dom_handle, c.scratch_bytes, usage::read_destination);
+        if (mr) {
+            c.scratch.emplace(std::move(*mr));
+        }
+    });
+    if (!c.scratch) {
+        return fail(errc::provider_error, "flush: cannot register the read-after-write buffer");
+    }
+    const std::uint64_t at = std::min(offset, dst.length() - 1);
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(8, dst.length() - at));
+    auto rec = detail::admit(c, opts, op::flush, false, "flush");
+    if (!rec) {
+        return fail(rec.error());
+    }
+    iovec iov{c.scratch_bytes.data(), n};
+    void* desc = c.scratch->impl()->desc;
+    fi_rma_iov rma{dst.address() + at, n, dst.key()};
+    fi_msg_rma msg{};
+    msg.msg_iov = &iov;
+    msg.desc = &desc;
+    msg.iov_count = 1;
+    msg.rma_iov = &rma;
+    msg.rma_iov_count = 1;
+    msg.context = *rec;
+    return detail::submit(c, *rec, fi_readmsg(c.ep.get(), &msg, FI_COMPLETION), "flush", false);
+}
+
+}  // namespace remora

@@ -1,0 +1,536 @@
+#include "persist/service.hpp"
+
+#include <remora/target_service.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <string>
+
+#include "core/impl.hpp"
+
+namespace remora {
+namespace detail {
+
+// ---------------------------------------------------------------- wire format
+
+namespace {
+
+void put_le(std::byte* p, std::uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) {
+        p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
+    }
+}
+std::uint64_t get_le(const std::byte* p, int n) {
+    std::uint64_t v = 0;
+    for (int i = 0; i < n; ++i) {
+        v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
+    }
+    return v;
+}
+
+result<void> check_header(std::span<const std::byte> in, std::size_t size, const char* what) {
+    if (in.size() != size) {
+        return fail(errc::invalid_argument, std::string(what) + ": " + std::to_string(in.size()) +
+                                                " bytes, want " + std::to_string(size));
+    }
+    if (get_le(in.data(), 4) != service_magic) {
+        return fail(errc::invalid_argument, std::string(what) + ": bad magic");
+    }
+    if (static_cast<std::uint8_t>(in[4]) != service_version) {
+        return fail(errc::invalid_argument, std::string(what) + ": version " +
+                                                std::to_string(static_cast<unsigned>(in[4])) +
+                                                " is not supported");
+    }
+    const auto op = static_cast<std::uint8_t>(in[5]);
+    if (op < static_cast<std::uint8_t>(service_op::flush) ||
+        op > static_cast<std::uint8_t>(service_op::fetch_add)) {
+        return fail(errc::invalid_argument,
+                    std::string(what) + ": unknown operation " + std::to_string(op));
+    }
+    return {};
+}
+
+}  // namespace
+
+void encode(const service_request& r, std::span<std::byte, request_size> out) noexcept {
+    std::byte* p = out.data();
+    put_le(p, service_magic, 4);
+    p[4] = static_cast<std::byte>(service_version);
+    p[5] = static_cast<std::byte>(r.op);
+    put_le(p + 6, r.flags, 2);
+    put_le(p + 8, r.id, 8);
+    put_le(p + 16, r.key, 8);
+    put_le(p + 24, r.address, 8);
+    put_le(p + 32, r.arg0, 8);
+    put_le(p + 40, r.arg1, 8);
+}
+
+void encode(const service_reply& r, std::span<std::byte, reply_size> out) noexcept {
+    std::byte* p = out.data();
+    put_le(p, service_magic, 4);
+    p[4] = static_cast<std::byte>(service_version);
+    p[5] = static_cast<std::byte>(r.op);
+    put_le(p + 6, r.status, 2);
+    put_le(p + 8, r.id, 8);
+    put_le(p + 16, r.value, 8);
+    put_le(p + 24, 0, 8);
+}
+
+result<service_request> decode_request(std::span<const std::byte> in) {
+    if (auto r = check_header(in, request_size, "service request"); !r) {
+        return fail(r.error());
+    }
+    service_request rq;
+    rq.op = static_cast<service_op>(in[5]);
+    rq.flags = static_cast<std::uint16_t>(get_le(&in[6], 2));
+    if ((rq.flags & ~flush_persistent) != 0 || (rq.flags != 0 && rq.op != service_op::flush)) {
+        return fail(errc::invalid_argument, "service request: unknown flags");
+    }
+    rq.id = get_le(&in[8], 8);
+    rq.key = get_le(&in[16], 8);
+    rq.address = get_le(&in[24], 8);
+    rq.arg0 = get_le(&in[32], 8);
+    rq.arg1 = get_le(&in[40], 8);
+    if (rq.op != service_op::compare_swap && rq.arg1 != 0) {
+        return fail(errc::invalid_argument, "service request: unused operand is not zero");
+    }
+    return rq;
+}
+
+result<service_reply> decode_reply(std::span<const std::byte> in) {
+    if (auto r = check_header(in, reply_size, "service reply"); !r) {
+        return fail(r.error());
+    }
+    service_reply rp;
+    rp.op = static_cast<service_op>(in[5]);
+    rp.status = static_cast<std::uint16_t>(get_le(&in[6], 2));
+    if (rp.status > static_cast<std::uint16_t>(errc::provider_error)) {
+        return fail(errc::invalid_argument, "service reply: unknown status");
+    }
+    rp.id = get_le(&in[8], 8);
+    rp.value = get_le(&in[16], 8);
+    if (get_le(&in[24], 8) != 0) {
+        return fail(errc::invalid_argument, "service reply: reserved field is not zero");
+    }
+    return rp;
+}
+
+// ---------------------------------------------------------------- target: executing requests
+
+service_reply service_core::execute(const service_request& rq) const {
+    service_reply rp;
+    rp.op = rq.op;
+    rp.id = rq.id;
+    auto refuse = [&](errc e) {
+        rp.status = static_cast<std::uint16_t>(e);
+        return rp;
+    };
+    std::shared_lock lock(mu);
+    const auto it = std::find_if(regions.begin(), regions.end(),
+                                 [&](const exposed& e) { return e.key == rq.key; });
+    if (it == regions.end()) {
+        return refuse(errc::access_denied);  // no such region here
+    }
+    const exposed& reg = *it;
+    if (rq.address < reg.base || rq.address - reg.base > reg.memory.size()) {
+        return refuse(errc::out_of_range);
+    }
+    const std::uint64_t offset = rq.address - reg.base;
+    if (rq.op == service_op::flush) {
+        const std::uint64_t length = rq.arg0;
+        if (length > reg.memory.size() - offset) {
+            return refuse(errc::out_of_range);
+        }
+        if (!has_all(reg.uses, usage::flush_target)) {
+            return refuse(errc::access_denied);
+        }
+        if ((rq.flags & flush_persistent) != 0) {
+            if (reg.persist == nullptr || !reg.persist->persistent) {
+                return refuse(errc::not_supported);  // volatile memory cannot be persisted
+            }
+            if (auto r = reg.persist->persist(offset, length); !r) {
+                return refuse(errc::provider_error);
+            }
+        }
+        // Visibility: the request arrived after the connection's earlier writes were placed.
+        return rp;
+    }
+    if (reg.memory.size() - offset < 8) {
+        return refuse(errc::out_of_range);
+    }
+    if (!has_all(reg.uses, usage::atomic_target)) {
+        return refuse(errc::access_denied);
+    }
+    std::byte* p = reg.memory.data() + offset;
+    if (reinterpret_cast<std::uintptr_t>(p) % 8 != 0) {
+        return refuse(errc::invalid_argument);
+    }
+    std::atomic_ref<std::uint64_t> word(*reinterpret_cast<std::uint64_t*>(p));
+    switch (rq.op) {
+        case service_op::atomic_write:
+            word.store(rq.arg0, std::memory_order_release);
+            break;
+        case service_op::compare_swap: {
+            std::uint64_t expected = rq.arg0;
+            word.compare_exchange_strong(expected, rq.arg1, std::memory_order_acq_rel);
+            rp.value = expected;  // the old value, whether or not it was swapped
+            break;
+        }
+        case service_op::fetch_add:
+            rp.value = word.fetch_add(rq.arg0, std::memory_order_acq_rel);
+            break;
+        case service_op::flush:
+            break;
+    }
+    return rp;
+}
+
+namespace {
+
+result<std::unique_ptr<service_conn>> make_service_conn(connection_impl& c, bool target) {
+    const std::uint32_t depth = c.config.service_depth;
+    if (depth == 0) {
+        return fail(errc::not_supported,
+                    "the connection has no service_depth: set connection_config::service_depth "
+                    "on both sides to use the target's service");
+    }
+    auto s = std::make_unique<service_conn>();
+    s->conn = &c;
+    s->target = target;
+    s->depth = depth;
+    s->storage.assign(depth * (request_size + reply_size), std::byte{0});
+    auto mr = memory_region::create(c.dom_handle, s->storage, usage::send | usage::receive);
+    if (!mr) {
+        return fail(mr.error());
+    }
+    s->mr.emplace(std::move(*mr));
+    for (std::uint32_t i = 0; i < depth; ++i) {
+        s->recv_refs.push_back({s.get(), i});
+        s->send_refs.push_back({s.get(), i});
+    }
+    return s;
+}
+
+void* desc_of(service_conn& s) {
+    return s.mr->impl()->desc;
+}
+
+// ---- target side
+
+bool target_reply_sent(void* context, completion& c);
+
+bool target_request(void* context, completion& c) {
+    auto& ref = *static_cast<service_conn::ref*>(context);
+    service_conn& s = *ref.owner;
+    if (!c.ok()) {
+        return false;  // flushed: the connection is going away
+    }
+    service_reply rp;
+    auto rq = decode_request({s.request_buf(ref.index), c.bytes});
+    if (!rq) {
+        rp.status = static_cast<std::uint16_t>(errc::invalid_argument);
+        if (c.bytes >= 16) {
+            rp.id = get_le(s.request_buf(ref.index) + 8, 8);
+            rp.op = static_cast<service_op>(
+                std::clamp<int>(static_cast<int>(s.request_buf(ref.index)[5]), 1, 4));
+        }
+    } else {
+        rp = s.core->execute(*rq);
+    }
+    s.core->requests.fetch_add(1, std::memory_order_relaxed);
+    if (rp.status != 0) {
+        s.core->refused.fetch_add(1, std::memory_order_relaxed);
+    }
+    encode(rp, std::span<std::byte, reply_size>(s.reply_buf(ref.index), reply_size));
+    // The receive is reposted once the reply is sent (target_reply_sent): the reply buffer is
+    // the slot's, and a client never has more than service_depth requests out.
+    (void)post_internal(*s.conn, queue::service, s.reply_buf(ref.index), reply_size, desc_of(s),
+                        target_reply_sent, &s.send_refs[ref.index]);
+    return false;
+}
+
+bool target_reply_sent(void* context, completion& c) {
+    auto& ref = *static_cast<service_conn::ref*>(context);
+    service_conn& s = *ref.owner;
+    if (c.ok()) {
+        (void)post_internal(*s.conn, queue::recv, s.request_buf(ref.index), request_size,
+                            desc_of(s), target_request, &s.recv_refs[ref.index]);
+    }
+    return false;
+}
+
+// ---- client side
+
+// Frees a slot whose send completion and delivery are both done. Caller holds s.mu.
+void settle(service_conn& s, std::uint32_t i) {
+    service_conn::slot& sl = s.slots[i];
+    if (--sl.pending == 0) {
+        sl.busy = false;
+        ++sl.generation;
+        --s.busy;
+        s.free_slots.push_back(i);
+    }
+}
+
+// Turns `c` into slot i's completion for the application. Returns whether poll() reports it
+// (false: its callback ran, or a success with completion_mode::on_error). Caller holds s.mu;
+// the lock is released around the callback.
+bool deliver(service_conn& s, std::uint32_t i, completion& c, std::unique_lock<std::mutex>& lock) {
+    service_conn::slot& sl = s.slots[i];
+    sl.delivered = true;
+    c.op = sl.kind == service_op::flush ? op::flush : op::atomic;
+    c.context = sl.user_context;
+    c.bytes = 0;
+    c.has_imm = false;
+    c.imm = 0;
+    auto* callback = sl.callback;
+    const bool report = sl.report_success || !c.ok();
+    settle(s, i);
+    if (callback != nullptr) {
+        lock.unlock();
+        callback(c);
+        lock.lock();
+        return false;
+    }
+    return report;
+}
+
+bool client_reply(void* context, completion& c);
+
+bool client_sent(void* context, completion& c) {
+    auto& ref = *static_cast<service_conn::ref*>(context);
+    service_conn& s = *ref.owner;
+    std::unique_lock lock(s.mu);
+    service_conn::slot& sl = s.slots[ref.index];
+    if (!c.ok() && !sl.delivered) {
+        const bool report = deliver(s, ref.index, c, lock);
+        settle(s, ref.index);
+        return report;
+    }
+    settle(s, ref.index);
+    return false;
+}
+
+bool client_reply(void* context, completion& c) {
+    auto& ref = *static_cast<service_conn::ref*>(context);
+    service_conn& s = *ref.owner;
+    std::unique_lock lock(s.mu);
+    if (!c.ok()) {
+        // The connection is going away: the receive fails one request still waiting (every
+        // posted receive fails, and there are at least as many as requests waiting).
+        for (std::uint32_t i = 0; i < s.depth; ++i) {
+            if (s.slots[i].busy && !s.slots[i].delivered) {
+                return deliver(s, i, c, lock);
+            }
+        }
+        return false;
+    }
+    auto rp = decode_reply({s.reply_buf(ref.index), c.bytes});
+    std::uint32_t i = 0;
+    bool ok = rp.has_value();
+    if (ok) {
+        i = static_cast<std::uint32_t>(rp->id & 0xffffffffu);
+        const auto generation = static_cast<std::uint32_t>(rp->id >> 32);
+        ok = i < s.depth && s.slots[i].busy && !s.slots[i].delivered &&
+             s.slots[i].generation == generation &&
+             (s.slots[i].kind == service_op::flush) == (rp->op == service_op::flush);
+    }
+    if (ok) {
+        service_conn::slot& sl = s.slots[i];
+        if (rp->status != 0) {
+            c.status = make_error_code(static_cast<errc>(rp->status));
+        } else if (sl.result != nullptr) {
+            std::memcpy(sl.result, &rp->value, 8);  // both sides are little-endian here
+        }
+        // Repost before the slot can be reused, so a new request always finds a receive.
+        lock.unlock();
+        (void)post_internal(*s.conn, queue::recv, s.reply_buf(ref.index), reply_size, desc_of(s),
+                            client_reply, &s.recv_refs[ref.index]);
+        lock.lock();
+        return deliver(s, i, c, lock);
+    }
+    ++s.bad_replies;  // not an answer to anything we asked: ignored
+    lock.unlock();
+    (void)post_internal(*s.conn, queue::recv, s.reply_buf(ref.index), reply_size, desc_of(s),
+                        client_reply, &s.recv_refs[ref.index]);
+    return false;
+}
+
+}  // namespace
+
+result<service_conn*> client_side(connection_impl& c) {
+    std::lock_guard lock(c.svc_mu);
+    if (c.svc) {
+        if (c.svc->target) {
+            return fail(errc::bad_state,
+                        "this connection serves the target service; it cannot also call it");
+        }
+        return c.svc.get();
+    }
+    auto s = make_service_conn(c, false);
+    if (!s) {
+        return fail(s.error());
+    }
+    service_conn& sc = **s;
+    sc.slots.resize(sc.depth);
+    for (std::uint32_t i = sc.depth; i-- > 0;) {
+        sc.free_slots.push_back(i);
+    }
+    // Installed before anything is posted: the receives' records point into it.
+    c.svc = std::move(*s);
+    for (std::uint32_t j = 0; j < sc.depth; ++j) {
+        if (auto r = post_internal(c, queue::recv, sc.reply_buf(j), reply_size, desc_of(sc),
+                                   client_reply, &sc.recv_refs[j]);
+            !r) {
+            return fail(r.error());
+        }
+    }
+    return &sc;
+}
+
+result<void> client_request(connection_impl& c, service_request rq, std::byte* result,
+                            const op_options& opts) {
+    auto sp = client_side(c);
+    if (!sp) {
+        return fail(sp.error());
+    }
+    service_conn& s = **sp;
+    std::uint32_t i;
+    {
+        std::lock_guard lock(s.mu);
+        if (s.free_slots.empty()) {
+            return fail(errc::would_block, "service requests in flight reach service_depth " +
+                                               std::to_string(s.depth) + "; reap completions");
+        }
+        i = s.free_slots.back();
+        s.free_slots.pop_back();
+        ++s.busy;
+        service_conn::slot& sl = s.slots[i];
+        sl.busy = true;
+        sl.delivered = false;
+        sl.pending = 2;
+        sl.user_context = opts.context;
+        sl.callback = opts.callback;
+        sl.report_success = opts.completion == completion_mode::always;
+        sl.kind = rq.op;
+        sl.result = result;
+        rq.id = (static_cast<std::uint64_t>(sl.generation) << 32) | i;
+    }
+    encode(rq, std::span<std::byte, request_size>(s.request_buf(i), request_size));
+    auto r = post_internal(c, queue::service, s.request_buf(i), request_size, desc_of(s),
+                           client_sent, &s.send_refs[i]);
+    if (!r) {
+        std::lock_guard lock(s.mu);
+        service_conn::slot& sl = s.slots[i];
+        sl.pending = 1;
+        settle(s, i);
+    }
+    return r;
+}
+
+std::size_t client_busy(connection_impl& c) {
+    std::lock_guard lock(c.svc_mu);
+    if (!c.svc || c.svc->target) {
+        return 0;
+    }
+    std::lock_guard slots(c.svc->mu);
+    return c.svc->busy;
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------- public API
+
+target_service::target_service(std::shared_ptr<detail::service_core> core)
+    : core_(std::move(core)) {}
+target_service::target_service(target_service&&) noexcept = default;
+target_service& target_service::operator=(target_service&&) noexcept = default;
+target_service::~target_service() {
+    if (!core_) {
+        return;
+    }
+    std::unique_lock lock(core_->mu);
+    for (auto& e : core_->regions) {
+        if (e.persist != nullptr) {
+            const_cast<detail::persistent_impl*>(e.persist)->served.fetch_sub(1);
+        }
+    }
+}
+
+result<target_service> target_service::create() {
+    return target_service(std::make_shared<detail::service_core>());
+}
+
+namespace {
+
+result<remote_region> add_region(detail::service_core& core, const memory_region& region,
+                                 const detail::persistent_impl* persist) {
+    auto whole = region.describe();
+    if (!whole) {
+        return fail(whole.error());
+    }
+    std::unique_lock lock(core.mu);
+    for (const auto& e : core.regions) {
+        if (e.key == whole->key()) {
+            return fail(errc::bad_state, "target_service: region already exposed");
+        }
+    }
+    core.regions.push_back(
+        {whole->key(), whole->address(), region.memory(), region.usages(), persist});
+    return *whole;
+}
+
+}  // namespace
+
+result<remote_region> target_service::expose(const persistent_region& region) {
+    auto r = add_region(*core_, region.region(), region.impl());
+    if (!r) {
+        return r;
+    }
+    region.impl()->served.fetch_add(1);
+    return region.describe();
+}
+
+result<remote_region> target_service::expose(const memory_region& region) {
+    return add_region(*core_, region, nullptr);
+}
+
+result<void> target_service::serve(connection& conn) {
+    auto& c = *conn.impl();
+    std::lock_guard lock(c.svc_mu);
+    if (c.svc) {
+        return fail(errc::bad_state, c.svc->target
+                                         ? "target_service: the connection is already served"
+                                         : "target_service: the connection calls a service");
+    }
+    if (c.config.service_depth == 0) {
+        return fail(errc::invalid_argument,
+                    "target_service: accept the connection with connection_config::service_depth");
+    }
+    auto s = detail::make_service_conn(c, true);
+    if (!s) {
+        return fail(s.error());
+    }
+    detail::service_conn& sc = **s;
+    sc.core = core_;
+    c.svc = std::move(*s);  // before posting: the receives' records point into it
+    for (std::uint32_t j = 0; j < sc.depth; ++j) {
+        if (auto r = detail::post_internal(c, detail::queue::recv, sc.request_buf(j),
+                                           detail::request_size, detail::desc_of(sc),
+                                           detail::target_request, &sc.recv_refs[j]);
+            !r) {
+            return r;
+        }
+    }
+    return {};
+}
+
+std::uint64_t target_service::requests() const noexcept {
+    return core_ ? core_->requests.load() : 0;
+}
+std::uint64_t target_service::refused() const noexcept {
+    return core_ ? core_->refused.load() : 0;
+}
+
+}  // namespace remora

@@ -1,0 +1,87 @@
+// src/persist/service.hpp — the target service's messages on one connection, both sides.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <vector>
+
+#include <remora/completion_queue.hpp>
+#include <remora/connection.hpp>
+#include <remora/memory_region.hpp>
+
+#include "persist/persist_impl.hpp"
+
+namespace remora::detail {
+
+struct connection_impl;
+
+// The regions a target service exposes, looked up by key.
+struct service_core {
+    struct exposed {
+        std::uint64_t key = 0;
+        std::uint64_t base = 0;  // the descriptor address of offset 0
+        std::span<std::byte> memory;
+        usage uses = usage::none;
+        const persistent_impl* persist = nullptr;  // null: plain memory
+    };
+    mutable std::shared_mutex mu;
+    std::vector<exposed> regions;
+    std::atomic<std::uint64_t> requests{0};
+    std::atomic<std::uint64_t> refused{0};
+
+    // Executes a request; the reply's status and value.
+    service_reply execute(const service_request& rq) const;
+};
+
+struct service_conn {
+    connection_impl* conn = nullptr;
+    bool target = false;
+    std::uint32_t depth = 0;
+    std::vector<std::byte> storage;  // depth requests (48 B each), then depth replies (32 B each)
+    std::optional<memory_region> mr;
+    struct ref {
+        service_conn* owner;
+        std::uint32_t index;
+    };
+    std::vector<ref> recv_refs, send_refs;
+    std::shared_ptr<service_core> core;  // target side
+
+    // Client side: one slot per request in flight.
+    struct slot {
+        bool busy = false;
+        bool delivered = false;
+        int pending = 0;  // the send's completion and the reply (or failure) still to come
+        std::uint32_t generation = 0;
+        void* user_context = nullptr;
+        void (*callback)(const completion&) = nullptr;
+        bool report_success = true;
+        service_op kind = service_op::flush;
+        std::byte* result = nullptr;  // compare_swap / fetch_add: where the old value goes
+    };
+    std::mutex mu;
+    std::vector<slot> slots;
+    std::vector<std::uint32_t> free_slots;
+    std::size_t busy = 0;
+    std::uint64_t bad_replies = 0;
+
+    std::byte* request_buf(std::uint32_t i) { return storage.data() + i * request_size; }
+    std::byte* reply_buf(std::uint32_t i) {
+        return storage.data() + depth * request_size + i * reply_size;
+    }
+};
+
+// Creates the connection's service state in the client role on first use (posts its reply
+// receives). errc::not_supported without a service depth, bad_state if it serves.
+result<service_conn*> client_side(connection_impl& c);
+// Sends one request; its completion (op::flush or op::atomic) reaches the application when the
+// reply arrives. `result` receives the old value for compare_swap and fetch_add.
+result<void> client_request(connection_impl& c, service_request rq, std::byte* result,
+                            const op_options& opts);
+std::size_t client_busy(connection_impl& c);
+
+}  // namespace remora::detail
