@@ -1,6 +1,7 @@
 // tools/remora/common.hpp — shared bits of the `remora` command (public API only).
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -40,5 +41,24 @@ struct bench_options {
     bool baseline = false;  // also run plain libfabric and print the ratios
 };
 int run_bench(const bench_options& o);
+
+struct serve_options {
+    std::string provider;
+    std::string listen = "127.0.0.1:7471";
+    std::string region = "mem:64M";
+    bool create = false;
+    unsigned depth = 64;  // the most service requests in flight a client may ask for
+};
+int run_serve(const serve_options& o);
+
+struct transfer_options {
+    std::string provider;
+    std::string target = "127.0.0.1:7471";
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;  // get: 0 means to the end of the region
+    bool no_flush = false;     // put
+};
+int run_put(const transfer_options& o);
+int run_get(const transfer_options& o);
 
 }  // namespace remora::tool

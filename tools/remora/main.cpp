@@ -1,4 +1,4 @@
-// The `remora` command: info and bench (serve, put and get are still to come: see the issues).
+// The `remora` command: info, serve, put, get and bench.
 #include <CLI/CLI.hpp>
 
 #include "common.hpp"
@@ -10,6 +10,10 @@ int main(int argc, char** argv) {
     app.footer(
         "Examples:\n"
         "  remora info                      providers usable here and what remora does on them\n"
+        "  remora serve --region file:/tmp/r.bin:64M --create   a target on 127.0.0.1:7471\n"
+        "  echo hello | remora put --offset 0                   copy stdin in, flush to "
+        "durability\n"
+        "  remora get --offset 0 --length 5                     print a range of the region\n"
         "  remora bench                     the default suite on loopback\n"
         "  remora bench --suite channels    separate vs shared completion channels (GPSPM)\n");
 
@@ -21,6 +25,51 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     info->add_flag("--json", io.json, "One JSON array instead of a table");
     info->footer("Examples:\n  remora info\n  remora info --provider tcp --json\n");
+
+    serve_options so;
+    auto* serve = app.add_subcommand(
+        "serve", "Expose a region (memory or a file) to clients until SIGINT/SIGTERM");
+    serve->add_option("-p,--provider", so.provider, "Provider (default: automatic)");
+    serve->add_option("-l,--listen", so.listen, "HOST:PORT to listen on (port 0: any free port)")
+        ->capture_default_str();
+    serve->add_option("-r,--region", so.region, "mem:SIZE or file:PATH[:SIZE] (K, M, G suffixes)")
+        ->capture_default_str();
+    serve->add_flag("--create", so.create,
+                    "Create the file, or extend a short one (never truncates)");
+    serve->add_option("--depth", so.depth, "Most service requests in flight per client")
+        ->check(CLI::Range(1, 1024))
+        ->capture_default_str();
+    serve->footer(
+        "Clients get the region's descriptor when they connect. A file region is persistent:\n"
+        "clients flush to durability through the service (GPSPM, msync). SIGINT/SIGTERM close\n"
+        "the connections, persist the region and exit 0.\n"
+        "Examples:\n"
+        "  remora serve --region mem:64M\n"
+        "  remora serve --listen 127.0.0.1:0 --region file:/var/tmp/log.bin:1G --create\n");
+
+    transfer_options to;
+    auto add_transfer = [&](CLI::App* c) {
+        c->add_option("-p,--provider", to.provider, "Provider (default: automatic)");
+        c->add_option("-t,--target", to.target, "HOST:PORT of a `remora serve`")
+            ->capture_default_str();
+        c->add_option("-o,--offset", to.offset, "Offset in the region")->capture_default_str();
+    };
+    auto* put = app.add_subcommand(
+        "put", "Copy stdin into the served region at an offset, then flush it to durability");
+    add_transfer(put);
+    put->add_flag("--no-flush", to.no_flush, "Do not flush (the bytes may not be durable)");
+    put->footer(
+        "Exit status: 0 written (and durable unless --no-flush), 1 error, 2 written but not\n"
+        "durable (the region is volatile).\n"
+        "Examples:\n"
+        "  echo hello | remora put --offset 4096\n"
+        "  remora put --target 10.0.0.2:7471 --offset 0 < record.bin\n");
+    auto* get = app.add_subcommand("get", "Print a range of the served region to stdout");
+    add_transfer(get);
+    get->add_option("-n,--length", to.length, "Bytes (default: to the end of the region)");
+    get->footer(
+        "Examples:\n  remora get --offset 4096 --length 5\n"
+        "  remora get --target 10.0.0.2:7471 -o 0 -n 1M > copy.bin\n");
 
     bench_options bo;
     std::vector<std::size_t> sizes;
@@ -74,6 +123,12 @@ int main(int argc, char** argv) {
     }
     if (*info)
         return run_info(io);
+    if (*serve)
+        return run_serve(so);
+    if (*put)
+        return run_put(to);
+    if (*get)
+        return run_get(to);
     if (!sizes.empty())
         bo.sizes = sizes;
     if (!ops.empty())

@@ -1,0 +1,308 @@
+// `remora serve`, `remora put` and `remora get`: a target exposing one region, and the clients
+// that copy bytes into and out of it.
+#include "serve.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <vector>
+
+#include "common.hpp"
+
+namespace remora::tool {
+namespace {
+
+using namespace std::chrono_literals;
+
+volatile sig_atomic_t stop_requested = 0;
+void on_signal(int) {
+    stop_requested = 1;
+}
+
+// "64M", "4096", "1G" -> bytes.
+result<std::size_t> parse_size(const std::string& s) {
+    std::size_t used = 0;
+    unsigned long long v = 0;
+    try {
+        v = std::stoull(s, &used);
+    } catch (const std::exception&) {
+        return fail(errc::invalid_argument, "size '" + s + "' is not a number");
+    }
+    const std::string suffix = s.substr(used);
+    unsigned shift = 0;
+    if (suffix == "K" || suffix == "k")
+        shift = 10;
+    else if (suffix == "M" || suffix == "m")
+        shift = 20;
+    else if (suffix == "G" || suffix == "g")
+        shift = 30;
+    else if (!suffix.empty())
+        return fail(errc::invalid_argument, "size '" + s + "': unknown suffix (K, M or G)");
+    if (v == 0 || v > (1ull << (40 - shift)))
+        return fail(errc::invalid_argument, "size '" + s + "' must be 1 byte .. 1 TiB");
+    return static_cast<std::size_t>(v << shift);
+}
+
+result<persistent_region_config> parse_region(const std::string& spec, bool create) {
+    persistent_region_config cfg;
+    cfg.create = create;
+    if (spec.rfind("mem:", 0) == 0) {
+        auto n = parse_size(spec.substr(4));
+        if (!n)
+            return fail(n.error());
+        cfg.size = *n;
+        return cfg;
+    }
+    if (spec.rfind("file:", 0) == 0) {
+        std::string rest = spec.substr(5);
+        const auto colon = rest.rfind(':');
+        if (colon != std::string::npos) {
+            auto n = parse_size(rest.substr(colon + 1));
+            if (!n)
+                return fail(n.error());
+            cfg.size = *n;
+            rest = rest.substr(0, colon);
+        }
+        if (rest.empty())
+            return fail(errc::invalid_argument, "region '" + spec + "': empty path");
+        cfg.path = rest;
+        return cfg;
+    }
+    return fail(errc::invalid_argument,
+                "region '" + spec + "' must be mem:SIZE or file:PATH[:SIZE]");
+}
+
+void log_line(const std::string& s) {
+    std::fprintf(stdout, "%s\n", s.c_str());
+    std::fflush(stdout);
+}
+
+// Waits for one completion on `conn`'s CQ, at most `limit`.
+result<completion> await_one(connection& conn, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        completion c;
+        auto n = conn.cq().poll({&c, 1});
+        if (!n)
+            return fail(n.error());
+        if (*n == 1)
+            return c;
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0)
+            return fail(errc::timed_out, "the target did not answer within " +
+                                             std::to_string(limit.count() / 1000) + " s");
+        auto w = conn.cq().wait(std::min<std::chrono::milliseconds>(left, 1s));
+        if (!w && !(w.error() == errc::timed_out))
+            return fail(w.error());
+    }
+}
+
+// Copies between `buf` and [offset, +len) of the target, in chunks the provider accepts, with a
+// few operations in flight.
+result<void> transfer(target_link& t, memory_region& buf, std::uint64_t offset, bool write) {
+    const std::size_t len = buf.size();
+    const std::size_t chunk = std::min<std::size_t>(t.dom.caps().max_msg_size, 1 << 20);
+    const std::size_t depth = std::min<std::size_t>(t.conn.config().sq_size, 8);
+    const std::size_t chunks = (len + chunk - 1) / chunk;
+    std::size_t posted = 0, completed = 0;
+    while (completed < chunks) {
+        while (posted < chunks && posted - completed < depth) {
+            const std::size_t at = posted * chunk;
+            const std::size_t n = std::min(chunk, len - at);
+            auto r = write ? t.conn.write(t.info.region, offset + at, buf, at, n)
+                           : t.conn.read(buf, at, t.info.region, offset + at, n);
+            if (!r)
+                return fail(r.error());
+            ++posted;
+        }
+        auto c = await_one(t.conn, 10s);
+        if (!c)
+            return fail(c.error());
+        if (!c->ok())
+            return fail(c->status, write ? "write" : "read");
+        ++completed;
+    }
+    return {};
+}
+
+}  // namespace
+
+int run_serve(const serve_options& o) {
+    auto cfg = parse_region(o.region, o.create);
+    if (!cfg)
+        return report("serve", cfg.error());
+    auto addr = split_address(o.listen);
+    if (!addr)
+        return report("serve", addr.error());
+    auto dom = domain::open({.provider = o.provider, .node = addr->first});
+    if (!dom)
+        return report("serve", dom.error());
+    auto region = persistent_region::open(*dom, *cfg);
+    if (!region)
+        return report("serve", region.error());
+    auto service = target_service::create();
+    if (!service)
+        return report("serve", service.error());
+    auto desc = service->expose(*region);
+    if (!desc)
+        return report("serve", desc.error());
+    auto lst = listener::create(*dom, addr->first, addr->second);
+    if (!lst)
+        return report("serve", lst.error());
+
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+
+    const std::string what = region->is_persistent()
+                                 ? "file " + region->path() + ", persistent (flush: gpspm)"
+                                 : std::string("memory, volatile (flush: visibility only)");
+    log_line(fmt::format("remora serve: listening on {}:{} ({}), region of {} bytes in {}",
+                         addr->first, lst->port(), dom->caps().provider, region->memory().size(),
+                         what));
+    struct client {
+        std::uint64_t id;
+        connection conn;
+    };
+    std::vector<client> clients;
+    std::uint64_t next_id = 1;
+    while (!stop_requested) {
+        auto req = lst->get_request(100ms);
+        if (req) {
+            const auto data = req->private_data();
+            std::uint16_t want = default_service_depth;
+            if (data.size() == 2)
+                want = static_cast<std::uint16_t>(static_cast<unsigned>(data[0]) |
+                                                  (static_cast<unsigned>(data[1]) << 8));
+            if (want == 0 || want > o.depth) {
+                (void)req->reject();
+                log_line(fmt::format("rejected a client asking for service depth {} (max {})", want,
+                                     o.depth));
+                continue;
+            }
+            const auto hello = make_hello(want, *desc);
+            auto conn = req->accept({.progress_thread = true, .service_depth = want}, hello);
+            if (!conn) {
+                log_line(fmt::format("accept failed: {}", conn.error().what()));
+                continue;
+            }
+            if (auto r = service->serve(*conn); !r) {
+                log_line(fmt::format("serve failed: {}", r.error().what()));
+                continue;
+            }
+            log_line(
+                fmt::format("client {} connected ({} connected)", next_id, clients.size() + 1));
+            clients.push_back({next_id++, std::move(*conn)});
+        } else if (!(req.error() == errc::timed_out) && !stop_requested) {
+            log_line(fmt::format("listener: {}", req.error().what()));
+        }
+        for (auto it = clients.begin(); it != clients.end();) {
+            auto ev = it->conn.next_event(0ms);
+            if (ev && (*ev == conn_event::closed || *ev == conn_event::lost)) {
+                log_line(fmt::format("client {} {}", it->id, to_string(*ev)));
+                it = clients.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+    for (auto& c : clients)
+        (void)c.conn.close();
+    clients.clear();
+    if (region->is_persistent()) {
+        if (auto r = region->persist(0, region->memory().size()); !r)
+            return report("serve", r.error());
+    }
+    log_line(fmt::format("remora serve: stopped after {} service requests ({} refused){}",
+                         service->requests(), service->refused(),
+                         region->is_persistent() ? "; region persisted" : ""));
+    return 0;
+}
+
+int run_put(const transfer_options& o) {
+    std::vector<char> in((std::istreambuf_iterator<char>(std::cin)),
+                         std::istreambuf_iterator<char>());
+    auto t = connect_target(o.provider, o.target);
+    if (!t)
+        return report("put", t.error());
+    const remote_region& r = t->info.region;
+    if (in.empty()) {
+        std::fprintf(stderr, "remora put: nothing on stdin, nothing written\n");
+        return 0;
+    }
+    if (o.offset > r.length() || in.size() > r.length() - o.offset)
+        return report("put", error(errc::out_of_range,
+                                   fmt::format("{} bytes at offset {} do not fit the region of {} "
+                                               "bytes",
+                                               in.size(), o.offset, r.length())));
+    auto buf = memory_region::create(t->dom, {reinterpret_cast<std::byte*>(in.data()), in.size()},
+                                     usage::write_source);
+    if (!buf)
+        return report("put", buf.error());
+    if (auto w = transfer(*t, *buf, o.offset, true); !w)
+        return report("put", w.error());
+    if (o.no_flush) {
+        std::fprintf(stderr, "remora put: %zu bytes written at offset %llu (not flushed)\n",
+                     in.size(), static_cast<unsigned long long>(o.offset));
+        return 0;
+    }
+    const bool persistent = any(r.persistence() & persistence::persistent);
+    const flush_options how{.type = persistent ? flush_type::persistence : flush_type::visibility};
+    auto method = t->conn.flush_method_for(r, how);
+    if (!method)
+        return report("put", method.error());
+    if (auto f = t->conn.flush(r, o.offset, in.size(), how); !f)
+        return report("put", f.error());
+    auto c = await_one(t->conn, 10s);
+    if (!c)
+        return report("put", c.error());
+    if (!c->ok())
+        return report("put", error(c->status, "flush"));
+    if (!persistent) {
+        std::fprintf(stderr,
+                     "remora put: %zu bytes written and visible, NOT durable: the target's region "
+                     "is volatile\n",
+                     in.size());
+        return 2;
+    }
+    std::fprintf(stderr, "remora put: %zu bytes at offset %llu, durable (%s)\n", in.size(),
+                 static_cast<unsigned long long>(o.offset), to_string(*method));
+    return 0;
+}
+
+int run_get(const transfer_options& o) {
+    auto t = connect_target(o.provider, o.target);
+    if (!t)
+        return report("get", t.error());
+    const remote_region& r = t->info.region;
+    if (o.offset >= r.length())
+        return report("get", error(errc::out_of_range,
+                                   fmt::format("offset {} is beyond the region of {} bytes",
+                                               o.offset, r.length())));
+    const std::uint64_t len = o.length == 0 ? r.length() - o.offset : o.length;
+    if (len > r.length() - o.offset)
+        return report("get", error(errc::out_of_range,
+                                   fmt::format("{} bytes at offset {} exceed the region of {} "
+                                               "bytes",
+                                               len, o.offset, r.length())));
+    std::vector<std::byte> out(len);
+    auto buf = memory_region::create(t->dom, out, usage::read_destination);
+    if (!buf)
+        return report("get", buf.error());
+    if (auto g = transfer(*t, *buf, o.offset, false); !g)
+        return report("get", g.error());
+    if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size())
+        return report("get", error(errc::invalid_argument, "cannot write to stdout"));
+    return 0;
+}
+
+}  // namespace remora::tool

@@ -1,0 +1,101 @@
+// tools/remora/serve.hpp — what `remora serve` tells its clients, and how they connect to it.
+//
+// A client connects with 2 bytes of private data: the service depth it wants (u16 LE). The
+// target accepts with its hello (44 bytes): "RMRA" | u8 version (1) | u8 zero | u16 service
+// depth granted | u32 zero | the region's 32-byte descriptor.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include <remora/remora.hpp>
+
+namespace remora::tool {
+
+inline constexpr std::size_t hello_size = 12 + remote_region::serialized_size;
+inline constexpr std::uint16_t default_service_depth = 8;
+
+inline std::array<std::byte, hello_size> make_hello(std::uint16_t depth, const remote_region& r) {
+    std::array<std::byte, hello_size> h{};
+    const char magic[4] = {'R', 'M', 'R', 'A'};
+    for (int i = 0; i < 4; ++i)
+        h[i] = static_cast<std::byte>(magic[i]);
+    h[4] = std::byte{1};
+    h[6] = static_cast<std::byte>(depth & 0xff);
+    h[7] = static_cast<std::byte>(depth >> 8);
+    const auto d = r.serialize();
+    for (std::size_t i = 0; i < d.size(); ++i)
+        h[12 + i] = d[i];
+    return h;
+}
+
+struct hello {
+    std::uint16_t depth = 0;
+    remote_region region;
+};
+
+inline result<hello> parse_hello(std::span<const std::byte> b) {
+    if (b.size() != hello_size || b[0] != std::byte{'R'} || b[1] != std::byte{'M'} ||
+        b[2] != std::byte{'R'} || b[3] != std::byte{'A'} || b[4] != std::byte{1})
+        return fail(errc::invalid_argument, "the peer is not a `remora serve` target");
+    hello h;
+    h.depth = static_cast<std::uint16_t>(static_cast<unsigned>(b[6]) |
+                                         (static_cast<unsigned>(b[7]) << 8));
+    auto r = remote_region::parse(b.subspan(12));
+    if (!r)
+        return fail(r.error());
+    h.region = *r;
+    return h;
+}
+
+// "HOST:PORT" (HOST may be empty: 127.0.0.1).
+inline result<std::pair<std::string, std::uint16_t>> split_address(const std::string& a) {
+    const auto colon = a.rfind(':');
+    if (colon == std::string::npos)
+        return fail(errc::invalid_argument, "address '" + a + "' is not HOST:PORT");
+    std::string host = a.substr(0, colon);
+    const std::string port = a.substr(colon + 1);
+    unsigned long p = 0;
+    try {
+        std::size_t used = 0;
+        p = std::stoul(port, &used);
+        if (used != port.size() || p > 65535)
+            throw std::out_of_range("port");
+    } catch (const std::exception&) {
+        return fail(errc::invalid_argument, "address '" + a + "': bad port '" + port + "'");
+    }
+    if (host.empty())
+        host = "127.0.0.1";
+    return std::pair{host, static_cast<std::uint16_t>(p)};
+}
+
+// A connection to a `remora serve` target: the connection, the region it serves and the depth.
+struct target_link {
+    domain dom;
+    connection conn;
+    hello info;
+};
+
+inline result<target_link> connect_target(const std::string& provider, const std::string& address,
+                                          std::uint16_t depth = default_service_depth) {
+    auto hp = split_address(address);
+    if (!hp)
+        return fail(hp.error());
+    auto dom = domain::open({.provider = provider});
+    if (!dom)
+        return fail(dom.error());
+    const std::array<std::byte, 2> want{static_cast<std::byte>(depth & 0xff),
+                                        static_cast<std::byte>(depth >> 8)};
+    auto conn = connection::connect(*dom, hp->first, hp->second, {.service_depth = depth}, want);
+    if (!conn)
+        return fail(conn.error());
+    auto h = parse_hello(conn->peer_private_data());
+    if (!h)
+        return fail(h.error());
+    return target_link{std::move(*dom), std::move(*conn), *h};
+}
+
+}  // namespace remora::tool
