@@ -458,7 +458,17 @@ result<void> posted(ssize_t ret, const connection_impl& c, const char* what, boo
     if (!c.open) {
         return fail(errc::disconnected, std::string(what) + ": connection is closed");
     }
-    return fail(fabric_error(static_cast<int>(ret), what));
+    switch (-ret) {
+        case FI_ENOTCONN:
+        case FI_ECONNRESET:
+        case FI_ECONNABORTED:
+        case EPIPE:
+        case FI_ENOENT:  // sockets, once its peer is gone
+            return fail(errc::disconnected, std::string(what) + ": the connection is lost (" +
+                                                fi_strerror(static_cast<int>(-ret)) + ")");
+        default:
+            return fail(fabric_error(static_cast<int>(ret), what));
+    }
 }
 
 }  // namespace

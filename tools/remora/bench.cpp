@@ -1,11 +1,16 @@
 // `remora bench`: workloads against a loopback target started in this process.
 //
 // Operations: write, read (one-sided, `qd` in flight), send (ping-pong: the target echoes), gpspm
-// (write, then a flush request message the target answers: librpma's GPSPM request/response).
+// (write, then a flush request message the target answers, written with send/recv: librpma's
+// GPSPM request/response, the completion-channel workload), and through remora's persistence
+// layer: flush-raw (write, then a read-after-write flush for visibility), flush-gpspm (write,
+// then connection::flush to persistence through the target service: the append-log workload),
+// atomic-write, cas, fetch-add (native atomics where the provider has them, else the service).
 // Completions are reaped by busy polling or blocking waits, with separate or shared completion
 // channels, receives on the CQ or a separate receive CQ. Figures: operations/s, MiB/s, latency
 // percentiles (post to completion; request to reply), and process CPU time per operation.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_internal.hpp"
+#include "serve.hpp"
 
 namespace remora::tool {
 namespace {
@@ -67,7 +73,10 @@ connection_config config_for(const setup& s, bool target) {
     c.channel = s.channel == "shared" ? channel_mode::shared : channel_mode::separate;
     // Only one-sided workloads leave the target's application idle: there the library's
     // progress thread serves the peer. Two-sided targets progress as they poll or wait.
-    c.progress_thread = target && (s.op == "write" || s.op == "read");
+    c.progress_thread = target && (s.op == "write" || s.op == "read" || persistence_op(s.op));
+    // One service request per operation in flight (a flush or an atomic without native support).
+    if (persistence_op(s.op))
+        c.service_depth = std::max(1u, s.qd);
     return c;
 }
 
@@ -115,6 +124,31 @@ class target {
             return fail(l.error());
         lst_ = std::move(*l);
         mem_.resize(std::max<std::size_t>(s.size * s.qd, 4096));
+        if (persistence_op(s.op)) {
+            // A file-backed region in $TMPDIR, exposed through the target service.
+            const char* tmp = std::getenv("TMPDIR");
+            std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/remora-bench-XXXXXX";
+            const int fd = ::mkstemp(path.data());
+            if (fd < 0)
+                return fail(errc::invalid_argument, "bench: cannot create a file in " + path);
+            ::close(fd);
+            auto pr = persistent_region::open(
+                *dom_,
+                {.path = path, .size = std::max<std::size_t>(s.size * s.qd, 4096), .create = true});
+            ::unlink(path.c_str());  // the mapping keeps it alive
+            if (!pr)
+                return fail(pr.error());
+            region_ = std::move(*pr);
+            auto svc = target_service::create();
+            if (!svc)
+                return fail(svc.error());
+            service_ = std::move(*svc);
+            auto d = service_->expose(*region_);
+            if (!d)
+                return fail(d.error());
+            desc_ = *d;
+            return {};
+        }
         auto mr = memory_region::create(
             *dom_, mem_,
             usage::write_destination | usage::read_source | usage::send | usage::receive);
@@ -135,13 +169,17 @@ class target {
         auto req = lst_->get_request(10s);
         if (!req)
             return fail(req.error());
-        auto desc = mr_->describe();
+        auto desc = service_ ? result<remote_region>(desc_) : mr_->describe();
         if (!desc)
             return fail(desc.error());
         const auto bytes = desc->serialize();
         auto c = req->accept(config_for(s, true), bytes);
         if (!c)
             return fail(c.error());
+        if (service_) {
+            if (auto r = service_->serve(*c); !r)
+                return fail(r.error());
+        }
         conns_.push_back(std::make_unique<connection>(std::move(*c)));
         connection* conn = conns_.back().get();
         if (s.op == "send" || s.op == "gpspm") {
@@ -156,6 +194,8 @@ class target {
             t.join();
         threads_.clear();
         conns_.clear();
+        service_.reset();
+        region_.reset();
     }
     ~target() { stop(); }
 
@@ -189,6 +229,9 @@ class target {
     std::optional<listener> lst_;
     std::vector<std::byte> mem_, msg_;
     std::optional<memory_region> mr_, msg_mr_;
+    std::optional<persistent_region> region_;
+    std::optional<target_service> service_;
+    remote_region desc_;
     std::vector<std::unique_ptr<connection>> conns_;
     std::vector<std::thread> threads_;
     std::atomic<bool> stop_{false};
@@ -197,7 +240,8 @@ class target {
 struct client_result {
     std::vector<std::uint32_t> lat_ns;
     std::uint64_t ops = 0;
-    std::string error;
+    std::optional<error> failure;
+    void fail(const error& e) { failure = e; }
 };
 
 // Callback mode: each completion lands here, on the thread that polls (the client's own).
@@ -213,16 +257,21 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
     callback_sink = &sink;
     void (*const callback)(const completion&) = s.callbacks ? &to_sink : nullptr;
     const std::size_t slot = std::max(s.size, request_size);
-    std::vector<std::byte> buf(slot * s.qd * 2 + s.size * s.qd);
+    std::vector<std::byte> buf(slot * s.qd * 2 + std::max<std::size_t>(s.size, 8) * s.qd);
     auto mr = memory_region::create(
         c.dom(), buf, usage::write_source | usage::read_destination | usage::send | usage::receive);
     if (!mr) {
-        out.error = mr.error().what();
+        out.fail(mr.error());
         return;
     }
     const std::size_t data_base = slot * s.qd * 2;
     std::vector<clock::time_point> started(s.qd);
     const bool two_sided = s.op == "send" || s.op == "gpspm";
+    // Service replies arrive where receives complete: the RCQ when there is one.
+    const bool on_rcq =
+        two_sided || (c.rcq() != nullptr &&
+                      (s.op == "flush-gpspm" || (persistence_op(s.op) && s.op != "flush-raw" &&
+                                                 c.atomics() == atomic_path::service)));
     auto post = [&](unsigned k) -> result<void> {
         started[k] = clock::now();
         void* ctx = reinterpret_cast<void*>(static_cast<std::uintptr_t>(k));
@@ -233,6 +282,26 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
         if (s.op == "read")
             return c.read(*mr, data_base + k * s.size, remote, roff, s.size,
                           {.context = ctx, .callback = callback});
+        const op_options done{.context = ctx, .callback = callback};
+        const std::uint64_t word = (static_cast<std::uint64_t>(k) * 8) % remote.length();
+        if (s.op == "flush-raw" || s.op == "flush-gpspm") {
+            // The write completes silently; the flush completes the operation.
+            if (auto r = c.write(remote, roff, *mr, data_base + k * s.size, s.size,
+                                 {.completion = completion_mode::on_error});
+                !r)
+                return r;
+            const flush_options how =
+                s.op == "flush-raw"
+                    ? flush_options{flush_type::visibility, flush_method::read_after_write}
+                    : flush_options{flush_type::persistence, flush_method::gpspm};
+            return c.flush(remote, roff, s.size, how, done);
+        }
+        if (s.op == "atomic-write")
+            return c.atomic_write(remote, word, k, done);
+        if (s.op == "cas")
+            return c.compare_swap(remote, word, 0, 0, *mr, data_base + k * 8, done);
+        if (s.op == "fetch-add")
+            return c.fetch_add(remote, word, 1, *mr, data_base + k * 8, done);
         if (s.op == "gpspm") {
             // The write completes silently; the flush request's reply completes the operation.
             if (auto r = c.write(remote, roff, *mr, data_base + k * s.size, s.size,
@@ -251,12 +320,12 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
             auto r = c.recv(*mr, k * slot, slot,
                             {.context = reinterpret_cast<void*>(static_cast<std::uintptr_t>(k))});
             if (!r) {
-                out.error = r.error().what();
+                out.fail(r.error());
                 return;
             }
         }
         if (auto r = post(k); !r) {
-            out.error = r.error().what();
+            out.fail(r.error());
             return;
         }
     }
@@ -264,9 +333,9 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
     unsigned in_flight = s.qd;
     completion done[32];  // 16 from poll, and as many from callbacks at most
     while (in_flight > 0) {
-        auto n = reap(c, s, two_sided, std::span(done, 16));
+        auto n = reap(c, s, on_rcq, std::span(done, 16));
         if (!n) {
-            out.error = n.error().what();
+            out.fail(n.error());
             return;
         }
         std::size_t total = *n;
@@ -278,7 +347,7 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
         for (std::size_t i = 0; i < total; ++i) {
             const completion& d = done[i];
             if (!d.ok()) {
-                out.error = std::string(to_string(d.op)) + " failed: " + d.status.message();
+                out.fail(error(d.status, std::string(to_string(d.op)) + " failed"));
                 return;
             }
             if (two_sided && d.op != op::recv)
@@ -293,33 +362,44 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
             }
             if (two_sided) {
                 if (auto r = c.recv(*mr, k * slot, slot, {.context = d.context}); !r) {
-                    out.error = r.error().what();
+                    out.fail(r.error());
                     return;
                 }
             }
             if (auto r = post(k); !r) {
-                out.error = r.error().what();
+                out.fail(r.error());
                 return;
             }
         }
     }
 }
 
-result<figures> run_one(const setup& s) {
-    target t;
-    if (auto r = t.start(s); !r)
-        return fail(r.error());
-    std::optional<domain> cd;
-    if (auto d = domain::open({.provider = s.provider}); d)
-        cd = std::move(*d);
-    else
-        return fail(d.error());
-    std::vector<connection> conns;
-    std::vector<remote_region> remotes;
+// Connects the clients: to the in-process loopback target, or to a `remora serve` at s.target
+// (which sends its region's descriptor in a hello and serves flushes and atomics).
+result<void> connect_all(const setup& s, target* t, domain& cd, std::vector<connection>& conns,
+                         std::vector<remote_region>& remotes) {
     for (unsigned i = 0; i < s.connections; ++i) {
+        if (t == nullptr) {
+            auto hp = split_address(s.target);
+            if (!hp)
+                return fail(hp.error());
+            connection_config cfg = config_for(s, false);
+            cfg.service_depth = std::max(1u, s.qd);
+            const std::array<std::byte, 2> want{static_cast<std::byte>(cfg.service_depth & 0xff),
+                                                static_cast<std::byte>(cfg.service_depth >> 8)};
+            auto c = connection::connect(cd, hp->first, hp->second, cfg, want);
+            if (!c)
+                return fail(c.error());
+            auto h = parse_hello(c->peer_private_data());
+            if (!h)
+                return fail(h.error());
+            conns.push_back(std::move(*c));
+            remotes.push_back(h->region);
+            continue;
+        }
         result<void> served;
-        std::thread acceptor([&] { served = t.accept_and_serve(s, i); });
-        auto c = connection::connect(*cd, "127.0.0.1", t.port(), config_for(s, false));
+        std::thread acceptor([&] { served = t->accept_and_serve(s, i); });
+        auto c = connection::connect(cd, "127.0.0.1", t->port(), config_for(s, false));
         acceptor.join();
         if (!c)
             return fail(c.error());
@@ -331,6 +411,50 @@ result<figures> run_one(const setup& s) {
         conns.push_back(std::move(*c));
         remotes.push_back(*remote);
     }
+    return {};
+}
+
+// A progress bar on a terminal for runs of a couple of seconds or more.
+void show_progress(const setup& s, clock::time_point t0, clock::time_point end,
+                   const std::atomic<bool>& finished) {
+    if (!::isatty(STDERR_FILENO) || s.duration < 2.0)
+        return;
+    const double total = std::chrono::duration<double>(end - t0).count();
+    while (!finished.load()) {
+        const double done =
+            std::min(1.0, std::chrono::duration<double>(clock::now() - t0).count() / total);
+        const int width = 30;
+        const int filled = static_cast<int>(done * width);
+        fmt::print(stderr, "\r{} {}B qd{} [{}{}] {:3.0f}%", s.op, s.size, s.qd,
+                   std::string(static_cast<std::size_t>(filled), '#'),
+                   std::string(static_cast<std::size_t>(width - filled), ' '), done * 100);
+        std::fflush(stderr);
+        std::this_thread::sleep_for(200ms);
+    }
+    fmt::print(stderr, "\r{}\r", std::string(60, ' '));
+}
+
+result<figures> run_one(const setup& s) {
+    std::optional<target> t;
+    if (s.target.empty()) {
+        t.emplace();
+        if (auto r = t->start(s); !r)
+            return fail(r.error());
+    } else if (s.op == "send" || s.op == "gpspm") {
+        return fail(errc::invalid_argument,
+                    "op " + s.op +
+                        " needs the loopback target (a `remora serve` target carries "
+                        "only its service's messages)");
+    }
+    std::optional<domain> cd;
+    if (auto d = domain::open({.provider = s.provider}); d)
+        cd = std::move(*d);
+    else
+        return fail(d.error());
+    std::vector<connection> conns;
+    std::vector<remote_region> remotes;
+    if (auto r = connect_all(s, t ? &*t : nullptr, *cd, conns, remotes); !r)
+        return fail(r.error());
     std::vector<client_result> results(s.connections);
     const double cpu0 = cpu_seconds();
     const auto t0 = clock::now();
@@ -340,19 +464,24 @@ result<figures> run_one(const setup& s) {
     for (unsigned i = 0; i < s.connections; ++i) {
         clients.emplace_back([&, i] { run_client(conns[i], remotes[i], s, end, results[i]); });
     }
+    std::atomic<bool> finished{false};
+    std::thread bar([&] { show_progress(s, t0, end, finished); });
     for (auto& th : clients)
         th.join();
+    finished = true;
+    bar.join();
     const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
     const double cpu = cpu_seconds() - cpu0;
     std::vector<std::uint32_t> lat;
     for (auto& r : results) {
-        if (!r.error.empty())
-            return fail(errc::provider_error, r.error);
+        if (r.failure)
+            return fail(*r.failure);
         lat.insert(lat.end(), r.lat_ns.begin(), r.lat_ns.end());
     }
     for (auto& c : conns)
         (void)c.close();
-    t.stop();
+    if (t)
+        t->stop();
     return summarize(lat, seconds, cpu, s.size);
 }
 
@@ -370,6 +499,7 @@ std::vector<setup> suite(const bench_options& o) {
         s.qd = o.qd;
         s.size = o.sizes.front();
         s.duration = o.duration;
+        s.target = o.target;
         return s;
     };
     if (o.suite == "channels") {
@@ -387,8 +517,29 @@ std::vector<setup> suite(const bench_options& o) {
                 out.push_back(s);
             }
         }
+    } else if (o.suite == "persistence") {
+        // Flush latency by method and each atomic path side by side, then the append log: a
+        // record written and flushed to persistence (GPSPM) at sizes 64 B .. 64 KiB.
+        for (const char* op : {"flush-raw", "flush-gpspm", "atomic-write", "cas", "fetch-add"}) {
+            setup s = base();
+            s.op = op;
+            s.size = 8;
+            s.qd = 1;
+            s.connections = 1;
+            s.wait = "blocking";
+            out.push_back(s);
+        }
+        for (std::size_t size : {64, 1024, 16384, 65536}) {
+            setup s = base();
+            s.op = "flush-gpspm";
+            s.size = size;
+            s.qd = 1;
+            s.connections = 1;
+            s.wait = "blocking";
+            out.push_back(s);
+        }
     } else if (o.suite == "default") {
-        for (const char* op : {"write", "read", "send", "gpspm"}) {
+        for (const char* op : {"write", "read", "send", "gpspm", "flush-gpspm"}) {
             setup s = base();
             s.op = op;
             s.size = 8;
@@ -396,7 +547,9 @@ std::vector<setup> suite(const bench_options& o) {
             s.connections = 1;
             // Two-sided operations block: two busy pollers on a 2-core machine starve the
             // kernel's loopback delivery and measure the scheduler, not the fabric.
-            s.wait = std::string(op) == "send" || std::string(op) == "gpspm" ? "blocking" : "busy";
+            const std::string name = op;
+            s.wait =
+                name == "send" || name == "gpspm" || name == "flush-gpspm" ? "blocking" : "busy";
             out.push_back(s);
         }
         setup bw = base();
@@ -418,6 +571,50 @@ std::vector<setup> suite(const bench_options& o) {
     return out;
 }
 
+// Draws ops/s and latency (p50, p99) per result into a PNG with gnuplot.
+result<void> plot(const std::vector<std::pair<setup, figures>>& rows, const std::string& png) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string data = std::string(tmp != nullptr ? tmp : "/tmp") + "/remora-plot-XXXXXX";
+    const int fd = ::mkstemp(data.data());
+    if (fd < 0)
+        return fail(errc::invalid_argument, "cannot create a temporary file for the plot data");
+    std::string text;
+    for (const auto& [s, f] : rows) {
+        text += fmt::format("\"{} {}B qd{}{}\" {:.0f} {:.2f} {:.2f}\n", s.op, s.size, s.qd,
+                            s.connections > 1 ? fmt::format(" x{}", s.connections) : "",
+                            f.ops_per_s, f.p50_us, f.p99_us);
+    }
+    const bool wrote = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    if (!wrote)
+        return fail(errc::invalid_argument, "cannot write the plot data");
+    const std::string script = fmt::format(
+        "set terminal pngcairo size 1200,800 font ',10'; set output '{}';"
+        "set multiplot layout 2,1 title 'remora bench';"
+        "set style data histograms; set style histogram clustered; set style fill solid 0.8;"
+        "set xtics rotate by -30; set grid ytics; set key top left;"
+        "set logscale y; set yrange [1:*];"
+        "set ylabel 'operations/s'; plot '{}' using 2:xtic(1) title 'ops/s';"
+        "set ylabel 'latency (us)';"
+        "plot '{}' using 3:xtic(1) title 'p50', '' using 4 title 'p99';"
+        "unset multiplot",
+        png, data, data);
+    const std::string cmd = "gnuplot -e \"" + script + "\" 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    std::string out;
+    if (p != nullptr) {
+        char buf[256];
+        while (std::fgets(buf, sizeof(buf), p) != nullptr)
+            out += buf;
+    }
+    const int status = p != nullptr ? ::pclose(p) : -1;
+    ::unlink(data.c_str());
+    if (status != 0)
+        return fail(errc::not_supported,
+                    "gnuplot failed (install gnuplot-nox): " + out.substr(0, out.find('\n')));
+    return {};
+}
+
 }  // namespace
 
 int run_bench(const bench_options& o) {
@@ -432,14 +629,14 @@ int run_bench(const bench_options& o) {
     const auto setups = suite(resolved);
     if (!o.json) {
         fmt::print(
-            "{:<8} {:<8} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11} {:>9} {:>8} {:>8} {:>8} "
+            "{:<8} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11} {:>9} {:>8} {:>8} {:>8} "
             "{:>9}\n",
             "provider", "op", "size", "qd", "conns", "wait", "channel", "rcq", "ops/s", "MiB/s",
             "p50 us", "p99 us", "p99.9 us", "cpu us/op");
     }
     auto row = [&](const std::string& prov, const setup& s, const figures& f) {
         fmt::print(
-            "{:<8} {:<8} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>8.1f} {:>8.1f} "
+            "{:<8} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>8.1f} {:>8.1f} "
             "{:>8.1f} {:>9.2f}\n",
             prov, s.callbacks ? s.op + "+cb" : s.op, s.size, s.qd, s.connections, s.wait, s.channel,
             s.rcq ? "yes" : "no", f.ops_per_s, f.mib_per_s, f.p50_us, f.p99_us, f.p999_us,
@@ -455,10 +652,12 @@ int run_bench(const bench_options& o) {
                               {"p999_us", f.p999_us},
                               {"cpu_us_per_op", f.cpu_us_per_op}};
     };
+    std::vector<std::pair<setup, figures>> plotted;
     for (const setup& s : setups) {
         auto f = run_one(s);
         if (!f)
             return report("bench", f.error());
+        plotted.emplace_back(s, *f);
         const std::string& prov = s.provider;
         // The baseline covers what plain libfabric code in baseline.cpp does.
         std::optional<figures> base;
@@ -498,6 +697,10 @@ int run_bench(const bench_options& o) {
             }
         }
         std::fflush(stdout);
+    }
+    if (!o.plot.empty()) {
+        if (auto r = plot(plotted, o.plot); !r)
+            return report("bench --plot", r.error());
     }
     return 0;
 }

@@ -17,7 +17,15 @@ struct setup {
     unsigned connections = 1, qd = 1;
     std::size_t size = 8;
     double duration = 1.0;
+    std::string target;  // HOST:PORT of a `remora serve`; empty: a loopback target in-process
 };
+
+// Operations that go through remora's persistence layer (flush, atomics): their target exposes
+// a file-backed region through a target_service.
+inline bool persistence_op(const std::string& op) {
+    return op == "flush-raw" || op == "flush-gpspm" || op == "atomic-write" || op == "cas" ||
+           op == "fetch-add";
+}
 
 struct figures {
     std::uint64_t ops = 0;

@@ -27,7 +27,7 @@ int run_info(const info_options& o);
 
 struct bench_options {
     std::string provider;                   // empty: automatic
-    std::vector<std::string> ops{"write"};  // write, read, send, gpspm
+    std::vector<std::string> ops{"write"};  // see bench.cpp
     std::vector<std::size_t> sizes{8};
     unsigned qd = 1;
     unsigned connections = 1;
@@ -36,7 +36,9 @@ struct bench_options {
     std::string channel = "separate";
     bool rcq = false;
     std::string completion = "poll";  // poll or callback
-    std::string suite;                // "", "default", "channels"
+    std::string suite;                // "", "default", "channels", "persistence"
+    std::string target;               // HOST:PORT of a `remora serve`; empty: loopback
+    std::string plot;                 // PNG file to draw the results into (gnuplot)
     bool json = false;
     bool baseline = false;  // also run plain libfabric and print the ratios
 };

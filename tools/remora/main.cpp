@@ -78,8 +78,14 @@ int main(int argc, char** argv) {
     bench->add_option("-p,--provider", bo.provider,
                       "Provider (default: automatic, verbs before tcp)");
     std::vector<std::string> ops;
-    bench->add_option("-o,--op", ops, "Operation(s): write, read, send (ping-pong), gpspm")
-        ->check(CLI::IsMember({"write", "read", "send", "gpspm"}));
+    bench
+        ->add_option("-o,--op", ops,
+                     "Operation(s): write, read, send (ping-pong), gpspm (send/recv flush "
+                     "request), flush-raw (write + read-after-write flush), flush-gpspm (write + "
+                     "flush to persistence through the target service), atomic-write, cas, "
+                     "fetch-add")
+        ->check(CLI::IsMember({"write", "read", "send", "gpspm", "flush-raw", "flush-gpspm",
+                               "atomic-write", "cas", "fetch-add"}));
     bench->add_option("-s,--size", sizes, "Transfer size(s) in bytes")
         ->check(CLI::Range(1, 1 << 26));
     bench->add_option("-q,--qd", bo.qd, "Operations in flight per connection")
@@ -104,7 +110,16 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"poll", "callback"}))
         ->capture_default_str();
     bench->add_option("--suite", bo.suite, "A predefined set of results")
-        ->check(CLI::IsMember({"default", "channels"}));
+        ->check(CLI::IsMember({"default", "channels", "persistence"}));
+    bool loopback = false;
+    auto* target_opt = bench->add_option(
+        "-t,--target", bo.target,
+        "HOST:PORT of a `remora serve` to run against (one-sided, flush and atomic ops)");
+    bench
+        ->add_flag("--loopback", loopback,
+                   "Start a target in this process on loopback (the default without --target)")
+        ->excludes(target_opt);
+    bench->add_option("--plot", bo.plot, "Draw the results into this PNG file (gnuplot)");
     bench->add_flag("--json", bo.json, "One JSON object per result");
     bench->add_flag("--baseline", bo.baseline,
                     "Also run write/read/send through plain libfabric and print remora/baseline");
@@ -114,7 +129,9 @@ int main(int argc, char** argv) {
         "  remora bench --op write --size 8 --size 65536 --qd 16\n"
         "  remora bench --op write --op read --op send --baseline\n"
         "  remora bench --op gpspm --wait blocking --rcq --channel shared --connections 8\n"
-        "  remora bench --suite channels --provider sockets --json\n");
+        "  remora bench --suite channels --provider sockets --json\n"
+        "  remora bench --suite persistence --plot persistence.png\n"
+        "  remora bench --target 127.0.0.1:7471 --op flush-gpspm --size 4096 -d 5\n");
 
     try {
         app.parse(argc, argv);
