@@ -8,6 +8,7 @@
 #include <remora/listener.hpp>
 #include <remora/memory_region.hpp>
 #include <remora/persistent_region.hpp>
+#include <remora/receive_pool.hpp>
 #include <remora/remote_region.hpp>
 #include <remora/result.hpp>
 #include <remora/slot_pool.hpp>

@@ -186,6 +186,21 @@ result<std::unique_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
 
 namespace {
 
+thread_local int completion_depth = 0;
+
+struct in_completion_scope {
+    in_completion_scope() noexcept { ++completion_depth; }
+    ~in_completion_scope() { --completion_depth; }
+};
+
+}  // namespace
+
+bool in_completion() noexcept {
+    return completion_depth > 0;
+}
+
+namespace {
+
 // Fills `c` from a provider completion and gives its record back. Returns true when the
 // completion is for the caller to see (false: delivered to its callback, or a success of an
 // operation posted with completion_mode::on_error).
@@ -201,6 +216,7 @@ bool finish(completion& c, void* op_context, std::uint64_t flags) {
         auto* hook = rec->internal;
         void* context = rec->user_context;
         rec->owner->give(rec);
+        in_completion_scope scope;
         return hook(context, c);
     }
     c.context = rec->user_context;
@@ -208,6 +224,7 @@ bool finish(completion& c, void* op_context, std::uint64_t flags) {
     const bool report = rec->report_success || !c.ok();
     rec->owner->give(rec);
     if (callback != nullptr) {
+        in_completion_scope scope;
         callback(c);
         return false;
     }
@@ -611,32 +628,82 @@ result<void> progress_engine::watch(cq_impl* cq) {
     return {};
 }
 
+void progress_engine::kick(cq_impl* cq) {
+    {
+        std::lock_guard lock(kick_mu_);
+        if (std::find(kicked_.begin(), kicked_.end(), cq) != kicked_.end()) {
+            return;
+        }
+        kicked_.push_back(cq);
+    }
+    std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t w = ::write(wake_.get(), &one, sizeof(one));
+}
+
 void progress_engine::unwatch(cq_impl* cq) {
     std::lock_guard lock(mu_);
+    {
+        std::lock_guard k(kick_mu_);
+        kicked_.erase(std::remove(kicked_.begin(), kicked_.end(), cq), kicked_.end());
+    }
     epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, cq->fd, nullptr);
     watched_.erase(std::remove(watched_.begin(), watched_.end(), cq), watched_.end());
 }
 
 void progress_engine::run() {
     epoll_event evs[16];
+    // CQs whose provider kept refusing to arm (fi_trywait: -FI_EAGAIN) although reading them
+    // yields nothing: tcp does that while a message waits for a receive the application has not
+    // posted yet. They are driven again every millisecond instead of spinning on one of them,
+    // which would starve every other CQ of this thread.
+    std::vector<cq_impl*> unsettled;
     // This thread is each watched CQ's only reader: read (which drives the provider's progress)
     // until it is empty, then arm it; a failed arm means more arrived, so read again.
-    auto drive = [](cq_impl* cq) {
+    auto drive = [&](cq_impl* cq) {
         fid* f = cq->cq.as_fid();
-        do {
+        for (int round = 0; round < 32; ++round) {
             cq->pump();
-        } while (fi_trywait(cq->dom->fabric.get(), &f, 1) == -FI_EAGAIN &&
-                 cq->owned_ready() < cq->owned.size());
+            if (fi_trywait(cq->dom->fabric.get(), &f, 1) != -FI_EAGAIN ||
+                cq->owned_ready() >= cq->owned.size()) {
+                return;
+            }
+        }
+        if (std::find(unsettled.begin(), unsettled.end(), cq) == unsettled.end()) {
+            unsettled.push_back(cq);
+        }
+    };
+    auto watched = [&](cq_impl* cq) {
+        return std::find(watched_.begin(), watched_.end(), cq) != watched_.end();
     };
     while (!stop_.load()) {
-        int n = epoll_wait(epfd_.get(), evs, 16, -1);
+        int n = epoll_wait(epfd_.get(), evs, 16, unsettled.empty() ? -1 : 1);
         std::lock_guard lock(mu_);
+        std::vector<cq_impl*> again;
+        again.swap(unsettled);
+        for (cq_impl* cq : again) {
+            if (watched(cq)) {
+                drive(cq);
+            }
+        }
         for (int i = 0; i < n; ++i) {
             auto* cq = static_cast<cq_impl*>(evs[i].data.ptr);
             if (cq == nullptr) {
-                continue;  // woken to stop
+                // Woken to stop, or to drive CQs kicked from completion hooks.
+                std::uint64_t v;
+                [[maybe_unused]] ssize_t r = ::read(wake_.get(), &v, sizeof(v));
+                std::vector<cq_impl*> kicked;
+                {
+                    std::lock_guard k(kick_mu_);
+                    kicked.swap(kicked_);
+                }
+                for (cq_impl* q : kicked) {
+                    if (watched(q)) {
+                        drive(q);
+                    }
+                }
+                continue;
             }
-            if (std::find(watched_.begin(), watched_.end(), cq) != watched_.end()) {
+            if (watched(cq)) {
                 drive(cq);
             }
         }

@@ -188,8 +188,9 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
         rcq = std::move(*r);
     }
     // The progress thread takes its CQs before anything waits on them (their wait fd changes).
-    // It also answers the target service's requests, which arrive as completions.
-    if (config.progress_thread && (dom->caps.target_needs_progress || config.service_depth != 0)) {
+    // It also answers the target service's requests and fills receive pools, which arrive as
+    // completions, so it runs on every provider when asked for.
+    if (config.progress_thread) {
         std::lock_guard lock(dom->progress_mu);
         if (!dom->progress) {
             auto engine = progress_engine::start();
@@ -399,6 +400,14 @@ connection_impl::~connection_impl() {
     // sockets keeps (and on close leaks) receives still posted: cancel them first.
     cancel_receives();
     teardown();
+    std::vector<std::function<void(connection_impl&)>> hooks;
+    {
+        std::lock_guard lock(hooks_mu);
+        hooks.swap(on_destroy);
+    }
+    for (auto& h : hooks) {
+        h(*this);
+    }
 }
 
 // ---------------------------------------------------------------- posting

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -200,6 +201,10 @@ class progress_engine {
     // Takes ownership of reading `cq` (see cq_impl::progress).
     result<void> watch(cq_impl* cq);
     void unwatch(cq_impl* cq);
+    // Asks the thread to drive `cq` soon: for a receive posted from inside a completion hook,
+    // where driving it on the spot could deadlock (tcp delivers a message that waited for a
+    // receive only when the provider is called after the post).
+    void kick(cq_impl* cq);
 
   private:
     progress_engine() = default;
@@ -208,6 +213,8 @@ class progress_engine {
     unique_fd wake_;  // eventfd to stop the thread
     std::mutex mu_;
     std::vector<cq_impl*> watched_;
+    std::mutex kick_mu_;
+    std::vector<cq_impl*> kicked_;
     std::atomic<bool> stop_{false};
     std::thread thread_;
 };
@@ -235,7 +242,11 @@ struct connection_impl {
     bool established = false;                 // FI_CONNECTED seen: later events are poll_events'
     std::mutex svc_mu;
     std::unique_ptr<service_conn> svc;  // client or target side of the service, once used
-    std::once_flag scratch_once;        // the read-after-write flush's 8-byte destination
+    // Run once the endpoint is closed, when the connection is destroyed: a receive_pool takes
+    // back the slots still posted here (the provider no longer writes into them).
+    std::mutex hooks_mu;
+    std::vector<std::function<void(connection_impl&)>> on_destroy;
+    std::once_flag scratch_once;  // the read-after-write flush's 8-byte destination
     std::optional<memory_region> scratch;
     std::array<std::byte, 8> scratch_bytes{};
 
@@ -260,6 +271,10 @@ struct connection_impl {
     result<void> await_connected(std::chrono::milliseconds timeout, bool client);
     void teardown();
 };
+
+// True on a thread that is running completion hooks or callbacks (inside a CQ read): code there
+// must not drive that CQ again.
+bool in_completion() noexcept;
 
 // Posts a library-internal send or receive of [buf, buf + len) (registered with `desc`) on `c`
 // with an entry from `q`; its completion goes to hook(context, c). A receive posted here does

@@ -1,0 +1,456 @@
+#include <remora/receive_pool.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "core/impl.hpp"
+
+namespace remora {
+namespace detail {
+
+struct receive_slot {
+    receive_pool_impl* pool = nullptr;
+    std::byte* buf = nullptr;
+    connection_impl* conn = nullptr;  // where it is posted, or where its message came from
+    enum class state : std::uint8_t { free, posted, held } st = state::free;
+    std::chrono::steady_clock::time_point posted_at{};
+    bool reclaiming = false;  // canceled by the pool to move it to a connection that waits
+};
+
+struct receive_pool_impl : std::enable_shared_from_this<receive_pool_impl> {
+    receive_pool_config cfg;
+    std::vector<std::byte> memory;
+    std::optional<memory_region> mr;
+    std::vector<receive_slot> slots;
+
+    struct attached {
+        connection_impl* conn = nullptr;
+        std::uint32_t posted = 0;
+        std::uint32_t owed = 0;
+        bool queued = false;  // in `wanting`
+    };
+    struct ready_msg {
+        receive_slot* slot;
+        std::uint64_t tag;
+        std::size_t bytes;
+        std::uint64_t imm;
+        bool has_imm;
+    };
+    mutable std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::uint32_t> free_slots;
+    std::vector<attached> conns;
+    std::deque<connection_impl*> wanting;  // connections owed receives, longest waiting first
+    std::deque<ready_msg> ready;
+    receive_pool_stats st;
+
+    attached* find(connection_impl* c) {
+        auto it = std::find_if(conns.begin(), conns.end(),
+                               [&](const attached& a) { return a.conn == c; });
+        return it == conns.end() ? nullptr : &*it;
+    }
+    void want(attached& a) {
+        if (a.owed > 0 && !a.queued) {
+            a.queued = true;
+            wanting.push_back(a.conn);
+        }
+    }
+    void free_slot(receive_slot* s) {
+        s->st = receive_slot::state::free;
+        s->conn = nullptr;
+        free_slots.push_back(static_cast<std::uint32_t>(s - slots.data()));
+    }
+
+    // Pairs free slots with connections owed receives and posts them (outside the lock).
+    void dispatch();
+    static bool on_receive(void* context, completion& c);
+    void give_back(receive_slot* s);
+    void forget(connection_impl& c);  // the connection is being destroyed
+    // While connections wait and no slot is free, cancels receives parked longest on quiet
+    // connections so their slots move to the waiting ones (those go to the back of the line).
+    void rebalance();
+};
+
+// A receive parked this long without a message counts as idle when others wait for a slot.
+constexpr std::chrono::milliseconds idle_receive{2};
+
+void receive_pool_impl::rebalance() {
+    std::vector<std::pair<receive_slot*, connection_impl*>> victims;
+    {
+        std::lock_guard lock(mu);
+        if (!free_slots.empty() || wanting.empty()) {
+            return;
+        }
+        const auto now = std::chrono::steady_clock::now();
+        std::vector<receive_slot*> idle;
+        for (auto& sl : slots) {
+            if (sl.st == receive_slot::state::posted && !sl.reclaiming &&
+                now - sl.posted_at >= idle_receive) {
+                idle.push_back(&sl);
+            }
+        }
+        std::sort(idle.begin(), idle.end(), [](const receive_slot* a, const receive_slot* b) {
+            return a->posted_at < b->posted_at;
+        });
+        std::size_t n = 0;
+        for (const connection_impl* w : wanting) {
+            (void)w;
+            if (n == idle.size()) {
+                break;
+            }
+            idle[n]->reclaiming = true;
+            victims.emplace_back(idle[n], idle[n]->conn);
+            ++n;
+        }
+    }
+    for (auto& [s, c] : victims) {
+        bool canceled = false;
+        if (c->ep) {
+            for (op_record* r : c->ops.posted_recvs()) {
+                if (r->internal == &receive_pool_impl::on_receive && r->user_context == s) {
+                    canceled = fi_cancel(c->ep.as_fid(), r) == 0;
+                    break;
+                }
+            }
+        }
+        if (!canceled) {
+            std::lock_guard lock(mu);
+            s->reclaiming = false;  // it completed meanwhile, or could not be canceled
+        } else {
+            // The canceled completion comes through the CQ's reader; make sure it reads.
+            cq_impl* q = c->rcq ? c->rcq.get() : c->cq.get();
+            if (q->progress_owned()) {
+                q->progress->kick(q);
+            }
+        }
+    }
+}
+
+void receive_pool_impl::dispatch() {
+    for (;;) {
+        std::vector<std::pair<receive_slot*, connection_impl*>> todo;
+        {
+            std::lock_guard lock(mu);
+            while (!free_slots.empty() && !wanting.empty()) {
+                connection_impl* c = wanting.front();
+                wanting.pop_front();
+                attached* a = find(c);
+                if (a == nullptr) {
+                    continue;  // detached meanwhile
+                }
+                a->queued = false;
+                receive_slot* s = &slots[free_slots.back()];
+                free_slots.pop_back();
+                s->st = receive_slot::state::posted;
+                s->conn = c;
+                s->posted_at = std::chrono::steady_clock::now();
+                s->reclaiming = false;
+                ++a->posted;
+                --a->owed;
+                ++st.posted;
+                want(*a);  // still owed: to the back of the line
+                todo.emplace_back(s, c);
+            }
+        }
+        if (todo.empty()) {
+            return;
+        }
+        bool failed = false;
+        for (auto& [s, c] : todo) {
+            auto r = post_internal(*c, queue::recv, s->buf, cfg.buffer_size, mr->impl()->desc,
+                                   &receive_pool_impl::on_receive, s);
+            if (!r) {
+                // The connection is going away: take the slot back and stop posting there.
+                std::lock_guard lock(mu);
+                --st.posted;
+                free_slot(s);
+                if (attached* a = find(c)) {
+                    --a->posted;
+                    a->owed = 0;
+                }
+                failed = true;
+                continue;
+            }
+            // tcp delivers a message that waited for this receive only when the provider is
+            // called after the post. Inside a completion hook driving another CQ could deadlock:
+            // the progress thread does it instead. Without a progress thread the application's
+            // next poll of that connection does it.
+            cq_impl* q = c->rcq ? c->rcq.get() : c->cq.get();
+            if (q->progress_owned()) {
+                if (in_completion()) {
+                    q->progress->kick(q);
+                } else {
+                    q->pump();
+                }
+            }
+        }
+        if (!failed) {
+            return;  // else: give the slots that failed to the next connections in line
+        }
+    }
+}
+
+bool receive_pool_impl::on_receive(void* context, completion& c) {
+    auto* s = static_cast<receive_slot*>(context);
+    receive_pool_impl& p = *s->pool;
+    {
+        std::lock_guard lock(p.mu);
+        attached* a = p.find(s->conn);
+        --p.st.posted;
+        if (a != nullptr) {
+            --a->posted;
+        }
+        if (!c.ok() && s->reclaiming && c.status == errc::canceled) {
+            // Moved away from a quiet connection: it is owed a receive again.
+            s->reclaiming = false;
+            ++p.st.reclaimed;
+            p.free_slot(s);
+            if (a != nullptr) {
+                ++a->owed;
+                p.want(*a);
+            }
+        } else if (!c.ok()) {
+            // Flushed or canceled: the connection is going away; stop posting there.
+            if (a != nullptr) {
+                a->owed = 0;
+            }
+            p.free_slot(s);
+        } else {
+            s->st = receive_slot::state::held;
+            p.ready.push_back({s, s->conn->config.tag, c.bytes, c.imm, c.has_imm});
+            ++p.st.held;
+            ++p.st.received;
+            p.st.max_held = std::max(p.st.max_held, p.st.held);
+            if (a != nullptr) {
+                ++a->owed;
+                p.want(*a);
+                if (p.free_slots.empty()) {
+                    ++p.st.backpressure_events;
+                }
+            }
+        }
+    }
+    p.cv.notify_one();
+    p.dispatch();
+    return false;  // delivered through next(), not the connection's CQ
+}
+
+void receive_pool_impl::give_back(receive_slot* s) {
+    {
+        std::lock_guard lock(mu);
+        --st.held;
+        free_slot(s);
+    }
+    dispatch();
+}
+
+void receive_pool_impl::forget(connection_impl& c) {
+    {
+        std::lock_guard lock(mu);
+        // The endpoint is closed: receives still posted there are free again.
+        for (auto& s : slots) {
+            if (s.conn != &c) {
+                continue;
+            }
+            if (s.st == receive_slot::state::posted) {
+                --st.posted;
+                free_slot(&s);
+            } else {
+                s.conn = nullptr;  // a message from it is still held
+            }
+        }
+        conns.erase(std::remove_if(conns.begin(), conns.end(),
+                                   [&](const attached& a) { return a.conn == &c; }),
+                    conns.end());
+        wanting.erase(std::remove(wanting.begin(), wanting.end(), &c), wanting.end());
+    }
+    dispatch();
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------- message
+
+message::message(message&& o) noexcept
+    : pool_(std::move(o.pool_)),
+      slot_(std::exchange(o.slot_, nullptr)),
+      bytes_(o.bytes_),
+      tag_(o.tag_),
+      imm_(o.imm_),
+      has_imm_(o.has_imm_) {}
+
+message& message::operator=(message&& o) noexcept {
+    if (this != &o) {
+        release();
+        pool_ = std::move(o.pool_);
+        slot_ = std::exchange(o.slot_, nullptr);
+        bytes_ = o.bytes_;
+        tag_ = o.tag_;
+        imm_ = o.imm_;
+        has_imm_ = o.has_imm_;
+    }
+    return *this;
+}
+
+message::~message() {
+    release();
+}
+
+std::span<const std::byte> message::data() const noexcept {
+    return slot_ != nullptr ? std::span<const std::byte>(slot_->buf, bytes_)
+                            : std::span<const std::byte>();
+}
+
+std::uint64_t message::tag() const noexcept {
+    return tag_;
+}
+
+void message::release() noexcept {
+    if (slot_ != nullptr) {
+        pool_->give_back(std::exchange(slot_, nullptr));
+        pool_.reset();
+    }
+}
+
+// ---------------------------------------------------------------- receive_pool
+
+receive_pool::receive_pool(std::shared_ptr<detail::receive_pool_impl> impl)
+    : impl_(std::move(impl)) {}
+receive_pool::receive_pool(receive_pool&&) noexcept = default;
+receive_pool& receive_pool::operator=(receive_pool&&) noexcept = default;
+receive_pool::~receive_pool() = default;
+
+result<receive_pool> receive_pool::create(const domain& dom, const receive_pool_config& config) {
+    if (config.slots == 0 || config.buffer_size == 0 || config.per_connection == 0) {
+        return fail(errc::invalid_argument,
+                    "receive_pool: slots, buffer_size and per_connection must be > 0");
+    }
+    if (config.buffer_size > dom.caps().max_msg_size) {
+        return fail(errc::too_large, "receive_pool: buffer_size " +
+                                         std::to_string(config.buffer_size) +
+                                         " exceeds the provider's message size");
+    }
+    auto p = std::make_shared<detail::receive_pool_impl>();
+    p->cfg = config;
+    p->memory.assign(static_cast<std::size_t>(config.slots) * config.buffer_size, std::byte{0});
+    auto mr = memory_region::create(dom, p->memory, usage::receive);
+    if (!mr) {
+        return fail(mr.error());
+    }
+    p->mr.emplace(std::move(*mr));
+    p->slots.resize(config.slots);
+    for (std::uint32_t i = 0; i < config.slots; ++i) {
+        p->slots[i].pool = p.get();
+        p->slots[i].buf = p->memory.data() + static_cast<std::size_t>(i) * config.buffer_size;
+        p->free_slots.push_back(config.slots - 1 - i);
+    }
+    p->st.slots = config.slots;
+    return receive_pool(std::move(p));
+}
+
+result<void> receive_pool::attach(connection& conn) {
+    detail::connection_impl* c = conn.impl();
+    if (!conn.is_open()) {
+        return fail(errc::disconnected, "receive_pool::attach: the connection is not open");
+    }
+    if (c->config.service_depth != 0) {
+        return fail(errc::invalid_argument,
+                    "receive_pool::attach: the connection carries the target service's messages");
+    }
+    if (c->config.rq_size < impl_->cfg.per_connection) {
+        return fail(errc::invalid_argument, "receive_pool::attach: the connection's rq_size " +
+                                                std::to_string(c->config.rq_size) +
+                                                " is below per_connection " +
+                                                std::to_string(impl_->cfg.per_connection));
+    }
+    {
+        std::lock_guard lock(impl_->mu);
+        if (impl_->find(c) != nullptr) {
+            return fail(errc::bad_state, "receive_pool::attach: already attached");
+        }
+        impl_->conns.push_back({c, 0, impl_->cfg.per_connection, false});
+        impl_->want(impl_->conns.back());
+    }
+    {
+        std::lock_guard lock(c->hooks_mu);
+        std::weak_ptr<detail::receive_pool_impl> weak = impl_;
+        c->on_destroy.emplace_back([weak](detail::connection_impl& dying) {
+            if (auto p = weak.lock()) {
+                p->forget(dying);
+            }
+        });
+    }
+    impl_->dispatch();
+    return {};
+}
+
+void receive_pool::detach(connection& conn) noexcept {
+    detail::connection_impl* c = conn.impl();
+    {
+        std::lock_guard lock(impl_->mu);
+        detail::receive_pool_impl::attached* a = impl_->find(c);
+        if (a == nullptr) {
+            return;
+        }
+        impl_->conns.erase(impl_->conns.begin() + (a - impl_->conns.data()));
+        impl_->wanting.erase(std::remove(impl_->wanting.begin(), impl_->wanting.end(), c),
+                             impl_->wanting.end());
+    }
+    // The canceled receives complete through on_receive and free their slots.
+    if (c->ep) {
+        for (detail::op_record* r : c->ops.posted_recvs()) {
+            if (r->internal == &detail::receive_pool_impl::on_receive) {
+                fi_cancel(c->ep.as_fid(), r);
+            }
+        }
+    }
+}
+
+result<message> receive_pool::next(std::chrono::milliseconds timeout) {
+    const auto deadline = detail::deadline_after(timeout);
+    std::unique_lock lock(impl_->mu);
+    for (;;) {
+        const auto slice =
+            std::min(deadline, std::chrono::steady_clock::now() + detail::idle_receive);
+        if (impl_->cv.wait_until(lock, slice, [&] { return !impl_->ready.empty(); })) {
+            break;
+        }
+        if (std::chrono::steady_clock::now() >= deadline) {
+            return fail(errc::timed_out, "receive_pool: no message within " +
+                                             std::to_string(timeout.count()) + " ms");
+        }
+        // Nothing arrived for a while: slots may be parked on quiet connections while others
+        // wait. Move them.
+        lock.unlock();
+        impl_->rebalance();
+        lock.lock();
+    }
+    const auto r = impl_->ready.front();
+    impl_->ready.pop_front();
+    message m;
+    m.pool_ = impl_;
+    m.slot_ = r.slot;
+    m.bytes_ = r.bytes;
+    m.tag_ = r.tag;
+    m.imm_ = r.imm;
+    m.has_imm_ = r.has_imm;
+    return m;
+}
+
+receive_pool_stats receive_pool::stats() const {
+    std::lock_guard lock(impl_->mu);
+    receive_pool_stats s = impl_->st;
+    s.owed = 0;
+    s.connections = static_cast<std::uint32_t>(impl_->conns.size());
+    for (const auto& a : impl_->conns) {
+        s.owed += a.owed;
+    }
+    return s;
+}
+
+}  // namespace remora
