@@ -8,6 +8,8 @@
 //   wait_for_close    a server's last step: the client's close, within 10 s.
 //   server_thread     runs an example's server on its own thread and hands its port to main.
 //   bytes_of / text_of, context_for / slot_of   small conversions several examples use.
+//   temp_dir / read_file   a scratch directory for backing files, and reading a file back
+//                     with ordinary file I/O (the persistence examples).
 #pragma once
 
 #include <chrono>
@@ -15,6 +17,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <span>
@@ -133,6 +137,43 @@ inline void* context_for(std::size_t slot) {
 }
 inline std::size_t slot_of(const remora::completion& c) {
     return reinterpret_cast<std::uintptr_t>(c.context);
+}
+
+// A scratch directory (under $TMPDIR or /tmp) removed with everything in it when this goes out
+// of scope. die() exits without unwinding, so a failed example leaves it behind for inspection.
+class temp_dir {
+  public:
+    temp_dir() {
+        std::string tmpl =
+            (std::filesystem::temp_directory_path() / "remora-example-XXXXXX").string();
+        if (::mkdtemp(tmpl.data()) == nullptr) {
+            die("cannot create a directory from " + tmpl);
+        }
+        path_ = tmpl;
+    }
+    temp_dir(const temp_dir&) = delete;
+    temp_dir& operator=(const temp_dir&) = delete;
+    ~temp_dir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path_, ec);
+    }
+    std::string file(const char* name) const { return (path_ / name).string(); }
+
+  private:
+    std::filesystem::path path_;
+};
+
+// `n` bytes at `offset` of the file at `path`, read with ordinary file I/O; dies if they are
+// not all there.
+inline std::string read_file(const std::string& path, std::size_t offset, std::size_t n) {
+    std::ifstream in(path, std::ios::binary);
+    std::string out(n, '\0');
+    if (!in.seekg(static_cast<std::streamoff>(offset)) ||
+        !in.read(out.data(), static_cast<std::streamsize>(n))) {
+        die("cannot read " + std::to_string(n) + " bytes at " + std::to_string(offset) + " of " +
+            path);
+    }
+    return out;
 }
 
 }  // namespace example

@@ -188,8 +188,10 @@ class connection {
     // flush_method::automatic picks, for visibility, read-after-write; for persistence,
     // read-after-write where the target declared placed writes durable (persistence::apm), else
     // GPSPM where its service persists (persistence::gpspm, and this connection has a
-    // service_depth). errc::not_supported names what is missing. GPSPM flushes complete where
-    // their reply arrives: on the RCQ when the connection has one.
+    // service_depth). errc::not_supported names what is missing. GPSPM flushes (and service
+    // atomics) complete where their reply arrives: on the RCQ when the connection has one; the
+    // request's own send completion is read from the CQ and holds the request's slot until then,
+    // so read both queues.
     [[nodiscard]] result<void> flush(const remote_region& dst, std::uint64_t offset,
                                      std::uint64_t length, flush_options how = {},
                                      op_options opts = {});

@@ -2,8 +2,8 @@
 //
 // A persistent_region is a registered memory_region over either
 //  - a file, mapped shared: durable once persist() (msync of the page-aligned range) returns;
-//    on a DAX file system the mapping is made with MAP_SYNC, so the file's metadata never needs
-//    an fsync either; or
+//    on a DAX file system the mapping is made with MAP_SYNC (write faults keep the file's block
+//    metadata durable). A file created here is fsync'ed with its directory before use; or
 //  - anonymous memory (no path): volatile; flushes to persistence are refused with
 //    errc::not_supported, flushes for visibility work.
 // Opening never truncates a file. With `create` a missing file is created and a short one is

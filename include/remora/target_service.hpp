@@ -10,9 +10,12 @@
 // Every request is validated against the region (key, range, alignment, usage, persistence);
 // a bad one gets an error reply (the client's operation fails with that errc), never a crash.
 //
-// Requests are answered on the thread that reads the served connection's CQ: the library's
+// Requests are answered on the thread that reads the served connection's CQs: the library's
 // progress thread when the connection was accepted with connection_config::progress_thread (the
-// application may then sleep), otherwise the application's own poll/wait loop on that CQ.
+// application may then sleep), otherwise the application's own poll/wait loop. A request arrives
+// where receives complete (the RCQ if the connection has one) and its receive is posted again
+// when the reply's send completes on the CQ: without a progress thread, read both. A persist
+// (msync) runs on that thread, so a large GPSPM flush delays the others it serves.
 //
 // Threading: expose() and serve() may run concurrently with requests being answered. Exposed
 // regions must outlive the service and every connection it serves.
@@ -56,6 +59,7 @@ class target_service {
 
   private:
     explicit target_service(std::shared_ptr<detail::service_core> core);
+    void withdraw() noexcept;
     std::shared_ptr<detail::service_core> core_;
 };
 

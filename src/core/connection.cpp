@@ -654,7 +654,22 @@ result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t l
     msg.context = r;
     const ssize_t ret = recv ? fi_recvmsg(c.ep.get(), &msg, FI_COMPLETION)
                              : fi_sendmsg(c.ep.get(), &msg, FI_COMPLETION);
-    return submit(c, r, ret, what, recv);
+    auto res = submit(c, r, ret, what, recv);
+    if (res && recv) {
+        // tcp delivers a message that arrived before this receive only when the provider is
+        // called after the post, and a progress thread asleep on the CQ's fd is not woken by it.
+        // Inside a completion hook, driving a CQ here could deadlock: the progress thread does
+        // it. Without a progress thread, the application's next poll does.
+        cq_impl* q = c.rcq ? c.rcq.get() : c.cq.get();
+        if (q->progress_owned()) {
+            if (in_completion()) {
+                q->progress->kick(q);
+            } else {
+                q->pump();
+            }
+        }
+    }
+    return res;
 }
 
 }  // namespace detail

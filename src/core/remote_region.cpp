@@ -96,12 +96,13 @@ std::array<std::byte, remote_region::serialized_size> remote_region::serialize()
 }
 
 result<remote_region> remote_region::parse(std::span<const std::byte> bytes) {
-    if (bytes.size() < serialized_size) {
+    // The version first: an older descriptor is told as such, not as a truncated one.
+    const auto ver = bytes.empty() ? version : static_cast<std::uint8_t>(bytes[0]);
+    if (ver == version && bytes.size() < serialized_size) {
         return fail(errc::malformed_descriptor,
                     "descriptor truncated: " + std::to_string(bytes.size()) + " of " +
                         std::to_string(serialized_size) + " bytes");
     }
-    const auto ver = static_cast<std::uint8_t>(bytes[0]);
     if (ver != version) {
         return fail(errc::malformed_descriptor, "descriptor version " + std::to_string(ver) +
                                                     " is not supported (want " +

@@ -56,8 +56,13 @@ result<persistent_region> persistent_region::open(const domain& dom,
         impl->base = p;
         impl->mapped = size;
     } else {
-        const int flags = O_RDWR | O_CLOEXEC | (config.create ? O_CREAT : 0);
+        const int flags = O_RDWR | O_CLOEXEC | (config.create ? O_CREAT | O_EXCL : 0);
         detail::unique_fd fd(::open(config.path.c_str(), flags, 0644));
+        bool created = fd.get() >= 0 && config.create;
+        if (fd.get() < 0 && config.create && errno == EEXIST) {
+            fd = detail::unique_fd(::open(config.path.c_str(), O_RDWR | O_CLOEXEC));
+            created = false;
+        }
         if (fd.get() < 0) {
             return fail(errc::invalid_argument, sys_error("persistent_region: open " + config.path +
                                                               (config.create ? "" : " (no create)"),
@@ -95,6 +100,18 @@ result<persistent_region> persistent_region::open(const domain& dom,
             if (::fsync(fd.get()) != 0) {
                 return fail(errc::invalid_argument,
                             sys_error("persistent_region: fsync " + config.path, errno));
+            }
+        }
+        if (created) {
+            // A new file is durable only once its directory entry is.
+            const auto slash = config.path.rfind('/');
+            const std::string dir = slash == std::string::npos ? "."
+                                    : slash == 0               ? "/"
+                                                               : config.path.substr(0, slash);
+            detail::unique_fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+            if (dfd.get() < 0 || ::fsync(dfd.get()) != 0) {
+                return fail(errc::invalid_argument,
+                            sys_error("persistent_region: fsync of directory " + dir, errno));
             }
         }
         // MAP_SYNC (DAX file systems) keeps the file's metadata durable for every write fault;

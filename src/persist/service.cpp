@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "core/impl.hpp"
@@ -218,16 +219,24 @@ void* desc_of(service_conn& s) {
 
 // ---- target side
 
+// A receive that failed because the connection is going away (as opposed to one message
+// that did not fit, after which the connection still works).
+bool teardown_status(const completion& c) {
+    return c.status == errc::canceled || c.status == errc::disconnected;
+}
+
 bool target_reply_sent(void* context, completion& c);
 
 bool target_request(void* context, completion& c) {
     auto& ref = *static_cast<service_conn::ref*>(context);
     service_conn& s = *ref.owner;
-    if (!c.ok()) {
+    if (!c.ok() && teardown_status(c)) {
         return false;  // flushed: the connection is going away
     }
     service_reply rp;
-    auto rq = decode_request({s.request_buf(ref.index), c.bytes});
+    // A message that did not fit the receive (c fails with a size error) is refused too.
+    auto rq = c.ok() ? decode_request({s.request_buf(ref.index), c.bytes})
+                     : result<service_request>(fail(errc::too_large, "oversize request"));
     if (!rq) {
         rp.status = static_cast<std::uint16_t>(errc::invalid_argument);
         if (c.bytes >= 16) {
@@ -303,7 +312,11 @@ bool client_sent(void* context, completion& c) {
     service_conn& s = *ref.owner;
     std::unique_lock lock(s.mu);
     service_conn::slot& sl = s.slots[ref.index];
-    if (!c.ok() && !sl.delivered) {
+    if (!sl.delivered && (!c.ok() || s.dead)) {
+        // Failed, or sent into a connection that is gone: no reply will come.
+        if (c.ok()) {
+            c.status = make_error_code(errc::disconnected);
+        }
         const bool report = deliver(s, ref.index, c, lock);
         settle(s, ref.index);
         return report;
@@ -312,21 +325,37 @@ bool client_sent(void* context, completion& c) {
     return false;
 }
 
+// Posts reply receive `j` again; a failure means the connection is gone. Caller holds s.mu
+// (post_internal never takes it).
+void repost_reply(service_conn& s, std::uint32_t j) {
+    if (!post_internal(*s.conn, queue::recv, s.reply_buf(j), reply_size, desc_of(s), client_reply,
+                       &s.recv_refs[j])) {
+        s.dead = true;
+    }
+}
+
 bool client_reply(void* context, completion& c) {
     auto& ref = *static_cast<service_conn::ref*>(context);
     service_conn& s = *ref.owner;
     std::unique_lock lock(s.mu);
-    if (!c.ok()) {
-        // The connection is going away: the receive fails one request still waiting (every
-        // posted receive fails, and there are at least as many as requests waiting).
+    if (!c.ok() && teardown_status(c)) {
+        // The connection is going away: the receive fails one request still waiting for its
+        // reply (every posted receive fails, and there are at least as many as such requests;
+        // requests whose send completes later fail then, see client_sent).
+        s.dead = true;
         for (std::uint32_t i = 0; i < s.depth; ++i) {
-            if (s.slots[i].busy && !s.slots[i].delivered) {
+            if (s.slots[i].busy && s.slots[i].posted && !s.slots[i].delivered) {
                 return deliver(s, i, c, lock);
             }
         }
         return false;
     }
-    auto rp = decode_reply({s.reply_buf(ref.index), c.bytes});
+    std::optional<service_reply> rp;
+    if (c.ok()) {
+        if (auto d = decode_reply({s.reply_buf(ref.index), c.bytes})) {
+            rp = *d;
+        }
+    }
     std::uint32_t i = 0;
     bool ok = rp.has_value();
     if (ok) {
@@ -336,25 +365,19 @@ bool client_reply(void* context, completion& c) {
              s.slots[i].generation == generation &&
              (s.slots[i].kind == service_op::flush) == (rp->op == service_op::flush);
     }
-    if (ok) {
-        service_conn::slot& sl = s.slots[i];
-        if (rp->status != 0) {
-            c.status = make_error_code(static_cast<errc>(rp->status));
-        } else if (sl.result != nullptr) {
-            std::memcpy(sl.result, &rp->value, 8);  // both sides are little-endian here
-        }
-        // Repost before the slot can be reused, so a new request always finds a receive.
-        lock.unlock();
-        (void)post_internal(*s.conn, queue::recv, s.reply_buf(ref.index), reply_size, desc_of(s),
-                            client_reply, &s.recv_refs[ref.index]);
-        lock.lock();
-        return deliver(s, i, c, lock);
+    // Repost before the slot can be reused, so a new request always finds a receive.
+    repost_reply(s, ref.index);
+    if (!ok) {
+        ++s.bad_replies;  // malformed, oversize or not an answer to anything we asked: ignored
+        return false;
     }
-    ++s.bad_replies;  // not an answer to anything we asked: ignored
-    lock.unlock();
-    (void)post_internal(*s.conn, queue::recv, s.reply_buf(ref.index), reply_size, desc_of(s),
-                        client_reply, &s.recv_refs[ref.index]);
-    return false;
+    service_conn::slot& sl = s.slots[i];
+    if (rp->status != 0) {
+        c.status = make_error_code(static_cast<errc>(rp->status));
+    } else if (sl.result != nullptr) {
+        std::memcpy(sl.result, &rp->value, 8);  // both sides are little-endian here
+    }
+    return deliver(s, i, c, lock);
 }
 
 }  // namespace
@@ -399,6 +422,9 @@ result<void> client_request(connection_impl& c, service_request rq, std::byte* r
     std::uint32_t i;
     {
         std::lock_guard lock(s.mu);
+        if (s.dead) {
+            return fail(errc::disconnected, "the connection to the target's service is lost");
+        }
         if (s.free_slots.empty()) {
             return fail(errc::would_block, "service requests in flight reach service_depth " +
                                                std::to_string(s.depth) + "; reap completions");
@@ -408,6 +434,7 @@ result<void> client_request(connection_impl& c, service_request rq, std::byte* r
         ++s.busy;
         service_conn::slot& sl = s.slots[i];
         sl.busy = true;
+        sl.posted = false;
         sl.delivered = false;
         sl.pending = 2;
         sl.user_context = opts.context;
@@ -420,11 +447,13 @@ result<void> client_request(connection_impl& c, service_request rq, std::byte* r
     encode(rq, std::span<std::byte, request_size>(s.request_buf(i), request_size));
     auto r = post_internal(c, queue::service, s.request_buf(i), request_size, desc_of(s),
                            client_sent, &s.send_refs[i]);
+    std::lock_guard lock(s.mu);
+    service_conn::slot& sl = s.slots[i];
     if (!r) {
-        std::lock_guard lock(s.mu);
-        service_conn::slot& sl = s.slots[i];
         sl.pending = 1;
         settle(s, i);
+    } else {
+        sl.posted = true;
     }
     return r;
 }
@@ -445,17 +474,29 @@ std::size_t client_busy(connection_impl& c) {
 target_service::target_service(std::shared_ptr<detail::service_core> core)
     : core_(std::move(core)) {}
 target_service::target_service(target_service&&) noexcept = default;
-target_service& target_service::operator=(target_service&&) noexcept = default;
+target_service& target_service::operator=(target_service&& o) noexcept {
+    if (this != &o) {
+        withdraw();
+        core_ = std::move(o.core_);
+    }
+    return *this;
+}
 target_service::~target_service() {
+    withdraw();
+}
+
+void target_service::withdraw() noexcept {
     if (!core_) {
         return;
     }
+    // Descriptors described from now on no longer claim GPSPM for these regions.
     std::unique_lock lock(core_->mu);
     for (auto& e : core_->regions) {
         if (e.persist != nullptr) {
             const_cast<detail::persistent_impl*>(e.persist)->served.fetch_sub(1);
         }
     }
+    core_->regions.clear();  // connections still served refuse requests from now on
 }
 
 result<target_service> target_service::create() {

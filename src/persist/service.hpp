@@ -54,6 +54,7 @@ struct service_conn {
     // Client side: one slot per request in flight.
     struct slot {
         bool busy = false;
+        bool posted = false;  // its request's send was accepted by the provider
         bool delivered = false;
         int pending = 0;  // the send's completion and the reply (or failure) still to come
         std::uint32_t generation = 0;
@@ -68,6 +69,9 @@ struct service_conn {
     std::vector<std::uint32_t> free_slots;
     std::size_t busy = 0;
     std::uint64_t bad_replies = 0;
+    // The connection failed (a reply receive was flushed, or could not be posted again): new
+    // requests are refused, and a request whose send completes from now on fails.
+    bool dead = false;
 
     std::byte* request_buf(std::uint32_t i) { return storage.data() + i * request_size; }
     std::byte* reply_buf(std::uint32_t i) {

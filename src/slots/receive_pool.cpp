@@ -176,18 +176,6 @@ void receive_pool_impl::dispatch() {
                 failed = true;
                 continue;
             }
-            // tcp delivers a message that waited for this receive only when the provider is
-            // called after the post. Inside a completion hook driving another CQ could deadlock:
-            // the progress thread does it instead. Without a progress thread the application's
-            // next poll of that connection does it.
-            cq_impl* q = c->rcq ? c->rcq.get() : c->cq.get();
-            if (q->progress_owned()) {
-                if (in_completion()) {
-                    q->progress->kick(q);
-                } else {
-                    q->pump();
-                }
-            }
         }
         if (!failed) {
             return;  // else: give the slots that failed to the next connections in line

@@ -6,8 +6,10 @@
 // default; scripts/durability.sh runs more).
 //
 // What this proves here: a completed flush means the bytes were placed in the target's mapping
-// and msync'ed before the reply. A SIGKILL does not lose the page cache, so a power cut (which
-// would) cannot be simulated on this machine; msync's durability against it is the kernel's.
+// before the reply, and the target reopens its file without losing or truncating anything. A
+// SIGKILL does not lose the page cache, so it cannot tell whether msync ran (a power cut would,
+// and cannot be simulated on this machine): that the GPSPM path calls persist() before replying
+// is covered by reading the code and the service's tests, not by this one.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>

@@ -1,0 +1,184 @@
+// examples/flush_gpspm — choosing the flush method, and what a volatile region refuses.
+//
+// The server exposes two regions through one target_service: a file-backed persistent_region
+// (in a scratch directory) and a volatile one (persistent_region opened without a path:
+// anonymous memory). It hands both 32-byte descriptors to the client in its accept private data.
+//
+// The client, on the persistent region:
+//  - writes a record and flushes it with flush_method::gpspm named explicitly: a flush request
+//    the target's service answers once it has persisted (msync) the range;
+//  - asks for a persistence flush by read-after-write and is refused: the target did not declare
+//    placed writes durable, so a read behind the writes proves only that they are visible;
+//  - writes a note and flushes it for visibility with flush_method::read_after_write: an 8-byte
+//    read behind the write, which returns only once the write is placed. No service involved.
+// and on the volatile region:
+//  - a persistence flush is refused with errc::not_supported (nothing there can be durable),
+//  - a visibility flush works; this one goes to the service (gpspm), which answers it without
+//    persisting anything.
+//
+// After the client closes, the server checks the record in the file (ordinary file I/O), the
+// note and the volatile bytes in its memory, and that its service answered exactly 2 requests.
+//
+// The provider is FI_PROVIDER if set, else remora's default choice. Exits 0 on success, 1 with a
+// one-line message on stderr otherwise.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <remora/remora.hpp>
+
+#include "example_common.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using example::die;
+using example::must;
+using remora::flush_method;
+using remora::flush_options;
+using remora::flush_type;
+using remora::usage;
+
+constexpr std::size_t region_size = 8192;
+constexpr std::uint32_t service_depth = 4;
+// What the client writes where: [0] into the file at 256, [1] into the file at 4096 (visible
+// only), [2] into the volatile region at 128.
+constexpr std::string_view texts[] = {"durable record", "visible note", "volatile bytes"};
+constexpr std::size_t offsets[] = {256, 4096, 128};
+
+std::string_view in_memory(const remora::persistent_region& r, std::size_t i) {
+    return {reinterpret_cast<const char*>(r.memory().data() + offsets[i]), texts[i].size()};
+}
+
+void run_server(std::promise<std::uint16_t>& port, const std::string& path,
+                std::promise<void>& served) {
+    auto dom = must(remora::domain::open(), "server: open domain");
+    auto file = must(
+        remora::persistent_region::open(dom, {.path = path, .size = region_size, .create = true}),
+        "server: open " + path);
+    auto memory = must(remora::persistent_region::open(dom, {.size = region_size}),
+                       "server: open volatile region");
+    auto service = must(remora::target_service::create(), "server: create service");
+    const auto file_wire = must(service.expose(file), "server: expose").serialize();
+    const auto memory_wire = must(service.expose(memory), "server: expose").serialize();
+    std::vector<std::byte> wire(file_wire.begin(), file_wire.end());
+    wire.insert(wire.end(), memory_wire.begin(), memory_wire.end());
+
+    auto lst = must(remora::listener::create(dom, "127.0.0.1", 0), "server: listen");
+    port.set_value(lst.port());
+    auto req = must(lst.get_request(10s), "server: get_request");
+    auto conn = must(req.accept({.progress_thread = true, .service_depth = service_depth}, wire),
+                     "server: accept");
+    must(service.serve(conn), "server: serve");
+    served.set_value();
+    example::wait_for_close(conn, "server");
+
+    if (service.requests() != 2 || service.refused() != 0) {
+        die("server: expected 2 answered requests, got " + std::to_string(service.requests()) +
+            " (" + std::to_string(service.refused()) + " refused)");
+    }
+    if (example::read_file(path, offsets[0], texts[0].size()) != texts[0]) {
+        die("server: the persisted record is not in the file");
+    }
+    if (in_memory(file, 1) != texts[1] || in_memory(memory, 2) != texts[2]) {
+        die("server: a flushed write is not in the server's memory");
+    }
+    std::printf("server: file holds \"%s\"; memory holds \"%s\" and \"%s\"; 2 requests served\n",
+                texts[0].data(), texts[1].data(), texts[2].data());
+}
+
+// Writes texts[i] at offsets[i] of `dst` and waits for the write's completion.
+void write_text(remora::connection& conn, const remora::remote_region& dst,
+                const remora::memory_region& src, std::size_t i) {
+    must(conn.write(dst, offsets[i], src, offsets[i], texts[i].size()), "client: write");
+    if (example::next_completion(conn.cq(), "client").op != remora::op::write) {
+        die("client: unexpected completion for a write");
+    }
+}
+
+// Flushes texts[i]'s range of `dst` as `how` says, waits for the flush, and prints it.
+void flush_text(remora::connection& conn, const remora::remote_region& dst, std::size_t i,
+                flush_options how) {
+    const flush_method method = must(conn.flush_method_for(dst, how), "client: flush method");
+    must(conn.flush(dst, offsets[i], texts[i].size(), how), "client: flush");
+    if (example::next_completion(conn.cq(), "client").op != remora::op::flush) {
+        die("client: unexpected completion for a flush");
+    }
+    std::printf("client: \"%s\" flushed for %s by %s\n", texts[i].data(),
+                how.type == flush_type::persistence ? "persistence" : "visibility",
+                remora::to_string(method));
+}
+
+// Dies unless `r` failed with errc::not_supported; prints why it was refused.
+void expect_refused(const remora::result<void>& r, const char* what) {
+    if (r || !(r.error() == remora::errc::not_supported)) {
+        die(std::string("client: ") + what + " was not refused with not_supported");
+    }
+    std::printf("client: %s refused: %s\n", what, r.error().message().c_str());
+}
+
+}  // namespace
+
+int main() {
+    example::program_name = "example_flush_gpspm";
+    auto dom = must(remora::domain::open(), "client: open domain");
+    std::printf("provider: %s\n", dom.caps().provider.c_str());
+
+    const example::temp_dir dir;
+    const std::string path = dir.file("region.bin");
+    std::promise<void> served;
+    example::server_thread server(run_server, std::cref(path), std::ref(served));
+    auto conn = must(remora::connection::connect(dom, "127.0.0.1", server.port(),
+                                                 {.service_depth = service_depth}),
+                     "client: connect");
+    const auto wire = conn.peer_private_data();
+    constexpr std::size_t n = remora::remote_region::serialized_size;
+    if (wire.size() != 2 * n) {
+        die("client: expected two descriptors from the server");
+    }
+    const auto file = must(remora::remote_region::parse(wire.first(n)), "client: parse");
+    const auto memory = must(remora::remote_region::parse(wire.subspan(n)), "client: parse");
+
+    // Start once the server serves the connection: a request sent earlier would wait in the
+    // provider until serve() posts the service's receives (it is not lost, only delayed).
+    served.get_future().wait();
+
+    std::vector<std::byte> local(region_size);
+    for (std::size_t i = 0; i < std::size(texts); ++i) {
+        std::memcpy(local.data() + offsets[i], texts[i].data(), texts[i].size());
+    }
+    auto local_mr =
+        must(remora::memory_region::create(dom, local, usage::write_source), "client: reg");
+
+    // The file: persisted by the target's service, then a note made visible only.
+    write_text(conn, file, local_mr, 0);
+    flush_text(conn, file, 0, {.type = flush_type::persistence, .method = flush_method::gpspm});
+    auto raw =
+        conn.flush(file, offsets[0], texts[0].size(),
+                   {.type = flush_type::persistence, .method = flush_method::read_after_write});
+    expect_refused(raw, "a persistence flush by read_after_write");
+    write_text(conn, file, local_mr, 1);
+    flush_text(conn, file, 1,
+               {.type = flush_type::visibility, .method = flush_method::read_after_write});
+
+    // Volatile memory: never durable, but writes into it can be made visible.
+    write_text(conn, memory, local_mr, 2);
+    expect_refused(conn.flush(memory, offsets[2], texts[2].size(), {}),
+                   "a persistence flush of volatile memory");
+    expect_refused(conn.flush(memory, offsets[2], texts[2].size(),
+                              {.type = flush_type::persistence, .method = flush_method::gpspm}),
+                   "a GPSPM persistence flush of volatile memory");
+    flush_text(conn, memory, 2, {.type = flush_type::visibility, .method = flush_method::gpspm});
+
+    must(conn.close(), "client: close");  // after the service's replies: accept has returned
+    server.join();
+    std::printf("flush_gpspm: ok\n");
+    return 0;
+}
