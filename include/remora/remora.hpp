@@ -4,11 +4,13 @@
 #include <remora/completion_channel.hpp>
 #include <remora/completion_queue.hpp>
 #include <remora/connection.hpp>
+#include <remora/coro.hpp>
 #include <remora/domain.hpp>
 #include <remora/listener.hpp>
 #include <remora/memory_region.hpp>
 #include <remora/persistent_region.hpp>
 #include <remora/receive_pool.hpp>
+#include <remora/registration_cache.hpp>
 #include <remora/remote_region.hpp>
 #include <remora/result.hpp>
 #include <remora/slot_pool.hpp>

@@ -795,8 +795,14 @@ result<void> connection::recv(std::span<const local_segment> dst, op_options opt
         return r;
     } else if (detail::cq_impl* q = c.rcq ? c.rcq.get() : c.cq.get(); q->progress_owned()) {
         // tcp holds a message that arrived before this receive until someone calls into the
-        // provider after the post: do it here rather than leave it to the progress thread.
-        q->pump();
+        // provider after the post: do it here rather than leave it to the progress thread
+        // (which does it when this runs inside a completion callback: driving here could
+        // deadlock).
+        if (detail::in_completion()) {
+            q->progress->kick(q);
+        } else {
+            q->pump();
+        }
     }
     return r;
 }
