@@ -250,6 +250,50 @@ void to_sink(const completion& c) {
     callback_sink->push_back(c);
 }
 
+// Coroutine mode: one coroutine per slot of the queue depth, each awaiting its operations in a
+// loop; they resume on this thread, inside the CQ polls below.
+template <class PostWith>
+task slot_loop(connection& c, unsigned k, clock::time_point end, client_result& out,
+               std::vector<clock::time_point>& started, PostWith& post_with) {
+    for (;;) {
+        auto r = co_await co_op(c, [&](op_options o) { return post_with(k, o); });
+        const auto now = clock::now();
+        if (!r) {
+            out.fail(r.error());
+            co_return;
+        }
+        out.lat_ns.push_back(static_cast<std::uint32_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(now - started[k]).count()));
+        ++out.ops;
+        if (now >= end)
+            co_return;
+    }
+}
+
+template <class PostWith>
+void run_coroutines(connection& c, const setup& s, clock::time_point end, client_result& out,
+                    std::vector<clock::time_point>& started, PostWith& post_with) {
+    out.lat_ns.reserve(1 << 20);
+    std::vector<task> tasks;
+    for (unsigned k = 0; k < s.qd; ++k)
+        tasks.push_back(slot_loop(c, k, end, out, started, post_with));
+    completion done[16];
+    auto all_done = [&] {
+        return std::all_of(tasks.begin(), tasks.end(), [](const task& t) { return t.done(); });
+    };
+    while (!all_done()) {
+        auto n = reap(c, s, false, done);  // completions go to the coroutines' callbacks
+        if (!n) {
+            out.fail(n.error());
+            return;
+        }
+        if (clock::now() > end + 10s) {
+            out.fail(error(errc::timed_out, "operations did not complete"));
+            return;
+        }
+    }
+}
+
 void run_client(connection& c, const remote_region& remote, const setup& s, clock::time_point end,
                 client_result& out) {
     std::vector<completion> sink;
@@ -272,17 +316,50 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
         two_sided || (c.rcq() != nullptr &&
                       (s.op == "flush-gpspm" || (persistence_op(s.op) && s.op != "flush-raw" &&
                                                  c.atomics() == atomic_path::service)));
-    auto post = [&](unsigned k) -> result<void> {
+    // Registration of the local buffer per operation: none (registered once, above), a fresh
+    // registration each time (held until the operation completes), or the registration cache.
+    std::optional<registration_cache> cache;
+    if (s.registration == "cache") {
+        auto rc = registration_cache::create(c.dom(), 64);
+        if (!rc) {
+            out.fail(rc.error());
+            return;
+        }
+        cache = std::move(*rc);
+    }
+    std::vector<std::optional<memory_region>> fresh(s.qd);
+    std::vector<cached_region> cached(s.qd);
+    auto local = [&](unsigned k) -> result<std::pair<const memory_region*, std::size_t>> {
+        const std::size_t at = data_base + k * s.size;
+        const usage u = s.op == "read" ? usage::read_destination : usage::write_source;
+        if (s.registration == "per-op") {
+            fresh[k].reset();  // the previous operation of this slot has completed
+            auto r = memory_region::create(c.dom(), std::span(buf).subspan(at, s.size), u);
+            if (!r)
+                return fail(r.error());
+            fresh[k] = std::move(*r);
+            return std::pair{&*fresh[k], std::size_t{0}};
+        }
+        if (cache) {
+            auto r = cache->get(std::span(buf).subspan(at, s.size), u);
+            if (!r)
+                return fail(r.error());
+            cached[k] = *r;
+            return std::pair{&cached[k].region(), cached[k].offset()};
+        }
+        return std::pair{&*mr, at};
+    };
+    auto post_with = [&](unsigned k, const op_options& done) -> result<void> {
         started[k] = clock::now();
-        void* ctx = reinterpret_cast<void*>(static_cast<std::uintptr_t>(k));
         const std::uint64_t roff = (k * s.size) % remote.length();
-        if (s.op == "write")
-            return c.write(remote, roff, *mr, data_base + k * s.size, s.size,
-                           {.context = ctx, .callback = callback});
-        if (s.op == "read")
-            return c.read(*mr, data_base + k * s.size, remote, roff, s.size,
-                          {.context = ctx, .callback = callback});
-        const op_options done{.context = ctx, .callback = callback};
+        if (s.op == "write" || s.op == "read") {
+            auto l = local(k);
+            if (!l)
+                return fail(l.error());
+            const auto [region, at] = *l;
+            return s.op == "write" ? c.write(remote, roff, *region, at, s.size, done)
+                                   : c.read(*region, at, remote, roff, s.size, done);
+        }
         const std::uint64_t word = (static_cast<std::uint64_t>(k) * 8) % remote.length();
         if (s.op == "flush-raw" || s.op == "flush-gpspm") {
             // The write completes silently; the flush completes the operation.
@@ -315,6 +392,14 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
         }
         return c.send(*mr, (s.qd + k) * slot, s.size, {.completion = completion_mode::on_error});
     };
+    auto post = [&](unsigned k) -> result<void> {
+        void* ctx = reinterpret_cast<void*>(static_cast<std::uintptr_t>(k));
+        return post_with(k, {.context = ctx, .callback = callback});
+    };
+    if (s.coroutines) {
+        run_coroutines(c, s, end, out, started, post_with);
+        return;
+    }
     for (unsigned k = 0; k < s.qd; ++k) {
         if (two_sided) {
             auto r = c.recv(*mr, k * slot, slot,
@@ -435,6 +520,11 @@ void show_progress(const setup& s, clock::time_point t0, clock::time_point end,
 }
 
 result<figures> run_one(const setup& s) {
+    if (s.coroutines && (s.op == "send" || s.op == "gpspm"))
+        return fail(errc::invalid_argument,
+                    "--completion coroutine covers one-sided, flush and atomic operations");
+    if (s.registration != "pre" && s.op != "write" && s.op != "read")
+        return fail(errc::invalid_argument, "--registration applies to write and read");
     std::optional<target> t;
     if (s.target.empty()) {
         t.emplace();
@@ -495,6 +585,8 @@ std::vector<setup> suite(const bench_options& o) {
         s.channel = o.channel;
         s.rcq = o.rcq;
         s.callbacks = o.completion == "callback";
+        s.coroutines = o.completion == "coroutine";
+        s.registration = o.registration;
         s.connections = o.connections;
         s.qd = o.qd;
         s.size = o.sizes.front();
@@ -516,6 +608,33 @@ std::vector<setup> suite(const bench_options& o) {
                 s.qd = 1;
                 out.push_back(s);
             }
+        }
+    } else if (o.suite == "slots") {
+        // The same 8-byte write through poll(), per-operation callbacks and coroutines; then
+        // 4 KiB writes whose buffer is registered once, per operation, or through the cache.
+        for (const char* how : {"poll", "callback", "coroutine"}) {
+            setup s = base();
+            s.op = "write";
+            s.size = 8;
+            s.qd = 1;
+            s.connections = 1;
+            s.wait = "busy";
+            s.callbacks = std::string(how) == "callback";
+            s.coroutines = std::string(how) == "coroutine";
+            s.registration = "pre";
+            out.push_back(s);
+        }
+        for (const char* reg : {"pre", "per-op", "cache"}) {
+            setup s = base();
+            s.op = "write";
+            s.size = 4096;
+            s.qd = 4;
+            s.connections = 1;
+            s.wait = "busy";
+            s.callbacks = false;
+            s.coroutines = false;
+            s.registration = reg;
+            out.push_back(s);
         }
     } else if (o.suite == "persistence") {
         // Flush latency by method and each atomic path side by side, then the append log: a
@@ -571,6 +690,20 @@ std::vector<setup> suite(const bench_options& o) {
     return out;
 }
 
+// The op column: the operation, how it completes, how its buffer is registered.
+std::string label(const setup& s) {
+    std::string l = s.op;
+    if (s.callbacks)
+        l += "+cb";
+    if (s.coroutines)
+        l += "+co";
+    if (s.registration == "per-op")
+        l += "+reg";
+    if (s.registration == "cache")
+        l += "+rc";
+    return l;
+}
+
 // Draws ops/s and latency (p50, p99) per result into a PNG with gnuplot.
 result<void> plot(const std::vector<std::pair<setup, figures>>& rows, const std::string& png) {
     const char* tmp = std::getenv("TMPDIR");
@@ -580,7 +713,7 @@ result<void> plot(const std::vector<std::pair<setup, figures>>& rows, const std:
         return fail(errc::invalid_argument, "cannot create a temporary file for the plot data");
     std::string text;
     for (const auto& [s, f] : rows) {
-        text += fmt::format("\"{} {}B qd{}{}\" {:.0f} {:.2f} {:.2f}\n", s.op, s.size, s.qd,
+        text += fmt::format("\"{} {}B qd{}{}\" {:.0f} {:.2f} {:.2f}\n", label(s), s.size, s.qd,
                             s.connections > 1 ? fmt::format(" x{}", s.connections) : "",
                             f.ops_per_s, f.p50_us, f.p99_us);
     }
@@ -638,9 +771,8 @@ int run_bench(const bench_options& o) {
         fmt::print(
             "{:<8} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>8.1f} {:>8.1f} "
             "{:>8.1f} {:>9.2f}\n",
-            prov, s.callbacks ? s.op + "+cb" : s.op, s.size, s.qd, s.connections, s.wait, s.channel,
-            s.rcq ? "yes" : "no", f.ops_per_s, f.mib_per_s, f.p50_us, f.p99_us, f.p999_us,
-            f.cpu_us_per_op);
+            prov, label(s), s.size, s.qd, s.connections, s.wait, s.channel, s.rcq ? "yes" : "no",
+            f.ops_per_s, f.mib_per_s, f.p50_us, f.p99_us, f.p999_us, f.cpu_us_per_op);
     };
     auto as_json = [](const figures& f) {
         return nlohmann::json{{"ops", f.ops},
@@ -677,7 +809,8 @@ int run_bench(const bench_options& o) {
                                 {"wait", s.wait},
                                 {"channel", s.channel},
                                 {"rcq", s.rcq}};
-            j["completion"] = s.callbacks ? "callback" : "poll";
+            j["completion"] = s.callbacks ? "callback" : s.coroutines ? "coroutine" : "poll";
+            j["registration"] = s.registration;
             j.update(as_json(*f));
             if (base) {
                 j["baseline"] = as_json(*base);

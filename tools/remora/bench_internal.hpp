@@ -13,7 +13,9 @@ namespace remora::tool {
 struct setup {
     std::string provider, op, wait, channel;
     bool rcq = false;
-    bool callbacks = false;  // completions through op_options::callback instead of poll()
+    bool callbacks = false;            // completions through op_options::callback instead of poll()
+    bool coroutines = false;           // each operation awaited by a coroutine (co_op)
+    std::string registration = "pre";  // pre (once), per-op, cache (registration_cache)
     unsigned connections = 1, qd = 1;
     std::size_t size = 8;
     double duration = 1.0;

@@ -35,10 +35,11 @@ struct bench_options {
     std::string wait = "busy";  // busy or blocking
     std::string channel = "separate";
     bool rcq = false;
-    std::string completion = "poll";  // poll or callback
-    std::string suite;                // "", "default", "channels", "persistence"
-    std::string target;               // HOST:PORT of a `remora serve`; empty: loopback
-    std::string plot;                 // PNG file to draw the results into (gnuplot)
+    std::string completion = "poll";   // poll, callback or coroutine
+    std::string registration = "pre";  // pre, per-op or cache
+    std::string suite;                 // "", "default", "channels", "persistence"
+    std::string target;                // HOST:PORT of a `remora serve`; empty: loopback
+    std::string plot;                  // PNG file to draw the results into (gnuplot)
     bool json = false;
     bool baseline = false;  // also run plain libfabric and print the ratios
 };

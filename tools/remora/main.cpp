@@ -106,11 +106,18 @@ int main(int argc, char** argv) {
     bench->add_flag("--rcq", bo.rcq, "Receives complete on a separate receive CQ");
     bench
         ->add_option("--completion", bo.completion,
-                     "How the client gets completions: from poll(), or per-operation callbacks")
-        ->check(CLI::IsMember({"poll", "callback"}))
+                     "How the client gets completions: from poll(), per-operation callbacks, or "
+                     "coroutines awaiting each operation")
+        ->check(CLI::IsMember({"poll", "callback", "coroutine"}))
+        ->capture_default_str();
+    bench
+        ->add_option("--registration", bo.registration,
+                     "Local buffer of write/read: registered once (pre), per operation (per-op), "
+                     "or through a registration cache")
+        ->check(CLI::IsMember({"pre", "per-op", "cache"}))
         ->capture_default_str();
     bench->add_option("--suite", bo.suite, "A predefined set of results")
-        ->check(CLI::IsMember({"default", "channels", "persistence"}));
+        ->check(CLI::IsMember({"default", "channels", "persistence", "slots"}));
     bool loopback = false;
     auto* target_opt = bench->add_option(
         "-t,--target", bo.target,
