@@ -793,8 +793,8 @@ int run_bench(const bench_options& o) {
         const std::string& prov = s.provider;
         // The baseline covers what plain libfabric code in baseline.cpp does.
         std::optional<figures> base;
-        if (o.baseline && s.op != "gpspm" && s.connections == 1 && !s.rcq &&
-            s.channel == "separate") {
+        if (o.baseline && (s.op == "write" || s.op == "read" || s.op == "send") &&
+            s.connections == 1 && !s.rcq && s.channel == "separate") {
             auto b = run_baseline(s);
             if (!b)
                 return report("bench --baseline", b.error());
@@ -821,8 +821,10 @@ int run_bench(const bench_options& o) {
         } else {
             row(prov, s, *f);
             if (base) {
-                setup plain = s;  // the baseline reads its CQ directly: no callbacks
+                setup plain = s;  // the baseline reads its CQ directly, registers once
                 plain.callbacks = false;
+                plain.coroutines = false;
+                plain.registration = "pre";
                 row("fi:" + prov, plain, *base);
                 fmt::print("{:<8} remora/baseline: ops/s x{:.3f}, p50 x{:.3f}, p99 x{:.3f}\n",
                            "ratio", f->ops_per_s / base->ops_per_s, f->p50_us / base->p50_us,
