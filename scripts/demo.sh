@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Sets up (Debian packages), builds remora, runs its examples end to end over loopback and then
 # remora's main job: `remora bench` with the default suite and its plain-libfabric baseline
-# (about half a minute) on loopback.
+# (about half a minute) on loopback, charted into build/bench-default.png.
 # FI_PROVIDER=sockets selects the sockets provider instead of the automatic choice (tcp here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cmake -S . -B build >/dev/null
 cmake --build build -j "$(nproc)" >/dev/null
-for ex in connection write read write_imm ping_pong receive_cq shared_channel; do
+for ex in connection write read write_imm ping_pong receive_cq shared_channel \
+          flush_persistent flush_gpspm append_log cas_lock; do
     bin=build/examples/example_$ex
     [ -x "$bin" ] || continue
     echo "== example $ex"
@@ -19,4 +20,6 @@ build/tools/remora/remora info
 echo "== remora bench (default suite)"
 prov=()
 [ -n "${FI_PROVIDER:-}" ] && prov=(--provider "$FI_PROVIDER")
-build/tools/remora/remora bench --suite default --duration 2 --baseline "${prov[@]}"
+build/tools/remora/remora bench --suite default --duration 2 --baseline --plot build/bench-default.png \
+    "${prov[@]}"
+echo "(chart: build/bench-default.png)"
