@@ -3,21 +3,14 @@
 #include <limits>
 #include <string>
 
+#include "core/little_endian.hpp"
+
 namespace remora {
 namespace {
 
-void put_le(std::byte* p, std::uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) {
-        p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
-    }
-}
-std::uint64_t get_le(const std::byte* p, int n) {
-    std::uint64_t v = 0;
-    for (int i = 0; i < n; ++i) {
-        v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
-    }
-    return v;
-}
+using detail::get_le;
+using detail::put_le;
+
 std::string range_text(std::uint64_t off, std::uint64_t len) {
     return "[" + std::to_string(off) + ", +" + std::to_string(len) + ")";
 }

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "core/little_endian.hpp"
+
 #include "core/impl.hpp"
 
 namespace remora {
@@ -16,19 +18,6 @@ namespace detail {
 // ---------------------------------------------------------------- wire format
 
 namespace {
-
-void put_le(std::byte* p, std::uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) {
-        p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
-    }
-}
-std::uint64_t get_le(const std::byte* p, int n) {
-    std::uint64_t v = 0;
-    for (int i = 0; i < n; ++i) {
-        v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
-    }
-    return v;
-}
 
 result<void> check_header(std::span<const std::byte> in, std::size_t size, const char* what) {
     if (in.size() != size) {
