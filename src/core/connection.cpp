@@ -45,16 +45,17 @@ result<connection_config> effective(const connection_config& in, const provider_
     if (c.sq_size == 0 || c.rq_size == 0) {
         return fail(errc::invalid_argument, "connection_config: sq_size and rq_size must be > 0");
     }
-    if (c.sq_size > caps.tx_size) {
-        return fail(errc::too_large, "connection_config: sq_size " + n2s(c.sq_size) +
-                                         " exceeds the provider's send queue of " +
-                                         n2s(caps.tx_size));
+    // Depths beyond what the provider grants are clamped (config() reports the effective
+    // values); the per-operation factor (max_sge) never is: it is refused below.
+    if (c.sq_size + c.service_depth > caps.tx_size) {
+        if (c.service_depth >= caps.tx_size) {
+            return fail(errc::too_large,
+                        "connection_config: service_depth " + n2s(c.service_depth) +
+                            " leaves no room in the provider's send queue of " + n2s(caps.tx_size));
+        }
+        c.sq_size = static_cast<std::uint32_t>(caps.tx_size) - c.service_depth;
     }
-    if (c.rq_size > caps.rx_size) {
-        return fail(errc::too_large, "connection_config: rq_size " + n2s(c.rq_size) +
-                                         " exceeds the provider's receive queue of " +
-                                         n2s(caps.rx_size));
-    }
+    c.rq_size = std::min<std::uint32_t>(c.rq_size, static_cast<std::uint32_t>(caps.rx_size));
     const std::size_t sge_limit = std::min<std::size_t>(caps.iov_limit, max_segments);
     if (c.max_sge == 0 || c.max_sge > sge_limit) {
         return fail(errc::too_large, "connection_config: max_sge " + n2s(c.max_sge) +
@@ -66,12 +67,31 @@ result<connection_config> effective(const connection_config& in, const provider_
         // The service's messages are the connection's only receives, and its sends get entries
         // of their own beside the application's.
         c.rq_size = c.service_depth;
-        if (c.rq_size > caps.rx_size || c.sq_size + c.service_depth > caps.tx_size) {
-            return fail(errc::too_large, "connection_config: service_depth " +
-                                             n2s(c.service_depth) + " (plus sq_size " +
-                                             n2s(c.sq_size) + ") exceeds the provider's queues (" +
-                                             n2s(caps.tx_size) + " send, " + n2s(caps.rx_size) +
-                                             " receive)");
+        if (c.rq_size > caps.rx_size) {
+            return fail(errc::too_large,
+                        "connection_config: service_depth " + n2s(c.service_depth) +
+                            " exceeds the provider's receive queue of " + n2s(caps.rx_size));
+        }
+    }
+    if (c.cq_size == 0 && caps.cq_size != 0 &&
+        c.sq_size + c.service_depth + (c.rcq ? 0 : c.rq_size) > caps.cq_size) {
+        // The CQ cannot hold every entry: reduce the application's depths to fit it.
+        const auto room = static_cast<std::uint32_t>(caps.cq_size) -
+                          std::min<std::uint32_t>(c.service_depth * (c.rcq ? 1 : 2),
+                                                  static_cast<std::uint32_t>(caps.cq_size));
+        if (room < (c.rcq ? 1u : 2u)) {
+            return fail(errc::too_large, "connection_config: the provider's CQ of " +
+                                             n2s(caps.cq_size) + " cannot hold this service_depth");
+        }
+        if (c.rcq) {
+            c.sq_size = std::min(c.sq_size, room);
+        } else if (c.service_depth == 0) {
+            const std::uint32_t total = c.sq_size + c.rq_size;
+            c.sq_size = std::max<std::uint32_t>(
+                1, static_cast<std::uint32_t>(std::uint64_t(c.sq_size) * room / total));
+            c.rq_size = std::max<std::uint32_t>(1, room - c.sq_size);
+        } else {
+            c.sq_size = std::min(c.sq_size, room);
         }
     }
     const std::uint32_t need = c.sq_size + c.service_depth + (c.rcq ? 0 : c.rq_size);
