@@ -36,6 +36,7 @@
 #include <remora/memory_region.hpp>
 #include <remora/remote_region.hpp>
 #include <remora/result.hpp>
+#include <remora/slot_pool.hpp>
 
 namespace remora {
 
@@ -71,6 +72,12 @@ struct connection_config {
     // send queue grows by service_depth, receives are sized to it), and a connection with a
     // service depth carries only the service's messages: send and recv are refused.
     std::uint32_t service_depth = 0;
+    // A budget shared with other connections: every operation also takes {sq 1, cq 1} (or
+    // {recv 1, cq 1} for a receive) from it at post and returns them when its completion is
+    // read (or the connection is destroyed). Exhaustion follows the pool's policy: would_block
+    // under backpressure, bad_state under forbid (a sizing bug). The target service's and
+    // receive pools' own messages do not draw on it.
+    std::shared_ptr<slot_pool> slots{};
 };
 
 enum class flush_type : std::uint8_t {

@@ -59,7 +59,7 @@ unique_fd::~unique_fd() {
 
 void op_pool::reset(std::size_t sends, std::size_t service, std::size_t recvs) {
     std::lock_guard lock(mu_);
-    records_.assign(sends + service + recvs, op_record{});
+    records_ = std::vector<op_record>(sends + service + recvs);
     sends_ = sends;
     service_ = service;
     for (auto& f : free_) {
@@ -212,6 +212,8 @@ bool finish(completion& c, void* op_context, std::uint64_t flags) {
     if (rec == nullptr) {
         return true;  // a peer's write with immediate data: no local operation
     }
+    // The shared budget's units go back once this function is done, outside the record lock.
+    lease units_back = std::move(rec->held);
     if (rec->internal != nullptr) {
         auto* hook = rec->internal;
         void* context = rec->user_context;

@@ -534,6 +534,16 @@ result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op 
                     std::string(what) + ": " + (recv ? "receive" : "send") + " queue full (depth " +
                         n2s(recv ? c.config.rq_size : c.config.sq_size) + "); reap completions");
     }
+    if (c.config.slots) {
+        auto l = c.config.slots->try_acquire(
+            units{}.with(recv ? unit::recv : unit::sq, 1).with(unit::cq, 1));
+        if (!l) {
+            c.ops.give(r);
+            return fail(l.error().code(), std::string(what) + ": shared slot pool: " +
+                                              l.error().message());
+        }
+        r->held = std::move(*l);
+    }
     r->user_context = opts.context;
     r->callback = opts.callback;
     r->kind = kind;
@@ -545,6 +555,7 @@ result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op 
 result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what, bool recv) {
     auto res = posted(ret, c, what, recv);
     if (!res) {
+        lease units_back = std::move(r->held);  // released after the record, outside its lock
         c.ops.give(r);
     }
     return res;

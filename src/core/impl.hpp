@@ -93,6 +93,7 @@ struct op_record {
     remora::op kind = op::unknown;
     bool report_success = true;
     bool in_use = false;
+    lease held;  // units of connection_config::slots, returned when the completion is read
 };
 
 // Which queue entries an operation takes: the application's sends (sq_size), those reserved for

@@ -93,6 +93,55 @@ TEST_P(coro_test, awaited_writes_and_reads_resume_in_order) {
     EXPECT_EQ(pair.client->in_flight(), 0u);
 }
 
+TEST_P(coro_test, connections_sharing_a_slot_pool_keep_one_budget) {
+    // backpressure: the pool is the limit (4 for both connections, whose own depth is 64).
+    // forbid: the pool is sized for both connections (2 + 2), so it is never the limit; their
+    // own send queues are. (Exhausting a forbid pool is a sizing bug, asserted in debug builds.)
+    for (exhaustion policy : {exhaustion::backpressure, exhaustion::forbid}) {
+        SCOPED_TRACE(policy == exhaustion::forbid ? "forbid" : "backpressure");
+        auto pool = must(slot_pool::create(
+            {.capacity = units{}.with(unit::sq, 4).with(unit::cq, 4), .policy = policy}));
+        const std::uint32_t depth = policy == exhaustion::forbid ? 2 : 64;
+        const connection_config cfg{.sq_size = depth, .slots = pool};
+        auto a = must(connect_pair(GetParam(), {.progress_thread = true}, cfg));
+        auto b = must(connect_pair(GetParam(), {.progress_thread = true}, cfg));
+        std::vector<std::byte> ta(4096), tb(4096), src(64);
+        auto ma = must(memory_region::create(a.server_domain, ta, usage::write_destination));
+        auto mb = must(memory_region::create(b.server_domain, tb, usage::write_destination));
+        auto sa = must(memory_region::create(a.client_domain, src, usage::write_source));
+        auto sb = must(memory_region::create(b.client_domain, src, usage::write_source));
+        const auto da = must(ma.describe());
+        const auto db = must(mb.describe());
+        int admitted = 0;
+        for (int i = 0; i < 10; ++i) {
+            for (auto* p : {&a, &b}) {
+                auto r =
+                    p == &a ? a.client->write(da, 0, sa, 0, 8) : b.client->write(db, 0, sb, 0, 8);
+                if (r) {
+                    ++admitted;
+                    continue;
+                }
+                EXPECT_TRUE(r.error() == errc::would_block) << r.error().what();
+                if (policy == exhaustion::backpressure) {
+                    EXPECT_NE(r.error().message().find("shared slot pool"), std::string::npos);
+                }
+            }
+        }
+        EXPECT_EQ(admitted, 4);
+        EXPECT_EQ(pool->available()[unit::sq], 0u);
+        const std::size_t on_a = a.client->in_flight(), on_b = b.client->in_flight();
+        EXPECT_EQ(on_a + on_b, 4u);
+        EXPECT_EQ(collect(a.client->cq(), on_a, true).size(), on_a);
+        EXPECT_EQ(collect(b.client->cq(), on_b, true).size(), on_b);
+        // Reading the completions gave every unit back.
+        EXPECT_EQ(pool->available(), pool->capacity());
+        REMORA_ASSERT_OK(a.client->write(da, 0, sa, 0, 8));
+        EXPECT_EQ(pool->available()[unit::sq], 3u);
+        a.client.reset();  // a destroyed connection returns what it held
+        EXPECT_EQ(pool->available(), pool->capacity());
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(providers, coro_test, testing::ValuesIn(providers()), provider_name);
 
 }  // namespace
