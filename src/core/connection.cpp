@@ -539,8 +539,8 @@ result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op 
             units{}.with(recv ? unit::recv : unit::sq, 1).with(unit::cq, 1));
         if (!l) {
             c.ops.give(r);
-            return fail(l.error().code(), std::string(what) + ": shared slot pool: " +
-                                              l.error().message());
+            return fail(l.error().code(),
+                        std::string(what) + ": shared slot pool: " + l.error().message());
         }
         r->held = std::move(*l);
     }
