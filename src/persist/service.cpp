@@ -43,13 +43,23 @@ result<void> check_header(std::span<const std::byte> in, std::size_t size, const
 
 }  // namespace
 
-void encode(const service_request& r, std::span<std::byte, request_size> out) noexcept {
-    std::byte* p = out.data();
+namespace {
+
+// The first 16 bytes of both messages: magic, version, op, a 16-bit field (request flags or
+// reply status) and the request id.
+void put_header(std::byte* p, service_op op, std::uint16_t field, std::uint64_t id) noexcept {
     put_le(p, service_magic, 4);
     p[4] = static_cast<std::byte>(service_version);
-    p[5] = static_cast<std::byte>(r.op);
-    put_le(p + 6, r.flags, 2);
-    put_le(p + 8, r.id, 8);
+    p[5] = static_cast<std::byte>(op);
+    put_le(p + 6, field, 2);
+    put_le(p + 8, id, 8);
+}
+
+}  // namespace
+
+void encode(const service_request& r, std::span<std::byte, request_size> out) noexcept {
+    std::byte* p = out.data();
+    put_header(p, r.op, r.flags, r.id);
     put_le(p + 16, r.key, 8);
     put_le(p + 24, r.address, 8);
     put_le(p + 32, r.arg0, 8);
@@ -58,11 +68,7 @@ void encode(const service_request& r, std::span<std::byte, request_size> out) no
 
 void encode(const service_reply& r, std::span<std::byte, reply_size> out) noexcept {
     std::byte* p = out.data();
-    put_le(p, service_magic, 4);
-    p[4] = static_cast<std::byte>(service_version);
-    p[5] = static_cast<std::byte>(r.op);
-    put_le(p + 6, r.status, 2);
-    put_le(p + 8, r.id, 8);
+    put_header(p, r.op, r.status, r.id);
     put_le(p + 16, r.value, 8);
     put_le(p + 24, 0, 8);
 }
