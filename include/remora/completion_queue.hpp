@@ -12,12 +12,16 @@
 // and wait again. No completion is lost between a poll that found nothing and a wait: wait() arms
 // the channel with fi_trywait before it blocks.
 //
+// A CQ may also be shared by several connections (shared_completion_queue below): it keeps one
+// budget, and attaching a connection whose queue entries could overflow it fails.
+//
 // Threading: one thread at a time polls or waits on a CQ (its progress owner).
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <system_error>
 
@@ -49,8 +53,14 @@ struct completion {
     std::uint64_t imm = 0;  // immediate data when has_imm
     bool has_imm = false;
     void* context = nullptr;  // the operation's user context
+    // connection_config::tag of the connection it belongs to (tells connections apart on a
+    // shared CQ). A peer's write with immediate data carries no local operation: on a shared CQ
+    // it reports the shared CQ's tag (libfabric's MSG endpoints do not say which connection).
+    std::uint64_t tag = 0;
     [[nodiscard]] bool ok() const noexcept { return !status; }
 };
+
+class domain;
 
 namespace detail {
 struct cq_impl;
@@ -82,6 +92,48 @@ class completion_queue {
 
   private:
     detail::cq_impl* impl_;
+};
+
+struct shared_cq_config {
+    // Entries. Clamped to the provider's CQ size; size() reports the effective value.
+    std::uint32_t size = 1024;
+    // Read by the domain's library progress thread (see connection_config::progress_thread):
+    // the target side of tcp, and the target service, make progress while the application
+    // sleeps. Otherwise the application's polls and waits drive it.
+    bool progress_thread = false;
+    std::uint64_t tag = 0;  // reported for a peer's write with immediate data (see completion)
+};
+
+// A completion queue shared by several connections (connection_config::shared_cq, shared_rcq),
+// like a server's one CQ for all its queue pairs. It keeps one budget: each attached connection
+// reserves an entry for every queue entry that completes here (send queue + service depth, and
+// the receive queue unless the connection has a separate RCQ), so the CQ cannot overflow;
+// attaching a connection that would exceed size() fails with errc::too_large and the figures.
+// A connection's reservation returns when it is destroyed: its endpoint is closed, the CQ is
+// read dry (its own completions still there are dropped, other connections' are kept for the
+// next poll), then its entries are free again. close() it and reap first to see its flushed
+// operations. Every completion carries its connection's tag.
+//
+// Threading: as completion_queue (one poller or waiter at a time); connections may attach and
+// detach from any thread meanwhile. Do not destroy a connection from inside a completion
+// callback of its own shared CQ. The handle is shared: copies refer to the same CQ, which lives
+// while a handle or an attached connection does.
+class shared_completion_queue {
+  public:
+    shared_completion_queue() = default;  // empty handle
+    [[nodiscard]] static result<shared_completion_queue> create(const domain& dom,
+                                                                const shared_cq_config& cfg = {});
+
+    explicit operator bool() const noexcept { return impl_ != nullptr; }
+    [[nodiscard]] completion_queue& queue() const noexcept;  // poll, wait, fd, arm
+    [[nodiscard]] std::size_t size() const noexcept;         // effective entries
+    [[nodiscard]] std::size_t reserved() const noexcept;     // held by attached connections
+    [[nodiscard]] std::size_t connections() const noexcept;  // attached now
+
+    [[nodiscard]] const std::shared_ptr<detail::cq_impl>& impl() const noexcept { return impl_; }
+
+  private:
+    std::shared_ptr<detail::cq_impl> impl_;
 };
 
 }  // namespace remora

@@ -78,6 +78,13 @@ struct connection_config {
     // under backpressure, bad_state under forbid (a sizing bug). The target service's and
     // receive pools' own messages do not draw on it.
     std::shared_ptr<slot_pool> slots{};
+    // Complete on a CQ shared with other connections instead of one of the connection's own:
+    // shared_cq takes what the CQ would (sends, and receives unless rcq); shared_rcq the
+    // receives (it implies rcq). The connection reserves its entries there (cq_size and
+    // rcq_size then report the shared CQs' sizes) or fails with errc::too_large when they do
+    // not fit. Shared CQs are waited on themselves: channel_mode::shared is refused with them.
+    shared_completion_queue shared_cq{};
+    shared_completion_queue shared_rcq{};
 };
 
 enum class flush_type : std::uint8_t {

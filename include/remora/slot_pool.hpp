@@ -14,8 +14,9 @@
 //    deadline that expire() enforces). A request larger than the capacity is refused at once
 //    with errc::too_large under both policies.
 //
-// Not yet wired into connections (see the slots issue): connections today rely on their queue
-// sizing (CQ >= SQ + RQ) and the provider's would_block.
+// Connections draw on a pool through connection_config::slots (a budget shared by several
+// connections); each connection's own queue entries are its records (see connection.hpp), and a
+// shared CQ keeps a budget of its own (shared_completion_queue).
 //
 // Threading: all calls may run concurrently. Callbacks of parked requests run on the thread
 // that returns the units (release, lease destruction) or calls expire()/cancel_all(), never

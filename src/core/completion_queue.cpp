@@ -1,5 +1,6 @@
 #include <remora/completion_channel.hpp>
 #include <remora/completion_queue.hpp>
+#include <remora/domain.hpp>
 
 #include <poll.h>
 #include <sys/epoll.h>
@@ -160,9 +161,9 @@ int remaining_ms(clock::time_point deadline) {
 
 }  // namespace
 
-result<std::unique_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl>& dom,
+result<std::shared_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl>& dom,
                                                cq_kind kind, std::size_t size, std::uint64_t tag) {
-    auto cq = std::make_unique<cq_impl>();
+    auto cq = std::make_shared<cq_impl>();
     cq->dom = dom;
     cq->kind = kind;
     cq->size = size;
@@ -202,18 +203,24 @@ bool in_completion() noexcept {
 namespace {
 
 // Fills `c` from a provider completion and gives its record back. Returns true when the
-// completion is for the caller to see (false: delivered to its callback, or a success of an
-// operation posted with completion_mode::on_error).
-bool finish(completion& c, void* op_context, std::uint64_t flags) {
+// completion is for the caller to see (false: delivered to its callback, a success of an
+// operation posted with completion_mode::on_error, or one of a connection being destroyed).
+bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t flags) {
     auto* rec = static_cast<op_record*>(op_context);
     c.op = (flags & FI_REMOTE_WRITE) != 0 ? op::remote_write
            : rec != nullptr               ? rec->kind
                                           : op_from_flags(flags);
     if (rec == nullptr) {
+        c.tag = cq.tag;
         return true;  // a peer's write with immediate data: no local operation
     }
+    c.tag = rec->owner->tag;
     // The shared budget's units go back once this function is done, outside the record lock.
     lease units_back = std::move(rec->held);
+    if (rec->owner->retired.load(std::memory_order_relaxed)) {
+        rec->owner->give(rec);
+        return false;
+    }
     if (rec->internal != nullptr) {
         auto* hook = rec->internal;
         void* context = rec->user_context;
@@ -235,10 +242,13 @@ bool finish(completion& c, void* op_context, std::uint64_t flags) {
 
 }  // namespace
 
-result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n) {
+result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::size_t* consumed) {
     fi_cq_data_entry entries[read_batch];
     n = std::min(n, read_batch);
     ssize_t got = fi_cq_read(cq.get(), entries, n);
+    if (consumed != nullptr) {
+        *consumed = got > 0 ? static_cast<std::size_t>(got) : 0;
+    }
     if (got > 0) {
         std::size_t emitted = 0;
         for (ssize_t i = 0; i < got; ++i) {
@@ -248,7 +258,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n) {
             c.bytes = e.len;
             c.has_imm = (e.flags & FI_REMOTE_CQ_DATA) != 0;
             c.imm = c.has_imm ? e.data : 0;
-            if (finish(c, e.op_context, e.flags)) {
+            if (finish(*this, c, e.op_context, e.flags)) {
                 ++emitted;
             }
         }
@@ -266,11 +276,14 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n) {
         if (r < 0) {
             return fail(fabric_error(static_cast<int>(r), "fi_cq_readerr"));
         }
+        if (consumed != nullptr) {
+            *consumed = 1;
+        }
         completion& c = out[0];
         c = completion{};
         c.bytes = err.len;
         c.status = status_from_fi(err.err);
-        return finish(c, err.op_context, err.flags) ? 1 : 0;
+        return finish(*this, c, err.op_context, err.flags) ? 1 : 0;
     }
     return fail(fabric_error(static_cast<int>(got), "fi_cq_read"));
 }
@@ -323,6 +336,10 @@ result<std::size_t> cq_impl::fill_stash() {
         pump();
         return owned_ready();
     }
+    std::unique_lock lock(read_mu, std::defer_lock);
+    if (shared) {
+        lock.lock();
+    }
     if (stash_count == 0) {
         stash_head = 0;
         auto r = read_provider(stash.data(), stash_capacity);
@@ -339,8 +356,14 @@ result<bool> cq_impl::trywait() {
         pump();                     // see fill_stash
         return owned_ready() == 0;  // the eventfd stays readable while the ring holds entries
     }
-    if (stash_count != 0) {
-        return false;
+    {
+        std::unique_lock lock(read_mu, std::defer_lock);
+        if (shared) {
+            lock.lock();
+        }
+        if (stash_count != 0) {
+            return false;
+        }
     }
     fid* f = cq.as_fid();
     int ret = fi_trywait(dom->fabric.get(), &f, 1);
@@ -378,9 +401,12 @@ result<std::size_t> cq_impl::poll(std::span<completion> out) {
         }
         return n;
     }
+    std::unique_lock lock(read_mu, std::defer_lock);
+    if (shared) {
+        lock.lock();
+    }
     while (n < out.size() && stash_count != 0) {
-        out[n++] = stash[stash_head++];
-        --stash_count;
+        out[n++] = stash_pop();
     }
     while (n < out.size()) {
         const std::size_t want = std::min<std::size_t>(out.size() - n, read_batch);
@@ -417,12 +443,14 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
         }
         // The connection's event queue wakes the wait too: a disconnect cancels what the
         // provider did not flush, and those completions then land here. Providers that notice a
-        // dead peer only when called into (sockets) get a liveness slice.
+        // dead peer only when called into (sockets) get a liveness slice; a shared CQ's wait
+        // uses the slice to read its connections' events.
         const bool watch_events = conn != nullptr && dom->watch_disconnects && conn->arm_events();
         pollfd p[2] = {{wait_fd(), POLLIN, 0}, {watch_events ? conn->eq_fd : -1, POLLIN, 0}};
         int wait_ms = remaining_ms(deadline);
         const auto slice = static_cast<int>(dom->liveness_interval.count());
-        if (conn != nullptr && slice > 0) {
+        const bool lively = conn != nullptr || shared;
+        if (lively && slice > 0) {
             wait_ms = std::min(wait_ms, slice);
         }
         int rc = ::poll(p, watch_events ? 2 : 1, wait_ms);
@@ -430,8 +458,12 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
             return fail(errc::provider_error,
                         std::string("poll on CQ fd: ") + std::strerror(errno));
         }
-        if (rc <= 0 && conn != nullptr && clock::now() < deadline) {
-            conn->drive();
+        if (rc <= 0 && lively && clock::now() < deadline) {
+            if (conn != nullptr) {
+                conn->drive();
+            } else {
+                drive_attached();
+            }
             continue;
         }
         if (rc <= 0) {
@@ -446,6 +478,92 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
         }
         return fill_stash();  // 0 here is a no_completion wake-up
     }
+}
+
+// ---------------------------------------------------------------- shared CQ budget
+
+namespace {
+
+// Appends to a ring, growing it when full (teardown only: a drain may need more room).
+void push_growing(std::vector<completion>& ring, std::size_t& head, std::size_t& count,
+                  const completion& c) {
+    if (count == ring.size()) {
+        std::vector<completion> bigger(std::max<std::size_t>(16, ring.size() * 2));
+        for (std::size_t i = 0; i < count; ++i) {
+            bigger[i] = ring[(head + i) % ring.size()];
+        }
+        ring.swap(bigger);
+        head = 0;
+    }
+    ring[(head + count) % ring.size()] = c;
+    ++count;
+}
+
+}  // namespace
+
+cq_impl::~cq_impl() {
+    if (shared && progress != nullptr) {
+        std::lock_guard lock(dom->progress_mu);
+        progress->unwatch(this);
+    }
+}
+
+result<void> cq_impl::attach_connection(connection_impl* c, std::size_t need,
+                                        const std::string& what) {
+    std::lock_guard lock(budget_mu);
+    if (need > size - reserved) {
+        return fail(errc::too_large, what + " needs " + std::to_string(need) +
+                                         " entries of the shared CQ of " + std::to_string(size) +
+                                         ", which has " + std::to_string(size - reserved) +
+                                         " free (" + std::to_string(attached.size()) +
+                                         " connections attached): it could overflow");
+    }
+    reserved += need;
+    attached.push_back(c);
+    return {};
+}
+
+void cq_impl::detach_connection(connection_impl* c, std::size_t need) {
+    {
+        std::lock_guard lock(budget_mu);
+        attached.erase(std::remove(attached.begin(), attached.end(), c), attached.end());
+    }
+    // The endpoint is closed: what the provider still holds of `c` is in the CQ now. Read it dry;
+    // `c`'s completions are dropped (its pool is retired), others' are kept in order for the
+    // next poll.
+    const bool owned_here = progress_owned();
+    std::unique_lock lock(owned_here ? owned_mu : read_mu);
+    std::vector<completion>& ring = owned_here ? owned : stash;
+    std::size_t& head = owned_here ? owned_head : stash_head;
+    std::size_t& count = owned_here ? owned_count : stash_count;
+    bool added = false;
+    for (;;) {
+        completion batch[read_batch];
+        std::size_t consumed = 0;
+        auto r = read_provider(batch, read_batch, &consumed);
+        if (!r || consumed == 0) {
+            break;
+        }
+        for (std::size_t i = 0; i < *r; ++i) {
+            push_growing(ring, head, count, batch[i]);
+            added = true;
+        }
+    }
+    lock.unlock();
+    if (added && owned_here) {
+        std::uint64_t one = 1;
+        [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
+    }
+    std::lock_guard budget(budget_mu);
+    reserved -= std::min(need, reserved);
+}
+
+void cq_impl::drive_attached() {
+    std::lock_guard lock(budget_mu);
+    for (connection_impl* c : attached) {
+        c->poll_events();
+    }
+    drive();
 }
 
 // ---------------------------------------------------------------- channel
@@ -742,6 +860,66 @@ std::size_t completion_queue::size() const noexcept {
 }
 std::uint64_t completion_queue::tag() const noexcept {
     return impl_->tag;
+}
+
+result<shared_completion_queue> shared_completion_queue::create(const domain& dom,
+                                                                const shared_cq_config& cfg) {
+    const auto& d = dom.impl();
+    if (!d) {
+        return fail(errc::bad_state, "shared_completion_queue: empty domain handle");
+    }
+    if (cfg.size == 0) {
+        return fail(errc::invalid_argument, "shared_completion_queue: size must be > 0");
+    }
+    std::size_t size = cfg.size;
+    if (d->caps.cq_size != 0) {
+        size = std::min(size, d->caps.cq_size);  // what the provider grants
+    }
+    auto q = detail::cq_impl::open(d, cq_kind::cq, size, cfg.tag);
+    if (!q) {
+        return fail(q.error());
+    }
+    auto& impl = *q;
+    impl->shared = true;
+    // Room for a full CQ read on a detach beside what a wait has stashed.
+    impl->stash.assign(size + detail::cq_impl::stash_capacity, completion{});
+    if (cfg.progress_thread) {
+        std::lock_guard lock(d->progress_mu);
+        if (!d->progress) {
+            auto engine = detail::progress_engine::start();
+            if (!engine) {
+                return fail(engine.error());
+            }
+            d->progress = std::move(*engine);
+        }
+        if (auto r = d->progress->watch(impl.get()); !r) {
+            return fail(r.error());
+        }
+    }
+    shared_completion_queue out;
+    out.impl_ = std::move(impl);
+    return out;
+}
+
+completion_queue& shared_completion_queue::queue() const noexcept {
+    return impl_->handle;
+}
+std::size_t shared_completion_queue::size() const noexcept {
+    return impl_ ? impl_->size : 0;
+}
+std::size_t shared_completion_queue::reserved() const noexcept {
+    if (!impl_) {
+        return 0;
+    }
+    std::lock_guard lock(impl_->budget_mu);
+    return impl_->reserved;
+}
+std::size_t shared_completion_queue::connections() const noexcept {
+    if (!impl_) {
+        return 0;
+    }
+    std::lock_guard lock(impl_->budget_mu);
+    return impl_->attached.size();
 }
 
 result<completion_channel> completion_channel::create() {

@@ -73,7 +73,15 @@ result<connection_config> effective(const connection_config& in, const provider_
                             " exceeds the provider's receive queue of " + n2s(caps.rx_size));
         }
     }
-    if (c.cq_size == 0 && caps.cq_size != 0 &&
+    if (c.shared_rcq) {
+        c.rcq = true;
+    }
+    if ((c.shared_cq || c.shared_rcq) && c.channel == channel_mode::shared) {
+        return fail(errc::invalid_argument,
+                    "connection_config: a shared CQ is waited on itself; channel_mode::shared "
+                    "cannot be combined with shared_cq or shared_rcq");
+    }
+    if (!c.shared_cq && c.cq_size == 0 && caps.cq_size != 0 &&
         c.sq_size + c.service_depth + (c.rcq ? 0 : c.rq_size) > caps.cq_size) {
         // The CQ cannot hold every entry: reduce the application's depths to fit it.
         const auto room = static_cast<std::uint32_t>(caps.cq_size) -
@@ -95,7 +103,9 @@ result<connection_config> effective(const connection_config& in, const provider_
         }
     }
     const std::uint32_t need = c.sq_size + c.service_depth + (c.rcq ? 0 : c.rq_size);
-    if (c.cq_size == 0) {
+    if (c.shared_cq) {
+        c.cq_size = static_cast<std::uint32_t>(c.shared_cq.size());  // fit checked on attach
+    } else if (c.cq_size == 0) {
         c.cq_size = need;
     } else if (c.cq_size < need) {
         return fail(errc::invalid_argument,
@@ -103,7 +113,9 @@ result<connection_config> effective(const connection_config& in, const provider_
                         " completions (send queue" + (c.rcq ? "" : " + receive queue") +
                         "); it could overflow");
     }
-    if (c.rcq) {
+    if (c.shared_rcq) {
+        c.rcq_size = static_cast<std::uint32_t>(c.shared_rcq.size());
+    } else if (c.rcq) {
         if (c.rcq_size == 0) {
             c.rcq_size = c.rq_size;
         } else if (c.rcq_size < c.rq_size) {
@@ -195,17 +207,51 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
         return fail(fabric_error(ret, "fi_control(FI_GETWAIT) on an EQ"));
     }
 
-    auto c = cq_impl::open(dom, cq_kind::cq, config.cq_size, config.tag);
-    if (!c) {
-        return fail(c.error());
-    }
-    cq = std::move(*c);
-    if (config.rcq) {
-        auto r = cq_impl::open(dom, cq_kind::rcq, config.rcq_size, config.tag);
-        if (!r) {
-            return fail(r.error());
+    ops.tag = config.tag;
+    // A shared CQ takes a reservation for every entry that completes there; a private one is
+    // sized for them all.
+    auto attach = [&](const shared_completion_queue& shared, cq_kind kind, std::size_t need,
+                      std::shared_ptr<cq_impl>& q, std::size_t& reserved) -> result<void> {
+        if (!shared) {
+            auto r = cq_impl::open(
+                dom, kind, kind == cq_kind::cq ? config.cq_size : config.rcq_size, config.tag);
+            if (!r) {
+                return fail(r.error());
+            }
+            q = std::move(*r);
+            q->conn = this;
+            return {};
         }
-        rcq = std::move(*r);
+        if (shared.impl()->dom != dom) {
+            return fail(errc::invalid_argument, std::string("connection_config: shared_") +
+                                                    (kind == cq_kind::cq ? "cq" : "rcq") +
+                                                    " belongs to another domain");
+        }
+        const std::string what =
+            kind == cq_kind::cq
+                ? "connection_config::shared_cq: send queue " + n2s(config.sq_size) +
+                      (config.service_depth != 0 ? " + service depth " + n2s(config.service_depth)
+                                                 : std::string()) +
+                      (config.rcq ? "" : " + receive queue " + n2s(config.rq_size))
+                : "connection_config::shared_rcq: receive queue " + n2s(config.rq_size);
+        if (auto r = shared.impl()->attach_connection(this, need, what); !r) {
+            return r;
+        }
+        q = shared.impl();
+        reserved = need;
+        return {};
+    };
+    if (auto r = attach(config.shared_cq, cq_kind::cq,
+                        config.sq_size + config.service_depth + (config.rcq ? 0 : config.rq_size),
+                        cq, cq_reserved);
+        !r) {
+        return r;
+    }
+    if (config.rcq) {
+        if (auto r = attach(config.shared_rcq, cq_kind::rcq, config.rq_size, rcq, rcq_reserved);
+            !r) {
+            return r;
+        }
     }
     // The progress thread takes its CQs before anything waits on them (their wait fd changes).
     // It also answers the target service's requests and fills receive pools, which arrive as
@@ -221,7 +267,7 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
         }
         progress_watched = true;  // before watching: teardown unwatches whatever got watched
         for (cq_impl* q : {cq.get(), rcq.get()}) {
-            if (q != nullptr) {
+            if (q != nullptr && !q->shared) {  // a shared CQ's mode is its own
                 if (auto r = dom->progress->watch(q); !r) {
                     return r;
                 }
@@ -246,10 +292,6 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
                 q->channel = channel;
             }
         }
-    }
-    cq->conn = this;
-    if (rcq) {
-        rcq->conn = this;
     }
     ops.reset(config.sq_size, config.service_depth, config.rq_size);
 
@@ -339,7 +381,7 @@ void connection_impl::teardown() {
     if (progress_watched) {
         std::lock_guard lock(dom->progress_mu);
         for (cq_impl* q : {cq.get(), rcq.get()}) {
-            if (q != nullptr && dom->progress) {
+            if (q != nullptr && !q->shared && dom->progress) {
                 dom->progress->unwatch(q);
             }
         }
@@ -353,7 +395,16 @@ void connection_impl::teardown() {
         }
         channel->detach_events(this);
     }
-    ep.reset();
+    if ((cq && cq->shared) || (rcq && rcq->shared)) {
+        ops.retired = true;  // what of ours is still in a shared CQ is dropped from now on
+    }
+    ep.reset();  // tcp writes every operation still queued to the CQs (canceled) right here
+    if (cq && cq->shared) {
+        cq->detach_connection(this, std::exchange(cq_reserved, 0));
+    }
+    if (rcq && rcq->shared) {
+        rcq->detach_connection(this, std::exchange(rcq_reserved, 0));
+    }
     rcq.reset();
     cq.reset();
     eq.reset();
@@ -414,6 +465,11 @@ connection_impl::connection_impl(std::shared_ptr<domain_impl> d)
     : dom(std::move(d)), dom_handle(make_domain_handle(dom)) {}
 
 connection_impl::~connection_impl() {
+    if ((cq && cq->shared) || (rcq && rcq->shared)) {
+        // From here on, what of ours is read from a shared CQ is dropped: its contexts,
+        // callbacks and hooks may be gone. The canceled receives below are among them.
+        ops.retired = true;
+    }
     if (open.exchange(false) && ep) {
         fi_shutdown(ep.get(), 0);
     }

@@ -112,6 +112,13 @@ class op_pool {
     std::size_t in_use() const;
     std::size_t in_use(queue q) const;
 
+    // The connection's tag, reported in every completion of its records.
+    std::uint64_t tag = 0;
+    // Set while a connection on a shared CQ is destroyed: completions of its records still in
+    // that CQ are discarded (their contexts, callbacks and hooks may be gone) and their records
+    // and units given back.
+    std::atomic<bool> retired{false};
+
   private:
     mutable std::mutex mu_;
     std::vector<op_record> records_;  // sends, service sends, receives; never reallocated
@@ -140,11 +147,37 @@ struct cq_impl {
     channel_source source{this, nullptr};
 
     // Completions read while waiting (so a wait can tell a real wake-up from a no_completion
-    // one) and handed out by the next poll. Fixed size: no allocation on the data path.
+    // one) and handed out by the next poll: a ring sized at creation (no allocation on the data
+    // path). A shared CQ's ring also holds what a detaching connection's drain read for others.
     static constexpr std::size_t stash_capacity = 16;
-    std::array<completion, stash_capacity> stash{};
+    std::vector<completion> stash = std::vector<completion>(stash_capacity);
     std::size_t stash_head = 0;
     std::size_t stash_count = 0;
+    void stash_push(const completion& c) noexcept {
+        stash[(stash_head + stash_count) % stash.size()] = c;
+        ++stash_count;
+    }
+    completion stash_pop() noexcept {
+        completion c = stash[stash_head];
+        stash_head = (stash_head + 1) % stash.size();
+        --stash_count;
+        return c;
+    }
+
+    // A CQ shared by several connections (shared_completion_queue): one budget of entries,
+    // reserved by each attached connection for all its queue entries that complete here, so
+    // attaching one that could overflow it fails. Reads take read_mu (a detaching connection
+    // drains the CQ from its own thread).
+    bool shared = false;
+    std::mutex read_mu;
+    std::mutex budget_mu;
+    std::size_t reserved = 0;
+    std::vector<connection_impl*> attached;
+    // Reserves `need` entries for `c`, or fails with errc::too_large naming the shortfall.
+    result<void> attach_connection(connection_impl* c, std::size_t need, const std::string& what);
+    // Called once `c`'s endpoint is closed: reads the CQ dry (completions of `c`, retired, are
+    // discarded; others' are kept for the next poll), then returns `need` entries.
+    void detach_connection(connection_impl* c, std::size_t need);
 
     // With a library progress thread the thread is this CQ's only reader (one progress owner:
     // a second thread in fi_cq_read/fi_trywait resets the CQ's wait signal under a blocked
@@ -166,10 +199,20 @@ struct cq_impl {
     // Calls into the provider (a zero-length read) unless the progress thread owns this CQ.
     void drive();
 
-    static result<std::unique_ptr<cq_impl>> open(const std::shared_ptr<domain_impl>& dom,
+    cq_impl() = default;
+    cq_impl(const cq_impl&) = delete;
+    cq_impl& operator=(const cq_impl&) = delete;
+    ~cq_impl();  // a shared CQ leaves the progress thread here
+    static result<std::shared_ptr<cq_impl>> open(const std::shared_ptr<domain_impl>& dom,
                                                  cq_kind kind, std::size_t size, std::uint64_t tag);
-    // Reads up to n completions from the provider (errors included) into out.
-    result<std::size_t> read_provider(completion* out, std::size_t n);
+    // Reads up to n completions from the provider (errors included) into out; returns how many
+    // are for the caller (callbacks and dropped ones are not), and how many were read in
+    // `consumed`.
+    result<std::size_t> read_provider(completion* out, std::size_t n,
+                                      std::size_t* consumed = nullptr);
+    // Calls into the provider for the connections attached to a shared CQ: their events
+    // (a disconnect cancels receives the provider does not flush).
+    void drive_attached();
     // Fills the stash if empty; returns the number stashed.
     result<std::size_t> fill_stash();
     // fi_trywait on this CQ alone: true when it is safe to block on fd.
@@ -228,8 +271,10 @@ struct connection_impl {
     connection_config config;
     eq_handle eq;
     int eq_fd = -1;
-    std::unique_ptr<cq_impl> cq;
-    std::unique_ptr<cq_impl> rcq;
+    std::shared_ptr<cq_impl> cq;   // private, or a shared_completion_queue's
+    std::shared_ptr<cq_impl> rcq;  // likewise
+    std::size_t cq_reserved = 0;   // entries reserved on a shared CQ / RCQ
+    std::size_t rcq_reserved = 0;
     std::shared_ptr<channel_impl> channel;  // shared mode only
     info_ptr ep_info;                       // outlives ep: sockets keeps a shallow copy of it
     ep_handle ep;
