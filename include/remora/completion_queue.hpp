@@ -109,10 +109,11 @@ struct shared_cq_config {
 // reserves an entry for every queue entry that completes here (send queue + service depth, and
 // the receive queue unless the connection has a separate RCQ), so the CQ cannot overflow;
 // attaching a connection that would exceed size() fails with errc::too_large and the figures.
-// A connection's reservation returns when it is destroyed: its endpoint is closed, the CQ is
-// read dry (its own completions still there are dropped, other connections' are kept for the
-// next poll), then its entries are free again. close() it and reap first to see its flushed
-// operations. Every completion carries its connection's tag.
+// A connection's reservation returns when it is destroyed: its endpoint is closed and every
+// completion of its still in the CQ, or read and not yet handed out, is dropped (its contexts
+// and callbacks may be gone); other connections' entries read on the way are kept, in order,
+// and finished by the CQ's reader on its own thread. close() it and reap first to see its
+// flushed operations. Every completion carries its connection's tag.
 //
 // Threading: as completion_queue (one poller or waiter at a time); connections may attach and
 // detach from any thread meanwhile. Do not destroy a connection from inside a completion

@@ -83,8 +83,19 @@ struct connection_config {
     // receives (it implies rcq). The connection reserves its entries there (cq_size and
     // rcq_size then report the shared CQs' sizes) or fails with errc::too_large when they do
     // not fit. Shared CQs are waited on themselves: channel_mode::shared is refused with them.
+    // A shared CQ's reader drives the connection (progress, and noticing its disconnect); with
+    // progress_thread, each shared CQ given must be read by the progress thread too.
     shared_completion_queue shared_cq{};
     shared_completion_queue shared_rcq{};
+    // Selective signalling: with N > 1, writes and sends posted with completion_mode::on_error,
+    // no callback and at most caps().inject_size bytes (their buffer is copied at post, so it
+    // is free at once) are posted without a completion, at most N - 1 in a row: the next is
+    // signalled whatever it asks for. An unsignalled operation keeps its send-queue and CQ
+    // entries (an error still completes) until a later signalled operation's completion is
+    // read, which reclaims every unsignalled one posted before it; in_flight() counts them
+    // until then. Reads, atomics, flushes, larger or callback operations are always
+    // signalled. Clamped to sq_size (the bound); 1 (default): every operation is signalled.
+    std::uint32_t signal_every = 1;
 };
 
 enum class flush_type : std::uint8_t {
@@ -115,7 +126,8 @@ const char* to_string(atomic_path p) noexcept;
 enum class completion_mode : std::uint8_t {
     always,    // a completion is reported on success and on error
     on_error,  // only an error is reported; the operation still holds its queue entries until
-               // the library reaps its completion (every operation is signalled underneath)
+               // the library reaps its completion (signalled underneath, unless
+               // connection_config::signal_every lets it go unsignalled)
 };
 
 struct op_options {

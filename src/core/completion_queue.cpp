@@ -86,7 +86,79 @@ op_record* op_pool::take(queue q) {
     free.pop_back();
     r->in_use = true;
     r->internal = nullptr;
+    r->unsignaled = false;
+    r->reclaims = false;
     return r;
+}
+
+void op_pool::push_quiet(op_record* r) {
+    std::lock_guard lock(mu_);
+    if (quiet_.empty()) {
+        quiet_.resize(std::max<std::size_t>(2 * sends_, 2));
+    }
+    if (quiet_count_ == quiet_.size()) {
+        // Full of stale entries (records that completed with an error): keep the valid ones.
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < quiet_count_; ++i) {
+            const quiet_entry e = quiet_[(quiet_head_ + i) % quiet_.size()];
+            if (quiet_valid(e)) {
+                quiet_[(quiet_head_ + kept++) % quiet_.size()] = e;
+            }
+        }
+        quiet_count_ = kept;
+    }
+    r->unsignaled = true;
+    r->mark = quiet_next_++;
+    quiet_[(quiet_head_ + quiet_count_) % quiet_.size()] = {r, r->mark};
+    ++quiet_count_;
+}
+
+void op_pool::unpush_quiet(op_record* r) {
+    std::lock_guard lock(mu_);
+    // The newest entry: posts and pushes are serialised, and reclaim takes older ones only.
+    if (quiet_count_ != 0 && quiet_[(quiet_head_ + quiet_count_ - 1) % quiet_.size()].rec == r) {
+        --quiet_count_;
+        --quiet_next_;
+    }
+    r->unsignaled = false;
+}
+
+void op_pool::mark_signalled(op_record* r) {
+    std::lock_guard lock(mu_);
+    r->reclaims = true;
+    r->mark = quiet_next_;
+}
+
+void op_pool::reclaim(std::uint64_t mark) {
+    // Every unsignalled operation posted before the signalled one whose completion is being read
+    // is done (a connection's sends, writes and their completions are ordered): give their
+    // records back, and their units outside the lock (a parked acquirer may run).
+    for (;;) {
+        lease back[16];
+        std::size_t n = 0;
+        {
+            std::lock_guard lock(mu_);
+            while (quiet_count_ != 0 && n < 16) {
+                const quiet_entry e = quiet_[quiet_head_];
+                if (e.mark >= mark) {
+                    break;
+                }
+                quiet_head_ = (quiet_head_ + 1) % quiet_.size();
+                --quiet_count_;
+                if (quiet_valid(e)) {
+                    e.rec->in_use = false;
+                    e.rec->unsignaled = false;
+                    back[n++] = std::move(e.rec->held);
+                    const auto i = static_cast<std::size_t>(e.rec - records_.data());
+                    free_[static_cast<std::size_t>(queue_of(i))].push_back(
+                        static_cast<std::uint32_t>(i));
+                }
+            }
+            if (n < 16) {
+                return;  // `back` releases on the way out
+            }
+        }
+    }
 }
 
 void op_pool::give(op_record* r) noexcept {
@@ -221,6 +293,9 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
         rec->owner->give(rec);
         return false;
     }
+    if (rec->reclaims) {
+        rec->owner->reclaim(rec->mark);
+    }
     if (rec->internal != nullptr) {
         auto* hook = rec->internal;
         void* context = rec->user_context;
@@ -242,9 +317,51 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
 
 }  // namespace
 
-result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::size_t* consumed) {
-    fi_cq_data_entry entries[read_batch];
+namespace {
+
+const op_pool* owner_of(void* op_context) noexcept {
+    return op_context != nullptr ? static_cast<op_record*>(op_context)->owner : nullptr;
+}
+
+}  // namespace
+
+result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::size_t* consumed,
+                                           const op_pool** from) {
     n = std::min(n, read_batch);
+    if (backlog_head < backlog.size()) {
+        // What a detaching connection's drain read for the others comes first (it is older).
+        std::size_t taken = 0;
+        std::size_t emitted = 0;
+        while (backlog_head < backlog.size() && taken < n) {
+            const raw_entry e = backlog[backlog_head++];
+            ++taken;
+            completion& c = out[emitted];
+            c = completion{};
+            c.bytes = e.len;
+            if (e.err != 0) {
+                c.status = status_from_fi(e.err);
+            } else {
+                c.has_imm = (e.flags & FI_REMOTE_CQ_DATA) != 0;
+                c.imm = c.has_imm ? e.data : 0;
+            }
+            const op_pool* src = owner_of(e.context);
+            if (finish(*this, c, e.context, e.flags)) {
+                if (from != nullptr) {
+                    from[emitted] = src;
+                }
+                ++emitted;
+            }
+        }
+        if (backlog_head == backlog.size()) {
+            backlog.clear();
+            backlog_head = 0;
+        }
+        if (consumed != nullptr) {
+            *consumed = taken;
+        }
+        return emitted;
+    }
+    fi_cq_data_entry entries[read_batch];
     ssize_t got = fi_cq_read(cq.get(), entries, n);
     if (consumed != nullptr) {
         *consumed = got > 0 ? static_cast<std::size_t>(got) : 0;
@@ -258,7 +375,11 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
             c.bytes = e.len;
             c.has_imm = (e.flags & FI_REMOTE_CQ_DATA) != 0;
             c.imm = c.has_imm ? e.data : 0;
+            const op_pool* src = owner_of(e.op_context);
             if (finish(*this, c, e.op_context, e.flags)) {
+                if (from != nullptr) {
+                    from[emitted] = src;
+                }
                 ++emitted;
             }
         }
@@ -283,7 +404,14 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         c = completion{};
         c.bytes = err.len;
         c.status = status_from_fi(err.err);
-        return finish(*this, c, err.op_context, err.flags) ? 1 : 0;
+        const op_pool* src = owner_of(err.op_context);
+        if (!finish(*this, c, err.op_context, err.flags)) {
+            return 0;
+        }
+        if (from != nullptr) {
+            from[0] = src;
+        }
+        return 1;
     }
     return fail(fabric_error(static_cast<int>(got), "fi_cq_read"));
 }
@@ -305,15 +433,21 @@ bool cq_impl::pump() {
                 break;  // the application holds a full CQ's worth: the provider's CQ is empty
             }
             completion batch[16];
-            auto r = read_provider(batch, std::min<std::size_t>(room, 16));
-            if (!r || *r == 0) {
+            const op_pool* from[16];
+            std::size_t consumed = 0;
+            auto r = read_provider(batch, std::min<std::size_t>(room, 16), &consumed, from);
+            if (!r || consumed == 0) {
                 break;
             }
             for (std::size_t i = 0; i < *r; ++i) {
-                owned[(owned_head + owned_count) % owned.size()] = batch[i];
+                const std::size_t at = (owned_head + owned_count) % owned.size();
+                owned[at] = batch[i];
+                if (shared) {
+                    owned_from[at] = from[i];
+                }
                 ++owned_count;
             }
-            added = true;
+            added = added || *r != 0;
         }
     }
     if (added) {
@@ -338,11 +472,15 @@ result<std::size_t> cq_impl::fill_stash() {
     }
     std::unique_lock lock(read_mu, std::defer_lock);
     if (shared) {
+        if (detaching.load() != 0) {
+            return 0;  // a connection is being destroyed: nothing is lost, ask again
+        }
         lock.lock();
     }
     if (stash_count == 0) {
         stash_head = 0;
-        auto r = read_provider(stash.data(), stash_capacity);
+        auto r = read_provider(stash.data(), stash_capacity, nullptr,
+                               shared ? stash_from.data() : nullptr);
         if (!r) {
             return r;
         }
@@ -356,14 +494,17 @@ result<bool> cq_impl::trywait() {
         pump();                     // see fill_stash
         return owned_ready() == 0;  // the eventfd stays readable while the ring holds entries
     }
-    {
-        std::unique_lock lock(read_mu, std::defer_lock);
-        if (shared) {
-            lock.lock();
+    // A shared CQ arms under its read lock: a drain cannot slip entries into the backlog
+    // between the check and the arming.
+    std::unique_lock lock(read_mu, std::defer_lock);
+    if (shared) {
+        if (detaching.load() != 0) {
+            return false;  // see fill_stash
         }
-        if (stash_count != 0) {
-            return false;
-        }
+        lock.lock();
+    }
+    if (stash_count != 0 || backlog_head < backlog.size()) {
+        return false;
     }
     fid* f = cq.as_fid();
     int ret = fi_trywait(dom->fabric.get(), &f, 1);
@@ -379,6 +520,9 @@ result<bool> cq_impl::trywait() {
 result<std::size_t> cq_impl::poll(std::span<completion> out) {
     std::size_t n = 0;
     if (progress_owned()) {
+        if (shared && detaching.load() != 0) {
+            return 0;  // see fill_stash
+        }
         // Ring first (older), then the provider directly: a busy-polling application makes
         // progress itself instead of waiting for the thread to be scheduled.
         std::lock_guard lock(owned_mu);
@@ -403,6 +547,9 @@ result<std::size_t> cq_impl::poll(std::span<completion> out) {
     }
     std::unique_lock lock(read_mu, std::defer_lock);
     if (shared) {
+        if (detaching.load() != 0) {
+            return 0;  // see fill_stash
+        }
         lock.lock();
     }
     while (n < out.size() && stash_count != 0) {
@@ -482,25 +629,6 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
 
 // ---------------------------------------------------------------- shared CQ budget
 
-namespace {
-
-// Appends to a ring, growing it when full (teardown only: a drain may need more room).
-void push_growing(std::vector<completion>& ring, std::size_t& head, std::size_t& count,
-                  const completion& c) {
-    if (count == ring.size()) {
-        std::vector<completion> bigger(std::max<std::size_t>(16, ring.size() * 2));
-        for (std::size_t i = 0; i < count; ++i) {
-            bigger[i] = ring[(head + i) % ring.size()];
-        }
-        ring.swap(bigger);
-        head = 0;
-    }
-    ring[(head + count) % ring.size()] = c;
-    ++count;
-}
-
-}  // namespace
-
 cq_impl::~cq_impl() {
     if (shared && progress != nullptr) {
         std::lock_guard lock(dom->progress_mu);
@@ -519,40 +647,100 @@ result<void> cq_impl::attach_connection(connection_impl* c, std::size_t need,
                                          " connections attached): it could overflow");
     }
     reserved += need;
-    attached.push_back(c);
+    if (std::find(attached.begin(), attached.end(), c) == attached.end()) {
+        attached.push_back(c);  // once, also when it is both the connection's CQ and RCQ
+    }
     return {};
 }
 
-void cq_impl::detach_connection(connection_impl* c, std::size_t need) {
+void cq_impl::retire_connection(connection_impl* c) {
     {
         std::lock_guard lock(budget_mu);
         attached.erase(std::remove(attached.begin(), attached.end(), c), attached.end());
     }
-    // The endpoint is closed: what the provider still holds of `c` is in the CQ now. Read it dry;
-    // `c`'s completions are dropped (its pool is retired), others' are kept in order for the
-    // next poll.
+    // A reader inside finish() for one of c's records holds this lock: once we have had it,
+    // every later completion of c is dropped (its pool is retired), so no hook of c runs.
+    ++detaching;
+    { std::lock_guard lock(progress_owned() ? owned_mu : read_mu); }
+    --detaching;
+}
+
+void cq_impl::detach_connection(std::size_t need) {
     const bool owned_here = progress_owned();
-    std::unique_lock lock(owned_here ? owned_mu : read_mu);
-    std::vector<completion>& ring = owned_here ? owned : stash;
-    std::size_t& head = owned_here ? owned_head : stash_head;
-    std::size_t& count = owned_here ? owned_count : stash_count;
-    bool added = false;
-    for (;;) {
-        completion batch[read_batch];
-        std::size_t consumed = 0;
-        auto r = read_provider(batch, read_batch, &consumed);
-        if (!r || consumed == 0) {
-            break;
+    bool pending = false;
+    {
+        ++detaching;
+        std::lock_guard lock(owned_here ? owned_mu : read_mu);
+        --detaching;
+        // Completions already read and not yet handed out: purge the retired connections'.
+        std::vector<completion>& ring = owned_here ? owned : stash;
+        std::vector<const op_pool*>& from = owned_here ? owned_from : stash_from;
+        std::size_t& head = owned_here ? owned_head : stash_head;
+        std::size_t& count = owned_here ? owned_count : stash_count;
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < count; ++i) {
+            const std::size_t at = (head + i) % ring.size();
+            if (from[at] == nullptr || !from[at]->retired.load()) {
+                const std::size_t to = (head + kept++) % ring.size();
+                ring[to] = ring[at];
+                from[to] = from[at];
+            }
         }
-        for (std::size_t i = 0; i < *r; ++i) {
-            push_growing(ring, head, count, batch[i]);
-            added = true;
+        count = kept;
+        // The backlog's and the provider's entries of retired connections are dropped (their
+        // records given back); the others' wait in the backlog for the CQ's reader.
+        auto keep_or_drop = [&](const raw_entry& e) {
+            const op_pool* src = owner_of(e.context);
+            if (src != nullptr && src->retired.load()) {
+                completion ignored;
+                finish(*this, ignored, e.context, e.flags);
+                return false;
+            }
+            return true;
+        };
+        std::vector<raw_entry> kept_backlog;
+        for (std::size_t i = backlog_head; i < backlog.size(); ++i) {
+            if (keep_or_drop(backlog[i])) {
+                kept_backlog.push_back(backlog[i]);
+            }
         }
+        for (;;) {
+            fi_cq_data_entry entries[read_batch];
+            const ssize_t got = fi_cq_read(cq.get(), entries, read_batch);
+            if (got > 0) {
+                for (ssize_t i = 0; i < got; ++i) {
+                    const fi_cq_data_entry& d = entries[i];
+                    const raw_entry e{d.op_context, d.flags, d.len, d.data, 0};
+                    if (keep_or_drop(e)) {
+                        kept_backlog.push_back(e);
+                    }
+                }
+                continue;
+            }
+            if (got == -FI_EAVAIL) {
+                fi_cq_err_entry err{};
+                if (fi_cq_readerr(cq.get(), &err, 0) == 1) {
+                    const raw_entry e{err.op_context, err.flags, err.len, err.data,
+                                      err.err != 0 ? err.err : FI_EOTHER};
+                    if (keep_or_drop(e)) {
+                        kept_backlog.push_back(e);
+                    }
+                    continue;
+                }
+            }
+            break;  // dry (or an error reading: nothing more can be read now)
+        }
+        backlog = std::move(kept_backlog);
+        backlog_head = 0;
+        pending = !backlog.empty();
     }
-    lock.unlock();
-    if (added && owned_here) {
-        std::uint64_t one = 1;
-        [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
+    if (pending) {
+        // Wake the CQ's reader: its provider CQ may be dry now while the backlog waits.
+        if (owned_here) {
+            progress->kick(this);
+        } else {
+            fi_cq_signal(cq.get());
+        }
     }
     std::lock_guard budget(budget_mu);
     reserved -= std::min(need, reserved);
@@ -731,6 +919,7 @@ progress_engine::~progress_engine() {
 result<void> progress_engine::watch(cq_impl* cq) {
     std::lock_guard lock(mu_);
     cq->owned.assign(cq->size, completion{});
+    cq->owned_from.assign(cq->size, nullptr);
     cq->notify = unique_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (cq->notify.get() < 0) {
         return fail(errc::provider_error,
@@ -881,8 +1070,7 @@ result<shared_completion_queue> shared_completion_queue::create(const domain& do
     }
     auto& impl = *q;
     impl->shared = true;
-    // Room for a full CQ read on a detach beside what a wait has stashed.
-    impl->stash.assign(size + detail::cq_impl::stash_capacity, completion{});
+    impl->stash_from.assign(impl->stash.size(), nullptr);
     if (cfg.progress_thread) {
         std::lock_guard lock(d->progress_mu);
         if (!d->progress) {

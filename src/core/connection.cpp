@@ -76,6 +76,17 @@ result<connection_config> effective(const connection_config& in, const provider_
     if (c.shared_rcq) {
         c.rcq = true;
     }
+    for (const auto* shared : {&c.shared_cq, &c.shared_rcq}) {
+        if (c.progress_thread && *shared && shared->impl()->progress == nullptr) {
+            return fail(errc::invalid_argument,
+                        "connection_config: progress_thread needs its shared CQs to be read by "
+                        "the progress thread too (shared_cq_config::progress_thread)");
+        }
+    }
+    if (c.signal_every == 0) {
+        return fail(errc::invalid_argument, "connection_config: signal_every must be >= 1");
+    }
+    c.signal_every = std::min(c.signal_every, c.sq_size);  // the bound: one signal per queue
     if ((c.shared_cq || c.shared_rcq) && c.channel == channel_mode::shared) {
         return fail(errc::invalid_argument,
                     "connection_config: a shared CQ is waited on itself; channel_mode::shared "
@@ -400,10 +411,10 @@ void connection_impl::teardown() {
     }
     ep.reset();  // tcp writes every operation still queued to the CQs (canceled) right here
     if (cq && cq->shared) {
-        cq->detach_connection(this, std::exchange(cq_reserved, 0));
+        cq->detach_connection(std::exchange(cq_reserved, 0));
     }
     if (rcq && rcq->shared) {
-        rcq->detach_connection(this, std::exchange(rcq_reserved, 0));
+        rcq->detach_connection(std::exchange(rcq_reserved, 0));
     }
     rcq.reset();
     cq.reset();
@@ -467,8 +478,15 @@ connection_impl::connection_impl(std::shared_ptr<domain_impl> d)
 connection_impl::~connection_impl() {
     if ((cq && cq->shared) || (rcq && rcq->shared)) {
         // From here on, what of ours is read from a shared CQ is dropped: its contexts,
-        // callbacks and hooks may be gone. The canceled receives below are among them.
+        // callbacks and hooks may be gone. The canceled receives below are among them. Once
+        // retired, no reader runs a hook of ours (which could post on the endpoint) and no
+        // shared CQ's wait drives us.
         ops.retired = true;
+        for (cq_impl* q : {cq.get(), rcq.get()}) {
+            if (q != nullptr && q->shared) {
+                q->retire_connection(this);
+            }
+        }
     }
     if (open.exchange(false) && ep) {
         fi_shutdown(ep.get(), 0);
@@ -661,17 +679,13 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
     }
     msg.context = *rec;
     msg.data = imm;
-    std::uint64_t flags = FI_COMPLETION;
-    ssize_t ret;
     if (kind == rma_kind::read) {
-        ret = fi_readmsg(c.ep.get(), &msg, flags);
-    } else {
-        if (kind == rma_kind::write_imm) {
-            flags |= FI_REMOTE_CQ_DATA;
-        }
-        ret = fi_writemsg(c.ep.get(), &msg, flags);
+        // A read's destination must outlive it: always signalled.
+        return submit(c, *rec, fi_readmsg(c.ep.get(), &msg, FI_COMPLETION), what, false);
     }
-    return submit(c, *rec, ret, what, false);
+    const std::uint64_t flags = kind == rma_kind::write_imm ? FI_REMOTE_CQ_DATA : 0;
+    return post_maybe_quiet(c, *rec, g.bytes, opts, flags, what,
+                            [&](std::uint64_t f) { return fi_writemsg(c.ep.get(), &msg, f); });
 }
 
 result<void> check_messaging(const connection_impl& c, const char* what) {
@@ -711,8 +725,8 @@ result<void> post_send(connection_impl& c, std::span<const local_segment> local,
     }
     msg.context = *rec;
     msg.data = imm;
-    const std::uint64_t flags = FI_COMPLETION | (with_imm ? FI_REMOTE_CQ_DATA : 0);
-    return submit(c, *rec, fi_sendmsg(c.ep.get(), &msg, flags), what, false);
+    return post_maybe_quiet(c, *rec, g.bytes, opts, with_imm ? FI_REMOTE_CQ_DATA : 0, what,
+                            [&](std::uint64_t f) { return fi_sendmsg(c.ep.get(), &msg, f); });
 }
 
 }  // namespace
@@ -934,6 +948,12 @@ result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
         for (detail::cq_impl* q : {c.cq.get(), c.rcq.get()}) {
             if (q == nullptr || q->progress_owned()) {
                 continue;  // the progress thread drives it; its events reach the EQ fd
+            }
+            if (q->shared) {
+                // Its reader drives it: arming it here would reset the wait signal under that
+                // reader. Look at the events on a short tick instead.
+                busy = true;
+                continue;
             }
             q->drive();
             auto armed = q->trywait();

@@ -93,6 +93,12 @@ struct op_record {
     remora::op kind = op::unknown;
     bool report_success = true;
     bool in_use = false;
+    // Selective signalling (connection_config::signal_every): an operation posted without a
+    // completion keeps its record (and so its queue and CQ entries: an error still completes)
+    // until a later signalled operation's completion reclaims it. `mark` orders them.
+    bool unsignaled = false;
+    bool reclaims = false;  // signalled while selective signalling is on: reclaims older ones
+    std::uint64_t mark = 0;
     lease held;  // units of connection_config::slots, returned when the completion is read
 };
 
@@ -109,6 +115,13 @@ class op_pool {
     void give(op_record* r) noexcept;
     // Records of receives still posted (to cancel them on disconnect).
     std::vector<op_record*> posted_recvs();
+    // Selective signalling, under connection_impl::signal_mu: an unsignalled post's record
+    // joins the ring (undo with unpush_quiet if the post fails); a signalled one is marked to
+    // reclaim everything before it when its completion is read (reclaim).
+    void push_quiet(op_record* r);
+    void unpush_quiet(op_record* r);
+    void mark_signalled(op_record* r);
+    void reclaim(std::uint64_t mark);
     std::size_t in_use() const;
     std::size_t in_use(queue q) const;
 
@@ -126,6 +139,17 @@ class op_pool {
     std::size_t sends_ = 0;
     std::size_t service_ = 0;
     queue queue_of(std::size_t index) const noexcept;
+    struct quiet_entry {
+        op_record* rec;
+        std::uint64_t mark;
+    };
+    std::vector<quiet_entry> quiet_;  // ring, capacity 2 x sends (stale entries included)
+    std::size_t quiet_head_ = 0;
+    std::size_t quiet_count_ = 0;
+    std::uint64_t quiet_next_ = 0;
+    bool quiet_valid(const quiet_entry& e) const noexcept {
+        return e.rec->in_use && e.rec->unsignaled && e.rec->mark == e.mark;
+    }
 };
 
 // What an epoll entry of a completion channel stands for: a CQ, or a connection's event queue.
@@ -164,20 +188,44 @@ struct cq_impl {
         return c;
     }
 
+    // Provider entries that a detaching connection's drain read for other connections: the
+    // CQ's reader finishes them (their callbacks and hooks run on its thread) before it reads
+    // the provider again. Filled on teardown only.
+    struct raw_entry {
+        void* context;
+        std::uint64_t flags;
+        std::size_t len;
+        std::uint64_t data;
+        int err;  // 0, or the error of an error entry
+    };
+    std::vector<raw_entry> backlog;
+    std::size_t backlog_head = 0;
+    // Shared CQs: the connection (its op_pool) each stash / owned entry came from, so a
+    // destroyed connection's completions read but not yet handed out are purged.
+    std::vector<const op_pool*> stash_from;
+    std::vector<const op_pool*> owned_from;
+
     // A CQ shared by several connections (shared_completion_queue): one budget of entries,
     // reserved by each attached connection for all its queue entries that complete here, so
     // attaching one that could overflow it fails. Reads take read_mu (a detaching connection
     // drains the CQ from its own thread).
     bool shared = false;
     std::mutex read_mu;
+    // Connections retiring or draining now: readers step aside (a busy poller re-taking
+    // read_mu in a loop would starve them; std::mutex is not fair).
+    std::atomic<int> detaching{0};
     std::mutex budget_mu;
     std::size_t reserved = 0;
     std::vector<connection_impl*> attached;
     // Reserves `need` entries for `c`, or fails with errc::too_large naming the shortfall.
     result<void> attach_connection(connection_impl* c, std::size_t need, const std::string& what);
-    // Called once `c`'s endpoint is closed: reads the CQ dry (completions of `c`, retired, are
-    // discarded; others' are kept for the next poll), then returns `need` entries.
-    void detach_connection(connection_impl* c, std::size_t need);
+    // First step of destroying `c` (its op_pool already retired): no wait drives it any more,
+    // and a reader finishing one of its completions is done before this returns.
+    void retire_connection(connection_impl* c);
+    // Once `c`'s endpoint is closed (tcp then has written everything it held to the CQ): drops
+    // `c`'s completions wherever they are (provider, backlog, stash or ring), moves the others'
+    // provider entries to the backlog for the CQ's reader, and returns `need` entries.
+    void detach_connection(std::size_t need);
 
     // With a library progress thread the thread is this CQ's only reader (one progress owner:
     // a second thread in fi_cq_read/fi_trywait resets the CQ's wait signal under a blocked
@@ -209,7 +257,8 @@ struct cq_impl {
     // are for the caller (callbacks and dropped ones are not), and how many were read in
     // `consumed`.
     result<std::size_t> read_provider(completion* out, std::size_t n,
-                                      std::size_t* consumed = nullptr);
+                                      std::size_t* consumed = nullptr,
+                                      const op_pool** from = nullptr);
     // Calls into the provider for the connections attached to a shared CQ: their events
     // (a disconnect cancels receives the provider does not flush).
     void drive_attached();
@@ -292,6 +341,8 @@ struct connection_impl {
     // back the slots still posted here (the provider no longer writes into them).
     std::mutex hooks_mu;
     std::vector<std::function<void(connection_impl&)>> on_destroy;
+    std::mutex signal_mu;  // selective signalling: decision, post and ring in one order
+    std::uint32_t since_signal = 0;
     std::once_flag scratch_once;  // the read-after-write flush's 8-byte destination
     std::optional<memory_region> scratch;
     std::array<std::byte, 8> scratch_bytes{};
@@ -335,6 +386,34 @@ result<void> check_open(const connection_impl& c, const char* what);
 result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind, bool recv,
                          const char* what);
 result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what, bool recv);
+// Posts a write or send through `post(flags)`, adding FI_COMPLETION, or with selective
+// signalling on and the operation eligible (no callback, completion_mode::on_error, at most the
+// inject size so its buffer is free at once, and fewer than signal_every - 1 unsignalled in a
+// row) FI_INJECT without a completion.
+template <class Post>
+result<void> post_maybe_quiet(connection_impl& c, op_record* r, std::size_t bytes,
+                              const op_options& opts, std::uint64_t flags, const char* what,
+                              Post&& post) {
+    if (c.config.signal_every <= 1) {
+        return submit(c, r, post(flags | FI_COMPLETION), what, false);
+    }
+    std::lock_guard lock(c.signal_mu);
+    const bool quiet = opts.callback == nullptr && opts.completion == completion_mode::on_error &&
+                       bytes <= c.dom->caps.inject_size &&
+                       c.since_signal + 1 < c.config.signal_every;
+    if (quiet) {
+        c.ops.push_quiet(r);
+    } else {
+        c.ops.mark_signalled(r);
+    }
+    const ssize_t ret = post(quiet ? (flags | FI_INJECT) : (flags | FI_COMPLETION));
+    if (ret == 0) {
+        c.since_signal = quiet ? c.since_signal + 1 : 0;
+    } else if (quiet) {
+        c.ops.unpush_quiet(r);
+    }
+    return submit(c, r, ret, what, false);
+}
 
 // now() + timeout, with the timeout clamped to [0, one year] (no overflow, no negative waits).
 std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds timeout);

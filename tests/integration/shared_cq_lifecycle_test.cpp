@@ -1,0 +1,306 @@
+// The life cycle of connections on a shared_completion_queue, against what the headers promise:
+// a destroyed connection's completions are dropped wherever they wait, other connections'
+// callbacks keep running on the CQ's reader, setups that fail give their reservation back, and
+// per-connection calls on other threads do not steal the shared CQ's wake-ups.
+#include <unistd.h>
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "support.hpp"
+
+namespace remora::test {
+namespace {
+
+class shared_cq_lifecycle_test : public testing::TestWithParam<std::string> {};
+
+struct server_side {
+    domain dom;
+    listener lst;
+    domain client_dom;
+    std::vector<connection> clients;
+
+    static server_side open(const std::string& provider) {
+        auto d = must(domain::open({.provider = provider}));
+        auto l = must(listener::create(d, "127.0.0.1", 0));
+        auto cd = must(domain::open({.provider = provider}));
+        return server_side{d, std::move(l), cd, {}};
+    }
+    result<connection> add(const connection_config& server_cfg,
+                           const connection_config& client_cfg = {}) {
+        auto client = std::async(std::launch::async, [&] {
+            return connection::connect(client_dom, "127.0.0.1", lst.port(), client_cfg);
+        });
+        auto req = lst.get_request(10s);
+        if (!req) {
+            return fail(req.error());
+        }
+        auto accepted = req->accept(server_cfg);
+        auto c = client.get();
+        if (accepted && c) {
+            clients.push_back(std::move(*c));
+        }
+        return accepted;
+    }
+};
+
+// completion_queue.hpp: "A connection's reservation returns when it is destroyed: ... its own
+// completions still there are dropped". A completion the library already read out of the
+// provider's CQ (into the progress thread's ring, or a wait()'s stash) is not dropped: it is
+// handed to the application after the connection is gone, with that connection's tag and a
+// context that may be gone with it.
+TEST_P(shared_cq_lifecycle_test, completions_already_read_into_the_ring_survive_the_destroy) {
+    for (bool progress : {false, true}) {
+        SCOPED_TRACE(progress ? "progress thread" : "application waits");
+        auto s = server_side::open(GetParam());
+        auto shared =
+            must(shared_completion_queue::create(s.dom, {.size = 32, .progress_thread = progress}));
+        std::optional<connection> a =
+            must(s.add({.sq_size = 4, .rq_size = 4, .tag = 1, .shared_cq = shared}));
+        connection b = must(s.add({.sq_size = 4, .rq_size = 4, .tag = 2, .shared_cq = shared}));
+        buffer inbox(256);
+        auto in_mr = must(memory_region::create(s.dom, inbox.span(), usage::receive));
+        REMORA_ASSERT_OK(a->recv(in_mr, 0, 32, {.context = &a}));
+        REMORA_ASSERT_OK(b.recv(in_mr, 64, 32, {.context = &b}));
+        buffer out(32);
+        auto out_mr = must(memory_region::create(s.client_dom, out.span(), usage::send));
+        REMORA_ASSERT_OK(s.clients[0].send(out_mr, 0, 16));  // to a
+        ASSERT_EQ(collect(s.clients[0].cq(), 1, true).size(), 1u);
+        // wait() reports a completion ready without handing it out (it is stashed, or in the
+        // progress thread's ring).
+        const auto until = std::chrono::steady_clock::now() + 5s;
+        std::size_t ready = 0;
+        while (ready == 0 && std::chrono::steady_clock::now() < until) {
+            auto w = shared.queue().wait(100ms);
+            ready = w ? *w : 0;
+        }
+        ASSERT_EQ(ready, 1u);
+        a.reset();  // destroyed before its completion was polled
+        completion got[4];
+        const std::size_t n = must(shared.queue().poll(got));
+        for (std::size_t i = 0; i < n; ++i) {
+            EXPECT_NE(got[i].tag, 1u) << "a completion of the destroyed connection (context "
+                                      << got[i].context << ") was delivered after its destroy";
+        }
+    }
+}
+
+// op_options::callback: "it runs exactly once, on the thread that reads the CQ". A connection
+// destroyed on another thread drains the shared CQ there (detach_connection -> read_provider ->
+// finish), running every other connection's callbacks on the destroying thread.
+std::atomic<std::thread::id> callback_thread{};
+std::atomic<int> callback_runs{0};
+std::thread::id destroyer{};
+std::mutex* registry = nullptr;
+std::atomic<bool> registry_would_deadlock{false};
+
+TEST_P(shared_cq_lifecycle_test, destroying_one_connection_runs_anothers_callbacks_on_its_thread) {
+    auto s = server_side::open(GetParam());
+    auto shared = must(shared_completion_queue::create(s.dom, {.size = 32}));
+    std::optional<connection> a =
+        must(s.add({.sq_size = 4, .rq_size = 4, .tag = 1, .shared_cq = shared}));
+    connection b = must(s.add({.sq_size = 4, .rq_size = 4, .tag = 2, .shared_cq = shared}));
+    buffer inbox(256);
+    auto in_mr = must(memory_region::create(s.dom, inbox.span(), usage::receive));
+    callback_runs = 0;
+    callback_thread = std::thread::id{};
+    registry_would_deadlock = false;
+    std::mutex reg;
+    registry = &reg;
+    REMORA_ASSERT_OK(b.recv(in_mr, 64, 32, {.callback = [](const completion&) {
+                                callback_thread = std::this_thread::get_id();
+                                ++callback_runs;
+                                // An application callback that looks its
+                                // connection up in a registry.
+                                if (std::this_thread::get_id() == destroyer) {
+                                    registry_would_deadlock = true;  // held here
+                                    return;
+                                }
+                                std::lock_guard g(*registry);
+                            }}));
+    buffer out(32);
+    auto out_mr = must(memory_region::create(s.client_dom, out.span(), usage::send));
+    REMORA_ASSERT_OK(s.clients[1].send(out_mr, 0, 16));  // to b
+    ASSERT_EQ(collect(s.clients[1].cq(), 1, true).size(), 1u);
+    // Land b's completion in the provider's CQ without reading it (as shared_cq_test does).
+    for (int round = 0; round < 50; ++round) {
+        (void)b.next_event(1ms);
+    }
+    ASSERT_EQ(callback_runs.load(), 0);
+    // Another thread removes `a` from the application's registry and destroys it, as a server
+    // does when a peer leaves.
+    std::thread t([&] {
+        destroyer = std::this_thread::get_id();
+        std::lock_guard g(reg);
+        a.reset();
+    });
+    t.join();
+    // The application's poller reads the shared CQ: b's callback belongs here.
+    completion got[4];
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (callback_runs.load() == 0 && std::chrono::steady_clock::now() < until) {
+        (void)shared.queue().poll(got);
+    }
+    ASSERT_EQ(callback_runs.load(), 1);
+    EXPECT_EQ(callback_thread.load(), std::this_thread::get_id())
+        << "b's callback ran on the thread that destroyed a";
+    EXPECT_FALSE(registry_would_deadlock.load())
+        << "b's callback ran while the destroying thread held the application's registry lock "
+           "(a std::mutex there self-deadlocks)";
+}
+
+// A connection destroyed with large writes still in flight while the shared CQ keeps being
+// polled: no completion of its records may be read after it is freed (ASan would report the
+// op_record read in finish()).
+TEST_P(shared_cq_lifecycle_test, destroy_with_writes_in_flight_then_keep_polling) {
+    auto s = server_side::open(GetParam());
+    auto shared = must(shared_completion_queue::create(s.client_dom, {.size = 256}));
+    constexpr std::size_t chunk = 256 * 1024;
+    buffer target(4 * chunk);
+    auto tmr = must(memory_region::create(s.dom, target.span(), usage::write_destination));
+    const auto dst = must(tmr.describe());
+    buffer local(4 * chunk);
+    auto lmr = must(memory_region::create(s.client_dom, local.span(), usage::write_source));
+    std::vector<connection> server_conns;
+    for (int round = 0; round < 6; ++round) {
+        server_conns.push_back(
+            must(s.add({.progress_thread = true},
+                       {.sq_size = 64, .rq_size = 4, .tag = 1u, .shared_cq = shared})));
+        connection& c = s.clients.back();
+        for (int i = 0; i < 64; ++i) {
+            if (!c.write(dst, (i % 4) * chunk, lmr, (i % 4) * chunk, chunk, {.context = &c})) {
+                break;
+            }
+        }
+        std::atomic<bool> stop{false};
+        std::thread poller([&] {
+            completion got[16];
+            while (!stop.load()) {
+                (void)shared.queue().poll(got);
+            }
+        });
+        s.clients.pop_back();  // destroyed with writes in flight
+        std::this_thread::sleep_for(100ms);
+        stop = true;
+        poller.join();
+        EXPECT_EQ(shared.reserved(), 0u);
+    }
+}
+
+// Failed setups after a reservation give it back.
+TEST_P(shared_cq_lifecycle_test, failed_setups_return_their_reservation) {
+    auto s = server_side::open(GetParam());
+    auto shared = must(shared_completion_queue::create(s.dom, {.size = 32}));
+    auto small = must(shared_completion_queue::create(s.dom, {.size = 4}));
+    auto r =
+        s.add({.sq_size = 4, .rq_size = 8, .tag = 1, .shared_cq = shared, .shared_rcq = small});
+    EXPECT_FALSE(r.has_value());
+    EXPECT_EQ(shared.reserved(), 0u);
+    EXPECT_EQ(shared.connections(), 0u);
+    auto client_shared = must(shared_completion_queue::create(s.client_dom, {.size = 32}));
+    auto nobody = connection::connect(s.client_dom, "127.0.0.1", 1,
+                                      {.sq_size = 4, .rq_size = 4, .shared_cq = client_shared});
+    EXPECT_FALSE(nobody.has_value());
+    EXPECT_EQ(client_shared.reserved(), 0u);
+}
+
+// connection_config::progress_thread promises that the target service's requests are answered
+// while the application sleeps: on a shared CQ that the progress thread does not read it could
+// not be kept, so it is refused; on one it reads, it is kept.
+TEST_P(shared_cq_lifecycle_test, progress_thread_needs_a_progress_read_shared_cq) {
+    auto s = server_side::open(GetParam());
+    auto plain = must(shared_completion_queue::create(s.dom, {.size = 64}));
+    auto driven =
+        must(shared_completion_queue::create(s.dom, {.size = 64, .progress_thread = true}));
+    const std::string path =
+        "/tmp/shared_cq_review_" + GetParam() + "_" + std::to_string(::getpid());
+    auto region =
+        must(persistent_region::open(s.dom, {.path = path, .size = 4096, .create = true}));
+    auto svc = must(target_service::create());
+    auto desc = must(svc.expose(region));
+    auto refused =
+        s.add({.sq_size = 4, .progress_thread = true, .service_depth = 4, .shared_cq = plain},
+              {.service_depth = 4});
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_EQ(refused.error(), errc::invalid_argument);
+    EXPECT_EQ(plain.reserved(), 0u);
+    auto server =
+        s.add({.sq_size = 4, .progress_thread = true, .service_depth = 4, .shared_cq = driven},
+              {.service_depth = 4});
+    ASSERT_TRUE(server.has_value()) << server.error().what();
+    REMORA_ASSERT_OK(svc.serve(*server));
+    REMORA_ASSERT_OK(s.clients.back().flush(desc, 0, 8, {}));
+    auto got = collect(s.clients.back().cq(), 1, true, 3s);  // the server application sleeps
+    ASSERT_EQ(got.size(), 1u) << "the target service's request was not answered";
+    EXPECT_TRUE(got[0].ok()) << got[0].status.message();
+    std::remove(path.c_str());
+}
+
+// completion_queue.hpp: one poller or waiter per CQ. connection::next_event() on a connection
+// attached to a shared CQ drives and fi_trywait()s the shared CQ from the caller's thread, which
+// resets the CQ's wait signal under the shared CQ's blocked waiter: its wakeup can be lost.
+int slow_waits(const std::string& provider, bool with_events, bool shared_cq);
+TEST_P(shared_cq_lifecycle_test, next_event_on_an_attached_connection_steals_the_waiters_wakeup) {
+    // Control: the same waits without the next_event thread are all prompt. (A private CQ with
+    // next_event on another thread loses wakeups too: the hazard predates this change, but a
+    // shared CQ makes "per-connection code on another thread" the normal arrangement.)
+    EXPECT_EQ(slow_waits(GetParam(), false, true), 0) << "control: no next_event thread";
+    EXPECT_EQ(slow_waits(GetParam(), true, true), 0)
+        << "waits on the shared CQ that slept through a ready completion for >= 500 ms";
+}
+int slow_waits(const std::string& provider, bool with_events, bool shared_cq) {
+    auto s = server_side::open(provider);
+    auto shared = must(shared_completion_queue::create(s.dom, {.size = 64}));
+    connection_config cfg{.sq_size = 4, .rq_size = 16, .tag = 1};
+    if (shared_cq) {
+        cfg.shared_cq = shared;
+    }
+    connection a = must(s.add(cfg));
+    completion_queue& q = shared_cq ? shared.queue() : a.cq();
+    buffer inbox(64);
+    auto in_mr = must(memory_region::create(s.dom, inbox.span(), usage::receive));
+    buffer out(32);
+    auto out_mr = must(memory_region::create(s.client_dom, out.span(), usage::send));
+    std::atomic<bool> stop{false};
+    std::thread events([&] {
+        while (with_events && !stop.load()) {
+            (void)a.next_event(0ms);  // per-connection code watching for a disconnect
+        }
+    });
+    int slow = 0;
+    for (int i = 0; i < 40; ++i) {
+        EXPECT_TRUE(a.recv(in_mr, 0, 32).has_value());
+        // The message arrives while the application is blocked in wait().
+        std::thread sender([&] {
+            std::this_thread::sleep_for(5ms);
+            if (s.clients[0].send(out_mr, 0, 16)) {
+                (void)collect(s.clients[0].cq(), 1, false);
+            }
+        });
+        const auto t0 = std::chrono::steady_clock::now();
+        std::size_t got = 0;
+        completion c[4];
+        while (got == 0 && std::chrono::steady_clock::now() - t0 < 5s) {
+            auto w = q.wait(700ms);
+            if (w && *w == 0) {
+                continue;
+            }
+            got = must(q.poll(c));
+        }
+        sender.join();
+        if (std::chrono::steady_clock::now() - t0 > 500ms) {
+            ++slow;
+        }
+        EXPECT_EQ(got, 1u);
+    }
+    stop = true;
+    events.join();
+    return slow;
+}
+
+INSTANTIATE_TEST_SUITE_P(providers, shared_cq_lifecycle_test, testing::ValuesIn(providers()),
+                         provider_name);
+
+}  // namespace
+}  // namespace remora::test
