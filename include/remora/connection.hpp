@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include <remora/buffer_pool.hpp>
 #include <remora/completion_channel.hpp>
 #include <remora/completion_queue.hpp>
 #include <remora/domain.hpp>
@@ -96,6 +97,9 @@ struct connection_config {
     // until then. Reads, atomics, flushes, larger or callback operations are always
     // signalled. Clamped to sq_size (the bound); 1 (default): every operation is signalled.
     std::uint32_t signal_every = 1;
+    // Pre-registered bounce buffers for write_copy and send_copy (may be shared by many
+    // connections; see buffer_pool.hpp).
+    buffer_pool bounce{};
 };
 
 enum class flush_type : std::uint8_t {
@@ -240,6 +244,17 @@ class connection {
     [[nodiscard]] result<void> recv(std::span<const local_segment> dst, op_options opts = {});
     [[nodiscard]] result<void> recv(const memory_region& dst, std::size_t offset,
                                     std::size_t length, op_options opts = {});
+
+    // ---- from unregistered memory, through a bounce buffer ----
+    // Copies `data` into a buffer of connection_config::bounce and posts the write or send from
+    // it: the caller's memory is free when the call returns, and the buffer is held by the
+    // operation's slot until its completion is read. Everything the operation needs (the
+    // buffer, the send-queue and CQ entries, slot units) is taken at once or nothing is:
+    // errc::would_block when the pool or the queue is exhausted, errc::too_large when `data`
+    // exceeds the pool's buffer_size, errc::bad_state without a pool.
+    [[nodiscard]] result<void> write_copy(const remote_region& dst, std::uint64_t dst_offset,
+                                          std::span<const std::byte> data, op_options opts = {});
+    [[nodiscard]] result<void> send_copy(std::span<const std::byte> data, op_options opts = {});
 
     // ---- completions ----
     [[nodiscard]] completion_queue& cq() noexcept;

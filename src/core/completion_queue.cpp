@@ -134,7 +134,7 @@ void op_pool::reclaim(std::uint64_t mark) {
     // is done (a connection's sends, writes and their completions are ordered): give their
     // records back, and their units outside the lock (a parked acquirer may run).
     for (;;) {
-        lease back[16];
+        op_holdings back[16];
         std::size_t n = 0;
         {
             std::lock_guard lock(mu_);
@@ -288,7 +288,7 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
     }
     c.tag = rec->owner->tag;
     // The shared budget's units go back once this function is done, outside the record lock.
-    lease units_back = std::move(rec->held);
+    op_holdings units_back = std::move(rec->held);
     if (rec->owner->retired.load(std::memory_order_relaxed)) {
         rec->owner->give(rec);
         return false;

@@ -616,7 +616,7 @@ result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op 
             return fail(l.error().code(),
                         std::string(what) + ": shared slot pool: " + l.error().message());
         }
-        r->held = std::move(*l);
+        r->held.units = std::move(*l);
     }
     r->user_context = opts.context;
     r->callback = opts.callback;
@@ -629,7 +629,7 @@ result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op 
 result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what, bool recv) {
     auto res = posted(ret, c, what, recv);
     if (!res) {
-        lease units_back = std::move(r->held);  // released after the record, outside its lock
+        op_holdings back = std::move(r->held);  // released after the record, outside its lock
         c.ops.give(r);
     }
     return res;
@@ -641,7 +641,7 @@ enum class rma_kind { read, write, write_imm };
 
 result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_segment> local,
                       const remote_region& remote, std::uint64_t remote_offset, std::uint64_t imm,
-                      const op_options& opts) {
+                      const op_options& opts, pooled_buffer* bounce = nullptr) {
     const char* what = kind == rma_kind::read    ? "read"
                        : kind == rma_kind::write ? "write"
                                                  : "write_with_imm";
@@ -677,6 +677,9 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
     if (!rec) {
         return fail(rec.error());
     }
+    if (bounce != nullptr) {
+        (*rec)->held.bounce = std::move(*bounce);  // held by the slot until completion
+    }
     msg.context = *rec;
     msg.data = imm;
     if (kind == rma_kind::read) {
@@ -698,7 +701,7 @@ result<void> check_messaging(const connection_impl& c, const char* what) {
 }
 
 result<void> post_send(connection_impl& c, std::span<const local_segment> local, bool with_imm,
-                       std::uint64_t imm, const op_options& opts) {
+                       std::uint64_t imm, const op_options& opts, pooled_buffer* bounce = nullptr) {
     const char* what = with_imm ? "send_with_imm" : "send";
     if (auto r = check_open(c, what); !r) {
         return r;
@@ -722,6 +725,9 @@ result<void> post_send(connection_impl& c, std::span<const local_segment> local,
     auto rec = admit(c, opts, op::send, false, what);
     if (!rec) {
         return fail(rec.error());
+    }
+    if (bounce != nullptr) {
+        (*rec)->held.bounce = std::move(*bounce);
     }
     msg.context = *rec;
     msg.data = imm;
@@ -866,6 +872,60 @@ result<void> connection::send_with_imm(const memory_region& src, std::size_t off
     const local_segment seg{&src, offset, length};
     return send_with_imm({&seg, 1}, imm, opts);
 }
+namespace {
+
+// Takes a bounce buffer from the connection's pool and copies `data` into it: the operation's
+// slot then holds it until completion.
+result<pooled_buffer> bounce_copy(detail::connection_impl& c, std::span<const std::byte> data,
+                                  const char* what) {
+    if (!c.config.bounce) {
+        return fail(errc::bad_state,
+                    std::string(what) + ": the connection has no connection_config::bounce pool");
+    }
+    if (data.size() > c.config.bounce.buffer_size()) {
+        return fail(errc::too_large, std::string(what) + ": " + std::to_string(data.size()) +
+                                         " bytes exceed the bounce buffers of " +
+                                         std::to_string(c.config.bounce.buffer_size()));
+    }
+    auto b = c.config.bounce.try_get();
+    if (!b) {
+        return fail(b.error().code(), std::string(what) + ": " + b.error().message());
+    }
+    if (!data.empty()) {
+        std::memcpy(b->data().data(), data.data(), data.size());
+    }
+    return b;
+}
+
+}  // namespace
+
+result<void> connection::write_copy(const remote_region& dst, std::uint64_t dst_offset,
+                                    std::span<const std::byte> data, op_options opts) {
+    auto& c = *impl_;
+    if (auto r = detail::check_open(c, "write_copy"); !r) {
+        return r;
+    }
+    auto b = bounce_copy(c, data, "write_copy");
+    if (!b) {
+        return fail(b.error());
+    }
+    const local_segment seg{&b->region(), b->offset(), data.size()};
+    return detail::post_rma(c, detail::rma_kind::write, {&seg, 1}, dst, dst_offset, 0, opts, &*b);
+}
+
+result<void> connection::send_copy(std::span<const std::byte> data, op_options opts) {
+    auto& c = *impl_;
+    if (auto r = detail::check_open(c, "send_copy"); !r) {
+        return r;
+    }
+    auto b = bounce_copy(c, data, "send_copy");
+    if (!b) {
+        return fail(b.error());
+    }
+    const local_segment seg{&b->region(), b->offset(), data.size()};
+    return detail::post_send(c, {&seg, 1}, false, 0, opts, &*b);
+}
+
 result<void> connection::recv(std::span<const local_segment> dst, op_options opts) {
     auto& c = *impl_;
     if (auto r = detail::check_open(c, "recv"); !r) {

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include <remora/buffer_pool.hpp>
 #include <remora/completion_channel.hpp>
 #include <remora/completion_queue.hpp>
 #include <remora/connection.hpp>
@@ -76,6 +77,13 @@ struct connection_impl;
 
 class op_pool;
 
+// What an operation holds beside its record: units of connection_config::slots and a bounce
+// buffer (write_copy, send_copy). Moved out of the record and released outside its lock.
+struct op_holdings {
+    lease units;
+    pooled_buffer bounce;
+};
+
 // The libfabric context of every operation remora posts: it lives from post to completion and
 // stands for the operation's send-queue or receive-queue entry, and so for its completion-queue
 // entry (a connection's CQs are sized for all its records). Completions map back through it to
@@ -99,7 +107,7 @@ struct op_record {
     bool unsignaled = false;
     bool reclaims = false;  // signalled while selective signalling is on: reclaims older ones
     std::uint64_t mark = 0;
-    lease held;  // units of connection_config::slots, returned when the completion is read
+    op_holdings held;  // returned when the completion is read (or the post fails)
 };
 
 // Which queue entries an operation takes: the application's sends (sq_size), those reserved for
