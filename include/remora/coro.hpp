@@ -75,6 +75,35 @@ op_awaiter<Post> co_op(connection& /*conn*/, Post post) {
     return op_awaiter<Post>(std::move(post));
 }
 
+// A write or send that completes at post (completion_mode::at_post: its bytes are injected):
+// awaiting it never suspends. It yields 0, or the post's error; a later transfer error is
+// reported to the CQ like on_error's (with the options' context, here none).
+template <class Post>
+class at_post_awaiter {
+  public:
+    explicit at_post_awaiter(Post post) : post_(std::move(post)) {}
+    bool await_ready() noexcept {
+        op_options o;
+        o.completion = completion_mode::at_post;
+        auto r = post_(o);
+        if (!r) {
+            out_ = tl::unexpected<error>(r.error());
+        }
+        return true;
+    }
+    void await_suspend(std::coroutine_handle<>) noexcept {}
+    result<std::size_t> await_resume() { return std::move(out_); }
+
+  private:
+    Post post_;
+    result<std::size_t> out_{std::size_t{0}};
+};
+
+template <class Post>
+at_post_awaiter<Post> co_op_at_post(connection& /*conn*/, Post post) {
+    return at_post_awaiter<Post>(std::move(post));
+}
+
 class task {
   public:
     struct promise_type {

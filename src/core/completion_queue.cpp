@@ -425,6 +425,7 @@ bool cq_impl::pump() {
     // The ring lock is held across the provider read so completions keep their order when the
     // application's poll reads the provider directly too.
     bool added = false;
+    bool reaped_here = false;
     {
         std::lock_guard lock(owned_mu);
         for (;;) {
@@ -439,6 +440,7 @@ bool cq_impl::pump() {
             if (!r || consumed == 0) {
                 break;
             }
+            reaped_here = true;
             for (std::size_t i = 0; i < *r; ++i) {
                 const std::size_t at = (owned_head + owned_count) % owned.size();
                 owned[at] = batch[i];
@@ -450,7 +452,7 @@ bool cq_impl::pump() {
             added = added || *r != 0;
         }
     }
-    if (added) {
+    if (added || reaped_here) {  // a reaped entry without a report wakes waiters too
         std::uint64_t one = 1;
         [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
     }
@@ -477,14 +479,17 @@ result<std::size_t> cq_impl::fill_stash() {
         }
         lock.lock();
     }
+    reaped = false;
     if (stash_count == 0) {
         stash_head = 0;
-        auto r = read_provider(stash.data(), stash_capacity, nullptr,
+        std::size_t consumed = 0;
+        auto r = read_provider(stash.data(), stash_capacity, &consumed,
                                shared ? stash_from.data() : nullptr);
         if (!r) {
             return r;
         }
         stash_count = *r;
+        reaped = consumed != 0;
     }
     return stash_count;
 }
@@ -573,7 +578,9 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
     const auto deadline = deadline_after(timeout);
     for (;;) {
         auto ready = fill_stash();
-        if (!ready || *ready != 0) {
+        if (!ready || *ready != 0 || reaped) {
+            // Entries reaped without a completion to report (callbacks, hidden successes,
+            // reclaimed unsignalled operations) end the wait too: in_flight() dropped.
             return ready;
         }
         auto armed = trywait();

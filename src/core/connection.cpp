@@ -602,6 +602,13 @@ result<void> check_imm(const connection_impl& c, std::uint64_t imm) {
 // successes from the application.
 result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind, bool recv,
                          const char* what) {
+    if (opts.completion == completion_mode::at_post &&
+        ((kind != op::write && kind != op::send) || opts.callback != nullptr)) {
+        return fail(errc::invalid_argument,
+                    std::string(what) +
+                        ": completion_mode::at_post is for writes and sends "
+                        "without a callback (their bytes are copied at post)");
+    }
     op_record* r = c.ops.take(recv ? queue::recv : queue::send);
     if (r == nullptr) {
         return fail(errc::would_block,
@@ -639,6 +646,16 @@ namespace {
 
 enum class rma_kind { read, write, write_imm };
 
+result<void> check_at_post(const connection_impl& c, const op_options& opts, std::size_t bytes,
+                           const char* what) {
+    if (opts.completion == completion_mode::at_post && bytes > c.dom->caps.inject_size) {
+        return fail(errc::too_large, std::string(what) + ": " + n2s(bytes) +
+                                         " bytes cannot complete at post: the inject size is " +
+                                         n2s(c.dom->caps.inject_size));
+    }
+    return {};
+}
+
 result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_segment> local,
                       const remote_region& remote, std::uint64_t remote_offset, std::uint64_t imm,
                       const op_options& opts, pooled_buffer* bounce = nullptr) {
@@ -673,6 +690,9 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
     msg.iov_count = g.count;
     msg.rma_iov = &rma;
     msg.rma_iov_count = 1;
+    if (auto r = check_at_post(c, opts, g.bytes, what); !r) {
+        return r;
+    }
     auto rec = admit(c, opts, kind == rma_kind::read ? op::read : op::write, false, what);
     if (!rec) {
         return fail(rec.error());
@@ -722,6 +742,9 @@ result<void> post_send(connection_impl& c, std::span<const local_segment> local,
     msg.msg_iov = g.iov;
     msg.desc = g.desc;
     msg.iov_count = g.count;
+    if (auto r = check_at_post(c, opts, g.bytes, what); !r) {
+        return r;
+    }
     auto rec = admit(c, opts, op::send, false, what);
     if (!rec) {
         return fail(rec.error());

@@ -185,6 +185,7 @@ struct cq_impl {
     std::vector<completion> stash = std::vector<completion>(stash_capacity);
     std::size_t stash_head = 0;
     std::size_t stash_count = 0;
+    bool reaped = false;  // the last fill_stash read entries (reported or not)
     void stash_push(const completion& c) noexcept {
         stash[(stash_head + stash_count) % stash.size()] = c;
         ++stash_count;
@@ -395,18 +396,21 @@ result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op 
                          const char* what);
 result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what, bool recv);
 // Posts a write or send through `post(flags)`, adding FI_COMPLETION, or with selective
-// signalling on and the operation eligible (no callback, completion_mode::on_error, at most the
-// inject size so its buffer is free at once, and fewer than signal_every - 1 unsignalled in a
-// row) FI_INJECT without a completion.
+// signalling on and the operation eligible (no callback, completion_mode::on_error or at_post,
+// at most the inject size so its buffer is free at once, and fewer than signal_every - 1
+// unsignalled in a row) FI_INJECT without a completion. at_post always injects.
 template <class Post>
 result<void> post_maybe_quiet(connection_impl& c, op_record* r, std::size_t bytes,
                               const op_options& opts, std::uint64_t flags, const char* what,
                               Post&& post) {
+    if (opts.completion == completion_mode::at_post) {
+        flags |= FI_INJECT;  // the bytes are the provider's when the post returns
+    }
     if (c.config.signal_every <= 1) {
         return submit(c, r, post(flags | FI_COMPLETION), what, false);
     }
     std::lock_guard lock(c.signal_mu);
-    const bool quiet = opts.callback == nullptr && opts.completion == completion_mode::on_error &&
+    const bool quiet = opts.callback == nullptr && opts.completion != completion_mode::always &&
                        bytes <= c.dom->caps.inject_size &&
                        c.since_signal + 1 < c.config.signal_every;
     if (quiet) {
