@@ -7,8 +7,11 @@
 // then connection::flush to persistence through the target service: the append-log workload),
 // atomic-write, cas, fetch-add (native atomics where the provider has them, else the service).
 // Completions are reaped by busy polling or blocking waits, with separate or shared completion
-// channels, receives on the CQ or a separate receive CQ. Figures: operations/s, MiB/s, latency
-// percentiles (post to completion; request to reply), and process CPU time per operation.
+// channels, receives on the CQ or a separate receive CQ, a CQ per connection or one shared CQ
+// (--shared-cq), every write/send signalled or one in N (--signal-every). Figures: operations/s,
+// MiB/s, latency percentiles (post to completion; request to reply; none for unsignalled
+// writes), and process CPU time per operation.
+#include <poll.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -16,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -44,22 +48,30 @@ double cpu_seconds() {
 
 result<figures> summarize(std::vector<std::uint32_t>& lat, double seconds, double cpu,
                           std::size_t size) {
-    if (lat.empty())
+    return summarize(lat, lat.size(), seconds, cpu, size);
+}
+
+result<figures> summarize(std::vector<std::uint32_t>& lat, std::uint64_t ops, double seconds,
+                          double cpu, std::size_t size) {
+    if (ops == 0)
         return fail(errc::timed_out, "no operation completed");
-    std::sort(lat.begin(), lat.end());
-    auto pct = [&](double p) {
-        const auto i = static_cast<std::size_t>(p * static_cast<double>(lat.size()));
-        return lat[std::min(lat.size() - 1, i)] / 1e3;
-    };
     figures f;
-    f.ops = lat.size();
+    f.ops = ops;
     f.seconds = seconds;
     f.ops_per_s = static_cast<double>(f.ops) / seconds;
     f.mib_per_s = f.ops_per_s * static_cast<double>(size) / (1024.0 * 1024.0);
-    f.p50_us = pct(0.50);
-    f.p99_us = pct(0.99);
-    f.p999_us = pct(0.999);
     f.cpu_us_per_op = cpu * 1e6 / static_cast<double>(f.ops);
+    f.has_latency = !lat.empty();
+    if (f.has_latency) {
+        std::sort(lat.begin(), lat.end());
+        auto pct = [&](double p) {
+            const auto i = static_cast<std::size_t>(p * static_cast<double>(lat.size()));
+            return lat[std::min(lat.size() - 1, i)] / 1e3;
+        };
+        f.p50_us = pct(0.50);
+        f.p99_us = pct(0.99);
+        f.p999_us = pct(0.999);
+    }
     return f;
 }
 
@@ -77,7 +89,44 @@ connection_config config_for(const setup& s, bool target) {
     // One service request per operation in flight (a flush or an atomic without native support).
     if (persistence_op(s.op))
         c.service_depth = std::max(1u, s.qd);
+    if (!target && s.signal_every > 1) {
+        // Room for up to N - 1 unsignalled operations awaiting reclaim besides the qd in flight
+        // (sends are counted by their replies, not by their entries).
+        c.signal_every = s.signal_every;
+        c.sq_size = std::max(c.sq_size, s.qd + s.signal_every);
+    }
     return c;
+}
+
+// A client connection's configuration: to the loopback target, or to a `remora serve`
+// (remote), which serves flushes and atomics to one request per operation in flight.
+connection_config client_config(const setup& s, bool remote) {
+    connection_config c = config_for(s, false);
+    if (remote)
+        c.service_depth = std::max(1u, s.qd);
+    return c;
+}
+
+// Writes under --signal-every N > 1: posted with completion_mode::on_error, up to N - 1 in a row
+// without a completion (see class client below).
+bool quiet_writes(const setup& s) {
+    return s.signal_every > 1 && s.op == "write";
+}
+
+// Blocks until `q` may have completions, at most 10 ms; the caller then reads it. For quiet
+// writes: completion_queue::wait() returns for completions poll() would report, and reading a
+// write's hidden success (which reclaims entries) does not end it, so it would sleep on to its
+// timeout with the queue drained. Its fd wakes for hidden completions too.
+result<void> wait_on_fd(completion_queue& q) {
+    auto armed = q.arm();
+    if (!armed)
+        return fail(armed.error());
+    if (*armed) {
+        pollfd p{q.fd(), POLLIN, 0};
+        if (::poll(&p, 1, 10) < 0 && errno != EINTR)
+            return fail(errc::provider_error, std::string("poll: ") + std::strerror(errno));
+    }
+    return {};
 }
 
 // Reaps completions of one connection the configured way; returns how many it wrote into out.
@@ -90,7 +139,10 @@ result<std::size_t> reap(connection& c, const setup& s, bool want_recv, std::spa
         n += *r;
         return {};
     };
-    if (s.wait == "blocking") {
+    if (s.wait == "blocking" && quiet_writes(s)) {
+        if (auto r = wait_on_fd(c.cq()); !r)
+            return fail(r.error());
+    } else if (s.wait == "blocking") {
         if (c.config().channel == channel_mode::shared) {
             auto ev = c.wait(100ms);
             if (!ev && !(ev.error() == errc::timed_out))
@@ -294,131 +346,251 @@ void run_coroutines(connection& c, const setup& s, clock::time_point end, client
     }
 }
 
+// One client connection's workload: keeps s.qd operations in flight and counts those whose
+// completion is known. Driven by run_client (the connection's own CQs, a thread per connection)
+// or run_shared (one thread reading the shared CQ of every connection).
+//
+// Selective signalling (--signal-every N > 1) on writes ("quiet" mode): every write is posted
+// with completion_mode::on_error and no context, so the library leaves up to N - 1 in a row
+// unsignalled (all are signalled above caps().inject_size), and poll() reports no success at
+// all: the library reads the signalled ones itself. A write counts as done when its entry is
+// reclaimed: connection::in_flight() drops when the library reads a signalled completion, which
+// frees that write and every unsignalled one posted before it, so the writes known complete are
+// those posted minus in_flight(). The client keeps qd writes posted and not yet reclaimed (qd
+// is raised to N when smaller: with fewer, no write would ever be signalled). Which write is
+// signalled is the library's choice, so no per-operation latency is measured (the table prints
+// "-"). After the end, it reads completions until fewer than N remain in flight: those trailing
+// unsignalled writes wait for a signal that never comes and are not counted. Sends under
+// --signal-every are counted as before, by the target's reply: their latency stays meaningful.
+class client {
+  public:
+    client(connection& c, const remote_region& remote, const setup& s, clock::time_point end,
+           client_result& out, void (*callback)(const completion&))
+        : c_(c),
+          remote_(remote),
+          s_(s),
+          end_(end),
+          out_(out),
+          callback_(callback),
+          slot_(std::max(s.size, request_size)),
+          data_base_(slot_ * s.qd * 2),
+          two_sided_(s.op == "send" || s.op == "gpspm"),
+          quiet_(quiet_writes(s)),
+          started_(s.qd),
+          fresh_(s.qd),
+          cached_(s.qd) {}
+
+    // Registers the buffers; false (with out.failure set) when that fails.
+    bool init() {
+        buf_.resize(slot_ * s_.qd * 2 + std::max<std::size_t>(s_.size, 8) * s_.qd);
+        auto mr = memory_region::create(
+            c_.dom(), buf_,
+            usage::write_source | usage::read_destination | usage::send | usage::receive);
+        if (!mr)
+            return failed(mr.error());
+        mr_ = std::move(*mr);
+        // Service replies arrive where receives complete: the RCQ when there is one.
+        on_rcq_ = two_sided_ ||
+                  (c_.rcq() != nullptr &&
+                   (s_.op == "flush-gpspm" || (persistence_op(s_.op) && s_.op != "flush-raw" &&
+                                               c_.atomics() == atomic_path::service)));
+        if (s_.registration == "cache") {
+            auto rc = registration_cache::create(c_.dom(), 64);
+            if (!rc)
+                return failed(rc.error());
+            cache_ = std::move(*rc);
+        }
+        out_.lat_ns.reserve(quiet_ ? 0 : 1 << 20);
+        return true;
+    }
+
+    // The first qd operations (and the receives for their replies).
+    bool start() {
+        if (quiet_)
+            return refill();
+        for (unsigned k = 0; k < s_.qd; ++k) {
+            if (two_sided_) {
+                auto r = c_.recv(*mr_, k * slot_, slot_, {.context = context(k)});
+                if (!r)
+                    return failed(r.error());
+            }
+            if (auto r = post(k); !r)
+                return failed(r.error());
+        }
+        in_flight_ = s_.qd;
+        return true;
+    }
+
+    // A completion of this connection, read at `now`.
+    bool handle(const completion& d, clock::time_point now) {
+        if (!d.ok())
+            return failed(error(d.status, std::string(to_string(d.op)) + " failed"));
+        if (quiet_ || (two_sided_ && d.op != op::recv))
+            return true;  // quiet: successes are not reported; two-sided: the reply counts
+        const auto k = static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(d.context));
+        out_.lat_ns.push_back(static_cast<std::uint32_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(now - started_[k]).count()));
+        ++out_.ops;
+        if (now >= end_) {
+            --in_flight_;
+            return true;
+        }
+        if (two_sided_) {
+            if (auto r = c_.recv(*mr_, k * slot_, slot_, {.context = d.context}); !r)
+                return failed(r.error());
+        }
+        if (auto r = post(k); !r)
+            return failed(r.error());
+        return true;
+    }
+
+    // After each read of the CQ. Quiet mode: count what was reclaimed and post up to qd again.
+    bool settle(clock::time_point now) {
+        if (!quiet_)
+            return true;
+        out_.ops = posted_ - c_.in_flight();
+        if (now < end_)
+            return refill();
+        // Fewer than N in flight: none of them is signalled (at most N - 1 in a row are not).
+        quiet_done_ = c_.in_flight() < c_.config().signal_every;
+        return true;
+    }
+
+    [[nodiscard]] bool finished() const { return quiet_ ? quiet_done_ : in_flight_ == 0; }
+    [[nodiscard]] bool on_rcq() const { return on_rcq_; }
+    std::vector<clock::time_point>& started() { return started_; }
+
+    // Posts the operation of slot k with these options.
+    result<void> post_with(unsigned k, const op_options& done) {
+        started_[k] = clock::now();
+        const std::uint64_t roff = (k * s_.size) % remote_.length();
+        const memory_region& mr = *mr_;
+        if (s_.op == "write" || s_.op == "read") {
+            auto l = local(k);
+            if (!l)
+                return fail(l.error());
+            const auto [region, at] = *l;
+            return s_.op == "write" ? c_.write(remote_, roff, *region, at, s_.size, done)
+                                    : c_.read(*region, at, remote_, roff, s_.size, done);
+        }
+        const std::uint64_t word = (static_cast<std::uint64_t>(k) * 8) % remote_.length();
+        if (s_.op == "flush-raw" || s_.op == "flush-gpspm") {
+            // The write completes silently; the flush completes the operation.
+            if (auto r = c_.write(remote_, roff, mr, data_base_ + k * s_.size, s_.size,
+                                  {.completion = completion_mode::on_error});
+                !r)
+                return r;
+            const flush_options how =
+                s_.op == "flush-raw"
+                    ? flush_options{flush_type::visibility, flush_method::read_after_write}
+                    : flush_options{flush_type::persistence, flush_method::gpspm};
+            return c_.flush(remote_, roff, s_.size, how, done);
+        }
+        if (s_.op == "atomic-write")
+            return c_.atomic_write(remote_, word, k, done);
+        if (s_.op == "cas")
+            return c_.compare_swap(remote_, word, 0, 0, mr, data_base_ + k * 8, done);
+        if (s_.op == "fetch-add")
+            return c_.fetch_add(remote_, word, 1, mr, data_base_ + k * 8, done);
+        if (s_.op == "gpspm") {
+            // The write completes silently; the flush request's reply completes the operation.
+            if (auto r = c_.write(remote_, roff, mr, data_base_ + k * s_.size, s_.size,
+                                  {.completion = completion_mode::on_error});
+                !r)
+                return r;
+            std::uint64_t req[2] = {roff, s_.size};
+            std::memcpy(buf_.data() + (s_.qd + k) * slot_, req, sizeof(req));
+            return c_.send(mr, (s_.qd + k) * slot_, request_size,
+                           {.completion = completion_mode::on_error});
+        }
+        return c_.send(mr, (s_.qd + k) * slot_, s_.size, {.completion = completion_mode::on_error});
+    }
+
+  private:
+    bool failed(const error& e) {
+        out_.fail(e);
+        return false;
+    }
+    static void* context(unsigned k) {
+        return reinterpret_cast<void*>(static_cast<std::uintptr_t>(k));
+    }
+    result<void> post(unsigned k) {
+        return post_with(k, {.context = context(k), .callback = callback_});
+    }
+
+    // Quiet mode: posts writes until qd are posted and not yet reclaimed.
+    bool refill() {
+        while (c_.in_flight() < s_.qd) {
+            const auto k = static_cast<unsigned>(posted_ % s_.qd);
+            if (auto r = post_with(k, {.completion = completion_mode::on_error}); !r)
+                return failed(r.error());
+            ++posted_;
+        }
+        return true;
+    }
+
+    // Registration of the local buffer per operation: none (registered once, in init), a fresh
+    // registration each time (held until the operation completes), or the registration cache.
+    result<std::pair<const memory_region*, std::size_t>> local(unsigned k) {
+        const std::size_t at = data_base_ + k * s_.size;
+        const usage u = s_.op == "read" ? usage::read_destination : usage::write_source;
+        if (s_.registration == "per-op") {
+            fresh_[k].reset();  // the previous operation of this slot has completed
+            auto r = memory_region::create(c_.dom(), std::span(buf_).subspan(at, s_.size), u);
+            if (!r)
+                return fail(r.error());
+            fresh_[k] = std::move(*r);
+            return std::pair{&*fresh_[k], std::size_t{0}};
+        }
+        if (cache_) {
+            auto r = cache_->get(std::span(buf_).subspan(at, s_.size), u);
+            if (!r)
+                return fail(r.error());
+            cached_[k] = *r;
+            return std::pair{&cached_[k].region(), cached_[k].offset()};
+        }
+        return std::pair{&*mr_, at};
+    }
+
+    connection& c_;
+    const remote_region& remote_;
+    const setup& s_;
+    const clock::time_point end_;
+    client_result& out_;
+    void (*const callback_)(const completion&);
+    const std::size_t slot_, data_base_;
+    const bool two_sided_, quiet_;
+    bool on_rcq_ = false;
+    std::vector<std::byte> buf_;
+    std::optional<memory_region> mr_;
+    std::optional<registration_cache> cache_;
+    std::vector<clock::time_point> started_;
+    std::vector<std::optional<memory_region>> fresh_;
+    std::vector<cached_region> cached_;
+    unsigned in_flight_ = 0;    // operations posted and not yet completed (not quiet mode)
+    std::uint64_t posted_ = 0;  // quiet mode: writes posted
+    bool quiet_done_ = false;   // quiet mode: past the end, no signalled write left in flight
+};
+
+// A connection with CQs of its own, on its own thread.
 void run_client(connection& c, const remote_region& remote, const setup& s, clock::time_point end,
                 client_result& out) {
     std::vector<completion> sink;
     sink.reserve(static_cast<std::size_t>(s.qd) * 2);
     callback_sink = &sink;
-    void (*const callback)(const completion&) = s.callbacks ? &to_sink : nullptr;
-    const std::size_t slot = std::max(s.size, request_size);
-    std::vector<std::byte> buf(slot * s.qd * 2 + std::max<std::size_t>(s.size, 8) * s.qd);
-    auto mr = memory_region::create(
-        c.dom(), buf, usage::write_source | usage::read_destination | usage::send | usage::receive);
-    if (!mr) {
-        out.fail(mr.error());
+    client cl(c, remote, s, end, out, s.callbacks ? &to_sink : nullptr);
+    if (!cl.init())
         return;
-    }
-    const std::size_t data_base = slot * s.qd * 2;
-    std::vector<clock::time_point> started(s.qd);
-    const bool two_sided = s.op == "send" || s.op == "gpspm";
-    // Service replies arrive where receives complete: the RCQ when there is one.
-    const bool on_rcq =
-        two_sided || (c.rcq() != nullptr &&
-                      (s.op == "flush-gpspm" || (persistence_op(s.op) && s.op != "flush-raw" &&
-                                                 c.atomics() == atomic_path::service)));
-    // Registration of the local buffer per operation: none (registered once, above), a fresh
-    // registration each time (held until the operation completes), or the registration cache.
-    std::optional<registration_cache> cache;
-    if (s.registration == "cache") {
-        auto rc = registration_cache::create(c.dom(), 64);
-        if (!rc) {
-            out.fail(rc.error());
-            return;
-        }
-        cache = std::move(*rc);
-    }
-    std::vector<std::optional<memory_region>> fresh(s.qd);
-    std::vector<cached_region> cached(s.qd);
-    auto local = [&](unsigned k) -> result<std::pair<const memory_region*, std::size_t>> {
-        const std::size_t at = data_base + k * s.size;
-        const usage u = s.op == "read" ? usage::read_destination : usage::write_source;
-        if (s.registration == "per-op") {
-            fresh[k].reset();  // the previous operation of this slot has completed
-            auto r = memory_region::create(c.dom(), std::span(buf).subspan(at, s.size), u);
-            if (!r)
-                return fail(r.error());
-            fresh[k] = std::move(*r);
-            return std::pair{&*fresh[k], std::size_t{0}};
-        }
-        if (cache) {
-            auto r = cache->get(std::span(buf).subspan(at, s.size), u);
-            if (!r)
-                return fail(r.error());
-            cached[k] = *r;
-            return std::pair{&cached[k].region(), cached[k].offset()};
-        }
-        return std::pair{&*mr, at};
-    };
-    auto post_with = [&](unsigned k, const op_options& done) -> result<void> {
-        started[k] = clock::now();
-        const std::uint64_t roff = (k * s.size) % remote.length();
-        if (s.op == "write" || s.op == "read") {
-            auto l = local(k);
-            if (!l)
-                return fail(l.error());
-            const auto [region, at] = *l;
-            return s.op == "write" ? c.write(remote, roff, *region, at, s.size, done)
-                                   : c.read(*region, at, remote, roff, s.size, done);
-        }
-        const std::uint64_t word = (static_cast<std::uint64_t>(k) * 8) % remote.length();
-        if (s.op == "flush-raw" || s.op == "flush-gpspm") {
-            // The write completes silently; the flush completes the operation.
-            if (auto r = c.write(remote, roff, *mr, data_base + k * s.size, s.size,
-                                 {.completion = completion_mode::on_error});
-                !r)
-                return r;
-            const flush_options how =
-                s.op == "flush-raw"
-                    ? flush_options{flush_type::visibility, flush_method::read_after_write}
-                    : flush_options{flush_type::persistence, flush_method::gpspm};
-            return c.flush(remote, roff, s.size, how, done);
-        }
-        if (s.op == "atomic-write")
-            return c.atomic_write(remote, word, k, done);
-        if (s.op == "cas")
-            return c.compare_swap(remote, word, 0, 0, *mr, data_base + k * 8, done);
-        if (s.op == "fetch-add")
-            return c.fetch_add(remote, word, 1, *mr, data_base + k * 8, done);
-        if (s.op == "gpspm") {
-            // The write completes silently; the flush request's reply completes the operation.
-            if (auto r = c.write(remote, roff, *mr, data_base + k * s.size, s.size,
-                                 {.completion = completion_mode::on_error});
-                !r)
-                return r;
-            std::uint64_t req[2] = {roff, s.size};
-            std::memcpy(buf.data() + (s.qd + k) * slot, req, sizeof(req));
-            return c.send(*mr, (s.qd + k) * slot, request_size,
-                          {.completion = completion_mode::on_error});
-        }
-        return c.send(*mr, (s.qd + k) * slot, s.size, {.completion = completion_mode::on_error});
-    };
-    auto post = [&](unsigned k) -> result<void> {
-        void* ctx = reinterpret_cast<void*>(static_cast<std::uintptr_t>(k));
-        return post_with(k, {.context = ctx, .callback = callback});
-    };
     if (s.coroutines) {
-        run_coroutines(c, s, end, out, started, post_with);
+        auto post_with = [&](unsigned k, const op_options& o) { return cl.post_with(k, o); };
+        run_coroutines(c, s, end, out, cl.started(), post_with);
         return;
     }
-    for (unsigned k = 0; k < s.qd; ++k) {
-        if (two_sided) {
-            auto r = c.recv(*mr, k * slot, slot,
-                            {.context = reinterpret_cast<void*>(static_cast<std::uintptr_t>(k))});
-            if (!r) {
-                out.fail(r.error());
-                return;
-            }
-        }
-        if (auto r = post(k); !r) {
-            out.fail(r.error());
-            return;
-        }
-    }
-    out.lat_ns.reserve(1 << 20);
-    unsigned in_flight = s.qd;
+    if (!cl.start())
+        return;
     completion done[32];  // 16 from poll, and as many from callbacks at most
-    while (in_flight > 0) {
-        auto n = reap(c, s, on_rcq, std::span(done, 16));
+    while (!cl.finished()) {
+        auto n = reap(c, s, cl.on_rcq(), std::span(done, 16));
         if (!n) {
             out.fail(n.error());
             return;
@@ -430,46 +602,101 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
         sink.clear();
         const auto now = clock::now();
         for (std::size_t i = 0; i < total; ++i) {
-            const completion& d = done[i];
-            if (!d.ok()) {
-                out.fail(error(d.status, std::string(to_string(d.op)) + " failed"));
+            if (!cl.handle(done[i], now))
                 return;
-            }
-            if (two_sided && d.op != op::recv)
-                continue;
-            const auto k = static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(d.context));
-            out.lat_ns.push_back(static_cast<std::uint32_t>(
-                std::chrono::duration_cast<std::chrono::nanoseconds>(now - started[k]).count()));
-            ++out.ops;
-            if (now >= end) {
-                --in_flight;
-                continue;
-            }
-            if (two_sided) {
-                if (auto r = c.recv(*mr, k * slot, slot, {.context = d.context}); !r) {
-                    out.fail(r.error());
-                    return;
-                }
-            }
-            if (auto r = post(k); !r) {
+        }
+        if (!cl.settle(now))
+            return;
+        if (now > end + 10s) {
+            out.fail(error(errc::timed_out, "operations did not complete"));
+            return;
+        }
+    }
+}
+
+// --shared-cq: every client connection completes on one shared CQ, read by this one thread,
+// which hands each completion to its connection by completion::tag (the connection's index).
+void run_shared(std::vector<connection>& conns, const std::vector<remote_region>& remotes,
+                const shared_completion_queue& scq, const setup& s, clock::time_point end,
+                std::vector<client_result>& results) {
+    std::vector<completion> sink;
+    sink.reserve(32);
+    callback_sink = &sink;
+    std::vector<std::unique_ptr<client>> clients;
+    for (std::size_t i = 0; i < conns.size(); ++i) {
+        clients.push_back(std::make_unique<client>(conns[i], remotes[i], s, end, results[i],
+                                                   s.callbacks ? &to_sink : nullptr));
+        if (!clients.back()->init())
+            return;
+    }
+    for (auto& cl : clients) {
+        if (!cl->start())
+            return;
+    }
+    client_result& out = results.front();  // failures of the shared CQ itself
+    completion_queue& q = scq.queue();
+    auto all_finished = [&] {
+        return std::all_of(clients.begin(), clients.end(),
+                           [](const auto& cl) { return cl->finished(); });
+    };
+    completion done[32];  // 16 from poll, and as many from callbacks at most
+    while (!all_finished()) {
+        if (s.wait == "blocking" && quiet_writes(s)) {
+            if (auto r = wait_on_fd(q); !r) {
                 out.fail(r.error());
                 return;
             }
+        } else if (s.wait == "blocking") {
+            auto w = q.wait(100ms);
+            if (!w && !(w.error() == errc::timed_out)) {
+                out.fail(w.error());
+                return;
+            }
+        }
+        auto n = q.poll(std::span(done, 16));
+        if (!n) {
+            out.fail(n.error());
+            return;
+        }
+        std::size_t total = *n;
+        for (const completion& cb : sink) {
+            done[total++] = cb;
+        }
+        sink.clear();
+        const auto now = clock::now();
+        for (std::size_t i = 0; i < total; ++i) {
+            if (done[i].tag >= clients.size()) {
+                out.fail(error(errc::invalid_argument,
+                               fmt::format("completion with an unknown tag {}", done[i].tag)));
+                return;
+            }
+            if (!clients[done[i].tag]->handle(done[i], now))
+                return;
+        }
+        for (auto& cl : clients) {
+            if (!cl->settle(now))
+                return;
+        }
+        if (now > end + 10s) {
+            out.fail(error(errc::timed_out, "operations did not complete"));
+            return;
         }
     }
 }
 
 // Connects the clients: to the in-process loopback target, or to a `remora serve` at s.target
 // (which sends its region's descriptor in a hello and serves flushes and atomics).
-result<void> connect_all(const setup& s, target* t, domain& cd, std::vector<connection>& conns,
-                         std::vector<remote_region>& remotes) {
+// With a shared CQ, every connection completes there, tagged with its index.
+result<void> connect_all(const setup& s, target* t, domain& cd, const shared_completion_queue& scq,
+                         std::vector<connection>& conns, std::vector<remote_region>& remotes) {
     for (unsigned i = 0; i < s.connections; ++i) {
+        connection_config cfg = client_config(s, t == nullptr);
+        cfg.tag = i;
+        cfg.shared_cq = scq;
         if (t == nullptr) {
             auto hp = split_address(s.target);
             if (!hp)
                 return fail(hp.error());
-            connection_config cfg = config_for(s, false);
-            cfg.service_depth = std::max(1u, s.qd);
             const std::array<std::byte, 2> want{static_cast<std::byte>(cfg.service_depth & 0xff),
                                                 static_cast<std::byte>(cfg.service_depth >> 8)};
             auto c = connection::connect(cd, hp->first, hp->second, cfg, want);
@@ -484,7 +711,7 @@ result<void> connect_all(const setup& s, target* t, domain& cd, std::vector<conn
         }
         result<void> served;
         std::thread acceptor([&] { served = t->accept_and_serve(s, i); });
-        auto c = connection::connect(cd, "127.0.0.1", t->port(), config_for(s, false));
+        auto c = connection::connect(cd, "127.0.0.1", t->port(), cfg);
         acceptor.join();
         if (!c)
             return fail(c.error());
@@ -525,6 +752,24 @@ result<figures> run_one(const setup& s) {
                     "--completion coroutine covers one-sided, flush and atomic operations");
     if (s.registration != "pre" && s.op != "write" && s.op != "read")
         return fail(errc::invalid_argument, "--registration applies to write and read");
+    if (s.signal_every > 1) {
+        if (s.op != "write" && s.op != "send")
+            return fail(errc::invalid_argument, "--signal-every applies to write and send");
+        if (s.callbacks || s.coroutines)
+            return fail(errc::invalid_argument,
+                        "--signal-every needs --completion poll (operations with a callback are "
+                        "always signalled)");
+        if (s.registration != "pre")
+            return fail(errc::invalid_argument, "--signal-every needs --registration pre");
+    }
+    if (s.shared_cq) {
+        if (s.coroutines)
+            return fail(errc::invalid_argument,
+                        "--shared-cq covers --completion poll and callback");
+        if (s.rcq || s.channel == "shared")
+            return fail(errc::invalid_argument,
+                        "--shared-cq takes every completion: no --rcq, no --channel shared");
+    }
     std::optional<target> t;
     if (s.target.empty()) {
         t.emplace();
@@ -541,9 +786,20 @@ result<figures> run_one(const setup& s) {
         cd = std::move(*d);
     else
         return fail(d.error());
+    // --shared-cq: one CQ for every client connection, sized to all their queue entries.
+    shared_completion_queue scq;
+    if (s.shared_cq) {
+        const connection_config c = client_config(s, !t);
+        const std::uint32_t per = c.sq_size + c.service_depth + c.rq_size;
+        auto q = shared_completion_queue::create(
+            *cd, {.size = per * s.connections, .tag = std::uint64_t{s.connections}});
+        if (!q)
+            return fail(q.error());
+        scq = std::move(*q);
+    }
     std::vector<connection> conns;
     std::vector<remote_region> remotes;
-    if (auto r = connect_all(s, t ? &*t : nullptr, *cd, conns, remotes); !r)
+    if (auto r = connect_all(s, t ? &*t : nullptr, *cd, scq, conns, remotes); !r)
         return fail(r.error());
     std::vector<client_result> results(s.connections);
     const double cpu0 = cpu_seconds();
@@ -551,8 +807,12 @@ result<figures> run_one(const setup& s) {
     const auto end =
         t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(s.duration));
     std::vector<std::thread> clients;
-    for (unsigned i = 0; i < s.connections; ++i) {
-        clients.emplace_back([&, i] { run_client(conns[i], remotes[i], s, end, results[i]); });
+    if (s.shared_cq) {
+        clients.emplace_back([&] { run_shared(conns, remotes, scq, s, end, results); });
+    } else {
+        for (unsigned i = 0; i < s.connections; ++i) {
+            clients.emplace_back([&, i] { run_client(conns[i], remotes[i], s, end, results[i]); });
+        }
     }
     std::atomic<bool> finished{false};
     std::thread bar([&] { show_progress(s, t0, end, finished); });
@@ -563,16 +823,18 @@ result<figures> run_one(const setup& s) {
     const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
     const double cpu = cpu_seconds() - cpu0;
     std::vector<std::uint32_t> lat;
+    std::uint64_t ops = 0;
     for (auto& r : results) {
         if (r.failure)
             return fail(*r.failure);
         lat.insert(lat.end(), r.lat_ns.begin(), r.lat_ns.end());
+        ops += r.ops;
     }
     for (auto& c : conns)
         (void)c.close();
     if (t)
         t->stop();
-    return summarize(lat, seconds, cpu, s.size);
+    return summarize(lat, ops, seconds, cpu, s.size);
 }
 
 std::vector<setup> suite(const bench_options& o) {
@@ -592,6 +854,9 @@ std::vector<setup> suite(const bench_options& o) {
         s.size = o.sizes.front();
         s.duration = o.duration;
         s.target = o.target;
+        // The suites choose their own signalling and CQs (the slots suite compares them).
+        s.signal_every = o.suite.empty() ? o.signal_every : 1;
+        s.shared_cq = o.suite.empty() && o.shared_cq;
         return s;
     };
     if (o.suite == "channels") {
@@ -634,6 +899,39 @@ std::vector<setup> suite(const bench_options& o) {
             s.callbacks = false;
             s.coroutines = false;
             s.registration = reg;
+            out.push_back(s);
+        }
+        // Selective signalling: 8-byte writes at qd 16 with a completion each, then one per 16
+        // (counted as their entries are reclaimed); and 8 connections with a CQ (and a thread)
+        // each, then one shared CQ read by one thread. The second of each pair prints the ratio.
+        for (unsigned every : {1u, 16u}) {
+            setup s = base();
+            s.op = "write";
+            s.size = 8;
+            s.qd = 16;
+            s.connections = 1;
+            s.wait = "busy";
+            s.callbacks = false;
+            s.coroutines = false;
+            s.registration = "pre";
+            s.signal_every = every;
+            if (every > 1)
+                s.versus = "signal_every 16 / 1";
+            out.push_back(s);
+        }
+        for (bool shared : {false, true}) {
+            setup s = base();
+            s.op = "write";
+            s.size = 8;
+            s.qd = 1;
+            s.connections = 8;
+            s.wait = "busy";
+            s.callbacks = false;
+            s.coroutines = false;
+            s.registration = "pre";
+            s.shared_cq = shared;
+            if (shared)
+                s.versus = "shared CQ / CQ per connection";
             out.push_back(s);
         }
     } else if (o.suite == "persistence") {
@@ -701,6 +999,10 @@ std::string label(const setup& s) {
         l += "+reg";
     if (s.registration == "cache")
         l += "+rc";
+    if (s.signal_every > 1)
+        l += fmt::format("+s{}", s.signal_every);
+    if (s.shared_cq)
+        l += "+scq";
     return l;
 }
 
@@ -713,9 +1015,11 @@ result<void> plot(const std::vector<std::pair<setup, figures>>& rows, const std:
         return fail(errc::invalid_argument, "cannot create a temporary file for the plot data");
     std::string text;
     for (const auto& [s, f] : rows) {
-        text += fmt::format("\"{} {}B qd{}{}\" {:.0f} {:.2f} {:.2f}\n", label(s), s.size, s.qd,
+        // gnuplot skips NaN: no latency bars for results without latencies.
+        auto us = [&](double v) { return f.has_latency ? fmt::format("{:.2f}", v) : "NaN"; };
+        text += fmt::format("\"{} {}B qd{}{}\" {:.0f} {} {}\n", label(s), s.size, s.qd,
                             s.connections > 1 ? fmt::format(" x{}", s.connections) : "",
-                            f.ops_per_s, f.p50_us, f.p99_us);
+                            f.ops_per_s, us(f.p50_us), us(f.p99_us));
     }
     const bool wrote = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
     ::close(fd);
@@ -767,34 +1071,54 @@ int run_bench(const bench_options& o) {
             "provider", "op", "size", "qd", "conns", "wait", "channel", "rcq", "ops/s", "MiB/s",
             "p50 us", "p99 us", "p99.9 us", "cpu us/op");
     }
+    // Latency columns print "-" (JSON null) where no operation's own completion was timed.
+    bool no_latency = false;
     auto row = [&](const std::string& prov, const setup& s, const figures& f) {
+        auto us = [&](double v) {
+            return f.has_latency ? fmt::format("{:.1f}", v) : std::string("-");
+        };
+        no_latency = no_latency || !f.has_latency;
         fmt::print(
-            "{:<8} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>8.1f} {:>8.1f} "
-            "{:>8.1f} {:>9.2f}\n",
+            "{:<8} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>8} {:>8} "
+            "{:>8} {:>9.2f}\n",
             prov, label(s), s.size, s.qd, s.connections, s.wait, s.channel, s.rcq ? "yes" : "no",
-            f.ops_per_s, f.mib_per_s, f.p50_us, f.p99_us, f.p999_us, f.cpu_us_per_op);
+            f.ops_per_s, f.mib_per_s, us(f.p50_us), us(f.p99_us), us(f.p999_us), f.cpu_us_per_op);
     };
     auto as_json = [](const figures& f) {
+        auto us = [&](double v) { return f.has_latency ? nlohmann::json(v) : nlohmann::json(); };
         return nlohmann::json{{"ops", f.ops},
                               {"seconds", f.seconds},
                               {"ops_per_s", f.ops_per_s},
                               {"mib_per_s", f.mib_per_s},
-                              {"p50_us", f.p50_us},
-                              {"p99_us", f.p99_us},
-                              {"p999_us", f.p999_us},
+                              {"p50_us", us(f.p50_us)},
+                              {"p99_us", us(f.p99_us)},
+                              {"p999_us", us(f.p999_us)},
                               {"cpu_us_per_op", f.cpu_us_per_op}};
     };
     std::vector<std::pair<setup, figures>> plotted;
-    for (const setup& s : setups) {
+    for (setup s : setups) {
+        if (s.signal_every > 1 && s.op == "write" && s.qd < s.signal_every) {
+            // Writes left unsignalled stay in flight until a signalled one completes: fewer
+            // than N in flight would never reach one.
+            fmt::print(stderr,
+                       "remora bench: --signal-every {} keeps {} writes in flight (qd {})\n",
+                       s.signal_every, s.signal_every, s.qd);
+            s.qd = s.signal_every;
+        }
         auto f = run_one(s);
         if (!f)
             return report("bench", f.error());
+        // A paired result (the slots suite): the ratio to the result before it.
+        std::optional<figures> versus;
+        if (!s.versus.empty() && !plotted.empty())
+            versus = plotted.back().second;
         plotted.emplace_back(s, *f);
         const std::string& prov = s.provider;
         // The baseline covers what plain libfabric code in baseline.cpp does.
         std::optional<figures> base;
         if (o.baseline && (s.op == "write" || s.op == "read" || s.op == "send") &&
-            s.connections == 1 && !s.rcq && s.channel == "separate") {
+            s.connections == 1 && !s.rcq && s.channel == "separate" && s.signal_every == 1 &&
+            !s.shared_cq) {
             auto b = run_baseline(s);
             if (!b)
                 return report("bench --baseline", b.error());
@@ -811,7 +1135,16 @@ int run_bench(const bench_options& o) {
                                 {"rcq", s.rcq}};
             j["completion"] = s.callbacks ? "callback" : s.coroutines ? "coroutine" : "poll";
             j["registration"] = s.registration;
+            j["signal_every"] = s.signal_every;
+            j["shared_cq"] = s.shared_cq;
             j.update(as_json(*f));
+            if (versus) {
+                j["versus"] = {{"what", s.versus},
+                               {"ratio_ops_per_s", f->ops_per_s / versus->ops_per_s},
+                               {"ratio_cpu_us_per_op", f->cpu_us_per_op / versus->cpu_us_per_op}};
+                if (f->has_latency && versus->has_latency)
+                    j["versus"]["ratio_p50"] = f->p50_us / versus->p50_us;
+            }
             if (base) {
                 j["baseline"] = as_json(*base);
                 j["ratio_ops_per_s"] = f->ops_per_s / base->ops_per_s;
@@ -830,8 +1163,21 @@ int run_bench(const bench_options& o) {
                            "ratio", f->ops_per_s / base->ops_per_s, f->p50_us / base->p50_us,
                            f->p99_us / base->p99_us);
             }
+            if (versus) {
+                fmt::print("{:<8} {}: ops/s x{:.3f}, p50 {}, cpu us/op x{:.3f}\n", "ratio",
+                           s.versus, f->ops_per_s / versus->ops_per_s,
+                           f->has_latency && versus->has_latency
+                               ? fmt::format("x{:.3f}", f->p50_us / versus->p50_us)
+                               : std::string("-"),
+                           f->cpu_us_per_op / versus->cpu_us_per_op);
+            }
         }
         std::fflush(stdout);
+    }
+    if (no_latency) {
+        fmt::print(
+            "-: no latency: under --signal-every writes complete unsignalled; they are counted "
+            "when their entries are reclaimed\n");
     }
     if (!o.plot.empty()) {
         if (auto r = plot(plotted, o.plot); !r)

@@ -20,6 +20,9 @@ struct setup {
     std::size_t size = 8;
     double duration = 1.0;
     std::string target;  // HOST:PORT of a `remora serve`; empty: a loopback target in-process
+    unsigned signal_every = 1;  // connection_config::signal_every of the client connections
+    bool shared_cq = false;     // the client connections share one CQ, read by one thread
+    std::string versus;         // non-empty: a ratio to the result before it is printed, named so
 };
 
 // Operations that go through remora's persistence layer (flush, atomics): their target exposes
@@ -33,6 +36,7 @@ struct figures {
     std::uint64_t ops = 0;
     double seconds = 0, ops_per_s = 0, mib_per_s = 0, p50_us = 0, p99_us = 0, p999_us = 0,
            cpu_us_per_op = 0;
+    bool has_latency = true;  // false: no operation's own completion was seen (p* are 0)
 };
 
 // Process CPU time (user + system) in seconds.
@@ -40,6 +44,10 @@ double cpu_seconds();
 // Figures from per-operation latencies (ns), wall seconds and CPU seconds.
 result<figures> summarize(std::vector<std::uint32_t>& lat_ns, double seconds, double cpu,
                           std::size_t size);
+// The same for `ops` operations known complete, of which those in lat_ns were timed (none:
+// figures::has_latency is false).
+result<figures> summarize(std::vector<std::uint32_t>& lat_ns, std::uint64_t ops, double seconds,
+                          double cpu, std::size_t size);
 // The same workload through plain libfabric (write, read, send; busy polling; one connection).
 result<figures> run_baseline(const setup& s);
 

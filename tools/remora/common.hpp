@@ -37,7 +37,9 @@ struct bench_options {
     bool rcq = false;
     std::string completion = "poll";   // poll, callback or coroutine
     std::string registration = "pre";  // pre, per-op or cache
-    std::string suite;                 // "", "default", "channels", "persistence"
+    unsigned signal_every = 1;         // selective signalling of the client connections
+    bool shared_cq = false;            // client connections on one shared_completion_queue
+    std::string suite;                 // "", "default", "channels", "persistence", "slots"
     std::string target;                // HOST:PORT of a `remora serve`; empty: loopback
     std::string plot;                  // PNG file to draw the results into (gnuplot)
     bool json = false;

@@ -116,6 +116,14 @@ int main(int argc, char** argv) {
                      "or through a registration cache")
         ->check(CLI::IsMember({"pre", "per-op", "cache"}))
         ->capture_default_str();
+    bench
+        ->add_option("--signal-every", bo.signal_every,
+                     "Selective signalling: a completion for one write/send in N; writes are "
+                     "counted as reclaimed, without latency")
+        ->check(CLI::Range(1, 64))
+        ->capture_default_str();
+    bench->add_flag("--shared-cq", bo.shared_cq,
+                    "Client connections complete on one shared CQ, read by one thread");
     bench->add_option("--suite", bo.suite, "A predefined set of results")
         ->check(CLI::IsMember({"default", "channels", "persistence", "slots"}));
     bool loopback = false;
@@ -136,6 +144,8 @@ int main(int argc, char** argv) {
         "  remora bench --op write --size 8 --size 65536 --qd 16\n"
         "  remora bench --op write --op read --op send --baseline\n"
         "  remora bench --op gpspm --wait blocking --rcq --channel shared --connections 8\n"
+        "  remora bench --op write --qd 16 --signal-every 16\n"
+        "  remora bench --op write --connections 8 --shared-cq\n"
         "  remora bench --suite channels --provider sockets --json\n"
         "  remora bench --suite persistence --plot persistence.png\n"
         "  remora bench --target 127.0.0.1:7471 --op flush-gpspm --size 4096 -d 5\n");
