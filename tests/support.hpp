@@ -88,6 +88,38 @@ inline result<connected_pair> connect_pair(const std::string& provider,
     return p;
 }
 
+// A server domain with a listener, and clients (in a domain of their own) connecting to it one
+// at a time: add() connects one and returns the server side's accepted connection.
+struct server_side {
+    domain dom;
+    listener lst;
+    domain client_dom;
+    std::vector<connection> clients;
+
+    static server_side open(const std::string& provider) {
+        auto d = must(domain::open({.provider = provider}));
+        auto l = must(listener::create(d, "127.0.0.1", 0));
+        auto cd = must(domain::open({.provider = provider}));
+        return server_side{d, std::move(l), cd, {}};
+    }
+    result<connection> add(const connection_config& server_cfg,
+                           const connection_config& client_cfg = {}) {
+        auto client = std::async(std::launch::async, [&] {
+            return connection::connect(client_dom, "127.0.0.1", lst.port(), client_cfg);
+        });
+        auto req = lst.get_request(10s);
+        if (!req) {
+            return fail(req.error());
+        }
+        auto accepted = req->accept(server_cfg);
+        auto c = client.get();
+        if (accepted && c) {
+            clients.push_back(std::move(*c));
+        }
+        return accepted;
+    }
+};
+
 // Allocates page-aligned memory for registration (FI_MR_ALLOCATED-friendly).
 struct buffer {
     explicit buffer(std::size_t n) : bytes(n) {}

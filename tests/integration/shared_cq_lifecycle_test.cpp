@@ -15,36 +15,6 @@ namespace {
 
 class shared_cq_lifecycle_test : public testing::TestWithParam<std::string> {};
 
-struct server_side {
-    domain dom;
-    listener lst;
-    domain client_dom;
-    std::vector<connection> clients;
-
-    static server_side open(const std::string& provider) {
-        auto d = must(domain::open({.provider = provider}));
-        auto l = must(listener::create(d, "127.0.0.1", 0));
-        auto cd = must(domain::open({.provider = provider}));
-        return server_side{d, std::move(l), cd, {}};
-    }
-    result<connection> add(const connection_config& server_cfg,
-                           const connection_config& client_cfg = {}) {
-        auto client = std::async(std::launch::async, [&] {
-            return connection::connect(client_dom, "127.0.0.1", lst.port(), client_cfg);
-        });
-        auto req = lst.get_request(10s);
-        if (!req) {
-            return fail(req.error());
-        }
-        auto accepted = req->accept(server_cfg);
-        auto c = client.get();
-        if (accepted && c) {
-            clients.push_back(std::move(*c));
-        }
-        return accepted;
-    }
-};
-
 // completion_queue.hpp: "A connection's reservation returns when it is destroyed: ... its own
 // completions still there are dropped". A completion the library already read out of the
 // provider's CQ (into the progress thread's ring, or a wait()'s stash) is not dropped: it is

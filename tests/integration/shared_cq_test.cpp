@@ -12,38 +12,6 @@ namespace {
 
 class shared_cq_test : public testing::TestWithParam<std::string> {};
 
-// A server domain with a listener, and clients connecting to it one at a time.
-struct server_side {
-    domain dom;
-    listener lst;
-    domain client_dom;
-    std::vector<connection> clients;
-
-    static server_side open(const std::string& provider) {
-        auto d = must(domain::open({.provider = provider}));
-        auto l = must(listener::create(d, "127.0.0.1", 0));
-        auto cd = must(domain::open({.provider = provider}));
-        return server_side{d, std::move(l), cd, {}};
-    }
-    // Connects a client (with client_cfg) and accepts it with server_cfg; the accept's result.
-    result<connection> add(const connection_config& server_cfg,
-                           const connection_config& client_cfg = {}) {
-        auto client = std::async(std::launch::async, [&] {
-            return connection::connect(client_dom, "127.0.0.1", lst.port(), client_cfg);
-        });
-        auto req = lst.get_request(10s);
-        if (!req) {
-            return fail(req.error());
-        }
-        auto accepted = req->accept(server_cfg);
-        auto c = client.get();
-        if (accepted && c) {
-            clients.push_back(std::move(*c));
-        }
-        return accepted;
-    }
-};
-
 TEST_P(shared_cq_test, an_attach_that_could_overflow_the_budget_is_refused) {
     auto s = server_side::open(GetParam());
     auto shared = must(shared_completion_queue::create(s.dom, {.size = 64}));
