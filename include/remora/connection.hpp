@@ -96,6 +96,9 @@ struct connection_config {
     // read, which reclaims every unsignalled one posted before it; in_flight() counts them
     // until then. Reads, atomics, flushes, larger or callback operations are always
     // signalled. Clamped to sq_size (the bound); 1 (default): every operation is signalled.
+    // Refused with a shared slot pool (`slots`): unsignalled operations keep their units, and
+    // could hold every unit the signalled one that would reclaim them needs. An injected
+    // write_copy / send_copy gives its bounce buffer back at post.
     std::uint32_t signal_every = 1;
     // Pre-registered bounce buffers for write_copy and send_copy (may be shared by many
     // connections; see buffer_pool.hpp).

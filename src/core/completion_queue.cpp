@@ -421,7 +421,10 @@ std::size_t cq_impl::owned_ready() {
     return owned_count;
 }
 
-bool cq_impl::pump() {
+bool cq_impl::pump(bool* reaped_out) {
+    if (shared && detaching.load() != 0) {
+        return false;  // a connection is being destroyed: see retire_connection
+    }
     // The ring lock is held across the provider read so completions keep their order when the
     // application's poll reads the provider directly too.
     bool added = false;
@@ -456,6 +459,9 @@ bool cq_impl::pump() {
         std::uint64_t one = 1;
         [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
     }
+    if (reaped_out != nullptr) {
+        *reaped_out = reaped_here;
+    }
     return added;
 }
 
@@ -466,10 +472,13 @@ void cq_impl::drive() {
 }
 
 result<std::size_t> cq_impl::fill_stash() {
+    reaped = false;
     if (progress_owned()) {
         // Drain the provider into the ring from this thread: safe, since waiters sleep on the
         // eventfd, and it saves the owner thread a wake-up on the way.
-        pump();
+        bool r = false;
+        pump(&r);
+        reaped = r;
         return owned_ready();
     }
     std::unique_lock lock(read_mu, std::defer_lock);
@@ -479,7 +488,6 @@ result<std::size_t> cq_impl::fill_stash() {
         }
         lock.lock();
     }
-    reaped = false;
     if (stash_count == 0) {
         stash_head = 0;
         std::size_t consumed = 0;
@@ -496,8 +504,16 @@ result<std::size_t> cq_impl::fill_stash() {
 
 result<bool> cq_impl::trywait() {
     if (progress_owned()) {
-        pump();                     // see fill_stash
-        return owned_ready() == 0;  // the eventfd stays readable while the ring holds entries
+        pump();  // see fill_stash
+        // The eventfd stays readable while the ring holds entries. With the ring empty, clear
+        // what a reap that reported nothing left there (or every wait would return at once);
+        // anything the thread adds after this signals it again.
+        std::lock_guard lock(owned_mu);
+        if (owned_count == 0) {
+            std::uint64_t v;
+            [[maybe_unused]] ssize_t r = ::read(notify.get(), &v, sizeof(v));
+        }
+        return owned_count == 0;
     }
     // A shared CQ arms under its read lock: a drain cannot slip entries into the backlog
     // between the check and the arming.
@@ -667,18 +683,18 @@ void cq_impl::retire_connection(connection_impl* c) {
     }
     // A reader inside finish() for one of c's records holds this lock: once we have had it,
     // every later completion of c is dropped (its pool is retired), so no hook of c runs.
+    // Readers step aside until detach_connection is done: none calls into the provider's CQ
+    // while the endpoint closes (sockets could deadlock on that) or holds the lock the drain
+    // needs.
     ++detaching;
     { std::lock_guard lock(progress_owned() ? owned_mu : read_mu); }
-    --detaching;
 }
 
 void cq_impl::detach_connection(std::size_t need) {
     const bool owned_here = progress_owned();
     bool pending = false;
     {
-        ++detaching;
         std::lock_guard lock(owned_here ? owned_mu : read_mu);
-        --detaching;
         // Completions already read and not yet handed out: purge the retired connections'.
         std::vector<completion>& ring = owned_here ? owned : stash;
         std::vector<const op_pool*>& from = owned_here ? owned_from : stash_from;
@@ -749,8 +765,11 @@ void cq_impl::detach_connection(std::size_t need) {
             fi_cq_signal(cq.get());
         }
     }
-    std::lock_guard budget(budget_mu);
-    reserved -= std::min(need, reserved);
+    {
+        std::lock_guard budget(budget_mu);
+        reserved -= std::min(need, reserved);
+    }
+    --detaching;  // raised by retire_connection
 }
 
 void cq_impl::drive_attached() {

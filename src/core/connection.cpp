@@ -86,7 +86,13 @@ result<connection_config> effective(const connection_config& in, const provider_
     if (c.signal_every == 0) {
         return fail(errc::invalid_argument, "connection_config: signal_every must be >= 1");
     }
-    c.signal_every = std::min(c.signal_every, c.sq_size);  // the bound: one signal per queue
+    if (c.signal_every > 1 && c.slots) {
+        // Unsignalled operations keep their units until a later signalled one completes; on a
+        // budget shared with other connections they could hold every unit that later one needs.
+        return fail(errc::invalid_argument,
+                    "connection_config: signal_every > 1 cannot be combined with a shared slot "
+                    "pool (unsignalled operations could hold every unit of it)");
+    }
     if ((c.shared_cq || c.shared_rcq) && c.channel == channel_mode::shared) {
         return fail(errc::invalid_argument,
                     "connection_config: a shared CQ is waited on itself; channel_mode::shared "
@@ -137,6 +143,7 @@ result<connection_config> effective(const connection_config& in, const provider_
     } else {
         c.rcq_size = 0;
     }
+    c.signal_every = std::min(c.signal_every, c.sq_size);  // the bound: one signal per queue
     if (c.shared_channel && c.channel != channel_mode::shared) {
         return fail(errc::invalid_argument,
                     "connection_config: shared_channel given but channel mode is separate");
@@ -697,9 +704,7 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
     if (!rec) {
         return fail(rec.error());
     }
-    if (bounce != nullptr) {
-        (*rec)->held.bounce = std::move(*bounce);  // held by the slot until completion
-    }
+
     msg.context = *rec;
     msg.data = imm;
     if (kind == rma_kind::read) {
@@ -707,7 +712,7 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
         return submit(c, *rec, fi_readmsg(c.ep.get(), &msg, FI_COMPLETION), what, false);
     }
     const std::uint64_t flags = kind == rma_kind::write_imm ? FI_REMOTE_CQ_DATA : 0;
-    return post_maybe_quiet(c, *rec, g.bytes, opts, flags, what,
+    return post_maybe_quiet(c, *rec, g.bytes, opts, flags, what, bounce,
                             [&](std::uint64_t f) { return fi_writemsg(c.ep.get(), &msg, f); });
 }
 
@@ -749,12 +754,10 @@ result<void> post_send(connection_impl& c, std::span<const local_segment> local,
     if (!rec) {
         return fail(rec.error());
     }
-    if (bounce != nullptr) {
-        (*rec)->held.bounce = std::move(*bounce);
-    }
+
     msg.context = *rec;
     msg.data = imm;
-    return post_maybe_quiet(c, *rec, g.bytes, opts, with_imm ? FI_REMOTE_CQ_DATA : 0, what,
+    return post_maybe_quiet(c, *rec, g.bytes, opts, with_imm ? FI_REMOTE_CQ_DATA : 0, what, bounce,
                             [&](std::uint64_t f) { return fi_sendmsg(c.ep.get(), &msg, f); });
 }
 

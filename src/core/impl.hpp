@@ -251,7 +251,7 @@ struct cq_impl {
     // The fd a waiter blocks on: the provider's, or the eventfd of a progress-owned CQ.
     int wait_fd() const noexcept { return progress_owned() ? notify.get() : fd; }
     // Progress thread: reads the provider's CQ into the ring; true if anything was added.
-    bool pump();
+    bool pump(bool* reaped = nullptr);  // *reaped: entries were read (reported or not)
     std::size_t owned_ready();
     // Calls into the provider (a zero-length read) unless the progress thread owns this CQ.
     void drive();
@@ -399,20 +399,30 @@ result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* w
 // signalling on and the operation eligible (no callback, completion_mode::on_error or at_post,
 // at most the inject size so its buffer is free at once, and fewer than signal_every - 1
 // unsignalled in a row) FI_INJECT without a completion. at_post always injects.
+// A bounce buffer (write_copy, send_copy) is held by the operation's slot until its completion,
+// unless the operation is injected: the provider has copied it when the post returns, and it
+// goes back to its pool then.
 template <class Post>
 result<void> post_maybe_quiet(connection_impl& c, op_record* r, std::size_t bytes,
                               const op_options& opts, std::uint64_t flags, const char* what,
-                              Post&& post) {
-    if (opts.completion == completion_mode::at_post) {
+                              pooled_buffer* bounce, Post&& post) {
+    const bool at_post = opts.completion == completion_mode::at_post;
+    if (at_post) {
         flags |= FI_INJECT;  // the bytes are the provider's when the post returns
     }
     if (c.config.signal_every <= 1) {
+        if (bounce != nullptr && !at_post) {
+            r->held.bounce = std::move(*bounce);
+        }
         return submit(c, r, post(flags | FI_COMPLETION), what, false);
     }
     std::lock_guard lock(c.signal_mu);
     const bool quiet = opts.callback == nullptr && opts.completion != completion_mode::always &&
                        bytes <= c.dom->caps.inject_size &&
                        c.since_signal + 1 < c.config.signal_every;
+    if (bounce != nullptr && !quiet && !at_post) {
+        r->held.bounce = std::move(*bounce);
+    }
     if (quiet) {
         c.ops.push_quiet(r);
     } else {

@@ -409,15 +409,15 @@ result<service_conn*> client_side(connection_impl& c) {
 
 result<void> client_request(connection_impl& c, service_request rq, std::byte* result,
                             const op_options& opts) {
+    if (opts.completion == completion_mode::at_post) {
+        return fail(errc::invalid_argument,
+                    "completion_mode::at_post is for writes and sends, not service requests");
+    }
     auto sp = client_side(c);
     if (!sp) {
         return fail(sp.error());
     }
     service_conn& s = **sp;
-    if (opts.completion == completion_mode::at_post) {
-        return fail(errc::invalid_argument,
-                    "completion_mode::at_post is for writes and sends, not service requests");
-    }
     std::uint32_t i;
     {
         std::lock_guard lock(s.mu);

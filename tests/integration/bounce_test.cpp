@@ -40,8 +40,8 @@ TEST(buffer_pool, hands_out_each_buffer_once_and_takes_it_back) {
 }
 
 struct rig {
+    buffer target{1 << 16};  // outlives the connections
     connected_pair p;
-    buffer target{1 << 16};
     memory_region tmr;
     remote_region dst;
     buffer_pool pool;
@@ -65,7 +65,7 @@ rig make_rig(const std::string& provider, std::size_t buffers, std::uint32_t sq 
         p.server_domain, target.span(),
         usage::write_destination | usage::read_source | usage::receive | usage::flush_target));
     auto dst = must(tmr.describe());
-    return rig{std::move(p), std::move(target), std::move(tmr), dst, pool};
+    return rig{std::move(target), std::move(p), std::move(tmr), dst, pool};
 }
 
 TEST_P(bounce, write_copy_frees_the_callers_memory_at_once_and_holds_the_buffer) {

@@ -12,9 +12,11 @@ namespace {
 class signalling : public testing::TestWithParam<std::string> {};
 
 struct rig {
-    connected_pair p;
+    // The buffers outlive the connections (destroyed first): a write still in flight at the
+    // end reads valid memory.
     buffer target{1 << 16};
     buffer local{1 << 16};
+    connected_pair p;
     memory_region tmr;
     memory_region lmr;
     remote_region dst;
@@ -29,8 +31,8 @@ rig make_rig(const std::string& provider, std::uint32_t signal_every, std::uint3
     auto lmr = must(memory_region::create(p.client_domain, local.span(),
                                           usage::write_source | usage::read_destination));
     auto dst = must(tmr.describe());
-    return rig{std::move(p),   std::move(target), std::move(local),
-               std::move(tmr), std::move(lmr),    dst};
+    return rig{std::move(target), std::move(local), std::move(p),
+               std::move(tmr),    std::move(lmr),   dst};
 }
 
 // Reads completions until `pred` holds or 5 s pass; returns what was reported.
@@ -145,28 +147,36 @@ TEST_P(signalling, the_counter_bounds_unsignalled_runs) {
     EXPECT_EQ(zero.error(), errc::invalid_argument);
 }
 
-// A peer that dies with unsignalled writes outstanding: nothing hangs, errors are reported,
-// and every unit of a shared slot pool comes back once the connection is gone.
+// A peer that dies with unsignalled copies outstanding: nothing hangs, errors are reported,
+// and every bounce buffer comes back (an injected copy's at once, a signalled one's at its
+// completion) once the connection is gone.
 TEST_P(signalling, peer_death_returns_every_unit) {
-    auto pool = must(slot_pool::create(
-        {.capacity = units{}.with(unit::sq, 16).with(unit::recv, 4).with(unit::cq, 20),
-         .policy = exhaustion::backpressure}));
-    auto p = must(connect_pair(GetParam(), {.progress_thread = true},
-                               {.sq_size = 16, .rq_size = 4, .slots = pool, .signal_every = 4}));
-    buffer target(4096), local(4096);
+    buffer target(4096);
+    auto sd = must(domain::open({.provider = GetParam()}));
+    auto cd = must(domain::open({.provider = GetParam()}));
+    auto pool = must(buffer_pool::create(cd, {.buffers = 16, .buffer_size = 64}));
+    auto l = must(listener::create(sd, "127.0.0.1", 0));
+    auto accepted = std::async(std::launch::async, [&] {
+        return must(must(l.get_request(10s)).accept({.progress_thread = true}));
+    });
+    auto client =
+        must(connection::connect(cd, "127.0.0.1", l.port(),
+                                 {.sq_size = 16, .rq_size = 4, .signal_every = 4, .bounce = pool}));
+    connected_pair p{sd, cd, std::move(l), accepted.get(), std::move(client)};
     auto tmr =
         must(memory_region::create(p.server_domain, target.span(), usage::write_destination));
-    auto lmr = must(memory_region::create(p.client_domain, local.span(), usage::write_source));
     const auto dst = must(tmr.describe());
     connection& c = *p.client;
     const op_options quiet{.completion = completion_mode::on_error};
+    const std::string word = "8 bytes!";
     for (int i = 0; i < 7; ++i) {
-        REMORA_ASSERT_OK(c.write(dst, 0, lmr, 0, 8, quiet));
+        REMORA_ASSERT_OK(c.write_copy(dst, 0, bytes_of(word), quiet));
     }
     // The 4th was signalled: its completion reclaims the 3 before it; 3 wait for the next.
+    // Only the signalled ones held a buffer past their post.
     drain_until(c, [&] { return c.in_flight() <= 3; });
     EXPECT_EQ(c.in_flight(), 3u);
-    EXPECT_EQ(pool->available()[unit::sq], 13u);
+    EXPECT_EQ(pool.available(), 16u);
     p.server.reset();
     p.lst.reset();
     // Keep writing until the failure shows: tcp takes posts on a dead connection and fails them
@@ -175,8 +185,10 @@ TEST_P(signalling, peer_death_returns_every_unit) {
     const auto deadline = std::chrono::steady_clock::now() + 10s;
     completion buf[16];
     bool refused = false;
+    int k = 0;
     while (!refused && errors == 0 && std::chrono::steady_clock::now() < deadline) {
-        auto w = c.write(dst, 0, lmr, 0, 8, quiet);
+        // Half of them signalled: their buffers are held until their (error) completion.
+        auto w = c.write_copy(dst, 0, bytes_of(word), ++k % 2 ? quiet : op_options{});
         refused = !w && w.error() != errc::would_block;
         auto n = must(c.cq().poll(buf));
         for (std::size_t k = 0; k < n; ++k) {
@@ -186,7 +198,7 @@ TEST_P(signalling, peer_death_returns_every_unit) {
     }
     EXPECT_TRUE(refused || errors > 0);
     p.client.reset();
-    EXPECT_EQ(pool->available(), pool->capacity());
+    EXPECT_EQ(pool.available(), pool.capacity());
 }
 
 // completion_mode::at_post: the bytes are injected, the write is done for the caller when the
