@@ -15,12 +15,10 @@ namespace {
 
 class shared_cq_lifecycle_test : public testing::TestWithParam<std::string> {};
 
-// completion_queue.hpp: "A connection's reservation returns when it is destroyed: ... its own
-// completions still there are dropped". A completion the library already read out of the
-// provider's CQ (into the progress thread's ring, or a wait()'s stash) is not dropped: it is
-// handed to the application after the connection is gone, with that connection's tag and a
-// context that may be gone with it.
-TEST_P(shared_cq_lifecycle_test, completions_already_read_into_the_ring_survive_the_destroy) {
+// A destroyed connection's completions are dropped also when the library has already read them
+// out of the provider's CQ (into the progress thread's ring, or a wait()'s stash): none reaches
+// the application after the connection is gone, with its tag and a context that may be gone.
+TEST_P(shared_cq_lifecycle_test, completions_already_read_are_dropped_with_their_connection) {
     for (bool progress : {false, true}) {
         SCOPED_TRACE(progress ? "progress thread" : "application waits");
         auto s = server_side::open(GetParam());
@@ -57,15 +55,15 @@ TEST_P(shared_cq_lifecycle_test, completions_already_read_into_the_ring_survive_
 }
 
 // op_options::callback: "it runs exactly once, on the thread that reads the CQ". A connection
-// destroyed on another thread drains the shared CQ there (detach_connection -> read_provider ->
-// finish), running every other connection's callbacks on the destroying thread.
+// destroyed on another thread drains the shared CQ, but other connections' callbacks still run
+// on the CQ's reader, never on the destroying thread (which may hold the application's locks).
 std::atomic<std::thread::id> callback_thread{};
 std::atomic<int> callback_runs{0};
 std::thread::id destroyer{};
 std::mutex* registry = nullptr;
 std::atomic<bool> registry_would_deadlock{false};
 
-TEST_P(shared_cq_lifecycle_test, destroying_one_connection_runs_anothers_callbacks_on_its_thread) {
+TEST_P(shared_cq_lifecycle_test, other_connections_callbacks_stay_on_the_cqs_reader) {
     auto s = server_side::open(GetParam());
     auto shared = must(shared_completion_queue::create(s.dom, {.size = 32}));
     std::optional<connection> a =
@@ -208,10 +206,10 @@ TEST_P(shared_cq_lifecycle_test, progress_thread_needs_a_progress_read_shared_cq
 }
 
 // completion_queue.hpp: one poller or waiter per CQ. connection::next_event() on a connection
-// attached to a shared CQ drives and fi_trywait()s the shared CQ from the caller's thread, which
-// resets the CQ's wait signal under the shared CQ's blocked waiter: its wakeup can be lost.
+// attached to a shared CQ must not drive or fi_trywait() the shared CQ from its thread: that
+// would reset the CQ's wait signal under the shared CQ's blocked waiter and lose its wake-up.
 int slow_waits(const std::string& provider, bool with_events, bool shared_cq);
-TEST_P(shared_cq_lifecycle_test, next_event_on_an_attached_connection_steals_the_waiters_wakeup) {
+TEST_P(shared_cq_lifecycle_test, next_event_does_not_steal_the_shared_cqs_wakeups) {
     // Control: the same waits without the next_event thread are all prompt. (A private CQ with
     // next_event on another thread loses wakeups too: the hazard predates this change, but a
     // shared CQ makes "per-connection code on another thread" the normal arrangement.)

@@ -31,9 +31,9 @@ void reap_for(connection& c, std::chrono::milliseconds d) {
     }
 }
 
-// f8ceaf2: pump() now signals the progress-owned CQ's eventfd for an entry it reaps without a
-// report, but only poll() reads the eventfd back. Every later wait() finds it readable and
-// returns 0 at once: a loop of waits spins at full CPU and never times out.
+// A reap without a report (an on_error success) wakes a progress-owned CQ's waiter once; the
+// waits after it block again (the eventfd is cleared when the ring is empty), rather than
+// returning 0 at once in a loop that spins at full CPU and never times out.
 TEST_P(signalling_pools, progress_owned_wait_blocks_again_after_a_silent_reap) {
     buffer target(4096), local(4096);  // outlive the connections (in-flight operations)
     auto p = must(connect_pair(GetParam(), {.progress_thread = true},
@@ -58,10 +58,9 @@ TEST_P(signalling_pools, progress_owned_wait_blocks_again_after_a_silent_reap) {
     }
 }
 
-// 6cde507 + d3b3c73: an unsignalled write_copy keeps its bounce buffer until a later signalled
-// completion. The bound (signal_every <= sq_size) keeps a signalled operation in a full send
-// queue, but not in a buffer pool: once unsignalled writes hold every buffer, no write_copy
-// (not even completion_mode::always) can be posted, and reaping never returns them.
+// An injected (unsignalled) write_copy gives its bounce buffer back at post: were it held until
+// a later signalled completion, unsignalled writes could hold every buffer of the pool, so that
+// no write_copy (not even a signalled one) could be posted and reaping would never free one.
 TEST_P(signalling_pools, unsignalled_write_copies_cannot_wedge_the_bounce_pool) {
     buffer target(4096);  // outlives the connections (in-flight operations)
     auto cd = must(domain::open({.provider = GetParam()}));
