@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cmake -S . -B build >/dev/null
 cmake --build build -j "$(nproc)" >/dev/null
-for ex in connection write read write_imm ping_pong receive_cq shared_channel \
+for ex in connection write read write_imm ping_pong receive_cq shared_channel shared_cq \
           flush_persistent flush_gpspm append_log cas_lock; do
     bin=build/examples/example_$ex
     [ -x "$bin" ] || continue
