@@ -113,22 +113,6 @@ bool quiet_writes(const setup& s) {
     return s.signal_every > 1 && s.op == "write";
 }
 
-// Blocks until `q` may have completions, at most 10 ms; the caller then reads it. For quiet
-// writes: completion_queue::wait() returns for completions poll() would report, and reading a
-// write's hidden success (which reclaims entries) does not end it, so it would sleep on to its
-// timeout with the queue drained. Its fd wakes for hidden completions too.
-result<void> wait_on_fd(completion_queue& q) {
-    auto armed = q.arm();
-    if (!armed)
-        return fail(armed.error());
-    if (*armed) {
-        pollfd p{q.fd(), POLLIN, 0};
-        if (::poll(&p, 1, 10) < 0 && errno != EINTR)
-            return fail(errc::provider_error, std::string("poll: ") + std::strerror(errno));
-    }
-    return {};
-}
-
 // Reaps completions of one connection the configured way; returns how many it wrote into out.
 result<std::size_t> reap(connection& c, const setup& s, bool want_recv, std::span<completion> out) {
     std::size_t n = 0;
@@ -139,10 +123,7 @@ result<std::size_t> reap(connection& c, const setup& s, bool want_recv, std::spa
         n += *r;
         return {};
     };
-    if (s.wait == "blocking" && quiet_writes(s)) {
-        if (auto r = wait_on_fd(c.cq()); !r)
-            return fail(r.error());
-    } else if (s.wait == "blocking") {
+    if (s.wait == "blocking") {
         if (c.config().channel == channel_mode::shared) {
             auto ev = c.wait(100ms);
             if (!ev && !(ev.error() == errc::timed_out))
@@ -641,12 +622,7 @@ void run_shared(std::vector<connection>& conns, const std::vector<remote_region>
     };
     completion done[32];  // 16 from poll, and as many from callbacks at most
     while (!all_finished()) {
-        if (s.wait == "blocking" && quiet_writes(s)) {
-            if (auto r = wait_on_fd(q); !r) {
-                out.fail(r.error());
-                return;
-            }
-        } else if (s.wait == "blocking") {
+        if (s.wait == "blocking") {
             auto w = q.wait(100ms);
             if (!w && !(w.error() == errc::timed_out)) {
                 out.fail(w.error());
