@@ -283,6 +283,24 @@ void to_sink(const completion& c) {
     callback_sink->push_back(c);
 }
 
+// The completions a poll wrote into done[0, n), followed by those callbacks left in `sink`
+// (which is emptied); returns the total.
+std::size_t append_callbacks(completion* done, std::size_t n, std::vector<completion>& sink) {
+    for (const completion& cb : sink) {
+        done[n++] = cb;
+    }
+    sink.clear();
+    return n;
+}
+
+// True (and the run failed) once operations are still outstanding 10 s after the run's end.
+bool overdue(clock::time_point now, clock::time_point end, client_result& out) {
+    if (now <= end + 10s)
+        return false;
+    out.fail(error(errc::timed_out, "operations did not complete"));
+    return true;
+}
+
 // Coroutine mode: one coroutine per slot of the queue depth, each awaiting its operations in a
 // loop; they resume on this thread, inside the CQ polls below.
 template <class PostWith>
@@ -576,11 +594,7 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
             out.fail(n.error());
             return;
         }
-        std::size_t total = *n;
-        for (const completion& cb : sink) {
-            done[total++] = cb;
-        }
-        sink.clear();
+        const std::size_t total = append_callbacks(done, *n, sink);
         const auto now = clock::now();
         for (std::size_t i = 0; i < total; ++i) {
             if (!cl.handle(done[i], now))
@@ -588,10 +602,8 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
         }
         if (!cl.settle(now))
             return;
-        if (now > end + 10s) {
-            out.fail(error(errc::timed_out, "operations did not complete"));
+        if (overdue(now, end, out))
             return;
-        }
     }
 }
 
@@ -634,11 +646,7 @@ void run_shared(std::vector<connection>& conns, const std::vector<remote_region>
             out.fail(n.error());
             return;
         }
-        std::size_t total = *n;
-        for (const completion& cb : sink) {
-            done[total++] = cb;
-        }
-        sink.clear();
+        const std::size_t total = append_callbacks(done, *n, sink);
         const auto now = clock::now();
         for (std::size_t i = 0; i < total; ++i) {
             if (done[i].tag >= clients.size()) {
@@ -653,10 +661,8 @@ void run_shared(std::vector<connection>& conns, const std::vector<remote_region>
             if (!cl->settle(now))
                 return;
         }
-        if (now > end + 10s) {
-            out.fail(error(errc::timed_out, "operations did not complete"));
+        if (overdue(now, end, out))
             return;
-        }
     }
 }
 
@@ -880,31 +886,27 @@ std::vector<setup> suite(const bench_options& o) {
         // Selective signalling: 8-byte writes at qd 16 with a completion each, then one per 16
         // (counted as their entries are reclaimed); and 8 connections with a CQ (and a thread)
         // each, then one shared CQ read by one thread. The second of each pair prints the ratio.
-        for (unsigned every : {1u, 16u}) {
+        auto polled_write = [&](unsigned qd, unsigned connections) {
             setup s = base();
             s.op = "write";
             s.size = 8;
-            s.qd = 16;
-            s.connections = 1;
+            s.qd = qd;
+            s.connections = connections;
             s.wait = "busy";
             s.callbacks = false;
             s.coroutines = false;
             s.registration = "pre";
+            return s;
+        };
+        for (unsigned every : {1u, 16u}) {
+            setup s = polled_write(16, 1);
             s.signal_every = every;
             if (every > 1)
                 s.versus = "signal_every 16 / 1";
             out.push_back(s);
         }
         for (bool shared : {false, true}) {
-            setup s = base();
-            s.op = "write";
-            s.size = 8;
-            s.qd = 1;
-            s.connections = 8;
-            s.wait = "busy";
-            s.callbacks = false;
-            s.coroutines = false;
-            s.registration = "pre";
+            setup s = polled_write(1, 8);
             s.shared_cq = shared;
             if (shared)
                 s.versus = "shared CQ / CQ per connection";
