@@ -32,6 +32,26 @@ inline std::string provider_name(const testing::TestParamInfo<std::string>& p) {
         ASSERT_TRUE(remora_r_.has_value()) << #expr << ": " << remora_r_.error().what(); \
     } while (0)
 
+// The call failed with exactly `code` (never calls error() on a value) and said why.
+#define EXPECT_ERRC(expr, code)                                                        \
+    do {                                                                               \
+        auto&& r_ = (expr);                                                            \
+        if (r_.has_value()) {                                                          \
+            ADD_FAILURE() << #expr << " succeeded; expected " << #code;                \
+        } else {                                                                       \
+            EXPECT_TRUE(r_.error() == (code)) << #expr << ": " << r_.error().what();   \
+            EXPECT_FALSE(r_.error().message().empty()) << #expr << " gave no message"; \
+        }                                                                              \
+    } while (0)
+// The same, ending the test on a mismatch.
+#define ASSERT_ERRC(expr, code)                                                    \
+    do {                                                                           \
+        auto&& r_ = (expr);                                                        \
+        ASSERT_FALSE(r_.has_value()) << #expr << " succeeded; expected " << #code; \
+        ASSERT_TRUE(r_.error() == (code)) << #expr << ": " << r_.error().what();   \
+        EXPECT_FALSE(r_.error().message().empty()) << #expr << " gave no message"; \
+    } while (0)
+
 template <class T>
 T must(result<T> r, const char* what = "result") {
     if (!r) {
@@ -57,6 +77,24 @@ struct connected_pair {
     std::optional<connection> client;
 };
 
+// Waits for a connection request on `lst` while a client connects in `client` (a future): returns
+// as soon as the request arrives, or, when the client's connect fails first (a local refusal, a
+// rejected or unreachable peer), at once with no request, so a failed connect never costs the
+// caller a whole request timeout.
+template <class Client>
+result<connection_request> request_while_connecting(listener& lst, Client& client,
+                                                    std::chrono::milliseconds limit = 10s) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        auto req = lst.get_request(20ms);
+        if (req || !(req.error() == errc::timed_out))
+            return req;
+        if (client.wait_for(0s) == std::future_status::ready ||
+            std::chrono::steady_clock::now() >= deadline)
+            return req;
+    }
+}
+
 inline result<connected_pair> connect_pair(const std::string& provider,
                                            const connection_config& server_cfg = {},
                                            const connection_config& client_cfg = {},
@@ -71,15 +109,12 @@ inline result<connected_pair> connect_pair(const std::string& provider,
     auto l = listener::create(*sd, "127.0.0.1", 0);
     if (!l)
         return fail(l.error());
-    const std::uint16_t port = l->port();
-    auto accepted = std::async(std::launch::async, [&]() -> result<connection> {
-        auto req = l->get_request(10s);
-        if (!req)
-            return fail(req.error());
-        return req->accept(server_cfg, server_data);
+    auto client = std::async(std::launch::async, [&] {
+        return connection::connect(*cd, "127.0.0.1", l->port(), client_cfg, client_data);
     });
-    auto c = connection::connect(*cd, "127.0.0.1", port, client_cfg, client_data);
-    auto s = accepted.get();
+    auto req = request_while_connecting(*l, client);
+    result<connection> s = req ? req->accept(server_cfg, server_data) : fail(req.error());
+    auto c = client.get();
     if (!c)
         return fail(c.error());
     if (!s)
@@ -107,8 +142,10 @@ struct server_side {
         auto client = std::async(std::launch::async, [&] {
             return connection::connect(client_dom, "127.0.0.1", lst.port(), client_cfg);
         });
-        auto req = lst.get_request(10s);
+        auto req = request_while_connecting(lst, client);
         if (!req) {
+            if (auto c = client.get(); !c)
+                return fail(c.error());
             return fail(req.error());
         }
         auto accepted = req->accept(server_cfg);

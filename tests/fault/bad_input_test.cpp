@@ -22,14 +22,6 @@ constexpr std::size_t region_size = 4096;
 constexpr std::byte target_fill{0xa5};
 constexpr std::byte local_fill{0x3c};
 
-#define EXPECT_ERRC(expr, code)                                                  \
-    do {                                                                         \
-        auto r_ = (expr);                                                        \
-        ASSERT_FALSE(r_.has_value()) << #expr << " succeeded";                   \
-        EXPECT_TRUE(r_.error() == (code)) << #expr << ": " << r_.error().what(); \
-        EXPECT_FALSE(r_.error().message().empty());                              \
-    } while (0)
-
 bool all_equal(std::span<const std::byte> s, std::byte v) {
     return std::all_of(s.begin(), s.end(), [v](std::byte b) { return b == v; });
 }
