@@ -2,10 +2,15 @@
 # `remora bench ... --json` must exit 0 and print at least one result whose ops_per_s is > 0.
 #   bench_json.sh REMORA PROVIDER BENCH-ARGS...
 set -u
+# shellcheck source=tests/cli/lib.sh
+. "$(dirname "$0")/lib.sh"
 remora=$1
 provider=$2
 shift 2
-out=$("$remora" bench -p "$provider" "$@" --json) || { echo "FAIL: bench exited $?"; exit 1; }
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+expect_run --out "$tmp" --stderr-lines 0 -- "$remora" bench -p "$provider" "$@" --json || exit 1
+out=$(cat "$tmp")
 echo "$out"
 rates=$(echo "$out" | sed -n 's/.*"ops_per_s":\([0-9.eE+-]*\).*/\1/p')
 [ -n "$rates" ] || { echo "FAIL: no result with ops_per_s"; exit 1; }

@@ -3,6 +3,8 @@
 # target killed mid-run: bench must stop with one clear line and a non-zero exit, not hang.
 #   bench_target.sh REMORA PROVIDER
 set -u
+# shellcheck source=tests/cli/lib.sh
+. "$(dirname "$0")/lib.sh"
 remora=$1
 provider=$2
 dir=$(mktemp -d)
@@ -14,29 +16,43 @@ fail() { echo "FAIL: $*"; cat "$dir/serve.log" 2>/dev/null; exit 1; }
 "$remora" serve -p "$provider" --listen 127.0.0.1:0 --region "file:$dir/r.bin:4M" --create \
     > "$dir/serve.log" 2>&1 &
 serve_pid=$!
-for _ in $(seq 100); do
+for _ in $(seq 200); do
     port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$dir/serve.log")
     [ -n "$port" ] && break
-    sleep 0.1
+    sleep 0.05
 done
 [ -n "$port" ] || fail "serve did not start"
 t=127.0.0.1:$port
 
-"$remora" bench -p "$provider" --target "$t" --op write --op flush-gpspm --op fetch-add \
-    -d 0.3 --json > "$dir/ok.json" || fail "bench against the target"
+expect_run --out "$dir/ok.json" --stderr-lines 0 \
+    -- "$remora" bench -p "$provider" --target "$t" --op write --op flush-gpspm --op fetch-add -d 0.3 --json ||
+    fail "bench against the target"
 [ "$(grep -c '"ops_per_s"' "$dir/ok.json")" -eq 3 ] || fail "expected 3 results: $(cat "$dir/ok.json")"
-"$remora" bench -p "$provider" --target "$t" --op send -d 0.2 2> "$dir/err"; rc=$?
-[ $rc -eq 1 ] && grep -q "loopback" "$dir/err" || fail "send against a serve target: rc=$rc"
+expect_run --exit 1 --stderr-lines 1 --stderr "loopback" \
+    -- "$remora" bench -p "$provider" --target "$t" --op send -d 0.2 || fail "send against a serve target"
 
-# Kill the target one second into a 20-second run.
+# Kill the target while a 20-second run is writing to it. It is writing once serve has logged
+# its connection and bench (busy-polling) has burnt 0.3 s of CPU: its connect is behind it
+# (a connect failure would say "connect:", and fails the test).
+connected() { grep -c "client [0-9]* connected" "$dir/serve.log"; }
+before=$(connected)
 start=$(date +%s)
 "$remora" bench -p "$provider" --target "$t" --op write --qd 8 -d 20 > /dev/null 2> "$dir/err" &
 bench_pid=$!
-sleep 1
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+for _ in $(seq 300); do
+    [ "$(connected)" -gt "$before" ] && [ "$(cpu_ticks $bench_pid)" -ge 30 ] && break
+    kill -0 "$bench_pid" 2>/dev/null || break
+    sleep 0.05
+done
+[ "$(connected)" -gt "$before" ] || fail "bench never connected: $(cat "$dir/err")"
 kill -9 "$serve_pid"; wait "$serve_pid" 2>/dev/null; serve_pid=
-wait "$bench_pid"; rc=$?
+rc=0
+wait "$bench_pid" || rc=$?
 took=$(( $(date +%s) - start ))
-[ $rc -ne 0 ] || fail "bench exited 0 after its target was killed"
+[ $rc -eq 1 ] || fail "bench exited $rc after its target was killed: $(cat "$dir/err")"
 [ "$(wc -l < "$dir/err")" -eq 1 ] || fail "expected one error line: $(cat "$dir/err")"
+grep -Eq "^remora bench: write( failed)?: " "$dir/err" || fail "not a mid-run failure: $(cat "$dir/err")"
+no_sanitizer_report "$dir/err" "$dir/serve.log" || fail "bench or serve"
 [ $took -lt 15 ] || fail "bench took ${took}s to notice its target died"
 echo "bench --target on $provider: ok (killed target noticed in ${took}s: $(cat "$dir/err"))"

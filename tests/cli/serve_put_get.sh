@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # `remora serve`, `put` and `get` driven as a user would, in separate processes on loopback.
+# Every run is checked for its exact exit code, its message and no sanitizer report (lib.sh).
 #   serve_put_get.sh REMORA PROVIDER
 set -u
+# shellcheck source=tests/cli/lib.sh
+. "$(dirname "$0")/lib.sh"
 remora=$1
 provider=$2
 dir=$(mktemp -d)
@@ -12,6 +15,7 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; [ -f "$dir/serve.log" ] && cat "$dir/serve.log"; exit 1; }
+r() { "$remora" "$@" -p "$provider"; }
 
 # Starts `remora serve ARGS...` in the background; sets $port from its first line.
 start_serve() {
@@ -19,58 +23,68 @@ start_serve() {
     "$remora" serve -p "$provider" --listen 127.0.0.1:0 "$@" > "$dir/serve.log" 2>&1 &
     pids+=($!)
     serve_pid=$!
-    for _ in $(seq 100); do
+    for _ in $(seq 200); do
         port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$dir/serve.log")
         [ -n "$port" ] && return 0
-        sleep 0.1
+        kill -0 "$serve_pid" 2>/dev/null || fail "serve exited: $(cat "$dir/serve.log")"
+        sleep 0.05
     done
     fail "serve did not start: $(cat "$dir/serve.log")"
+}
+# Stops the running serve with SIGTERM: it must drain, persist and exit 0, with no sanitizer report.
+stop_serve() {
+    kill -TERM "$serve_pid"
+    local rc=0
+    wait "$serve_pid" || rc=$?
+    [ $rc -eq 0 ] || fail "serve exit status $rc after SIGTERM"
+    no_sanitizer_report "$dir/serve.log" || fail "serve"
 }
 
 # ---- a persistent file region
 start_serve --region "file:$dir/region.bin:1M" --create
 t=127.0.0.1:$port
 head -c 100000 /dev/urandom > "$dir/in.bin"
-"$remora" put -p "$provider" -t "$t" -o 4096 < "$dir/in.bin" 2> "$dir/put.err" || fail "put: $(cat "$dir/put.err")"
-grep -q "durable (gpspm)" "$dir/put.err" || fail "put did not report durability: $(cat "$dir/put.err")"
-"$remora" get -p "$provider" -t "$t" -o 4096 -n 100000 > "$dir/out.bin" || fail "get"
+expect_run --stdin "$dir/in.bin" --stderr "durable \(gpspm\)" -- r put -t "$t" -o 4096 || fail put
+expect_run --out "$dir/out.bin" --stderr-lines 0 -- r get -t "$t" -o 4096 -n 100000 || fail get
 cmp "$dir/in.bin" "$dir/out.bin" || fail "get returned other bytes than put wrote"
 # The file holds them too (the region is the file).
 cmp <(tail -c +4097 "$dir/region.bin" | head -c 100000) "$dir/in.bin" || fail "file content"
 
-# Out-of-range and unreachable: one line on stderr, exit 1.
-echo x | "$remora" put -p "$provider" -t "$t" -o 1048576 2> "$dir/err"; rc=$?
-[ $rc -eq 1 ] && [ "$(wc -l < "$dir/err")" -eq 1 ] && grep -q "out of range" "$dir/err" || fail "put out of range: rc=$rc $(cat "$dir/err")"
-"$remora" get -p "$provider" -t "$t" -o 1048000 -n 1000 > /dev/null 2> "$dir/err"; rc=$?
-[ $rc -eq 1 ] && grep -q "exceed" "$dir/err" || fail "get out of range: rc=$rc $(cat "$dir/err")"
+# Out of range: one line on stderr, exit 1, and nothing written.
+echo x > "$dir/x"
+expect_run --exit 1 --stderr-lines 1 --stdin "$dir/x" --stderr "out of range" \
+    -- r put -t "$t" -o 1048576 || fail "put out of range"
+expect_run --exit 1 --stderr-lines 1 --stderr "exceed" -- r get -t "$t" -o 1048000 -n 1000 ||
+    fail "get out of range"
 
 # SIGTERM: drains, persists, exits 0.
-kill -TERM "$serve_pid"
-wait "$serve_pid"; rc=$?
-[ $rc -eq 0 ] || fail "serve exit status $rc after SIGTERM"
+stop_serve
 grep -q "region persisted" "$dir/serve.log" || fail "serve did not persist on SIGTERM"
-"$remora" get -p "$provider" -t "$t" -o 0 -n 8 > /dev/null 2> "$dir/err"; rc=$?
-[ $rc -eq 1 ] && [ "$(wc -l < "$dir/err")" -eq 1 ] || fail "get from a stopped target: rc=$rc $(cat "$dir/err")"
+expect_run --exit 1 --stderr-lines 1 --stderr "^remora get: " -- r get -t "$t" -o 0 -n 8 ||
+    fail "get from a stopped target"
 
 # Reopened without --create: the bytes are still there, the file was not truncated.
 start_serve --region "file:$dir/region.bin"
-"$remora" get -p "$provider" -t "127.0.0.1:$port" -o 4096 -n 100000 > "$dir/out2.bin" || fail "get after restart"
+expect_run --out "$dir/out2.bin" -- r get -t "127.0.0.1:$port" -o 4096 -n 100000 ||
+    fail "get after restart"
 cmp "$dir/in.bin" "$dir/out2.bin" || fail "bytes lost across a restart"
 [ "$(stat -c %s "$dir/region.bin")" -eq 1048576 ] || fail "file size changed"
-kill -9 "$serve_pid"; wait "$serve_pid" 2>/dev/null
+stop_serve
 
 # ---- a volatile region: put works, says the bytes are not durable (exit 2)
 start_serve --region mem:64K
-echo hello | "$remora" put -p "$provider" -t "127.0.0.1:$port" -o 0 2> "$dir/err"; rc=$?
-[ $rc -eq 2 ] && grep -q "NOT durable" "$dir/err" || fail "put to volatile: rc=$rc $(cat "$dir/err")"
-[ "$("$remora" get -p "$provider" -t "127.0.0.1:$port" -o 0 -n 5)" = hello ] || fail "get volatile"
-kill -TERM "$serve_pid"; wait "$serve_pid"
+echo hello > "$dir/hello"
+expect_run --exit 2 --stdin "$dir/hello" --stderr "NOT durable" -- r put -t "127.0.0.1:$port" -o 0 ||
+    fail "put to volatile"
+expect_run --stdout "^hello$" -- r get -t "127.0.0.1:$port" -o 0 -n 5 || fail "get volatile"
+stop_serve
 
-# ---- bad arguments: one clear line, non-zero exit
-for args in "serve --region disk:1M" "serve --region mem:0" "serve --region file:$dir/missing.bin" \
-            "serve --listen nohost" "get --target 127.0.0.1:notaport"; do
-    # shellcheck disable=SC2086
-    "$remora" $args -p "$provider" > /dev/null 2> "$dir/err" < /dev/null; rc=$?
-    [ $rc -ne 0 ] && [ "$(wc -l < "$dir/err")" -ge 1 ] || fail "'$args' exited $rc"
-done
+# ---- bad arguments: the exact code and the line that says why
+expect_run --exit 1 --stderr-lines 1 --stderr "disk" -- r serve --region disk:1M || fail "region kind"
+expect_run --exit 1 --stderr-lines 1 --stderr "size" -- r serve --region mem:0 || fail "empty region"
+expect_run --exit 1 --stderr-lines 1 --stderr "missing\.bin" -- r serve --region "file:$dir/missing.bin" ||
+    fail "missing file"
+expect_run --exit 1 --stderr-lines 1 --stderr "nohost" -- r serve --listen nohost || fail "bad listen"
+expect_run --exit 1 --stderr-lines 1 --stderr "notaport" -- r get --target 127.0.0.1:notaport ||
+    fail "bad target"
 echo "serve/put/get on $provider: ok"

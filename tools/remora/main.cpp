@@ -15,7 +15,9 @@ int main(int argc, char** argv) {
         "durability\n"
         "  remora get --offset 0 --length 5                     print a range of the region\n"
         "  remora bench                     the default suite on loopback\n"
-        "  remora bench --suite channels    separate vs shared completion channels (GPSPM)\n");
+        "  remora bench --suite channels    separate vs shared completion channels (GPSPM)\n"
+        "Exit status: 0 done, 1 a failed run (one line on stderr says why), 64 a bad argument\n"
+        "(put also exits 2 when the bytes are written but not durable).\n");
 
     info_options io;
     auto* info = app.add_subcommand(
@@ -60,7 +62,7 @@ int main(int argc, char** argv) {
     put->add_flag("--no-flush", to.no_flush, "Do not flush (the bytes may not be durable)");
     put->footer(
         "Exit status: 0 written (and durable unless --no-flush), 1 error, 2 written but not\n"
-        "durable (the region is volatile).\n"
+        "durable (the region is volatile), 64 a bad argument.\n"
         "Examples:\n"
         "  echo hello | remora put --offset 4096\n"
         "  remora put --target 10.0.0.2:7471 --offset 0 < record.bin\n");
@@ -153,7 +155,9 @@ int main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        return app.exit(e);
+        // --help and --version exit 0; a bad argument exits 64 (EX_USAGE), whatever CLI11's own
+        // code for it, so scripts can tell a usage error from a failed run (1).
+        return app.exit(e) == 0 ? 0 : 64;
     }
     if (*info)
         return run_info(io);
