@@ -2,6 +2,8 @@
 # Sets up (Debian packages), builds and runs remora's whole test suite.
 #   scripts/test.sh              release build (RelWithDebInfo), all tests
 #   scripts/test.sh --sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer
+# Fails when any test fails, when no test ran, and when a test is skipped on every provider it
+# runs on (scripts/check-skips.sh): a skip counts as a pass in ctest, so it must not hide a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -15,4 +17,6 @@ if [ "${1:-}" = "--sanitize" ]; then
 fi
 cmake -S . -B "$build" "${flags[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
-ctest --test-dir "$build" --output-on-failure -j 2 --timeout 300
+log=$build/ctest.log
+ctest --test-dir "$build" --output-on-failure --no-tests=error -j 2 --timeout 300 | tee "$log"
+bash scripts/check-skips.sh "$log"
