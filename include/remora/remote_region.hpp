@@ -55,7 +55,8 @@ class remote_region {
     // A copy stating `p` (the target side sets this; see persistent_region::describe).
     [[nodiscard]] result<remote_region> with_persistence(remora::persistence p) const;
 
-    // A sub-range of this descriptor; grants nothing beyond it.
+    // A sub-range of this descriptor; grants nothing beyond it. errc::out_of_range when the
+    // range is not inside, errc::invalid_argument for an empty one.
     [[nodiscard]] result<remote_region> slice(std::uint64_t offset, std::uint64_t length) const;
     // Checks that [offset, offset + length) lies inside and that `need` is granted.
     [[nodiscard]] result<void> check(std::uint64_t offset, std::uint64_t length, usage need) const;

@@ -53,6 +53,10 @@ result<void> remote_region::check(std::uint64_t offset, std::uint64_t length, us
 }
 
 result<remote_region> remote_region::slice(std::uint64_t offset, std::uint64_t length) const {
+    if (length == 0) {
+        return fail(errc::invalid_argument,
+                    "remote_region::slice: an empty slice describes nothing");
+    }
     if (auto r = check(offset, length, usage::none); !r) {
         return fail(r.error());
     }

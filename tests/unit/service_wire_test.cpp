@@ -91,25 +91,27 @@ TEST(service_wire, truncated_oversize_and_foreign_messages_are_refused) {
         }
         std::vector<std::byte> c = b;
         c.resize(n, std::byte{0});
-        EXPECT_FALSE(detail::decode_request(c).has_value()) << n;
+        SCOPED_TRACE(n);
+        EXPECT_ERRC(detail::decode_request(c), errc::invalid_argument);
     }
     const auto r = wire(service_reply{});
     for (std::size_t n = 0; n <= 2 * reply_size; ++n) {
         if (n != reply_size) {
             std::vector<std::byte> c = r;
             c.resize(n, std::byte{0});
-            EXPECT_FALSE(detail::decode_reply(c).has_value()) << n;
+            SCOPED_TRACE(n);
+            EXPECT_ERRC(detail::decode_reply(c), errc::invalid_argument);
         }
     }
     // A request is not a reply and the other way round (sizes and fields differ).
-    EXPECT_FALSE(detail::decode_reply(b).has_value());
-    EXPECT_FALSE(detail::decode_request(r).has_value());
+    EXPECT_ERRC(detail::decode_reply(b), errc::invalid_argument);
+    EXPECT_ERRC(detail::decode_request(r), errc::invalid_argument);
     // Flags only on flush; operands beyond what the operation uses must be zero.
-    EXPECT_FALSE(
-        detail::decode_request(wire(service_request{.op = service_op::fetch_add, .flags = 1}))
-            .has_value());
-    EXPECT_FALSE(detail::decode_request(wire(service_request{.op = service_op::flush, .arg1 = 1}))
-                     .has_value());
+    EXPECT_ERRC(
+        detail::decode_request(wire(service_request{.op = service_op::fetch_add, .flags = 1})),
+        errc::invalid_argument);
+    EXPECT_ERRC(detail::decode_request(wire(service_request{.op = service_op::flush, .arg1 = 1})),
+                errc::invalid_argument);
 }
 
 TEST(service_wire, mutated_messages_decode_exactly_when_valid) {
