@@ -56,36 +56,22 @@ T must(remora::result<T> r, std::string_view what) {
 }
 
 // The next completion on `cq` (10 s at most), checked to have succeeded. It polls `spin_polls`
-// times before it blocks on the CQ's channel (0: blocks at once; see examples/ping_pong).
+// times before it blocks on the CQ's channel with completion_queue::next (0: blocks at once; see
+// examples/ping_pong).
 inline remora::completion next_completion(remora::completion_queue& cq, const char* who,
                                           int spin_polls = 0) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
     remora::completion c;
-    for (int spins = 0;; ++spins) {
-        if (must(cq.poll({&c, 1}), who) == 1) {
-            if (!c.ok()) {
-                die(std::string(who) + ": " + remora::to_string(c.op) +
-                    " failed: " + c.status.message());
-            }
-            return c;
-        }
-        if (spins < spin_polls) {
-            continue;
-        }
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now());
-        if (left <= 0ms) {
-            die(std::string(who) + ": no completion on the " + remora::to_string(cq.kind()) +
-                " within 10 s");
-        }
-        // Blocks until this CQ's channel fires. 0 ready is a no_completion wake-up (tcp signals
-        // both CQs of a connection for one socket event): poll again. A timeout means nothing
-        // came in time.
-        auto w = cq.wait(left);
-        if (!w) {
-            die(std::string(who) + ": wait: " + w.error().what());
-        }
+    bool got = false;
+    for (int spins = 0; spins < spin_polls && !got; ++spins) {
+        got = must(cq.poll({&c, 1}), who) == 1;
     }
+    if (!got) {
+        c = must(cq.next(10s), std::string(who) + ": next completion");
+    }
+    if (!c.ok()) {
+        die(std::string(who) + ": " + remora::to_string(c.op) + " failed: " + c.status.message());
+    }
+    return c;
 }
 
 // Waits (10 s at most) for the connection's next event and dies unless it is the peer's close.

@@ -77,6 +77,12 @@ class completion_queue {
     // no_completion wake-up), or fails with errc::timed_out. Refused with errc::bad_state when
     // this CQ's channel is shared: wait on the connection or the channel instead.
     [[nodiscard]] result<std::size_t> wait(std::chrono::milliseconds timeout);
+    // The next completion to report, within `timeout`: polls, and blocks on the CQ's channel
+    // between polls (no_completion wake-ups and entries consumed by callbacks are absorbed), so
+    // nobody hand-rolls that loop. errc::timed_out when none came in time (a timeout of 0 only
+    // polls); errc::bad_state when this CQ's channel is shared, as for wait(); a provider error
+    // as poll() or wait() report it.
+    [[nodiscard]] result<completion> next(std::chrono::milliseconds timeout);
 
     // For the caller's own epoll: fd() becomes readable when the CQ may have completions. Call
     // arm() before blocking on it: false means completions may already be ready, poll first.

@@ -1,9 +1,9 @@
 // remora/result.hpp — result<T>, remora::errc and the error type every fallible call returns.
 //
 // No exception crosses remora's public API. Every fallible function returns result<T>
-// (tl::expected<T, remora::error> from Debian's libexpected-dev, behind this alias) and is
-// [[nodiscard]]. An error carries a std::error_code (remora::errc, or a libfabric -FI_* code in
-// fabric_category()) and a one-line message naming what was refused and why.
+// (a tl::expected<T, remora::error> from Debian's libexpected-dev, must-use at class level). An
+// error carries a std::error_code (remora::errc, or a libfabric -FI_* code in fabric_category())
+// and a one-line message naming what was refused and why.
 //
 // Threading: value types; no shared state.
 #pragma once
@@ -81,8 +81,20 @@ class error {
     std::vector<std::byte> data_;
 };
 
+// Every fallible call returns result<T>: a value, or the error saying why not. The type itself
+// is [[nodiscard]] (as abseil's StatusOr): ignoring any function's result is a warning,
+// whether or not its declaration repeats the attribute. It is a tl::expected<T, error> in every
+// other respect (has_value, operator bool, *, ->, value_or, error) and converts from one.
 template <class T>
-using result = tl::expected<T, error>;
+class [[nodiscard]] result : public tl::expected<T, error> {
+    using base = tl::expected<T, error>;
+
+  public:
+    using base::base;
+    result() = default;
+    result(const base& b) : base(b) {}
+    result(base&& b) : base(std::move(b)) {}
+};
 
 inline tl::unexpected<error> fail(errc e, std::string message) {
     return tl::unexpected<error>(error(e, std::move(message)));

@@ -1061,6 +1061,35 @@ result<std::size_t> completion_queue::wait(std::chrono::milliseconds timeout) {
     return impl_->wait(timeout);
 }
 
+result<completion> completion_queue::next(std::chrono::milliseconds timeout) {
+    if (impl_->channel) {
+        return fail(errc::bad_state,
+                    "this CQ's completion channel is shared: wait on the connection or channel");
+    }
+    const auto deadline = detail::deadline_after(timeout);
+    completion c;
+    for (;;) {
+        auto n = impl_->poll({&c, 1});
+        if (!n) {
+            return fail(n.error());
+        }
+        if (*n == 1) {
+            return c;
+        }
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left <= std::chrono::milliseconds(0)) {
+            return fail(errc::timed_out, std::string("no completion on the ") +
+                                             to_string(impl_->kind) + " within " +
+                                             std::to_string(timeout.count()) + " ms");
+        }
+        auto w = impl_->wait(left);
+        if (!w) {
+            return fail(w.error());  // timed_out included: nothing came in time
+        }
+    }
+}
+
 int completion_queue::fd() const noexcept {
     return impl_->wait_fd();
 }

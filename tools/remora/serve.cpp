@@ -85,23 +85,12 @@ void log_line(const std::string& s) {
 
 // Waits for one completion on `conn`'s CQ, at most `limit`.
 result<completion> await_one(connection& conn, std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    for (;;) {
-        completion c;
-        auto n = conn.cq().poll({&c, 1});
-        if (!n)
-            return fail(n.error());
-        if (*n == 1)
-            return c;
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0)
-            return fail(errc::timed_out, "the target did not answer within " +
-                                             std::to_string(limit.count() / 1000) + " s");
-        auto w = conn.cq().wait(std::min<std::chrono::milliseconds>(left, 1s));
-        if (!w && !(w.error() == errc::timed_out))
-            return fail(w.error());
+    auto c = conn.cq().next(limit);
+    if (!c && c.error() == errc::timed_out) {
+        return fail(errc::timed_out, "the target did not answer within " +
+                                         std::to_string(limit.count() / 1000) + " s");
     }
+    return c;
 }
 
 // Copies between `buf` and [offset, +len) of the target, in chunks the provider accepts, with a
