@@ -357,17 +357,19 @@ TEST_P(bad_input, oversize_private_data_on_connect_is_too_large) {
     // Exactly the limit is carried whole. It is the first request the listener sees: the
     // refused connects sent nothing (had they, their requests would have arrived before it).
     const auto exact = filled(limit, 'z');
-    auto server = std::async(std::launch::async, [&]() -> result<connection> {
-        auto r = lst.get_request(5s);
+    auto client = std::async(std::launch::async, [&] {
+        return connection::connect(cd, "127.0.0.1", lst.port(), {}, exact);
+    });
+    auto s = [&]() -> result<connection> {
+        auto r = request_while_connecting(lst, client);
         if (!r)
             return fail(r.error());
         if (r->private_data().size() != limit ||
             !std::equal(exact.begin(), exact.end(), r->private_data().begin()))
             return fail(errc::invalid_argument, "the first request was not the valid connect's");
         return r->accept();
-    });
-    auto c = connection::connect(cd, "127.0.0.1", lst.port(), {}, exact);
-    auto s = server.get();
+    }();
+    auto c = client.get();
     ASSERT_TRUE(c.has_value()) << c.error().what();
     ASSERT_TRUE(s.has_value()) << s.error().what();
     EXPECT_EQ(s->peer_private_data().size(), limit);
@@ -381,8 +383,11 @@ TEST_P(bad_input, oversize_private_data_on_accept_is_too_large_and_request_stays
     auto lst = must(listener::create(sd, "127.0.0.1", 0));
     const auto over = filled(limit + 1, 'a');
     const auto exact = filled(limit, 'b');
-    auto server = std::async(std::launch::async, [&]() -> result<connection> {
-        auto r = lst.get_request(5s);
+    auto client = std::async(std::launch::async, [&] {
+        return connection::connect(cd, "127.0.0.1", lst.port(), {.connect_timeout = 5s});
+    });
+    auto s = [&]() -> result<connection> {
+        auto r = request_while_connecting(lst, client);
         if (!r)
             return fail(r.error());
         auto bad = r->accept({}, over);
@@ -391,9 +396,8 @@ TEST_P(bad_input, oversize_private_data_on_accept_is_too_large_and_request_stays
                         "oversize accept was not refused with too_large: " +
                             (bad ? std::string("accepted") : bad.error().what()));
         return r->accept({}, exact);
-    });
-    auto c = connection::connect(cd, "127.0.0.1", lst.port(), {.connect_timeout = 5s});
-    auto s = server.get();
+    }();
+    auto c = client.get();
     ASSERT_TRUE(s.has_value()) << s.error().what();
     ASSERT_TRUE(c.has_value()) << c.error().what();
     const auto seen = c->peer_private_data();
@@ -406,17 +410,19 @@ TEST_P(bad_input, oversize_private_data_on_reject_is_too_large_and_request_stays
     auto cd = must(domain::open({.provider = GetParam()}));
     const std::size_t limit = sd.caps().cm_data_size;
     auto lst = must(listener::create(sd, "127.0.0.1", 0));
-    auto server = std::async(std::launch::async, [&]() -> result<void> {
-        auto r = lst.get_request(5s);
+    auto client = std::async(std::launch::async, [&] {
+        return connection::connect(cd, "127.0.0.1", lst.port(), {.connect_timeout = 5s});
+    });
+    auto s = [&]() -> result<void> {
+        auto r = request_while_connecting(lst, client);
         if (!r)
             return fail(r.error());
         auto bad = r->reject(filled(limit + 1, 'r'));
         if (bad || !(bad.error() == errc::too_large))
             return fail(errc::invalid_argument, "oversize reject was not refused with too_large");
         return r->reject(bytes_of("no room"));
-    });
-    auto c = connection::connect(cd, "127.0.0.1", lst.port(), {.connect_timeout = 5s});
-    auto s = server.get();
+    }();
+    auto c = client.get();
     ASSERT_TRUE(s.has_value()) << s.error().what();
     ASSERT_FALSE(c.has_value());
     EXPECT_TRUE(c.error() == errc::rejected) << c.error().what();
@@ -426,8 +432,16 @@ TEST_P(bad_input, rejected_request_carries_private_data_both_ways) {
     auto sd = must(domain::open({.provider = GetParam()}));
     auto cd = must(domain::open({.provider = GetParam()}));
     auto lst = must(listener::create(sd, "127.0.0.1", 0));
-    auto server = std::async(std::launch::async, [&]() -> result<std::string> {
-        auto r = lst.get_request(5s);
+    std::chrono::steady_clock::duration elapsed{};
+    const auto start = std::chrono::steady_clock::now();
+    auto client = std::async(std::launch::async, [&] {
+        auto c = connection::connect(cd, "127.0.0.1", lst.port(), {.connect_timeout = 5s},
+                                     bytes_of("client hello"));
+        elapsed = std::chrono::steady_clock::now() - start;
+        return c;
+    });
+    auto s = [&]() -> result<std::string> {
+        auto r = request_while_connecting(lst, client);
         if (!r)
             return fail(r.error());
         std::string seen = string_of(r->private_data());
@@ -438,12 +452,8 @@ TEST_P(bad_input, rejected_request_carries_private_data_both_ways) {
         if (again || !(again.error() == errc::bad_state))
             return fail(errc::invalid_argument, "accept after reject was not bad_state");
         return seen;
-    });
-    const auto start = std::chrono::steady_clock::now();
-    auto c = connection::connect(cd, "127.0.0.1", lst.port(), {.connect_timeout = 5s},
-                                 bytes_of("client hello"));
-    const auto elapsed = std::chrono::steady_clock::now() - start;
-    auto s = server.get();
+    }();
+    auto c = client.get();
     ASSERT_TRUE(s.has_value()) << s.error().what();
     EXPECT_EQ(s->substr(0, 12), "client hello");
     ASSERT_FALSE(c.has_value());
@@ -458,14 +468,16 @@ TEST_P(bad_input, reject_private_data_reaches_the_client) {
     auto sd = must(domain::open({.provider = GetParam()}));
     auto cd = must(domain::open({.provider = GetParam()}));
     auto lst = must(listener::create(sd, "127.0.0.1", 0));
-    auto server = std::async(std::launch::async, [&]() -> result<void> {
-        auto r = lst.get_request(5s);
+    auto client = std::async(std::launch::async, [&] {
+        return connection::connect(cd, "127.0.0.1", lst.port(), {.connect_timeout = 5s});
+    });
+    auto s = [&]() -> result<void> {
+        auto r = request_while_connecting(lst, client);
         if (!r)
             return fail(r.error());
         return r->reject(bytes_of("busy, retry at port 4242"));
-    });
-    auto c = connection::connect(cd, "127.0.0.1", lst.port(), {.connect_timeout = 5s});
-    auto s = server.get();
+    }();
+    auto c = client.get();
     ASSERT_TRUE(s.has_value()) << s.error().what();
     ASSERT_FALSE(c.has_value());
     EXPECT_TRUE(c.error() == errc::rejected) << c.error().what();
@@ -479,14 +491,16 @@ TEST_P(bad_input, rejected_request_without_private_data) {
     auto sd = must(domain::open({.provider = GetParam()}));
     auto cd = must(domain::open({.provider = GetParam()}));
     auto lst = must(listener::create(sd, "127.0.0.1", 0));
-    auto server = std::async(std::launch::async, [&]() -> result<void> {
-        auto r = lst.get_request(5s);
+    auto client = std::async(std::launch::async, [&] {
+        return connection::connect(cd, "127.0.0.1", lst.port(), {.connect_timeout = 5s});
+    });
+    auto s = [&]() -> result<void> {
+        auto r = request_while_connecting(lst, client);
         if (!r)
             return fail(r.error());
         return r->reject();
-    });
-    auto c = connection::connect(cd, "127.0.0.1", lst.port(), {.connect_timeout = 5s});
-    auto s = server.get();
+    }();
+    auto c = client.get();
     ASSERT_TRUE(s.has_value()) << s.error().what();
     ASSERT_FALSE(c.has_value());
     std::printf("[%s] rejected connect (no data): %s\n", GetParam().c_str(),
@@ -535,19 +549,21 @@ TEST_P(bad_input, connection_config_is_validated_before_anything_reaches_the_pee
     // The limits themselves are accepted, and the effective values read back. The valid
     // connect's request is the first the listener sees: none of the refused ones sent one (had
     // they, it would have arrived before this one).
-    auto server = std::async(std::launch::async, [&]() -> result<connection> {
-        auto r = lst.get_request(10s);
+    // Depths beyond the provider's are clamped to it (never the per-operation max_sge).
+    auto client = std::async(std::launch::async, [&] {
+        return connection::connect(cd, "127.0.0.1", lst.port(),
+                                   {.sq_size = tx + 1000, .rq_size = rx + 1000, .max_sge = iov},
+                                   bytes_of("valid"));
+    });
+    auto s = [&]() -> result<connection> {
+        auto r = request_while_connecting(lst, client);
         if (!r)
             return fail(r.error());
         if (string_of(r->private_data()).substr(0, 5) != "valid")
             return fail(errc::invalid_argument, "an invalid config reached the listener first");
         return r->accept();
-    });
-    // Depths beyond the provider's are clamped to it (never the per-operation max_sge).
-    auto c = connection::connect(cd, "127.0.0.1", lst.port(),
-                                 {.sq_size = tx + 1000, .rq_size = rx + 1000, .max_sge = iov},
-                                 bytes_of("valid"));
-    auto s = server.get();
+    }();
+    auto c = client.get();
     ASSERT_TRUE(c.has_value()) << c.error().what();
     ASSERT_TRUE(s.has_value()) << s.error().what();
     EXPECT_ERRC(lst.get_request(0ms), errc::timed_out);  // and no other request is waiting
@@ -563,15 +579,17 @@ TEST_P(bad_input, invalid_config_on_accept_is_refused_and_the_client_is_turned_a
     auto cd = must(domain::open({.provider = GetParam()}));
     auto lst = must(listener::create(sd, "127.0.0.1", 0));
     const auto iov = static_cast<std::uint32_t>(sd.caps().iov_limit);
-    auto server = std::async(std::launch::async, [&]() -> result<connection> {
-        auto r = lst.get_request(5s);
+    const auto start = std::chrono::steady_clock::now();
+    auto client = std::async(std::launch::async, [&] {
+        return connection::connect(cd, "127.0.0.1", lst.port(), {.connect_timeout = 2s});
+    });
+    auto s = [&]() -> result<connection> {
+        auto r = request_while_connecting(lst, client);
         if (!r)
             return fail(r.error());
         return r->accept({.max_sge = iov + 1});
-    });
-    const auto start = std::chrono::steady_clock::now();
-    auto c = connection::connect(cd, "127.0.0.1", lst.port(), {.connect_timeout = 2s});
-    auto s = server.get();
+    }();
+    auto c = client.get();
     ASSERT_FALSE(s.has_value());
     EXPECT_TRUE(s.error() == errc::too_large) << s.error().what();
     // listener.hpp: an accept that fails rejects the request, so the client is told it was
