@@ -279,6 +279,10 @@ class connection {
     // ---- connection management ----
     // Next connection event (closed, lost) or errc::timed_out; event_fd() for epoll.
     [[nodiscard]] result<conn_event> next_event(std::chrono::milliseconds timeout);
+    // Readable while an event is pending (read it with next_event(0ms)); not readable when none
+    // is. A peer's close reaches it while the connection progresses: with progress_thread, or
+    // while the application reads or arms its CQs (tcp notices the close only then), so block
+    // on it together with the armed CQ fds.
     [[nodiscard]] int event_fd() const noexcept;
     [[nodiscard]] std::span<const std::byte> peer_private_data() const noexcept;
     // Disconnects; outstanding operations complete with errors (flushed). Idempotent.
