@@ -107,7 +107,7 @@ TEST_P(event_fds, connection_event_fd_fires_beside_an_armed_cq_when_the_peer_clo
     REMORA_ASSERT_OK(p.server->close());
     const auto deadline = std::chrono::steady_clock::now() + 10s;
     for (;;) {
-        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no event within 10 s";
+        ASSERT_TRUE(std::chrono::steady_clock::now() < deadline) << "no event within 10 s";
         auto armed = p.client->cq().arm();
         REMORA_ASSERT_OK(armed);
         pollfd fds[2] = {{p.client->event_fd(), POLLIN, 0},
@@ -628,7 +628,7 @@ TEST_P(cache_threads, overlapping_lookups_from_many_threads_stay_consistent) {
     constexpr std::size_t capacity = 8, page = 4096;
     auto cache = must(registration_cache::create(dom, capacity));
     buffer mem(64 * page);
-    constexpr int workers = 3, rounds = 400;
+    constexpr int workers = 4, rounds = 5000;
     const usage kinds[] = {usage::send, usage::write_source, usage::send | usage::write_source};
     std::atomic<int> bad{0};
     std::atomic<bool> stop{false};
@@ -638,7 +638,7 @@ TEST_P(cache_threads, overlapping_lookups_from_many_threads_stay_consistent) {
             std::mt19937 rng(static_cast<unsigned>(t + 1));
             std::vector<cached_region> held;  // a few handles held a while: not evictable
             for (int i = 0; i < rounds; ++i) {
-                const std::size_t first = rng() % 16, pages = 1 + rng() % 4;
+                const std::size_t first = rng() % 60, pages = 1 + rng() % 4;
                 const std::size_t skew = rng() % 100, off = first * page + skew;
                 const std::size_t len = pages * page - skew - rng() % 100;
                 const usage uses = kinds[rng() % 3];
