@@ -140,10 +140,10 @@ TEST_P(overload_test, thirty_two_clients_eight_slots_every_request_served) {
     EXPECT_EQ(pool.stats().connections, 0u);
 }
 
-// Six slots, four per connection. A's receives come back when A is detached: they are the only
-// slots that B (owed three) can get, so B's four messages, held at once beside A's, arrive only
-// if they did. A held message survives its connection, and every slot comes back when the
-// connections are gone.
+// Six slots, four per connection. Detaching A cancels its receives: A's queue entries come back
+// (its CQ's waiters wake as the progress thread reaps the canceled receives) and so do their
+// slots, which B then takes at once and fills with four messages held beside A's. A held
+// message survives its connection, and every slot comes back when the connections are gone.
 TEST_P(overload_test, slots_return_when_a_connection_dies_or_is_detached) {
     constexpr std::uint32_t slots = 6, per_connection = 4;
     std::vector<std::byte> mem(64 * 4);  // outlives the connections
@@ -165,13 +165,27 @@ TEST_P(overload_test, slots_return_when_a_connection_dies_or_is_detached) {
     EXPECT_EQ(m.tag(), 1u);
     EXPECT_EQ(std::memcmp(m.data().data(), "ping", 4), 0);
     EXPECT_EQ(pool.stats().held, 1u);
-    // B gets the one slot left (A took its fourth receive back after the ping) and is owed three.
-    REMORA_ASSERT_OK(pool.attach(*b));
-    EXPECT_EQ(pool.stats().posted, slots - 1);
-    EXPECT_EQ(pool.stats().owed, per_connection - 1);
     pool.detach(*a);
-    EXPECT_EQ(pool.stats().connections, 1u);
-    // B's four messages: the first three need A's canceled receives.
+    EXPECT_EQ(pool.stats().connections, 0u);
+    // Nobody else wants a slot, so only the cancellation can bring them back (not a rebalance).
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (a->in_flight() != 0 && std::chrono::steady_clock::now() < deadline) {
+        auto w = a->cq().wait(1s);
+        if (!w && !(w.error() == errc::timed_out)) {
+            ADD_FAILURE() << w.error().what();
+            break;
+        }
+    }
+    ASSERT_EQ(a->in_flight(), 0u) << "A's receives were never canceled";
+    completion none[4];
+    EXPECT_EQ(must(a->cq().poll(none)), 0u);  // the pool's completions are not A's to report
+    EXPECT_EQ(pool.stats().posted, 0u);
+    EXPECT_EQ(pool.stats().held, 1u);
+    EXPECT_EQ(pool.stats().reclaimed, 0u);
+    // B takes four of the five free slots at once, and holds its four messages beside A's.
+    REMORA_ASSERT_OK(pool.attach(*b));
+    EXPECT_EQ(pool.stats().posted, per_connection);
+    EXPECT_EQ(pool.stats().owed, 0u);
     for (int i = 0; i < 4; ++i) {
         std::memcpy(mem.data() + 64 * i, "b0", 2);
         mem[64 * i + 1] = static_cast<std::byte>('0' + i);
