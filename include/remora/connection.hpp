@@ -160,8 +160,9 @@ struct local_segment {
 
 enum class conn_event : std::uint8_t {
     established,
-    closed,       // the peer or this side closed the connection
-    lost,         // the connection failed (peer died, network error)
+    closed,       // the peer or this side closed the connection; also a peer process that died
+                  // (its kernel closes its sockets, which tcp and sockets report as a close)
+    lost,         // the connection failed (an error the provider reports on it: network error)
     rejected,     // the peer rejected the request
     refused,      // nobody listens at the address
     unreachable,  // the address cannot be reached (connect timed out)
@@ -176,7 +177,9 @@ class connection {
   public:
     // Connects to host:port, sending `private_data` (at most caps().cm_data_size bytes) with the
     // request. Fails with errc::connection_refused (nobody listens), errc::rejected (the peer's
-    // reject private data is in error::data()), errc::timed_out after config.connect_timeout.
+    // reject private data is in error::data(); also when the peer's accept() fails),
+    // errc::unreachable (the host does not resolve, or no route reaches it), errc::timed_out
+    // after config.connect_timeout (nobody answered the request).
     [[nodiscard]] static result<connection> connect(const domain& dom, const std::string& host,
                                                     std::uint16_t port,
                                                     const connection_config& config = {},
@@ -276,6 +279,10 @@ class connection {
     // ---- connection management ----
     // Next connection event (closed, lost) or errc::timed_out; event_fd() for epoll.
     [[nodiscard]] result<conn_event> next_event(std::chrono::milliseconds timeout);
+    // Readable while an event is pending (read it with next_event(0ms)); not readable when none
+    // is. A peer's close reaches it while the connection progresses: with progress_thread, or
+    // while the application reads or arms its CQs (tcp notices the close only then), so block
+    // on it together with the armed CQ fds.
     [[nodiscard]] int event_fd() const noexcept;
     [[nodiscard]] std::span<const std::byte> peer_private_data() const noexcept;
     // Disconnects; outstanding operations complete with errors (flushed). Idempotent.

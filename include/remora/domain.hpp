@@ -4,9 +4,10 @@
 // created from it (regions, listeners, connections) keeps it alive. It reports what the provider
 // can do so the rest of the library adapts instead of assuming.
 //
-// Provider choice: domain_config::provider if set, else the FI_PROVIDER environment variable
-// (libfabric's own filter), else the first of verbs, tcp, sockets that offers connected (FI_EP_MSG)
-// endpoints on the address.
+// Provider choice: domain_config::provider if set, else the first of verbs, tcp, sockets that
+// offers connected (FI_EP_MSG) endpoints on the address. The FI_PROVIDER environment variable is
+// libfabric's own filter, applied first: it narrows the automatic choice, and a configured
+// provider it excludes is not found.
 //
 // Threading: a domain may be used from any number of threads at once (libfabric FI_THREAD_SAFE).
 #pragma once

@@ -34,6 +34,8 @@ class connection_request {
 
     [[nodiscard]] std::span<const std::byte> private_data() const noexcept;
     // Accepts and waits (up to config.connect_timeout) until the connection is established.
+    // An invalid config fails the accept and rejects the request (the client's connect fails
+    // with errc::rejected); private data over the limit (errc::too_large) leaves it answerable.
     [[nodiscard]] result<connection> accept(const connection_config& config = {},
                                             std::span<const std::byte> private_data = {});
     result<void> reject(std::span<const std::byte> private_data = {});

@@ -385,6 +385,9 @@ result<void> connection_impl::await_connected(milliseconds timeout, bool client)
         established = true;
     }
     open = true;
+    // Reading FI_CONNECTED leaves the EQ's wait fd signalled on tcp: re-arm it, so event_fd()
+    // is not readable while no event is pending.
+    (void)arm_events();
     // Only now may a channel wait read this connection's events (before, it could take the
     // FI_CONNECTED this function waits for).
     if (channel && dom->watch_disconnects) {

@@ -43,6 +43,13 @@ struct receive_pool_impl : std::enable_shared_from_this<receive_pool_impl> {
     };
     mutable std::mutex mu;
     std::condition_variable cv;
+    // The records of the pool's receives are written by post_internal outside `mu` (posting
+    // under it would invert with the CQ's lock: posting may read the CQ, whose hooks take
+    // `mu`). rebalance and detach read those records to cancel them: they wait until no post
+    // is in flight and keep new ones out while they look (`scanning`). Both under `mu`.
+    std::condition_variable post_cv;
+    std::uint32_t posting = 0;  // post_internal calls of dispatch in flight
+    bool scanning = false;      // a rebalance or detach reads the connections' records
     std::vector<std::uint32_t> free_slots;
     std::vector<attached> conns;
     std::deque<connection_impl*> wanting;  // connections owed receives, longest waiting first
@@ -74,6 +81,12 @@ struct receive_pool_impl : std::enable_shared_from_this<receive_pool_impl> {
     // While connections wait and no slot is free, cancels receives parked longest on quiet
     // connections so their slots move to the waiting ones (those go to the back of the line).
     void rebalance();
+    // Reads the records of `c`'s posted receives and cancels the pool's among them: every one
+    // (`only` null) or the one of slot `only`. Returns whether one was canceled. Caller set
+    // `scanning` (so no pool post writes a record meanwhile).
+    static bool cancel_posted(connection_impl& c, const receive_slot* only);
+    // Ends a scan: lets dispatch post again, and posts what waited meanwhile.
+    void end_scan();
 };
 
 // A receive parked this long without a message counts as idle when others wait for a slot.
@@ -83,8 +96,8 @@ void receive_pool_impl::rebalance() {
     std::vector<std::pair<receive_slot*, connection_impl*>> victims;
     {
         std::lock_guard lock(mu);
-        if (!free_slots.empty() || wanting.empty()) {
-            return;
+        if (!free_slots.empty() || wanting.empty() || posting != 0 || scanning) {
+            return;  // nothing to move, or posts in flight: the next idle slice tries again
         }
         const auto now = std::chrono::steady_clock::now();
         std::vector<receive_slot*> idle;
@@ -107,17 +120,13 @@ void receive_pool_impl::rebalance() {
             victims.emplace_back(idle[n], idle[n]->conn);
             ++n;
         }
+        if (victims.empty()) {
+            return;
+        }
+        scanning = true;
     }
     for (auto& [s, c] : victims) {
-        bool canceled = false;
-        if (c->ep) {
-            for (op_record* r : c->ops.posted_recvs()) {
-                if (r->internal == &receive_pool_impl::on_receive && r->user_context == s) {
-                    canceled = fi_cancel(c->ep.as_fid(), r) == 0;
-                    break;
-                }
-            }
-        }
+        const bool canceled = cancel_posted(*c, s);
         if (!canceled) {
             std::lock_guard lock(mu);
             s->reclaiming = false;  // it completed meanwhile, or could not be canceled
@@ -129,6 +138,32 @@ void receive_pool_impl::rebalance() {
             }
         }
     }
+    end_scan();
+}
+
+bool receive_pool_impl::cancel_posted(connection_impl& c, const receive_slot* only) {
+    bool canceled = false;
+    if (c.ep) {
+        for (op_record* r : c.ops.posted_recvs()) {
+            if (r->internal == &receive_pool_impl::on_receive &&
+                (only == nullptr || r->user_context == only)) {
+                canceled = fi_cancel(c.ep.as_fid(), r) == 0 || canceled;
+                if (only != nullptr) {
+                    break;
+                }
+            }
+        }
+    }
+    return canceled;
+}
+
+void receive_pool_impl::end_scan() {
+    {
+        std::lock_guard lock(mu);
+        scanning = false;
+    }
+    post_cv.notify_all();
+    dispatch();
 }
 
 void receive_pool_impl::dispatch() {
@@ -136,6 +171,9 @@ void receive_pool_impl::dispatch() {
         std::vector<std::pair<receive_slot*, connection_impl*>> todo;
         {
             std::lock_guard lock(mu);
+            if (scanning) {
+                return;  // the scan's end dispatches
+            }
             while (!free_slots.empty() && !wanting.empty()) {
                 connection_impl* c = wanting.front();
                 wanting.pop_front();
@@ -156,6 +194,7 @@ void receive_pool_impl::dispatch() {
                 want(*a);  // still owed: to the back of the line
                 todo.emplace_back(s, c);
             }
+            posting += static_cast<std::uint32_t>(todo.size());
         }
         if (todo.empty()) {
             return;
@@ -164,9 +203,10 @@ void receive_pool_impl::dispatch() {
         for (auto& [s, c] : todo) {
             auto r = post_internal(*c, queue::recv, s->buf, cfg.buffer_size, mr->impl()->desc,
                                    &receive_pool_impl::on_receive, s);
+            std::lock_guard lock(mu);
+            --posting;  // this record is written: a scan may read it from now on
             if (!r) {
                 // The connection is going away: take the slot back and stop posting there.
-                std::lock_guard lock(mu);
                 --st.posted;
                 free_slot(s);
                 if (attached* a = find(c)) {
@@ -174,9 +214,9 @@ void receive_pool_impl::dispatch() {
                     a->owed = 0;
                 }
                 failed = true;
-                continue;
             }
         }
+        post_cv.notify_all();
         if (!failed) {
             return;  // else: give the slots that failed to the next connections in line
         }
@@ -239,7 +279,9 @@ void receive_pool_impl::give_back(receive_slot* s) {
 
 void receive_pool_impl::forget(connection_impl& c) {
     {
-        std::lock_guard lock(mu);
+        std::unique_lock lock(mu);
+        // A post in flight on `c` settles its slot first (a failed one frees it itself).
+        post_cv.wait(lock, [&] { return posting == 0; });
         // The endpoint is closed: receives still posted there are free again.
         for (auto& s : slots) {
             if (s.conn != &c) {
@@ -380,7 +422,7 @@ result<void> receive_pool::attach(connection& conn) {
 void receive_pool::detach(connection& conn) noexcept {
     detail::connection_impl* c = conn.impl();
     {
-        std::lock_guard lock(impl_->mu);
+        std::unique_lock lock(impl_->mu);
         detail::receive_pool_impl::attached* a = impl_->find(c);
         if (a == nullptr) {
             return;
@@ -388,15 +430,14 @@ void receive_pool::detach(connection& conn) noexcept {
         impl_->conns.erase(impl_->conns.begin() + (a - impl_->conns.data()));
         impl_->wanting.erase(std::remove(impl_->wanting.begin(), impl_->wanting.end(), c),
                              impl_->wanting.end());
+        // Nothing new is posted on `c` from here; a post already in flight there must land
+        // (and its record be written) before the scan, or its receive would stay posted.
+        impl_->post_cv.wait(lock, [&] { return impl_->posting == 0 && !impl_->scanning; });
+        impl_->scanning = true;
     }
     // The canceled receives complete through on_receive and free their slots.
-    if (c->ep) {
-        for (detail::op_record* r : c->ops.posted_recvs()) {
-            if (r->internal == &detail::receive_pool_impl::on_receive) {
-                fi_cancel(c->ep.as_fid(), r);
-            }
-        }
-    }
+    (void)detail::receive_pool_impl::cancel_posted(*c, nullptr);
+    impl_->end_scan();
 }
 
 result<message> receive_pool::next(std::chrono::milliseconds timeout) {

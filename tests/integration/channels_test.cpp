@@ -1,9 +1,11 @@
 // Completion channels: CQ only / CQ + RCQ, each with separate or shared channels, driven by busy
 // polling and by blocking waits, on every provider. Request/response traffic both ways; every
 // completion must arrive on the CQ it belongs to, exactly once, and no wait may lose one.
+#include <future>
 #include <map>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "support.hpp"
 
@@ -247,18 +249,30 @@ TEST_P(channel_waits, wait_times_out_then_wakes) {
     EXPECT_TRUE(w.error() == errc::timed_out) << w.error().what();
     EXPECT_GE(std::chrono::steady_clock::now() - t0, 190ms);
 
-    std::thread sender([&] {
-        std::this_thread::sleep_for(100ms);
+    // The peer sends once the server is about to block (a send that lands first makes the wait
+    // return at once: either way the wait must end with the completion, not time out).
+    std::promise<void> waiting;
+    std::thread sender([&, go = waiting.get_future()] {
+        go.wait();
         EXPECT_TRUE(p.client->send(cmr, 0, 64));
     });
     std::size_t got = 0;
     const auto deadline = std::chrono::steady_clock::now() + 10s;
+    bool first = true;
     while (got == 0 && std::chrono::steady_clock::now() < deadline) {
+        if (std::exchange(first, false))
+            waiting.set_value();
         auto r = waiter(5s);
-        ASSERT_TRUE(r) << r.error().what();
+        if (!r) {
+            ADD_FAILURE() << "the wait did not wake for the completion: " << r.error().what();
+            break;
+        }
         completion c[2];
         auto n = (p.server->rcq() ? *p.server->rcq() : p.server->cq()).poll(c);
-        ASSERT_TRUE(n);
+        if (!n) {
+            ADD_FAILURE() << n.error().what();
+            break;
+        }
         got += *n;
     }
     sender.join();

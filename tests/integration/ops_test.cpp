@@ -1,5 +1,7 @@
 // One-sided and two-sided operations, immediate data, scatter-gather, completion modes, atomics,
 // private data, connection events and the library-owned progress thread, on every provider.
+#include <poll.h>
+
 #include <atomic>
 #include <numeric>
 #include <thread>
@@ -299,7 +301,9 @@ TEST_P(ops, blocking_waits_never_miss_a_wakeup_beside_the_progress_thread) {
 // tcp keeps a message that arrived before its receive was posted until someone calls into the
 // provider after the post. With the progress thread owning the CQ, posting a receive must wake
 // it, or the message waits forever. The server reposts its receive only once the client's next
-// request has left (its send completed), so every request after the first arrives first.
+// request has left (its send completed), so every request after the first arrives first; it
+// then sleeps on its CQ's fd (not calling into remora, which would drive the provider itself)
+// until the progress thread delivers. Its replies complete at post: nothing else wakes the fd.
 TEST_P(ops, message_arriving_before_its_receive_is_delivered_beside_the_progress_thread) {
     buffer sbuf(64), cbuf(64);
     auto p = must(connect_pair(GetParam(), {.progress_thread = true}));
@@ -312,12 +316,18 @@ TEST_P(ops, message_arriving_before_its_receive_is_delivered_beside_the_progress
     std::atomic<bool> stalled{false};
     std::atomic<int> requests_sent{0};  // client requests whose send completed
     constexpr auto limit = 10s;
-    // Reads c's CQ until its receive completes (and, with `sent`, its send too).
-    auto next_recv = [&](connection& c, std::atomic<int>* sent, int round) {
+    // Reads c's CQ until its receive completes (and, with `sent`, its send too). With
+    // `sleep_on_fd`, reads it only once its fd is readable.
+    auto next_recv = [&](connection& c, std::atomic<int>* sent, int round, bool sleep_on_fd) {
         completion done[4];
         bool got = false, left = sent == nullptr;
         const auto deadline = std::chrono::steady_clock::now() + limit;
         while (std::chrono::steady_clock::now() < deadline && !stalled) {
+            if (sleep_on_fd) {
+                pollfd fd{c.cq().fd(), POLLIN, 0};
+                if (::poll(&fd, 1, 100) != 1)
+                    continue;
+            }
             auto n = c.cq().poll(done);
             if (!n)
                 return false;
@@ -340,9 +350,9 @@ TEST_P(ops, message_arriving_before_its_receive_is_delivered_beside_the_progress
     std::thread server([&] {
         ASSERT_TRUE(p.server->recv(smr, 0, 32));
         for (int i = 0; i < rounds; ++i) {
-            if (!next_recv(*p.server, nullptr, i))
+            if (!next_recv(*p.server, nullptr, i, true))
                 return;
-            ASSERT_TRUE(p.server->send(smr, 32, 8, {.completion = completion_mode::on_error}));
+            ASSERT_TRUE(p.server->send(smr, 32, 8, {.completion = completion_mode::at_post}));
             if (i + 1 == rounds)
                 break;
             // Repost only once the next request has been sent: it arrives before its receive.
@@ -361,7 +371,7 @@ TEST_P(ops, message_arriving_before_its_receive_is_delivered_beside_the_progress
     for (int i = 0; i < rounds && !stalled; ++i) {
         REMORA_ASSERT_OK(p.client->recv(cmr, 0, 32));
         REMORA_ASSERT_OK(p.client->send(cmr, 32, 8));
-        if (!next_recv(*p.client, &requests_sent, i))
+        if (!next_recv(*p.client, &requests_sent, i, false))
             break;
         ++done_rounds;
     }

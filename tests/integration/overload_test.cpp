@@ -140,40 +140,85 @@ TEST_P(overload_test, thirty_two_clients_eight_slots_every_request_served) {
     EXPECT_EQ(pool.stats().connections, 0u);
 }
 
+// Six slots, four per connection. Detaching A cancels its receives: A's queue entries come back
+// (its CQ's waiters wake as the progress thread reaps the canceled receives) and so do their
+// slots, which B then takes at once and fills with four messages held beside A's. A held
+// message survives its connection, and every slot comes back when the connections are gone.
 TEST_P(overload_test, slots_return_when_a_connection_dies_or_is_detached) {
-    auto pair = must(connect_pair(GetParam(), {.rq_size = 4, .progress_thread = true}, {}));
-    auto pool = must(receive_pool::create(pair.server_domain,
-                                          {.slots = 6, .buffer_size = 64, .per_connection = 4}));
-    REMORA_ASSERT_OK(pool.attach(*pair.server));
-    EXPECT_EQ(pool.stats().posted, 4u);
-    auto again = pool.attach(*pair.server);
-    ASSERT_FALSE(again.has_value());
-    EXPECT_TRUE(again.error() == errc::bad_state);
+    constexpr std::uint32_t slots = 6, per_connection = 4;
+    std::vector<std::byte> mem(64 * 4);  // outlives the connections
+    auto srv = server_side::open(GetParam());
+    std::optional<connection> a{must(srv.add({.rq_size = 4, .progress_thread = true, .tag = 1}))};
+    std::optional<connection> b{must(srv.add({.rq_size = 4, .progress_thread = true, .tag = 2}))};
+    connection& a_client = srv.clients[0];
+    connection& b_client = srv.clients[1];
+    auto pool = must(receive_pool::create(
+        srv.dom, {.slots = slots, .buffer_size = 64, .per_connection = per_connection}));
+    REMORA_ASSERT_OK(pool.attach(*a));
+    EXPECT_EQ(pool.stats().posted, per_connection);
+    EXPECT_ERRC(pool.attach(*a), errc::bad_state);
     // A message held by the application survives its connection.
-    std::vector<std::byte> mem(64);
-    auto mr = must(memory_region::create(pair.client_domain, mem, usage::send));
+    auto cmr = must(memory_region::create(srv.client_dom, mem, usage::send));
     std::memcpy(mem.data(), "ping", 4);
-    REMORA_ASSERT_OK(pair.client->send(mr, 0, 4));
+    REMORA_ASSERT_OK(a_client.send(cmr, 0, 4));
     auto m = must(pool.next(10s));
+    EXPECT_EQ(m.tag(), 1u);
     EXPECT_EQ(std::memcmp(m.data().data(), "ping", 4), 0);
     EXPECT_EQ(pool.stats().held, 1u);
-    pool.detach(*pair.server);
+    pool.detach(*a);
+    EXPECT_EQ(pool.stats().connections, 0u);
+    // Nobody else wants a slot, so only the cancellation can bring them back (not a rebalance).
     const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (pool.stats().posted != 0 && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(5ms);
+    while (a->in_flight() != 0 && std::chrono::steady_clock::now() < deadline) {
+        auto w = a->cq().wait(1s);
+        if (!w && !(w.error() == errc::timed_out)) {
+            ADD_FAILURE() << w.error().what();
+            break;
+        }
     }
-    EXPECT_EQ(pool.stats().posted, 0u);  // the canceled receives came back
-    pair.server.reset();
+    ASSERT_EQ(a->in_flight(), 0u) << "A's receives were never canceled";
+    completion none[4];
+    EXPECT_EQ(must(a->cq().poll(none)), 0u);  // the pool's completions are not A's to report
+    EXPECT_EQ(pool.stats().posted, 0u);
+    EXPECT_EQ(pool.stats().held, 1u);
+    EXPECT_EQ(pool.stats().reclaimed, 0u);
+    // B takes four of the five free slots at once, and holds its four messages beside A's.
+    REMORA_ASSERT_OK(pool.attach(*b));
+    EXPECT_EQ(pool.stats().posted, per_connection);
+    EXPECT_EQ(pool.stats().owed, 0u);
+    for (int i = 0; i < 4; ++i) {
+        std::memcpy(mem.data() + 64 * i, "b0", 2);
+        mem[64 * i + 1] = static_cast<std::byte>('0' + i);
+        REMORA_ASSERT_OK(b_client.send(cmr, 64 * i, 2));
+    }
+    std::vector<message> from_b;
+    for (int i = 0; i < 4; ++i) {
+        auto got = pool.next(10s);
+        ASSERT_TRUE(got) << "message " << i << " of B: " << got.error().what()
+                         << " (A's slots never came back: posted " << pool.stats().posted
+                         << ", held " << pool.stats().held << ")";
+        EXPECT_EQ(got->tag(), 2u);
+        from_b.push_back(std::move(*got));
+    }
+    // Held: the ping and B's four; the sixth slot is posted on B. Nothing is left on A.
+    EXPECT_EQ(pool.stats().held, 5u);
+    EXPECT_EQ(pool.stats().posted, 1u);
+    EXPECT_EQ(collect(a_client.cq(), 1, true).size(), 1u);
+    EXPECT_EQ(collect(b_client.cq(), 4, true).size(), 4u);
+    a.reset();
     EXPECT_EQ(m.data().size(), 4u);
+    EXPECT_EQ(std::memcmp(m.data().data(), "ping", 4), 0);
     m.release();
+    from_b.clear();
+    // Released slots are posted on B (up to per_connection); destroying B returns them all.
+    b.reset();
     EXPECT_EQ(pool.stats().held, 0u);
     EXPECT_EQ(pool.stats().posted, 0u);
+    EXPECT_EQ(pool.stats().connections, 0u);
 
     // Refused: a connection whose receive queue is smaller than per_connection.
     auto small = must(connect_pair(GetParam(), {.rq_size = 2}, {}));
-    auto refused = pool.attach(*small.server);
-    ASSERT_FALSE(refused.has_value());
-    EXPECT_TRUE(refused.error() == errc::invalid_argument);
+    EXPECT_ERRC(pool.attach(*small.server), errc::invalid_argument);
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, overload_test, testing::ValuesIn(providers()), provider_name);

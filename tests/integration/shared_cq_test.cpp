@@ -1,6 +1,8 @@
 // A completion queue shared by several connections: one budget (an attach that could overflow
 // it is refused), completions told apart by tag, a destroyed connection's entries returned and
 // its leftover completions dropped while the others' are kept. On tcp and sockets.
+#include <poll.h>
+
 #include <atomic>
 #include <map>
 #include <thread>
@@ -25,8 +27,7 @@ TEST_P(shared_cq_test, an_attach_that_could_overflow_the_budget_is_refused) {
     EXPECT_EQ(shared.connections(), 4u);
     // Full: the fifth is refused, with the figures, and changes nothing.
     auto fifth = s.add({.sq_size = 8, .rq_size = 8, .tag = 4, .shared_cq = shared});
-    ASSERT_FALSE(fifth.has_value());
-    EXPECT_EQ(fifth.error(), errc::too_large);
+    ASSERT_ERRC(fifth, errc::too_large);
     EXPECT_NE(fifth.error().message().find("shared_cq: send queue 8 + receive queue 8 needs 16 "
                                            "entries of the shared CQ of 64, which has 0 free"),
               std::string::npos)
@@ -36,7 +37,8 @@ TEST_P(shared_cq_test, an_attach_that_could_overflow_the_budget_is_refused) {
     conns.pop_back();
     EXPECT_EQ(shared.reserved(), 48u);
     EXPECT_EQ(shared.connections(), 3u);
-    EXPECT_FALSE(s.add({.sq_size = 16, .rq_size = 8, .tag = 5, .shared_cq = shared}).has_value());
+    EXPECT_ERRC(s.add({.sq_size = 16, .rq_size = 8, .tag = 5, .shared_cq = shared}),
+                errc::too_large);
     auto sends_only =
         must(s.add({.sq_size = 16, .rq_size = 32, .rcq = true, .tag = 6, .shared_cq = shared}));
     EXPECT_EQ(shared.reserved(), 64u);
@@ -49,7 +51,7 @@ TEST_P(shared_cq_test, an_attach_that_could_overflow_the_budget_is_refused) {
     EXPECT_EQ(r1.config().rcq_size, 20u);
     EXPECT_EQ(rshared.reserved(), 10u);
     auto r2 = s.add({.sq_size = 4, .rq_size = 11, .tag = 8, .shared_rcq = rshared});
-    ASSERT_FALSE(r2.has_value());
+    ASSERT_ERRC(r2, errc::too_large);
     EXPECT_NE(r2.error().message().find("shared_rcq: receive queue 11 needs 11 entries of the "
                                         "shared CQ of 20, which has 10 free"),
               std::string::npos)
@@ -58,15 +60,12 @@ TEST_P(shared_cq_test, an_attach_that_could_overflow_the_budget_is_refused) {
 
 TEST_P(shared_cq_test, bad_configurations_are_refused) {
     auto s = server_side::open(GetParam());
-    EXPECT_EQ(shared_completion_queue::create(s.dom, {.size = 0}).error(), errc::invalid_argument);
+    EXPECT_ERRC(shared_completion_queue::create(s.dom, {.size = 0}), errc::invalid_argument);
     auto shared = must(shared_completion_queue::create(s.dom, {.size = 64}));
     auto other = must(shared_completion_queue::create(s.client_dom, {.size = 64}));
-    auto mixed = s.add({.channel = channel_mode::shared, .shared_cq = shared});
-    ASSERT_FALSE(mixed.has_value());
-    EXPECT_EQ(mixed.error(), errc::invalid_argument);
-    auto foreign = s.add({.sq_size = 4, .rq_size = 4, .shared_cq = other});
-    ASSERT_FALSE(foreign.has_value());
-    EXPECT_EQ(foreign.error(), errc::invalid_argument);
+    EXPECT_ERRC(s.add({.channel = channel_mode::shared, .shared_cq = shared}),
+                errc::invalid_argument);
+    EXPECT_ERRC(s.add({.sq_size = 4, .rq_size = 4, .shared_cq = other}), errc::invalid_argument);
     EXPECT_EQ(other.reserved(), 0u);
     EXPECT_EQ(shared.reserved(), 0u);
     // The provider's CQ limit clamps the size.
@@ -181,6 +180,7 @@ TEST_P(shared_cq_test, destroying_a_connection_drops_only_its_completions) {
         }
         EXPECT_EQ(shared.reserved(), 48u);
         buffer out(32);
+        std::memset(out.bytes.data(), 'm', 16);
         auto out_mr = must(memory_region::create(s.client_dom, out.span(), usage::send));
         // Every client sends 4 messages; their send completions say they left.
         for (auto& c : s.clients) {
@@ -190,17 +190,33 @@ TEST_P(shared_cq_test, destroying_a_connection_drops_only_its_completions) {
             ASSERT_EQ(collect(c.cq(), 4, true).size(), 4u);
         }
         // Let them land in the shared CQ without reading it (the callbacks would run on read):
-        // calling into the provider for the connections' events drives tcp's progress. A
-        // progress thread reads them as they come: connection 1's 4 callbacks run there.
+        // calling into the provider for the connections' events and arming the CQ drive tcp's
+        // progress, until
+        // all 12 messages are in the server's memory (the provider writes each one's completion
+        // as it places it). A progress thread reads them as they come: connection 1's 4
+        // callbacks run there.
         const int expected_callbacks = progress ? 4 : 0;
-        const auto until = std::chrono::steady_clock::now() + 5s;
-        for (int round = 0; round < 20 || (callbacks.load() < expected_callbacks &&
-                                           std::chrono::steady_clock::now() < until);
-             ++round) {
+        auto all_landed = [&] {
+            for (std::size_t i = 0; i < 3; ++i) {
+                for (std::size_t m = 0; m < 4; ++m) {
+                    const auto* at = inbox.bytes.data() + (i * 8 + m) * 32;
+                    if (string_of({at, 16}) != std::string(16, 'm')) {
+                        return false;
+                    }
+                }
+            }
+            return true;
+        };
+        const auto until = std::chrono::steady_clock::now() + 10s;
+        while ((!all_landed() || callbacks.load() < expected_callbacks) &&
+               std::chrono::steady_clock::now() < until) {
             for (auto& c : conns) {
                 (void)c->next_event(1ms);
             }
+            (void)shared.queue().arm();  // tcp progresses in fi_trywait too; it reads nothing
         }
+        ASSERT_TRUE(all_landed());
+        ASSERT_EQ(callbacks.load(), expected_callbacks);
         conns[1].reset();
         EXPECT_EQ(shared.reserved(), 32u);
         EXPECT_EQ(shared.connections(), 2u);
@@ -287,7 +303,7 @@ TEST_P(shared_cq_test, eight_connections_flat_out_on_an_exactly_sized_cq) {
                 auto r = write ? s.clients[i].write(dst, off, lmr, off, 512, o)
                                : s.clients[i].read(lmr, off, dst, off, 512, o);
                 if (!r) {
-                    ASSERT_EQ(r.error(), errc::would_block) << r.error().what();
+                    ASSERT_ERRC(r, errc::would_block);
                     break;
                 }
                 ++posted[i];
@@ -314,6 +330,64 @@ TEST_P(shared_cq_test, eight_connections_flat_out_on_an_exactly_sized_cq) {
     EXPECT_EQ(must(shared.queue().poll(buf)), 0u);
     s.clients.clear();
     EXPECT_EQ(shared.reserved(), 0u);
+}
+
+// completion: "a peer's write with immediate data carries no local operation: on a shared CQ it
+// reports the shared CQ's tag" (shared_cq_config::tag), on a shared RCQ the RCQ's, never the
+// tag of whichever connection it came through. Waited for through fd() and arm(), as an
+// application's own epoll would.
+void remote_write_reports_the_shared_tag(const std::string& provider, bool rcq) {
+    auto s = server_side::open(provider);
+    auto shared = must(shared_completion_queue::create(s.dom, {.size = 64, .tag = 77}));
+    buffer target(4096);
+    auto tmr = must(memory_region::create(s.dom, target.span(), usage::write_destination));
+    const auto dst = must(tmr.describe());
+    std::vector<connection> conns;
+    for (std::uint64_t i = 0; i < 2; ++i) {
+        connection_config cfg{.sq_size = 4, .rq_size = 4, .tag = 100 + i};
+        (rcq ? cfg.shared_rcq : cfg.shared_cq) = shared;
+        conns.push_back(must(s.add(cfg)));
+    }
+    buffer src(64);
+    auto smr = must(memory_region::create(s.client_dom, src.span(), usage::write_source));
+    completion_queue& q = shared.queue();
+    for (std::uint64_t i = 0; i < 2; ++i) {
+        std::memset(src.bytes.data(), 'a' + static_cast<int>(i), 16);
+        REMORA_ASSERT_OK(
+            s.clients[i].write_with_imm(dst, 64 * i, smr, 0, 16, 0x1000 + i, {.context = &src}));
+        auto sent = collect(s.clients[i].cq(), 1, true);
+        ASSERT_EQ(sent.size(), 1u);
+        ASSERT_TRUE(sent[0].ok()) << sent[0].status.message();
+        // Block on the CQ's fd until the peer's write is reported.
+        std::vector<completion> got;
+        completion buf[4];
+        const auto until = std::chrono::steady_clock::now() + 10s;
+        while (got.empty() && std::chrono::steady_clock::now() < until) {
+            if (must(q.arm())) {
+                pollfd pfd{q.fd(), POLLIN, 0};
+                ASSERT_GE(::poll(&pfd, 1, 100), 0);
+            }
+            const std::size_t n = must(q.poll(buf));
+            got.insert(got.end(), buf, buf + n);
+        }
+        ASSERT_EQ(got.size(), 1u) << "connection " << i;
+        EXPECT_TRUE(got[0].ok()) << got[0].status.message();
+        EXPECT_EQ(got[0].op, op::remote_write);
+        EXPECT_TRUE(got[0].has_imm);
+        EXPECT_EQ(got[0].imm, 0x1000 + i);
+        EXPECT_EQ(got[0].context, nullptr);
+        EXPECT_EQ(got[0].tag, 77u) << "connection " << i << " (tag " << 100 + i << ")";
+        EXPECT_EQ(string_of(std::span(target.bytes).subspan(64 * i, 16)),
+                  std::string(16, static_cast<char>('a' + i)));
+    }
+}
+
+TEST_P(shared_cq_test, a_peers_write_with_imm_carries_the_shared_cqs_tag) {
+    remote_write_reports_the_shared_tag(GetParam(), false);
+}
+
+TEST_P(shared_cq_test, a_peers_write_with_imm_carries_the_shared_rcqs_tag) {
+    remote_write_reports_the_shared_tag(GetParam(), true);
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, shared_cq_test, testing::ValuesIn(providers()), provider_name);

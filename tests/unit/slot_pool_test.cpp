@@ -2,6 +2,7 @@
 // FIFO fairness, deadlines and teardown, units returned on every path.
 #include <gtest/gtest.h>
 
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -135,6 +136,94 @@ TEST(slot_pool, backpressure_parks_fifo_and_resumes_when_units_return) {
     EXPECT_EQ(p->waiting(), 0u);
     auto done23 = std::move(rec.leases);
     done23.clear();
+    EXPECT_EQ(p->available(), make(2, 2));
+}
+
+// slot_pool.hpp: acquire() "returns true if `done` already ran": with the units free, it runs
+// `done` at once, exactly once, with a lease holding exactly the demand, and parks nothing.
+TEST(slot_pool, acquire_grants_at_once_when_units_are_free) {
+    auto p = pool(make(4, 4, 2));
+    recorder rec;
+    recorder::slot s{&rec, 7};
+    auto r = p->acquire(make(2, 1, 1), &recorder::done, &s);
+    ASSERT_TRUE(r.has_value()) << r.error().what();
+    EXPECT_TRUE(*r) << "units were free: done should already have run";
+    EXPECT_EQ(rec.order, std::vector<int>({7}));
+    EXPECT_TRUE(rec.errors.empty());
+    ASSERT_EQ(rec.leases.size(), 1u);
+    EXPECT_TRUE(static_cast<bool>(rec.leases[0]));
+    EXPECT_EQ(rec.leases[0].held(), make(2, 1, 1));
+    EXPECT_EQ(p->waiting(), 0u);
+    EXPECT_EQ(p->available(), make(2, 3, 1));
+    // Nothing else runs it later: returning units with nobody parked calls no callback.
+    rec.leases.clear();
+    EXPECT_EQ(rec.order, std::vector<int>({7}));
+    EXPECT_EQ(p->available(), make(4, 4, 2));
+}
+
+// slot_pool.hpp: callbacks run "never under the pool's lock" — the immediate one too, on the
+// calling thread: it may call back into the pool (here: available() and try_acquire()).
+struct reentrant {
+    std::shared_ptr<slot_pool> pool;
+    std::thread::id ran_on;
+    units seen;
+    bool nested = false;
+    lease held;
+    static void done(void* ctx, result<lease> l) {
+        auto* self = static_cast<reentrant*>(ctx);
+        self->ran_on = std::this_thread::get_id();
+        self->seen = self->pool->available();  // deadlocks if called under the pool's lock
+        self->nested = self->pool->try_acquire(make(1, 1)).has_value();
+        if (l) {
+            self->held = std::move(*l);
+        }
+    }
+};
+TEST(slot_pool, acquire_runs_an_immediate_callback_on_the_caller_outside_the_lock) {
+    auto p = pool(make(4, 4));
+    auto* ctx = new reentrant{p, {}, {}, false, {}};  // leaked if the callback deadlocks
+    std::promise<result<bool>> out;
+    auto got = out.get_future();
+    std::thread caller(
+        [p, ctx, &out] { out.set_value(p->acquire(make(2, 2), &reentrant::done, ctx)); });
+    if (got.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+        caller.detach();  // stuck on the pool's lock: the callback ran under it
+        FAIL() << "acquire's immediate callback deadlocked calling back into the pool";
+    }
+    const auto caller_id = caller.get_id();
+    caller.join();
+    auto r = got.get();
+    ASSERT_TRUE(r.has_value()) << r.error().what();
+    EXPECT_TRUE(*r);
+    EXPECT_EQ(ctx->ran_on, caller_id);
+    EXPECT_EQ(ctx->seen, make(2, 2));  // the lease's units were already taken
+    EXPECT_TRUE(ctx->nested);
+    EXPECT_EQ(ctx->held.held(), make(2, 2));
+    delete ctx;
+    EXPECT_EQ(p->available(), make(4, 4));
+}
+
+// slot_pool.hpp: parked requests are served in FIFO order: an acquire() whose units are free
+// still parks behind a parked request, and is served after it.
+TEST(slot_pool, acquire_parks_behind_a_parked_request_even_when_its_units_are_free) {
+    auto p = pool(make(2, 2));
+    auto a = p->try_acquire(make(1, 1));
+    ASSERT_TRUE(a);
+    recorder rec;
+    recorder::slot big{&rec, 1}, small{&rec, 2};
+    ASSERT_EQ(p->acquire(make(2, 2), &recorder::done, &big).value(), false);
+    auto r = p->acquire(make(1, 1), &recorder::done, &small);  // fits the free {1, 1}
+    ASSERT_TRUE(r.has_value()) << r.error().what();
+    EXPECT_FALSE(*r) << "granted ahead of the parked request";
+    EXPECT_TRUE(rec.order.empty());
+    EXPECT_EQ(p->waiting(), 2u);
+    a->release();
+    EXPECT_EQ(rec.order, std::vector<int>({1}));
+    auto first = std::move(rec.leases);
+    rec.leases.clear();
+    first.clear();
+    EXPECT_EQ(rec.order, std::vector<int>({1, 2}));
+    rec.leases.clear();
     EXPECT_EQ(p->available(), make(2, 2));
 }
 
