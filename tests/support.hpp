@@ -164,20 +164,28 @@ struct buffer {
     std::span<std::byte> span() { return bytes; }
 };
 
-// Polls (busy) or waits (blocking) until n completions arrive on cq or the deadline passes.
+// Polls (busy) or waits (blocking, completion_queue::next) until n completions arrive on cq or
+// the deadline passes.
 inline std::vector<completion> collect(completion_queue& cq, std::size_t n, bool blocking,
                                        std::chrono::milliseconds limit = 10s) {
     std::vector<completion> out;
     const auto deadline = std::chrono::steady_clock::now() + limit;
     completion buf[16];
-    while (out.size() < n && std::chrono::steady_clock::now() < deadline) {
+    while (out.size() < n) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
         if (blocking) {
-            auto w = cq.wait(100ms);
-            if (!w && !(w.error() == errc::timed_out)) {
-                ADD_FAILURE() << "wait: " << w.error().what();
+            auto c = cq.next(std::max(left, 0ms));
+            if (!c) {
+                if (!(c.error() == errc::timed_out))
+                    ADD_FAILURE() << "next: " << c.error().what();
                 break;
             }
+            out.push_back(*c);
+            continue;
         }
+        if (left <= 0ms)
+            break;
         auto r = cq.poll(std::span(buf, std::min<std::size_t>(16, n - out.size())));
         if (!r) {
             ADD_FAILURE() << "poll: " << r.error().what();

@@ -1076,7 +1076,8 @@ result<completion> completion_queue::next(std::chrono::milliseconds timeout) {
         if (*n == 1) {
             return c;
         }
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        // Rounded up: a wait of the truncated remainder could end before the deadline.
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(
             deadline - std::chrono::steady_clock::now());
         if (left <= std::chrono::milliseconds(0)) {
             return fail(errc::timed_out, std::string("no completion on the ") +
