@@ -9,7 +9,7 @@ provider=$2
 shift 2
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
-expect_run --out "$tmp" --stderr-lines 0 -- "$remora" bench -p "$provider" "$@" --json || exit 1
+expect_run --out "$tmp" -- "$remora" bench -p "$provider" "$@" --json || exit 1
 out=$(cat "$tmp")
 echo "$out"
 rates=$(echo "$out" | sed -n 's/.*"ops_per_s":\([0-9.eE+-]*\).*/\1/p')

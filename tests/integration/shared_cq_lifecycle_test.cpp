@@ -150,7 +150,7 @@ TEST_P(shared_cq_lifecycle_test, destroy_with_writes_in_flight_then_keep_polling
     // Known provider issue: sockets sometimes never completes the marker's 8-byte write once
     // connections of the same domain were destroyed with large writes in flight (its provider
     // CQ stays empty, armed, with the marker in flight): there the poller gives up after 2 s and
-    // the round only says so; the assertion that matters here is ASan's.
+    // the test is reported skipped, never passed; the assertion that matters there is ASan's.
     const bool stalls = GetParam() == "sockets";
     auto marker_target = server_side::open(GetParam());
     auto marker_tmr =
@@ -196,8 +196,10 @@ TEST_P(shared_cq_lifecycle_test, destroy_with_writes_in_flight_then_keep_polling
                 << "round " << round << ": the marker never completed (in flight "
                 << marker.in_flight() << ")";
         } else if (!seen_marker.load()) {
-            std::cerr << "round " << round << ": sockets did not complete the marker write ("
-                      << marker.in_flight() << " in flight): the known sockets stall\n";
+            // Not a pass: reported as a skip, so ctest lists it among the tests that did not run.
+            GTEST_SKIP() << "round " << round << ": sockets never completed another connection's "
+                         << "write (" << marker.in_flight() << " in flight) after a destroy with "
+                         << "writes in flight: the known sockets stall (open in the trust issue)";
         }
     }
 }
