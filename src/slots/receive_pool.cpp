@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/impl.hpp"
+#include "fabric/endpoint.hpp"
 
 namespace remora {
 namespace detail {
@@ -113,7 +114,7 @@ void receive_pool_impl::rebalance() {
         if (c->ep) {
             for (op_record* r : c->ops.posted_recvs()) {
                 if (r->internal == &receive_pool_impl::on_receive && r->user_context == s) {
-                    canceled = fi_cancel(c->ep.as_fid(), r) == 0;
+                    canceled = ep_cancel(c->ep.as_fid(), r) == 0;
                     break;
                 }
             }
@@ -393,7 +394,7 @@ void receive_pool::detach(connection& conn) noexcept {
     if (c->ep) {
         for (detail::op_record* r : c->ops.posted_recvs()) {
             if (r->internal == &detail::receive_pool_impl::on_receive) {
-                fi_cancel(c->ep.as_fid(), r);
+                detail::ep_cancel(c->ep.as_fid(), r);
             }
         }
     }
