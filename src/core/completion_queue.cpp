@@ -738,8 +738,7 @@ void cq_impl::detach_connection(std::size_t need) {
             if (got == -FI_EAVAIL) {
                 fi_cq_err_entry err{};
                 if (cq_readerr(cq.get(), &err) == 1) {
-                    const raw_entry e{err.op_context, err.flags, err.len, err.data,
-                                      err.err != 0 ? err.err : FI_EOTHER};
+                    const raw_entry e{err.op_context, err.flags, err.len, err.data, err.err};
                     if (keep_or_drop(e)) {
                         kept_backlog.push_back(e);
                     }

@@ -63,7 +63,13 @@ result<connection> connection_request::accept(const connection_config& config,
     }
     auto impl = std::make_unique<connection_impl>(impl_->listener->dom);
     if (auto r = impl->setup(impl_->info.get(), config); !r) {
-        (void)reject();
+        if (!impl->ep) {
+            (void)reject();
+        } else {
+            // The endpoint took the request's handle: rejecting it now breaks sockets' listener.
+            // Closing the endpoint tells the peer.
+            impl_->answered = true;
+        }
         return fail(r.error());
     }
     impl_->answered = true;

@@ -43,12 +43,16 @@ inline void cq_drive(fid_cq* cq) {
     (void)cq_read(cq, nullptr, 0);
 }
 
-// The next error entry: 1, -FI_EAGAIN (none), or another -FI_* code.
+// The next error entry: 1, -FI_EAGAIN (none), or another -FI_* code. An entry always carries an
+// error: one the provider reported without a code (err == 0) comes back as FI_EOTHER
+// (errc::provider_error), never as a success.
 inline ssize_t cq_readerr(fid_cq* cq, fi_cq_err_entry* entry) {
-    if (fabric_fault::armed()) [[unlikely]] {
-        return fabric_fault::cq_readerr_slow(cq, entry);
+    const ssize_t r = fabric_fault::armed() ? fabric_fault::cq_readerr_slow(cq, entry)
+                                            : fi_cq_readerr(cq, entry, 0);
+    if (r == 1 && entry->err == 0) [[unlikely]] {
+        entry->err = FI_EOTHER;
     }
-    return fi_cq_readerr(cq, entry, 0);
+    return r;
 }
 
 }  // namespace remora::detail

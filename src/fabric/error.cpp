@@ -62,6 +62,8 @@ std::error_code status_from_fi(int e) {
         case FI_EPERM:
         case FI_EKEYREJECTED:
             return make_error_code(errc::access_denied);
+        case FI_EOTHER:  // unspecified; also an error CQ entry that carried no code (fabric/cq.hpp)
+            return make_error_code(errc::provider_error);
         default:
             return {e, fabric_category()};
     }

@@ -91,7 +91,8 @@ inline info_ptr alloc_info() {
 
 // A libfabric return code (negative FI_* value) as a remora error with context.
 error fabric_error(int ret, const std::string& what);
-// Maps an FI_* errno (positive) from a completion or event to remora's status code.
+// Maps an FI_* errno (positive) from a completion or event to remora's status code; FI_EOTHER
+// (unspecified) is errc::provider_error.
 std::error_code status_from_fi(int fi_errno);
 // fi_strerror of a code of either sign.
 const char* fabric_strerror(long ret) noexcept;
