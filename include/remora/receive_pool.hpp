@@ -24,7 +24,12 @@
 // it came from by its tag (connection_config::tag); reply on that connection, then drop the
 // message (or release() it). A connection's slots come back when it is destroyed or detached.
 //
-// Threading: every call may run concurrently; a message may be released on any thread.
+// Destroying the pool (its handle) detaches every attached connection: their receives are
+// canceled, and the pool's buffers stay registered until each canceled receive has completed or
+// its connection is destroyed, so connections may outlive the pool and the pool them.
+//
+// Threading: every call may run concurrently; a message may be released on any thread. Do not
+// destroy the pool, or detach a connection, while another thread destroys that connection.
 #pragma once
 
 #include <chrono>

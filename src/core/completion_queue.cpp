@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "core/impl.hpp"
+#include "fabric/cq.hpp"
 
 namespace remora {
 
@@ -240,17 +241,12 @@ result<std::shared_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
     cq->kind = kind;
     cq->size = size;
     cq->tag = tag;
-    fi_cq_attr attr{};
-    attr.size = size;
-    attr.format = FI_CQ_FORMAT_DATA;
-    attr.wait_obj = FI_WAIT_FD;
-    attr.wait_cond = FI_CQ_COND_NONE;
-    int ret = fi_cq_open(dom->domain.get(), &attr, cq->cq.out(), nullptr);
+    int ret = cq_open(dom->domain.get(), size, cq->cq);
     if (ret != 0) {
         return fail(fabric_error(ret, std::string("fi_cq_open(") + to_string(kind) + ", size " +
                                           std::to_string(size) + ")"));
     }
-    ret = fi_control(cq->cq.as_fid(), FI_GETWAIT, &cq->fd);
+    ret = detail::wait_fd(cq->cq.as_fid(), &cq->fd);
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_control(FI_GETWAIT) on a CQ"));
     }
@@ -362,7 +358,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         return emitted;
     }
     fi_cq_data_entry entries[read_batch];
-    ssize_t got = fi_cq_read(cq.get(), entries, n);
+    ssize_t got = cq_read(cq.get(), entries, n);
     if (consumed != nullptr) {
         *consumed = got > 0 ? static_cast<std::size_t>(got) : 0;
     }
@@ -390,7 +386,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
     }
     if (got == -FI_EAVAIL) {
         fi_cq_err_entry err{};
-        ssize_t r = fi_cq_readerr(cq.get(), &err, 0);
+        ssize_t r = cq_readerr(cq.get(), &err);
         if (r == -FI_EAGAIN) {
             return 0;
         }
@@ -467,7 +463,7 @@ bool cq_impl::pump(bool* reaped_out) {
 
 void cq_impl::drive() {
     if (!progress_owned()) {
-        fi_cq_read(cq.get(), nullptr, 0);
+        cq_drive(cq.get());
     }
 }
 
@@ -527,8 +523,7 @@ result<bool> cq_impl::trywait() {
     if (stash_count != 0 || backlog_head < backlog.size()) {
         return false;
     }
-    fid* f = cq.as_fid();
-    int ret = fi_trywait(dom->fabric.get(), &f, 1);
+    int ret = detail::trywait(dom->fabric.get(), cq.as_fid());
     if (ret == 0) {
         return true;
     }
@@ -729,7 +724,7 @@ void cq_impl::detach_connection(std::size_t need) {
         }
         for (;;) {
             fi_cq_data_entry entries[read_batch];
-            const ssize_t got = fi_cq_read(cq.get(), entries, read_batch);
+            const ssize_t got = cq_read(cq.get(), entries, read_batch);
             if (got > 0) {
                 for (ssize_t i = 0; i < got; ++i) {
                     const fi_cq_data_entry& d = entries[i];
@@ -742,9 +737,8 @@ void cq_impl::detach_connection(std::size_t need) {
             }
             if (got == -FI_EAVAIL) {
                 fi_cq_err_entry err{};
-                if (fi_cq_readerr(cq.get(), &err, 0) == 1) {
-                    const raw_entry e{err.op_context, err.flags, err.len, err.data,
-                                      err.err != 0 ? err.err : FI_EOTHER};
+                if (cq_readerr(cq.get(), &err) == 1) {
+                    const raw_entry e{err.op_context, err.flags, err.len, err.data, err.err};
                     if (keep_or_drop(e)) {
                         kept_backlog.push_back(e);
                     }
@@ -762,7 +756,7 @@ void cq_impl::detach_connection(std::size_t need) {
         if (owned_here) {
             progress->kick(this);
         } else {
-            fi_cq_signal(cq.get());
+            cq_signal(cq.get());
         }
     }
     {
@@ -995,10 +989,9 @@ void progress_engine::run() {
     // This thread is each watched CQ's only reader: read (which drives the provider's progress)
     // until it is empty, then arm it; a failed arm means more arrived, so read again.
     auto drive = [&](cq_impl* cq) {
-        fid* f = cq->cq.as_fid();
         for (int round = 0; round < 32; ++round) {
             cq->pump();
-            if (fi_trywait(cq->dom->fabric.get(), &f, 1) != -FI_EAGAIN ||
+            if (detail::trywait(cq->dom->fabric.get(), cq->cq.as_fid()) != -FI_EAGAIN ||
                 cq->owned_ready() >= cq->owned.size()) {
                 return;
             }

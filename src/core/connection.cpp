@@ -5,6 +5,10 @@
 #include <cstring>
 
 #include "core/impl.hpp"
+#include "fabric/cq.hpp"
+#include "fabric/endpoint.hpp"
+#include "fabric/eq.hpp"
+#include "fabric/info.hpp"
 #include "persist/service.hpp"
 
 namespace remora {
@@ -170,7 +174,7 @@ result<eq_event> read_eq(fid_eq* eq, milliseconds timeout, std::size_t max_data,
         if (left < 0) {
             left = 0;
         }
-        ssize_t n = fi_eq_sread(eq, &event, buf.data(), buf.size(), static_cast<int>(left), 0);
+        ssize_t n = eq_sread(eq, &event, buf.data(), buf.size(), static_cast<int>(left));
         if (n >= 0) {
             eq_event ev;
             ev.event = event;
@@ -184,7 +188,7 @@ result<eq_event> read_eq(fid_eq* eq, milliseconds timeout, std::size_t max_data,
         }
         if (n == -FI_EAVAIL) {
             fi_eq_err_entry err{};
-            ssize_t r = fi_eq_readerr(eq, &err, 0);
+            ssize_t r = eq_readerr(eq, &err);
             if (r < 0) {
                 return fail(fabric_error(static_cast<int>(r), "fi_eq_readerr"));
             }
@@ -193,7 +197,7 @@ result<eq_event> read_eq(fid_eq* eq, milliseconds timeout, std::size_t max_data,
                 err_data->assign(p, p + err.err_data_size);
             }
             return fail(error(status_from_fi(err.err),
-                              std::string("connection event error: ") + fi_strerror(err.err)));
+                              std::string("connection event error: ") + fabric_strerror(err.err)));
         }
         if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT) {
             if (steady_clock::now() >= deadline) {
@@ -213,14 +217,11 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     }
     config = *eff;
 
-    fi_eq_attr eq_attr{};
-    eq_attr.size = 16;
-    eq_attr.wait_obj = FI_WAIT_FD;
-    int ret = fi_eq_open(dom->fabric.get(), &eq_attr, eq.out(), nullptr);
+    int ret = eq_open(dom->fabric.get(), 16, eq);
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_eq_open"));
     }
-    ret = fi_control(eq.as_fid(), FI_GETWAIT, &eq_fd);
+    ret = wait_fd(eq.as_fid(), &eq_fd);
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_control(FI_GETWAIT) on an EQ"));
     }
@@ -327,22 +328,22 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     ep_info->rx_attr->iov_limit = config.max_sge;
     ep_info->tx_attr->rma_iov_limit = 1;
     this->ep_info = std::move(ep_info);
-    ret = fi_endpoint(dom->domain.get(), this->ep_info.get(), ep.out(), nullptr);
+    ret = open_endpoint(dom->domain.get(), this->ep_info.get(), ep);
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_endpoint"));
     }
-    ret = fi_ep_bind(ep.get(), eq.as_fid(), 0);
+    ret = ep_bind(ep.get(), eq.as_fid(), 0);
     if (ret == 0) {
-        ret = fi_ep_bind(ep.get(), cq->cq.as_fid(),
-                         FI_TRANSMIT | FI_SELECTIVE_COMPLETION | (rcq ? 0 : FI_RECV));
+        ret = ep_bind(ep.get(), cq->cq.as_fid(),
+                      FI_TRANSMIT | FI_SELECTIVE_COMPLETION | (rcq ? 0 : FI_RECV));
     }
     if (ret == 0 && rcq) {
-        ret = fi_ep_bind(ep.get(), rcq->cq.as_fid(), FI_RECV | FI_SELECTIVE_COMPLETION);
+        ret = ep_bind(ep.get(), rcq->cq.as_fid(), FI_RECV | FI_SELECTIVE_COMPLETION);
     }
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_ep_bind"));
     }
-    ret = fi_enable(ep.get());
+    ret = ep_enable(ep.get());
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_enable"));
     }
@@ -437,7 +438,7 @@ void connection_impl::cancel_receives() {
         return;
     }
     for (op_record* r : ops.posted_recvs()) {
-        fi_cancel(ep.as_fid(), r);
+        ep_cancel(ep.as_fid(), r);
     }
 }
 
@@ -474,8 +475,7 @@ bool connection_impl::arm_events() {
     if (!eq) {
         return false;
     }
-    fid* f = eq.as_fid();
-    if (fi_trywait(dom->fabric.get(), &f, 1) == 0) {
+    if (trywait(dom->fabric.get(), eq.as_fid()) == 0) {
         return true;
     }
     poll_events();
@@ -499,7 +499,7 @@ connection_impl::~connection_impl() {
         }
     }
     if (open.exchange(false) && ep) {
-        fi_shutdown(ep.get(), 0);
+        ep_shutdown(ep.get());
     }
     // sockets keeps (and on close leaks) receives still posted: cancel them first.
     cancel_receives();
@@ -578,7 +578,7 @@ result<void> posted(ssize_t ret, const connection_impl& c, const char* what, boo
         case EPIPE:
         case FI_ENOENT:  // sockets, once its peer is gone
             return fail(errc::disconnected, std::string(what) + ": the connection is lost (" +
-                                                fi_strerror(static_cast<int>(-ret)) + ")");
+                                                fabric_strerror(ret) + ")");
         default:
             return fail(fabric_error(static_cast<int>(ret), what));
     }
@@ -693,13 +693,7 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
     if (kind == rma_kind::read && g.bytes == 0) {
         return fail(errc::invalid_argument, "read: zero-length read");
     }
-    fi_rma_iov rma{remote.address() + remote_offset, g.bytes, remote.key()};
-    fi_msg_rma msg{};
-    msg.msg_iov = g.iov;
-    msg.desc = g.desc;
-    msg.iov_count = g.count;
-    msg.rma_iov = &rma;
-    msg.rma_iov_count = 1;
+    const remote_iov rma{remote.address() + remote_offset, g.bytes, remote.key()};
     if (auto r = check_at_post(c, opts, g.bytes, what); !r) {
         return r;
     }
@@ -708,15 +702,16 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
         return fail(rec.error());
     }
 
-    msg.context = *rec;
-    msg.data = imm;
     if (kind == rma_kind::read) {
         // A read's destination must outlive it: always signalled.
-        return submit(c, *rec, fi_readmsg(c.ep.get(), &msg, FI_COMPLETION), what, false);
+        return submit(c, *rec,
+                      ep_read(c.ep.get(), g.iov, g.desc, g.count, rma, *rec, FI_COMPLETION), what,
+                      false);
     }
     const std::uint64_t flags = kind == rma_kind::write_imm ? FI_REMOTE_CQ_DATA : 0;
-    return post_maybe_quiet(c, *rec, g.bytes, opts, flags, what, bounce,
-                            [&](std::uint64_t f) { return fi_writemsg(c.ep.get(), &msg, f); });
+    return post_maybe_quiet(c, *rec, g.bytes, opts, flags, what, bounce, [&](std::uint64_t f) {
+        return ep_write(c.ep.get(), g.iov, g.desc, g.count, rma, imm, *rec, f);
+    });
 }
 
 result<void> check_messaging(const connection_impl& c, const char* what) {
@@ -746,10 +741,6 @@ result<void> post_send(connection_impl& c, std::span<const local_segment> local,
             return r;
         }
     }
-    fi_msg msg{};
-    msg.msg_iov = g.iov;
-    msg.desc = g.desc;
-    msg.iov_count = g.count;
     if (auto r = check_at_post(c, opts, g.bytes, what); !r) {
         return r;
     }
@@ -758,10 +749,9 @@ result<void> post_send(connection_impl& c, std::span<const local_segment> local,
         return fail(rec.error());
     }
 
-    msg.context = *rec;
-    msg.data = imm;
-    return post_maybe_quiet(c, *rec, g.bytes, opts, with_imm ? FI_REMOTE_CQ_DATA : 0, what, bounce,
-                            [&](std::uint64_t f) { return fi_sendmsg(c.ep.get(), &msg, f); });
+    return post_maybe_quiet(
+        c, *rec, g.bytes, opts, with_imm ? FI_REMOTE_CQ_DATA : 0, what, bounce,
+        [&](std::uint64_t f) { return ep_send(c.ep.get(), g.iov, g.desc, g.count, imm, *rec, f); });
 }
 
 }  // namespace
@@ -783,13 +773,8 @@ result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t l
     r->kind = recv ? op::recv : op::send;
     r->report_success = true;
     iovec iov{buf, len};
-    fi_msg msg{};
-    msg.msg_iov = &iov;
-    msg.desc = &desc;
-    msg.iov_count = 1;
-    msg.context = r;
-    const ssize_t ret = recv ? fi_recvmsg(c.ep.get(), &msg, FI_COMPLETION)
-                             : fi_sendmsg(c.ep.get(), &msg, FI_COMPLETION);
+    const ssize_t ret = recv ? ep_recv(c.ep.get(), &iov, &desc, 1, r, FI_COMPLETION)
+                             : ep_send(c.ep.get(), &iov, &desc, 1, 0, r, FI_COMPLETION);
     auto res = submit(c, r, ret, what, recv);
     if (res && recv) {
         // tcp delivers a message that arrived before this receive only when the provider is
@@ -828,19 +813,18 @@ result<connection> connection::connect(const domain& dom, const std::string& hos
                                          n2s(caps.cm_data_size) + " bytes");
     }
     info_ptr hints = endpoint_hints(*dom.impl());
-    fi_info* list = nullptr;
     const std::string service = std::to_string(port);
-    int ret = fi_getinfo(FI_VERSION(1, 17), host.c_str(), service.c_str(), 0, hints.get(), &list);
+    info_ptr info;
+    int ret = getinfo(host.c_str(), service.c_str(), 0, hints.get(), info);
     if (ret != 0) {
         return fail(errc::unreachable, "connect: cannot resolve " + host + ":" + service + " on " +
-                                           caps.provider + " (" + fi_strerror(-ret) + ")");
+                                           caps.provider + " (" + fabric_strerror(ret) + ")");
     }
-    info_ptr info(list);
     auto impl = std::make_unique<connection_impl>(dom.impl());
     if (auto r = impl->setup(info.get(), config); !r) {
         return fail(r.error());
     }
-    ret = fi_connect(impl->ep.get(), info->dest_addr, private_data.data(), private_data.size());
+    ret = ep_connect(impl->ep.get(), info->dest_addr, private_data.data(), private_data.size());
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_connect to " + host + ":" + service));
     }
@@ -975,12 +959,9 @@ result<void> connection::recv(std::span<const local_segment> dst, op_options opt
     if (!rec) {
         return fail(rec.error());
     }
-    fi_msg msg{};
-    msg.msg_iov = g.iov;
-    msg.desc = g.desc;
-    msg.iov_count = g.count;
-    msg.context = *rec;
-    auto r = detail::submit(c, *rec, fi_recvmsg(c.ep.get(), &msg, FI_COMPLETION), "recv", true);
+    auto r = detail::submit(
+        c, *rec, detail::ep_recv(c.ep.get(), g.iov, g.desc, g.count, *rec, FI_COMPLETION), "recv",
+        true);
     if (!r) {
         return r;
     } else if (detail::cq_impl* q = c.rcq ? c.rcq.get() : c.cq.get(); q->progress_owned()) {
@@ -1082,7 +1063,7 @@ std::span<const std::byte> connection::peer_private_data() const noexcept {
 result<void> connection::close() {
     auto& c = *impl_;
     if (c.open.exchange(false) && c.ep) {
-        int ret = fi_shutdown(c.ep.get(), 0);
+        int ret = detail::ep_shutdown(c.ep.get());
         c.cancel_receives();
         if (ret != 0 && ret != -FI_ENOTCONN) {
             return fail(detail::fabric_error(ret, "fi_shutdown"));

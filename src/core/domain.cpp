@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/impl.hpp"
+#include "fabric/info.hpp"
 
 namespace remora {
 namespace detail {
@@ -17,7 +18,7 @@ constexpr std::uint64_t base_caps =
 constexpr int supported_mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 
 info_ptr make_hints(const std::string& provider, std::uint64_t caps) {
-    info_ptr hints(fi_allocinfo());
+    info_ptr hints = alloc_info();
     if (!hints) {
         return hints;
     }
@@ -75,17 +76,16 @@ result<info_ptr> pick(const std::string& provider, const std::string& node, std:
     if (!hints) {
         return fail(errc::provider_error, "fi_allocinfo failed");
     }
-    fi_info* list = nullptr;
-    int ret = fi_getinfo(FI_VERSION(1, 17), node.c_str(), nullptr, FI_SOURCE, hints.get(), &list);
+    info_ptr all;
+    int ret = getinfo(node.c_str(), nullptr, FI_SOURCE, hints.get(), all);
     if (ret != 0) {
         return fail(
             fabric_error(ret, "no provider offers connected endpoints" +
                                   (provider.empty() ? std::string() : " for '" + provider + "'") +
                                   " on " + node));
     }
-    info_ptr all(list);
     const fi_info* best = nullptr;
-    for (const fi_info* i = list; i != nullptr; i = i->next) {
+    for (const fi_info* i = all.get(); i != nullptr; i = i->next) {
         // Skip utility providers layered over a core one (e.g. "tcp;ofi_rxm" is RDM only anyway).
         if (std::strchr(i->fabric_attr->prov_name, ';') != nullptr) {
             continue;
@@ -141,11 +141,11 @@ result<domain> domain::open(const domain_config& config) {
     impl->info = std::move(*base);
     fi_info* info = impl->info.get();
 
-    int ret = fi_fabric(info->fabric_attr, impl->fabric.out(), nullptr);
+    int ret = open_fabric(info->fabric_attr, impl->fabric);
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_fabric(" + prov + ")"));
     }
-    ret = fi_domain(impl->fabric.get(), info, impl->domain.out(), nullptr);
+    ret = open_domain(impl->fabric.get(), info, impl->domain);
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_domain(" + prov + ")"));
     }
@@ -183,16 +183,8 @@ result<domain> domain::open(const domain_config& config) {
     }
 
     // The private-data limit is an endpoint option: ask a passive endpoint.
-    {
-        pep_handle pep;
-        ret = fi_passive_ep(impl->fabric.get(), info, pep.out(), nullptr);
-        if (ret == 0) {
-            size_t sz = 0;
-            size_t len = sizeof(sz);
-            if (fi_getopt(pep.as_fid(), FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &sz, &len) == 0) {
-                c.cm_data_size = sz;
-            }
-        }
+    if (auto sz = cm_data_size(impl->fabric.get(), info)) {
+        c.cm_data_size = *sz;
     }
     return domain(std::move(impl));
 }

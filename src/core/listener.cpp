@@ -4,6 +4,10 @@
 #include <netinet/in.h>
 
 #include "core/impl.hpp"
+#include "fabric/cq.hpp"
+#include "fabric/endpoint.hpp"
+#include "fabric/eq.hpp"
+#include "fabric/info.hpp"
 
 namespace remora {
 namespace detail {
@@ -59,11 +63,17 @@ result<connection> connection_request::accept(const connection_config& config,
     }
     auto impl = std::make_unique<connection_impl>(impl_->listener->dom);
     if (auto r = impl->setup(impl_->info.get(), config); !r) {
-        (void)reject();
+        if (!impl->ep) {
+            (void)reject();
+        } else {
+            // The endpoint took the request's handle: rejecting it now breaks sockets' listener.
+            // Closing the endpoint tells the peer.
+            impl_->answered = true;
+        }
         return fail(r.error());
     }
     impl_->answered = true;
-    int ret = fi_accept(impl->ep.get(), private_data.data(), private_data.size());
+    int ret = ep_accept(impl->ep.get(), private_data.data(), private_data.size());
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_accept"));
     }
@@ -91,7 +101,8 @@ result<void> connection_request::reject(std::span<const std::byte> private_data)
     data.reserve(private_data.size() + 1);
     data.push_back(detail::reject_marker);
     data.insert(data.end(), private_data.begin(), private_data.end());
-    int ret = fi_reject(impl_->listener->pep.get(), impl_->info->handle, data.data(), data.size());
+    int ret = detail::pep_reject(impl_->listener->pep.get(), impl_->info->handle, data.data(),
+                                 data.size());
     if (ret != 0) {
         return fail(detail::fabric_error(ret, "fi_reject"));
     }
@@ -110,43 +121,37 @@ result<listener> listener::create(const domain& dom, const std::string& host, st
     auto impl = std::make_shared<listener_impl>();
     impl->dom = dom.impl();
     info_ptr hints = endpoint_hints(*impl->dom);
-    fi_info* list = nullptr;
     const std::string service = std::to_string(port);
-    int ret =
-        fi_getinfo(FI_VERSION(1, 17), host.c_str(), service.c_str(), FI_SOURCE, hints.get(), &list);
+    int ret = getinfo(host.c_str(), service.c_str(), FI_SOURCE, hints.get(), impl->info);
     if (ret != 0) {
         return fail(errc::unreachable, "listen: cannot use " + host + ":" + service + " on " +
-                                           dom.caps().provider + " (" + fi_strerror(-ret) + ")");
+                                           dom.caps().provider + " (" + fabric_strerror(ret) + ")");
     }
-    impl->info.reset(list);
     fi_info* info = impl->info.get();
 
-    fi_eq_attr eq_attr{};
-    eq_attr.size = 64;
-    eq_attr.wait_obj = FI_WAIT_FD;
-    ret = fi_eq_open(impl->dom->fabric.get(), &eq_attr, impl->eq.out(), nullptr);
+    ret = eq_open(impl->dom->fabric.get(), 64, impl->eq);
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_eq_open"));
     }
-    ret = fi_control(impl->eq.as_fid(), FI_GETWAIT, &impl->eq_fd);
+    ret = wait_fd(impl->eq.as_fid(), &impl->eq_fd);
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_control(FI_GETWAIT) on the listener's EQ"));
     }
-    ret = fi_passive_ep(impl->dom->fabric.get(), info, impl->pep.out(), nullptr);
+    ret = open_passive_ep(impl->dom->fabric.get(), info, impl->pep);
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_passive_ep"));
     }
-    ret = fi_pep_bind(impl->pep.get(), impl->eq.as_fid(), 0);
+    ret = pep_bind(impl->pep.get(), impl->eq.as_fid());
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_pep_bind"));
     }
-    ret = fi_listen(impl->pep.get());
+    ret = pep_listen(impl->pep.get());
     if (ret != 0) {
         return fail(fabric_error(ret, "listen on " + host + ":" + service));
     }
     sockaddr_storage addr{};
     size_t len = sizeof(addr);
-    ret = fi_getname(impl->pep.as_fid(), &addr, &len);
+    ret = getname(impl->pep.as_fid(), &addr, &len);
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_getname on the listener"));
     }
@@ -177,9 +182,7 @@ result<connection_request> listener::get_request(std::chrono::milliseconds timeo
             return fail(ev.error());
         }
         if (ev->event != FI_CONNREQ) {
-            if (ev->info != nullptr) {
-                fi_freeinfo(ev->info);
-            }
+            info_ptr ignored(ev->info);
             continue;  // not for the listener (should not happen); keep waiting
         }
         auto req = std::make_unique<request_impl>();

@@ -2,6 +2,7 @@
 #include <remora/remote_region.hpp>
 
 #include "core/impl.hpp"
+#include "fabric/mr.hpp"
 
 namespace remora {
 namespace {
@@ -50,14 +51,14 @@ result<memory_region> memory_region::create(const domain& dom, std::span<std::by
     detail::domain_impl& d = *impl->dom;
     const bool prov_key = has_all(d.caps.mr_mode, mr_mode::prov_key);
     const std::uint64_t requested = prov_key ? 0 : d.next_key.fetch_add(1);
-    int ret = fi_mr_reg(d.domain.get(), memory.data(), memory.size(), access_for(uses), 0,
-                        requested, 0, impl->mr.out(), nullptr);
+    int ret = detail::mr_reg(d.domain.get(), memory.data(), memory.size(), access_for(uses),
+                             requested, impl->mr);
     if (ret != 0) {
         return fail(
             detail::fabric_error(ret, "fi_mr_reg of " + std::to_string(memory.size()) + " bytes"));
     }
-    impl->desc = fi_mr_desc(impl->mr.get());
-    impl->key = fi_mr_key(impl->mr.get());
+    impl->desc = detail::mr_desc(impl->mr.get());
+    impl->key = detail::mr_key(impl->mr.get());
     if (impl->key == FI_KEY_NOTAVAIL) {
         return fail(errc::not_supported, "memory_region: provider uses raw keys (FI_MR_RAW)");
     }

@@ -1,5 +1,7 @@
-// src/fabric/fabric.hpp — move-only RAII handles over libfabric objects; the only place (with
-// its .cpp files) that includes <rdma/...>.
+// src/fabric/fabric.hpp — move-only RAII handles over libfabric objects and the libfabric types
+// the other layers hold (fi_context2, fi_info, ...). src/fabric is the only code that includes
+// <rdma/...> or calls fi_*: its headers by concern (info, mr, cq, eq, endpoint) wrap every call,
+// each through the failure-injection seam of fault.hpp.
 #pragma once
 
 #include <rdma/fabric.h>
@@ -16,6 +18,8 @@
 #include <utility>
 
 #include <remora/result.hpp>
+
+#include "fabric/fault.hpp"
 
 namespace remora::detail {
 
@@ -41,12 +45,21 @@ class fid_handle {
         if (p_ != nullptr) {
             fi_close(&p_->fid);
             p_ = nullptr;
+            fabric_fault::open_count.fetch_sub(1, std::memory_order_relaxed);
         }
     }
     T* get() const noexcept { return p_; }
+    // For the fabric layer's open wrappers: they count what they opened (see
+    // fabric_fault::open_objects).
     T** out() noexcept {
         reset();
         return &p_;
+    }
+    int opened(int ret) noexcept {
+        if (ret == 0 && p_ != nullptr) {
+            fabric_fault::open_count.fetch_add(1, std::memory_order_relaxed);
+        }
+        return ret;
     }
     T* operator->() const noexcept { return p_; }
     explicit operator bool() const noexcept { return p_ != nullptr; }
@@ -72,10 +85,16 @@ using info_ptr = std::unique_ptr<fi_info, info_deleter>;
 inline info_ptr dup_info(const fi_info* i) {
     return info_ptr(fi_dupinfo(i));
 }
+inline info_ptr alloc_info() {
+    return info_ptr(fi_allocinfo());
+}
 
 // A libfabric return code (negative FI_* value) as a remora error with context.
 error fabric_error(int ret, const std::string& what);
-// Maps an FI_* errno (positive) from a completion or event to remora's status code.
+// Maps an FI_* errno (positive) from a completion or event to remora's status code; FI_EOTHER
+// (unspecified) is errc::provider_error.
 std::error_code status_from_fi(int fi_errno);
+// fi_strerror of a code of either sign.
+const char* fabric_strerror(long ret) noexcept;
 
 }  // namespace remora::detail

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/impl.hpp"
+#include "fabric/endpoint.hpp"
 #include "persist/service.hpp"
 
 namespace remora {
@@ -83,32 +84,20 @@ result<void> native_atomic(connection_impl& c, atomic_kind kind, const char* wha
     // The operands live in the record: the provider may read them until completion.
     r->operands[0] = kind == atomic_kind::compare_swap ? arg1 : arg0;  // swap value / operand
     r->operands[1] = arg0;                                             // compare value
-    fi_ioc ioc{&r->operands[0], 1};
-    fi_rma_ioc rma{dst.address() + dst_offset, 1, dst.key()};
-    fi_msg_atomic msg{};
-    msg.msg_iov = &ioc;
-    msg.iov_count = 1;
-    msg.rma_iov = &rma;
-    msg.rma_iov_count = 1;
-    msg.datatype = FI_UINT64;
-    msg.context = r;
+    const std::uint64_t addr = dst.address() + dst_offset;
     ssize_t ret;
     if (kind == atomic_kind::write) {
-        msg.op = FI_ATOMIC_WRITE;
-        ret = fi_atomicmsg(c.ep.get(), &msg, FI_COMPLETION);
+        ret = ep_atomic(c.ep.get(), FI_ATOMIC_WRITE, &r->operands[0], addr, dst.key(), r,
+                        FI_COMPLETION);
     } else {
         const region_impl& res = *result->impl();
-        fi_ioc out{res.memory.data() + result_offset, 1};
-        void* out_desc = res.desc;
+        void* out = res.memory.data() + result_offset;
         if (kind == atomic_kind::fetch_add) {
-            msg.op = FI_SUM;
-            ret = fi_fetch_atomicmsg(c.ep.get(), &msg, &out, &out_desc, 1, FI_COMPLETION);
+            ret = ep_fetch_atomic(c.ep.get(), FI_SUM, &r->operands[0], out, res.desc, addr,
+                                  dst.key(), r, FI_COMPLETION);
         } else {
-            msg.op = FI_CSWAP;
-            fi_ioc cmp{&r->operands[1], 1};
-            void* cmp_desc = nullptr;
-            ret = fi_compare_atomicmsg(c.ep.get(), &msg, &cmp, &cmp_desc, 1, &out, &out_desc, 1,
-                                       FI_COMPLETION);
+            ret = ep_compare_atomic(c.ep.get(), &r->operands[0], &r->operands[1], out, res.desc,
+                                    addr, dst.key(), r, FI_COMPLETION);
         }
     }
     return submit(c, r, ret, what, false);
@@ -262,15 +251,10 @@ result<void> connection::flush(const remote_region& dst, std::uint64_t offset, s
     }
     iovec iov{c.scratch_bytes.data(), n};
     void* desc = c.scratch->impl()->desc;
-    fi_rma_iov rma{dst.address() + at, n, dst.key()};
-    fi_msg_rma msg{};
-    msg.msg_iov = &iov;
-    msg.desc = &desc;
-    msg.iov_count = 1;
-    msg.rma_iov = &rma;
-    msg.rma_iov_count = 1;
-    msg.context = *rec;
-    return detail::submit(c, *rec, fi_readmsg(c.ep.get(), &msg, FI_COMPLETION), "flush", false);
+    const detail::remote_iov rma{dst.address() + at, n, dst.key()};
+    return detail::submit(c, *rec,
+                          detail::ep_read(c.ep.get(), &iov, &desc, 1, rma, *rec, FI_COMPLETION),
+                          "flush", false);
 }
 
 }  // namespace remora

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/impl.hpp"
+#include "fabric/endpoint.hpp"
 
 namespace remora {
 namespace detail {
@@ -55,6 +56,16 @@ struct receive_pool_impl : std::enable_shared_from_this<receive_pool_impl> {
     std::deque<connection_impl*> wanting;  // connections owed receives, longest waiting first
     std::deque<ready_msg> ready;
     receive_pool_stats st;
+    // The pool itself while any of its receives is posted (st.posted > 0): their completions
+    // reach on_receive through the slots, and the provider writes into `memory`, after the last
+    // receive_pool handle may be gone. Under `mu`; dropped (outside it) when st.posted falls to 0.
+    std::shared_ptr<receive_pool_impl> self;
+    // Called under `mu` after st.posted was lowered: the reference to drop once `mu` is released.
+    std::shared_ptr<receive_pool_impl> unpin() {
+        return st.posted == 0 ? std::move(self) : nullptr;
+    }
+    // Detaches `c` (no new posts, its receives canceled); false if it was not attached.
+    bool detach(connection_impl* c);
 
     attached* find(connection_impl* c) {
         auto it = std::find_if(conns.begin(), conns.end(),
@@ -147,7 +158,7 @@ bool receive_pool_impl::cancel_posted(connection_impl& c, const receive_slot* on
         for (op_record* r : c.ops.posted_recvs()) {
             if (r->internal == &receive_pool_impl::on_receive &&
                 (only == nullptr || r->user_context == only)) {
-                canceled = fi_cancel(c.ep.as_fid(), r) == 0 || canceled;
+                canceled = ep_cancel(c.ep.as_fid(), r) == 0 || canceled;
                 if (only != nullptr) {
                     break;
                 }
@@ -195,11 +206,15 @@ void receive_pool_impl::dispatch() {
                 todo.emplace_back(s, c);
             }
             posting += static_cast<std::uint32_t>(todo.size());
+            if (st.posted > 0 && !self) {
+                self = shared_from_this();
+            }
         }
         if (todo.empty()) {
             return;
         }
         bool failed = false;
+        std::shared_ptr<receive_pool_impl> last;  // dropped at return: `this` may go with it
         for (auto& [s, c] : todo) {
             auto r = post_internal(*c, queue::recv, s->buf, cfg.buffer_size, mr->impl()->desc,
                                    &receive_pool_impl::on_receive, s);
@@ -212,6 +227,9 @@ void receive_pool_impl::dispatch() {
                 if (attached* a = find(c)) {
                     --a->posted;
                     a->owed = 0;
+                }
+                if (auto u = unpin()) {
+                    last = std::move(u);
                 }
                 failed = true;
             }
@@ -226,10 +244,12 @@ void receive_pool_impl::dispatch() {
 bool receive_pool_impl::on_receive(void* context, completion& c) {
     auto* s = static_cast<receive_slot*>(context);
     receive_pool_impl& p = *s->pool;
+    std::shared_ptr<receive_pool_impl> last;  // dropped at return: the pool may go with it
     {
         std::lock_guard lock(p.mu);
         attached* a = p.find(s->conn);
         --p.st.posted;
+        last = p.unpin();
         if (a != nullptr) {
             --a->posted;
         }
@@ -278,6 +298,7 @@ void receive_pool_impl::give_back(receive_slot* s) {
 }
 
 void receive_pool_impl::forget(connection_impl& c) {
+    std::shared_ptr<receive_pool_impl> last;  // dropped at return
     {
         std::unique_lock lock(mu);
         // A post in flight on `c` settles its slot first (a failed one frees it itself).
@@ -294,6 +315,7 @@ void receive_pool_impl::forget(connection_impl& c) {
                 s.conn = nullptr;  // a message from it is still held
             }
         }
+        last = unpin();
         conns.erase(std::remove_if(conns.begin(), conns.end(),
                                    [&](const attached& a) { return a.conn == &c; }),
                     conns.end());
@@ -347,13 +369,57 @@ void message::release() noexcept {
     }
 }
 
+namespace detail {
+
+bool receive_pool_impl::detach(connection_impl* c) {
+    {
+        std::unique_lock lock(mu);
+        attached* a = find(c);
+        if (a == nullptr) {
+            return false;
+        }
+        conns.erase(conns.begin() + (a - conns.data()));
+        wanting.erase(std::remove(wanting.begin(), wanting.end(), c), wanting.end());
+        // Nothing new is posted on `c` from here; a post already in flight there must land
+        // (and its record be written) before the scan, or its receive would stay posted.
+        post_cv.wait(lock, [&] { return posting == 0 && !scanning; });
+        scanning = true;
+    }
+    // The canceled receives complete through on_receive and free their slots.
+    (void)cancel_posted(*c, nullptr);
+    end_scan();
+    return true;
+}
+
+}  // namespace detail
+
 // ---------------------------------------------------------------- receive_pool
 
 receive_pool::receive_pool(std::shared_ptr<detail::receive_pool_impl> impl)
     : impl_(std::move(impl)) {}
 receive_pool::receive_pool(receive_pool&&) noexcept = default;
-receive_pool& receive_pool::operator=(receive_pool&&) noexcept = default;
-receive_pool::~receive_pool() = default;
+receive_pool& receive_pool::operator=(receive_pool&& o) noexcept {
+    receive_pool old(std::move(o));
+    std::swap(impl_, old.impl_);
+    return *this;  // the pool this handle held is detached as `old` goes
+}
+// The last handle detaches every connection: their receives are canceled, and the pool lives on
+// (self) until each canceled receive has completed or its connection is destroyed.
+receive_pool::~receive_pool() {
+    if (!impl_) {
+        return;  // moved from
+    }
+    std::vector<detail::connection_impl*> attached;
+    {
+        std::lock_guard lock(impl_->mu);
+        for (const auto& a : impl_->conns) {
+            attached.push_back(a.conn);
+        }
+    }
+    for (auto* c : attached) {
+        (void)impl_->detach(c);
+    }
+}
 
 result<receive_pool> receive_pool::create(const domain& dom, const receive_pool_config& config) {
     if (config.slots == 0 || config.buffer_size == 0 || config.per_connection == 0) {
@@ -420,24 +486,7 @@ result<void> receive_pool::attach(connection& conn) {
 }
 
 void receive_pool::detach(connection& conn) noexcept {
-    detail::connection_impl* c = conn.impl();
-    {
-        std::unique_lock lock(impl_->mu);
-        detail::receive_pool_impl::attached* a = impl_->find(c);
-        if (a == nullptr) {
-            return;
-        }
-        impl_->conns.erase(impl_->conns.begin() + (a - impl_->conns.data()));
-        impl_->wanting.erase(std::remove(impl_->wanting.begin(), impl_->wanting.end(), c),
-                             impl_->wanting.end());
-        // Nothing new is posted on `c` from here; a post already in flight there must land
-        // (and its record be written) before the scan, or its receive would stay posted.
-        impl_->post_cv.wait(lock, [&] { return impl_->posting == 0 && !impl_->scanning; });
-        impl_->scanning = true;
-    }
-    // The canceled receives complete through on_receive and free their slots.
-    (void)detail::receive_pool_impl::cancel_posted(*c, nullptr);
-    impl_->end_scan();
+    (void)impl_->detach(conn.impl());
 }
 
 result<message> receive_pool::next(std::chrono::milliseconds timeout) {

@@ -253,6 +253,37 @@ TEST_P(pool_api, never_posts_more_than_per_connection_on_one_connection) {
     EXPECT_EQ(st.held, 0u);
 }
 
+// receive_pool.hpp: destroying the pool detaches its connections. Their receives are canceled
+// and come back as the progress thread reads them (the pool's memory lives until then), and the
+// connection goes on working with receives of its own.
+TEST_P(pool_api, destroying_the_pool_first_detaches_its_connections) {
+    auto p = must(connect_pair(GetParam(), {.rq_size = 8, .progress_thread = true}));
+    {
+        auto pool = must(receive_pool::create(
+            p.server_domain, {.slots = 8, .buffer_size = 64, .per_connection = 3}));
+        REMORA_ASSERT_OK(pool.attach(*p.server));
+        EXPECT_EQ(pool.stats().posted, 3u);
+        EXPECT_EQ(p.server->in_flight(), 3u);
+    }
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (p.server->in_flight() != 0 && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(1ms);  // paces the check; the bound is the assertion's
+    }
+    ASSERT_EQ(p.server->in_flight(), 0u) << "the pool's canceled receives never came back";
+    buffer in(64), out(64);
+    auto imr = must(memory_region::create(p.server_domain, in.span(), usage::receive));
+    auto omr = must(memory_region::create(p.client_domain, out.span(), usage::send));
+    int ctx = 0;
+    REMORA_ASSERT_OK(p.server->recv(imr, 0, 64, {.context = &ctx}));
+    put(out, 0, "after");
+    REMORA_ASSERT_OK(p.client->send(omr, 0, 5));
+    auto c = p.server->cq().next(10s);
+    REMORA_ASSERT_OK(c);
+    EXPECT_EQ(c->context, &ctx);
+    EXPECT_EQ(c->bytes, 5u);
+    EXPECT_EQ(at(in, 0, 5), "after");
+}
+
 INSTANTIATE_TEST_SUITE_P(providers, pool_api, testing::ValuesIn(providers()), provider_name);
 
 // ============================================================ multi-segment operations

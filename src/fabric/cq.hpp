@@ -1,0 +1,58 @@
+// src/fabric/cq.hpp — completion queues: open (FI_CQ_FORMAT_DATA, an fd to wait on), read,
+// read an error entry, signal, and fi_trywait (on a CQ or an EQ).
+//
+// Reads are inline (the data path): when nothing is armed at the seam (fault.hpp) they cost one
+// relaxed atomic load beyond libfabric's own call. Every function returns libfabric's value (a
+// count, 0, or a negative -FI_* code) or the code armed for it.
+// Threading: as libfabric's calls on the same CQ (remora keeps one reader at a time).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+
+#include "fabric/fabric.hpp"
+
+namespace remora::detail {
+
+// Opens a CQ of `size` entries that reports fi_cq_data_entry and can be waited on through an fd.
+int cq_open(fid_domain* domain, std::size_t size, cq_handle& out);
+// The fd to wait on for a CQ or an EQ (fi_control FI_GETWAIT); libfabric owns it.
+int wait_fd(fid* f, int* fd);
+// fi_trywait on one CQ or EQ: 0 when it is safe to block on its fd, -FI_EAGAIN when entries (or
+// progress) are pending.
+int trywait(fid_fabric* fabric, fid* f);
+int cq_signal(fid_cq* cq);
+
+namespace fabric_fault {
+ssize_t cq_read_slow(fid_cq* cq, fi_cq_data_entry* buf, std::size_t count);
+ssize_t cq_readerr_slow(fid_cq* cq, fi_cq_err_entry* entry);
+}  // namespace fabric_fault
+
+// Up to `count` completions, or -FI_EAGAIN (none), -FI_EAVAIL (an error entry is next), or
+// another -FI_* code. A zero count only drives the provider's progress.
+inline ssize_t cq_read(fid_cq* cq, fi_cq_data_entry* buf, std::size_t count) {
+    if (fabric_fault::armed()) [[unlikely]] {
+        return fabric_fault::cq_read_slow(cq, buf, count);
+    }
+    return fi_cq_read(cq, buf, count);
+}
+
+// Calls into the provider for progress (a zero-length read).
+inline void cq_drive(fid_cq* cq) {
+    (void)cq_read(cq, nullptr, 0);
+}
+
+// The next error entry: 1, -FI_EAGAIN (none), or another -FI_* code. An entry always carries an
+// error: one the provider reported without a code (err == 0) comes back as FI_EOTHER
+// (errc::provider_error), never as a success.
+inline ssize_t cq_readerr(fid_cq* cq, fi_cq_err_entry* entry) {
+    const ssize_t r = fabric_fault::armed() ? fabric_fault::cq_readerr_slow(cq, entry)
+                                            : fi_cq_readerr(cq, entry, 0);
+    if (r == 1 && entry->err == 0) [[unlikely]] {
+        entry->err = FI_EOTHER;
+    }
+    return r;
+}
+
+}  // namespace remora::detail

@@ -1,0 +1,89 @@
+#include "fabric/endpoint.hpp"
+
+namespace remora::detail {
+
+int open_endpoint(fid_domain* domain, fi_info* info, ep_handle& out) {
+    if (int r = injected(fabric_call::endpoint)) {
+        return r;
+    }
+    return out.opened(fi_endpoint(domain, info, out.out(), nullptr));
+}
+
+int ep_bind(fid_ep* ep, fid* f, std::uint64_t flags) {
+    if (int r = injected(fabric_call::ep_bind)) {
+        return r;
+    }
+    return fi_ep_bind(ep, f, flags);
+}
+
+int ep_enable(fid_ep* ep) {
+    if (int r = injected(fabric_call::enable)) {
+        return r;
+    }
+    return fi_enable(ep);
+}
+
+int ep_connect(fid_ep* ep, const void* addr, const void* data, std::size_t len) {
+    if (int r = injected(fabric_call::connect)) {
+        return r;
+    }
+    return fi_connect(ep, addr, data, len);
+}
+
+int ep_accept(fid_ep* ep, const void* data, std::size_t len) {
+    if (int r = injected(fabric_call::accept)) {
+        return r;
+    }
+    return fi_accept(ep, data, len);
+}
+
+int ep_shutdown(fid_ep* ep) {
+    if (int r = injected(fabric_call::shutdown)) {
+        return r;
+    }
+    return fi_shutdown(ep, 0);
+}
+
+ssize_t ep_cancel(fid* ep, void* context) {
+    if (int r = injected(fabric_call::cancel)) {
+        return r;
+    }
+    return fi_cancel(ep, context);
+}
+
+int open_passive_ep(fid_fabric* fabric, fi_info* info, pep_handle& out) {
+    if (int r = injected(fabric_call::passive_ep)) {
+        return r;
+    }
+    return out.opened(fi_passive_ep(fabric, info, out.out(), nullptr));
+}
+
+int pep_bind(fid_pep* pep, fid* eq) {
+    if (int r = injected(fabric_call::pep_bind)) {
+        return r;
+    }
+    return fi_pep_bind(pep, eq, 0);
+}
+
+int pep_listen(fid_pep* pep) {
+    if (int r = injected(fabric_call::listen)) {
+        return r;
+    }
+    return fi_listen(pep);
+}
+
+int pep_reject(fid_pep* pep, fid_t handle, const void* data, std::size_t len) {
+    if (int r = injected(fabric_call::reject)) {
+        return r;
+    }
+    return fi_reject(pep, handle, data, len);
+}
+
+int getname(fid* f, void* addr, std::size_t* len) {
+    if (int r = injected(fabric_call::getname)) {
+        return r;
+    }
+    return fi_getname(f, addr, len);
+}
+
+}  // namespace remora::detail

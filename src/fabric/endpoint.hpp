@@ -1,0 +1,163 @@
+// src/fabric/endpoint.hpp — endpoints: open, bind, enable; connection management (connect,
+// accept, reject, shutdown, passive endpoints); cancel; and the posts (messages, RMA, atomics).
+//
+// The posts are inline (the data path) and build their fi_msg* struct here, once: callers pass
+// iovecs, descriptors, the remote range, the context (remora's op_record) and the flags
+// (FI_COMPLETION, FI_INJECT, FI_MORE, FI_REMOTE_CQ_DATA). With nothing armed at the seam
+// (fault.hpp) a post costs one relaxed atomic load beyond libfabric's own call.
+//
+// Every function returns libfabric's value (0 or a negative -FI_* code, -FI_EAGAIN when a queue
+// is full) or the code armed for it. Threading: as libfabric's calls on the same endpoint.
+#pragma once
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "fabric/fabric.hpp"
+
+namespace remora::detail {
+
+int open_endpoint(fid_domain* domain, fi_info* info, ep_handle& out);
+// fi_ep_bind of a CQ or an EQ, with FI_TRANSMIT / FI_RECV / FI_SELECTIVE_COMPLETION flags.
+int ep_bind(fid_ep* ep, fid* f, std::uint64_t flags);
+int ep_enable(fid_ep* ep);
+int ep_connect(fid_ep* ep, const void* addr, const void* data, std::size_t len);
+int ep_accept(fid_ep* ep, const void* data, std::size_t len);
+int ep_shutdown(fid_ep* ep);
+// Cancels the operation posted with `context` (it completes with FI_ECANCELED); 0 if found.
+ssize_t ep_cancel(fid* ep, void* context);
+
+int open_passive_ep(fid_fabric* fabric, fi_info* info, pep_handle& out);
+int pep_bind(fid_pep* pep, fid* eq);
+int pep_listen(fid_pep* pep);
+int pep_reject(fid_pep* pep, fid_t handle, const void* data, std::size_t len);
+// The bound address of an endpoint or a passive endpoint.
+int getname(fid* f, void* addr, std::size_t* len);
+
+// The remote side of an RMA: address (or offset), length and key.
+struct remote_iov {
+    std::uint64_t addr;
+    std::size_t len;
+    std::uint64_t key;
+};
+
+inline ssize_t ep_send(fid_ep* ep, const iovec* iov, void** desc, std::size_t count,
+                       std::uint64_t data, void* context, std::uint64_t flags) {
+    if (int r = injected(fabric_call::post_send)) {
+        return r;
+    }
+    fi_msg msg{};
+    msg.msg_iov = iov;
+    msg.desc = desc;
+    msg.iov_count = count;
+    msg.context = context;
+    msg.data = data;
+    return fi_sendmsg(ep, &msg, flags);
+}
+
+inline ssize_t ep_recv(fid_ep* ep, const iovec* iov, void** desc, std::size_t count, void* context,
+                       std::uint64_t flags) {
+    if (int r = injected(fabric_call::post_recv)) {
+        return r;
+    }
+    fi_msg msg{};
+    msg.msg_iov = iov;
+    msg.desc = desc;
+    msg.iov_count = count;
+    msg.context = context;
+    return fi_recvmsg(ep, &msg, flags);
+}
+
+inline ssize_t ep_write(fid_ep* ep, const iovec* iov, void** desc, std::size_t count,
+                        remote_iov remote, std::uint64_t data, void* context, std::uint64_t flags) {
+    if (int r = injected(fabric_call::post_write)) {
+        return r;
+    }
+    fi_rma_iov rma{remote.addr, remote.len, remote.key};
+    fi_msg_rma msg{};
+    msg.msg_iov = iov;
+    msg.desc = desc;
+    msg.iov_count = count;
+    msg.rma_iov = &rma;
+    msg.rma_iov_count = 1;
+    msg.context = context;
+    msg.data = data;
+    return fi_writemsg(ep, &msg, flags);
+}
+
+inline ssize_t ep_read(fid_ep* ep, const iovec* iov, void** desc, std::size_t count,
+                       remote_iov remote, void* context, std::uint64_t flags) {
+    if (int r = injected(fabric_call::post_read)) {
+        return r;
+    }
+    fi_rma_iov rma{remote.addr, remote.len, remote.key};
+    fi_msg_rma msg{};
+    msg.msg_iov = iov;
+    msg.desc = desc;
+    msg.iov_count = count;
+    msg.rma_iov = &rma;
+    msg.rma_iov_count = 1;
+    msg.context = context;
+    return fi_readmsg(ep, &msg, flags);
+}
+
+// 64-bit atomics on one remote word at `addr` (`key`). The operands (and the result buffer) must
+// stay valid until the completion.
+namespace atomic_detail {
+inline fi_msg_atomic message(fi_ioc& ioc, fi_rma_ioc& rma, fi_op op, void* context) {
+    fi_msg_atomic msg{};
+    msg.msg_iov = &ioc;
+    msg.iov_count = 1;
+    msg.rma_iov = &rma;
+    msg.rma_iov_count = 1;
+    msg.datatype = FI_UINT64;
+    msg.op = op;
+    msg.context = context;
+    return msg;
+}
+}  // namespace atomic_detail
+
+inline ssize_t ep_atomic(fid_ep* ep, fi_op op, std::uint64_t* operand, std::uint64_t addr,
+                         std::uint64_t key, void* context, std::uint64_t flags) {
+    if (int r = injected(fabric_call::post_atomic)) {
+        return r;
+    }
+    fi_ioc ioc{operand, 1};
+    fi_rma_ioc rma{addr, 1, key};
+    const fi_msg_atomic msg = atomic_detail::message(ioc, rma, op, context);
+    return fi_atomicmsg(ep, &msg, flags);
+}
+
+inline ssize_t ep_fetch_atomic(fid_ep* ep, fi_op op, std::uint64_t* operand, void* result,
+                               void* result_desc, std::uint64_t addr, std::uint64_t key,
+                               void* context, std::uint64_t flags) {
+    if (int r = injected(fabric_call::post_fetch_atomic)) {
+        return r;
+    }
+    fi_ioc ioc{operand, 1};
+    fi_rma_ioc rma{addr, 1, key};
+    const fi_msg_atomic msg = atomic_detail::message(ioc, rma, op, context);
+    fi_ioc out{result, 1};
+    return fi_fetch_atomicmsg(ep, &msg, &out, &result_desc, 1, flags);
+}
+
+// FI_CSWAP: `swap` replaces the word when it equals `compare`; the old value goes to `result`.
+inline ssize_t ep_compare_atomic(fid_ep* ep, std::uint64_t* swap, std::uint64_t* compare,
+                                 void* result, void* result_desc, std::uint64_t addr,
+                                 std::uint64_t key, void* context, std::uint64_t flags) {
+    if (int r = injected(fabric_call::post_compare_atomic)) {
+        return r;
+    }
+    fi_ioc ioc{swap, 1};
+    fi_rma_ioc rma{addr, 1, key};
+    const fi_msg_atomic msg = atomic_detail::message(ioc, rma, FI_CSWAP, context);
+    fi_ioc cmp{compare, 1};
+    void* cmp_desc = nullptr;
+    fi_ioc out{result, 1};
+    return fi_compare_atomicmsg(ep, &msg, &cmp, &cmp_desc, 1, &out, &result_desc, 1, flags);
+}
+
+}  // namespace remora::detail

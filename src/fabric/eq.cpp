@@ -1,0 +1,29 @@
+#include "fabric/eq.hpp"
+
+namespace remora::detail {
+
+int eq_open(fid_fabric* fabric, std::size_t size, eq_handle& out) {
+    if (int r = injected(fabric_call::eq_open)) {
+        return r;
+    }
+    fi_eq_attr attr{};
+    attr.size = size;
+    attr.wait_obj = FI_WAIT_FD;
+    return out.opened(fi_eq_open(fabric, &attr, out.out(), nullptr));
+}
+
+ssize_t eq_sread(fid_eq* eq, std::uint32_t* event, void* buf, std::size_t len, int timeout_ms) {
+    if (int r = injected(fabric_call::eq_read)) {
+        return r;
+    }
+    return fi_eq_sread(eq, event, buf, len, timeout_ms, 0);
+}
+
+ssize_t eq_readerr(fid_eq* eq, fi_eq_err_entry* entry) {
+    if (int r = injected(fabric_call::eq_readerr)) {
+        return r;
+    }
+    return fi_eq_readerr(eq, entry, 0);
+}
+
+}  // namespace remora::detail
