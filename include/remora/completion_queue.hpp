@@ -10,7 +10,10 @@
 // documented *no_completion* wake-up: providers may signal a channel for an event that produces no
 // completion (tcp signals both CQs of a connection for one socket event). It is not an error; poll
 // and wait again. No completion is lost between a poll that found nothing and a wait: wait() arms
-// the channel with fi_trywait before it blocks.
+// the channel with fi_trywait before it blocks. A CQ read by the library's progress thread also
+// returns 0 when the thread reaped entries that report nothing (callbacks, reclaimed unsignalled
+// operations) since the last wait or arm, so `while (in_flight()) wait(...)` cannot sleep through
+// a reap that landed between the check and the wait.
 //
 // A CQ may also be shared by several connections (shared_completion_queue below): it keeps one
 // budget, and attaching a connection whose queue entries could overflow it fails.

@@ -498,16 +498,23 @@ result<std::size_t> cq_impl::fill_stash() {
     return stash_count;
 }
 
-result<bool> cq_impl::trywait() {
+result<bool> cq_impl::trywait(bool* notified) {
     if (progress_owned()) {
         pump();  // see fill_stash
         // The eventfd stays readable while the ring holds entries. With the ring empty, clear
         // what a reap that reported nothing left there (or every wait would return at once);
-        // anything the thread adds after this signals it again.
+        // anything the thread adds after this signals it again. A signal cleared here is news
+        // the caller has not seen (the thread reaped entries since the last look): not armed,
+        // and a wait returns it as a no_completion wake-up instead of sleeping through it.
         std::lock_guard lock(owned_mu);
         if (owned_count == 0) {
             std::uint64_t v;
-            [[maybe_unused]] ssize_t r = ::read(notify.get(), &v, sizeof(v));
+            if (::read(notify.get(), &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v))) {
+                if (notified != nullptr) {
+                    *notified = true;
+                }
+                return false;
+            }
         }
         return owned_count == 0;
     }
@@ -594,9 +601,13 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
             // reclaimed unsignalled operations) end the wait too: in_flight() dropped.
             return ready;
         }
-        auto armed = trywait();
+        bool notified = false;
+        auto armed = trywait(&notified);
         if (!armed) {
             return fail(armed.error());
+        }
+        if (notified) {
+            return std::size_t{0};  // the progress thread reaped since the caller last looked
         }
         if (!*armed) {
             if (clock::now() >= deadline) {

@@ -274,7 +274,7 @@ struct cq_impl {
     // Fills the stash if empty; returns the number stashed.
     result<std::size_t> fill_stash();
     // fi_trywait on this CQ alone: true when it is safe to block on fd.
-    result<bool> trywait();
+    result<bool> trywait(bool* notified = nullptr);
     result<std::size_t> poll(std::span<completion> out);
     result<std::size_t> wait(std::chrono::milliseconds timeout);
 };

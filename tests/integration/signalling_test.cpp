@@ -339,6 +339,35 @@ TEST_P(signalling, a_blocking_wait_returns_when_entries_are_reclaimed) {
     }
 }
 
+// A progress thread that reclaims entries between the application's look at in_flight() and
+// its wait() must not leave the wait sleeping: the reap is news that wait() has not returned yet,
+// so the next wait returns it (0, a no_completion wake-up) at once; the one after blocks again.
+TEST_P(signalling, a_reap_by_the_progress_thread_before_the_wait_is_not_slept_through) {
+    buffer target(4096), local(4096);
+    std::optional<memory_region> tmr, lmr;
+    auto p = must(connect_pair(GetParam(), {.progress_thread = true},
+                               {.sq_size = 8, .progress_thread = true, .signal_every = 4}));
+    tmr.emplace(
+        must(memory_region::create(p.server_domain, target.span(), usage::write_destination)));
+    lmr.emplace(must(memory_region::create(p.client_domain, local.span(), usage::write_source)));
+    const auto dst = must(tmr->describe());
+    connection& c = *p.client;
+    for (int i = 0; i < 4; ++i) {
+        REMORA_ASSERT_OK(c.write(dst, 0, *lmr, 0, 8, {.completion = completion_mode::on_error}));
+    }
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (c.in_flight() != 0 && std::chrono::steady_clock::now() < until) {
+        std::this_thread::yield();  // the progress thread reclaims them, not this thread
+    }
+    ASSERT_EQ(c.in_flight(), 0u);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto w = c.cq().wait(10s);
+    REMORA_ASSERT_OK(w);
+    EXPECT_EQ(*w, 0u);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "the wait slept through the reap";
+    EXPECT_ERRC(c.cq().wait(200ms), errc::timed_out);  // nothing new: it blocks again
+}
+
 INSTANTIATE_TEST_SUITE_P(providers, signalling, testing::ValuesIn(providers()), provider_name);
 
 }  // namespace
