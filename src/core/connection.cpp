@@ -9,7 +9,6 @@
 #include "fabric/endpoint.hpp"
 #include "fabric/eq.hpp"
 #include "fabric/info.hpp"
-#include "persist/service.hpp"
 
 namespace remora {
 
@@ -482,6 +481,27 @@ bool connection_impl::arm_events() {
     return false;
 }
 
+connection_extension& connection_impl::extension(const void* key,
+                                                 std::unique_ptr<connection_extension> (*make)()) {
+    std::lock_guard lock(ext_mu);
+    for (auto& [k, e] : extensions) {
+        if (k == key) {
+            return *e;
+        }
+    }
+    extensions.emplace_back(key, make());
+    return *extensions.back().second;
+}
+
+std::size_t connection_impl::extensions_busy() const noexcept {
+    std::lock_guard lock(ext_mu);
+    std::size_t n = 0;
+    for (const auto& [k, e] : extensions) {
+        n += e->busy();
+    }
+    return n;
+}
+
 connection_impl::connection_impl(std::shared_ptr<domain_impl> d)
     : dom(std::move(d)), dom_handle(make_domain_handle(dom)) {}
 
@@ -626,14 +646,10 @@ result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op 
                         n2s(recv ? c.config.rq_size : c.config.sq_size) + "); reap completions");
     }
     if (c.config.slots) {
-        auto l = c.config.slots->try_acquire(
-            units{}.with(recv ? unit::recv : unit::sq, 1).with(unit::cq, 1));
-        if (!l) {
+        if (auto l = take_slot_units(c.config, recv, what, r->held.units); !l) {
             c.ops.give(r);
-            return fail(l.error().code(),
-                        std::string(what) + ": shared slot pool: " + l.error().message());
+            return fail(l.error());
         }
-        r->held.units = std::move(*l);
     }
     r->user_context = opts.context;
     r->callback = opts.callback;
@@ -654,8 +670,6 @@ result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* w
 
 namespace {
 
-enum class rma_kind { read, write, write_imm };
-
 result<void> check_at_post(const connection_impl& c, const op_options& opts, std::size_t bytes,
                            const char* what) {
     if (opts.completion == completion_mode::at_post && bytes > c.dom->caps.inject_size) {
@@ -666,9 +680,11 @@ result<void> check_at_post(const connection_impl& c, const op_options& opts, std
     return {};
 }
 
+}  // namespace
+
 result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_segment> local,
                       const remote_region& remote, std::uint64_t remote_offset, std::uint64_t imm,
-                      const op_options& opts, pooled_buffer* bounce = nullptr) {
+                      const op_options& opts, op_holding* bounce) {
     const char* what = kind == rma_kind::read    ? "read"
                        : kind == rma_kind::write ? "write"
                                                  : "write_with_imm";
@@ -714,6 +730,8 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
     });
 }
 
+namespace {
+
 result<void> check_messaging(const connection_impl& c, const char* what) {
     if (c.config.service_depth != 0) {
         return fail(errc::bad_state, std::string(what) +
@@ -723,8 +741,10 @@ result<void> check_messaging(const connection_impl& c, const char* what) {
     return {};
 }
 
+}  // namespace
+
 result<void> post_send(connection_impl& c, std::span<const local_segment> local, bool with_imm,
-                       std::uint64_t imm, const op_options& opts, pooled_buffer* bounce = nullptr) {
+                       std::uint64_t imm, const op_options& opts, op_holding* bounce) {
     const char* what = with_imm ? "send_with_imm" : "send";
     if (auto r = check_open(c, what); !r) {
         return r;
@@ -753,8 +773,6 @@ result<void> post_send(connection_impl& c, std::span<const local_segment> local,
         c, *rec, g.bytes, opts, with_imm ? FI_REMOTE_CQ_DATA : 0, what, bounce,
         [&](std::uint64_t f) { return ep_send(c.ep.get(), g.iov, g.desc, g.count, imm, *rec, f); });
 }
-
-}  // namespace
 
 result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t len, void* desc,
                            bool (*hook)(void*, completion&), void* context) {
@@ -885,60 +903,6 @@ result<void> connection::send_with_imm(const memory_region& src, std::size_t off
     const local_segment seg{&src, offset, length};
     return send_with_imm({&seg, 1}, imm, opts);
 }
-namespace {
-
-// Takes a bounce buffer from the connection's pool and copies `data` into it: the operation's
-// slot then holds it until completion.
-result<pooled_buffer> bounce_copy(detail::connection_impl& c, std::span<const std::byte> data,
-                                  const char* what) {
-    if (!c.config.bounce) {
-        return fail(errc::bad_state,
-                    std::string(what) + ": the connection has no connection_config::bounce pool");
-    }
-    if (data.size() > c.config.bounce.buffer_size()) {
-        return fail(errc::too_large, std::string(what) + ": " + std::to_string(data.size()) +
-                                         " bytes exceed the bounce buffers of " +
-                                         std::to_string(c.config.bounce.buffer_size()));
-    }
-    auto b = c.config.bounce.try_get();
-    if (!b) {
-        return fail(b.error().code(), std::string(what) + ": " + b.error().message());
-    }
-    if (!data.empty()) {
-        std::memcpy(b->data().data(), data.data(), data.size());
-    }
-    return b;
-}
-
-}  // namespace
-
-result<void> connection::write_copy(const remote_region& dst, std::uint64_t dst_offset,
-                                    std::span<const std::byte> data, op_options opts) {
-    auto& c = *impl_;
-    if (auto r = detail::check_open(c, "write_copy"); !r) {
-        return r;
-    }
-    auto b = bounce_copy(c, data, "write_copy");
-    if (!b) {
-        return fail(b.error());
-    }
-    const local_segment seg{&b->region(), b->offset(), data.size()};
-    return detail::post_rma(c, detail::rma_kind::write, {&seg, 1}, dst, dst_offset, 0, opts, &*b);
-}
-
-result<void> connection::send_copy(std::span<const std::byte> data, op_options opts) {
-    auto& c = *impl_;
-    if (auto r = detail::check_open(c, "send_copy"); !r) {
-        return r;
-    }
-    auto b = bounce_copy(c, data, "send_copy");
-    if (!b) {
-        return fail(b.error());
-    }
-    const local_segment seg{&b->region(), b->offset(), data.size()};
-    return detail::post_send(c, {&seg, 1}, false, 0, opts, &*b);
-}
-
 result<void> connection::recv(std::span<const local_segment> dst, op_options opts) {
     auto& c = *impl_;
     if (auto r = detail::check_open(c, "recv"); !r) {
@@ -1079,8 +1043,8 @@ const connection_config& connection::config() const noexcept {
 }
 std::size_t connection::in_flight() const noexcept {
     if (impl_->config.service_depth != 0) {
-        // The receives are the service's own, always posted; count requests instead.
-        return impl_->ops.in_use(detail::queue::send) + detail::client_busy(*impl_);
+        // The receives are the extension's own, always posted; count its requests instead.
+        return impl_->ops.in_use(detail::queue::send) + impl_->extensions_busy();
     }
     return impl_->ops.in_use();
 }

@@ -14,13 +14,14 @@
 #include <thread>
 #include <vector>
 
-#include <remora/buffer_pool.hpp>
 #include <remora/completion_channel.hpp>
 #include <remora/completion_queue.hpp>
 #include <remora/connection.hpp>
 #include <remora/domain.hpp>
 #include <remora/memory_region.hpp>
 
+#include "core/extension.hpp"
+#include "core/holding.hpp"
 #include "fabric/fabric.hpp"
 
 namespace remora::detail {
@@ -76,13 +77,6 @@ struct channel_impl;
 struct connection_impl;
 
 class op_pool;
-
-// What an operation holds beside its record: units of connection_config::slots and a bounce
-// buffer (write_copy, send_copy). Moved out of the record and released outside its lock.
-struct op_holdings {
-    lease units;
-    pooled_buffer bounce;
-};
 
 // The libfabric context of every operation remora posts: it lives from post to completion and
 // stands for the operation's send-queue or receive-queue entry, and so for its completion-queue
@@ -321,8 +315,6 @@ class progress_engine {
     std::thread thread_;
 };
 
-struct service_conn;  // the target service's messages on one connection (persist/service.hpp)
-
 struct connection_impl {
     std::shared_ptr<domain_impl> dom;
     domain dom_handle;
@@ -344,17 +336,16 @@ struct connection_impl {
     std::mutex event_mu;
     std::optional<conn_event> pending_event;  // read by a CQ or channel wait, for next_event
     bool established = false;                 // FI_CONNECTED seen: later events are poll_events'
-    std::mutex svc_mu;
-    std::unique_ptr<service_conn> svc;  // client or target side of the service, once used
+    // Extensions of the layers above (persistence), one per key, created on first use; destroyed
+    // after the destructor's body (the endpoint is closed by then). See extension.hpp.
+    mutable std::mutex ext_mu;
+    std::vector<std::pair<const void*, std::unique_ptr<connection_extension>>> extensions;
     // Run once the endpoint is closed, when the connection is destroyed: a receive_pool takes
     // back the slots still posted here (the provider no longer writes into them).
     std::mutex hooks_mu;
     std::vector<std::function<void(connection_impl&)>> on_destroy;
     std::mutex signal_mu;  // selective signalling: decision, post and ring in one order
     std::uint32_t since_signal = 0;
-    std::once_flag scratch_once;  // the read-after-write flush's 8-byte destination
-    std::optional<memory_region> scratch;
-    std::array<std::byte, 8> scratch_bytes{};
 
     // Reads the event queue without blocking. A close or loss marks the connection closed,
     // cancels receives the provider did not flush, and is kept for next_event().
@@ -365,8 +356,14 @@ struct connection_impl {
     // it reads them (poll_events) and returns false: do not block on the fd this time.
     bool arm_events();
     void cancel_receives();
+    // The extension registered under `key` (the address of something of its layer's own),
+    // created with make() on first use.
+    connection_extension& extension(const void* key,
+                                    std::unique_ptr<connection_extension> (*make)());
+    // The sum of the extensions' busy().
+    std::size_t extensions_busy() const noexcept;
 
-    explicit connection_impl(std::shared_ptr<domain_impl> d);  // out of line: service_conn
+    explicit connection_impl(std::shared_ptr<domain_impl> d);
     ~connection_impl();
     static domain make_domain_handle(const std::shared_ptr<domain_impl>& d);
 
@@ -395,6 +392,21 @@ result<void> check_open(const connection_impl& c, const char* what);
 result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind, bool recv,
                          const char* what);
 result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what, bool recv);
+// Takes {sq 1, cq 1} (or {recv 1, cq 1}) from connection_config::slots into `out`, or fails
+// with the pool's error. Defined by the slots layer (src/slots/connection_resources.cpp): the one
+// call the endpoint layer makes into a layer above it, because the budget is the connection's own
+// configuration; see the note there.
+result<void> take_slot_units(const connection_config& cfg, bool recv, const char* what,
+                             op_holding& out);
+
+// The operation builders behind the public posts. `bounce`, when given, is the buffer the
+// local segments point into (write_copy, send_copy): see post_maybe_quiet.
+enum class rma_kind { read, write, write_imm };
+result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_segment> local,
+                      const remote_region& remote, std::uint64_t remote_offset, std::uint64_t imm,
+                      const op_options& opts, op_holding* bounce = nullptr);
+result<void> post_send(connection_impl& c, std::span<const local_segment> local, bool with_imm,
+                       std::uint64_t imm, const op_options& opts, op_holding* bounce = nullptr);
 // Posts a write or send through `post(flags)`, adding FI_COMPLETION, or with selective
 // signalling on and the operation eligible (no callback, completion_mode::on_error or at_post,
 // at most the inject size so its buffer is free at once, and fewer than signal_every - 1
@@ -405,7 +417,7 @@ result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* w
 template <class Post>
 result<void> post_maybe_quiet(connection_impl& c, op_record* r, std::size_t bytes,
                               const op_options& opts, std::uint64_t flags, const char* what,
-                              pooled_buffer* bounce, Post&& post) {
+                              op_holding* bounce, Post&& post) {
     const bool at_post = opts.completion == completion_mode::at_post;
     if (at_post) {
         flags |= FI_INJECT;  // the bytes are the provider's when the post returns
