@@ -37,9 +37,10 @@
 #include <remora/memory_region.hpp>
 #include <remora/remote_region.hpp>
 #include <remora/result.hpp>
-#include <remora/slot_pool.hpp>
 
 namespace remora {
+
+class slot_pool;  // slot_pool.hpp: connection_config::slots only holds one
 
 enum class channel_mode : std::uint8_t {
     separate,  // each CQ has its own channel: wait on the CQ

@@ -1,7 +1,5 @@
 #include <remora/connection.hpp>
 
-#include <poll.h>
-
 #include <cstring>
 
 #include "core/impl.hpp"
@@ -9,7 +7,6 @@
 #include "fabric/endpoint.hpp"
 #include "fabric/eq.hpp"
 #include "fabric/info.hpp"
-#include "persist/service.hpp"
 
 namespace remora {
 
@@ -40,8 +37,6 @@ using namespace std::chrono;
 std::string n2s(std::size_t v) {
     return std::to_string(v);
 }
-
-constexpr std::size_t max_segments = 16;  // scatter-gather entries gathered on the stack
 
 // Validates and completes a connection_config against the provider's limits.
 result<connection_config> effective(const connection_config& in, const provider_caps& caps) {
@@ -162,52 +157,6 @@ result<connection_config> effective(const connection_config& in, const provider_
 
 domain connection_impl::make_domain_handle(const std::shared_ptr<domain_impl>& d) {
     return domain(d);
-}
-
-result<eq_event> read_eq(fid_eq* eq, milliseconds timeout, std::size_t max_data,
-                         std::vector<std::byte>* err_data) {
-    std::vector<std::byte> buf(sizeof(fi_eq_cm_entry) + max_data);
-    std::uint32_t event = 0;
-    const auto deadline = deadline_after(timeout);
-    for (;;) {
-        auto left = duration_cast<milliseconds>(deadline - steady_clock::now()).count();
-        if (left < 0) {
-            left = 0;
-        }
-        ssize_t n = eq_sread(eq, &event, buf.data(), buf.size(), static_cast<int>(left));
-        if (n >= 0) {
-            eq_event ev;
-            ev.event = event;
-            if (static_cast<std::size_t>(n) >= sizeof(fi_eq_cm_entry)) {
-                fi_eq_cm_entry entry;
-                std::memcpy(&entry, buf.data(), sizeof(entry));
-                ev.info = entry.info;
-                ev.data.assign(buf.begin() + sizeof(fi_eq_cm_entry), buf.begin() + n);
-            }
-            return ev;
-        }
-        if (n == -FI_EAVAIL) {
-            fi_eq_err_entry err{};
-            ssize_t r = eq_readerr(eq, &err);
-            if (r < 0) {
-                return fail(fabric_error(static_cast<int>(r), "fi_eq_readerr"));
-            }
-            if (err_data != nullptr && err.err_data != nullptr && err.err_data_size > 0) {
-                auto* p = static_cast<const std::byte*>(err.err_data);
-                err_data->assign(p, p + err.err_data_size);
-            }
-            return fail(error(status_from_fi(err.err),
-                              std::string("connection event error: ") + fabric_strerror(err.err)));
-        }
-        if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT) {
-            if (steady_clock::now() >= deadline) {
-                return fail(errc::timed_out, "no connection event within " +
-                                                 std::to_string(timeout.count()) + " ms");
-            }
-            continue;
-        }
-        return fail(fabric_error(static_cast<int>(n), "fi_eq_sread"));
-    }
 }
 
 result<void> connection_impl::setup(const fi_info* info, const connection_config& cfg) {
@@ -433,53 +382,25 @@ void connection_impl::teardown() {
     channel.reset();
 }
 
-void connection_impl::cancel_receives() {
-    if (!ep) {
-        return;
-    }
-    for (op_record* r : ops.posted_recvs()) {
-        ep_cancel(ep.as_fid(), r);
-    }
-}
-
-void connection_impl::poll_events() {
-    std::lock_guard lock(event_mu);
-    if (!eq || pending_event || !established) {
-        return;
-    }
-    auto ev = read_eq(eq.get(), milliseconds(0), dom->caps.cm_data_size, nullptr);
-    if (!ev) {
-        if (ev.error() == errc::timed_out) {
-            return;
-        }
-        pending_event = conn_event::lost;
-    } else if (ev->event == FI_SHUTDOWN) {
-        pending_event = conn_event::closed;
-    } else {
-        return;  // nothing else is expected on an established connection
-    }
-    open = false;
-    cancel_receives();
-}
-
-void connection_impl::drive() {
-    for (cq_impl* q : {cq.get(), rcq.get()}) {
-        if (q != nullptr) {
-            q->drive();
+connection_extension& connection_impl::extension(const void* key,
+                                                 std::unique_ptr<connection_extension> (*make)()) {
+    std::lock_guard lock(ext_mu);
+    for (auto& [k, e] : extensions) {
+        if (k == key) {
+            return *e;
         }
     }
-    poll_events();
+    extensions.emplace_back(key, make());
+    return *extensions.back().second;
 }
 
-bool connection_impl::arm_events() {
-    if (!eq) {
-        return false;
+std::size_t connection_impl::extensions_busy() const noexcept {
+    std::lock_guard lock(ext_mu);
+    std::size_t n = 0;
+    for (const auto& [k, e] : extensions) {
+        n += e->busy();
     }
-    if (trywait(dom->fabric.get(), eq.as_fid()) == 0) {
-        return true;
-    }
-    poll_events();
-    return false;
+    return n;
 }
 
 connection_impl::connection_impl(std::shared_ptr<domain_impl> d)
@@ -513,289 +434,9 @@ connection_impl::~connection_impl() {
         h(*this);
     }
 }
-
-// ---------------------------------------------------------------- posting
-
-namespace {
-
-struct gathered {
-    static constexpr std::size_t max = max_segments;
-    iovec iov[max];
-    void* desc[max];
-    std::size_t count = 0;
-    std::size_t bytes = 0;
-};
-
-result<void> gather(const connection_impl& c, std::span<const local_segment> segs, usage need,
-                    const char* what, gathered& g) {
-    if (segs.size() > c.config.max_sge || segs.size() > gathered::max) {
-        return fail(errc::too_large, std::string(what) + ": " + n2s(segs.size()) +
-                                         " segments exceed max_sge " + n2s(c.config.max_sge));
-    }
-    for (const local_segment& s : segs) {
-        if (s.region == nullptr) {
-            return fail(errc::invalid_argument, std::string(what) + ": segment without a region");
-        }
-        const region_impl& r = *s.region->impl();
-        if (r.dom != c.dom) {
-            return fail(errc::invalid_argument,
-                        std::string(what) + ": region registered in another domain");
-        }
-        if (s.offset > r.memory.size() || s.length > r.memory.size() - s.offset) {
-            return fail(errc::out_of_range, std::string(what) + ": local range [" + n2s(s.offset) +
-                                                ", +" + n2s(s.length) + ") outside region of " +
-                                                n2s(r.memory.size()) + " bytes");
-        }
-        if (!has_all(r.uses, need)) {
-            return fail(errc::access_denied,
-                        std::string(what) + ": local region not registered for this use");
-        }
-        g.iov[g.count].iov_base = r.memory.data() + s.offset;
-        g.iov[g.count].iov_len = s.length;
-        g.desc[g.count] = r.desc;
-        ++g.count;
-        g.bytes += s.length;
-    }
-    return {};
-}
-
-result<void> posted(ssize_t ret, const connection_impl& c, const char* what, bool recv) {
-    if (ret == 0) {
-        return {};
-    }
-    if (ret == -FI_EAGAIN) {
-        return fail(errc::would_block,
-                    std::string(what) + ": " + (recv ? "receive" : "send") + " queue full (depth " +
-                        n2s(recv ? c.config.rq_size : c.config.sq_size) + "); reap completions");
-    }
-    if (!c.open) {
-        return fail(errc::disconnected, std::string(what) + ": connection is closed");
-    }
-    switch (-ret) {
-        case FI_ENOTCONN:
-        case FI_ECONNRESET:
-        case FI_ECONNABORTED:
-        case EPIPE:
-        case FI_ENOENT:  // sockets, once its peer is gone
-            return fail(errc::disconnected, std::string(what) + ": the connection is lost (" +
-                                                fabric_strerror(ret) + ")");
-        default:
-            return fail(fabric_error(static_cast<int>(ret), what));
-    }
-}
-
-}  // namespace
-
-result<void> check_open(const connection_impl& c, const char* what) {
-    if (!c.open.load()) {
-        return fail(errc::disconnected, std::string(what) + ": connection is not open");
-    }
-    return {};
-}
-
-result<void> check_imm(const connection_impl& c, std::uint64_t imm) {
-    const std::size_t bytes = c.dom->caps.cq_data_size;
-    if (bytes == 0) {
-        return fail(errc::not_supported, "immediate data: the provider has none");
-    }
-    if (bytes < 8 && (imm >> (8 * bytes)) != 0) {
-        char hex[24];
-        std::snprintf(hex, sizeof(hex), "0x%llx", static_cast<unsigned long long>(imm));
-        return fail(errc::too_large, std::string("immediate data ") + hex + " exceeds the " +
-                                         n2s(bytes) + "-byte immediate of this provider");
-    }
-    return {};
-}
-
-// Admission: the operation's record is its send- or receive-queue entry (and CQ entry). Every
-// operation is posted with FI_COMPLETION so its record always comes back; on_error only hides
-// successes from the application.
-result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind, bool recv,
-                         const char* what) {
-    if (opts.completion == completion_mode::at_post &&
-        ((kind != op::write && kind != op::send) || opts.callback != nullptr)) {
-        return fail(errc::invalid_argument,
-                    std::string(what) +
-                        ": completion_mode::at_post is for writes and sends "
-                        "without a callback (their bytes are copied at post)");
-    }
-    op_record* r = c.ops.take(recv ? queue::recv : queue::send);
-    if (r == nullptr) {
-        return fail(errc::would_block,
-                    std::string(what) + ": " + (recv ? "receive" : "send") + " queue full (depth " +
-                        n2s(recv ? c.config.rq_size : c.config.sq_size) + "); reap completions");
-    }
-    if (c.config.slots) {
-        auto l = c.config.slots->try_acquire(
-            units{}.with(recv ? unit::recv : unit::sq, 1).with(unit::cq, 1));
-        if (!l) {
-            c.ops.give(r);
-            return fail(l.error().code(),
-                        std::string(what) + ": shared slot pool: " + l.error().message());
-        }
-        r->held.units = std::move(*l);
-    }
-    r->user_context = opts.context;
-    r->callback = opts.callback;
-    r->kind = kind;
-    r->report_success = opts.completion == completion_mode::always;
-    return r;
-}
-
-// The post's outcome; a failed post gives its record back.
-result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what, bool recv) {
-    auto res = posted(ret, c, what, recv);
-    if (!res) {
-        op_holdings back = std::move(r->held);  // released after the record, outside its lock
-        c.ops.give(r);
-    }
-    return res;
-}
-
-namespace {
-
-enum class rma_kind { read, write, write_imm };
-
-result<void> check_at_post(const connection_impl& c, const op_options& opts, std::size_t bytes,
-                           const char* what) {
-    if (opts.completion == completion_mode::at_post && bytes > c.dom->caps.inject_size) {
-        return fail(errc::too_large, std::string(what) + ": " + n2s(bytes) +
-                                         " bytes cannot complete at post: the inject size is " +
-                                         n2s(c.dom->caps.inject_size));
-    }
-    return {};
-}
-
-result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_segment> local,
-                      const remote_region& remote, std::uint64_t remote_offset, std::uint64_t imm,
-                      const op_options& opts, pooled_buffer* bounce = nullptr) {
-    const char* what = kind == rma_kind::read    ? "read"
-                       : kind == rma_kind::write ? "write"
-                                                 : "write_with_imm";
-    if (auto r = check_open(c, what); !r) {
-        return r;
-    }
-    gathered g;
-    const usage local_need = kind == rma_kind::read ? usage::read_destination : usage::write_source;
-    if (auto r = gather(c, local, local_need, what, g); !r) {
-        return r;
-    }
-    const usage remote_need =
-        kind == rma_kind::read ? usage::read_source : usage::write_destination;
-    if (auto r = remote.check(remote_offset, g.bytes, remote_need); !r) {
-        return fail(r.error().code(), std::string(what) + ": " + r.error().message());
-    }
-    if (kind == rma_kind::write_imm) {
-        if (auto r = check_imm(c, imm); !r) {
-            return r;
-        }
-    }
-    if (kind == rma_kind::read && g.bytes == 0) {
-        return fail(errc::invalid_argument, "read: zero-length read");
-    }
-    const remote_iov rma{remote.address() + remote_offset, g.bytes, remote.key()};
-    if (auto r = check_at_post(c, opts, g.bytes, what); !r) {
-        return r;
-    }
-    auto rec = admit(c, opts, kind == rma_kind::read ? op::read : op::write, false, what);
-    if (!rec) {
-        return fail(rec.error());
-    }
-
-    if (kind == rma_kind::read) {
-        // A read's destination must outlive it: always signalled.
-        return submit(c, *rec,
-                      ep_read(c.ep.get(), g.iov, g.desc, g.count, rma, *rec, FI_COMPLETION), what,
-                      false);
-    }
-    const std::uint64_t flags = kind == rma_kind::write_imm ? FI_REMOTE_CQ_DATA : 0;
-    return post_maybe_quiet(c, *rec, g.bytes, opts, flags, what, bounce, [&](std::uint64_t f) {
-        return ep_write(c.ep.get(), g.iov, g.desc, g.count, rma, imm, *rec, f);
-    });
-}
-
-result<void> check_messaging(const connection_impl& c, const char* what) {
-    if (c.config.service_depth != 0) {
-        return fail(errc::bad_state, std::string(what) +
-                                         ": the connection has a service_depth and carries only "
-                                         "the target service's messages");
-    }
-    return {};
-}
-
-result<void> post_send(connection_impl& c, std::span<const local_segment> local, bool with_imm,
-                       std::uint64_t imm, const op_options& opts, pooled_buffer* bounce = nullptr) {
-    const char* what = with_imm ? "send_with_imm" : "send";
-    if (auto r = check_open(c, what); !r) {
-        return r;
-    }
-    if (auto r = check_messaging(c, what); !r) {
-        return r;
-    }
-    gathered g;
-    if (auto r = gather(c, local, usage::send, what, g); !r) {
-        return r;
-    }
-    if (with_imm) {
-        if (auto r = check_imm(c, imm); !r) {
-            return r;
-        }
-    }
-    if (auto r = check_at_post(c, opts, g.bytes, what); !r) {
-        return r;
-    }
-    auto rec = admit(c, opts, op::send, false, what);
-    if (!rec) {
-        return fail(rec.error());
-    }
-
-    return post_maybe_quiet(
-        c, *rec, g.bytes, opts, with_imm ? FI_REMOTE_CQ_DATA : 0, what, bounce,
-        [&](std::uint64_t f) { return ep_send(c.ep.get(), g.iov, g.desc, g.count, imm, *rec, f); });
-}
-
-}  // namespace
-
-result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t len, void* desc,
-                           bool (*hook)(void*, completion&), void* context) {
-    const bool recv = q == queue::recv;
-    const char* what = recv ? "service receive" : "service send";
-    if (auto r = check_open(c, what); !r) {
-        return r;
-    }
-    op_record* r = c.ops.take(q);
-    if (r == nullptr) {
-        return fail(errc::would_block, std::string(what) + ": no queue entry left");
-    }
-    r->user_context = context;
-    r->callback = nullptr;
-    r->internal = hook;
-    r->kind = recv ? op::recv : op::send;
-    r->report_success = true;
-    iovec iov{buf, len};
-    const ssize_t ret = recv ? ep_recv(c.ep.get(), &iov, &desc, 1, r, FI_COMPLETION)
-                             : ep_send(c.ep.get(), &iov, &desc, 1, 0, r, FI_COMPLETION);
-    auto res = submit(c, r, ret, what, recv);
-    if (res && recv) {
-        // tcp delivers a message that arrived before this receive only when the provider is
-        // called after the post, and a progress thread asleep on the CQ's fd is not woken by it.
-        // Inside a completion hook, driving a CQ here could deadlock: the progress thread does
-        // it. Without a progress thread, the application's next poll does.
-        cq_impl* q = c.rcq ? c.rcq.get() : c.cq.get();
-        if (q->progress_owned()) {
-            if (in_completion()) {
-                q->progress->kick(q);
-            } else {
-                q->pump();
-            }
-        }
-    }
-    return res;
-}
-
 }  // namespace detail
 
-// ---------------------------------------------------------------- public API
+// ---------------------------------------------------------------- public API: lifecycle
 
 connection::connection(std::unique_ptr<detail::connection_impl> impl) : impl_(std::move(impl)) {}
 connection::connection(connection&&) noexcept = default;
@@ -836,228 +477,11 @@ result<connection> connection::connect(const domain& dom, const std::string& hos
     return connection(std::move(impl));
 }
 
-result<void> connection::read(std::span<const local_segment> dst, const remote_region& src,
-                              std::uint64_t src_offset, op_options opts) {
-    return detail::post_rma(*impl_, detail::rma_kind::read, dst, src, src_offset, 0, opts);
-}
-result<void> connection::read(const memory_region& dst, std::size_t dst_offset,
-                              const remote_region& src, std::uint64_t src_offset,
-                              std::size_t length, op_options opts) {
-    const local_segment seg{&dst, dst_offset, length};
-    return read({&seg, 1}, src, src_offset, opts);
-}
-result<void> connection::write(std::span<const local_segment> src, const remote_region& dst,
-                               std::uint64_t dst_offset, op_options opts) {
-    return detail::post_rma(*impl_, detail::rma_kind::write, src, dst, dst_offset, 0, opts);
-}
-result<void> connection::write(const remote_region& dst, std::uint64_t dst_offset,
-                               const memory_region& src, std::size_t src_offset, std::size_t length,
-                               op_options opts) {
-    const local_segment seg{&src, src_offset, length};
-    return write({&seg, 1}, dst, dst_offset, opts);
-}
-result<void> connection::write_with_imm(std::span<const local_segment> src,
-                                        const remote_region& dst, std::uint64_t dst_offset,
-                                        std::uint64_t imm, op_options opts) {
-    return detail::post_rma(*impl_, detail::rma_kind::write_imm, src, dst, dst_offset, imm, opts);
-}
-result<void> connection::write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
-                                        const memory_region& src, std::size_t src_offset,
-                                        std::size_t length, std::uint64_t imm, op_options opts) {
-    const local_segment seg{&src, src_offset, length};
-    return write_with_imm({&seg, 1}, dst, dst_offset, imm, opts);
-}
-
-result<void> connection::send(std::span<const local_segment> src, op_options opts) {
-    return detail::post_send(*impl_, src, false, 0, opts);
-}
-result<void> connection::send(const memory_region& src, std::size_t offset, std::size_t length,
-                              op_options opts) {
-    const local_segment seg{&src, offset, length};
-    return send({&seg, 1}, opts);
-}
-result<void> connection::send_with_imm(std::span<const local_segment> src, std::uint64_t imm,
-                                       op_options opts) {
-    return detail::post_send(*impl_, src, true, imm, opts);
-}
-result<void> connection::send_with_imm(const memory_region& src, std::size_t offset,
-                                       std::size_t length, std::uint64_t imm, op_options opts) {
-    const local_segment seg{&src, offset, length};
-    return send_with_imm({&seg, 1}, imm, opts);
-}
-namespace {
-
-// Takes a bounce buffer from the connection's pool and copies `data` into it: the operation's
-// slot then holds it until completion.
-result<pooled_buffer> bounce_copy(detail::connection_impl& c, std::span<const std::byte> data,
-                                  const char* what) {
-    if (!c.config.bounce) {
-        return fail(errc::bad_state,
-                    std::string(what) + ": the connection has no connection_config::bounce pool");
-    }
-    if (data.size() > c.config.bounce.buffer_size()) {
-        return fail(errc::too_large, std::string(what) + ": " + std::to_string(data.size()) +
-                                         " bytes exceed the bounce buffers of " +
-                                         std::to_string(c.config.bounce.buffer_size()));
-    }
-    auto b = c.config.bounce.try_get();
-    if (!b) {
-        return fail(b.error().code(), std::string(what) + ": " + b.error().message());
-    }
-    if (!data.empty()) {
-        std::memcpy(b->data().data(), data.data(), data.size());
-    }
-    return b;
-}
-
-}  // namespace
-
-result<void> connection::write_copy(const remote_region& dst, std::uint64_t dst_offset,
-                                    std::span<const std::byte> data, op_options opts) {
-    auto& c = *impl_;
-    if (auto r = detail::check_open(c, "write_copy"); !r) {
-        return r;
-    }
-    auto b = bounce_copy(c, data, "write_copy");
-    if (!b) {
-        return fail(b.error());
-    }
-    const local_segment seg{&b->region(), b->offset(), data.size()};
-    return detail::post_rma(c, detail::rma_kind::write, {&seg, 1}, dst, dst_offset, 0, opts, &*b);
-}
-
-result<void> connection::send_copy(std::span<const std::byte> data, op_options opts) {
-    auto& c = *impl_;
-    if (auto r = detail::check_open(c, "send_copy"); !r) {
-        return r;
-    }
-    auto b = bounce_copy(c, data, "send_copy");
-    if (!b) {
-        return fail(b.error());
-    }
-    const local_segment seg{&b->region(), b->offset(), data.size()};
-    return detail::post_send(c, {&seg, 1}, false, 0, opts, &*b);
-}
-
-result<void> connection::recv(std::span<const local_segment> dst, op_options opts) {
-    auto& c = *impl_;
-    if (auto r = detail::check_open(c, "recv"); !r) {
-        return r;
-    }
-    if (auto r = detail::check_messaging(c, "recv"); !r) {
-        return r;
-    }
-    if (opts.completion != completion_mode::always) {
-        return fail(errc::invalid_argument,
-                    "recv: a receive always completes (it reports what arrived)");
-    }
-    detail::gathered g;
-    if (auto r = detail::gather(c, dst, usage::receive, "recv", g); !r) {
-        return r;
-    }
-    auto rec = detail::admit(c, opts, op::recv, true, "recv");
-    if (!rec) {
-        return fail(rec.error());
-    }
-    auto r = detail::submit(
-        c, *rec, detail::ep_recv(c.ep.get(), g.iov, g.desc, g.count, *rec, FI_COMPLETION), "recv",
-        true);
-    if (!r) {
-        return r;
-    } else if (detail::cq_impl* q = c.rcq ? c.rcq.get() : c.cq.get(); q->progress_owned()) {
-        // tcp holds a message that arrived before this receive until someone calls into the
-        // provider after the post: do it here rather than leave it to the progress thread
-        // (which does it when this runs inside a completion callback: driving here could
-        // deadlock).
-        if (detail::in_completion()) {
-            q->progress->kick(q);
-        } else {
-            q->pump();
-        }
-    }
-    return r;
-}
-result<void> connection::recv(const memory_region& dst, std::size_t offset, std::size_t length,
-                              op_options opts) {
-    const local_segment seg{&dst, offset, length};
-    return recv({&seg, 1}, opts);
-}
-
 completion_queue& connection::cq() noexcept {
     return impl_->cq->handle;
 }
 completion_queue* connection::rcq() noexcept {
     return impl_->rcq ? &impl_->rcq->handle : nullptr;
-}
-
-result<channel_event> connection::wait(std::chrono::milliseconds timeout) {
-    if (!impl_->channel) {
-        return fail(errc::bad_state,
-                    "connection::wait needs channel_mode::shared; wait on each CQ instead");
-    }
-    return impl_->channel->wait(timeout);
-}
-
-result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
-    auto& c = *impl_;
-    if (!c.eq) {
-        return fail(errc::bad_state, "next_event: connection is torn down");
-    }
-    // tcp notices a peer's close only while its data path progresses, so drive the CQs while
-    // waiting for the event queue: block on the EQ fd and on each CQ fd that can be armed.
-    const auto deadline = detail::deadline_after(timeout);
-    for (;;) {
-        pollfd fds[3];
-        nfds_t n = 0;
-        bool busy = false;
-        if (c.arm_events()) {
-            fds[n++] = {c.eq_fd, POLLIN, 0};
-        } else {
-            busy = true;
-        }
-        for (detail::cq_impl* q : {c.cq.get(), c.rcq.get()}) {
-            if (q == nullptr || q->progress_owned()) {
-                continue;  // the progress thread drives it; its events reach the EQ fd
-            }
-            if (q->shared) {
-                // Its reader drives it: arming it here would reset the wait signal under that
-                // reader. Look at the events on a short tick instead.
-                busy = true;
-                continue;
-            }
-            q->drive();
-            auto armed = q->trywait();
-            if (armed && *armed) {
-                fds[n++] = {q->fd, POLLIN, 0};
-            } else {
-                busy = true;  // completions wait for the application; re-drive on a short tick
-            }
-        }
-        c.poll_events();
-        {
-            std::lock_guard lock(c.event_mu);
-            if (c.pending_event) {
-                const conn_event e = *c.pending_event;
-                c.pending_event.reset();
-                return e;
-            }
-        }
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        deadline - std::chrono::steady_clock::now())
-                        .count();
-        if (left <= 0) {
-            return fail(errc::timed_out,
-                        "no connection event within " + std::to_string(timeout.count()) + " ms");
-        }
-        ::poll(fds, n, static_cast<int>(busy ? std::min<long>(left, 10) : left));
-    }
-}
-
-int connection::event_fd() const noexcept {
-    return impl_->eq_fd;
-}
-std::span<const std::byte> connection::peer_private_data() const noexcept {
-    return impl_->peer_data;
 }
 
 result<void> connection::close() {
@@ -1079,8 +503,8 @@ const connection_config& connection::config() const noexcept {
 }
 std::size_t connection::in_flight() const noexcept {
     if (impl_->config.service_depth != 0) {
-        // The receives are the service's own, always posted; count requests instead.
-        return impl_->ops.in_use(detail::queue::send) + detail::client_busy(*impl_);
+        // The receives are the extension's own, always posted; count its requests instead.
+        return impl_->ops.in_use(detail::queue::send) + impl_->extensions_busy();
     }
     return impl_->ops.in_use();
 }

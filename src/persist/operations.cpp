@@ -234,13 +234,14 @@ result<void> connection::flush(const remote_region& dst, std::uint64_t offset, s
     }
     // Read-after-write: a small read behind the writes on the same connection returns only once
     // they are placed. It lands in an 8-byte buffer of the connection's own.
-    std::call_once(c.scratch_once, [&] {
-        auto mr = memory_region::create(c.dom_handle, c.scratch_bytes, usage::read_destination);
+    detail::persist_conn& p = detail::persist_of(c);
+    std::call_once(p.scratch_once, [&] {
+        auto mr = memory_region::create(c.dom_handle, p.scratch_bytes, usage::read_destination);
         if (mr) {
-            c.scratch.emplace(std::move(*mr));
+            p.scratch.emplace(std::move(*mr));
         }
     });
-    if (!c.scratch) {
+    if (!p.scratch) {
         return fail(errc::provider_error, "flush: cannot register the read-after-write buffer");
     }
     const std::uint64_t at = std::min(offset, dst.length() - 1);
@@ -249,8 +250,8 @@ result<void> connection::flush(const remote_region& dst, std::uint64_t offset, s
     if (!rec) {
         return fail(rec.error());
     }
-    iovec iov{c.scratch_bytes.data(), n};
-    void* desc = c.scratch->impl()->desc;
+    iovec iov{p.scratch_bytes.data(), n};
+    void* desc = p.scratch->impl()->desc;
     const detail::remote_iov rma{dst.address() + at, n, dst.key()};
     return detail::submit(c, *rec,
                           detail::ep_read(c.ep.get(), &iov, &desc, 1, rma, *rec, FI_COMPLETION),

@@ -377,14 +377,21 @@ bool client_reply(void* context, completion& c) {
 
 }  // namespace
 
+persist_conn& persist_of(connection_impl& c) {
+    static constexpr char key = 0;  // its address names the extension
+    return static_cast<persist_conn&>(
+        c.extension(&key, [] { return std::unique_ptr<connection_extension>(new persist_conn); }));
+}
+
 result<service_conn*> client_side(connection_impl& c) {
-    std::lock_guard lock(c.svc_mu);
-    if (c.svc) {
-        if (c.svc->target) {
+    persist_conn& p = persist_of(c);
+    std::lock_guard lock(p.svc_mu);
+    if (p.svc) {
+        if (p.svc->target) {
             return fail(errc::bad_state,
                         "this connection serves the target service; it cannot also call it");
         }
-        return c.svc.get();
+        return p.svc.get();
     }
     auto s = make_service_conn(c, false);
     if (!s) {
@@ -396,7 +403,7 @@ result<service_conn*> client_side(connection_impl& c) {
         sc.free_slots.push_back(i);
     }
     // Installed before anything is posted: the receives' records point into it.
-    c.svc = std::move(*s);
+    p.svc = std::move(*s);
     for (std::uint32_t j = 0; j < sc.depth; ++j) {
         if (auto r = post_internal(c, queue::recv, sc.reply_buf(j), reply_size, desc_of(sc),
                                    client_reply, &sc.recv_refs[j]);
@@ -457,13 +464,13 @@ result<void> client_request(connection_impl& c, service_request rq, std::byte* r
     return r;
 }
 
-std::size_t client_busy(connection_impl& c) {
-    std::lock_guard lock(c.svc_mu);
-    if (!c.svc || c.svc->target) {
+std::size_t persist_conn::busy() const noexcept {
+    std::lock_guard lock(svc_mu);
+    if (!svc || svc->target) {
         return 0;
     }
-    std::lock_guard slots(c.svc->mu);
-    return c.svc->busy;
+    std::lock_guard slots(svc->mu);
+    return svc->busy;
 }
 
 }  // namespace detail
@@ -538,9 +545,10 @@ result<remote_region> target_service::expose(const memory_region& region) {
 
 result<void> target_service::serve(connection& conn) {
     auto& c = *conn.impl();
-    std::lock_guard lock(c.svc_mu);
-    if (c.svc) {
-        return fail(errc::bad_state, c.svc->target
+    detail::persist_conn& p = detail::persist_of(c);
+    std::lock_guard lock(p.svc_mu);
+    if (p.svc) {
+        return fail(errc::bad_state, p.svc->target
                                          ? "target_service: the connection is already served"
                                          : "target_service: the connection calls a service");
     }
@@ -554,7 +562,7 @@ result<void> target_service::serve(connection& conn) {
     }
     detail::service_conn& sc = **s;
     sc.core = core_;
-    c.svc = std::move(*s);  // before posting: the receives' records point into it
+    p.svc = std::move(*s);  // before posting: the receives' records point into it
     for (std::uint32_t j = 0; j < sc.depth; ++j) {
         if (auto r = detail::post_internal(c, detail::queue::recv, sc.request_buf(j),
                                            detail::request_size, detail::desc_of(sc),

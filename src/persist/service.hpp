@@ -1,6 +1,7 @@
 // src/persist/service.hpp — the target service's messages on one connection, both sides.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <remora/connection.hpp>
 #include <remora/memory_region.hpp>
 
+#include "core/extension.hpp"
 #include "persist/persist_impl.hpp"
 
 namespace remora::detail {
@@ -79,6 +81,23 @@ struct service_conn {
     }
 };
 
+// The persistence layer's state on one connection, attached to it as its extension
+// (core/extension.hpp): the service's messages in either role, and the read-after-write flush's
+// buffer. Destroyed with the connection, after its endpoint is closed.
+struct persist_conn final : connection_extension {
+    mutable std::mutex svc_mu;
+    std::unique_ptr<service_conn> svc;  // client or target side of the service, once used
+    std::once_flag scratch_once;        // the read-after-write flush's 8-byte destination
+    std::optional<memory_region> scratch;
+    std::array<std::byte, 8> scratch_bytes{};
+
+    // Client side: service requests in flight (connection::in_flight counts them).
+    std::size_t busy() const noexcept override;
+};
+
+// The connection's persistence state, attached on first use.
+persist_conn& persist_of(connection_impl& c);
+
 // Creates the connection's service state in the client role on first use (posts its reply
 // receives). errc::not_supported without a service depth, bad_state if it serves.
 result<service_conn*> client_side(connection_impl& c);
@@ -86,6 +105,5 @@ result<service_conn*> client_side(connection_impl& c);
 // reply arrives. `result` receives the old value for compare_swap and fetch_add.
 result<void> client_request(connection_impl& c, service_request rq, std::byte* result,
                             const op_options& opts);
-std::size_t client_busy(connection_impl& c);
 
 }  // namespace remora::detail

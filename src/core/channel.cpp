@@ -1,0 +1,194 @@
+#include <remora/completion_channel.hpp>
+#include <remora/completion_queue.hpp>
+#include <remora/domain.hpp>
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "core/impl.hpp"
+#include "fabric/cq.hpp"
+
+#include "core/cq_read.hpp"
+
+// Completion channels: one epoll set over CQs and connections' event queues, and the public
+// completion_channel handle.
+
+namespace remora {
+namespace detail {
+
+// ---------------------------------------------------------------- channel
+
+result<void> channel_impl::attach(cq_impl* cq) {
+    std::lock_guard lock(mu);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = &cq->source;
+    if (epoll_ctl(epfd.get(), EPOLL_CTL_ADD, cq->wait_fd(), &ev) != 0) {
+        return fail(errc::provider_error,
+                    std::string("completion channel: epoll_ctl ADD: ") + std::strerror(errno));
+    }
+    cqs.push_back(cq);
+    return {};
+}
+
+void channel_impl::detach(cq_impl* cq) {
+    std::lock_guard lock(mu);
+    epoll_ctl(epfd.get(), EPOLL_CTL_DEL, cq->wait_fd(), nullptr);
+    cqs.erase(std::remove(cqs.begin(), cqs.end(), cq), cqs.end());
+}
+
+result<void> channel_impl::attach_events(connection_impl* conn) {
+    std::lock_guard lock(mu);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = &conn->source;
+    if (epoll_ctl(epfd.get(), EPOLL_CTL_ADD, conn->eq_fd, &ev) != 0) {
+        return fail(errc::provider_error,
+                    std::string("completion channel: epoll_ctl ADD: ") + std::strerror(errno));
+    }
+    conns.push_back(conn);
+    return {};
+}
+
+void channel_impl::detach_events(connection_impl* conn) {
+    std::lock_guard lock(mu);
+    epoll_ctl(epfd.get(), EPOLL_CTL_DEL, conn->eq_fd, nullptr);
+    conns.erase(std::remove(conns.begin(), conns.end(), conn), conns.end());
+}
+
+result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
+    const auto deadline = deadline_after(timeout);
+    auto event_for = [](cq_impl* cq, std::size_t ready) {
+        return channel_event{&cq->handle, cq->kind, cq->tag, ready};
+    };
+    for (;;) {
+        {
+            // Arm every CQ; one that cannot be armed has completions pending: report it.
+            std::lock_guard lock(mu);
+            const std::size_t n = cqs.size();
+            for (std::size_t i = 0; i < n; ++i) {
+                cq_impl* cq = cqs[(next + i) % n];
+                auto armed = cq->trywait();
+                if (!armed) {
+                    return fail(armed.error());
+                }
+                if (!*armed) {
+                    auto ready = cq->fill_stash();
+                    if (!ready) {
+                        return fail(ready.error());
+                    }
+                    next = (next + i + 1) % n;
+                    return event_for(cq, *ready);
+                }
+            }
+            // Arm the connections' event queues too; pending events are read now, and a
+            // disconnect's canceled completions show up on the next arming pass.
+            bool events_read = false;
+            for (connection_impl* c : conns) {
+                events_read = !c->arm_events() || events_read;
+            }
+            if (events_read) {
+                continue;
+            }
+        }
+        if (clock::now() >= deadline && timeout.count() > 0) {
+            return fail(errc::timed_out, "no completion channel event within " +
+                                             std::to_string(timeout.count()) + " ms");
+        }
+        epoll_event evs[1];
+        int wait_ms = remaining_ms(deadline);
+        {
+            std::lock_guard lock(mu);
+            // Providers that notice a dead peer only when called into get a liveness slice.
+            for (connection_impl* c : conns) {
+                const auto slice = static_cast<int>(c->dom->liveness_interval.count());
+                if (slice > 0) {
+                    wait_ms = std::min(wait_ms, slice);
+                }
+            }
+        }
+        int rc = epoll_wait(epfd.get(), evs, 1, wait_ms);
+        if (rc < 0 && errno == EINTR) {
+            continue;
+        }
+        if (rc == 0 && clock::now() < deadline) {
+            std::lock_guard lock(mu);
+            for (connection_impl* c : conns) {
+                c->drive();
+            }
+            continue;
+        }
+        if (rc < 0) {
+            return fail(errc::provider_error,
+                        std::string("completion channel: epoll_wait: ") + std::strerror(errno));
+        }
+        if (rc == 0) {
+            return fail(errc::timed_out, "no completion channel event within " +
+                                             std::to_string(timeout.count()) + " ms");
+        }
+        std::lock_guard lock(mu);
+        // Identify the source by address before touching it: its connection may have been
+        // detached and destroyed since epoll_wait returned.
+        const void* src = evs[0].data.ptr;
+        auto conn_it = std::find_if(conns.begin(), conns.end(),
+                                    [&](connection_impl* c) { return &c->source == src; });
+        if (conn_it != conns.end()) {
+            // A connection event: a disconnect cancels what the provider did not flush; the
+            // arming pass above then reports the CQs those completions landed on.
+            (*conn_it)->poll_events();
+            continue;
+        }
+        auto cq_it =
+            std::find_if(cqs.begin(), cqs.end(), [&](cq_impl* q) { return &q->source == src; });
+        if (cq_it == cqs.end()) {
+            continue;  // detached meanwhile
+        }
+        cq_impl* cq = *cq_it;
+        auto ready = cq->fill_stash();
+        if (!ready) {
+            return fail(ready.error());
+        }
+        return event_for(cq, *ready);
+    }
+}
+}  // namespace detail
+
+result<completion_channel> completion_channel::create() {
+    auto impl = std::make_shared<detail::channel_impl>();
+    impl->epfd = detail::unique_fd(epoll_create1(EPOLL_CLOEXEC));
+    if (impl->epfd.get() < 0) {
+        return fail(errc::provider_error,
+                    std::string("completion channel: epoll_create1: ") + std::strerror(errno));
+    }
+    completion_channel ch;
+    ch.impl_ = std::move(impl);
+    return ch;
+}
+
+int completion_channel::fd() const noexcept {
+    return impl_ ? impl_->epfd.get() : -1;
+}
+
+result<channel_event> completion_channel::wait(std::chrono::milliseconds timeout) {
+    if (!impl_) {
+        return fail(errc::bad_state, "wait on an empty completion_channel handle");
+    }
+    return impl_->wait(timeout);
+}
+
+std::size_t completion_channel::attached() const noexcept {
+    if (!impl_) {
+        return 0;
+    }
+    std::lock_guard lock(impl_->mu);
+    return impl_->cqs.size();
+}
+
+}  // namespace remora

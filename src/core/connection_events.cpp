@@ -1,0 +1,185 @@
+#include <remora/connection.hpp>
+
+#include <poll.h>
+
+#include <cstring>
+
+#include "core/impl.hpp"
+#include "fabric/cq.hpp"
+#include "fabric/endpoint.hpp"
+#include "fabric/eq.hpp"
+
+// A connection's events: reading its event queue (connect, close, loss), cancelling the
+// receives a provider keeps, and the waits that watch for them.
+
+namespace remora {
+namespace detail {
+
+using namespace std::chrono;
+
+result<eq_event> read_eq(fid_eq* eq, milliseconds timeout, std::size_t max_data,
+                         std::vector<std::byte>* err_data) {
+    std::vector<std::byte> buf(sizeof(fi_eq_cm_entry) + max_data);
+    std::uint32_t event = 0;
+    const auto deadline = deadline_after(timeout);
+    for (;;) {
+        auto left = duration_cast<milliseconds>(deadline - steady_clock::now()).count();
+        if (left < 0) {
+            left = 0;
+        }
+        ssize_t n = eq_sread(eq, &event, buf.data(), buf.size(), static_cast<int>(left));
+        if (n >= 0) {
+            eq_event ev;
+            ev.event = event;
+            if (static_cast<std::size_t>(n) >= sizeof(fi_eq_cm_entry)) {
+                fi_eq_cm_entry entry;
+                std::memcpy(&entry, buf.data(), sizeof(entry));
+                ev.info = entry.info;
+                ev.data.assign(buf.begin() + sizeof(fi_eq_cm_entry), buf.begin() + n);
+            }
+            return ev;
+        }
+        if (n == -FI_EAVAIL) {
+            fi_eq_err_entry err{};
+            ssize_t r = eq_readerr(eq, &err);
+            if (r < 0) {
+                return fail(fabric_error(static_cast<int>(r), "fi_eq_readerr"));
+            }
+            if (err_data != nullptr && err.err_data != nullptr && err.err_data_size > 0) {
+                auto* p = static_cast<const std::byte*>(err.err_data);
+                err_data->assign(p, p + err.err_data_size);
+            }
+            return fail(error(status_from_fi(err.err),
+                              std::string("connection event error: ") + fabric_strerror(err.err)));
+        }
+        if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT) {
+            if (steady_clock::now() >= deadline) {
+                return fail(errc::timed_out, "no connection event within " +
+                                                 std::to_string(timeout.count()) + " ms");
+            }
+            continue;
+        }
+        return fail(fabric_error(static_cast<int>(n), "fi_eq_sread"));
+    }
+}
+
+void connection_impl::cancel_receives() {
+    if (!ep) {
+        return;
+    }
+    for (op_record* r : ops.posted_recvs()) {
+        ep_cancel(ep.as_fid(), r);
+    }
+}
+
+void connection_impl::poll_events() {
+    std::lock_guard lock(event_mu);
+    if (!eq || pending_event || !established) {
+        return;
+    }
+    auto ev = read_eq(eq.get(), milliseconds(0), dom->caps.cm_data_size, nullptr);
+    if (!ev) {
+        if (ev.error() == errc::timed_out) {
+            return;
+        }
+        pending_event = conn_event::lost;
+    } else if (ev->event == FI_SHUTDOWN) {
+        pending_event = conn_event::closed;
+    } else {
+        return;  // nothing else is expected on an established connection
+    }
+    open = false;
+    cancel_receives();
+}
+
+void connection_impl::drive() {
+    for (cq_impl* q : {cq.get(), rcq.get()}) {
+        if (q != nullptr) {
+            q->drive();
+        }
+    }
+    poll_events();
+}
+
+bool connection_impl::arm_events() {
+    if (!eq) {
+        return false;
+    }
+    if (trywait(dom->fabric.get(), eq.as_fid()) == 0) {
+        return true;
+    }
+    poll_events();
+    return false;
+}
+}  // namespace detail
+
+result<channel_event> connection::wait(std::chrono::milliseconds timeout) {
+    if (!impl_->channel) {
+        return fail(errc::bad_state,
+                    "connection::wait needs channel_mode::shared; wait on each CQ instead");
+    }
+    return impl_->channel->wait(timeout);
+}
+
+result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
+    auto& c = *impl_;
+    if (!c.eq) {
+        return fail(errc::bad_state, "next_event: connection is torn down");
+    }
+    // tcp notices a peer's close only while its data path progresses, so drive the CQs while
+    // waiting for the event queue: block on the EQ fd and on each CQ fd that can be armed.
+    const auto deadline = detail::deadline_after(timeout);
+    for (;;) {
+        pollfd fds[3];
+        nfds_t n = 0;
+        bool busy = false;
+        if (c.arm_events()) {
+            fds[n++] = {c.eq_fd, POLLIN, 0};
+        } else {
+            busy = true;
+        }
+        for (detail::cq_impl* q : {c.cq.get(), c.rcq.get()}) {
+            if (q == nullptr || q->progress_owned()) {
+                continue;  // the progress thread drives it; its events reach the EQ fd
+            }
+            if (q->shared) {
+                // Its reader drives it: arming it here would reset the wait signal under that
+                // reader. Look at the events on a short tick instead.
+                busy = true;
+                continue;
+            }
+            q->drive();
+            auto armed = q->trywait();
+            if (armed && *armed) {
+                fds[n++] = {q->fd, POLLIN, 0};
+            } else {
+                busy = true;  // completions wait for the application; re-drive on a short tick
+            }
+        }
+        c.poll_events();
+        {
+            std::lock_guard lock(c.event_mu);
+            if (c.pending_event) {
+                const conn_event e = *c.pending_event;
+                c.pending_event.reset();
+                return e;
+            }
+        }
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now())
+                        .count();
+        if (left <= 0) {
+            return fail(errc::timed_out,
+                        "no connection event within " + std::to_string(timeout.count()) + " ms");
+        }
+        ::poll(fds, n, static_cast<int>(busy ? std::min<long>(left, 10) : left));
+    }
+}
+
+int connection::event_fd() const noexcept {
+    return impl_->eq_fd;
+}
+std::span<const std::byte> connection::peer_private_data() const noexcept {
+    return impl_->peer_data;
+}
+}  // namespace remora

@@ -1,0 +1,175 @@
+// src/core/connection_impl.hpp — the state behind connection, and the posting steps its operations
+// share (remora::detail).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include <remora/connection.hpp>
+#include <remora/domain.hpp>
+
+#include "core/cq_impl.hpp"
+#include "core/domain_impl.hpp"
+#include "core/extension.hpp"
+#include "core/holding.hpp"
+#include "core/op_pool.hpp"
+#include "fabric/fabric.hpp"
+
+namespace remora::detail {
+
+inline constexpr std::size_t max_segments = 16;  // scatter-gather entries gathered on the stack
+
+struct connection_impl {
+    std::shared_ptr<domain_impl> dom;
+    domain dom_handle;
+    connection_config config;
+    eq_handle eq;
+    int eq_fd = -1;
+    std::shared_ptr<cq_impl> cq;   // private, or a shared_completion_queue's
+    std::shared_ptr<cq_impl> rcq;  // likewise
+    std::size_t cq_reserved = 0;   // entries reserved on a shared CQ / RCQ
+    std::size_t rcq_reserved = 0;
+    std::shared_ptr<channel_impl> channel;  // shared mode only
+    info_ptr ep_info;                       // outlives ep: sockets keeps a shallow copy of it
+    ep_handle ep;
+    std::vector<std::byte> peer_data;
+    std::atomic<bool> open{false};
+    bool progress_watched = false;
+    op_pool ops;
+    channel_source source{nullptr, this};
+    std::mutex event_mu;
+    std::optional<conn_event> pending_event;  // read by a CQ or channel wait, for next_event
+    bool established = false;                 // FI_CONNECTED seen: later events are poll_events'
+    // Extensions of the layers above (persistence), one per key, created on first use; destroyed
+    // after the destructor's body (the endpoint is closed by then). See extension.hpp.
+    mutable std::mutex ext_mu;
+    std::vector<std::pair<const void*, std::unique_ptr<connection_extension>>> extensions;
+    // Run once the endpoint is closed, when the connection is destroyed: a receive_pool takes
+    // back the slots still posted here (the provider no longer writes into them).
+    std::mutex hooks_mu;
+    std::vector<std::function<void(connection_impl&)>> on_destroy;
+    std::mutex signal_mu;  // selective signalling: decision, post and ring in one order
+    std::uint32_t since_signal = 0;
+
+    // Reads the event queue without blocking. A close or loss marks the connection closed,
+    // cancels receives the provider did not flush, and is kept for next_event().
+    void poll_events();
+    // Calls into the provider for this connection (a zero-length CQ read) and reads events.
+    void drive();
+    // Arms the event queue's fd (fi_trywait) so it may be blocked on; when events are pending
+    // it reads them (poll_events) and returns false: do not block on the fd this time.
+    bool arm_events();
+    void cancel_receives();
+    // The extension registered under `key` (the address of something of its layer's own),
+    // created with make() on first use.
+    connection_extension& extension(const void* key,
+                                    std::unique_ptr<connection_extension> (*make)());
+    // The sum of the extensions' busy().
+    std::size_t extensions_busy() const noexcept;
+
+    explicit connection_impl(std::shared_ptr<domain_impl> d);
+    ~connection_impl();
+    static domain make_domain_handle(const std::shared_ptr<domain_impl>& d);
+
+    // Creates CQs, channel and endpoint for `info` (client: from fi_getinfo; server: from the
+    // connection request) and enables it.
+    result<void> setup(const fi_info* info, const connection_config& cfg);
+    // Waits on the EQ for FI_CONNECTED; returns the event data (peer private data).
+    result<void> await_connected(std::chrono::milliseconds timeout, bool client);
+    void teardown();
+};
+
+// Posts a library-internal send or receive of [buf, buf + len) (registered with `desc`) on `c`
+// with an entry from `q`; its completion goes to hook(context, c). A receive posted here does
+// not drive the provider (it may run inside a completion hook).
+result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t len, void* desc,
+                           bool (*hook)(void*, completion&), void* context);
+
+// Posting steps shared by every operation: the connection is open; admission takes the
+// operation's record (its queue and CQ entries) or fails with would_block; submit turns the
+// provider's return into the result and gives the record back on failure.
+result<void> check_open(const connection_impl& c, const char* what);
+result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind, bool recv,
+                         const char* what);
+result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what, bool recv);
+// Takes {sq 1, cq 1} (or {recv 1, cq 1}) from connection_config::slots into `out`, or fails
+// with the pool's error. Defined by the slots layer (src/slots/connection_resources.cpp): the one
+// call the endpoint layer makes into a layer above it, because the budget is the connection's own
+// configuration; see the note there.
+result<void> take_slot_units(const connection_config& cfg, bool recv, const char* what,
+                             op_holding& out);
+
+// The operation builders behind the public posts. `bounce`, when given, is the buffer the
+// local segments point into (write_copy, send_copy): see post_maybe_quiet.
+enum class rma_kind { read, write, write_imm };
+result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_segment> local,
+                      const remote_region& remote, std::uint64_t remote_offset, std::uint64_t imm,
+                      const op_options& opts, op_holding* bounce = nullptr);
+result<void> post_send(connection_impl& c, std::span<const local_segment> local, bool with_imm,
+                       std::uint64_t imm, const op_options& opts, op_holding* bounce = nullptr);
+// Posts a write or send through `post(flags)`, adding FI_COMPLETION, or with selective
+// signalling on and the operation eligible (no callback, completion_mode::on_error or at_post,
+// at most the inject size so its buffer is free at once, and fewer than signal_every - 1
+// unsignalled in a row) FI_INJECT without a completion. at_post always injects.
+// A bounce buffer (write_copy, send_copy) is held by the operation's slot until its completion,
+// unless the operation is injected: the provider has copied it when the post returns, and it
+// goes back to its pool then.
+template <class Post>
+result<void> post_maybe_quiet(connection_impl& c, op_record* r, std::size_t bytes,
+                              const op_options& opts, std::uint64_t flags, const char* what,
+                              op_holding* bounce, Post&& post) {
+    const bool at_post = opts.completion == completion_mode::at_post;
+    if (at_post) {
+        flags |= FI_INJECT;  // the bytes are the provider's when the post returns
+    }
+    if (c.config.signal_every <= 1) {
+        if (bounce != nullptr && !at_post) {
+            r->held.bounce = std::move(*bounce);
+        }
+        return submit(c, r, post(flags | FI_COMPLETION), what, false);
+    }
+    std::lock_guard lock(c.signal_mu);
+    const bool quiet = opts.callback == nullptr && opts.completion != completion_mode::always &&
+                       bytes <= c.dom->caps.inject_size &&
+                       c.since_signal + 1 < c.config.signal_every;
+    if (bounce != nullptr && !quiet && !at_post) {
+        r->held.bounce = std::move(*bounce);
+    }
+    if (quiet) {
+        c.ops.push_quiet(r);
+    } else {
+        c.ops.mark_signalled(r);
+    }
+    const ssize_t ret = post(quiet ? (flags | FI_INJECT) : (flags | FI_COMPLETION));
+    if (ret == 0) {
+        c.since_signal = quiet ? c.since_signal + 1 : 0;
+    } else if (quiet) {
+        c.ops.unpush_quiet(r);
+    }
+    return submit(c, r, ret, what, false);
+}
+
+// First byte of the private data of every reject() remora sends.
+inline constexpr std::byte reject_marker{0x52};
+
+// Reads one event from an EQ with a timeout. Returns the event number and fills `buf`; an error
+// event is returned as the error (with its err_data copied into `err_data`).
+struct eq_event {
+    std::uint32_t event = 0;
+    fi_info* info = nullptr;  // FI_CONNREQ only; owner must free
+    std::vector<std::byte> data;
+};
+result<eq_event> read_eq(fid_eq* eq, std::chrono::milliseconds timeout, std::size_t max_data,
+                         std::vector<std::byte>* err_data);
+
+}  // namespace remora::detail

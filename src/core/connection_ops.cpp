@@ -1,0 +1,397 @@
+#include <remora/connection.hpp>
+
+#include <cstring>
+
+#include "core/impl.hpp"
+#include "fabric/cq.hpp"
+#include "fabric/endpoint.hpp"
+
+// A connection's operation builders: gather and check the arguments, admit (take the
+// operation's record: its queue and CQ entries), post to the provider, submit the outcome.
+
+namespace remora {
+namespace detail {
+
+namespace {
+
+std::string n2s(std::size_t v) {
+    return std::to_string(v);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- posting
+
+namespace {
+
+struct gathered {
+    static constexpr std::size_t max = max_segments;
+    iovec iov[max];
+    void* desc[max];
+    std::size_t count = 0;
+    std::size_t bytes = 0;
+};
+
+result<void> gather(const connection_impl& c, std::span<const local_segment> segs, usage need,
+                    const char* what, gathered& g) {
+    if (segs.size() > c.config.max_sge || segs.size() > gathered::max) {
+        return fail(errc::too_large, std::string(what) + ": " + n2s(segs.size()) +
+                                         " segments exceed max_sge " + n2s(c.config.max_sge));
+    }
+    for (const local_segment& s : segs) {
+        if (s.region == nullptr) {
+            return fail(errc::invalid_argument, std::string(what) + ": segment without a region");
+        }
+        const region_impl& r = *s.region->impl();
+        if (r.dom != c.dom) {
+            return fail(errc::invalid_argument,
+                        std::string(what) + ": region registered in another domain");
+        }
+        if (s.offset > r.memory.size() || s.length > r.memory.size() - s.offset) {
+            return fail(errc::out_of_range, std::string(what) + ": local range [" + n2s(s.offset) +
+                                                ", +" + n2s(s.length) + ") outside region of " +
+                                                n2s(r.memory.size()) + " bytes");
+        }
+        if (!has_all(r.uses, need)) {
+            return fail(errc::access_denied,
+                        std::string(what) + ": local region not registered for this use");
+        }
+        g.iov[g.count].iov_base = r.memory.data() + s.offset;
+        g.iov[g.count].iov_len = s.length;
+        g.desc[g.count] = r.desc;
+        ++g.count;
+        g.bytes += s.length;
+    }
+    return {};
+}
+
+result<void> posted(ssize_t ret, const connection_impl& c, const char* what, bool recv) {
+    if (ret == 0) {
+        return {};
+    }
+    if (ret == -FI_EAGAIN) {
+        return fail(errc::would_block,
+                    std::string(what) + ": " + (recv ? "receive" : "send") + " queue full (depth " +
+                        n2s(recv ? c.config.rq_size : c.config.sq_size) + "); reap completions");
+    }
+    if (!c.open) {
+        return fail(errc::disconnected, std::string(what) + ": connection is closed");
+    }
+    switch (-ret) {
+        case FI_ENOTCONN:
+        case FI_ECONNRESET:
+        case FI_ECONNABORTED:
+        case EPIPE:
+        case FI_ENOENT:  // sockets, once its peer is gone
+            return fail(errc::disconnected, std::string(what) + ": the connection is lost (" +
+                                                fabric_strerror(ret) + ")");
+        default:
+            return fail(fabric_error(static_cast<int>(ret), what));
+    }
+}
+
+}  // namespace
+
+result<void> check_open(const connection_impl& c, const char* what) {
+    if (!c.open.load()) {
+        return fail(errc::disconnected, std::string(what) + ": connection is not open");
+    }
+    return {};
+}
+
+result<void> check_imm(const connection_impl& c, std::uint64_t imm) {
+    const std::size_t bytes = c.dom->caps.cq_data_size;
+    if (bytes == 0) {
+        return fail(errc::not_supported, "immediate data: the provider has none");
+    }
+    if (bytes < 8 && (imm >> (8 * bytes)) != 0) {
+        char hex[24];
+        std::snprintf(hex, sizeof(hex), "0x%llx", static_cast<unsigned long long>(imm));
+        return fail(errc::too_large, std::string("immediate data ") + hex + " exceeds the " +
+                                         n2s(bytes) + "-byte immediate of this provider");
+    }
+    return {};
+}
+
+// Admission: the operation's record is its send- or receive-queue entry (and CQ entry). Every
+// operation is posted with FI_COMPLETION so its record always comes back; on_error only hides
+// successes from the application.
+result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind, bool recv,
+                         const char* what) {
+    if (opts.completion == completion_mode::at_post &&
+        ((kind != op::write && kind != op::send) || opts.callback != nullptr)) {
+        return fail(errc::invalid_argument,
+                    std::string(what) +
+                        ": completion_mode::at_post is for writes and sends "
+                        "without a callback (their bytes are copied at post)");
+    }
+    op_record* r = c.ops.take(recv ? queue::recv : queue::send);
+    if (r == nullptr) {
+        return fail(errc::would_block,
+                    std::string(what) + ": " + (recv ? "receive" : "send") + " queue full (depth " +
+                        n2s(recv ? c.config.rq_size : c.config.sq_size) + "); reap completions");
+    }
+    if (c.config.slots) {
+        if (auto l = take_slot_units(c.config, recv, what, r->held.units); !l) {
+            c.ops.give(r);
+            return fail(l.error());
+        }
+    }
+    r->user_context = opts.context;
+    r->callback = opts.callback;
+    r->kind = kind;
+    r->report_success = opts.completion == completion_mode::always;
+    return r;
+}
+
+// The post's outcome; a failed post gives its record back.
+result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what, bool recv) {
+    auto res = posted(ret, c, what, recv);
+    if (!res) {
+        op_holdings back = std::move(r->held);  // released after the record, outside its lock
+        c.ops.give(r);
+    }
+    return res;
+}
+
+namespace {
+
+result<void> check_at_post(const connection_impl& c, const op_options& opts, std::size_t bytes,
+                           const char* what) {
+    if (opts.completion == completion_mode::at_post && bytes > c.dom->caps.inject_size) {
+        return fail(errc::too_large, std::string(what) + ": " + n2s(bytes) +
+                                         " bytes cannot complete at post: the inject size is " +
+                                         n2s(c.dom->caps.inject_size));
+    }
+    return {};
+}
+
+}  // namespace
+
+result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_segment> local,
+                      const remote_region& remote, std::uint64_t remote_offset, std::uint64_t imm,
+                      const op_options& opts, op_holding* bounce) {
+    const char* what = kind == rma_kind::read    ? "read"
+                       : kind == rma_kind::write ? "write"
+                                                 : "write_with_imm";
+    if (auto r = check_open(c, what); !r) {
+        return r;
+    }
+    gathered g;
+    const usage local_need = kind == rma_kind::read ? usage::read_destination : usage::write_source;
+    if (auto r = gather(c, local, local_need, what, g); !r) {
+        return r;
+    }
+    const usage remote_need =
+        kind == rma_kind::read ? usage::read_source : usage::write_destination;
+    if (auto r = remote.check(remote_offset, g.bytes, remote_need); !r) {
+        return fail(r.error().code(), std::string(what) + ": " + r.error().message());
+    }
+    if (kind == rma_kind::write_imm) {
+        if (auto r = check_imm(c, imm); !r) {
+            return r;
+        }
+    }
+    if (kind == rma_kind::read && g.bytes == 0) {
+        return fail(errc::invalid_argument, "read: zero-length read");
+    }
+    const remote_iov rma{remote.address() + remote_offset, g.bytes, remote.key()};
+    if (auto r = check_at_post(c, opts, g.bytes, what); !r) {
+        return r;
+    }
+    auto rec = admit(c, opts, kind == rma_kind::read ? op::read : op::write, false, what);
+    if (!rec) {
+        return fail(rec.error());
+    }
+
+    if (kind == rma_kind::read) {
+        // A read's destination must outlive it: always signalled.
+        return submit(c, *rec,
+                      ep_read(c.ep.get(), g.iov, g.desc, g.count, rma, *rec, FI_COMPLETION), what,
+                      false);
+    }
+    const std::uint64_t flags = kind == rma_kind::write_imm ? FI_REMOTE_CQ_DATA : 0;
+    return post_maybe_quiet(c, *rec, g.bytes, opts, flags, what, bounce, [&](std::uint64_t f) {
+        return ep_write(c.ep.get(), g.iov, g.desc, g.count, rma, imm, *rec, f);
+    });
+}
+
+namespace {
+
+result<void> check_messaging(const connection_impl& c, const char* what) {
+    if (c.config.service_depth != 0) {
+        return fail(errc::bad_state, std::string(what) +
+                                         ": the connection has a service_depth and carries only "
+                                         "the target service's messages");
+    }
+    return {};
+}
+
+}  // namespace
+
+result<void> post_send(connection_impl& c, std::span<const local_segment> local, bool with_imm,
+                       std::uint64_t imm, const op_options& opts, op_holding* bounce) {
+    const char* what = with_imm ? "send_with_imm" : "send";
+    if (auto r = check_open(c, what); !r) {
+        return r;
+    }
+    if (auto r = check_messaging(c, what); !r) {
+        return r;
+    }
+    gathered g;
+    if (auto r = gather(c, local, usage::send, what, g); !r) {
+        return r;
+    }
+    if (with_imm) {
+        if (auto r = check_imm(c, imm); !r) {
+            return r;
+        }
+    }
+    if (auto r = check_at_post(c, opts, g.bytes, what); !r) {
+        return r;
+    }
+    auto rec = admit(c, opts, op::send, false, what);
+    if (!rec) {
+        return fail(rec.error());
+    }
+
+    return post_maybe_quiet(
+        c, *rec, g.bytes, opts, with_imm ? FI_REMOTE_CQ_DATA : 0, what, bounce,
+        [&](std::uint64_t f) { return ep_send(c.ep.get(), g.iov, g.desc, g.count, imm, *rec, f); });
+}
+
+result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t len, void* desc,
+                           bool (*hook)(void*, completion&), void* context) {
+    const bool recv = q == queue::recv;
+    const char* what = recv ? "service receive" : "service send";
+    if (auto r = check_open(c, what); !r) {
+        return r;
+    }
+    op_record* r = c.ops.take(q);
+    if (r == nullptr) {
+        return fail(errc::would_block, std::string(what) + ": no queue entry left");
+    }
+    r->user_context = context;
+    r->callback = nullptr;
+    r->internal = hook;
+    r->kind = recv ? op::recv : op::send;
+    r->report_success = true;
+    iovec iov{buf, len};
+    const ssize_t ret = recv ? ep_recv(c.ep.get(), &iov, &desc, 1, r, FI_COMPLETION)
+                             : ep_send(c.ep.get(), &iov, &desc, 1, 0, r, FI_COMPLETION);
+    auto res = submit(c, r, ret, what, recv);
+    if (res && recv) {
+        // tcp delivers a message that arrived before this receive only when the provider is
+        // called after the post, and a progress thread asleep on the CQ's fd is not woken by it.
+        // Inside a completion hook, driving a CQ here could deadlock: the progress thread does
+        // it. Without a progress thread, the application's next poll does.
+        cq_impl* q = c.rcq ? c.rcq.get() : c.cq.get();
+        if (q->progress_owned()) {
+            if (in_completion()) {
+                q->progress->kick(q);
+            } else {
+                q->pump();
+            }
+        }
+    }
+    return res;
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------- public API: operations
+
+result<void> connection::read(std::span<const local_segment> dst, const remote_region& src,
+                              std::uint64_t src_offset, op_options opts) {
+    return detail::post_rma(*impl_, detail::rma_kind::read, dst, src, src_offset, 0, opts);
+}
+result<void> connection::read(const memory_region& dst, std::size_t dst_offset,
+                              const remote_region& src, std::uint64_t src_offset,
+                              std::size_t length, op_options opts) {
+    const local_segment seg{&dst, dst_offset, length};
+    return read({&seg, 1}, src, src_offset, opts);
+}
+result<void> connection::write(std::span<const local_segment> src, const remote_region& dst,
+                               std::uint64_t dst_offset, op_options opts) {
+    return detail::post_rma(*impl_, detail::rma_kind::write, src, dst, dst_offset, 0, opts);
+}
+result<void> connection::write(const remote_region& dst, std::uint64_t dst_offset,
+                               const memory_region& src, std::size_t src_offset, std::size_t length,
+                               op_options opts) {
+    const local_segment seg{&src, src_offset, length};
+    return write({&seg, 1}, dst, dst_offset, opts);
+}
+result<void> connection::write_with_imm(std::span<const local_segment> src,
+                                        const remote_region& dst, std::uint64_t dst_offset,
+                                        std::uint64_t imm, op_options opts) {
+    return detail::post_rma(*impl_, detail::rma_kind::write_imm, src, dst, dst_offset, imm, opts);
+}
+result<void> connection::write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
+                                        const memory_region& src, std::size_t src_offset,
+                                        std::size_t length, std::uint64_t imm, op_options opts) {
+    const local_segment seg{&src, src_offset, length};
+    return write_with_imm({&seg, 1}, dst, dst_offset, imm, opts);
+}
+
+result<void> connection::send(std::span<const local_segment> src, op_options opts) {
+    return detail::post_send(*impl_, src, false, 0, opts);
+}
+result<void> connection::send(const memory_region& src, std::size_t offset, std::size_t length,
+                              op_options opts) {
+    const local_segment seg{&src, offset, length};
+    return send({&seg, 1}, opts);
+}
+result<void> connection::send_with_imm(std::span<const local_segment> src, std::uint64_t imm,
+                                       op_options opts) {
+    return detail::post_send(*impl_, src, true, imm, opts);
+}
+result<void> connection::send_with_imm(const memory_region& src, std::size_t offset,
+                                       std::size_t length, std::uint64_t imm, op_options opts) {
+    const local_segment seg{&src, offset, length};
+    return send_with_imm({&seg, 1}, imm, opts);
+}
+result<void> connection::recv(std::span<const local_segment> dst, op_options opts) {
+    auto& c = *impl_;
+    if (auto r = detail::check_open(c, "recv"); !r) {
+        return r;
+    }
+    if (auto r = detail::check_messaging(c, "recv"); !r) {
+        return r;
+    }
+    if (opts.completion != completion_mode::always) {
+        return fail(errc::invalid_argument,
+                    "recv: a receive always completes (it reports what arrived)");
+    }
+    detail::gathered g;
+    if (auto r = detail::gather(c, dst, usage::receive, "recv", g); !r) {
+        return r;
+    }
+    auto rec = detail::admit(c, opts, op::recv, true, "recv");
+    if (!rec) {
+        return fail(rec.error());
+    }
+    auto r = detail::submit(
+        c, *rec, detail::ep_recv(c.ep.get(), g.iov, g.desc, g.count, *rec, FI_COMPLETION), "recv",
+        true);
+    if (!r) {
+        return r;
+    } else if (detail::cq_impl* q = c.rcq ? c.rcq.get() : c.cq.get(); q->progress_owned()) {
+        // tcp holds a message that arrived before this receive until someone calls into the
+        // provider after the post: do it here rather than leave it to the progress thread
+        // (which does it when this runs inside a completion callback: driving here could
+        // deadlock).
+        if (detail::in_completion()) {
+            q->progress->kick(q);
+        } else {
+            q->pump();
+        }
+    }
+    return r;
+}
+result<void> connection::recv(const memory_region& dst, std::size_t offset, std::size_t length,
+                              op_options opts) {
+    const local_segment seg{&dst, offset, length};
+    return recv({&seg, 1}, opts);
+}
+
+}  // namespace remora

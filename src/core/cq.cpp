@@ -1,0 +1,565 @@
+#include <remora/completion_channel.hpp>
+#include <remora/completion_queue.hpp>
+#include <remora/domain.hpp>
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "core/impl.hpp"
+#include "fabric/cq.hpp"
+
+#include "core/cq_read.hpp"
+
+// Completion queues: open, read the provider (finish() maps each entry back to its operation),
+// the stash, poll and wait; the public completion_queue handle.
+
+namespace remora {
+
+const char* to_string(op o) noexcept {
+    switch (o) {
+        case op::read:
+            return "read";
+        case op::write:
+            return "write";
+        case op::send:
+            return "send";
+        case op::recv:
+            return "recv";
+        case op::remote_write:
+            return "remote_write";
+        case op::atomic:
+            return "atomic";
+        case op::flush:
+            return "flush";
+        case op::unknown:
+            break;
+    }
+    return "unknown";
+}
+const char* to_string(cq_kind k) noexcept {
+    return k == cq_kind::cq ? "cq" : "rcq";
+}
+
+namespace detail {
+
+unique_fd& unique_fd::operator=(unique_fd&& o) noexcept {
+    if (this != &o) {
+        if (fd_ >= 0) {
+            ::close(fd_);
+        }
+        fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+}
+unique_fd::~unique_fd() {
+    if (fd_ >= 0) {
+        ::close(fd_);
+    }
+}
+
+namespace {
+
+remora::op op_from_flags(std::uint64_t f) {
+    if (f & FI_REMOTE_WRITE)
+        return op::remote_write;
+    if (f & FI_RECV)
+        return op::recv;
+    if (f & FI_ATOMIC)
+        return op::atomic;
+    if (f & FI_READ)
+        return op::read;
+    if (f & FI_WRITE)
+        return op::write;
+    if (f & FI_SEND)
+        return op::send;
+    return op::unknown;
+}
+
+}  // namespace
+
+clock::time_point deadline_after(std::chrono::milliseconds timeout) {
+    // A year is forever here; it keeps now() + timeout from overflowing.
+    constexpr std::chrono::milliseconds cap = std::chrono::hours(24 * 365);
+    return clock::now() + std::clamp(timeout, std::chrono::milliseconds(0), cap);
+}
+
+int remaining_ms(clock::time_point deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+    return static_cast<int>(std::max<std::chrono::milliseconds::rep>(0, left.count()));
+}
+
+result<std::shared_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl>& dom,
+                                               cq_kind kind, std::size_t size, std::uint64_t tag) {
+    auto cq = std::make_shared<cq_impl>();
+    cq->dom = dom;
+    cq->kind = kind;
+    cq->size = size;
+    cq->tag = tag;
+    int ret = cq_open(dom->domain.get(), size, cq->cq);
+    if (ret != 0) {
+        return fail(fabric_error(ret, std::string("fi_cq_open(") + to_string(kind) + ", size " +
+                                          std::to_string(size) + ")"));
+    }
+    ret = detail::wait_fd(cq->cq.as_fid(), &cq->fd);
+    if (ret != 0) {
+        return fail(fabric_error(ret, "fi_control(FI_GETWAIT) on a CQ"));
+    }
+    return cq;
+}
+
+namespace {
+
+thread_local int completion_depth = 0;
+
+struct in_completion_scope {
+    in_completion_scope() noexcept { ++completion_depth; }
+    ~in_completion_scope() { --completion_depth; }
+};
+
+}  // namespace
+
+bool in_completion() noexcept {
+    return completion_depth > 0;
+}
+
+bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t flags) {
+    auto* rec = static_cast<op_record*>(op_context);
+    c.op = (flags & FI_REMOTE_WRITE) != 0 ? op::remote_write
+           : rec != nullptr               ? rec->kind
+                                          : op_from_flags(flags);
+    if (rec == nullptr) {
+        c.tag = cq.tag;
+        return true;  // a peer's write with immediate data: no local operation
+    }
+    c.tag = rec->owner->tag;
+    // The shared budget's units go back once this function is done, outside the record lock.
+    op_holdings units_back = std::move(rec->held);
+    if (rec->owner->retired.load(std::memory_order_relaxed)) {
+        rec->owner->give(rec);
+        return false;
+    }
+    if (rec->reclaims) {
+        rec->owner->reclaim(rec->mark);
+    }
+    if (rec->internal != nullptr) {
+        auto* hook = rec->internal;
+        void* context = rec->user_context;
+        rec->owner->give(rec);
+        in_completion_scope scope;
+        return hook(context, c);
+    }
+    c.context = rec->user_context;
+    auto* callback = rec->callback;
+    const bool report = rec->report_success || !c.ok();
+    rec->owner->give(rec);
+    if (callback != nullptr) {
+        in_completion_scope scope;
+        callback(c);
+        return false;
+    }
+    return report;
+}
+
+result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::size_t* consumed,
+                                           const op_pool** from) {
+    n = std::min(n, read_batch);
+    if (backlog_head < backlog.size()) {
+        // What a detaching connection's drain read for the others comes first (it is older).
+        std::size_t taken = 0;
+        std::size_t emitted = 0;
+        while (backlog_head < backlog.size() && taken < n) {
+            const raw_entry e = backlog[backlog_head++];
+            ++taken;
+            completion& c = out[emitted];
+            c = completion{};
+            c.bytes = e.len;
+            if (e.err != 0) {
+                c.status = status_from_fi(e.err);
+            } else {
+                c.has_imm = (e.flags & FI_REMOTE_CQ_DATA) != 0;
+                c.imm = c.has_imm ? e.data : 0;
+            }
+            const op_pool* src = owner_of(e.context);
+            if (finish(*this, c, e.context, e.flags)) {
+                if (from != nullptr) {
+                    from[emitted] = src;
+                }
+                ++emitted;
+            }
+        }
+        if (backlog_head == backlog.size()) {
+            backlog.clear();
+            backlog_head = 0;
+        }
+        if (consumed != nullptr) {
+            *consumed = taken;
+        }
+        return emitted;
+    }
+    fi_cq_data_entry entries[read_batch];
+    ssize_t got = cq_read(cq.get(), entries, n);
+    if (consumed != nullptr) {
+        *consumed = got > 0 ? static_cast<std::size_t>(got) : 0;
+    }
+    if (got > 0) {
+        std::size_t emitted = 0;
+        for (ssize_t i = 0; i < got; ++i) {
+            const fi_cq_data_entry& e = entries[i];
+            completion& c = out[emitted];
+            c = completion{};
+            c.bytes = e.len;
+            c.has_imm = (e.flags & FI_REMOTE_CQ_DATA) != 0;
+            c.imm = c.has_imm ? e.data : 0;
+            const op_pool* src = owner_of(e.op_context);
+            if (finish(*this, c, e.op_context, e.flags)) {
+                if (from != nullptr) {
+                    from[emitted] = src;
+                }
+                ++emitted;
+            }
+        }
+        return emitted;
+    }
+    if (got == -FI_EAGAIN) {
+        return 0;
+    }
+    if (got == -FI_EAVAIL) {
+        fi_cq_err_entry err{};
+        ssize_t r = cq_readerr(cq.get(), &err);
+        if (r == -FI_EAGAIN) {
+            return 0;
+        }
+        if (r < 0) {
+            return fail(fabric_error(static_cast<int>(r), "fi_cq_readerr"));
+        }
+        if (consumed != nullptr) {
+            *consumed = 1;
+        }
+        completion& c = out[0];
+        c = completion{};
+        c.bytes = err.len;
+        c.status = status_from_fi(err.err);
+        const op_pool* src = owner_of(err.op_context);
+        if (!finish(*this, c, err.op_context, err.flags)) {
+            return 0;
+        }
+        if (from != nullptr) {
+            from[0] = src;
+        }
+        return 1;
+    }
+    return fail(fabric_error(static_cast<int>(got), "fi_cq_read"));
+}
+
+std::size_t cq_impl::owned_ready() {
+    std::lock_guard lock(owned_mu);
+    return owned_count;
+}
+
+bool cq_impl::pump(bool* reaped_out) {
+    if (shared && detaching.load() != 0) {
+        return false;  // a connection is being destroyed: see retire_connection
+    }
+    // The ring lock is held across the provider read so completions keep their order when the
+    // application's poll reads the provider directly too.
+    bool added = false;
+    bool reaped_here = false;
+    {
+        std::lock_guard lock(owned_mu);
+        for (;;) {
+            const std::size_t room = owned.size() - owned_count;
+            if (room == 0) {
+                break;  // the application holds a full CQ's worth: the provider's CQ is empty
+            }
+            completion batch[16];
+            const op_pool* from[16];
+            std::size_t consumed = 0;
+            auto r = read_provider(batch, std::min<std::size_t>(room, 16), &consumed, from);
+            if (!r || consumed == 0) {
+                break;
+            }
+            reaped_here = true;
+            for (std::size_t i = 0; i < *r; ++i) {
+                const std::size_t at = (owned_head + owned_count) % owned.size();
+                owned[at] = batch[i];
+                if (shared) {
+                    owned_from[at] = from[i];
+                }
+                ++owned_count;
+            }
+            added = added || *r != 0;
+        }
+    }
+    if (added || reaped_here) {  // a reaped entry without a report wakes waiters too
+        std::uint64_t one = 1;
+        [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
+    }
+    if (reaped_out != nullptr) {
+        *reaped_out = reaped_here;
+    }
+    return added;
+}
+
+void cq_impl::drive() {
+    if (!progress_owned()) {
+        cq_drive(cq.get());
+    }
+}
+
+result<std::size_t> cq_impl::fill_stash() {
+    reaped = false;
+    if (progress_owned()) {
+        // Drain the provider into the ring from this thread: safe, since waiters sleep on the
+        // eventfd, and it saves the owner thread a wake-up on the way.
+        bool r = false;
+        pump(&r);
+        reaped = r;
+        return owned_ready();
+    }
+    std::unique_lock lock(read_mu, std::defer_lock);
+    if (shared) {
+        if (detaching.load() != 0) {
+            return 0;  // a connection is being destroyed: nothing is lost, ask again
+        }
+        lock.lock();
+    }
+    if (stash_count == 0) {
+        stash_head = 0;
+        std::size_t consumed = 0;
+        auto r = read_provider(stash.data(), stash_capacity, &consumed,
+                               shared ? stash_from.data() : nullptr);
+        if (!r) {
+            return r;
+        }
+        stash_count = *r;
+        reaped = consumed != 0;
+    }
+    return stash_count;
+}
+
+result<bool> cq_impl::trywait(bool* notified) {
+    if (progress_owned()) {
+        pump();  // see fill_stash
+        // The eventfd stays readable while the ring holds entries. With the ring empty, clear
+        // what a reap that reported nothing left there (or every wait would return at once);
+        // anything the thread adds after this signals it again. A signal cleared here is news
+        // the caller has not seen (the thread reaped entries since the last look): not armed,
+        // and a wait returns it as a no_completion wake-up instead of sleeping through it.
+        std::lock_guard lock(owned_mu);
+        if (owned_count == 0) {
+            std::uint64_t v;
+            if (::read(notify.get(), &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v))) {
+                if (notified != nullptr) {
+                    *notified = true;
+                }
+                return false;
+            }
+        }
+        return owned_count == 0;
+    }
+    // A shared CQ arms under its read lock: a drain cannot slip entries into the backlog
+    // between the check and the arming.
+    std::unique_lock lock(read_mu, std::defer_lock);
+    if (shared) {
+        if (detaching.load() != 0) {
+            return false;  // see fill_stash
+        }
+        lock.lock();
+    }
+    if (stash_count != 0 || backlog_head < backlog.size()) {
+        return false;
+    }
+    int ret = detail::trywait(dom->fabric.get(), cq.as_fid());
+    if (ret == 0) {
+        return true;
+    }
+    if (ret == -FI_EAGAIN) {
+        return false;
+    }
+    return fail(fabric_error(ret, "fi_trywait"));
+}
+
+result<std::size_t> cq_impl::poll(std::span<completion> out) {
+    std::size_t n = 0;
+    if (progress_owned()) {
+        if (shared && detaching.load() != 0) {
+            return 0;  // see fill_stash
+        }
+        // Ring first (older), then the provider directly: a busy-polling application makes
+        // progress itself instead of waiting for the thread to be scheduled.
+        std::lock_guard lock(owned_mu);
+        while (n < out.size() && owned_count != 0) {
+            out[n++] = owned[owned_head];
+            owned_head = (owned_head + 1) % owned.size();
+            --owned_count;
+        }
+        if (owned_count == 0) {
+            std::uint64_t v;
+            [[maybe_unused]] ssize_t r = ::read(notify.get(), &v, sizeof(v));
+        }
+        if (n < out.size()) {
+            auto r = read_provider(out.data() + n, out.size() - n);
+            if (r) {
+                n += *r;
+            } else if (n == 0) {
+                return r;
+            }
+        }
+        return n;
+    }
+    std::unique_lock lock(read_mu, std::defer_lock);
+    if (shared) {
+        if (detaching.load() != 0) {
+            return 0;  // see fill_stash
+        }
+        lock.lock();
+    }
+    while (n < out.size() && stash_count != 0) {
+        out[n++] = stash_pop();
+    }
+    while (n < out.size()) {
+        const std::size_t want = std::min<std::size_t>(out.size() - n, read_batch);
+        auto r = read_provider(out.data() + n, want);
+        if (!r) {
+            return n != 0 ? result<std::size_t>(n) : r;
+        }
+        n += *r;
+        if (*r < want) {
+            break;  // drained: another fi_cq_read would only cost a progress call
+        }
+    }
+    return n;
+}
+
+result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
+    const auto deadline = deadline_after(timeout);
+    for (;;) {
+        auto ready = fill_stash();
+        if (!ready || *ready != 0 || reaped) {
+            // Entries reaped without a completion to report (callbacks, hidden successes,
+            // reclaimed unsignalled operations) end the wait too: in_flight() dropped.
+            return ready;
+        }
+        bool notified = false;
+        auto armed = trywait(&notified);
+        if (!armed) {
+            return fail(armed.error());
+        }
+        if (notified) {
+            return std::size_t{0};  // the progress thread reaped since the caller last looked
+        }
+        if (!*armed) {
+            if (clock::now() >= deadline) {
+                return fail(errc::timed_out, std::string("no completion on the ") +
+                                                 to_string(kind) + " within " +
+                                                 std::to_string(timeout.count()) + " ms");
+            }
+            continue;  // the provider says completions are (about to be) ready: read again
+        }
+        // The connection's event queue wakes the wait too: a disconnect cancels what the
+        // provider did not flush, and those completions then land here. Providers that notice a
+        // dead peer only when called into (sockets) get a liveness slice; a shared CQ's wait
+        // uses the slice to read its connections' events.
+        const bool watch_events = conn != nullptr && dom->watch_disconnects && conn->arm_events();
+        pollfd p[2] = {{wait_fd(), POLLIN, 0}, {watch_events ? conn->eq_fd : -1, POLLIN, 0}};
+        int wait_ms = remaining_ms(deadline);
+        const auto slice = static_cast<int>(dom->liveness_interval.count());
+        const bool lively = conn != nullptr || shared;
+        if (lively && slice > 0) {
+            wait_ms = std::min(wait_ms, slice);
+        }
+        int rc = ::poll(p, watch_events ? 2 : 1, wait_ms);
+        if (rc < 0 && errno != EINTR) {
+            return fail(errc::provider_error,
+                        std::string("poll on CQ fd: ") + std::strerror(errno));
+        }
+        if (rc <= 0 && lively && clock::now() < deadline) {
+            if (conn != nullptr) {
+                conn->drive();
+            } else {
+                drive_attached();
+            }
+            continue;
+        }
+        if (rc <= 0) {
+            return fail(errc::timed_out, std::string("no completion on the ") + to_string(kind) +
+                                             " within " + std::to_string(timeout.count()) + " ms");
+        }
+        if (watch_events && (p[1].revents & POLLIN) != 0) {
+            conn->poll_events();
+            if ((p[0].revents & POLLIN) == 0) {
+                continue;
+            }
+        }
+        return fill_stash();  // 0 here is a no_completion wake-up
+    }
+}
+}  // namespace detail
+
+// ---------------------------------------------------------------- public handles
+
+result<std::size_t> completion_queue::poll(std::span<completion> out) {
+    return impl_->poll(out);
+}
+
+result<std::size_t> completion_queue::wait(std::chrono::milliseconds timeout) {
+    if (impl_->channel) {
+        return fail(errc::bad_state,
+                    "this CQ's completion channel is shared: wait on the connection or channel");
+    }
+    return impl_->wait(timeout);
+}
+
+result<completion> completion_queue::next(std::chrono::milliseconds timeout) {
+    if (impl_->channel) {
+        return fail(errc::bad_state,
+                    "this CQ's completion channel is shared: wait on the connection or channel");
+    }
+    const auto deadline = detail::deadline_after(timeout);
+    completion c;
+    for (;;) {
+        auto n = impl_->poll({&c, 1});
+        if (!n) {
+            return fail(n.error());
+        }
+        if (*n == 1) {
+            return c;
+        }
+        // Rounded up: a wait of the truncated remainder could end before the deadline.
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left <= std::chrono::milliseconds(0)) {
+            return fail(errc::timed_out, std::string("no completion on the ") +
+                                             to_string(impl_->kind) + " within " +
+                                             std::to_string(timeout.count()) + " ms");
+        }
+        auto w = impl_->wait(left);
+        if (!w) {
+            return fail(w.error());  // timed_out included: nothing came in time
+        }
+    }
+}
+
+int completion_queue::fd() const noexcept {
+    return impl_->wait_fd();
+}
+result<bool> completion_queue::arm() {
+    return impl_->trywait();
+}
+cq_kind completion_queue::kind() const noexcept {
+    return impl_->kind;
+}
+std::size_t completion_queue::size() const noexcept {
+    return impl_->size;
+}
+std::uint64_t completion_queue::tag() const noexcept {
+    return impl_->tag;
+}
+}  // namespace remora

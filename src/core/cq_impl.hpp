@@ -1,0 +1,192 @@
+// src/core/cq_impl.hpp — the state behind completion_queue, completion_channel and the progress
+// thread (remora::detail).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <remora/completion_channel.hpp>
+#include <remora/completion_queue.hpp>
+
+#include "core/domain_impl.hpp"
+
+namespace remora::detail {
+
+struct channel_impl;
+struct connection_impl;
+class op_pool;
+
+// What an epoll entry of a completion channel stands for: a CQ, or a connection's event queue.
+struct channel_source {
+    cq_impl* cq = nullptr;
+    connection_impl* conn = nullptr;
+};
+
+struct cq_impl {
+    std::shared_ptr<domain_impl> dom;
+    cq_handle cq;
+    int fd = -1;  // the CQ's wait fd (owned by libfabric)
+    cq_kind kind = cq_kind::cq;
+    std::size_t size = 0;
+    std::uint64_t tag = 0;
+    std::shared_ptr<channel_impl> channel;  // set when the channel is shared
+    completion_queue handle{this};
+    connection_impl* conn = nullptr;  // the owning connection: its events also wake waits
+    channel_source source{this, nullptr};
+
+    // Completions read while waiting (so a wait can tell a real wake-up from a no_completion
+    // one) and handed out by the next poll: a ring sized at creation (no allocation on the data
+    // path). A shared CQ's ring also holds what a detaching connection's drain read for others.
+    static constexpr std::size_t stash_capacity = 16;
+    std::vector<completion> stash = std::vector<completion>(stash_capacity);
+    std::size_t stash_head = 0;
+    std::size_t stash_count = 0;
+    bool reaped = false;  // the last fill_stash read entries (reported or not)
+    void stash_push(const completion& c) noexcept {
+        stash[(stash_head + stash_count) % stash.size()] = c;
+        ++stash_count;
+    }
+    completion stash_pop() noexcept {
+        completion c = stash[stash_head];
+        stash_head = (stash_head + 1) % stash.size();
+        --stash_count;
+        return c;
+    }
+
+    // Provider entries that a detaching connection's drain read for other connections: the
+    // CQ's reader finishes them (their callbacks and hooks run on its thread) before it reads
+    // the provider again. Filled on teardown only.
+    struct raw_entry {
+        void* context;
+        std::uint64_t flags;
+        std::size_t len;
+        std::uint64_t data;
+        int err;  // 0, or the error of an error entry
+    };
+    std::vector<raw_entry> backlog;
+    std::size_t backlog_head = 0;
+    // Shared CQs: the connection (its op_pool) each stash / owned entry came from, so a
+    // destroyed connection's completions read but not yet handed out are purged.
+    std::vector<const op_pool*> stash_from;
+    std::vector<const op_pool*> owned_from;
+
+    // A CQ shared by several connections (shared_completion_queue): one budget of entries,
+    // reserved by each attached connection for all its queue entries that complete here, so
+    // attaching one that could overflow it fails. Reads take read_mu (a detaching connection
+    // drains the CQ from its own thread).
+    bool shared = false;
+    std::mutex read_mu;
+    // Connections retiring or draining now: readers step aside (a busy poller re-taking
+    // read_mu in a loop would starve them; std::mutex is not fair).
+    std::atomic<int> detaching{0};
+    std::mutex budget_mu;
+    std::size_t reserved = 0;
+    std::vector<connection_impl*> attached;
+    // Reserves `need` entries for `c`, or fails with errc::too_large naming the shortfall.
+    result<void> attach_connection(connection_impl* c, std::size_t need, const std::string& what);
+    // First step of destroying `c` (its op_pool already retired): no wait drives it any more,
+    // and a reader finishing one of its completions is done before this returns.
+    void retire_connection(connection_impl* c);
+    // Once `c`'s endpoint is closed (tcp then has written everything it held to the CQ): drops
+    // `c`'s completions wherever they are (provider, backlog, stash or ring), moves the others'
+    // provider entries to the backlog for the CQ's reader, and returns `need` entries.
+    void detach_connection(std::size_t need);
+
+    // With a library progress thread the thread is this CQ's only reader (one progress owner:
+    // a second thread in fi_cq_read/fi_trywait resets the CQ's wait signal under a blocked
+    // waiter). It moves completions into `owned`, a ring sized to the CQ, and signals `notify`;
+    // the application polls the ring and waits on the eventfd.
+    progress_engine* progress = nullptr;
+    std::mutex owned_mu;
+    std::vector<completion> owned;  // ring; capacity == size
+    std::size_t owned_head = 0;
+    std::size_t owned_count = 0;
+    unique_fd notify;  // eventfd, readable while `owned` is not empty
+
+    bool progress_owned() const noexcept { return progress != nullptr; }
+    // The fd a waiter blocks on: the provider's, or the eventfd of a progress-owned CQ.
+    int wait_fd() const noexcept { return progress_owned() ? notify.get() : fd; }
+    // Progress thread: reads the provider's CQ into the ring; true if anything was added.
+    bool pump(bool* reaped = nullptr);  // *reaped: entries were read (reported or not)
+    std::size_t owned_ready();
+    // Calls into the provider (a zero-length read) unless the progress thread owns this CQ.
+    void drive();
+
+    cq_impl() = default;
+    cq_impl(const cq_impl&) = delete;
+    cq_impl& operator=(const cq_impl&) = delete;
+    ~cq_impl();  // a shared CQ leaves the progress thread here
+    static result<std::shared_ptr<cq_impl>> open(const std::shared_ptr<domain_impl>& dom,
+                                                 cq_kind kind, std::size_t size, std::uint64_t tag);
+    // Reads up to n completions from the provider (errors included) into out; returns how many
+    // are for the caller (callbacks and dropped ones are not), and how many were read in
+    // `consumed`.
+    result<std::size_t> read_provider(completion* out, std::size_t n,
+                                      std::size_t* consumed = nullptr,
+                                      const op_pool** from = nullptr);
+    // Calls into the provider for the connections attached to a shared CQ: their events
+    // (a disconnect cancels receives the provider does not flush).
+    void drive_attached();
+    // Fills the stash if empty; returns the number stashed.
+    result<std::size_t> fill_stash();
+    // fi_trywait on this CQ alone: true when it is safe to block on fd.
+    result<bool> trywait(bool* notified = nullptr);
+    result<std::size_t> poll(std::span<completion> out);
+    result<std::size_t> wait(std::chrono::milliseconds timeout);
+};
+
+struct channel_impl {
+    unique_fd epfd;
+    mutable std::mutex mu;
+    std::vector<cq_impl*> cqs;
+    std::vector<connection_impl*> conns;  // whose event queues also wake the channel
+    std::size_t next = 0;                 // round-robin start
+
+    result<void> attach(cq_impl* cq);
+    void detach(cq_impl* cq);
+    result<void> attach_events(connection_impl* conn);
+    void detach_events(connection_impl* conn);
+    result<channel_event> wait(std::chrono::milliseconds timeout);
+};
+
+// A library-owned thread that drives progress for connections whose target side must call into
+// libfabric (tcp): it blocks on their CQ fds (no spin when idle) and is the owner of those CQs:
+// it reads them into each CQ's ring and signals the ring's eventfd.
+class progress_engine {
+  public:
+    static result<std::unique_ptr<progress_engine>> start();
+    ~progress_engine();
+    // Takes ownership of reading `cq` (see cq_impl::progress).
+    result<void> watch(cq_impl* cq);
+    void unwatch(cq_impl* cq);
+    // Asks the thread to drive `cq` soon: for a receive posted from inside a completion hook,
+    // where driving it on the spot could deadlock (tcp delivers a message that waited for a
+    // receive only when the provider is called after the post).
+    void kick(cq_impl* cq);
+
+  private:
+    progress_engine() = default;
+    void run();
+    unique_fd epfd_;
+    unique_fd wake_;  // eventfd to stop the thread
+    std::mutex mu_;
+    std::vector<cq_impl*> watched_;
+    std::mutex kick_mu_;
+    std::vector<cq_impl*> kicked_;
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
+
+// True on a thread that is running completion hooks or callbacks (inside a CQ read): code there
+// must not drive that CQ again.
+bool in_completion() noexcept;
+
+}  // namespace remora::detail

@@ -1,0 +1,74 @@
+// src/core/domain_impl.hpp — the state behind domain and memory_region, and small helpers every
+// endpoint file uses (remora::detail).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <utility>
+
+#include <remora/domain.hpp>
+#include <remora/memory_region.hpp>
+
+#include "fabric/fabric.hpp"
+
+namespace remora::detail {
+
+class progress_engine;
+
+struct domain_impl {
+    info_ptr info;  // the provider/NIC chosen; template for endpoints
+    fabric_handle fabric;
+    domain_handle domain;
+    provider_caps caps;
+    std::string node;
+    std::mutex progress_mu;
+    std::unique_ptr<progress_engine> progress;  // started on first use
+    std::atomic<std::uint64_t> next_key{1};     // requested keys when the provider wants ours
+    // sockets notices a dead peer only when the application calls into it: blocking waits then
+    // wake at this interval to look (0: block for the whole timeout).
+    std::chrono::milliseconds liveness_interval{0};
+    // The provider keeps posted receives when a connection goes away (sockets): waits then also
+    // watch the connection's event queue, so remora can cancel them. tcp flushes everything
+    // itself, and watching its event queue in every wait cost 3 ms tail latency (measured).
+    bool watch_disconnects = false;
+
+    ~domain_impl();
+};
+
+struct region_impl {
+    std::shared_ptr<domain_impl> dom;
+    std::span<std::byte> memory;
+    usage uses = usage::none;
+    mr_handle mr;
+    void* desc = nullptr;  // fi_mr_desc, for FI_MR_LOCAL providers
+    std::uint64_t key = 0;
+};
+
+// A file descriptor closed on destruction.
+class unique_fd {
+  public:
+    unique_fd() = default;
+    explicit unique_fd(int fd) noexcept : fd_(fd) {}
+    unique_fd(const unique_fd&) = delete;
+    unique_fd& operator=(const unique_fd&) = delete;
+    unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+    unique_fd& operator=(unique_fd&& o) noexcept;
+    ~unique_fd();
+    int get() const noexcept { return fd_; }
+
+  private:
+    int fd_ = -1;
+};
+
+// now() + timeout, with the timeout clamped to [0, one year] (no overflow, no negative waits).
+std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds timeout);
+
+// Builds fi_getinfo hints for remora's endpoints on `dom` (same provider and NIC).
+info_ptr endpoint_hints(const domain_impl& dom);
+
+}  // namespace remora::detail

@@ -1,0 +1,35 @@
+// src/core/extension.hpp — what a layer built on the endpoints attaches to a connection.
+//
+// The endpoint layer knows nothing of persistence (or of any other layer above it): such a layer
+// keeps its per-connection state in an extension, registered on the connection under a key of
+// its own on first use (connection_impl::extension) and destroyed with the connection, after its
+// endpoint is closed and its destroy hooks ran. What the endpoint layer offers an extension:
+//  - queue entries of its own: a connection with connection_config::service_depth has that many
+//    send entries beside the application's (queue::service), and its receives are the
+//    extension's (queue::recv); the application's send and recv are refused there;
+//  - a hook on its internal completions: a send or receive posted with post_internal completes
+//    through its hook, in finish(), instead of a user callback;
+//  - busy(): the requests it has in flight for the application, which connection::in_flight()
+//    counts instead of its always-posted receives;
+//  - teardown: it outlives the endpoint, so a record whose context points into it is never
+//    completed after it is gone.
+// Threading: extension() may be called from any thread; busy() may run concurrently with
+// anything but the extension's destruction.
+#pragma once
+
+#include <cstddef>
+
+namespace remora::detail {
+
+class connection_extension {
+  public:
+    connection_extension() = default;
+    connection_extension(const connection_extension&) = delete;
+    connection_extension& operator=(const connection_extension&) = delete;
+    virtual ~connection_extension() = default;
+
+    // Requests the extension has in flight for the application (see connection::in_flight).
+    virtual std::size_t busy() const noexcept { return 0; }
+};
+
+}  // namespace remora::detail

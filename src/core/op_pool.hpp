@@ -1,0 +1,96 @@
+// src/core/op_pool.hpp — the operation record and a connection's records (op_pool)
+// (remora::detail).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include <remora/completion_queue.hpp>
+
+#include "core/holding.hpp"
+#include "fabric/fabric.hpp"
+
+namespace remora::detail {
+
+class op_pool;
+
+// The libfabric context of every operation remora posts: it lives from post to completion and
+// stands for the operation's send-queue or receive-queue entry, and so for its completion-queue
+// entry (a connection's CQs are sized for all its records). Completions map back through it to
+// the user's context and callback; a disconnect cancels the receives still holding one.
+struct op_record {
+    fi_context2 fi{};  // first: the provider's context area
+    op_pool* owner = nullptr;
+    void* user_context = nullptr;
+    void (*callback)(const completion&) = nullptr;
+    // Library-internal operations (the target service's messages): the completion goes here with
+    // user_context; it may rewrite it and returns whether the application sees it.
+    bool (*internal)(void* context, completion& c) = nullptr;
+    // Operands of a native compare-and-swap or fetch-add: they must live until completion.
+    std::uint64_t operands[2]{};
+    remora::op kind = op::unknown;
+    bool report_success = true;
+    bool in_use = false;
+    // Selective signalling (connection_config::signal_every): an operation posted without a
+    // completion keeps its record (and so its queue and CQ entries: an error still completes)
+    // until a later signalled operation's completion reclaims it. `mark` orders them.
+    bool unsignaled = false;
+    bool reclaims = false;  // signalled while selective signalling is on: reclaims older ones
+    std::uint64_t mark = 0;
+    op_holdings held;  // returned when the completion is read (or the post fails)
+};
+
+// Which queue entries an operation takes: the application's sends (sq_size), those reserved for
+// the target service's messages (service_depth), or receives (rq_size).
+enum class queue : std::uint8_t { send, service, recv };
+
+// A connection's records, one per queue entry. Taking one is the admission check; none free
+// means that queue is full (would_block). Fixed at setup: posting allocates nothing.
+class op_pool {
+  public:
+    void reset(std::size_t sends, std::size_t service, std::size_t recvs);
+    op_record* take(queue q);
+    void give(op_record* r) noexcept;
+    // Records of receives still posted (to cancel them on disconnect).
+    std::vector<op_record*> posted_recvs();
+    // Selective signalling, under connection_impl::signal_mu: an unsignalled post's record
+    // joins the ring (undo with unpush_quiet if the post fails); a signalled one is marked to
+    // reclaim everything before it when its completion is read (reclaim).
+    void push_quiet(op_record* r);
+    void unpush_quiet(op_record* r);
+    void mark_signalled(op_record* r);
+    void reclaim(std::uint64_t mark);
+    std::size_t in_use() const;
+    std::size_t in_use(queue q) const;
+
+    // The connection's tag, reported in every completion of its records.
+    std::uint64_t tag = 0;
+    // Set while a connection on a shared CQ is destroyed: completions of its records still in
+    // that CQ are discarded (their contexts, callbacks and hooks may be gone) and their records
+    // and units given back.
+    std::atomic<bool> retired{false};
+
+  private:
+    mutable std::mutex mu_;
+    std::vector<op_record> records_;  // sends, service sends, receives; never reallocated
+    std::vector<std::uint32_t> free_[3];
+    std::size_t sends_ = 0;
+    std::size_t service_ = 0;
+    queue queue_of(std::size_t index) const noexcept;
+    struct quiet_entry {
+        op_record* rec;
+        std::uint64_t mark;
+    };
+    std::vector<quiet_entry> quiet_;  // ring, capacity 2 x sends (stale entries included)
+    std::size_t quiet_head_ = 0;
+    std::size_t quiet_count_ = 0;
+    std::uint64_t quiet_next_ = 0;
+    bool quiet_valid(const quiet_entry& e) const noexcept {
+        return e.rec->in_use && e.rec->unsignaled && e.rec->mark == e.mark;
+    }
+};
+
+}  // namespace remora::detail

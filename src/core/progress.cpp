@@ -1,0 +1,145 @@
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "core/impl.hpp"
+#include "fabric/cq.hpp"
+
+// The library-owned progress thread (progress_engine).
+
+namespace remora::detail {
+
+// ---------------------------------------------------------------- progress thread
+
+result<std::unique_ptr<progress_engine>> progress_engine::start() {
+    std::unique_ptr<progress_engine> e(new progress_engine());
+    e->epfd_ = unique_fd(epoll_create1(EPOLL_CLOEXEC));
+    e->wake_ = unique_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (e->epfd_.get() < 0 || e->wake_.get() < 0) {
+        return fail(errc::provider_error, std::string("progress thread: ") + std::strerror(errno));
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = nullptr;
+    epoll_ctl(e->epfd_.get(), EPOLL_CTL_ADD, e->wake_.get(), &ev);
+    e->thread_ = std::thread([p = e.get()] { p->run(); });
+    return e;
+}
+
+progress_engine::~progress_engine() {
+    stop_.store(true);
+    std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t w = ::write(wake_.get(), &one, sizeof(one));
+    if (thread_.joinable()) {
+        thread_.join();
+    }
+}
+
+result<void> progress_engine::watch(cq_impl* cq) {
+    std::lock_guard lock(mu_);
+    cq->owned.assign(cq->size, completion{});
+    cq->owned_from.assign(cq->size, nullptr);
+    cq->notify = unique_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (cq->notify.get() < 0) {
+        return fail(errc::provider_error,
+                    std::string("progress thread: eventfd: ") + std::strerror(errno));
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = cq;
+    if (epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, cq->fd, &ev) != 0) {
+        return fail(errc::provider_error,
+                    std::string("progress thread: epoll_ctl ADD: ") + std::strerror(errno));
+    }
+    watched_.push_back(cq);
+    cq->progress = this;
+    return {};
+}
+
+void progress_engine::kick(cq_impl* cq) {
+    {
+        std::lock_guard lock(kick_mu_);
+        if (std::find(kicked_.begin(), kicked_.end(), cq) != kicked_.end()) {
+            return;
+        }
+        kicked_.push_back(cq);
+    }
+    std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t w = ::write(wake_.get(), &one, sizeof(one));
+}
+
+void progress_engine::unwatch(cq_impl* cq) {
+    std::lock_guard lock(mu_);
+    {
+        std::lock_guard k(kick_mu_);
+        kicked_.erase(std::remove(kicked_.begin(), kicked_.end(), cq), kicked_.end());
+    }
+    epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, cq->fd, nullptr);
+    watched_.erase(std::remove(watched_.begin(), watched_.end(), cq), watched_.end());
+}
+
+void progress_engine::run() {
+    epoll_event evs[16];
+    // CQs whose provider kept refusing to arm (fi_trywait: -FI_EAGAIN) although reading them
+    // yields nothing: tcp does that while a message waits for a receive the application has not
+    // posted yet. They are driven again every millisecond instead of spinning on one of them,
+    // which would starve every other CQ of this thread.
+    std::vector<cq_impl*> unsettled;
+    // This thread is each watched CQ's only reader: read (which drives the provider's progress)
+    // until it is empty, then arm it; a failed arm means more arrived, so read again.
+    auto drive = [&](cq_impl* cq) {
+        for (int round = 0; round < 32; ++round) {
+            cq->pump();
+            if (detail::trywait(cq->dom->fabric.get(), cq->cq.as_fid()) != -FI_EAGAIN ||
+                cq->owned_ready() >= cq->owned.size()) {
+                return;
+            }
+        }
+        if (std::find(unsettled.begin(), unsettled.end(), cq) == unsettled.end()) {
+            unsettled.push_back(cq);
+        }
+    };
+    auto watched = [&](cq_impl* cq) {
+        return std::find(watched_.begin(), watched_.end(), cq) != watched_.end();
+    };
+    while (!stop_.load()) {
+        int n = epoll_wait(epfd_.get(), evs, 16, unsettled.empty() ? -1 : 1);
+        std::lock_guard lock(mu_);
+        std::vector<cq_impl*> again;
+        again.swap(unsettled);
+        for (cq_impl* cq : again) {
+            if (watched(cq)) {
+                drive(cq);
+            }
+        }
+        for (int i = 0; i < n; ++i) {
+            auto* cq = static_cast<cq_impl*>(evs[i].data.ptr);
+            if (cq == nullptr) {
+                // Woken to stop, or to drive CQs kicked from completion hooks.
+                std::uint64_t v;
+                [[maybe_unused]] ssize_t r = ::read(wake_.get(), &v, sizeof(v));
+                std::vector<cq_impl*> kicked;
+                {
+                    std::lock_guard k(kick_mu_);
+                    kicked.swap(kicked_);
+                }
+                for (cq_impl* q : kicked) {
+                    if (watched(q)) {
+                        drive(q);
+                    }
+                }
+                continue;
+            }
+            if (watched(cq)) {
+                drive(cq);
+            }
+        }
+    }
+}
+
+}  // namespace remora::detail

@@ -1,0 +1,214 @@
+#include <remora/completion_channel.hpp>
+#include <remora/completion_queue.hpp>
+#include <remora/domain.hpp>
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "core/impl.hpp"
+#include "fabric/cq.hpp"
+
+#include "core/cq_read.hpp"
+
+// A CQ shared by several connections: its budget, attaching and detaching connections (with
+// the teardown drain), and the public shared_completion_queue handle.
+
+namespace remora {
+namespace detail {
+
+// ---------------------------------------------------------------- shared CQ budget
+
+cq_impl::~cq_impl() {
+    if (shared && progress != nullptr) {
+        std::lock_guard lock(dom->progress_mu);
+        progress->unwatch(this);
+    }
+}
+
+result<void> cq_impl::attach_connection(connection_impl* c, std::size_t need,
+                                        const std::string& what) {
+    std::lock_guard lock(budget_mu);
+    if (need > size - reserved) {
+        return fail(errc::too_large, what + " needs " + std::to_string(need) +
+                                         " entries of the shared CQ of " + std::to_string(size) +
+                                         ", which has " + std::to_string(size - reserved) +
+                                         " free (" + std::to_string(attached.size()) +
+                                         " connections attached): it could overflow");
+    }
+    reserved += need;
+    if (std::find(attached.begin(), attached.end(), c) == attached.end()) {
+        attached.push_back(c);  // once, also when it is both the connection's CQ and RCQ
+    }
+    return {};
+}
+
+void cq_impl::retire_connection(connection_impl* c) {
+    {
+        std::lock_guard lock(budget_mu);
+        attached.erase(std::remove(attached.begin(), attached.end(), c), attached.end());
+    }
+    // A reader inside finish() for one of c's records holds this lock: once we have had it,
+    // every later completion of c is dropped (its pool is retired), so no hook of c runs.
+    // Readers step aside until detach_connection is done: none calls into the provider's CQ
+    // while the endpoint closes (sockets could deadlock on that) or holds the lock the drain
+    // needs.
+    ++detaching;
+    { std::lock_guard lock(progress_owned() ? owned_mu : read_mu); }
+}
+
+void cq_impl::detach_connection(std::size_t need) {
+    const bool owned_here = progress_owned();
+    bool pending = false;
+    {
+        std::lock_guard lock(owned_here ? owned_mu : read_mu);
+        // Completions already read and not yet handed out: purge the retired connections'.
+        std::vector<completion>& ring = owned_here ? owned : stash;
+        std::vector<const op_pool*>& from = owned_here ? owned_from : stash_from;
+        std::size_t& head = owned_here ? owned_head : stash_head;
+        std::size_t& count = owned_here ? owned_count : stash_count;
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < count; ++i) {
+            const std::size_t at = (head + i) % ring.size();
+            if (from[at] == nullptr || !from[at]->retired.load()) {
+                const std::size_t to = (head + kept++) % ring.size();
+                ring[to] = ring[at];
+                from[to] = from[at];
+            }
+        }
+        count = kept;
+        // The backlog's and the provider's entries of retired connections are dropped (their
+        // records given back); the others' wait in the backlog for the CQ's reader.
+        auto keep_or_drop = [&](const raw_entry& e) {
+            const op_pool* src = owner_of(e.context);
+            if (src != nullptr && src->retired.load()) {
+                completion ignored;
+                finish(*this, ignored, e.context, e.flags);
+                return false;
+            }
+            return true;
+        };
+        std::vector<raw_entry> kept_backlog;
+        for (std::size_t i = backlog_head; i < backlog.size(); ++i) {
+            if (keep_or_drop(backlog[i])) {
+                kept_backlog.push_back(backlog[i]);
+            }
+        }
+        for (;;) {
+            fi_cq_data_entry entries[read_batch];
+            const ssize_t got = cq_read(cq.get(), entries, read_batch);
+            if (got > 0) {
+                for (ssize_t i = 0; i < got; ++i) {
+                    const fi_cq_data_entry& d = entries[i];
+                    const raw_entry e{d.op_context, d.flags, d.len, d.data, 0};
+                    if (keep_or_drop(e)) {
+                        kept_backlog.push_back(e);
+                    }
+                }
+                continue;
+            }
+            if (got == -FI_EAVAIL) {
+                fi_cq_err_entry err{};
+                if (cq_readerr(cq.get(), &err) == 1) {
+                    const raw_entry e{err.op_context, err.flags, err.len, err.data, err.err};
+                    if (keep_or_drop(e)) {
+                        kept_backlog.push_back(e);
+                    }
+                    continue;
+                }
+            }
+            break;  // dry (or an error reading: nothing more can be read now)
+        }
+        backlog = std::move(kept_backlog);
+        backlog_head = 0;
+        pending = !backlog.empty();
+    }
+    if (pending) {
+        // Wake the CQ's reader: its provider CQ may be dry now while the backlog waits.
+        if (owned_here) {
+            progress->kick(this);
+        } else {
+            cq_signal(cq.get());
+        }
+    }
+    {
+        std::lock_guard budget(budget_mu);
+        reserved -= std::min(need, reserved);
+    }
+    --detaching;  // raised by retire_connection
+}
+
+void cq_impl::drive_attached() {
+    std::lock_guard lock(budget_mu);
+    for (connection_impl* c : attached) {
+        c->poll_events();
+    }
+    drive();
+}
+}  // namespace detail
+
+result<shared_completion_queue> shared_completion_queue::create(const domain& dom,
+                                                                const shared_cq_config& cfg) {
+    const auto& d = dom.impl();
+    if (!d) {
+        return fail(errc::bad_state, "shared_completion_queue: empty domain handle");
+    }
+    if (cfg.size == 0) {
+        return fail(errc::invalid_argument, "shared_completion_queue: size must be > 0");
+    }
+    std::size_t size = cfg.size;
+    if (d->caps.cq_size != 0) {
+        size = std::min(size, d->caps.cq_size);  // what the provider grants
+    }
+    auto q = detail::cq_impl::open(d, cq_kind::cq, size, cfg.tag);
+    if (!q) {
+        return fail(q.error());
+    }
+    auto& impl = *q;
+    impl->shared = true;
+    impl->stash_from.assign(impl->stash.size(), nullptr);
+    if (cfg.progress_thread) {
+        std::lock_guard lock(d->progress_mu);
+        if (!d->progress) {
+            auto engine = detail::progress_engine::start();
+            if (!engine) {
+                return fail(engine.error());
+            }
+            d->progress = std::move(*engine);
+        }
+        if (auto r = d->progress->watch(impl.get()); !r) {
+            return fail(r.error());
+        }
+    }
+    shared_completion_queue out;
+    out.impl_ = std::move(impl);
+    return out;
+}
+
+completion_queue& shared_completion_queue::queue() const noexcept {
+    return impl_->handle;
+}
+std::size_t shared_completion_queue::size() const noexcept {
+    return impl_ ? impl_->size : 0;
+}
+std::size_t shared_completion_queue::reserved() const noexcept {
+    if (!impl_) {
+        return 0;
+    }
+    std::lock_guard lock(impl_->budget_mu);
+    return impl_->reserved;
+}
+std::size_t shared_completion_queue::connections() const noexcept {
+    if (!impl_) {
+        return 0;
+    }
+    std::lock_guard lock(impl_->budget_mu);
+    return impl_->attached.size();
+}
+}  // namespace remora
