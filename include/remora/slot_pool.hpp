@@ -2,8 +2,8 @@
 //
 // A slot pool holds budgets of units: send-queue entries, completion-queue entries, posted
 // receives, registrations and bounce buffers. An operation takes all the units it needs at
-// once or none (try_acquire), as a move-only `lease` that gives them back when it is released
-// or destroyed — on every path. Accounting only registrations and not queue entries is the
+// once or none (try_acquire), as a move-only `lease` that gives them back when it is reset or
+// destroyed — on every path. Accounting only registrations and not queue entries is the
 // classic bug this makes impossible: a demand names every unit.
 //
 // Exhaustion policy, per pool:
@@ -19,7 +19,7 @@
 // shared CQ keeps a budget of its own (shared_completion_queue).
 //
 // Threading: all calls may run concurrently. Callbacks of parked requests run on the thread
-// that returns the units (release, lease destruction) or calls expire()/cancel_all(), never
+// that returns the units (lease::reset, lease destruction) or calls expire()/cancel_all(), never
 // under the pool's lock, exactly once each — so they may run inside a lease's destructor.
 #pragma once
 
@@ -81,7 +81,12 @@ struct slot_pool_config {
 
 class slot_pool;
 
-// Units held from acquisition to release; returns them exactly once.
+// Units held from acquisition until reset() or destruction, which give them back to the pool
+// exactly once. Move-only; a moved-from or reset lease is empty (false, holds nothing).
+//
+// There is no release(): in C++ release() means "stop owning without giving back"
+// (unique_ptr::release, Seastar's semaphore_units::release), and the pool has no public call to
+// return units taken that way, so they would leak. Give units back with reset().
 class lease {
   public:
     lease() = default;
@@ -89,11 +94,14 @@ class lease {
     lease& operator=(lease&& o) noexcept;
     lease(const lease&) = delete;
     lease& operator=(const lease&) = delete;
-    ~lease() { release(); }
+    ~lease() { reset(); }
 
     [[nodiscard]] const units& held() const noexcept { return held_; }
     explicit operator bool() const noexcept { return pool_ != nullptr; }
-    void release() noexcept;
+    // Gives the units back now (as the destructor does) and leaves the lease empty; a no-op on
+    // an empty lease. Parked requests the returned units satisfy run their callbacks on this
+    // thread, before reset() returns.
+    void reset() noexcept;
 
   private:
     friend class slot_pool;

@@ -48,7 +48,7 @@ void add(units& to, const units& u) {
 
 lease& lease::operator=(lease&& o) noexcept {
     if (this != &o) {
-        release();
+        reset();
         pool_ = std::move(o.pool_);
         held_ = o.held_;
         o.held_ = {};
@@ -56,7 +56,7 @@ lease& lease::operator=(lease&& o) noexcept {
     return *this;
 }
 
-void lease::release() noexcept {
+void lease::reset() noexcept {
     if (pool_) {
         auto pool = std::move(pool_);
         pool_.reset();

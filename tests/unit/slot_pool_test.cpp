@@ -44,6 +44,18 @@ struct recorder {
     }
 };
 
+// slot_pool.hpp: reset() gives units back; there is no release(), which in C++ means "stop
+// owning without giving back" and would leak units the pool has no public call to take back.
+template <class L>
+concept has_release = requires(L& l) {
+    l.release();
+};
+static_assert(!has_release<lease>, "lease::release() would read as unique_ptr::release()");
+static_assert(requires(lease & l) {
+    { l.reset() }
+    noexcept;
+});
+
 TEST(slot_pool, lease_takes_every_unit_and_returns_them_on_every_path) {
     auto p = pool(make(4, 8, 2));
     {
@@ -54,9 +66,11 @@ TEST(slot_pool, lease_takes_every_unit_and_returns_them_on_every_path) {
         EXPECT_EQ(p->available(), make(3, 7, 1));
         EXPECT_FALSE(static_cast<bool>(*a));
         lease other = std::move(moved);
-        other.release();  // explicit release
+        other.reset();  // explicit give-back
+        EXPECT_FALSE(static_cast<bool>(other));
+        EXPECT_TRUE(other.held().empty());
         EXPECT_EQ(p->available(), make(4, 8, 2));
-        other.release();  // idempotent
+        other.reset();  // idempotent
         EXPECT_EQ(p->available(), make(4, 8, 2));
         auto b = p->try_acquire(make(2, 2));
         ASSERT_TRUE(b);
@@ -124,11 +138,11 @@ TEST(slot_pool, backpressure_parks_fifo_and_resumes_when_units_return) {
     EXPECT_EQ(p->waiting(), 3u);
     // A new try_acquire does not jump the queue even though nothing is free for it anyway.
     EXPECT_FALSE(p->try_acquire(make(1, 1)));
-    first->release();
+    first->reset();
     // FIFO: the big request at the head is served first; the small ones wait behind it.
     ASSERT_EQ(rec.order, std::vector<int>({1}));
-    // Request 1 completes: both small ones now fit. (Releasing runs their callbacks, which
-    // store leases in `rec`: release from a copy.)
+    // Request 1 completes: both small ones now fit. (Giving back runs their callbacks, which
+    // store leases in `rec`: give back from a copy.)
     auto done1 = std::move(rec.leases);
     rec.leases.clear();
     done1.clear();
@@ -217,7 +231,7 @@ TEST(slot_pool, acquire_parks_behind_a_parked_request_even_when_its_units_are_fr
     EXPECT_FALSE(*r) << "granted ahead of the parked request";
     EXPECT_TRUE(rec.order.empty());
     EXPECT_EQ(p->waiting(), 2u);
-    a->release();
+    a->reset();
     EXPECT_EQ(rec.order, std::vector<int>({1}));
     auto first = std::move(rec.leases);
     rec.leases.clear();
@@ -238,7 +252,7 @@ TEST(slot_pool, try_acquire_does_not_overtake_parked_requests) {
     auto b = p->try_acquire(make(1, 1));
     ASSERT_FALSE(b);
     EXPECT_TRUE(b.error() == errc::would_block);
-    a->release();
+    a->reset();
     EXPECT_EQ(rec.order, std::vector<int>({1}));
 }
 
@@ -264,7 +278,7 @@ TEST(slot_pool, waiter_cap_deadline_and_cancel) {
     EXPECT_TRUE(rec.errors[1] == errc::canceled);
     EXPECT_EQ(rec.order, std::vector<int>({1, 2}));
     EXPECT_EQ(p->waiting(), 0u);
-    held->release();
+    held->reset();
     EXPECT_EQ(p->available(), make(1, 1));  // nothing leaked to the dead requests
 }
 
