@@ -8,7 +8,10 @@
 //
 // Exhaustion policy, per pool:
 //  - forbid: sized so exhaustion cannot happen (client side). A failed acquisition is a bug in
-//    the sizing: it is reported (errc::bad_state) and asserted in debug builds.
+//    the sizing: try_acquire returns errc::bad_state with a message naming the demand, the
+//    capacity and what was free. The same in every build of the library (no assertion), so the
+//    library's build type never decides the caller's behaviour. acquire() is refused with
+//    bad_state: forbid never parks.
 //  - backpressure: try_acquire reports errc::would_block; acquire() parks the request in FIFO
 //    order and completes it when units return (optionally capped in waiters, and with a
 //    deadline that expire() enforces). A request larger than the capacity is refused at once

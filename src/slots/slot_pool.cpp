@@ -1,6 +1,5 @@
 #include <remora/slot_pool.hpp>
 
-#include <cassert>
 #include <vector>
 
 namespace remora {
@@ -96,6 +95,7 @@ result<lease> slot_pool::try_acquire(const units& need) {
     if (auto r = check_fits_ever(need); !r) {
         return fail(r.error());
     }
+    units free;
     {
         std::lock_guard lock(mu_);
         // FIFO fairness: parked requests go first.
@@ -103,13 +103,15 @@ result<lease> slot_pool::try_acquire(const units& need) {
             take(free_, need);
             return lease(shared_from_this(), need);
         }
+        free = free_;
     }
     if (cfg_.policy == exhaustion::forbid) {
-        assert(!"slot_pool: exhaustion under policy forbid: the pool is sized too small");
+        // The same in every build of the library: a returned error, never an assertion.
         return fail(errc::bad_state,
-                    "slot_pool: exhausted under policy forbid (sizing bug): "
+                    "slot_pool: exhausted under policy forbid (sized too small): "
                     "demand " +
-                        to_string(need) + ", free " + to_string(available()));
+                        to_string(need) + ", capacity " + to_string(cfg_.capacity) + ", free " +
+                        to_string(free));
     }
     return fail(errc::would_block, "slot_pool: " + to_string(need) + " not available now");
 }
