@@ -84,6 +84,13 @@ struct slot_pool_config {
 
 class slot_pool;
 
+// What slot_pool::acquire() did with a request it accepted.
+enum class acquired : std::uint8_t {
+    now,     // granted at once: the callback has already run on the calling thread
+    parked,  // queued: the callback will run exactly once, later
+};
+const char* to_string(acquired a) noexcept;
+
 // Units held from acquisition until reset() or destruction, which give them back to the pool
 // exactly once. Move-only; a moved-from or reset lease is empty (false, holds nothing).
 //
@@ -127,10 +134,16 @@ class slot_pool : public std::enable_shared_from_this<slot_pool> {
     [[nodiscard]] result<lease> try_acquire(const units& need);
     // Backpressure: like try_acquire, but a request that cannot be met now is parked in FIFO
     // order and `done` runs later with its lease (or timed_out after `deadline`, canceled by
-    // cancel_all). Returns true if `done` already ran. Refused (not parked) with too_large, with
-    // would_block when max_waiters are parked, and with bad_state under forbid.
-    [[nodiscard]] result<bool> acquire(const units& need, callback done, void* ctx,
-                                       clock::time_point deadline = clock::time_point::max());
+    // cancel_all). On success `done` runs exactly once, and the value says when:
+    //   acquired::now     `done` has already run, on this thread, before acquire returned (the
+    //                     units were free and nobody was parked ahead).
+    //   acquired::parked  `done` has not run; it will run exactly once later, on another call's
+    //                     thread (see Threading above).
+    // Refused (not parked, `done` never runs) with too_large, with would_block when
+    // max_waiters are parked, with bad_state under forbid, and with invalid_argument for an
+    // empty demand or a null `done`.
+    [[nodiscard]] result<acquired> acquire(const units& need, callback done, void* ctx,
+                                           clock::time_point deadline = clock::time_point::max());
     // Completes parked requests whose deadline passed with errc::timed_out; returns how many.
     std::size_t expire(clock::time_point now = clock::now());
     // Completes every parked request with errc::canceled (teardown); returns how many.

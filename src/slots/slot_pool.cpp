@@ -20,6 +20,16 @@ const char* to_string(unit u) noexcept {
     return "?";
 }
 
+const char* to_string(acquired a) noexcept {
+    switch (a) {
+        case acquired::now:
+            return "now";
+        case acquired::parked:
+            return "parked";
+    }
+    return "?";
+}
+
 std::string to_string(const units& u) {
     std::string s = "{";
     for (std::size_t i = 0; i < unit_kinds; ++i) {
@@ -116,8 +126,8 @@ result<lease> slot_pool::try_acquire(const units& need) {
     return fail(errc::would_block, "slot_pool: " + to_string(need) + " not available now");
 }
 
-result<bool> slot_pool::acquire(const units& need, callback done, void* ctx,
-                                clock::time_point deadline) {
+result<acquired> slot_pool::acquire(const units& need, callback done, void* ctx,
+                                    clock::time_point deadline) {
     if (cfg_.policy == exhaustion::forbid) {
         return fail(errc::bad_state,
                     "slot_pool: acquire() parks requests; policy forbid never does");
@@ -138,11 +148,11 @@ result<bool> slot_pool::acquire(const units& need, callback done, void* ctx,
         } else {
             ring_[(head_ + count_) % ring_.size()] = waiter{need, done, ctx, deadline};
             ++count_;
-            return false;
+            return acquired::parked;
         }
     }
     done(ctx, lease(shared_from_this(), need));
-    return true;
+    return acquired::now;
 }
 
 void slot_pool::give_back(const units& u) noexcept {
