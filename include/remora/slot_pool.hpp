@@ -14,16 +14,40 @@
 //    bad_state: forbid never parks.
 //  - backpressure: try_acquire reports errc::would_block; acquire() parks the request in FIFO
 //    order and completes it when units return (optionally capped in waiters, and with a
-//    deadline that expire() enforces). A request larger than the capacity is refused at once
-//    with errc::too_large under both policies.
+//    deadline). A request larger than the capacity is refused at once with errc::too_large under
+//    both policies.
+//
+// Deadlines fire on their own. A parked request whose deadline passes completes with
+// errc::timed_out at the deadline (or shortly after, never before), whether or not anyone calls
+// into the pool; the requests behind it keep their FIFO order, and any it was blocking are then
+// granted. The pool's timer thread does this: one thread per pool, started when the first
+// request with a finite deadline parks (a pool that never parks one has no thread), asleep until
+// the earliest parked deadline, stopped when the pool is destroyed. expire(now) stays as a
+// manual "now": it completes at once every request whose deadline is at or before `now`.
+//
+// Teardown and destruction. Leases hold the pool (a shared_ptr); parked requests do not, but a
+// request is parked only while units are out on leases, and when the last lease goes every
+// parked request is granted (its lease then holds the pool). So a pool outlives the requests
+// parked on it: to end them early, call cancel_all() — each completes once with
+// errc::canceled, and its deadline never fires afterwards. Destroying the pool stops its timer
+// thread without waiting for any deadline: it is joined, or, when the last reference goes on
+// the timer thread itself (in a callback it runs), left to exit on its own. Should anything
+// still be parked then, it completes with errc::canceled, once, like cancel_all().
 //
 // Connections draw on a pool through connection_config::slots (a budget shared by several
 // connections); each connection's own queue entries are its records (see connection.hpp), and a
 // shared CQ keeps a budget of its own (shared_completion_queue).
 //
-// Threading: all calls may run concurrently. Callbacks of parked requests run on the thread
-// that returns the units (lease::reset, lease destruction) or calls expire()/cancel_all(), never
-// under the pool's lock, exactly once each — so they may run inside a lease's destructor.
+// Threading: all calls may run concurrently. Callbacks of parked requests run exactly once each,
+// never under the pool's lock (they may call into the pool, and may run inside a lease's
+// destructor), on the thread that:
+//  - returns the units that satisfy them (lease::reset, lease destruction or assignment),
+//  - calls expire() or cancel_all(),
+//  - is the pool's timer thread (timed_out at a deadline, and requests granted once a timed-out
+//    head no longer blocks them), or
+//  - drops the last reference to the pool (canceled).
+// A callback may drop the last reference to the pool, on any of these threads.
+
 #pragma once
 
 #include <array>
@@ -33,6 +57,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <remora/result.hpp>
@@ -43,7 +68,10 @@ enum class unit : std::uint8_t { sq, cq, recv, registration, buffer };
 inline constexpr std::size_t unit_kinds = 5;
 const char* to_string(unit u) noexcept;
 
-// A count of each unit kind: a budget, a demand or a holding.
+// A count of each unit kind: a pool's capacity, a demand or a lease's holding. A plain value: the
+// all-or-nothing reservation against a capacity is slot_pool's (try_acquire, acquire). The
+// library itself takes {sq 1, cq 1} per operation and {recv 1, cq 1} per receive from
+// connection_config::slots; registration and buffer units are for the caller's own demands.
 struct units {
     std::array<std::uint32_t, unit_kinds> n{};
 
@@ -133,21 +161,30 @@ class slot_pool : public std::enable_shared_from_this<slot_pool> {
     // (forbid: the pool was sized wrong), errc::too_large if it can never fit.
     [[nodiscard]] result<lease> try_acquire(const units& need);
     // Backpressure: like try_acquire, but a request that cannot be met now is parked in FIFO
-    // order and `done` runs later with its lease (or timed_out after `deadline`, canceled by
-    // cancel_all). On success `done` runs exactly once, and the value says when:
+    // order and `done` runs later with its lease, or with errc::timed_out at `deadline` (by the
+    // pool's timer thread, see Deadlines), or errc::canceled by cancel_all() or the pool's
+    // destruction. On success `done` runs exactly once, and the value says when:
     //   acquired::now     `done` has already run, on this thread, before acquire returned (the
     //                     units were free and nobody was parked ahead).
     //   acquired::parked  `done` has not run; it will run exactly once later, on another call's
     //                     thread (see Threading above).
     // Refused (not parked, `done` never runs) with too_large, with would_block when
-    // max_waiters are parked, with bad_state under forbid, and with invalid_argument for an
-    // empty demand or a null `done`.
+    // max_waiters are parked (or the pool's timer thread cannot be started), with bad_state
+    // under forbid, and with invalid_argument for an empty demand or a null `done`.
     [[nodiscard]] result<acquired> acquire(const units& need, callback done, void* ctx,
                                            clock::time_point deadline = clock::time_point::max());
-    // Completes parked requests whose deadline passed with errc::timed_out; returns how many.
+    // Completes now, with errc::timed_out, the parked requests whose deadline is at or before
+    // `now`, then grants those they were blocking; returns how many timed out. Not needed for
+    // deadlines to fire (the timer thread does that); a manual "now" for callers that want one.
     std::size_t expire(clock::time_point now = clock::now());
-    // Completes every parked request with errc::canceled (teardown); returns how many.
+    // Completes every parked request with errc::canceled (teardown); returns how many. Requests
+    // parked afterwards are served as usual.
     std::size_t cancel_all();
+
+    // Stops the timer thread; see Teardown and destruction above.
+    ~slot_pool();
+    slot_pool(const slot_pool&) = delete;
+    slot_pool& operator=(const slot_pool&) = delete;
 
     [[nodiscard]] units available() const;
     [[nodiscard]] const units& capacity() const noexcept { return cfg_.capacity; }
@@ -159,6 +196,11 @@ class slot_pool : public std::enable_shared_from_this<slot_pool> {
     friend class lease;
     void give_back(const units& u) noexcept;
     result<void> check_fits_ever(const units& need) const;
+    // The timer thread's state; shared with it, so the thread outlives a pool destroyed on it.
+    struct timer;
+    static void run_timer(std::weak_ptr<slot_pool> pool, std::shared_ptr<timer> t);
+    result<void> arm_timer(clock::time_point deadline);  // under mu_
+    void rearm_timer();                                  // under mu_: earliest parked deadline
 
     struct waiter {
         units need;
@@ -173,6 +215,8 @@ class slot_pool : public std::enable_shared_from_this<slot_pool> {
     std::vector<waiter> ring_;
     std::size_t head_ = 0;
     std::size_t count_ = 0;
+    std::shared_ptr<timer> timer_;  // under mu_; set once, with timer_thread_
+    std::thread timer_thread_;
 };
 
 }  // namespace remora
