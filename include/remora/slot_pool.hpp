@@ -38,14 +38,14 @@
 // connections); each connection's own queue entries are its records (see connection.hpp), and a
 // shared CQ keeps a budget of its own (shared_completion_queue).
 //
-// Threading: all calls may run concurrently. Callbacks of parked requests run exactly once each,
-// never under the pool's lock (they may call into the pool, and may run inside a lease's
+// Threading: all calls on a pool may run concurrently; a lease is a value (one thread at a time)
+// that may be reset or destroyed on any thread. Callbacks of parked requests run exactly once
+// each, never under the pool's lock (they may call into the pool, and may run inside a lease's
 // destructor), on the thread that:
 //  - returns the units that satisfy them (lease::reset, lease destruction or assignment),
-//  - calls expire() or cancel_all(),
+//  - calls expire() or cancel_all(), or
 //  - is the pool's timer thread (timed_out at a deadline, and requests granted once a timed-out
-//    head no longer blocks them), or
-//  - drops the last reference to the pool (canceled).
+//    head no longer blocks them).
 // A callback may drop the last reference to the pool, on any of these threads.
 
 #pragma once
@@ -152,18 +152,21 @@ class lease {
 class slot_pool : public std::enable_shared_from_this<slot_pool> {
   public:
     using clock = std::chrono::steady_clock;
-    // Completion of a parked request: a lease, or errc::timed_out / errc::canceled.
+    // Completion of a request acquire() accepted: its lease, or (parked requests only)
+    // errc::timed_out / errc::canceled. Runs exactly once; see Threading.
     using callback = void (*)(void* ctx, result<lease> r);
 
     [[nodiscard]] static result<std::shared_ptr<slot_pool>> create(const slot_pool_config& cfg);
 
-    // All of `need` now, or nothing: errc::would_block (backpressure) or errc::bad_state
-    // (forbid: the pool was sized wrong), errc::too_large if it can never fit.
+    // All of `need` now, or nothing (nothing is taken on failure): errc::would_block
+    // (backpressure; also while requests are parked, which go first), errc::bad_state (forbid:
+    // the pool was sized wrong; the message names demand and capacity), errc::too_large if it
+    // can never fit, errc::invalid_argument for an empty demand.
     [[nodiscard]] result<lease> try_acquire(const units& need);
     // Backpressure: like try_acquire, but a request that cannot be met now is parked in FIFO
     // order and `done` runs later with its lease, or with errc::timed_out at `deadline` (by the
-    // pool's timer thread, see Deadlines), or errc::canceled by cancel_all() or the pool's
-    // destruction. On success `done` runs exactly once, and the value says when:
+    // pool's timer thread, see Deadlines), or with errc::canceled by cancel_all(). On success
+    // `done` runs exactly once, and the value says when:
     //   acquired::now     `done` has already run, on this thread, before acquire returned (the
     //                     units were free and nobody was parked ahead).
     //   acquired::parked  `done` has not run; it will run exactly once later, on another call's
@@ -211,7 +214,8 @@ class slot_pool : public std::enable_shared_from_this<slot_pool> {
     slot_pool_config cfg_;
     mutable std::mutex mu_;
     units free_;
-    // Parked requests, FIFO, in a ring sized max_waiters at creation: parking allocates nothing.
+    // Parked requests, FIFO, in a ring sized max_waiters at creation: parking allocates nothing
+    // (but for the timer, started once, by the first request parked with a deadline).
     std::vector<waiter> ring_;
     std::size_t head_ = 0;
     std::size_t count_ = 0;

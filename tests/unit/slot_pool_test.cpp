@@ -137,6 +137,19 @@ TEST(slot_pool, demand_that_can_never_fit_is_too_large_under_both_policies) {
     EXPECT_EQ(p->waiting(), 0u);
 }
 
+// slot_pool.hpp: an empty demand or a null callback is invalid_argument; nothing taken or parked.
+TEST(slot_pool, bad_input_is_refused_and_changes_nothing) {
+    auto p = pool(make(2, 2));
+    EXPECT_ERRC(p->try_acquire(units{}), errc::invalid_argument);
+    recorder rec;
+    recorder::slot s{&rec, 1};
+    EXPECT_ERRC(p->acquire(units{}, &recorder::done, &s), errc::invalid_argument);
+    EXPECT_ERRC(p->acquire(make(1, 1), nullptr, &s), errc::invalid_argument);
+    EXPECT_TRUE(rec.order.empty());
+    EXPECT_EQ(p->waiting(), 0u);
+    EXPECT_EQ(p->available(), make(2, 2));
+}
+
 TEST(slot_pool, backpressure_parks_fifo_and_resumes_when_units_return) {
     auto p = pool(make(2, 2));
     auto first = p->try_acquire(make(2, 2));
