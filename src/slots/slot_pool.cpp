@@ -97,8 +97,8 @@ void slot_pool::run_timer(std::weak_ptr<slot_pool> pool, std::shared_ptr<timer> 
                 }
                 if (t->next == clock::time_point::max()) {
                     t->cv.wait(lock);
-                } else if (clock::now() < t->next) {
-                    t->cv.wait_until(lock, t->next);
+                } else if (const auto next = t->next; clock::now() < next) {
+                    t->cv.wait_until(lock, next);  // a copy: `next` may change while we wait
                 } else {
                     break;
                 }
