@@ -1,6 +1,8 @@
 #include <remora/slot_pool.hpp>
 
-#include <cassert>
+#include <algorithm>
+#include <condition_variable>
+#include <exception>
 #include <vector>
 
 namespace remora {
@@ -17,6 +19,16 @@ const char* to_string(unit u) noexcept {
             return "registration";
         case unit::buffer:
             return "buffer";
+    }
+    return "?";
+}
+
+const char* to_string(acquired a) noexcept {
+    switch (a) {
+        case acquired::now:
+            return "now";
+        case acquired::parked:
+            return "parked";
     }
     return "?";
 }
@@ -48,7 +60,7 @@ void add(units& to, const units& u) {
 
 lease& lease::operator=(lease&& o) noexcept {
     if (this != &o) {
-        release();
+        reset();
         pool_ = std::move(o.pool_);
         held_ = o.held_;
         o.held_ = {};
@@ -56,7 +68,7 @@ lease& lease::operator=(lease&& o) noexcept {
     return *this;
 }
 
-void lease::release() noexcept {
+void lease::reset() noexcept {
     if (pool_) {
         auto pool = std::move(pool_);
         pool_.reset();
@@ -64,6 +76,107 @@ void lease::release() noexcept {
         held_ = {};
         pool->give_back(u);
     }
+}
+
+// Lock order: the pool's mu_, then timer::mu. The timer thread holds only timer::mu while it
+// sleeps, and only a strong reference to the pool (no lock) while it expires requests.
+struct slot_pool::timer {
+    std::mutex mu;
+    std::condition_variable cv;
+    clock::time_point next = clock::time_point::max();  // earliest parked deadline (or later)
+    bool stop = false;
+};
+
+void slot_pool::run_timer(std::weak_ptr<slot_pool> pool, std::shared_ptr<timer> t) {
+    for (;;) {
+        {
+            std::unique_lock lock(t->mu);
+            for (;;) {
+                if (t->stop) {
+                    return;
+                }
+                if (t->next == clock::time_point::max()) {
+                    t->cv.wait(lock);
+                } else if (const auto next = t->next; clock::now() < next) {
+                    t->cv.wait_until(lock, next);  // a copy: `next` may change while we wait
+                } else {
+                    break;
+                }
+            }
+        }
+        auto self = pool.lock();
+        if (!self) {
+            return;  // the pool is being destroyed (its destructor stops this thread)
+        }
+        self->expire(clock::now());  // runs callbacks here and sets t->next again
+        // Dropping what may be the last reference runs ~slot_pool on this thread; it detaches
+        // this thread and sets t->stop. Only `t` is touched from here on.
+        self.reset();
+    }
+}
+
+result<void> slot_pool::arm_timer(clock::time_point deadline) {
+    if (deadline == clock::time_point::max()) {
+        return {};
+    }
+    if (!timer_) {
+        try {
+            auto t = std::make_shared<timer>();
+            timer_thread_ = std::thread(&slot_pool::run_timer, weak_from_this(), t);
+            timer_ = std::move(t);
+        } catch (const std::exception& e) {
+            return fail(
+                errc::would_block,
+                std::string("slot_pool: cannot start the deadline timer thread: ") + e.what());
+        }
+    }
+    bool earlier = false;
+    {
+        std::lock_guard lock(timer_->mu);
+        if (deadline < timer_->next) {
+            timer_->next = deadline;
+            earlier = true;
+        }
+    }
+    if (earlier) {
+        timer_->cv.notify_one();
+    }
+    return {};
+}
+
+void slot_pool::rearm_timer() {
+    if (!timer_) {
+        return;
+    }
+    auto next = clock::time_point::max();
+    for (std::size_t i = 0; i < count_; ++i) {
+        next = std::min(next, ring_[(head_ + i) % ring_.size()].deadline);
+    }
+    // Invariant (under mu_): timer_->next <= every parked deadline. Parking lowers it and
+    // notifies (arm_timer); here it can only rise, so the sleeping timer wakes at worst early,
+    // calls expire() and sleeps again until this value.
+    std::lock_guard lock(timer_->mu);
+    timer_->next = next;
+}
+
+slot_pool::~slot_pool() {
+    // No strong reference is left, so no other call runs, and the timer thread is asleep, about
+    // to find the pool gone, or is this very thread (dropping its reference after expire()).
+    if (timer_) {
+        {
+            std::lock_guard lock(timer_->mu);
+            timer_->stop = true;
+        }
+        timer_->cv.notify_one();
+        if (timer_thread_.get_id() == std::this_thread::get_id()) {
+            timer_thread_.detach();  // it returns to run_timer, sees stop and exits
+        } else {
+            timer_thread_.join();
+        }
+    }
+    // Nothing is parked once the last lease is gone (each give-back grants what fits, and the
+    // head always fits a full pool); should that ever change, complete rather than drop.
+    cancel_all();
 }
 
 result<std::shared_ptr<slot_pool>> slot_pool::create(const slot_pool_config& cfg) {
@@ -96,6 +209,7 @@ result<lease> slot_pool::try_acquire(const units& need) {
     if (auto r = check_fits_ever(need); !r) {
         return fail(r.error());
     }
+    units free;
     {
         std::lock_guard lock(mu_);
         // FIFO fairness: parked requests go first.
@@ -103,19 +217,21 @@ result<lease> slot_pool::try_acquire(const units& need) {
             take(free_, need);
             return lease(shared_from_this(), need);
         }
+        free = free_;
     }
     if (cfg_.policy == exhaustion::forbid) {
-        assert(!"slot_pool: exhaustion under policy forbid: the pool is sized too small");
+        // The same in every build of the library: a returned error, never an assertion.
         return fail(errc::bad_state,
-                    "slot_pool: exhausted under policy forbid (sizing bug): "
+                    "slot_pool: exhausted under policy forbid (sized too small): "
                     "demand " +
-                        to_string(need) + ", free " + to_string(available()));
+                        to_string(need) + ", capacity " + to_string(cfg_.capacity) + ", free " +
+                        to_string(free));
     }
     return fail(errc::would_block, "slot_pool: " + to_string(need) + " not available now");
 }
 
-result<bool> slot_pool::acquire(const units& need, callback done, void* ctx,
-                                clock::time_point deadline) {
+result<acquired> slot_pool::acquire(const units& need, callback done, void* ctx,
+                                    clock::time_point deadline) {
     if (cfg_.policy == exhaustion::forbid) {
         return fail(errc::bad_state,
                     "slot_pool: acquire() parks requests; policy forbid never does");
@@ -134,13 +250,16 @@ result<bool> slot_pool::acquire(const units& need, callback done, void* ctx,
             return fail(errc::would_block, "slot_pool: " + std::to_string(count_) +
                                                " requests already wait (max_waiters)");
         } else {
+            if (auto armed = arm_timer(deadline); !armed) {
+                return fail(armed.error());
+            }
             ring_[(head_ + count_) % ring_.size()] = waiter{need, done, ctx, deadline};
             ++count_;
-            return false;
+            return acquired::parked;
         }
     }
     done(ctx, lease(shared_from_this(), need));
-    return true;
+    return acquired::now;
 }
 
 void slot_pool::give_back(const units& u) noexcept {
@@ -176,6 +295,7 @@ std::size_t slot_pool::expire(clock::time_point now) {
             }
         }
         count_ = kept;
+        rearm_timer();
     }
     for (const waiter& w : expired) {
         w.done(w.ctx, fail(errc::timed_out, "slot_pool: request " + to_string(w.need) +
