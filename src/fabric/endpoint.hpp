@@ -71,12 +71,9 @@ inline ssize_t ep_recv(fid_ep* ep, const iovec* iov, void** desc, std::size_t co
     return fi_recvmsg(ep, &msg, flags);
 }
 
-inline ssize_t ep_write(fid_ep* ep, const iovec* iov, void** desc, std::size_t count,
-                        remote_iov remote, std::uint64_t data, void* context, std::uint64_t flags) {
-    if (int r = injected(fabric_call::post_write)) {
-        return r;
-    }
-    fi_rma_iov rma{remote.addr, remote.len, remote.key};
+// One RMA message over local `iov` and one remote range (`rma` must outlive the post call).
+inline fi_msg_rma rma_message(const iovec* iov, void** desc, std::size_t count,
+                              const fi_rma_iov& rma, void* context, std::uint64_t data) {
     fi_msg_rma msg{};
     msg.msg_iov = iov;
     msg.desc = desc;
@@ -85,6 +82,16 @@ inline ssize_t ep_write(fid_ep* ep, const iovec* iov, void** desc, std::size_t c
     msg.rma_iov_count = 1;
     msg.context = context;
     msg.data = data;
+    return msg;
+}
+
+inline ssize_t ep_write(fid_ep* ep, const iovec* iov, void** desc, std::size_t count,
+                        remote_iov remote, std::uint64_t data, void* context, std::uint64_t flags) {
+    if (int r = injected(fabric_call::post_write)) {
+        return r;
+    }
+    const fi_rma_iov rma{remote.addr, remote.len, remote.key};
+    const fi_msg_rma msg = rma_message(iov, desc, count, rma, context, data);
     return fi_writemsg(ep, &msg, flags);
 }
 
@@ -93,14 +100,8 @@ inline ssize_t ep_read(fid_ep* ep, const iovec* iov, void** desc, std::size_t co
     if (int r = injected(fabric_call::post_read)) {
         return r;
     }
-    fi_rma_iov rma{remote.addr, remote.len, remote.key};
-    fi_msg_rma msg{};
-    msg.msg_iov = iov;
-    msg.desc = desc;
-    msg.iov_count = count;
-    msg.rma_iov = &rma;
-    msg.rma_iov_count = 1;
-    msg.context = context;
+    const fi_rma_iov rma{remote.addr, remote.len, remote.key};
+    const fi_msg_rma msg = rma_message(iov, desc, count, rma, context, 0);
     return fi_readmsg(ep, &msg, flags);
 }
 
