@@ -294,7 +294,7 @@ void receives_flushed_when_the_client_dies(const std::string& provider, bool eve
         check_event();
     }
 
-    auto got = reap_blocking(srv->cq(), receives, 3s);
+    auto got = reap_blocking(srv->cq(), receives, 15s);
     const auto elapsed = clock::now() - killed_at;
     std::map<std::string, int> statuses;
     std::set<const void*> seen;
@@ -352,7 +352,7 @@ TEST_P(peer_death, close_flushes_outstanding_receives_and_the_peer_sees_closed) 
         ASSERT_TRUE(p.server->recv(rmr, i * 64, 64, {.context = &ctx[i]}).has_value());
     }
     ASSERT_TRUE(p.server->close().has_value());
-    auto got = reap_blocking(p.server->cq(), receives, 3s);
+    auto got = reap_blocking(p.server->cq(), receives, 15s);
     std::map<std::string, int> statuses;
     std::set<const void*> seen;
     for (const completion& c : got.all) {
@@ -468,7 +468,7 @@ TEST_P(peer_death, in_flight_reads_and_writes_all_complete_when_the_server_dies)
                             : cli->read(lmr, i * chunk, *desc, roff, chunk, {.context = &warm[i]});
         ASSERT_TRUE(r.has_value()) << r.error().what();
     }
-    auto w = reap_blocking(cli->cq(), 64, 5s);
+    auto w = reap_blocking(cli->cq(), 64, 30s);
     ASSERT_EQ(w.all.size(), 64u);
     for (const completion& c : w.all) {
         ASSERT_TRUE(c.ok()) << status_name(c.status);
@@ -493,7 +493,7 @@ TEST_P(peer_death, in_flight_reads_and_writes_all_complete_when_the_server_dies)
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
         << "the server exited early with " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 
-    auto got = reap_blocking(cli->cq(), depth, 5s);
+    auto got = reap_blocking(cli->cq(), depth, 30s);
     const auto elapsed = clock::now() - killed_at;
     std::map<std::string, int> statuses;
     std::set<const void*> seen;
