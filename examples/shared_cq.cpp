@@ -52,7 +52,11 @@ constexpr std::size_t msg_size = 32;
 
 void run_server(std::promise<std::uint16_t>& port, std::promise<void>& all_attached) {
     auto dom = must(remora::domain::open(), "server: domain");
-    auto cq = must(remora::shared_completion_queue::create(dom, {.size = clients * (sq + rq)}),
+    // Sized from what each connection takes (remora::cq_entries), not from a copied formula.
+    const std::uint32_t per_connection =
+        remora::cq_entries({.sq_size = sq, .rq_size = rq}, remora::cq_kind::cq);
+    auto cq = must(remora::shared_completion_queue::create(
+                       dom, {.size = static_cast<std::uint32_t>(clients) * per_connection}),
                    "server: shared CQ");
     auto lst = must(remora::listener::create(dom, "127.0.0.1", 0), "server: listen");
     port.set_value(lst.port());

@@ -106,6 +106,14 @@ struct connection_config {
     buffer_pool bounce{};
 };
 
+// The completion-queue entries a connection with configuration `c` takes: on its CQ (cq_kind::cq:
+// the send queue, the target service's depth, and the receive queue unless it has a receive CQ)
+// or on its receive CQ (cq_kind::rcq: the receive queue; 0 without one). A private CQ is sized to
+// this and a shared one reserves it, so size a shared CQ with the sum over the connections that
+// will attach to it (as rdma_rw_mr_factor says what an RDMA operation needs). Depths are taken as
+// given: the provider may reduce them at setup, and config() then reports what was reserved.
+[[nodiscard]] std::uint32_t cq_entries(const connection_config& c, cq_kind kind) noexcept;
+
 enum class flush_type : std::uint8_t {
     visibility,   // the target's memory holds the written bytes
     persistence,  // ... and they are durable (the region must be persistent)

@@ -118,7 +118,7 @@ result<connection_config> effective(const connection_config& in, const provider_
             c.sq_size = std::min(c.sq_size, room);
         }
     }
-    const std::uint32_t need = c.sq_size + c.service_depth + (c.rcq ? 0 : c.rq_size);
+    const std::uint32_t need = cq_entries(c, cq_kind::cq);
     if (c.shared_cq) {
         c.cq_size = static_cast<std::uint32_t>(c.shared_cq.size());  // fit checked on attach
     } else if (c.cq_size == 0) {
@@ -209,14 +209,14 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
         reserved = need;
         return {};
     };
-    if (auto r = attach(config.shared_cq, cq_kind::cq,
-                        config.sq_size + config.service_depth + (config.rcq ? 0 : config.rq_size),
-                        cq, cq_reserved);
+    if (auto r =
+            attach(config.shared_cq, cq_kind::cq, cq_entries(config, cq_kind::cq), cq, cq_reserved);
         !r) {
         return r;
     }
     if (config.rcq) {
-        if (auto r = attach(config.shared_rcq, cq_kind::rcq, config.rq_size, rcq, rcq_reserved);
+        if (auto r = attach(config.shared_rcq, cq_kind::rcq, cq_entries(config, cq_kind::rcq), rcq,
+                            rcq_reserved);
             !r) {
             return r;
         }
@@ -435,6 +435,14 @@ connection_impl::~connection_impl() {
     }
 }
 }  // namespace detail
+
+std::uint32_t cq_entries(const connection_config& c, cq_kind kind) noexcept {
+    const bool rcq = c.rcq || static_cast<bool>(c.shared_rcq);
+    if (kind == cq_kind::rcq) {
+        return rcq ? c.rq_size : 0;
+    }
+    return c.sq_size + c.service_depth + (rcq ? 0 : c.rq_size);
+}
 
 // ---------------------------------------------------------------- public API: lifecycle
 

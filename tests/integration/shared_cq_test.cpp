@@ -14,6 +14,40 @@ namespace {
 
 class shared_cq_test : public testing::TestWithParam<std::string> {};
 
+// cq_entries() says what a configuration takes on each CQ; a shared CQ sized with their sum takes
+// exactly those connections, and a connection's reservation is what cq_entries() said.
+TEST_P(shared_cq_test, cq_entries_sizes_a_shared_cq_exactly) {
+    EXPECT_EQ(cq_entries({.sq_size = 8, .rq_size = 4}, cq_kind::cq), 12u);
+    EXPECT_EQ(cq_entries({.sq_size = 8, .rq_size = 4}, cq_kind::rcq), 0u);
+    EXPECT_EQ(cq_entries({.sq_size = 8, .rq_size = 4, .rcq = true}, cq_kind::cq), 8u);
+    EXPECT_EQ(cq_entries({.sq_size = 8, .rq_size = 4, .rcq = true}, cq_kind::rcq), 4u);
+    EXPECT_EQ(cq_entries({.sq_size = 8, .rq_size = 4, .service_depth = 2}, cq_kind::cq), 14u);
+
+    auto s = server_side::open(GetParam());
+    const std::vector<connection_config> cfgs = {
+        {.sq_size = 4, .rq_size = 4, .tag = 1},
+        {.sq_size = 8, .rq_size = 2, .tag = 2},
+        {.sq_size = 2, .rq_size = 6, .rcq = true, .tag = 3},
+    };
+    std::uint32_t total = 0;
+    for (const auto& c : cfgs) {
+        total += cq_entries(c, cq_kind::cq);
+    }
+    auto shared = must(shared_completion_queue::create(s.dom, {.size = total}));
+    ASSERT_EQ(shared.size(), total);
+    std::vector<connection> conns;
+    std::size_t reserved = 0;
+    for (auto c : cfgs) {
+        c.shared_cq = shared;
+        conns.push_back(must(s.add(c)));
+        reserved += cq_entries(c, cq_kind::cq);
+        EXPECT_EQ(shared.reserved(), reserved);
+    }
+    EXPECT_EQ(shared.reserved(), shared.size());
+    EXPECT_ERRC(s.add({.sq_size = 1, .rq_size = 1, .tag = 4, .shared_cq = shared}),
+                errc::too_large);
+}
+
 TEST_P(shared_cq_test, an_attach_that_could_overflow_the_budget_is_refused) {
     auto s = server_side::open(GetParam());
     auto shared = must(shared_completion_queue::create(s.dom, {.size = 64}));
