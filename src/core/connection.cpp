@@ -172,7 +172,7 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     }
     ret = wait_fd(eq.as_fid(), &eq_fd);
     if (ret != 0) {
-        return fail(fabric_error(ret, "fi_control(FI_GETWAIT) on an EQ"));
+        return fail(fabric_error(ret, "fi_control FI_GETWAIT on an EQ"));
     }
 
     ops.tag = config.tag;

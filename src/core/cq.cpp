@@ -104,12 +104,12 @@ result<std::shared_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
     cq->tag = tag;
     int ret = cq_open(dom->domain.get(), size, cq->cq);
     if (ret != 0) {
-        return fail(fabric_error(ret, std::string("fi_cq_open(") + to_string(kind) + ", size " +
-                                          std::to_string(size) + ")"));
+        return fail(fabric_error(ret, std::string("fi_cq_open for the ") + to_string(kind) +
+                                          " of size " + std::to_string(size)));
     }
     ret = detail::wait_fd(cq->cq.as_fid(), &cq->fd);
     if (ret != 0) {
-        return fail(fabric_error(ret, "fi_control(FI_GETWAIT) on a CQ"));
+        return fail(fabric_error(ret, "fi_control FI_GETWAIT on a CQ"));
     }
     return cq;
 }

@@ -143,11 +143,11 @@ result<domain> domain::open(const domain_config& config) {
 
     int ret = open_fabric(info->fabric_attr, impl->fabric);
     if (ret != 0) {
-        return fail(fabric_error(ret, "fi_fabric(" + prov + ")"));
+        return fail(fabric_error(ret, "fi_fabric for " + prov));
     }
     ret = open_domain(impl->fabric.get(), info, impl->domain);
     if (ret != 0) {
-        return fail(fabric_error(ret, "fi_domain(" + prov + ")"));
+        return fail(fabric_error(ret, "fi_domain for " + prov));
     }
 
     provider_caps& c = impl->caps;

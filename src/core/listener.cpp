@@ -135,7 +135,7 @@ result<listener> listener::create(const domain& dom, const std::string& host, st
     }
     ret = wait_fd(impl->eq.as_fid(), &impl->eq_fd);
     if (ret != 0) {
-        return fail(fabric_error(ret, "fi_control(FI_GETWAIT) on the listener's EQ"));
+        return fail(fabric_error(ret, "fi_control FI_GETWAIT on the listener's EQ"));
     }
     ret = open_passive_ep(impl->dom->fabric.get(), info, impl->pep);
     if (ret != 0) {

@@ -44,17 +44,24 @@ struct remote_iov {
     std::uint64_t key;
 };
 
-inline ssize_t ep_send(fid_ep* ep, const iovec* iov, void** desc, std::size_t count,
-                       std::uint64_t data, void* context, std::uint64_t flags) {
-    if (int r = injected(fabric_call::post_send)) {
-        return r;
-    }
+// One message over local `iov` (send or receive).
+inline fi_msg msg_message(const iovec* iov, void** desc, std::size_t count, void* context,
+                          std::uint64_t data) {
     fi_msg msg{};
     msg.msg_iov = iov;
     msg.desc = desc;
     msg.iov_count = count;
     msg.context = context;
     msg.data = data;
+    return msg;
+}
+
+inline ssize_t ep_send(fid_ep* ep, const iovec* iov, void** desc, std::size_t count,
+                       std::uint64_t data, void* context, std::uint64_t flags) {
+    if (int r = injected(fabric_call::post_send)) {
+        return r;
+    }
+    const fi_msg msg = msg_message(iov, desc, count, context, data);
     return fi_sendmsg(ep, &msg, flags);
 }
 
@@ -63,11 +70,7 @@ inline ssize_t ep_recv(fid_ep* ep, const iovec* iov, void** desc, std::size_t co
     if (int r = injected(fabric_call::post_recv)) {
         return r;
     }
-    fi_msg msg{};
-    msg.msg_iov = iov;
-    msg.desc = desc;
-    msg.iov_count = count;
-    msg.context = context;
+    const fi_msg msg = msg_message(iov, desc, count, context, 0);
     return fi_recvmsg(ep, &msg, flags);
 }
 
