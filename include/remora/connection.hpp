@@ -152,7 +152,9 @@ enum class completion_mode : std::uint8_t {
 };
 
 struct op_options {
-    completion_mode completion = completion_mode::always;
+    // Which outcomes are reported (named `report`, not `completion`, so it does not hide the
+    // type remora::completion inside code that names both).
+    completion_mode report = completion_mode::always;
     void* context = nullptr;  // returned in the completion
     // When set, the operation's completion goes to this function instead of to poll(): it runs
     // exactly once, on the thread that reads the CQ (the application's, or the library progress

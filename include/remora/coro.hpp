@@ -84,7 +84,7 @@ class at_post_awaiter {
     explicit at_post_awaiter(Post post) : post_(std::move(post)) {}
     bool await_ready() noexcept {
         op_options o;
-        o.completion = completion_mode::at_post;
+        o.report = completion_mode::at_post;
         auto r = post_(o);
         if (!r) {
             out_ = tl::unexpected<error>(r.error());

@@ -128,7 +128,7 @@ template <class Post>
 result<void> post_maybe_quiet(connection_impl& c, op_record* r, std::size_t bytes,
                               const op_options& opts, std::uint64_t flags, const char* what,
                               op_holding* bounce, Post&& post) {
-    const bool at_post = opts.completion == completion_mode::at_post;
+    const bool at_post = opts.report == completion_mode::at_post;
     if (at_post) {
         flags |= FI_INJECT;  // the bytes are the provider's when the post returns
     }
@@ -139,7 +139,7 @@ result<void> post_maybe_quiet(connection_impl& c, op_record* r, std::size_t byte
         return submit(c, r, post(flags | FI_COMPLETION), what, false);
     }
     std::lock_guard lock(c.signal_mu);
-    const bool quiet = opts.callback == nullptr && opts.completion != completion_mode::always &&
+    const bool quiet = opts.callback == nullptr && opts.report != completion_mode::always &&
                        bytes <= c.dom->caps.inject_size &&
                        c.since_signal + 1 < c.config.signal_every;
     if (bounce != nullptr && !quiet && !at_post) {

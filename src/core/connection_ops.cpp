@@ -118,7 +118,7 @@ result<void> check_imm(const connection_impl& c, std::uint64_t imm) {
 // successes from the application.
 result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind, bool recv,
                          const char* what) {
-    if (opts.completion == completion_mode::at_post &&
+    if (opts.report == completion_mode::at_post &&
         ((kind != op::write && kind != op::send) || opts.callback != nullptr)) {
         return fail(errc::invalid_argument,
                     std::string(what) +
@@ -140,7 +140,7 @@ result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op 
     r->user_context = opts.context;
     r->callback = opts.callback;
     r->kind = kind;
-    r->report_success = opts.completion == completion_mode::always;
+    r->report_success = opts.report == completion_mode::always;
     return r;
 }
 
@@ -158,7 +158,7 @@ namespace {
 
 result<void> check_at_post(const connection_impl& c, const op_options& opts, std::size_t bytes,
                            const char* what) {
-    if (opts.completion == completion_mode::at_post && bytes > c.dom->caps.inject_size) {
+    if (opts.report == completion_mode::at_post && bytes > c.dom->caps.inject_size) {
         return fail(errc::too_large, std::string(what) + ": " + n2s(bytes) +
                                          " bytes cannot complete at post: the inject size is " +
                                          n2s(c.dom->caps.inject_size));
@@ -358,7 +358,7 @@ result<void> connection::recv(std::span<const local_segment> dst, op_options opt
     if (auto r = detail::check_messaging(c, "recv"); !r) {
         return r;
     }
-    if (opts.completion != completion_mode::always) {
+    if (opts.report != completion_mode::always) {
         return fail(errc::invalid_argument,
                     "recv: a receive always completes (it reports what arrived)");
     }

@@ -416,7 +416,7 @@ result<service_conn*> client_side(connection_impl& c) {
 
 result<void> client_request(connection_impl& c, service_request rq, std::byte* result,
                             const op_options& opts) {
-    if (opts.completion == completion_mode::at_post) {
+    if (opts.report == completion_mode::at_post) {
         return fail(errc::invalid_argument,
                     "completion_mode::at_post is for writes and sends, not service requests");
     }
@@ -445,7 +445,7 @@ result<void> client_request(connection_impl& c, service_request rq, std::byte* r
         sl.pending = 2;
         sl.user_context = opts.context;
         sl.callback = opts.callback;
-        sl.report_success = opts.completion == completion_mode::always;
+        sl.report_success = opts.report == completion_mode::always;
         sl.kind = rq.op;
         sl.result = result;
         rq.id = (static_cast<std::uint64_t>(sl.generation) << 32) | i;

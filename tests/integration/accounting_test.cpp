@@ -149,7 +149,7 @@ TEST_P(accounting, unreported_successes_still_return_their_entries) {
     auto desc = must(tmr.describe());
     completion c[8];
     for (int i = 0; i < 100; ++i) {
-        auto r = p.client->write(desc, 0, lmr, 0, 8, {.completion = completion_mode::on_error});
+        auto r = p.client->write(desc, 0, lmr, 0, 8, {.report = completion_mode::on_error});
         if (!r) {
             ASSERT_TRUE(r.error() == errc::would_block) << r.error().what();
             auto n = p.client->cq().poll(c);

@@ -141,7 +141,7 @@ TEST_P(ops, completion_on_error_only_reports_nothing_on_success) {
     int quiet = 0, loud = 0;
     local.bytes[0] = std::byte{0x5a};
     REMORA_ASSERT_OK(p.client->write(desc, 0, lmr, 0, 1,
-                                     {.completion = completion_mode::on_error, .context = &quiet}));
+                                     {.report = completion_mode::on_error, .context = &quiet}));
     REMORA_ASSERT_OK(p.client->write(desc, 1, lmr, 0, 1, {.context = &loud}));
     // The connection's writes complete in order: had the quiet one been reported, it would come
     // before the loud one. The first completion is the loud one, and nothing else is left.
@@ -274,7 +274,7 @@ TEST_P(ops, blocking_waits_never_miss_a_wakeup_beside_the_progress_thread) {
                 if (lost != 0)
                     return;
             }
-            ASSERT_TRUE(p.server->send(smr, 32, 8, {.completion = completion_mode::on_error}));
+            ASSERT_TRUE(p.server->send(smr, 32, 8, {.report = completion_mode::on_error}));
             // Reap the CQ too: an unreported send holds its queue entry until it is reaped.
             ASSERT_TRUE(p.server->cq().poll(c));
         }
@@ -282,7 +282,7 @@ TEST_P(ops, blocking_waits_never_miss_a_wakeup_beside_the_progress_thread) {
     completion c[4];
     for (int i = 0; i < rounds && lost == 0; ++i) {
         REMORA_ASSERT_OK(p.client->recv(cmr, 0, 32));
-        REMORA_ASSERT_OK(p.client->send(cmr, 32, 8, {.completion = completion_mode::on_error}));
+        REMORA_ASSERT_OK(p.client->send(cmr, 32, 8, {.report = completion_mode::on_error}));
         std::size_t got = 0;
         while (got == 0 && lost == 0) {
             auto w = p.client->rcq()->wait(2s);
@@ -352,7 +352,7 @@ TEST_P(ops, message_arriving_before_its_receive_is_delivered_beside_the_progress
         for (int i = 0; i < rounds; ++i) {
             if (!next_recv(*p.server, nullptr, i, true))
                 return;
-            ASSERT_TRUE(p.server->send(smr, 32, 8, {.completion = completion_mode::at_post}));
+            ASSERT_TRUE(p.server->send(smr, 32, 8, {.report = completion_mode::at_post}));
             if (i + 1 == rounds)
                 break;
             // Repost only once the next request has been sent: it arrives before its receive.

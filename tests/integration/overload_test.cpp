@@ -111,7 +111,7 @@ TEST_P(overload_test, thirty_two_clients_eight_slots_every_request_served) {
             rq.seq += 1000;
             std::memcpy(reply_mem[rq.client].data(), &rq, sizeof rq);
             REMORA_ASSERT_OK(conns[rq.client].send(reply_mr[rq.client], 0, sizeof rq,
-                                                   {.completion = completion_mode::on_error}));
+                                                   {.report = completion_mode::on_error}));
             ++served;
         }
         batch.clear();  // releases the slots: posted again on the connections waiting longest

@@ -35,7 +35,7 @@ TEST_P(signalling_pools, progress_owned_wait_blocks_again_after_a_silent_reap) {
     lmr.emplace(must(memory_region::create(p.client_domain, local.span(), usage::write_source)));
     const auto dst = must(tmr->describe());
     connection& c = *p.client;
-    REMORA_ASSERT_OK(c.write(dst, 0, *lmr, 0, 8, {.completion = completion_mode::on_error}));
+    REMORA_ASSERT_OK(c.write(dst, 0, *lmr, 0, 8, {.report = completion_mode::on_error}));
     sleep_until([&] { return c.in_flight() == 0; });  // reaped by the progress thread
     ASSERT_EQ(c.in_flight(), 0u);
     (void)c.cq().wait(100ms);  // may return 0 for that reap: documented
@@ -76,7 +76,7 @@ TEST_P(signalling_pools, unsignalled_write_copies_cannot_wedge_the_bounce_pool) 
         memory_region::create(sd, target.span(), usage::write_destination | usage::flush_target)));
     const auto dst = must(tmr->describe());
     const std::string text = "12345678";
-    const op_options quiet{.completion = completion_mode::on_error};
+    const op_options quiet{.report = completion_mode::on_error};
     REMORA_ASSERT_OK(client.write_copy(dst, 0, bytes_of(text), quiet));
     REMORA_ASSERT_OK(client.write_copy(dst, 8, bytes_of(text), quiet));
     // Both buffers are back the moment the posts return (the provider copied the bytes) ...

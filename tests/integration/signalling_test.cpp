@@ -57,7 +57,7 @@ TEST_P(signalling, an_unsignalled_write_holds_its_entry_until_a_signalled_one_co
     auto r = make_rig(GetParam(), 8);
     connection& c = *r.p.client;
     EXPECT_EQ(c.config().signal_every, 8u);
-    const op_options quiet{.completion = completion_mode::on_error};
+    const op_options quiet{.report = completion_mode::on_error};
     // The buffer is copied at post (inject): change it at once; the target gets the old bytes.
     std::memset(r.local.bytes.data(), 0x5a, 64);
     REMORA_ASSERT_OK(c.write(r.dst, 0, r.lmr, 0, 64, quiet));
@@ -87,14 +87,14 @@ TEST_P(signalling, operations_that_must_be_seen_are_always_signalled) {
     const std::size_t big = r.p.client_domain.caps().inject_size + 1;
     // Larger than the inject size (its buffer must outlive the transfer), a callback, or a
     // completion asked for: each comes back by itself.
-    REMORA_ASSERT_OK(c.write(r.dst, 0, r.lmr, 0, big, {.completion = completion_mode::on_error}));
+    REMORA_ASSERT_OK(c.write(r.dst, 0, r.lmr, 0, big, {.report = completion_mode::on_error}));
     drain_until(c, [&] { return c.in_flight() == 0; });
     EXPECT_EQ(c.in_flight(), 0u);
     static std::atomic<int> calls{0};
     calls = 0;
     REMORA_ASSERT_OK(c.write(
         r.dst, 0, r.lmr, 0, 8,
-        {.completion = completion_mode::on_error, .callback = [](const completion&) { ++calls; }}));
+        {.report = completion_mode::on_error, .callback = [](const completion&) { ++calls; }}));
     drain_until(c, [&] { return c.in_flight() == 0; });
     EXPECT_EQ(calls.load(), 1);
     REMORA_ASSERT_OK(c.write(r.dst, 0, r.lmr, 0, 8, {.context = &r}));
@@ -111,7 +111,7 @@ TEST_P(signalling, the_counter_bounds_unsignalled_runs) {
         SCOPED_TRACE("signal_every " + std::to_string(every));
         auto r = make_rig(GetParam(), every, 16);
         connection& c = *r.p.client;
-        const op_options quiet{.completion = completion_mode::on_error};
+        const op_options quiet{.report = completion_mode::on_error};
         const int total = GetParam() == "sockets" ? 1000 : 20000;  // sockets is slow here
         int posted = 0;
         std::size_t peak = 0;
@@ -177,7 +177,7 @@ TEST_P(signalling, peer_death_returns_every_unit) {
     auto probe_mr =
         must(memory_region::create(p.client_domain, probe.span(), usage::read_destination));
     connection& c = *p.client;
-    const op_options quiet{.completion = completion_mode::on_error};
+    const op_options quiet{.report = completion_mode::on_error};
     const std::string word = "8 bytes!";
     for (int i = 0; i < 7; ++i) {
         REMORA_ASSERT_OK(c.write_copy(dst, 8 * i, bytes_of(word), quiet));
@@ -281,7 +281,7 @@ task inject_twice(connection& c, const remote_region& dst, memory_region& src, b
 TEST_P(signalling, at_post_writes_are_done_when_the_post_returns) {
     auto r = make_rig(GetParam(), 1);
     connection& c = *r.p.client;
-    const op_options at_post{.completion = completion_mode::at_post};
+    const op_options at_post{.report = completion_mode::at_post};
     std::memset(r.local.bytes.data(), 0x77, 8);
     REMORA_ASSERT_OK(c.write(r.dst, 200, r.lmr, 0, 8, at_post));
     std::memset(r.local.bytes.data(), 0x00, 8);  // free at once: the bytes were copied
@@ -298,7 +298,7 @@ TEST_P(signalling, at_post_writes_are_done_when_the_post_returns) {
     EXPECT_ERRC(c.read(r.lmr, 0, r.dst, 0, 8, at_post), errc::invalid_argument);
     EXPECT_ERRC(
         c.write(r.dst, 0, r.lmr, 0, 8,
-                {.completion = completion_mode::at_post, .callback = [](const completion&) {}}),
+                {.report = completion_mode::at_post, .callback = [](const completion&) {}}),
         errc::invalid_argument);
     EXPECT_EQ(c.in_flight(), 0u);
     // A coroutine awaiting at-post writes never suspends: it has finished when it returns.
@@ -327,7 +327,7 @@ TEST_P(signalling, a_blocking_wait_returns_when_entries_are_reclaimed) {
         connection& c = *p.client;
         for (int i = 0; i < 8; ++i) {
             REMORA_ASSERT_OK(
-                c.write(dst, 0, *lmr, 0, 8, {.completion = completion_mode::on_error}));
+                c.write(dst, 0, *lmr, 0, 8, {.report = completion_mode::on_error}));
         }
         for (int round = 0; round < 20 && c.in_flight() != 0; ++round) {
             auto w = c.cq().wait(10s);
@@ -353,7 +353,7 @@ TEST_P(signalling, a_reap_by_the_progress_thread_before_the_wait_is_not_slept_th
     const auto dst = must(tmr->describe());
     connection& c = *p.client;
     for (int i = 0; i < 4; ++i) {
-        REMORA_ASSERT_OK(c.write(dst, 0, *lmr, 0, 8, {.completion = completion_mode::on_error}));
+        REMORA_ASSERT_OK(c.write(dst, 0, *lmr, 0, 8, {.report = completion_mode::on_error}));
     }
     const auto until = std::chrono::steady_clock::now() + 10s;
     while (c.in_flight() != 0 && std::chrono::steady_clock::now() < until) {

@@ -353,7 +353,7 @@ TEST_P(stress, eight_tiny_connections_mixed_operations_each_accounted_exactly_on
                 if (p.what == kind::send && l.sends_posted >= l.recvs_posted)
                     break;
                 const op_options o{
-                    .completion = p.on_error ? completion_mode::on_error : completion_mode::always,
+                    .report = p.on_error ? completion_mode::on_error : completion_mode::always,
                     .context = &led.ops[k],
                     .callback = p.callback ? &on_complete : nullptr};
                 result<void> r;
@@ -580,8 +580,8 @@ TEST_P(stress, scarce_entries_plentiful_registrations_over_admission_is_would_bl
             for (std::size_t i = 0; i < 2 * regions; ++i) {
                 const std::size_t r = i % regions;
                 auto res =
-                    reads ? client.read(cregs[r], half, descs[r], half, 64, {.completion = mode})
-                          : client.write(descs[r], 0, cregs[r], 0, 64, {.completion = mode});
+                    reads ? client.read(cregs[r], half, descs[r], half, 64, {.report = mode})
+                          : client.write(descs[r], 0, cregs[r], 0, 64, {.report = mode});
                 if (res) {
                     ++admitted;
                 } else {
@@ -595,7 +595,7 @@ TEST_P(stress, scarce_entries_plentiful_registrations_over_admission_is_would_bl
             if (HasFatalFailure())
                 return;
             for (std::size_t r = 0; r < regions; ++r) {
-                auto res = client.write(descs[r], 0, cregs[r], 0, 64, {.completion = mode});
+                auto res = client.write(descs[r], 0, cregs[r], 0, 64, {.report = mode});
                 ASSERT_FALSE(res) << "admitted while " << sq
                                   << " completions sit unread in a CQ of " << sq + rq;
                 ASSERT_TRUE(res.error() == errc::would_block) << res.error().what();
@@ -680,7 +680,7 @@ TEST_P(stress, scarce_entries_plentiful_registrations_over_admission_is_would_bl
         for (std::size_t k = next++; k < total && !stop.load(); k = next++) {
             const plan2& q = plan[k];
             const op_options o{
-                .completion = q.on_error ? completion_mode::on_error : completion_mode::always,
+                .report = q.on_error ? completion_mode::on_error : completion_mode::always,
                 .context = &led.ops[k],
                 .callback = q.callback ? &on_complete : nullptr};
             while (!stop.load()) {

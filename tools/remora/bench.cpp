@@ -252,7 +252,7 @@ class target {
                 // gpspm: the range would be persisted here (a memory region is volatile).
                 const std::size_t reply = s.op == "send" ? s.size : 8;
                 (void)c.send(*msg_mr_, base + (s.qd + k) * slot, reply,
-                             {.completion = completion_mode::on_error});
+                             {.report = completion_mode::on_error});
                 (void)c.recv(*msg_mr_, base + k * slot, slot, {.context = done[i].context});
             }
         }
@@ -476,7 +476,7 @@ class client {
         if (s_.op == "flush-raw" || s_.op == "flush-gpspm") {
             // The write completes silently; the flush completes the operation.
             if (auto r = c_.write(remote_, roff, mr, data_base_ + k * s_.size, s_.size,
-                                  {.completion = completion_mode::on_error});
+                                  {.report = completion_mode::on_error});
                 !r)
                 return r;
             const flush_options how =
@@ -494,15 +494,15 @@ class client {
         if (s_.op == "gpspm") {
             // The write completes silently; the flush request's reply completes the operation.
             if (auto r = c_.write(remote_, roff, mr, data_base_ + k * s_.size, s_.size,
-                                  {.completion = completion_mode::on_error});
+                                  {.report = completion_mode::on_error});
                 !r)
                 return r;
             std::uint64_t req[2] = {roff, s_.size};
             std::memcpy(buf_.data() + (s_.qd + k) * slot_, req, sizeof(req));
             return c_.send(mr, (s_.qd + k) * slot_, request_size,
-                           {.completion = completion_mode::on_error});
+                           {.report = completion_mode::on_error});
         }
-        return c_.send(mr, (s_.qd + k) * slot_, s_.size, {.completion = completion_mode::on_error});
+        return c_.send(mr, (s_.qd + k) * slot_, s_.size, {.report = completion_mode::on_error});
     }
 
   private:
@@ -521,7 +521,7 @@ class client {
     bool refill() {
         while (c_.in_flight() < s_.qd) {
             const auto k = static_cast<unsigned>(posted_ % s_.qd);
-            if (auto r = post_with(k, {.completion = completion_mode::on_error}); !r)
+            if (auto r = post_with(k, {.report = completion_mode::on_error}); !r)
                 return failed(r.error());
             ++posted_;
         }
