@@ -296,10 +296,9 @@ TEST_P(signalling, at_post_writes_are_done_when_the_post_returns) {
     const std::size_t big = r.p.client_domain.caps().inject_size + 1;
     EXPECT_ERRC(c.write(r.dst, 0, r.lmr, 0, big, at_post), errc::too_large);
     EXPECT_ERRC(c.read(r.lmr, 0, r.dst, 0, 8, at_post), errc::invalid_argument);
-    EXPECT_ERRC(
-        c.write(r.dst, 0, r.lmr, 0, 8,
-                {.report = completion_mode::at_post, .callback = [](const completion&) {}}),
-        errc::invalid_argument);
+    EXPECT_ERRC(c.write(r.dst, 0, r.lmr, 0, 8,
+                        {.report = completion_mode::at_post, .callback = [](const completion&) {}}),
+                errc::invalid_argument);
     EXPECT_EQ(c.in_flight(), 0u);
     // A coroutine awaiting at-post writes never suspends: it has finished when it returns.
     bool ok = false;
@@ -326,8 +325,7 @@ TEST_P(signalling, a_blocking_wait_returns_when_entries_are_reclaimed) {
         const auto dst = must(tmr->describe());
         connection& c = *p.client;
         for (int i = 0; i < 8; ++i) {
-            REMORA_ASSERT_OK(
-                c.write(dst, 0, *lmr, 0, 8, {.report = completion_mode::on_error}));
+            REMORA_ASSERT_OK(c.write(dst, 0, *lmr, 0, 8, {.report = completion_mode::on_error}));
         }
         for (int round = 0; round < 20 && c.in_flight() != 0; ++round) {
             auto w = c.cq().wait(10s);

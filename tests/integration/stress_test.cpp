@@ -579,9 +579,8 @@ TEST_P(stress, scarce_entries_plentiful_registrations_over_admission_is_would_bl
             std::size_t admitted = 0;
             for (std::size_t i = 0; i < 2 * regions; ++i) {
                 const std::size_t r = i % regions;
-                auto res =
-                    reads ? client.read(cregs[r], half, descs[r], half, 64, {.report = mode})
-                          : client.write(descs[r], 0, cregs[r], 0, 64, {.report = mode});
+                auto res = reads ? client.read(cregs[r], half, descs[r], half, 64, {.report = mode})
+                                 : client.write(descs[r], 0, cregs[r], 0, 64, {.report = mode});
                 if (res) {
                     ++admitted;
                 } else {
