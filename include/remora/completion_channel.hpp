@@ -43,7 +43,8 @@ class completion_channel {
     // Readable when some attached CQ may have completions; add it to your own epoll.
     [[nodiscard]] int fd() const noexcept;
     // Blocks until an attached CQ fires or the timeout passes (errc::timed_out). With no CQ
-    // attached it waits out the timeout.
+    // attached it waits out the timeout. A CQ whose last poll ran callbacks is reported at once,
+    // once, with ready == 0 (see completion_queue.hpp), so a poll-then-wait loop re-checks.
     [[nodiscard]] result<channel_event> wait(std::chrono::milliseconds timeout);
     [[nodiscard]] std::size_t attached() const noexcept;
 

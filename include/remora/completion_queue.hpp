@@ -5,7 +5,13 @@
 // channel: its own (channel_mode::separate), or one shared with the connection's other CQ and
 // possibly with other connections (channel_mode::shared, see completion_channel.hpp).
 //
-// poll() returns how many completions it wrote (0 when none are ready). wait() blocks until the
+// poll() returns how many completions it wrote to its span (0 when none are ready); entries it
+// consumed for callbacks (op_options::callback) or hid (successes not reported) are not counted,
+// so the count always indexes what was written. A poll that consumed such entries makes the next
+// wait() (or arm(), or a shared channel's wait) return at once, once, with 0 ready: the obvious
+// loop `while (!done) { if (poll(out) == 0) wait(t); }` re-checks `done` after its callbacks ran
+// instead of sleeping a whole timeout. The same holds for the ring of a CQ read by the library's
+// progress thread and for a shared_completion_queue's queue(). wait() blocks until the
 // CQ's channel fires or the timeout passes and returns how many completions are ready; 0 is the
 // documented *no_completion* wake-up: providers may signal a channel for an event that produces no
 // completion (tcp signals both CQs of a connection for one socket event). It is not an error; poll
@@ -74,7 +80,9 @@ class completion_queue {
     completion_queue(const completion_queue&) = delete;
     completion_queue& operator=(const completion_queue&) = delete;
 
-    // Writes up to out.size() completions; returns the count (0: none ready).
+    // Writes up to out.size() completions; returns the count written (0: none to report).
+    // Completions consumed by callbacks are not counted; after such a poll the next wait() or
+    // arm() does not block (see the head of this file).
     [[nodiscard]] result<std::size_t> poll(std::span<completion> out);
     // Blocks until completions are ready or the channel fires (returns the ready count, 0 for a
     // no_completion wake-up), or fails with errc::timed_out. Refused with errc::bad_state when
@@ -88,7 +96,8 @@ class completion_queue {
     [[nodiscard]] result<completion> next(std::chrono::milliseconds timeout);
 
     // For the caller's own epoll: fd() becomes readable when the CQ may have completions. Call
-    // arm() before blocking on it: false means completions may already be ready, poll first.
+    // arm() before blocking on it: false means completions may already be ready, or the last
+    // poll ran callbacks: re-check, poll first.
     [[nodiscard]] int fd() const noexcept;
     [[nodiscard]] result<bool> arm();
 

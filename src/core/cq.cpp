@@ -345,6 +345,14 @@ result<std::size_t> cq_impl::fill_stash() {
 }
 
 result<bool> cq_impl::trywait(bool* notified) {
+    if (unreported.exchange(false)) {
+        // The caller's last poll ran callbacks (or cleared a silent reap) and returned what it
+        // reported: that is news, so do not let the caller sleep on it.
+        if (notified != nullptr) {
+            *notified = true;
+        }
+        return false;
+    }
     if (progress_owned()) {
         pump();  // see fill_stash
         // The eventfd stays readable while the ring holds entries. With the ring empty, clear
@@ -402,12 +410,18 @@ result<std::size_t> cq_impl::poll(std::span<completion> out) {
         }
         if (owned_count == 0) {
             std::uint64_t v;
-            [[maybe_unused]] ssize_t r = ::read(notify.get(), &v, sizeof(v));
+            if (::read(notify.get(), &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v)) && n == 0) {
+                unreported = true;  // the thread reaped entries that reported nothing
+            }
         }
         if (n < out.size()) {
-            auto r = read_provider(out.data() + n, out.size() - n);
+            std::size_t consumed = 0;
+            auto r = read_provider(out.data() + n, out.size() - n, &consumed);
             if (r) {
                 n += *r;
+                if (consumed > *r) {
+                    unreported = true;
+                }
             } else if (n == 0) {
                 return r;
             }
@@ -426,11 +440,15 @@ result<std::size_t> cq_impl::poll(std::span<completion> out) {
     }
     while (n < out.size()) {
         const std::size_t want = std::min<std::size_t>(out.size() - n, read_batch);
-        auto r = read_provider(out.data() + n, want);
+        std::size_t consumed = 0;
+        auto r = read_provider(out.data() + n, want, &consumed);
         if (!r) {
             return n != 0 ? result<std::size_t>(n) : r;
         }
         n += *r;
+        if (consumed > *r) {
+            unreported = true;  // callbacks ran: a wait after this poll must not sleep
+        }
         if (*r < want) {
             break;  // drained: another fi_cq_read would only cost a progress call
         }

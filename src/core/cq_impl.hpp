@@ -50,6 +50,10 @@ struct cq_impl {
     std::size_t stash_head = 0;
     std::size_t stash_count = 0;
     bool reaped = false;  // the last fill_stash read entries (reported or not)
+    // The application's poll consumed entries that reported nothing (callbacks, hidden
+    // successes, a progress thread's silent reap it cleared): the next arming (wait, arm, a
+    // channel's wait) says "not armed" once, so `if (poll() == 0) wait()` re-checks at once.
+    std::atomic<bool> unreported{false};
     void stash_push(const completion& c) noexcept {
         stash[(stash_head + stash_count) % stash.size()] = c;
         ++stash_count;

@@ -93,6 +93,77 @@ TEST_P(next_completion, is_refused_on_a_cq_whose_channel_is_shared) {
     EXPECT_ERRC(p.client->cq().next(0ms), errc::bad_state);
 }
 
+// Polls until `done` is set by a callback, and once more (or until `limit` passes); true when
+// it was set. Every poll on
+// the way reports nothing: the only completions are the callback's.
+bool poll_until(completion_queue& cq, const std::atomic<bool>& done,
+                std::chrono::milliseconds limit = 10s) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    completion out[4];
+    bool was_done = false;
+    do {  // one poll at least after the callback ran
+        was_done = done.load();
+        auto n = cq.poll(out);
+        EXPECT_TRUE(n.has_value() && *n == 0) << "poll reported a callback's completion";
+    } while (!was_done && std::chrono::steady_clock::now() < deadline);
+    return was_done;
+}
+
+std::atomic<bool> callback_done{false};
+void mark_done(const completion&) {
+    callback_done = true;
+}
+
+// The obvious loop `if (poll() == 0) wait()`: a poll whose callbacks consumed everything returns
+// 0, and the wait after it returns at once (0: look again) instead of sleeping its timeout (it
+// would fail with timed_out: nothing else comes). Said once: the next wait blocks again.
+TEST_P(next_completion, a_wait_after_a_poll_that_ran_callbacks_does_not_sleep) {
+    callback_done = false;
+    REMORA_ASSERT_OK(client().write(desc_, 0, *lmr_, 0, 64, {.callback = mark_done}));
+    ASSERT_TRUE(poll_until(client().cq(), callback_done));
+    auto w = client().cq().wait(10s);
+    REMORA_ASSERT_OK(w);
+    EXPECT_EQ(*w, 0u);
+    EXPECT_ERRC(client().cq().wait(200ms), errc::timed_out);
+}
+
+// The same for a CQ whose ring the library's progress thread fills: the thread ran the callback,
+// and the poll that found the ring empty must not swallow that news.
+TEST_P(next_completion, a_wait_after_a_poll_of_a_progress_thread_cq_does_not_sleep) {
+    connection_config server_cfg;
+    server_cfg.progress_thread = true;
+    connection_config client_cfg;
+    client_cfg.progress_thread = true;
+    auto p = must(connect_pair(GetParam(), server_cfg, client_cfg));
+    auto tmr =
+        must(memory_region::create(p.server_domain, target_.span(), usage::write_destination));
+    auto lmr = must(memory_region::create(p.client_domain, local_.span(), usage::write_source));
+    callback_done = false;
+    REMORA_ASSERT_OK(p.client->write(must(tmr.describe()), 0, lmr, 0, 64, {.callback = mark_done}));
+    ASSERT_TRUE(poll_until(p.client->cq(), callback_done));
+    auto w = p.client->cq().wait(10s);
+    REMORA_ASSERT_OK(w);
+    EXPECT_EQ(*w, 0u);
+    EXPECT_ERRC(p.client->cq().wait(200ms), errc::timed_out);
+}
+
+// The same on a shared CQ's queue(): a receive's callback, run by the server's poll.
+TEST_P(next_completion, a_wait_after_a_poll_of_a_shared_cq_does_not_sleep) {
+    auto s = server_side::open(GetParam());
+    auto shared = must(shared_completion_queue::create(s.dom, {.size = 64}));
+    auto conn = must(s.add({.sq_size = 8, .rq_size = 8, .shared_cq = shared}));
+    auto rmr = must(memory_region::create(s.dom, target_.span(), usage::receive));
+    auto smr = must(memory_region::create(s.client_dom, local_.span(), usage::send));
+    callback_done = false;
+    REMORA_ASSERT_OK(conn.recv(rmr, 0, 64, {.callback = mark_done}));
+    REMORA_ASSERT_OK(s.clients.back().send(smr, 0, 8));
+    ASSERT_TRUE(poll_until(shared.queue(), callback_done));
+    auto w = shared.queue().wait(10s);
+    REMORA_ASSERT_OK(w);
+    EXPECT_EQ(*w, 0u);
+    EXPECT_ERRC(shared.queue().wait(200ms), errc::timed_out);
+}
+
 INSTANTIATE_TEST_SUITE_P(providers, next_completion, testing::ValuesIn(providers()), provider_name);
 
 }  // namespace
