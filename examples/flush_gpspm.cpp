@@ -112,7 +112,9 @@ void flush_text(remora::connection& conn, const remora::remote_region& dst, std:
         die("client: unexpected completion for a flush");
     }
     std::printf("client: \"%s\" flushed for %s by %s\n", texts[i].data(),
-                how.type == flush_type::persistence ? "persistence" : "visibility",
+                how.type == flush_type::persistence  ? "persistence"
+                : how.type == flush_type::visibility ? "visibility"
+                                                     : "the strongest the region offers",
                 remora::to_string(method));
 }
 
@@ -170,12 +172,15 @@ int main() {
 
     // Volatile memory: never durable, but writes into it can be made visible.
     write_text(conn, memory, local_mr, 2);
-    expect_refused(conn.flush(memory, offsets[2], texts[2].size(), {}),
-                   "a persistence flush of volatile memory");
+    expect_refused(
+        conn.flush(memory, offsets[2], texts[2].size(), {.type = flush_type::persistence}),
+        "a persistence flush of volatile memory");
     expect_refused(conn.flush(memory, offsets[2], texts[2].size(),
                               {.type = flush_type::persistence, .method = flush_method::gpspm}),
                    "a GPSPM persistence flush of volatile memory");
     flush_text(conn, memory, 2, {.type = flush_type::visibility, .method = flush_method::gpspm});
+    // The default type, flush_type::strongest, is visibility for volatile memory.
+    flush_text(conn, memory, 2, {});
 
     must(conn.close(), "client: close");  // after the service's replies: accept has returned
     server.join();

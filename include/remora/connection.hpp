@@ -117,6 +117,10 @@ struct connection_config {
 enum class flush_type : std::uint8_t {
     visibility,   // the target's memory holds the written bytes
     persistence,  // ... and they are durable (the region must be persistent)
+    // The default: the strongest the descriptor offers. persistence when it states
+    // persistence::persistent (a persistent region's descriptor: never silently weakened to
+    // visibility), visibility otherwise (plain memory), so `flush(desc, 0, n)` works on both.
+    strongest,
 };
 
 enum class flush_method : std::uint8_t {
@@ -127,7 +131,7 @@ enum class flush_method : std::uint8_t {
 const char* to_string(flush_method m) noexcept;
 
 struct flush_options {
-    flush_type type = flush_type::persistence;
+    flush_type type = flush_type::strongest;
     flush_method method = flush_method::automatic;
 };
 
@@ -239,7 +243,9 @@ class connection {
     // ---- flush ----
     // Completes (op::flush) once the connection's earlier writes to [offset, offset + length) of
     // `dst` are visible, or durable, by the method's guarantee. The descriptor must grant
-    // usage::flush_target; for persistence it must come from a persistent region.
+    // usage::flush_target; for persistence it must come from a persistent region (asked
+    // explicitly of any other, errc::not_supported). The default type, flush_type::strongest,
+    // persists a persistent region's range and makes a plain region's range visible.
     // flush_method::automatic picks, for visibility, read-after-write; for persistence,
     // read-after-write where the target declared placed writes durable (persistence::apm), else
     // GPSPM where its service persists (persistence::gpspm, and this connection has a

@@ -163,9 +163,26 @@ result<void> connection::fetch_add(const remote_region& dst, std::uint64_t dst_o
                           addend, 0, &result, result_offset, opts);
 }
 
+namespace {
+
+// flush_type::strongest resolved against what the descriptor states.
+flush_type type_for(const remote_region& dst, flush_type t) noexcept {
+    if (t != flush_type::strongest) {
+        return t;
+    }
+    return has_all(dst.persistence(), persistence::persistent) ? flush_type::persistence
+                                                               : flush_type::visibility;
+}
+
+}  // namespace
+
 result<flush_method> connection::flush_method_for(const remote_region& dst,
                                                   flush_options how) const {
-    const bool persist = how.type == flush_type::persistence;
+    if (how.type != flush_type::visibility && how.type != flush_type::persistence &&
+        how.type != flush_type::strongest) {
+        return fail(errc::invalid_argument, "flush: unknown flush_type");
+    }
+    const bool persist = type_for(dst, how.type) == flush_type::persistence;
     const persistence p = dst.persistence();
     if (persist && !has_all(p, persistence::persistent)) {
         return fail(errc::not_supported,
@@ -226,7 +243,8 @@ result<void> connection::flush(const remote_region& dst, std::uint64_t offset, s
     if (*method == flush_method::gpspm) {
         detail::service_request rq;
         rq.op = detail::service_op::flush;
-        rq.flags = how.type == flush_type::persistence ? detail::flush_persistent : 0;
+        rq.flags =
+            type_for(dst, how.type) == flush_type::persistence ? detail::flush_persistent : 0;
         rq.key = dst.key();
         rq.address = dst.address() + offset;
         rq.arg0 = length;

@@ -488,6 +488,34 @@ TEST_P(expose_plain, refuses_persistence_with_not_supported) {
     EXPECT_EQ(service_.refused(), 1u);
 }
 
+// connection.hpp: the default flush_type (strongest) is visibility on plain memory, so the obvious
+// flush(desc, offset, n) is not refused; on a descriptor stating persistence it is persistence,
+// never silently weakened: here the claim is forged, and the service refuses to persist memory.
+TEST_P(expose_plain, default_flush_is_the_strongest_the_descriptor_offers) {
+    open(all_remote);
+    buffer local(64);
+    auto lmr = must(memory_region::create(pair_->client_domain, local.span(), usage::write_source));
+    put(local, 0, "default!");
+    REMORA_ASSERT_OK(client().write(desc_, 128, lmr, 0, 8));
+    ASSERT_TRUE(one().ok());
+    EXPECT_EQ(must(client().flush_method_for(desc_)), flush_method::read_after_write);
+    REMORA_ASSERT_OK(client().flush(desc_, 128, 8));
+    auto f = one();
+    EXPECT_EQ(f.op, op::flush);
+    EXPECT_TRUE(f.ok()) << f.status.message();
+    EXPECT_EQ(at(target_, 128, 8), "default!");
+    EXPECT_EQ(service_.requests(), 0u);  // read-after-write: one-sided
+    auto claims = must(desc_.with_persistence(persistence::persistent | persistence::gpspm));
+    EXPECT_EQ(must(client().flush_method_for(claims)), flush_method::gpspm);
+    REMORA_ASSERT_OK(client().flush(claims, 0, 8));
+    auto p = one();
+    EXPECT_EQ(p.op, op::flush);
+    EXPECT_EQ(p.status, make_error_code(errc::not_supported)) << p.status.message();
+    EXPECT_EQ(service_.refused(), 1u);
+    EXPECT_ERRC(client().flush(desc_, 0, 8, {.type = static_cast<flush_type>(7)}),
+                errc::invalid_argument);
+}
+
 // target_service.hpp: every request is checked against the region: a usage it was not
 // registered for is access_denied, a range beyond it out_of_range, though the descriptor the
 // client used claims both.

@@ -179,6 +179,8 @@ class persist_test : public testing::TestWithParam<std::string> {
 TEST_P(persist_test, descriptor_of_an_exposed_region_offers_gpspm) {
     start();
     EXPECT_EQ(desc_.persistence(), persistence::persistent | persistence::gpspm);
+    // The default type (strongest) persists a persistent region: GPSPM, not a read-after-write
+    // that would only make it visible.
     EXPECT_EQ(must(client_->flush_method_for(desc_)), flush_method::gpspm);
     EXPECT_EQ(must(client_->flush_method_for(desc_, {.type = flush_type::visibility})),
               flush_method::read_after_write);
@@ -267,11 +269,12 @@ TEST_P(persist_test, flush_errors_are_clear_and_change_nothing) {
     auto no_flush = must(remote_region::make(desc_.address(), desc_.length(), desc_.key(),
                                              usage::write_destination, desc_.virtual_addressing()));
     EXPECT_ERRC(client_->flush(no_flush, 0, 8), errc::access_denied);
-    // Volatile memory cannot be flushed to persistence, only for visibility.
+    // Volatile memory cannot be flushed to persistence (asked explicitly; the default type is
+    // visibility there), only for visibility.
     auto vol = must(remote_region::make(desc_.address(), desc_.length(), desc_.key(),
                                         usage::flush_target | usage::read_source,
                                         desc_.virtual_addressing()));
-    auto not_persistent = client_->flush(vol, 0, 8);
+    auto not_persistent = client_->flush(vol, 0, 8, {.type = flush_type::persistence});
     ASSERT_FALSE(not_persistent.has_value());
     EXPECT_TRUE(not_persistent.error() == errc::not_supported) << not_persistent.error().what();
     EXPECT_NE(not_persistent.error().message().find("not persistent"), std::string::npos);
