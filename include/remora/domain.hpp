@@ -76,8 +76,26 @@ class domain {
   public:
     [[nodiscard]] static result<domain> open(const domain_config& config = {});
 
+    // Empty handles (closed, or moved from) report empty caps and node.
     [[nodiscard]] const provider_caps& caps() const noexcept;
     [[nodiscard]] const std::string& node() const noexcept;
+
+    // True unless the handle is empty (closed, or moved from).
+    explicit operator bool() const noexcept { return impl_ != nullptr; }
+
+    // Closes the provider domain (and its fabric) now, and says whether libfabric closed it.
+    // Only the last holder closes: while other copies of this handle or objects made from it
+    // (memory regions, persistent regions, listeners, connections, shared CQs, pools, caches)
+    // still hold the domain, errc::bad_state with their count, and nothing changes: nothing is
+    // torn down under them; destroy them, then close. Otherwise this handle is empty afterwards
+    // and objects made from it fail with errc::bad_state. A provider's refusal to close its
+    // domain is reported (a fabric error; the domain stays open, this handle keeps it, and
+    // close() may be called again); a failure to close the fabric after the domain closed is
+    // reported with the handle emptied. On an empty handle it does nothing and succeeds.
+    // Without close(), the domain closes silently when its last holder goes.
+    // Threading: not concurrently with other calls on this handle object (copies are separate
+    // holders and make it bad_state).
+    [[nodiscard]] result<void> close();
 
     // Internal: other remora objects reach the provider through these.
     explicit domain(std::shared_ptr<detail::domain_impl> impl) : impl_(std::move(impl)) {}

@@ -455,6 +455,9 @@ result<connection> connection::connect(const domain& dom, const std::string& hos
                                        std::uint16_t port, const connection_config& config,
                                        std::span<const std::byte> private_data) {
     using namespace detail;
+    if (!dom) {
+        return fail(errc::bad_state, "connect: the domain handle is empty (closed or moved from)");
+    }
     const auto& caps = dom.caps();
     if (private_data.size() > caps.cm_data_size) {
         return fail(errc::too_large, "connect: private data of " + n2s(private_data.size()) +

@@ -189,11 +189,46 @@ result<domain> domain::open(const domain_config& config) {
     return domain(std::move(impl));
 }
 
+namespace {
+const provider_caps no_caps{};
+const std::string no_node;
+}  // namespace
+
 const provider_caps& domain::caps() const noexcept {
-    return impl_->caps;
+    return impl_ ? impl_->caps : no_caps;
 }
 const std::string& domain::node() const noexcept {
-    return impl_->node;
+    return impl_ ? impl_->node : no_node;
+}
+
+result<void> domain::close() {
+    if (!impl_) {
+        return {};  // closed already (or moved from): nothing to do
+    }
+    if (const long others = impl_.use_count() - 1; others > 0) {
+        return fail(errc::bad_state,
+                    "domain close: still held by " + std::to_string(others) +
+                        " other domain handle(s) or object(s) made from it (regions, listeners, "
+                        "connections, shared CQs, pools): destroy them first; the domain stays "
+                        "open");
+    }
+    detail::domain_impl& d = *impl_;
+    {
+        std::lock_guard lock(d.progress_mu);
+        d.progress.reset();  // nothing uses it any more; it would start again on first use
+    }
+    if (int ret = d.domain.close(); ret != 0) {
+        return fail(detail::fabric_error(ret, "domain close: fi_close for the " + d.caps.provider +
+                                                  " domain failed; the domain stays open"));
+    }
+    const int ret = d.fabric.close();
+    impl_.reset();
+    if (ret != 0) {
+        return fail(detail::fabric_error(ret,
+                                         "domain close: the domain is closed, but fi_close "
+                                         "for its fabric failed"));
+    }
+    return {};
 }
 
 }  // namespace remora

@@ -117,6 +117,9 @@ listener& listener::operator=(listener&&) noexcept = default;
 listener::~listener() = default;
 
 result<listener> listener::create(const domain& dom, const std::string& host, std::uint16_t port) {
+    if (!dom) {
+        return fail(errc::bad_state, "listen: the domain handle is empty (closed or moved from)");
+    }
     using namespace detail;
     auto impl = std::make_shared<listener_impl>();
     impl->dom = dom.impl();

@@ -37,6 +37,10 @@ memory_region::~memory_region() = default;
 
 result<memory_region> memory_region::create(const domain& dom, std::span<std::byte> memory,
                                             usage uses) {
+    if (!dom) {
+        return fail(errc::bad_state,
+                    "memory_region: the domain handle is empty (closed or moved from)");
+    }
     if (memory.empty() || memory.data() == nullptr) {
         return fail(errc::invalid_argument, "memory_region: empty memory");
     }

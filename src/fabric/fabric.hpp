@@ -48,6 +48,22 @@ class fid_handle {
             fabric_fault::open_count.fetch_sub(1, std::memory_order_relaxed);
         }
     }
+    // Closes now and returns 0, or fi_close's negative -FI_* code with the object still owned
+    // (a later close() or the destructor tries again).
+    int close() noexcept {
+        if (p_ == nullptr) {
+            return 0;
+        }
+        if (int r = injected(fabric_call::close)) {
+            return r;
+        }
+        if (int r = fi_close(&p_->fid); r != 0) {
+            return r;
+        }
+        p_ = nullptr;
+        fabric_fault::open_count.fetch_sub(1, std::memory_order_relaxed);
+        return 0;
+    }
     T* get() const noexcept { return p_; }
     // For the fabric layer's open wrappers: they count what they opened (see
     // fabric_fault::open_objects).

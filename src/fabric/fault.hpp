@@ -54,9 +54,9 @@ enum class fabric_call : std::uint8_t {
     post_atomic,
     post_fetch_atomic,
     post_compare_atomic,
+    close,  // fi_close where its result is reported (fid_handle::close: domain::close)
 };
-inline constexpr std::size_t fabric_call_count =
-    static_cast<std::size_t>(fabric_call::post_compare_atomic) + 1;
+inline constexpr std::size_t fabric_call_count = static_cast<std::size_t>(fabric_call::close) + 1;
 
 const char* to_string(fabric_call c) noexcept;
 

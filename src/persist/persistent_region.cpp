@@ -39,6 +39,10 @@ persistent_region::~persistent_region() = default;
 
 result<persistent_region> persistent_region::open(const domain& dom,
                                                   const persistent_region_config& config) {
+    if (!dom) {
+        return fail(errc::bad_state,
+                    "persistent_region: the domain handle is empty (closed or moved from)");
+    }
     auto impl = std::make_unique<detail::persistent_impl>();
     impl->path = config.path;
     std::size_t size = config.size;

@@ -422,6 +422,10 @@ receive_pool::~receive_pool() {
 }
 
 result<receive_pool> receive_pool::create(const domain& dom, const receive_pool_config& config) {
+    if (!dom) {
+        return fail(errc::bad_state,
+                    "receive_pool: the domain handle is empty (closed or moved from)");
+    }
     if (config.slots == 0 || config.buffer_size == 0 || config.per_connection == 0) {
         return fail(errc::invalid_argument,
                     "receive_pool: slots, buffer_size and per_connection must be > 0");

@@ -27,6 +27,10 @@ registration_cache& registration_cache::operator=(registration_cache&&) noexcept
 registration_cache::~registration_cache() = default;
 
 result<registration_cache> registration_cache::create(const domain& dom, std::size_t capacity) {
+    if (!dom) {
+        return fail(errc::bad_state,
+                    "registration_cache: the domain handle is empty (closed or moved from)");
+    }
     if (capacity == 0) {
         return fail(errc::invalid_argument, "registration_cache: capacity must be > 0");
     }
