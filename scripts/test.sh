@@ -15,7 +15,7 @@ if [ "${1:-}" = "--sanitize" ]; then
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 fi
-cmake -S . -B "$build" "${flags[@]}" >/dev/null
+cmake -S . -B "$build" -DREMORA_WERROR=ON "${flags[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
 log=$build/ctest.log
 ctest --test-dir "$build" --output-on-failure --no-tests=error -j 2 --timeout 300 | tee "$log"

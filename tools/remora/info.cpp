@@ -14,8 +14,13 @@ const char* model(progress_model m) {
 std::string mr_modes(mr_mode m) {
     std::string s;
     auto add = [&](mr_mode bit, const char* name) {
-        if (any(m & bit))
-            s += (s.empty() ? "" : "|") + std::string(name);
+        if (any(m & bit)) {
+            // Appended in order: `"|" + std::string(name)` trips GCC 12's -Wrestrict false
+            // positive at -O3 (GCC bug 105329).
+            if (!s.empty())
+                s += '|';
+            s += name;
+        }
     };
     add(mr_mode::local, "local");
     add(mr_mode::virt_addr, "virt_addr");
