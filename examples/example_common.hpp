@@ -89,7 +89,8 @@ class server_thread {
   public:
     template <class F, class... Args>
     explicit server_thread(F&& run_server, Args&&... args)
-        : port_future_(port_.get_future().share()),
+        : port_(),  // named, so clang 14 sees it constructed before port_future_ uses it
+          port_future_(port_.get_future().share()),
           thread_(std::forward<F>(run_server), std::ref(port_), std::forward<Args>(args)...) {}
     server_thread(const server_thread&) = delete;
     server_thread& operator=(const server_thread&) = delete;

@@ -398,7 +398,7 @@ TEST_P(persist_test, concurrent_compare_swap_and_fetch_add_give_exact_totals) {
     std::atomic<int> failures{0};
     std::atomic<int> swapped{0};
     for (int t = 0; t < clients; ++t) {
-        threads.emplace_back([&, t] {
+        threads.emplace_back([&] {
             auto dom = must(domain::open({.provider = GetParam()}));
             auto conn =
                 must(connection::connect(dom, "127.0.0.1", lst_->port(), {.service_depth = 4}));

@@ -994,7 +994,9 @@ result<void> plot(const std::vector<std::pair<setup, figures>>& rows, const std:
     std::string text;
     for (const auto& [s, f] : rows) {
         // gnuplot skips NaN: no latency bars for results without latencies.
-        auto us = [&](double v) { return f.has_latency ? fmt::format("{:.2f}", v) : "NaN"; };
+        // A copy, not the binding: clang 14 cannot capture structured bindings.
+        const bool has_latency = f.has_latency;
+        auto us = [&](double v) { return has_latency ? fmt::format("{:.2f}", v) : "NaN"; };
         text += fmt::format("\"{} {}B qd{}{}\" {:.0f} {} {}\n", label(s), s.size, s.qd,
                             s.connections > 1 ? fmt::format(" x{}", s.connections) : "",
                             f.ops_per_s, us(f.p50_us), us(f.p99_us));
