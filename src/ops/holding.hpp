@@ -1,4 +1,4 @@
-// src/core/holding.hpp — what an operation holds beside its queue entries, type-erased.
+// src/ops/holding.hpp — what an operation holds beside its queue entries, type-erased.
 //
 // A layer above the endpoints may lend an operation something from post to completion: a slot
 // pool's units (connection_config::slots), a bounce buffer (write_copy, send_copy). The
