@@ -75,7 +75,13 @@ std::string to_string(const units& u);
 class held_units;
 
 // Something that lends units: all of a demand or nothing. Implemented by slot_pool; a
-// connection reaches its connection_config::slots through this interface only.
+// connection reaches its connection_config::slots through this interface only, and an
+// application may implement it too. The library calls take_units() from any thread that posts
+// (before anything is posted: a refusal fails the post, which then takes nothing) and
+// give_units() from the thread that reads the operation's completion, a failed post's thread, or
+// the one destroying the connection: both must be safe to call concurrently and must not block
+// for long. give_units() runs where completion callbacks run, under the same rules (it may post,
+// as slot_pool's parked requests do when it grants them).
 class budget {
   public:
     virtual ~budget() = default;
