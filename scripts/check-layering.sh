@@ -3,6 +3,14 @@
 # C++ file of the repository includes <rdma/...> or calls a fi_* function (an identifier
 # fi_[a-z_]+ followed by "("; comments and string literals are not code). The bench's
 # plain-libfabric baseline, tools/remora/baseline.cpp, is excepted by name.
+#
+# Second, includes follow the layers of DESIGN.md (each depends only on those below it):
+#   base    src/base/, include/remora/{result,units}.hpp: nothing of the library's but base.
+#   ops     src/ops/: base, fabric, and the vocabulary of completions (remora/completion_queue.hpp:
+#           `completion`, `op`); nothing from core/, slots/, persist/.
+#   core    src/core/ and the endpoint layer's public headers: nothing from slots/ or persist/,
+#           nor their public headers (slot_pool, buffer_pool, receive_pool, registration_cache,
+#           persistent_region, target_service).
 # Exit 0 when clean; 1 with one file:line: text per offence.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,4 +57,31 @@ if [[ $found -ne 0 ]]; then
     echo "check-layering: only src/fabric/ may include <rdma/...> or call fi_* (see README, Layout)" >&2
     exit 1
 fi
-echo "check-layering: ok (${#files[@]} files outside src/fabric)"
+
+upper_public='remora/(slot_pool|buffer_pool|receive_pool|registration_cache|persistent_region|target_service)\.hpp'
+core_public='include/remora/(connection|completion_queue|completion_channel|domain|memory_region|remote_region|listener|flags|coro)\.hpp'
+layers=0
+# check_includes GROUP FILE_REGEX FORBIDDEN_INCLUDE_REGEX (Perl regex, on the included path)
+check_includes() {
+    local group=$1 files_re=$2 bad_re=$3 f line bad=0
+    while IFS= read -r f; do
+        [[ -f "$f" ]] || continue
+        while IFS= read -r line; do
+            echo "$f:$line"
+            bad=1
+        done < <(grep -nP "^\s*#\s*include\s*[<\"]($bad_re)" "$f" || true)
+    done < <(git ls-files --cached --others --exclude-standard | grep -E "$files_re" | sort -u)
+    if [[ $bad -ne 0 ]]; then
+        echo "check-layering: $group includes a layer above it (see the head of this script)" >&2
+        layers=1
+    fi
+}
+check_includes base '^(src/base/|include/remora/(result|units)\.hpp$)' \
+    'core/|ops/|fabric/|slots/|persist/|remora/(?!(result|units)\.hpp)'
+check_includes ops '^src/ops/' \
+    "core/|slots/|persist/|remora/(?!(result|units|completion_queue)\.hpp)"
+check_includes core "^(src/core/|$core_public$)" "slots/|persist/|$upper_public"
+if [[ $layers -ne 0 ]]; then
+    exit 1
+fi
+echo "check-layering: ok (${#files[@]} files outside src/fabric; base, ops and core include nothing above them)"

@@ -20,15 +20,12 @@
 #include <memory>
 #include <span>
 
+#include <remora/connection.hpp>  // bounce_buffers
 #include <remora/domain.hpp>
 #include <remora/memory_region.hpp>
 #include <remora/result.hpp>
 
 namespace remora {
-
-namespace detail {
-struct buffer_pool_impl;
-}
 
 struct buffer_pool_config {
     std::size_t buffers = 64;
@@ -62,6 +59,10 @@ class pooled_buffer {
 class buffer_pool {
   public:
     buffer_pool() = default;  // empty handle
+    // The pool a connection's bounce handle refers to (empty if it is empty).
+    explicit buffer_pool(const bounce_buffers& b) : impl_(b.pool()) {}
+    // As connection_config::bounce: the same pool.
+    operator bounce_buffers() const noexcept { return bounce_buffers(impl_); }
     [[nodiscard]] static result<buffer_pool> create(const domain& dom,
                                                     const buffer_pool_config& cfg = {});
 

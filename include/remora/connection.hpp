@@ -30,17 +30,36 @@
 #include <string>
 #include <vector>
 
-#include <remora/buffer_pool.hpp>
 #include <remora/completion_channel.hpp>
 #include <remora/completion_queue.hpp>
 #include <remora/domain.hpp>
 #include <remora/memory_region.hpp>
 #include <remora/remote_region.hpp>
 #include <remora/result.hpp>
+#include <remora/units.hpp>
 
 namespace remora {
 
-class slot_pool;  // slot_pool.hpp: connection_config::slots only holds one
+namespace detail {
+struct buffer_pool_impl;
+}
+
+// Pre-registered bounce buffers for a connection's write_copy and send_copy: a handle on a
+// buffer_pool (buffer_pool.hpp), which converts to it (`cfg.bounce = pool`). Empty by default.
+// The endpoint layer only holds it; the buffers are lent by the pool's own layer.
+class bounce_buffers {
+  public:
+    bounce_buffers() = default;
+    explicit bounce_buffers(std::shared_ptr<detail::buffer_pool_impl> pool) noexcept
+        : pool_(std::move(pool)) {}
+    explicit operator bool() const noexcept { return pool_ != nullptr; }
+    [[nodiscard]] const std::shared_ptr<detail::buffer_pool_impl>& pool() const noexcept {
+        return pool_;
+    }
+
+  private:
+    std::shared_ptr<detail::buffer_pool_impl> pool_;
+};
 
 enum class channel_mode : std::uint8_t {
     separate,  // each CQ has its own channel: wait on the CQ
@@ -78,8 +97,9 @@ struct connection_config {
     // {recv 1, cq 1} for a receive) from it at post and returns them when its completion is
     // read (or the connection is destroyed). Exhaustion follows the pool's policy: would_block
     // under backpressure, bad_state under forbid (a sizing bug). The target service's and
-    // receive pools' own messages do not draw on it.
-    std::shared_ptr<slot_pool> slots{};
+    // receive pools' own messages do not draw on it. Any `budget` (units.hpp) serves; a
+    // std::shared_ptr<slot_pool> converts to this field.
+    std::shared_ptr<budget> slots{};
     // Complete on a CQ shared with other connections instead of one of the connection's own:
     // shared_cq takes what the CQ would (sends, and receives unless rcq); shared_rcq the
     // receives (it implies rcq). The connection reserves its entries there (cq_size and
@@ -101,9 +121,9 @@ struct connection_config {
     // could hold every unit the signalled one that would reclaim them needs. An injected
     // write_copy / send_copy gives its bounce buffer back at post.
     std::uint32_t signal_every = 1;
-    // Pre-registered bounce buffers for write_copy and send_copy (may be shared by many
-    // connections; see buffer_pool.hpp).
-    buffer_pool bounce{};
+    // Pre-registered bounce buffers for write_copy and send_copy: a buffer_pool converts to it
+    // (may be shared by many connections; see buffer_pool.hpp).
+    bounce_buffers bounce{};
 };
 
 // The completion-queue entries a connection with configuration `c` takes: on its CQ (cq_kind::cq:

@@ -12,6 +12,8 @@
 // completion resumes the coroutine on the thread that reads the connection's CQ — the
 // application's poll/wait, or the library's progress thread. It yields result<std::size_t>: the
 // completion's byte count, or its error. A post that fails resumes at once with the error.
+// (Inside the library the resumption is the operation's one completion path: the record's
+// `done` runs this callback, as for any callback operation; see docs/architecture.md.)
 //
 // A resumed coroutine runs inside the CQ read: it may post further operations (that is the point)
 // but must not block or poll the same CQ.

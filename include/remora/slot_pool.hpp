@@ -35,8 +35,12 @@
 // still be parked then, it completes with errc::canceled, once, like cancel_all().
 //
 // Connections draw on a pool through connection_config::slots (a budget shared by several
-// connections); each connection's own queue entries are its records (see connection.hpp), and a
-// shared CQ keeps a budget of its own (shared_completion_queue).
+// connections): slot_pool is a `budget` (units.hpp), the interface the endpoint layer sees, so a
+// shared_ptr<slot_pool> converts to that field. Each connection's own queue entries are its
+// records (see connection.hpp), and a shared CQ keeps a budget of its own
+// (shared_completion_queue). The counting itself is units.hpp's detail::unit_budget, the one
+// all-or-nothing reservation every budget of the library is written with; the policy
+// (forbid, backpressure, parking, deadlines) is this pool's.
 //
 // Threading: all calls on a pool may run concurrently; a lease is a value (one thread at a time)
 // that may be reset or destroyed on any thread. Callbacks of parked requests run exactly once
@@ -61,46 +65,9 @@
 #include <vector>
 
 #include <remora/result.hpp>
+#include <remora/units.hpp>  // unit, units, budget: re-exported
 
 namespace remora {
-
-enum class unit : std::uint8_t { sq, cq, recv, registration, buffer };
-inline constexpr std::size_t unit_kinds = 5;
-const char* to_string(unit u) noexcept;
-
-// A count of each unit kind: a pool's capacity, a demand or a lease's holding. A plain value: the
-// all-or-nothing reservation against a capacity is slot_pool's (try_acquire, acquire). The
-// library itself takes {sq 1, cq 1} per operation and {recv 1, cq 1} per receive from
-// connection_config::slots; registration and buffer units are for the caller's own demands.
-struct units {
-    std::array<std::uint32_t, unit_kinds> n{};
-
-    constexpr units() = default;
-    constexpr std::uint32_t& operator[](unit u) noexcept { return n[static_cast<std::size_t>(u)]; }
-    constexpr std::uint32_t operator[](unit u) const noexcept {
-        return n[static_cast<std::size_t>(u)];
-    }
-    constexpr units& with(unit u, std::uint32_t count) noexcept {
-        (*this)[u] = count;
-        return *this;
-    }
-    [[nodiscard]] constexpr bool fits_in(const units& other) const noexcept {
-        for (std::size_t i = 0; i < unit_kinds; ++i) {
-            if (n[i] > other.n[i])
-                return false;
-        }
-        return true;
-    }
-    [[nodiscard]] constexpr bool empty() const noexcept {
-        for (auto v : n) {
-            if (v != 0)
-                return false;
-        }
-        return true;
-    }
-    friend constexpr bool operator==(const units&, const units&) = default;
-};
-std::string to_string(const units& u);
 
 enum class exhaustion : std::uint8_t { forbid, backpressure };
 
@@ -149,7 +116,7 @@ class lease {
     units held_;
 };
 
-class slot_pool : public std::enable_shared_from_this<slot_pool> {
+class slot_pool : public std::enable_shared_from_this<slot_pool>, public budget {
   public:
     using clock = std::chrono::steady_clock;
     // Completion of a request acquire() accepted: its lease, or (parked requests only)
@@ -195,15 +162,19 @@ class slot_pool : public std::enable_shared_from_this<slot_pool> {
     [[nodiscard]] exhaustion policy() const noexcept { return cfg_.policy; }
 
   private:
-    explicit slot_pool(const slot_pool_config& cfg) : cfg_(cfg), free_(cfg.capacity) {}
+    explicit slot_pool(const slot_pool_config& cfg) : cfg_(cfg), budget_(cfg.capacity.n) {}
     friend class lease;
     void give_back(const units& u) noexcept;
+    // budget (what a connection's operations draw through connection_config::slots): the same
+    // check as try_acquire, without a lease.
+    result<void> take_units(const units& need) override;
+    void give_units(const units& u) noexcept override { give_back(u); }
     result<void> check_fits_ever(const units& need) const;
     // The timer thread's state; shared with it, so the thread outlives a pool destroyed on it.
     struct timer;
     static void run_timer(std::weak_ptr<slot_pool> pool, std::shared_ptr<timer> t);
-    result<void> arm_timer(clock::time_point deadline);  // under mu_
-    void rearm_timer();                                  // under mu_: earliest parked deadline
+    result<void> arm_timer(clock::time_point deadline);  // under budget_'s lock
+    void rearm_timer();  // under budget_'s lock: earliest parked deadline
 
     struct waiter {
         units need;
@@ -212,14 +183,14 @@ class slot_pool : public std::enable_shared_from_this<slot_pool> {
         clock::time_point deadline;
     };
     slot_pool_config cfg_;
-    mutable std::mutex mu_;
-    units free_;
+    // The units free now; its lock also guards the parked requests and timer_ below.
+    detail::unit_budget<unit_kinds> budget_;
     // Parked requests, FIFO, in a ring sized max_waiters at creation: parking allocates nothing
     // (but for the timer, started once, by the first request parked with a deadline).
     std::vector<waiter> ring_;
     std::size_t head_ = 0;
     std::size_t count_ = 0;
-    std::shared_ptr<timer> timer_;  // under mu_; set once, with timer_thread_
+    std::shared_ptr<timer> timer_;  // under budget_'s lock; set once, with timer_thread_
     std::thread timer_thread_;
 };
 

@@ -21,9 +21,10 @@
 #include "core/cq_impl.hpp"
 #include "core/domain_impl.hpp"
 #include "core/extension.hpp"
-#include "core/holding.hpp"
-#include "core/op_pool.hpp"
 #include "fabric/fabric.hpp"
+#include "ops/admission.hpp"
+#include "ops/holding.hpp"
+#include "ops/op_pool.hpp"
 
 namespace remora::detail {
 
@@ -95,20 +96,14 @@ struct connection_impl {
 result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t len, void* desc,
                            bool (*hook)(void*, completion&), void* context);
 
-// Posting steps shared by every operation: the connection is open; admission takes the
-// operation's record (its queue and CQ entries) or fails with would_block; submit turns the
-// provider's return into the result and gives the record back on failure.
+// Posting steps shared by every operation: the connection is open; admission (ops/admission.hpp)
+// takes the operation's record (its queue and CQ entries) and its connection_config::slots
+// units, all or nothing, and arms its `done`; submit turns the provider's return into the result
+// and gives the record back on failure.
 result<void> check_open(const connection_impl& c, const char* what);
 result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind, bool recv,
                          const char* what);
 result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what, bool recv);
-// Takes {sq 1, cq 1} (or {recv 1, cq 1}) from connection_config::slots into `out`, or fails
-// with the pool's error. Defined by the slots layer (src/slots/connection_resources.cpp): the one
-// call the endpoint layer makes into a layer above it, because the budget is the connection's own
-// configuration; see the note there.
-result<void> take_slot_units(const connection_config& cfg, bool recv, const char* what,
-                             op_holding& out);
-
 // The operation builders behind the public posts. `bounce`, when given, is the buffer the
 // local segments point into (write_copy, send_copy): see post_maybe_quiet.
 enum class rma_kind { read, write, write_imm };

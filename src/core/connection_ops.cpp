@@ -125,22 +125,14 @@ result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op 
                         ": completion_mode::at_post is for writes and sends "
                         "without a callback (their bytes are copied at post)");
     }
-    op_record* r = c.ops.take(recv ? queue::recv : queue::send);
-    if (r == nullptr) {
-        return fail(errc::would_block,
-                    std::string(what) + ": " + (recv ? "receive" : "send") + " queue full (depth " +
-                        n2s(recv ? c.config.rq_size : c.config.sq_size) + "); reap completions");
+    static constexpr units send_need = units{}.with(unit::sq, 1).with(unit::cq, 1);
+    static constexpr units recv_need = units{}.with(unit::recv, 1).with(unit::cq, 1);
+    auto r =
+        admit_op(c.ops, recv ? queue::recv : queue::send, c.config.slots,
+                 recv ? recv_need : send_need, what, recv ? c.config.rq_size : c.config.sq_size);
+    if (r) {
+        arm_user(**r, opts.context, opts.callback, kind, opts.report == completion_mode::always);
     }
-    if (c.config.slots) {
-        if (auto l = take_slot_units(c.config, recv, what, r->held.units); !l) {
-            c.ops.give(r);
-            return fail(l.error());
-        }
-    }
-    r->user_context = opts.context;
-    r->callback = opts.callback;
-    r->kind = kind;
-    r->report_success = opts.report == completion_mode::always;
     return r;
 }
 
@@ -148,8 +140,7 @@ result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op 
 result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what, bool recv) {
     auto res = posted(ret, c, what, recv);
     if (!res) {
-        op_holdings back = std::move(r->held);  // released after the record, outside its lock
-        c.ops.give(r);
+        release_failed(*r);
     }
     return res;
 }
@@ -267,15 +258,13 @@ result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t l
     if (auto r = check_open(c, what); !r) {
         return r;
     }
-    op_record* r = c.ops.take(q);
-    if (r == nullptr) {
-        return fail(errc::would_block, std::string(what) + ": no queue entry left");
+    auto admitted = admit_op(c.ops, q, nullptr, units{}, what,
+                             recv ? c.config.rq_size : c.config.service_depth);
+    if (!admitted) {
+        return fail(admitted.error());
     }
-    r->user_context = context;
-    r->callback = nullptr;
-    r->internal = hook;
-    r->kind = recv ? op::recv : op::send;
-    r->report_success = true;
+    op_record* r = *admitted;
+    arm_internal(*r, hook, context, recv ? op::recv : op::send);
     iovec iov{buf, len};
     const ssize_t ret = recv ? ep_recv(c.ep.get(), &iov, &desc, 1, r, FI_COMPLETION)
                              : ep_send(c.ep.get(), &iov, &desc, 1, 0, r, FI_COMPLETION);

@@ -114,21 +114,6 @@ result<std::shared_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
     return cq;
 }
 
-namespace {
-
-thread_local int completion_depth = 0;
-
-struct in_completion_scope {
-    in_completion_scope() noexcept { ++completion_depth; }
-    ~in_completion_scope() { --completion_depth; }
-};
-
-}  // namespace
-
-bool in_completion() noexcept {
-    return completion_depth > 0;
-}
-
 bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t flags) {
     auto* rec = static_cast<op_record*>(op_context);
     c.op = (flags & FI_REMOTE_WRITE) != 0 ? op::remote_write
@@ -139,7 +124,8 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
         return true;  // a peer's write with immediate data: no local operation
     }
     c.tag = rec->owner->tag;
-    // The shared budget's units go back once this function is done, outside the record lock.
+    // What the operation holds (shared budget units, a bounce buffer) goes back once this
+    // function is done, outside the record lock.
     op_holdings units_back = std::move(rec->held);
     if (rec->owner->retired.load(std::memory_order_relaxed)) {
         rec->owner->give(rec);
@@ -148,23 +134,7 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
     if (rec->reclaims) {
         rec->owner->reclaim(rec->mark);
     }
-    if (rec->internal != nullptr) {
-        auto* hook = rec->internal;
-        void* context = rec->user_context;
-        rec->owner->give(rec);
-        in_completion_scope scope;
-        return hook(context, c);
-    }
-    c.context = rec->user_context;
-    auto* callback = rec->callback;
-    const bool report = rec->report_success || !c.ok();
-    rec->owner->give(rec);
-    if (callback != nullptr) {
-        in_completion_scope scope;
-        callback(c);
-        return false;
-    }
-    return report;
+    return rec->done(*rec, c);  // the one dispatch: report, callback or hook (ops/done.hpp)
 }
 
 result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::size_t* consumed,

@@ -16,7 +16,10 @@
 #include <remora/completion_channel.hpp>
 #include <remora/completion_queue.hpp>
 
+#include <remora/units.hpp>
+
 #include "core/domain_impl.hpp"
+#include "ops/done.hpp"  // in_completion
 
 namespace remora::detail {
 
@@ -91,8 +94,9 @@ struct cq_impl {
     // Connections retiring or draining now: readers step aside (a busy poller re-taking
     // read_mu in a loop would starve them; std::mutex is not fair).
     std::atomic<int> detaching{0};
-    std::mutex budget_mu;
-    std::size_t reserved = 0;
+    // The entries not reserved (one kind of unit: CQ entries, capacity `size`); its lock guards
+    // `attached` too.
+    unit_budget<1> budget;
     std::vector<connection_impl*> attached;
     // Reserves `need` entries for `c`, or fails with errc::too_large naming the shortfall.
     result<void> attach_connection(connection_impl* c, std::size_t need, const std::string& what);
@@ -188,9 +192,5 @@ class progress_engine {
     std::atomic<bool> stop_{false};
     std::thread thread_;
 };
-
-// True on a thread that is running completion hooks or callbacks (inside a CQ read): code there
-// must not drive that CQ again.
-bool in_completion() noexcept;
 
 }  // namespace remora::detail

@@ -9,7 +9,7 @@
 #include <remora/completion_queue.hpp>
 
 #include "core/cq_impl.hpp"
-#include "core/op_pool.hpp"
+#include "ops/op_pool.hpp"
 
 namespace remora::detail {
 

@@ -34,26 +34,25 @@ cq_impl::~cq_impl() {
 
 result<void> cq_impl::attach_connection(connection_impl* c, std::size_t need,
                                         const std::string& what) {
-    std::lock_guard lock(budget_mu);
-    if (need > size - reserved) {
-        return fail(errc::too_large, what + " needs " + std::to_string(need) +
-                                         " entries of the shared CQ of " + std::to_string(size) +
-                                         ", which has " + std::to_string(size - reserved) +
-                                         " free (" + std::to_string(attached.size()) +
-                                         " connections attached): it could overflow");
-    }
-    reserved += need;
-    if (std::find(attached.begin(), attached.end(), c) == attached.end()) {
-        attached.push_back(c);  // once, also when it is both the connection's CQ and RCQ
-    }
-    return {};
+    return budget.exclusive([&](auto& l) -> result<void> {
+        if (!l.try_take({static_cast<std::uint32_t>(need)})) {
+            return fail(errc::too_large,
+                        what + " needs " + std::to_string(need) + " entries of the shared CQ of " +
+                            std::to_string(size) + ", which has " + std::to_string(l.free(0)) +
+                            " free (" + std::to_string(attached.size()) +
+                            " connections attached): it could overflow");
+        }
+        if (std::find(attached.begin(), attached.end(), c) == attached.end()) {
+            attached.push_back(c);  // once, also when it is both the connection's CQ and RCQ
+        }
+        return {};
+    });
 }
 
 void cq_impl::retire_connection(connection_impl* c) {
-    {
-        std::lock_guard lock(budget_mu);
+    budget.exclusive([&](auto&) {
         attached.erase(std::remove(attached.begin(), attached.end(), c), attached.end());
-    }
+    });
     // A reader inside finish() for one of c's records holds this lock: once we have had it,
     // every later completion of c is dropped (its pool is retired), so no hook of c runs.
     // Readers step aside until detach_connection is done: none calls into the provider's CQ
@@ -137,18 +136,16 @@ void cq_impl::detach_connection(std::size_t need) {
             cq_signal(cq.get());
         }
     }
-    {
-        std::lock_guard budget(budget_mu);
-        reserved -= std::min(need, reserved);
-    }
+    budget.give({static_cast<std::uint32_t>(need)});
     --detaching;  // raised by retire_connection
 }
 
 void cq_impl::drive_attached() {
-    std::lock_guard lock(budget_mu);
-    for (connection_impl* c : attached) {
-        c->poll_events();
-    }
+    budget.exclusive([&](auto&) {
+        for (connection_impl* c : attached) {
+            c->poll_events();
+        }
+    });
     drive();
 }
 }  // namespace detail
@@ -172,6 +169,7 @@ result<shared_completion_queue> shared_completion_queue::create(const domain& do
     }
     auto& impl = *q;
     impl->shared = true;
+    impl->budget.exclusive([&](auto& l) { l.reset({static_cast<std::uint32_t>(size)}); });
     impl->stash_from.assign(impl->stash.size(), nullptr);
     if (cfg.progress_thread) {
         std::lock_guard lock(d->progress_mu);
@@ -201,14 +199,12 @@ std::size_t shared_completion_queue::reserved() const noexcept {
     if (!impl_) {
         return 0;
     }
-    std::lock_guard lock(impl_->budget_mu);
-    return impl_->reserved;
+    return impl_->budget.exclusive([](const auto& l) { return std::size_t{l.used(0)}; });
 }
 std::size_t shared_completion_queue::connections() const noexcept {
     if (!impl_) {
         return 0;
     }
-    std::lock_guard lock(impl_->budget_mu);
-    return impl_->attached.size();
+    return impl_->budget.exclusive([&](const auto&) { return impl_->attached.size(); });
 }
 }  // namespace remora

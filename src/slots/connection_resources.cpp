@@ -1,13 +1,8 @@
-// What the slots layer lends a connection's operations: units of connection_config::slots at
-// admission, and bounce buffers (connection::write_copy, send_copy). The operation record holds
-// both as type-erased op_holdings (core/holding.hpp), so the endpoint layer names neither.
-//
-// Note — the one dependency of the endpoint layer on this one: admit() (core) calls
-// take_slot_units below when connection_config::slots is set. The budget is part of the
-// connection's public configuration and is consulted at admission, before anything is posted,
-// so the endpoint has to reach it. Inverting this call too needs slot_pool to offer its budget
-// through an interface of a lower layer (the units type, src/base in DESIGN.md), which changes
-// slot_pool's own API; until then the call is declared in core/impl.hpp and defined here.
+// What the slots layer lends a connection's operations: bounce buffers (connection::write_copy,
+// send_copy), held by the operation record as a type-erased op_holding (ops/holding.hpp), so the
+// endpoint layer does not name them. (Units of connection_config::slots reach the endpoint
+// through the base layer's `budget` interface, which slot_pool implements: no call from the
+// endpoint layer up into this one remains.)
 #include <remora/buffer_pool.hpp>
 #include <remora/connection.hpp>
 #include <remora/slot_pool.hpp>
@@ -18,22 +13,6 @@
 #include "core/impl.hpp"
 
 namespace remora {
-namespace detail {
-
-result<void> take_slot_units(const connection_config& cfg, bool recv, const char* what,
-                             op_holding& out) {
-    auto l =
-        cfg.slots->try_acquire(units{}.with(recv ? unit::recv : unit::sq, 1).with(unit::cq, 1));
-    if (!l) {
-        return fail(l.error().code(),
-                    std::string(what) + ": shared slot pool: " + l.error().message());
-    }
-    out = op_holding(std::move(*l));
-    return {};
-}
-
-}  // namespace detail
-
 namespace {
 
 // Takes a bounce buffer from the connection's pool and copies `data` into it: the operation's
@@ -44,12 +23,13 @@ result<pooled_buffer> bounce_copy(detail::connection_impl& c, std::span<const st
         return fail(errc::bad_state,
                     std::string(what) + ": the connection has no connection_config::bounce pool");
     }
-    if (data.size() > c.config.bounce.buffer_size()) {
+    buffer_pool pool(c.config.bounce);
+    if (data.size() > pool.buffer_size()) {
         return fail(errc::too_large, std::string(what) + ": " + std::to_string(data.size()) +
                                          " bytes exceed the bounce buffers of " +
-                                         std::to_string(c.config.bounce.buffer_size()));
+                                         std::to_string(pool.buffer_size()));
     }
-    auto b = c.config.bounce.try_get();
+    auto b = pool.try_get();
     if (!b) {
         return fail(b.error().code(), std::string(what) + ": " + b.error().message());
     }

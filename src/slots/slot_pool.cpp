@@ -7,22 +7,6 @@
 
 namespace remora {
 
-const char* to_string(unit u) noexcept {
-    switch (u) {
-        case unit::sq:
-            return "sq";
-        case unit::cq:
-            return "cq";
-        case unit::recv:
-            return "recv";
-        case unit::registration:
-            return "registration";
-        case unit::buffer:
-            return "buffer";
-    }
-    return "?";
-}
-
 const char* to_string(acquired a) noexcept {
     switch (a) {
         case acquired::now:
@@ -32,31 +16,6 @@ const char* to_string(acquired a) noexcept {
     }
     return "?";
 }
-
-std::string to_string(const units& u) {
-    std::string s = "{";
-    for (std::size_t i = 0; i < unit_kinds; ++i) {
-        if (u.n[i] == 0)
-            continue;
-        if (s.size() > 1)
-            s += ", ";
-        s += std::string(to_string(static_cast<unit>(i))) + " " + std::to_string(u.n[i]);
-    }
-    return s + "}";
-}
-
-namespace {
-
-void take(units& from, const units& u) {
-    for (std::size_t i = 0; i < unit_kinds; ++i)
-        from.n[i] -= u.n[i];
-}
-void add(units& to, const units& u) {
-    for (std::size_t i = 0; i < unit_kinds; ++i)
-        to.n[i] += u.n[i];
-}
-
-}  // namespace
 
 lease& lease::operator=(lease&& o) noexcept {
     if (this != &o) {
@@ -78,8 +37,8 @@ void lease::reset() noexcept {
     }
 }
 
-// Lock order: the pool's mu_, then timer::mu. The timer thread holds only timer::mu while it
-// sleeps, and only a strong reference to the pool (no lock) while it expires requests.
+// Lock order: the pool's lock (budget_'s), then timer::mu. The timer thread holds only timer::mu
+// while it sleeps, and only a strong reference to the pool (no lock) while it expires requests.
 struct slot_pool::timer {
     std::mutex mu;
     std::condition_variable cv;
@@ -152,8 +111,8 @@ void slot_pool::rearm_timer() {
     for (std::size_t i = 0; i < count_; ++i) {
         next = std::min(next, ring_[(head_ + i) % ring_.size()].deadline);
     }
-    // Invariant (under mu_): timer_->next <= every parked deadline. Parking lowers it and
-    // notifies (arm_timer); here it can only rise, so the sleeping timer wakes at worst early,
+    // Invariant (under the pool's lock): timer_->next <= every parked deadline. Parking lowers it
+    // and notifies (arm_timer); here it can only rise, so the sleeping timer wakes at worst early,
     // calls expire() and sleeps again until this value.
     std::lock_guard lock(timer_->mu);
     timer_->next = next;
@@ -205,19 +164,21 @@ result<void> slot_pool::check_fits_ever(const units& need) const {
     return {};
 }
 
-result<lease> slot_pool::try_acquire(const units& need) {
+result<void> slot_pool::take_units(const units& need) {
     if (auto r = check_fits_ever(need); !r) {
-        return fail(r.error());
+        return r;
     }
     units free;
-    {
-        std::lock_guard lock(mu_);
+    const bool taken = budget_.exclusive([&](auto& l) {
         // FIFO fairness: parked requests go first.
-        if (count_ == 0 && need.fits_in(free_)) {
-            take(free_, need);
-            return lease(shared_from_this(), need);
+        if (count_ == 0 && l.try_take(need.n)) {
+            return true;
         }
-        free = free_;
+        free.n = l.available();
+        return false;
+    });
+    if (taken) {
+        return {};
     }
     if (cfg_.policy == exhaustion::forbid) {
         // The same in every build of the library: a returned error, never an assertion.
@@ -228,6 +189,13 @@ result<lease> slot_pool::try_acquire(const units& need) {
                         to_string(free));
     }
     return fail(errc::would_block, "slot_pool: " + to_string(need) + " not available now");
+}
+
+result<lease> slot_pool::try_acquire(const units& need) {
+    if (auto r = take_units(need); !r) {
+        return fail(r.error());
+    }
+    return lease(shared_from_this(), need);
 }
 
 result<acquired> slot_pool::acquire(const units& need, callback done, void* ctx,
@@ -242,39 +210,38 @@ result<acquired> slot_pool::acquire(const units& need, callback done, void* ctx,
     if (auto r = check_fits_ever(need); !r) {
         return fail(r.error());
     }
-    {
-        std::lock_guard lock(mu_);
-        if (count_ == 0 && need.fits_in(free_)) {
-            take(free_, need);
-        } else if (count_ == ring_.size()) {
+    auto r = budget_.exclusive([&](auto& l) -> result<acquired> {
+        if (count_ == 0 && l.try_take(need.n)) {
+            return acquired::now;
+        }
+        if (count_ == ring_.size()) {
             return fail(errc::would_block, "slot_pool: " + std::to_string(count_) +
                                                " requests already wait (max_waiters)");
-        } else {
-            if (auto armed = arm_timer(deadline); !armed) {
-                return fail(armed.error());
-            }
-            ring_[(head_ + count_) % ring_.size()] = waiter{need, done, ctx, deadline};
-            ++count_;
-            return acquired::parked;
         }
+        if (auto armed = arm_timer(deadline); !armed) {
+            return fail(armed.error());
+        }
+        ring_[(head_ + count_) % ring_.size()] = waiter{need, done, ctx, deadline};
+        ++count_;
+        return acquired::parked;
+    });
+    if (r && *r == acquired::now) {
+        done(ctx, lease(shared_from_this(), need));
     }
-    done(ctx, lease(shared_from_this(), need));
-    return acquired::now;
+    return r;
 }
 
 void slot_pool::give_back(const units& u) noexcept {
     // Hand the units to parked requests in FIFO order; run their callbacks outside the lock.
     std::vector<waiter> ready;
-    {
-        std::lock_guard lock(mu_);
-        add(free_, u);
-        while (count_ != 0 && ring_[head_].need.fits_in(free_)) {
-            take(free_, ring_[head_].need);
+    budget_.exclusive([&](auto& l) {
+        l.give(u.n);
+        while (count_ != 0 && l.try_take(ring_[head_].need.n)) {
             ready.push_back(ring_[head_]);
             head_ = (head_ + 1) % ring_.size();
             --count_;
         }
-    }
+    });
     for (const waiter& w : ready) {
         w.done(w.ctx, lease(shared_from_this(), w.need));
     }
@@ -282,8 +249,7 @@ void slot_pool::give_back(const units& u) noexcept {
 
 std::size_t slot_pool::expire(clock::time_point now) {
     std::vector<waiter> expired;
-    {
-        std::lock_guard lock(mu_);
+    budget_.exclusive([&](auto&) {
         std::size_t kept = 0;
         for (std::size_t i = 0; i < count_; ++i) {
             waiter& w = ring_[(head_ + i) % ring_.size()];
@@ -296,7 +262,7 @@ std::size_t slot_pool::expire(clock::time_point now) {
         }
         count_ = kept;
         rearm_timer();
-    }
+    });
     for (const waiter& w : expired) {
         w.done(w.ctx, fail(errc::timed_out, "slot_pool: request " + to_string(w.need) +
                                                 " not met before its deadline"));
@@ -310,13 +276,12 @@ std::size_t slot_pool::expire(clock::time_point now) {
 
 std::size_t slot_pool::cancel_all() {
     std::vector<waiter> all;
-    {
-        std::lock_guard lock(mu_);
+    budget_.exclusive([&](auto&) {
         for (std::size_t i = 0; i < count_; ++i) {
             all.push_back(ring_[(head_ + i) % ring_.size()]);
         }
         count_ = 0;
-    }
+    });
     for (const waiter& w : all) {
         w.done(w.ctx, fail(errc::canceled, "slot_pool: request canceled (teardown)"));
     }
@@ -324,13 +289,13 @@ std::size_t slot_pool::cancel_all() {
 }
 
 units slot_pool::available() const {
-    std::lock_guard lock(mu_);
-    return free_;
+    units u;
+    u.n = budget_.available();
+    return u;
 }
 
 std::size_t slot_pool::waiting() const {
-    std::lock_guard lock(mu_);
-    return count_;
+    return budget_.exclusive([&](const auto&) { return count_; });
 }
 
 }  // namespace remora

@@ -1,5 +1,16 @@
-// src/core/op_pool.hpp — the operation record and a connection's records (op_pool)
-// (remora::detail).
+// src/ops/op_pool.hpp — the operations layer: the operation record (the slot) and a
+// connection's records (op_pool), with admission and selective signalling (remora::detail).
+//
+// Note — one completion object per operation, one path (the Linux RDMA core's ib_cqe lesson,
+// DESIGN.md): admission (ops/admission.hpp) takes a record and, all or nothing, the units it
+// needs, and chooses the record's `done` function: report to the CQ's reader, run the user's
+// callback (a coroutine resumes through co_op's callback), or run a library-internal hook.
+// finish() (src/core/cq.cpp) does what every completion needs (tag, holdings, a retired pool,
+// reclaiming unsignalled records) and then calls rec->done in one line.
+//
+// Capacity: the record free lists are the identity of the entries; how many of each queue are
+// free is counted by a detail::unit_budget<3> (include/remora/units.hpp), whose lock is the
+// pool's lock, so the one all-or-nothing type accounts records too, at no extra lock.
 #pragma once
 
 #include <atomic>
@@ -9,13 +20,20 @@
 #include <vector>
 
 #include <remora/completion_queue.hpp>
+#include <remora/units.hpp>
 
-#include "core/holding.hpp"
 #include "fabric/fabric.hpp"
+#include "ops/holding.hpp"
 
 namespace remora::detail {
 
 class op_pool;
+struct op_record;
+
+// What happens to an operation's completion, chosen at admission (ops/done.hpp): called by
+// finish() once the record is no longer needed but for its fields; gives the record back and
+// returns whether the CQ's reader sees the completion.
+using done_fn = bool (*)(op_record& r, completion& c);
 
 // The libfabric context of every operation remora posts: it lives from post to completion and
 // stands for the operation's send-queue or receive-queue entry, and so for its completion-queue
@@ -24,6 +42,7 @@ class op_pool;
 struct op_record {
     fi_context2 fi{};  // first: the provider's context area
     op_pool* owner = nullptr;
+    done_fn done = nullptr;  // set at admission: see ops/done.hpp
     void* user_context = nullptr;
     void (*callback)(const completion&) = nullptr;
     // Library-internal operations (the target service's messages): the completion goes here with
@@ -48,7 +67,8 @@ struct op_record {
 enum class queue : std::uint8_t { send, service, recv };
 
 // A connection's records, one per queue entry. Taking one is the admission check; none free
-// means that queue is full (would_block). Fixed at setup: posting allocates nothing.
+// means that queue is full (would_block). Fixed at setup: posting allocates nothing. The counts
+// are a unit_budget of the three queues; its lock guards the free lists and the ring too.
 class op_pool {
   public:
     void reset(std::size_t sends, std::size_t service, std::size_t recvs);
@@ -74,9 +94,10 @@ class op_pool {
     std::atomic<bool> retired{false};
 
   private:
-    mutable std::mutex mu_;
-    std::vector<op_record> records_;  // sends, service sends, receives; never reallocated
-    std::vector<std::uint32_t> free_[3];
+    static constexpr std::size_t queues = 3;
+    unit_budget<queues> budget_;               // free records of each queue; its lock is the pool's
+    std::vector<op_record> records_;           // sends, service sends, receives; never reallocated
+    std::vector<std::uint32_t> free_[queues];  // which records are free (identity)
     std::size_t sends_ = 0;
     std::size_t service_ = 0;
     queue queue_of(std::size_t index) const noexcept;

@@ -1,10 +1,11 @@
-// src/core/holding.hpp — what an operation holds beside its queue entries, type-erased.
+// src/ops/holding.hpp — what an operation holds beside its queue entries, type-erased.
 //
-// A layer above the endpoints may lend an operation something from post to completion: a slot
-// pool's units (connection_config::slots), a bounce buffer (write_copy, send_copy). The
-// operation record keeps it in an op_holding, which the endpoint layer can move and destroy
-// (destroying gives it back to its pool) without naming its type: the value lives inline (no
-// allocation on the data path), and only the layer that creates one names the type.
+// An operation may hold something from post to completion beside its record: units of a shared
+// budget (connection_config::slots: a held_units, taken by admission, ops/admission.cpp), a
+// bounce buffer (write_copy, send_copy: a pooled_buffer, lent by the slots layer). The record
+// keeps each in an op_holding, which the operations and endpoint layers move and destroy
+// (destroying gives it back) without naming its type: the value lives inline (no allocation on
+// the data path), and only the code that creates one names the type.
 #pragma once
 
 #include <cstddef>

@@ -1,3 +1,6 @@
+// src/base/error.cpp — the base layer's error category: remora::errc names and messages
+// (include/remora/result.hpp). The libfabric error mapping is the fabric layer's
+// (src/fabric/error.cpp).
 #include <remora/result.hpp>
 
 namespace remora {

@@ -1,0 +1,62 @@
+// src/ops/admission.hpp — admission: what an operation takes before it is posted
+// (remora::detail).
+//
+// An operation takes its record (its send-, service- or receive-queue entry, and so its CQ
+// entry: a connection's CQs are sized for all its records) and, when the connection draws on a
+// shared budget (connection_config::slots, any `budget`), the units it needs from it: all or
+// nothing. Then the record is armed with its completion: the user's report or callback, or a
+// library-internal hook (the `done` function, ops/done.hpp). A failed post gives everything back
+// (release_failed).
+//
+// Data path cost: one lock (the pool's) to take a record; with a shared budget one virtual call
+// into it (and a shared_ptr copy for the holding). Nothing allocates.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include <remora/completion_queue.hpp>
+#include <remora/result.hpp>
+#include <remora/units.hpp>
+
+#include "ops/done.hpp"
+#include "ops/op_pool.hpp"
+
+namespace remora::detail {
+
+// A record of queue `q` and `need` units of `shared` when it is set, or nothing. Errors:
+// would_block when `q` is full (the message names `what`, the queue and its `depth`), or the
+// budget's own (prefixed with `what`).
+result<op_record*> admit_op(op_pool& pool, queue q, const std::shared_ptr<budget>& shared,
+                            const units& need, const char* what, std::size_t depth);
+
+// The application's operation: its completion is reported (report_success, or failures only)
+// or goes to `callback` with `context`.
+inline void arm_user(op_record& r, void* context, void (*callback)(const completion&),
+                     remora::op kind, bool report_success) noexcept {
+    r.user_context = context;
+    r.callback = callback;
+    r.kind = kind;
+    r.report_success = report_success;
+    r.done = callback != nullptr ? &done_callback : &done_report;
+}
+
+// A library-internal operation: its completion goes to hook(context, c).
+inline void arm_internal(op_record& r, bool (*hook)(void*, completion&), void* context,
+                         remora::op kind) noexcept {
+    r.user_context = context;
+    r.callback = nullptr;
+    r.internal = hook;
+    r.kind = kind;
+    r.report_success = true;
+    r.done = &done_internal;
+}
+
+// A post that failed: the record and what it holds go back (the holdings after the record,
+// outside the pool's lock).
+inline void release_failed(op_record& r) noexcept {
+    op_holdings back = std::move(r.held);
+    r.owner->give(&r);
+}
+
+}  // namespace remora::detail

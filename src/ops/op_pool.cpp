@@ -1,0 +1,158 @@
+// src/ops/op_pool.cpp — a connection's operation records: taking and giving them (the record
+// side of admission), the receives still posted, and the ring of unsignalled operations
+// (selective signalling). Everything runs under the budget's lock (budget_.exclusive).
+#include <algorithm>
+#include <vector>
+
+#include "ops/op_pool.hpp"
+
+namespace remora::detail {
+
+void op_pool::reset(std::size_t sends, std::size_t service, std::size_t recvs) {
+    budget_.exclusive([&](auto& l) {
+        records_ = std::vector<op_record>(sends + service + recvs);
+        sends_ = sends;
+        service_ = service;
+        l.reset({static_cast<std::uint32_t>(sends), static_cast<std::uint32_t>(service),
+                 static_cast<std::uint32_t>(recvs)});
+        for (auto& f : free_) {
+            f.clear();
+        }
+        for (std::size_t i = records_.size(); i-- > 0;) {
+            records_[i].owner = this;
+            free_[static_cast<std::size_t>(queue_of(i))].push_back(static_cast<std::uint32_t>(i));
+        }
+    });
+}
+
+queue op_pool::queue_of(std::size_t index) const noexcept {
+    return index < sends_ ? queue::send : index < sends_ + service_ ? queue::service : queue::recv;
+}
+
+op_record* op_pool::take(queue q) {
+    const auto k = static_cast<std::size_t>(q);
+    return budget_.exclusive([&](auto& l) -> op_record* {
+        if (l.free(k) == 0) {
+            return nullptr;  // that queue is full
+        }
+        l.take_one(k);
+        op_record* r = &records_[free_[k].back()];
+        free_[k].pop_back();
+        r->in_use = true;
+        r->internal = nullptr;
+        r->unsignaled = false;
+        r->reclaims = false;
+        return r;
+    });
+}
+
+void op_pool::push_quiet(op_record* r) {
+    budget_.exclusive([&](auto&) {
+        if (quiet_.empty()) {
+            quiet_.resize(std::max<std::size_t>(2 * sends_, 2));
+        }
+        if (quiet_count_ == quiet_.size()) {
+            // Full of stale entries (records that completed with an error): keep the valid ones.
+            std::size_t kept = 0;
+            for (std::size_t i = 0; i < quiet_count_; ++i) {
+                const quiet_entry e = quiet_[(quiet_head_ + i) % quiet_.size()];
+                if (quiet_valid(e)) {
+                    quiet_[(quiet_head_ + kept++) % quiet_.size()] = e;
+                }
+            }
+            quiet_count_ = kept;
+        }
+        r->unsignaled = true;
+        r->mark = quiet_next_++;
+        quiet_[(quiet_head_ + quiet_count_) % quiet_.size()] = {r, r->mark};
+        ++quiet_count_;
+    });
+}
+
+void op_pool::unpush_quiet(op_record* r) {
+    budget_.exclusive([&](auto&) {
+        // The newest entry: posts and pushes are serialised, and reclaim takes older ones only.
+        if (quiet_count_ != 0 &&
+            quiet_[(quiet_head_ + quiet_count_ - 1) % quiet_.size()].rec == r) {
+            --quiet_count_;
+            --quiet_next_;
+        }
+        r->unsignaled = false;
+    });
+}
+
+void op_pool::mark_signalled(op_record* r) {
+    budget_.exclusive([&](auto&) {
+        r->reclaims = true;
+        r->mark = quiet_next_;
+    });
+}
+
+void op_pool::reclaim(std::uint64_t mark) {
+    // Every unsignalled operation posted before the signalled one whose completion is being read
+    // is done (a connection's sends, writes and their completions are ordered): give their
+    // records back, and their units outside the lock (a parked acquirer may run).
+    for (;;) {
+        op_holdings back[16];
+        std::size_t n = 0;
+        const bool more = budget_.exclusive([&](auto& l) {
+            while (quiet_count_ != 0 && n < 16) {
+                const quiet_entry e = quiet_[quiet_head_];
+                if (e.mark >= mark) {
+                    break;
+                }
+                quiet_head_ = (quiet_head_ + 1) % quiet_.size();
+                --quiet_count_;
+                if (quiet_valid(e)) {
+                    e.rec->in_use = false;
+                    e.rec->unsignaled = false;
+                    back[n++] = std::move(e.rec->held);
+                    const auto i = static_cast<std::size_t>(e.rec - records_.data());
+                    const auto k = static_cast<std::size_t>(queue_of(i));
+                    free_[k].push_back(static_cast<std::uint32_t>(i));
+                    l.give_one(k);
+                }
+            }
+            return n == 16;
+        });
+        if (!more) {
+            return;  // `back` releases on the way out, outside the lock
+        }
+    }
+}
+
+void op_pool::give(op_record* r) noexcept {
+    budget_.exclusive([&](auto& l) {
+        if (!r->in_use) {
+            return;
+        }
+        r->in_use = false;
+        const auto i = static_cast<std::size_t>(r - records_.data());
+        const auto k = static_cast<std::size_t>(queue_of(i));
+        free_[k].push_back(static_cast<std::uint32_t>(i));
+        l.give_one(k);
+    });
+}
+
+std::vector<op_record*> op_pool::posted_recvs() {
+    return budget_.exclusive([&](auto&) {
+        std::vector<op_record*> out;
+        for (std::size_t i = sends_ + service_; i < records_.size(); ++i) {
+            if (records_[i].in_use) {
+                out.push_back(&records_[i]);
+            }
+        }
+        return out;
+    });
+}
+
+std::size_t op_pool::in_use(queue q) const {
+    return budget_.exclusive(
+        [&](const auto& l) { return std::size_t{l.used(static_cast<std::size_t>(q))}; });
+}
+
+std::size_t op_pool::in_use() const {
+    return budget_.exclusive(
+        [&](const auto& l) { return std::size_t{l.used(0)} + l.used(1) + l.used(2); });
+}
+}  // namespace remora::detail
