@@ -1,3 +1,4 @@
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -6,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "core/impl.hpp"
 #include "fabric/cq.hpp"
@@ -16,8 +18,11 @@ namespace remora::detail {
 
 // ---------------------------------------------------------------- progress thread
 
-result<std::unique_ptr<progress_engine>> progress_engine::start() {
+result<std::unique_ptr<progress_engine>> progress_engine::start(progress_policy policy,
+                                                                std::chrono::microseconds spin) {
     std::unique_ptr<progress_engine> e(new progress_engine());
+    e->policy_ = policy;
+    e->spin_ = spin;
     e->epfd_ = unique_fd(epoll_create1(EPOLL_CLOEXEC));
     e->wake_ = unique_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (e->epfd_.get() < 0 || e->wake_.get() < 0) {
@@ -27,7 +32,11 @@ result<std::unique_ptr<progress_engine>> progress_engine::start() {
     ev.events = EPOLLIN;
     ev.data.ptr = nullptr;
     epoll_ctl(e->epfd_.get(), EPOLL_CTL_ADD, e->wake_.get(), &ev);
-    e->thread_ = std::thread([p = e.get()] { p->run(); });
+    e->thread_ = std::thread([p = e.get()] {
+        // Named, so `top -H` and tests can tell it apart (15 characters at most).
+        pthread_setname_np(pthread_self(), "remora-progress");
+        p->run();
+    });
     return e;
 }
 
@@ -41,7 +50,9 @@ progress_engine::~progress_engine() {
 }
 
 result<void> progress_engine::watch(cq_impl* cq) {
-    std::lock_guard lock(mu_);
+    waiting_.fetch_add(1);
+    std::unique_lock lock(mu_);
+    waiting_.fetch_sub(1);
     cq->owned.assign(cq->size, completion{});
     cq->owned_from.assign(cq->size, nullptr);
     cq->notify = unique_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -69,18 +80,56 @@ void progress_engine::kick(cq_impl* cq) {
         }
         kicked_.push_back(cq);
     }
+    kicks_.store(true);
     std::uint64_t one = 1;
     [[maybe_unused]] ssize_t w = ::write(wake_.get(), &one, sizeof(one));
 }
 
 void progress_engine::unwatch(cq_impl* cq) {
-    std::lock_guard lock(mu_);
+    waiting_.fetch_add(1);
+    std::unique_lock lock(mu_);
+    waiting_.fetch_sub(1);
     {
         std::lock_guard k(kick_mu_);
         kicked_.erase(std::remove(kicked_.begin(), kicked_.end(), cq), kicked_.end());
     }
     epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, cq->fd, nullptr);
     watched_.erase(std::remove(watched_.begin(), watched_.end(), cq), watched_.end());
+}
+
+bool progress_engine::poll_once(bool look) {
+    bool traffic = false;
+    if (look) {
+        // A CQ fd readable before the read means the provider has input (tcp: a socket has
+        // bytes), even when serving it yields no completion here (a peer's one-sided read).
+        epoll_event evs[16];
+        const int n = epoll_wait(epfd_.get(), evs, 16, 0);
+        for (int i = 0; i < n; ++i) {
+            if (evs[i].data.ptr == nullptr) {
+                std::uint64_t v;
+                [[maybe_unused]] ssize_t r = ::read(wake_.get(), &v, sizeof(v));
+            } else {
+                traffic = true;
+            }
+        }
+    }
+    if (kicks_.exchange(false)) {
+        // Every watched CQ is read below: the kicked ones too.
+        std::lock_guard k(kick_mu_);
+        kicked_.clear();
+    }
+    {
+        std::lock_guard lock(mu_);
+        for (cq_impl* cq : watched_) {
+            bool reaped = false;
+            cq->pump(&reaped);
+            traffic = traffic || reaped;
+        }
+    }
+    if (waiting_.load(std::memory_order_relaxed) != 0) {
+        std::this_thread::yield();
+    }
+    return traffic;
 }
 
 void progress_engine::run() {
@@ -107,7 +156,41 @@ void progress_engine::run() {
     auto watched = [&](cq_impl* cq) {
         return std::find(watched_.begin(), watched_.end(), cq) != watched_.end();
     };
+    if (policy_ == progress_policy::busy) {
+        while (!stop_.load(std::memory_order_relaxed)) {
+            poll_once(false);
+        }
+        return;
+    }
+    using clock = std::chrono::steady_clock;
+    const bool adaptive = policy_ == progress_policy::adaptive;
+    // adaptive: poll until `spin` has passed without traffic. Starts asleep: nothing is watched.
+    clock::time_point spin_until{};
+    bool armed = true;
     while (!stop_.load()) {
+        if (adaptive) {
+            clock::time_point now = clock::now();
+            if (now < spin_until) {
+                if (poll_once(true)) {
+                    spin_until = clock::now() + spin_;
+                }
+                armed = false;
+                continue;
+            }
+            if (!armed) {
+                // Leaving the polling phase: arm every CQ before sleeping on the fds.
+                std::lock_guard lock(mu_);
+                {
+                    std::lock_guard k(kick_mu_);
+                    kicked_.clear();
+                    kicks_.store(false);
+                }
+                for (cq_impl* cq : watched_) {
+                    drive(cq);
+                }
+                armed = true;
+            }
+        }
         int n = epoll_wait(epfd_.get(), evs, 16, unsettled.empty() ? -1 : 1);
         std::lock_guard lock(mu_);
         std::vector<cq_impl*> again;
@@ -117,6 +200,7 @@ void progress_engine::run() {
                 drive(cq);
             }
         }
+        bool traffic = false;
         for (int i = 0; i < n; ++i) {
             auto* cq = static_cast<cq_impl*>(evs[i].data.ptr);
             if (cq == nullptr) {
@@ -127,6 +211,7 @@ void progress_engine::run() {
                 {
                     std::lock_guard k(kick_mu_);
                     kicked.swap(kicked_);
+                    kicks_.store(false);
                 }
                 for (cq_impl* q : kicked) {
                     if (watched(q)) {
@@ -135,9 +220,13 @@ void progress_engine::run() {
                 }
                 continue;
             }
+            traffic = true;
             if (watched(cq)) {
                 drive(cq);
             }
+        }
+        if (adaptive && traffic) {
+            spin_until = clock::now() + spin_;
         }
     }
 }
