@@ -76,11 +76,13 @@ struct provider_caps {
 //             Lowest latency for one-sided operations on providers that need the target to call
 //             in (tcp: an 8-byte read is served without a wake-up), at the price of one core at
 //             100 % for as long as the thread runs, traffic or not. For a dedicated target.
-//   adaptive  After each sign of traffic (a CQ fd became readable, or entries were read) the
-//             thread polls for progress_spin more, then arms its CQs and sleeps in epoll like
-//             `blocking`. A steady stream of operations is served at `busy` latency; the first
-//             operation after a quiet spell pays one wake-up. CPU: at most progress_spin of
-//             polling after each burst; an idle domain uses none.
+//   adaptive  Sleeps like `blocking`; after each sign of traffic (the thread woke on a CQ fd,
+//             a CQ fd was readable, or it read entries) it polls like `busy` for progress_spin
+//             more. A burst is served at `busy` latency after its first operation, which pays
+//             the wake-up. A peer's one-sided reads and writes produce no entry on the target,
+//             so under a steady stream of only those the thread still sleeps about once per
+//             spin and the operation that wakes it pays the wake-up. CPU: polling for at most
+//             progress_spin after the last sign of traffic; an idle domain uses none.
 //   blocking  The thread arms its CQs and sleeps in epoll between events: no CPU while idle,
 //             but every one-sided operation that needs the target's progress pays a thread
 //             wake-up (on tcp over loopback, about 7 us on an 8-byte read).

@@ -160,8 +160,8 @@ struct channel_impl {
 // A library-owned thread that drives progress for connections whose target side must call into
 // libfabric (tcp), and the owner of those CQs: it reads them into each CQ's ring and signals the
 // ring's eventfd. How it waits is the domain's progress_policy: `blocking` arms the CQs and
-// sleeps on their fds between events; `busy` reads them in a loop; `adaptive` reads them in a
-// loop for `spin` after the last sign of traffic, then sleeps as `blocking` does.
+// sleeps on their fds between events; `busy` reads them in a loop; `adaptive` arms them as
+// `blocking` does but polls their fds without sleeping for `spin` after the last event.
 class progress_engine {
   public:
     static result<std::unique_ptr<progress_engine>> start(progress_policy policy,
@@ -178,8 +178,8 @@ class progress_engine {
   private:
     progress_engine() = default;
     void run();
-    // Polling phase (busy, adaptive): reads every watched CQ once; true on a sign of traffic.
-    bool poll_once(bool look);
+    // busy: reads every watched CQ once; true if entries were read.
+    bool poll_once();
     progress_policy policy_ = progress_policy::blocking;
     std::chrono::microseconds spin_{0};
     unique_fd epfd_;

@@ -1,3 +1,4 @@
+#include <poll.h>
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -97,22 +98,8 @@ void progress_engine::unwatch(cq_impl* cq) {
     watched_.erase(std::remove(watched_.begin(), watched_.end(), cq), watched_.end());
 }
 
-bool progress_engine::poll_once(bool look) {
+bool progress_engine::poll_once() {
     bool traffic = false;
-    if (look) {
-        // A CQ fd readable before the read means the provider has input (tcp: a socket has
-        // bytes), even when serving it yields no completion here (a peer's one-sided read).
-        epoll_event evs[16];
-        const int n = epoll_wait(epfd_.get(), evs, 16, 0);
-        for (int i = 0; i < n; ++i) {
-            if (evs[i].data.ptr == nullptr) {
-                std::uint64_t v;
-                [[maybe_unused]] ssize_t r = ::read(wake_.get(), &v, sizeof(v));
-            } else {
-                traffic = true;
-            }
-        }
-    }
     if (kicks_.exchange(false)) {
         // Every watched CQ is read below: the kicked ones too.
         std::lock_guard k(kick_mu_);
@@ -133,6 +120,13 @@ bool progress_engine::poll_once(bool look) {
 }
 
 void progress_engine::run() {
+    if (policy_ == progress_policy::busy) {
+        // Read every CQ in a loop: the provider progresses on each read, with no fd in the way.
+        while (!stop_.load(std::memory_order_relaxed)) {
+            poll_once();
+        }
+        return;
+    }
     epoll_event evs[16];
     // CQs whose provider kept refusing to arm (fi_trywait: -FI_EAGAIN) although reading them
     // yields nothing: tcp does that while a message waits for a receive the application has not
@@ -156,42 +150,77 @@ void progress_engine::run() {
     auto watched = [&](cq_impl* cq) {
         return std::find(watched_.begin(), watched_.end(), cq) != watched_.end();
     };
-    if (policy_ == progress_policy::busy) {
-        while (!stop_.load(std::memory_order_relaxed)) {
-            poll_once(false);
+    // Woken to stop, or to drive CQs kicked from completion hooks.
+    auto woken = [&] {
+        std::uint64_t v;
+        [[maybe_unused]] ssize_t r = ::read(wake_.get(), &v, sizeof(v));
+        std::vector<cq_impl*> kicked;
+        {
+            std::lock_guard k(kick_mu_);
+            kicked.swap(kicked_);
+            kicks_.store(false);
         }
-        return;
-    }
+        for (cq_impl* q : kicked) {
+            if (watched(q)) {
+                drive(q);
+            }
+        }
+    };
+    // blocking sleeps in epoll until a CQ fd fires. adaptive sleeps the same way, but after each
+    // sign of traffic it polls for `spin`: it reads every CQ in a loop as `busy` does, which
+    // serves the provider at once, and extends the spin on the next sign. Reading is what
+    // serves: tcp's CQ fd becomes readable only once libfabric's own progress thread has run,
+    // and a thread that merely polled the fds held that thread off the CPU (measured: every
+    // 8-byte read then waited for the spin to end). Signs of traffic: a CQ fd readable
+    // (checked with poll(2) before the reads), entries read, a wake-up from epoll or a kick.
+    // A peer's one-sided operations read no entry on this side, so under a steady stream of
+    // them the thread still sleeps once per spin and the next operation pays one wake-up.
     using clock = std::chrono::steady_clock;
     const bool adaptive = policy_ == progress_policy::adaptive;
-    // adaptive: poll until `spin` has passed without traffic. Starts asleep: nothing is watched.
     clock::time_point spin_until{};
-    bool armed = true;
-    while (!stop_.load()) {
-        if (adaptive) {
-            clock::time_point now = clock::now();
-            if (now < spin_until) {
-                if (poll_once(true)) {
-                    spin_until = clock::now() + spin_;
-                }
-                armed = false;
-                continue;
-            }
-            if (!armed) {
-                // Leaving the polling phase: arm every CQ before sleeping on the fds.
+    std::vector<pollfd> fds;
+    bool armed = true;  // every watched CQ armed (trywait) since the last polling read
+    while (!stop_.load(std::memory_order_relaxed)) {
+        if (adaptive && clock::now() < spin_until) {
+            bool traffic = false;
+            {
                 std::lock_guard lock(mu_);
-                {
-                    std::lock_guard k(kick_mu_);
-                    kicked_.clear();
-                    kicks_.store(false);
-                }
+                fds.clear();  // capacity kept: no allocation once grown
+                fds.push_back({wake_.get(), POLLIN, 0});
                 for (cq_impl* cq : watched_) {
-                    drive(cq);
+                    fds.push_back({cq->fd, POLLIN, 0});
                 }
-                armed = true;
+                if (::poll(fds.data(), fds.size(), 0) > 0) {
+                    traffic = true;
+                    if (fds[0].revents != 0) {
+                        woken();
+                    }
+                }
+                unsettled.clear();  // read below like every other CQ
+                for (cq_impl* cq : watched_) {
+                    bool reaped = false;
+                    cq->pump(&reaped);
+                    traffic = traffic || reaped;
+                }
             }
+            armed = false;
+            if (traffic) {
+                spin_until = clock::now() + spin_;
+            }
+            if (waiting_.load(std::memory_order_relaxed) != 0) {
+                std::this_thread::yield();
+            }
+            continue;
         }
-        int n = epoll_wait(epfd_.get(), evs, 16, unsettled.empty() ? -1 : 1);
+        if (!armed) {
+            // Leaving the spin: arm every CQ before sleeping on the fds.
+            std::lock_guard lock(mu_);
+            for (cq_impl* cq : watched_) {
+                drive(cq);
+            }
+            armed = true;
+        }
+        const int n = epoll_wait(epfd_.get(), evs, 16, unsettled.empty() ? -1 : 1);
         std::lock_guard lock(mu_);
         std::vector<cq_impl*> again;
         again.swap(unsettled);
@@ -200,32 +229,15 @@ void progress_engine::run() {
                 drive(cq);
             }
         }
-        bool traffic = false;
         for (int i = 0; i < n; ++i) {
             auto* cq = static_cast<cq_impl*>(evs[i].data.ptr);
             if (cq == nullptr) {
-                // Woken to stop, or to drive CQs kicked from completion hooks.
-                std::uint64_t v;
-                [[maybe_unused]] ssize_t r = ::read(wake_.get(), &v, sizeof(v));
-                std::vector<cq_impl*> kicked;
-                {
-                    std::lock_guard k(kick_mu_);
-                    kicked.swap(kicked_);
-                    kicks_.store(false);
-                }
-                for (cq_impl* q : kicked) {
-                    if (watched(q)) {
-                        drive(q);
-                    }
-                }
-                continue;
-            }
-            traffic = true;
-            if (watched(cq)) {
+                woken();
+            } else if (watched(cq)) {
                 drive(cq);
             }
         }
-        if (adaptive && traffic) {
+        if (adaptive && n > 0) {
             spin_until = clock::now() + spin_;
         }
     }
