@@ -161,6 +161,8 @@ class target {
     result<void> start(const setup& s) {
         domain_config dc{.provider = s.provider};
         dc.progress = target_policy(s);
+        if (s.target_spin_us != 0)
+            dc.progress_spin = std::chrono::microseconds(s.target_spin_us);
         auto d = domain::open(dc);
         if (!d)
             return fail(d.error());
@@ -850,6 +852,7 @@ std::vector<setup> suite(const bench_options& o) {
         s.duration = o.duration;
         s.target = o.target;
         s.target_progress = o.target_progress;
+        s.target_spin_us = o.target_spin_us;
         // The suites choose their own signalling and CQs (the slots suite compares them).
         s.signal_every = o.suite.empty() ? o.signal_every : 1;
         s.shared_cq = o.suite.empty() && o.shared_cq;
@@ -1059,8 +1062,12 @@ int run_bench(const bench_options& o) {
     if (!o.json && o.target.empty()) {
         setup first;
         first.target_progress = o.target_progress;
-        fmt::print("target progress: {} (the loopback target's progress thread)\n",
-                   to_string(target_policy(first)));
+        const progress_policy pol = target_policy(first);
+        const auto spin =
+            o.target_spin_us != 0 ? o.target_spin_us : domain_config{}.progress_spin.count();
+        fmt::print("target progress: {} ({}the loopback target's progress thread)\n",
+                   to_string(pol),
+                   pol == progress_policy::adaptive ? fmt::format("spin {} us; ", spin) : "");
     }
     if (!o.json) {
         fmt::print(
@@ -1148,8 +1155,13 @@ int run_bench(const bench_options& o) {
                 if (f->has_latency && versus->has_latency)
                     j["versus"]["ratio_p50"] = f->p50_us / versus->p50_us;
             }
-            if (s.target.empty())
+            if (s.target.empty()) {
                 j["target_progress"] = to_string(target_policy(s));
+                if (target_policy(s) == progress_policy::adaptive)
+                    j["target_spin_us"] = s.target_spin_us != 0
+                                              ? std::int64_t{s.target_spin_us}
+                                              : std::int64_t{domain_config{}.progress_spin.count()};
+            }
             if (base) {
                 j["baseline"] = as_json(*base);
                 j["ratio_ops_per_s"] = f->ops_per_s / base->ops_per_s;

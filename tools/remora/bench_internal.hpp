@@ -24,6 +24,7 @@ struct setup {
     bool shared_cq = false;       // the client connections share one CQ, read by one thread
     std::string versus;           // non-empty: a ratio to the result before it is printed, named so
     std::string target_progress;  // the loopback target's progress_policy; empty: the default
+    unsigned target_spin_us = 0;  // its progress_spin in us; 0: the default
 };
 
 // Operations that go through remora's persistence layer (flush, atomics): their target exposes

@@ -146,6 +146,11 @@ int main(int argc, char** argv) {
                      "How the loopback target's progress thread waits (domain_config::progress; "
                      "default adaptive)")
         ->check(CLI::IsMember({"busy", "adaptive", "blocking"}));
+    bench
+        ->add_option("--target-spin", bo.target_spin_us,
+                     "Microseconds the adaptive target polls after traffic (progress_spin; "
+                     "default 100)")
+        ->check(CLI::Range(1, 1000000));
     bench->footer(
         "Examples:\n"
         "  remora bench --suite default\n"
