@@ -87,6 +87,10 @@ struct provider_caps {
 //             but every one-sided operation that needs the target's progress pays a thread
 //             wake-up (on tcp over loopback, about 7 us on an 8-byte read).
 //
+// The policy is the domain's, not a connection's: one thread serves every connection of the
+// domain, and it either sleeps or it does not. Connections that need another policy go in a
+// domain of their own (open a second domain with it).
+//
 // The policy applies to the progress thread only. Waits the application makes itself
 // (completion_queue::wait and next, connection::wait, completion_channel) do not spin: a caller
 // that wants to spin polls instead.

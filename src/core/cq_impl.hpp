@@ -185,6 +185,8 @@ class progress_engine {
     unique_fd epfd_;
     unique_fd wake_;  // eventfd to stop the thread
     std::mutex mu_;
+    // Threads waiting for mu_ (watch, unwatch): a polling thread yields to them.
+    std::atomic<int> waiting_{0};
     std::vector<cq_impl*> watched_;
     std::mutex kick_mu_;
     std::vector<cq_impl*> kicked_;
