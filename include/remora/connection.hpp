@@ -84,7 +84,8 @@ struct connection_config {
     // Run the domain's library-owned progress thread for this connection, so one-sided reads
     // and writes from the peer land while the application does not call into remora (target
     // side on tcp), and the target service's requests are answered (any provider). The
-    // application still polls its own CQs.
+    // application still polls its own CQs. How the thread waits (busy, adaptive, blocking) is
+    // the domain's choice, for all its connections: domain_config::progress.
     bool progress_thread = false;
     std::uint64_t tag = 0;  // returned in channel events
     // Requests to (client) or from (target) the target's service in flight: GPSPM flushes and

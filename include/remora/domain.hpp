@@ -12,6 +12,7 @@
 // Threading: a domain may be used from any number of threads at once (libfabric FI_THREAD_SAFE).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -67,9 +68,54 @@ struct provider_caps {
     bool target_needs_progress = false;
 };
 
+// How the domain's library progress thread waits for work (see domain_config::progress). The
+// thread exists only once a connection or shared CQ asks for it (connection_config::
+// progress_thread, shared_cq_config::progress_thread); one thread serves the whole domain.
+//
+//   busy      The thread polls its CQs (which drives the provider) in a loop and never sleeps
+//             or yields, as a plain libfabric target that busy-polls its CQ. Lowest latency for
+//             one-sided operations on providers that need the target to call in (tcp: an
+//             8-byte read is served without a wake-up), at the price of one core at 100 % for as
+//             long as the thread runs, traffic or not. For a dedicated core: on a machine with
+//             more runnable threads than cores it competes with the application for the CPU,
+//             and latency becomes the scheduler's time slice (milliseconds, measured).
+//   adaptive  Sleeps like `blocking`; after each sign of traffic (the thread woke on a CQ fd,
+//             a CQ fd was readable, or it read entries) it polls like `busy` for progress_spin
+//             more. A burst is served at `busy` latency after its first operation, which pays
+//             the wake-up. A peer's one-sided reads and writes produce no entry on the target,
+//             so under a steady stream of only those the thread still sleeps about once per
+//             spin and the operation that wakes it pays the wake-up. While polling, a round
+//             that found nothing yields the CPU (sched_yield) to other runnable threads. CPU:
+//             polling for at most progress_spin after the last sign of traffic; an idle domain
+//             uses none.
+//   blocking  The thread arms its CQs and sleeps in epoll between events: no CPU while idle,
+//             but every one-sided operation that needs the target's progress pays a thread
+//             wake-up (on tcp over loopback, about 7 us on an 8-byte read).
+//
+// The policy is the domain's, not a connection's: one thread serves every connection of the
+// domain, and it either sleeps or it does not. Connections that need another policy go in a
+// domain of their own (open a second domain with it).
+//
+// The policy applies to the progress thread only. Waits the application makes itself
+// (completion_queue::wait and next, connection::wait, completion_channel) do not spin: the
+// progress thread already reads those CQs under busy and adaptive, and a second poller would
+// take a second core for nothing. A caller that wants to spin polls instead.
+//
+// Threading: the thread is named "remora-progress" (top -H, /proc/self/task/*/comm).
+enum class progress_policy : std::uint8_t { busy, adaptive, blocking };
+const char* to_string(progress_policy p) noexcept;
+
 struct domain_config {
     std::string provider;            // empty: FI_PROVIDER, else automatic (verbs, tcp, sockets)
     std::string node = "127.0.0.1";  // local address selecting the NIC
+    // How the library progress thread waits (see progress_policy). The default, adaptive: no
+    // CPU when idle, and a stream of requests served without wake-ups (README, "Progress
+    // policy", has the measurements and when to pick the others).
+    progress_policy progress = progress_policy::adaptive;
+    // adaptive: how long the thread keeps polling after the last sign of traffic. Between 1 us
+    // and 1 s, else domain::open fails with errc::invalid_argument. Ignored by the other
+    // policies.
+    std::chrono::microseconds progress_spin{100};
 };
 
 class domain {
@@ -79,6 +125,9 @@ class domain {
     // Empty handles (closed, or moved from) report empty caps and node.
     [[nodiscard]] const provider_caps& caps() const noexcept;
     [[nodiscard]] const std::string& node() const noexcept;
+    // The progress policy and spin bound the domain was opened with.
+    [[nodiscard]] progress_policy progress() const noexcept;
+    [[nodiscard]] std::chrono::microseconds progress_spin() const noexcept;
 
     // True unless the handle is empty (closed, or moved from).
     explicit operator bool() const noexcept { return impl_ != nullptr; }

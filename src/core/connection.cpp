@@ -227,7 +227,7 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     if (config.progress_thread) {
         std::lock_guard lock(dom->progress_mu);
         if (!dom->progress) {
-            auto engine = progress_engine::start();
+            auto engine = progress_engine::start(dom->policy, dom->spin);
             if (!engine) {
                 return fail(engine.error());
             }

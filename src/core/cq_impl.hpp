@@ -166,11 +166,14 @@ struct channel_impl {
 };
 
 // A library-owned thread that drives progress for connections whose target side must call into
-// libfabric (tcp): it blocks on their CQ fds (no spin when idle) and is the owner of those CQs:
-// it reads them into each CQ's ring and signals the ring's eventfd.
+// libfabric (tcp), and the owner of those CQs: it reads them into each CQ's ring and signals the
+// ring's eventfd. How it waits is the domain's progress_policy: `blocking` arms the CQs and
+// sleeps on their fds between events; `busy` reads them in a loop; `adaptive` arms them as
+// `blocking` does but polls their fds without sleeping for `spin` after the last event.
 class progress_engine {
   public:
-    static result<std::unique_ptr<progress_engine>> start();
+    static result<std::unique_ptr<progress_engine>> start(progress_policy policy,
+                                                          std::chrono::microseconds spin);
     ~progress_engine();
     // Takes ownership of reading `cq` (see cq_impl::progress).
     result<void> watch(cq_impl* cq);
@@ -183,12 +186,19 @@ class progress_engine {
   private:
     progress_engine() = default;
     void run();
+    // busy: reads every watched CQ once; true if entries were read.
+    bool poll_once();
+    progress_policy policy_ = progress_policy::blocking;
+    std::chrono::microseconds spin_{0};
     unique_fd epfd_;
     unique_fd wake_;  // eventfd to stop the thread
     std::mutex mu_;
+    // Threads waiting for mu_ (watch, unwatch): a polling thread yields to them.
+    std::atomic<int> waiting_{0};
     std::vector<cq_impl*> watched_;
     std::mutex kick_mu_;
     std::vector<cq_impl*> kicked_;
+    std::atomic<bool> kicks_{false};  // kicked_ may be non-empty
     std::atomic<bool> stop_{false};
     std::thread thread_;
 };

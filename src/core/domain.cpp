@@ -119,10 +119,39 @@ info_ptr endpoint_hints(const domain_impl& dom) {
 
 }  // namespace detail
 
+const char* to_string(progress_policy p) noexcept {
+    switch (p) {
+        case progress_policy::busy:
+            return "busy";
+        case progress_policy::adaptive:
+            return "adaptive";
+        case progress_policy::blocking:
+            return "blocking";
+    }
+    return "unknown";
+}
+
 result<domain> domain::open(const domain_config& config) {
     using namespace detail;
+    if (config.progress != progress_policy::busy && config.progress != progress_policy::adaptive &&
+        config.progress != progress_policy::blocking) {
+        return fail(errc::invalid_argument,
+                    "domain_config: progress is not busy, adaptive or blocking (value " +
+                        std::to_string(static_cast<int>(config.progress)) + ")");
+    }
+    if (config.progress == progress_policy::adaptive &&
+        (config.progress_spin < std::chrono::microseconds(1) ||
+         config.progress_spin > std::chrono::seconds(1))) {
+        return fail(errc::invalid_argument,
+                    "domain_config: progress_spin must be between 1 us and 1 s for the adaptive "
+                    "policy (got " +
+                        std::to_string(config.progress_spin.count()) +
+                        " us); use progress_policy::blocking or busy for no spin or no sleep");
+    }
     auto impl = std::make_shared<domain_impl>();
     impl->node = config.node;
+    impl->policy = config.progress;
+    impl->spin = config.progress_spin;
 
     auto base = pick(config.provider, config.node, base_caps);
     if (!base) {
@@ -229,6 +258,12 @@ result<void> domain::close() {
                                          "for its fabric failed"));
     }
     return {};
+}
+progress_policy domain::progress() const noexcept {
+    return impl_->policy;
+}
+std::chrono::microseconds domain::progress_spin() const noexcept {
+    return impl_->spin;
 }
 
 }  // namespace remora

@@ -27,8 +27,10 @@ struct domain_impl {
     provider_caps caps;
     std::string node;
     std::mutex progress_mu;
-    std::unique_ptr<progress_engine> progress;  // started on first use
-    std::atomic<std::uint64_t> next_key{1};     // requested keys when the provider wants ours
+    std::unique_ptr<progress_engine> progress;           // started on first use
+    progress_policy policy = progress_policy::adaptive;  // how `progress` waits
+    std::chrono::microseconds spin{100};                 // adaptive: polling after traffic
+    std::atomic<std::uint64_t> next_key{1};  // requested keys when the provider wants ours
     // sockets notices a dead peer only when the application calls into it: blocking waits then
     // wake at this interval to look (0: block for the whole timeout).
     std::chrono::milliseconds liveness_interval{0};

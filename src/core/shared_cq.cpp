@@ -174,7 +174,7 @@ result<shared_completion_queue> shared_completion_queue::create(const domain& do
     if (cfg.progress_thread) {
         std::lock_guard lock(d->progress_mu);
         if (!d->progress) {
-            auto engine = detail::progress_engine::start();
+            auto engine = detail::progress_engine::start(d->policy, d->spin);
             if (!engine) {
                 return fail(engine.error());
             }

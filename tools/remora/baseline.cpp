@@ -1,9 +1,11 @@
 // `remora bench --baseline`: the same workload through plain libfabric calls, in the same run,
 // so remora's overhead is a measured ratio. Deliberately written against libfabric directly
 // (the one place in the tools that is); it mirrors bench.cpp: a loopback target thread that
-// answers sends, and a client that keeps `qd` operations in flight; both busy-poll fi_cq_read or
-// block in fi_cq_sread as the run says (a one-sided target always blocks: it only drives
-// progress). CQs use FI_WAIT_FD, as remora's do.
+// answers sends, and a client that keeps `qd` operations in flight. The client busy-polls
+// fi_cq_read or blocks in fi_cq_sread as the run says. The target runs in one of two
+// arrangements: as remora's (a one-sided target blocks: it only drives progress; a send target
+// reaps as the client does), or busy-polling its CQ, the fastest plain libfabric offers on a
+// provider whose target must call in (tcp). CQs use FI_WAIT_FD, as remora's do.
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -154,7 +156,7 @@ void raw_rma(fid_ep* ep, bool write, void* buf, std::size_t len, void* desc, std
 
 }  // namespace
 
-result<figures> run_baseline(const setup& s) {
+result<figures> run_baseline(const setup& s, bool busy_target) {
     try {
         const std::size_t slot = std::max<std::size_t>(s.size, 16);
         // Target: listener, one connection, region, serving thread.
@@ -203,9 +205,9 @@ result<figures> run_baseline(const setup& s) {
                 await_connected(te.eq);
                 fi_cq_data_entry e[16];
                 while (!stop) {
-                    // As remora's target loop in the same run; a one-sided target blocks
-                    // (remora's sleeps beside its progress thread).
-                    ssize_t got = two_sided && s.wait == "busy"
+                    // As remora's target loop in the same run (a one-sided target blocks), or
+                    // busy-polling.
+                    ssize_t got = busy_target || (two_sided && s.wait == "busy")
                                       ? fi_cq_read(te.cq, e, 16)
                                       : fi_cq_sread(te.cq, e, 16, nullptr, 100);
                     for (ssize_t i = 0; i < got; ++i) {

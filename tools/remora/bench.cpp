@@ -77,6 +77,17 @@ result<figures> summarize(std::vector<std::uint32_t>& lat, std::uint64_t ops, do
 
 namespace {
 
+// The loopback target's progress policy (--target-progress; the library default when unset).
+progress_policy target_policy(const setup& s) {
+    if (s.target_progress == "busy")
+        return progress_policy::busy;
+    if (s.target_progress == "blocking")
+        return progress_policy::blocking;
+    if (s.target_progress == "adaptive")
+        return progress_policy::adaptive;
+    return domain_config{}.progress;
+}
+
 connection_config config_for(const setup& s, bool target) {
     connection_config c;
     c.sq_size = std::max(16u, s.qd * 2);
@@ -148,7 +159,11 @@ result<std::size_t> reap(connection& c, const setup& s, bool want_recv, std::spa
 class target {
   public:
     result<void> start(const setup& s) {
-        auto d = domain::open({.provider = s.provider});
+        domain_config dc{.provider = s.provider};
+        dc.progress = target_policy(s);
+        if (s.target_spin_us != 0)
+            dc.progress_spin = std::chrono::microseconds(s.target_spin_us);
+        auto d = domain::open(dc);
         if (!d)
             return fail(d.error());
         dom_ = std::move(*d);
@@ -836,6 +851,8 @@ std::vector<setup> suite(const bench_options& o) {
         s.size = o.sizes.front();
         s.duration = o.duration;
         s.target = o.target;
+        s.target_progress = o.target_progress;
+        s.target_spin_us = o.target_spin_us;
         // The suites choose their own signalling and CQs (the slots suite compares them).
         s.signal_every = o.suite.empty() ? o.signal_every : 1;
         s.shared_cq = o.suite.empty() && o.shared_cq;
@@ -1044,6 +1061,16 @@ int run_bench(const bench_options& o) {
         resolved.provider = d->caps().provider;
     }
     const auto setups = suite(resolved);
+    if (!o.json && o.target.empty()) {
+        setup first;
+        first.target_progress = o.target_progress;
+        const progress_policy pol = target_policy(first);
+        const auto spin =
+            o.target_spin_us != 0 ? o.target_spin_us : domain_config{}.progress_spin.count();
+        fmt::print("target progress: {} ({}the loopback target's progress thread)\n",
+                   to_string(pol),
+                   pol == progress_policy::adaptive ? fmt::format("spin {} us; ", spin) : "");
+    }
     if (!o.json) {
         fmt::print(
             "{:<8} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11} {:>9} {:>8} {:>8} {:>8} "
@@ -1095,14 +1122,19 @@ int run_bench(const bench_options& o) {
         plotted.emplace_back(s, *f);
         const std::string& prov = s.provider;
         // The baseline covers what plain libfabric code in baseline.cpp does.
-        std::optional<figures> base;
+        // Two baselines: the target as remora's in this run, and busy-polling.
+        std::optional<figures> base, busy_base;
         if (o.baseline && (s.op == "write" || s.op == "read" || s.op == "send") &&
             s.connections == 1 && !s.rcq && s.channel == "separate" && s.signal_every == 1 &&
             !s.shared_cq) {
-            auto b = run_baseline(s);
+            auto b = run_baseline(s, false);
             if (!b)
                 return report("bench --baseline", b.error());
             base = *b;
+            auto bb = run_baseline(s, true);
+            if (!bb)
+                return report("bench --baseline", bb.error());
+            busy_base = *bb;
         }
         if (o.json) {
             nlohmann::json j = {{"provider", prov},
@@ -1125,10 +1157,20 @@ int run_bench(const bench_options& o) {
                 if (f->has_latency && versus->has_latency)
                     j["versus"]["ratio_p50"] = f->p50_us / versus->p50_us;
             }
+            if (s.target.empty()) {
+                j["target_progress"] = to_string(target_policy(s));
+                if (target_policy(s) == progress_policy::adaptive)
+                    j["target_spin_us"] = s.target_spin_us != 0
+                                              ? std::int64_t{s.target_spin_us}
+                                              : std::int64_t{domain_config{}.progress_spin.count()};
+            }
             if (base) {
                 j["baseline"] = as_json(*base);
                 j["ratio_ops_per_s"] = f->ops_per_s / base->ops_per_s;
                 j["ratio_p50"] = f->p50_us / base->p50_us;
+                j["baseline_busy_target"] = as_json(*busy_base);
+                j["ratio_busy_target_ops_per_s"] = f->ops_per_s / busy_base->ops_per_s;
+                j["ratio_busy_target_p50"] = f->p50_us / busy_base->p50_us;
             }
             fmt::print("{}\n", j.dump());
         } else {
@@ -1138,10 +1180,18 @@ int run_bench(const bench_options& o) {
                 plain.callbacks = false;
                 plain.coroutines = false;
                 plain.registration = "pre";
+                plain.op = s.op + "/same";
                 row("fi:" + prov, plain, *base);
-                fmt::print("{:<8} remora/baseline: ops/s x{:.3f}, p50 x{:.3f}, p99 x{:.3f}\n",
-                           "ratio", f->ops_per_s / base->ops_per_s, f->p50_us / base->p50_us,
-                           f->p99_us / base->p99_us);
+                plain.op = s.op + "/busy";
+                row("fi:" + prov, plain, *busy_base);
+                auto ratio = [&](const char* what, const figures& b) {
+                    fmt::print(
+                        "{:<8} remora/baseline ({}): ops/s x{:.3f}, p50 x{:.3f}, p99 x{:.3f}\n",
+                        "ratio", what, f->ops_per_s / b.ops_per_s, f->p50_us / b.p50_us,
+                        f->p99_us / b.p99_us);
+                };
+                ratio("/same: target as remora's", *base);
+                ratio("/busy: target busy-polls", *busy_base);
             }
             if (versus) {
                 fmt::print("{:<8} {}: ops/s x{:.3f}, p50 {}, cpu us/op x{:.3f}\n", "ratio",

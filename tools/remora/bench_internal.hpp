@@ -20,9 +20,11 @@ struct setup {
     std::size_t size = 8;
     double duration = 1.0;
     std::string target;  // HOST:PORT of a `remora serve`; empty: a loopback target in-process
-    unsigned signal_every = 1;  // connection_config::signal_every of the client connections
-    bool shared_cq = false;     // the client connections share one CQ, read by one thread
-    std::string versus;         // non-empty: a ratio to the result before it is printed, named so
+    unsigned signal_every = 1;    // connection_config::signal_every of the client connections
+    bool shared_cq = false;       // the client connections share one CQ, read by one thread
+    std::string versus;           // non-empty: a ratio to the result before it is printed, named so
+    std::string target_progress;  // the loopback target's progress_policy; empty: the default
+    unsigned target_spin_us = 0;  // its progress_spin in us; 0: the default
 };
 
 // Operations that go through remora's persistence layer (flush, atomics): their target exposes
@@ -48,7 +50,10 @@ result<figures> summarize(std::vector<std::uint32_t>& lat_ns, double seconds, do
 // figures::has_latency is false).
 result<figures> summarize(std::vector<std::uint32_t>& lat_ns, std::uint64_t ops, double seconds,
                           double cpu, std::size_t size);
-// The same workload through plain libfabric (write, read, send; busy polling; one connection).
-result<figures> run_baseline(const setup& s);
+// The same workload through plain libfabric (write, read, send; one connection). The client
+// reaps as s.wait says. The target either as remora's in the same run (busy_target false: a
+// one-sided target sleeps in its CQ's wait, a send target reaps as s.wait) or in the fastest
+// arrangement plain libfabric offers (busy_target: it polls its CQ in a loop).
+result<figures> run_baseline(const setup& s, bool busy_target);
 
 }  // namespace remora::tool

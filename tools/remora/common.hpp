@@ -43,7 +43,9 @@ struct bench_options {
     std::string target;                // HOST:PORT of a `remora serve`; empty: loopback
     std::string plot;                  // PNG file to draw the results into (gnuplot)
     bool json = false;
-    bool baseline = false;  // also run plain libfabric and print the ratios
+    bool baseline = false;        // also run plain libfabric and print the ratios
+    std::string target_progress;  // busy, adaptive, blocking; empty: the library default
+    unsigned target_spin_us = 0;  // adaptive's progress_spin; 0: the library default
 };
 int run_bench(const bench_options& o);
 

@@ -139,12 +139,24 @@ int main(int argc, char** argv) {
     bench->add_option("--plot", bo.plot, "Draw the results into this PNG file (gnuplot)");
     bench->add_flag("--json", bo.json, "One JSON object per result");
     bench->add_flag("--baseline", bo.baseline,
-                    "Also run write/read/send through plain libfabric and print remora/baseline");
+                    "Also run write/read/send through plain libfabric, with its target as "
+                    "remora's and busy-polling, and print remora/baseline for both");
+    bench
+        ->add_option("--target-progress", bo.target_progress,
+                     "How the loopback target's progress thread waits (domain_config::progress; "
+                     "default adaptive)")
+        ->check(CLI::IsMember({"busy", "adaptive", "blocking"}));
+    bench
+        ->add_option("--target-spin", bo.target_spin_us,
+                     "Microseconds the adaptive target polls after traffic (progress_spin; "
+                     "default 100)")
+        ->check(CLI::Range(1, 1000000));
     bench->footer(
         "Examples:\n"
         "  remora bench --suite default\n"
         "  remora bench --op write --size 8 --size 65536 --qd 16\n"
         "  remora bench --op write --op read --op send --baseline\n"
+        "  remora bench --op read --target-progress busy --baseline\n"
         "  remora bench --op gpspm --wait blocking --rcq --channel shared --connections 8\n"
         "  remora bench --op write --qd 16 --signal-every 16\n"
         "  remora bench --op write --connections 8 --shared-cq\n"

@@ -1,0 +1,224 @@
+// The library progress thread's policy (domain_config::progress): every policy serves a peer's
+// one-sided operations while the target application sleeps; adaptive and blocking use no CPU
+// when idle; busy polls. CPU is read from the thread's own /proc entry (the thread is named
+// "remora-progress"): an idle thread burns nothing however loaded the machine is, and a
+// polling one accumulates CPU whenever it is scheduled, so the checks are about the policy, not
+// about speed.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "support.hpp"
+
+namespace remora::test {
+namespace {
+
+// Tids of this process's threads named remora-progress.
+std::vector<long> progress_tids() {
+    std::vector<long> out;
+    DIR* d = ::opendir("/proc/self/task");
+    if (d == nullptr)
+        return out;
+    while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] == '.')
+            continue;
+        std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+        std::string name;
+        std::getline(comm, name);
+        if (name == "remora-progress")
+            out.push_back(std::stol(e->d_name));
+    }
+    ::closedir(d);
+    return out;
+}
+
+// CPU time (user + system) of thread `tid`, in milliseconds (clock-tick resolution).
+double thread_cpu_ms(long tid) {
+    std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
+    std::string line;
+    std::getline(f, line);
+    // Fields after the ")" closing the command name: state is field 3; utime 14, stime 15.
+    std::istringstream in(line.substr(line.rfind(')') + 2));
+    std::string field;
+    unsigned long utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && in >> field; ++i) {
+        if (i == 14)
+            utime = std::stoul(field);
+        if (i == 15)
+            stime = std::stoul(field);
+    }
+    return static_cast<double>(utime + stime) * 1000.0 /
+           static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// A target whose connection is served by the progress thread of a domain opened with `policy`,
+// and a client in a domain of its own, with a target region described to the client.
+struct progress_pair {
+    domain target_domain;
+    domain client_domain;
+    std::optional<listener> lst;
+    std::optional<connection> target;
+    std::optional<connection> client;
+};
+
+result<progress_pair> pair_with(const std::string& provider, progress_policy policy) {
+    domain_config tc{.provider = provider};
+    tc.progress = policy;
+    auto td = domain::open(tc);
+    if (!td)
+        return fail(td.error());
+    auto cd = domain::open({.provider = provider});
+    if (!cd)
+        return fail(cd.error());
+    auto l = listener::create(*td, "127.0.0.1", 0);
+    if (!l)
+        return fail(l.error());
+    auto client = std::async(std::launch::async,
+                             [&] { return connection::connect(*cd, "127.0.0.1", l->port()); });
+    auto req = request_while_connecting(*l, client);
+    result<connection> s =
+        req ? req->accept({.progress_thread = true}) : result<connection>(fail(req.error()));
+    auto c = client.get();
+    if (!c)
+        return fail(c.error());
+    if (!s)
+        return fail(s.error());
+    return progress_pair{*td, *cd, std::move(*l), std::move(*s), std::move(*c)};
+}
+
+struct policy_case {
+    std::string provider;
+    progress_policy policy;
+};
+
+std::vector<policy_case> cases() {
+    std::vector<policy_case> out;
+    for (const auto& p : providers())
+        for (auto pol :
+             {progress_policy::busy, progress_policy::adaptive, progress_policy::blocking})
+            out.push_back({p, pol});
+    return out;
+}
+
+void PrintTo(const policy_case& c, std::ostream* os) {
+    *os << c.provider << "/" << to_string(c.policy);
+}
+
+class progress_policies : public testing::TestWithParam<policy_case> {};
+
+// Whatever the policy, the target's application never calls in: the progress thread alone serves
+// the client's writes and reads, and every byte arrives.
+TEST_P(progress_policies, serves_one_sided_operations_while_the_target_sleeps) {
+    auto p = must(pair_with(GetParam().provider, GetParam().policy));
+    EXPECT_EQ(p.target_domain.progress(), GetParam().policy);
+    buffer target(4096), local(4096);
+    auto tmr = must(memory_region::create(p.target_domain, target.span(),
+                                          usage::write_destination | usage::read_source));
+    auto lmr = must(memory_region::create(p.client_domain, local.span(),
+                                          usage::write_source | usage::read_destination));
+    auto desc = must(tmr.describe());
+    for (int round = 0; round < 100; ++round) {
+        const auto v = static_cast<std::byte>(round + 1);
+        std::memset(local.bytes.data(), static_cast<int>(v), 8);
+        REMORA_ASSERT_OK(p.client->write(desc, 64, lmr, 0, 8));
+        auto w = collect(p.client->cq(), 1, true);
+        ASSERT_EQ(w.size(), 1u) << "write " << round << " did not complete";
+        ASSERT_TRUE(w[0].ok()) << w[0].status.message();
+        REMORA_ASSERT_OK(p.client->read(lmr, 1024, desc, 64, 8));
+        auto r = collect(p.client->cq(), 1, true);
+        ASSERT_EQ(r.size(), 1u) << "read " << round << " did not complete";
+        ASSERT_TRUE(r[0].ok()) << r[0].status.message();
+        ASSERT_EQ(local.bytes[1024], v);
+        ASSERT_EQ(target.bytes[64], v);
+    }
+}
+
+// adaptive and blocking: after a burst of traffic and a second of quiet, the thread uses no CPU
+// (under 5 % of a core over the next second; an idle thread is not scheduled at all). busy: the
+// thread polls, so its CPU time grows by 100 ms within 10 s however loaded the machine is.
+TEST_P(progress_policies, idle_cpu_follows_the_policy) {
+    auto p = must(pair_with(GetParam().provider, GetParam().policy));
+    buffer target(4096), local(4096);
+    auto tmr = must(memory_region::create(p.target_domain, target.span(), usage::receive));
+    auto lmr = must(memory_region::create(p.client_domain, local.span(), usage::send));
+    // Traffic the progress thread sees: it reads the target's receive completions itself (the
+    // application never reads that CQ) and runs their callbacks. adaptive starts polling.
+    struct counter {
+        std::mutex mu;
+        std::condition_variable cv;
+        int n = 0;
+    } received;
+    auto on_recv = [](const completion& c) {
+        auto* r = static_cast<counter*>(c.context);
+        std::lock_guard lock(r->mu);
+        ++r->n;
+        r->cv.notify_all();
+    };
+    for (int round = 0; round < 50; ++round) {
+        REMORA_ASSERT_OK(p.target->recv(tmr, 0, 64, {.context = &received, .callback = on_recv}));
+        REMORA_ASSERT_OK(p.client->send(lmr, 0, 8));
+        ASSERT_EQ(collect(p.client->cq(), 1, true).size(), 1u);
+        std::unique_lock lock(received.mu);
+        ASSERT_TRUE(received.cv.wait_for(lock, 10s, [&] { return received.n == round + 1; }))
+            << "the progress thread did not deliver receive " << round;
+    }
+    const auto tids = progress_tids();
+    ASSERT_EQ(tids.size(), 1u) << "one progress thread, named remora-progress";
+    const long tid = tids[0];
+    if (GetParam().policy == progress_policy::busy) {
+        const double start = thread_cpu_ms(tid);
+        const auto deadline = std::chrono::steady_clock::now() + 10s;
+        double used = 0;
+        while (used < 100.0 && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(50ms);  // the interval measured, not a synchronisation
+            used = thread_cpu_ms(tid) - start;
+        }
+        EXPECT_GE(used, 100.0) << "a busy progress thread polls: its CPU time must grow";
+        return;
+    }
+    std::this_thread::sleep_for(1s);  // quiet: adaptive's spin (100 us) has long run out
+    const double before = thread_cpu_ms(tid);
+    std::this_thread::sleep_for(1s);  // the interval measured
+    const double used = thread_cpu_ms(tid) - before;
+    EXPECT_LT(used, 50.0) << to_string(GetParam().policy)
+                          << ": an idle progress thread must sleep, used " << used << " ms in 1 s";
+}
+
+INSTANTIATE_TEST_SUITE_P(policies, progress_policies, testing::ValuesIn(cases()),
+                         [](const testing::TestParamInfo<policy_case>& i) {
+                             return i.param.provider + "_" + to_string(i.param.policy);
+                         });
+
+// Bad configurations are refused with a clear error and open nothing.
+TEST(progress_config, bad_values_are_refused) {
+    domain_config c{.provider = "tcp"};
+    c.progress = progress_policy::adaptive;
+    c.progress_spin = std::chrono::microseconds(0);
+    EXPECT_ERRC(domain::open(c), errc::invalid_argument);
+    c.progress_spin = std::chrono::seconds(2);
+    EXPECT_ERRC(domain::open(c), errc::invalid_argument);
+    c.progress_spin = std::chrono::microseconds(-5);
+    EXPECT_ERRC(domain::open(c), errc::invalid_argument);
+    c.progress = static_cast<progress_policy>(7);
+    c.progress_spin = std::chrono::microseconds(100);
+    EXPECT_ERRC(domain::open(c), errc::invalid_argument);
+    // The spin bound matters to adaptive only; the others take any value.
+    c.progress = progress_policy::blocking;
+    c.progress_spin = std::chrono::microseconds(0);
+    auto d = domain::open(c);
+    REMORA_ASSERT_OK(d);
+    EXPECT_EQ(d->progress(), progress_policy::blocking);
+    // The default is adaptive, with a 100 us spin.
+    auto def = must(domain::open({.provider = "tcp"}));
+    EXPECT_EQ(def.progress(), progress_policy::adaptive);
+    EXPECT_EQ(def.progress_spin(), std::chrono::microseconds(100));
+    EXPECT_STREQ(to_string(progress_policy::busy), "busy");
+}
+
+}  // namespace
+}  // namespace remora::test
