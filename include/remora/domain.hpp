@@ -85,7 +85,9 @@ struct provider_caps {
 //             the wake-up. A peer's one-sided reads and writes produce no entry on the target,
 //             so under a steady stream of only those the thread still sleeps about once per
 //             spin and the operation that wakes it pays the wake-up. While polling, a round
-//             that found nothing yields the CPU (sched_yield) to other runnable threads. CPU:
+//             that found nothing yields the CPU (sched_yield) to other runnable threads; on a
+//             loaded machine a yield can outlast the spin, and the thread then sleeps at once
+//             (adaptive backs off when other threads want the core). CPU:
 //             polling for at most progress_spin after the last sign of traffic; an idle domain
 //             uses none.
 //   blocking  The thread arms its CQs and sleeps in epoll between events: no CPU while idle,

@@ -56,6 +56,29 @@ double thread_cpu_ms(long tid) {
            static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
+// Scheduler state of thread `tid` (/proc stat field 3): 'R' running or runnable, 'S' asleep, ...
+char thread_state(long tid) {
+    std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
+    std::string line;
+    std::getline(f, line);
+    const auto close = line.rfind(')');
+    return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : '?';
+}
+
+// Samples `tid`'s state every 10 ms for about `span`; returns the share of samples in which it
+// was running or runnable. Load-independent: a thread asleep in epoll is 'S' however busy the
+// machine is, and a polling thread is 'R' whether or not it got the CPU (even when it yields).
+double runnable_share(long tid, std::chrono::milliseconds span) {
+    int samples = 0, runnable = 0;
+    const auto end = std::chrono::steady_clock::now() + span;
+    while (std::chrono::steady_clock::now() < end) {
+        ++samples;
+        runnable += thread_state(tid) == 'R' ? 1 : 0;
+        std::this_thread::sleep_for(10ms);  // the sampling interval, not a synchronisation
+    }
+    return samples == 0 ? 0.0 : static_cast<double>(runnable) / samples;
+}
+
 // A target whose connection is served by the progress thread of a domain opened with `policy`,
 // and a client in a domain of its own, with a target region described to the client.
 struct progress_pair {
@@ -179,14 +202,20 @@ TEST_P(progress_policies, idle_cpu_follows_the_policy) {
             used = thread_cpu_ms(tid) - start;
         }
         EXPECT_GE(used, 100.0) << "a busy progress thread polls: its CPU time must grow";
+        EXPECT_GT(runnable_share(tid, 500ms), 0.9) << "a busy progress thread never sleeps";
         return;
     }
     std::this_thread::sleep_for(1s);  // quiet: adaptive's spin (100 us) has long run out
     const double before = thread_cpu_ms(tid);
-    std::this_thread::sleep_for(1s);  // the interval measured
+    // The interval measured: CPU time, and the thread's state sampled all along (a poller that
+    // yields on a loaded machine may get little CPU, but it is never asleep).
+    const double share = runnable_share(tid, 1s);
     const double used = thread_cpu_ms(tid) - before;
     EXPECT_LT(used, 50.0) << to_string(GetParam().policy)
                           << ": an idle progress thread must sleep, used " << used << " ms in 1 s";
+    EXPECT_LT(share, 0.05) << to_string(GetParam().policy)
+                           << ": an idle progress thread must sleep, runnable in " << share * 100
+                           << " % of samples";
 }
 
 INSTANTIATE_TEST_SUITE_P(policies, progress_policies, testing::ValuesIn(cases()),
