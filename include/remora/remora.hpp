@@ -15,5 +15,5 @@
 #include <remora/remote_region.hpp>
 #include <remora/result.hpp>
 #include <remora/slot_pool.hpp>
-#include <remora/units.hpp>
 #include <remora/target_service.hpp>
+#include <remora/units.hpp>
