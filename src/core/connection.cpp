@@ -166,13 +166,16 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     }
     config = *eff;
 
-    int ret = eq_open(dom->fabric.get(), 16, eq);
-    if (ret != 0) {
-        return fail(fabric_error(ret, "fi_eq_open"));
-    }
-    ret = wait_fd(eq.as_fid(), &eq_fd);
-    if (ret != 0) {
-        return fail(fabric_error(ret, "fi_control FI_GETWAIT on an EQ"));
+    int ret = 0;
+    if (!rdm) {  // an RDM endpoint has no connection events
+        ret = eq_open(dom->fabric.get(), 16, eq);
+        if (ret != 0) {
+            return fail(fabric_error(ret, "fi_eq_open"));
+        }
+        ret = wait_fd(eq.as_fid(), &eq_fd);
+        if (ret != 0) {
+            return fail(fabric_error(ret, "fi_control FI_GETWAIT on an EQ"));
+        }
     }
 
     ops.tag = config.tag;
@@ -281,7 +284,13 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_endpoint"));
     }
-    ret = ep_bind(ep.get(), eq.as_fid(), 0);
+    if (rdm) {
+        if (auto r = setup_rdm(); !r) {
+            return r;
+        }
+    } else {
+        ret = ep_bind(ep.get(), eq.as_fid(), 0);
+    }
     if (ret == 0) {
         ret = ep_bind(ep.get(), cq->cq.as_fid(),
                       FI_TRANSMIT | FI_SELECTIVE_COMPLETION | (rcq ? 0 : FI_RECV));
@@ -370,6 +379,7 @@ void connection_impl::teardown() {
         ops.retired = true;  // what of ours is still in a shared CQ is dropped from now on
     }
     ep.reset();  // tcp writes every operation still queued to the CQs (canceled) right here
+    av.reset();  // after the endpoint bound to it
     if (cq && cq->shared) {
         cq->detach_connection(std::exchange(cq_reserved, 0));
     }
@@ -419,7 +429,7 @@ connection_impl::~connection_impl() {
             }
         }
     }
-    if (open.exchange(false) && ep) {
+    if (open.exchange(false) && ep && !rdm) {
         ep_shutdown(ep.get());
     }
     // sockets keeps (and on close leaks) receives still posted: cancel them first.
@@ -456,6 +466,11 @@ result<connection> connection::connect(const domain& dom, const std::string& hos
                                        std::span<const std::byte> private_data) {
     using namespace detail;
     const auto& caps = dom.caps();
+    if (caps.endpoint != endpoint_type::msg) {
+        return fail(errc::not_supported, "connect: the domain was opened for RDM endpoints (" +
+                                             caps.provider +
+                                             "); use connection::open_peer and attach");
+    }
     if (private_data.size() > caps.cm_data_size) {
         return fail(errc::too_large, "connect: private data of " + n2s(private_data.size()) +
                                          " bytes exceeds the " + caps.provider + " limit of " +
@@ -494,6 +509,10 @@ completion_queue* connection::rcq() noexcept {
 
 result<void> connection::close() {
     auto& c = *impl_;
+    if (c.rdm) {
+        c.close_rdm();
+        return {};
+    }
     if (c.open.exchange(false) && c.ep) {
         int ret = detail::ep_shutdown(c.ep.get());
         c.cancel_receives();

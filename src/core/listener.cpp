@@ -118,6 +118,11 @@ listener::~listener() = default;
 
 result<listener> listener::create(const domain& dom, const std::string& host, std::uint16_t port) {
     using namespace detail;
+    if (dom.caps().endpoint != endpoint_type::msg) {
+        return fail(errc::not_supported,
+                    "listen: the domain was opened for RDM endpoints (" + dom.caps().provider +
+                        "), which have no listener; use connection::open_peer and attach");
+    }
     auto impl = std::make_shared<listener_impl>();
     impl->dom = dom.impl();
     info_ptr hints = endpoint_hints(*impl->dom);

@@ -132,6 +132,17 @@ std::vector<op_record*> op_pool::posted_recvs() {
     return out;
 }
 
+std::vector<std::pair<op_record*, bool>> op_pool::taken() {
+    std::lock_guard lock(mu_);
+    std::vector<std::pair<op_record*, bool>> out;
+    for (std::size_t i = 0; i < records_.size(); ++i) {
+        if (records_[i].in_use) {
+            out.emplace_back(&records_[i], queue_of(i) == queue::recv);
+        }
+    }
+    return out;
+}
+
 std::size_t op_pool::in_use(queue q) const {
     std::lock_guard lock(mu_);
     const std::size_t total = q == queue::send      ? sends_

@@ -16,6 +16,7 @@ const char* to_string(fabric_call c) noexcept {
         "fi_cq_open",          "fi_cq_read",   "fi_cq_readerr",      "fi_cq_signal",
         "fi_trywait",          "fi_sendmsg",   "fi_recvmsg",         "fi_writemsg",
         "fi_readmsg",          "fi_atomicmsg", "fi_fetch_atomicmsg", "fi_compare_atomicmsg",
+        "fi_av_open",          "fi_av_insert",
     };
     const auto i = static_cast<std::size_t>(c);
     return i < fabric_call_count ? names[i] : "unknown";

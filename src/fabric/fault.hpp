@@ -54,9 +54,11 @@ enum class fabric_call : std::uint8_t {
     post_atomic,
     post_fetch_atomic,
     post_compare_atomic,
+    av_open,
+    av_insert,
 };
 inline constexpr std::size_t fabric_call_count =
-    static_cast<std::size_t>(fabric_call::post_compare_atomic) + 1;
+    static_cast<std::size_t>(fabric_call::av_insert) + 1;
 
 const char* to_string(fabric_call c) noexcept;
 
