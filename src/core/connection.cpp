@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include <unistd.h>
+
 #include "core/impl.hpp"
 #include "fabric/cq.hpp"
 #include "fabric/endpoint.hpp"
@@ -279,6 +281,15 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     ep_info->tx_attr->iov_limit = config.max_sge;
     ep_info->rx_attr->iov_limit = config.max_sge;
     ep_info->tx_attr->rma_iov_limit = 1;
+    if (rdm && dom->caps.provider == "shm") {
+        // From the domain's source address shm names every process's endpoints alike
+        // ("fi_shm://127.0.0.1:0:N"), and two processes then collide (fi_enable: EBUSY): name
+        // each after the process and a counter instead.
+        static std::atomic<std::uint64_t> shm_endpoints{0};
+        const std::string name = "fi_shm://remora_" + std::to_string(::getpid()) + "_" +
+                                 std::to_string(shm_endpoints.fetch_add(1));
+        set_source_name(ep_info.get(), name.c_str());
+    }
     this->ep_info = std::move(ep_info);
     ret = open_endpoint(dom->domain.get(), this->ep_info.get(), ep);
     if (ret != 0) {

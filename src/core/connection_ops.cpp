@@ -69,6 +69,14 @@ result<void> posted(ssize_t ret, const connection_impl& c, const char* what, boo
     if (ret == 0) {
         return {};
     }
+    if (ret == -FI_EAGAIN && c.rdm) {
+        return fail(errc::would_block,
+                    std::string(what) +
+                        ": the provider cannot take it yet (on a new RDM peer it "
+                        "sets up the path first, which needs the peer to make "
+                        "progress: its application reading its CQ, or its "
+                        "progress_thread); reap completions and retry");
+    }
     if (ret == -FI_EAGAIN) {
         return fail(errc::would_block,
                     std::string(what) + ": " + (recv ? "receive" : "send") + " queue full (depth " +

@@ -184,7 +184,8 @@ result<domain> domain::open(const domain_config& config) {
     c.endpoint = config.endpoint;
     c.fabric = info->fabric_attr->name ? info->fabric_attr->name : "";
     c.nic = info->domain_attr->name ? info->domain_attr->name : "";
-    c.native_atomics = atomics && (info->caps & FI_ATOMIC) != 0;
+    c.native_atomics =
+        atomics && (info->caps & FI_ATOMIC) != 0 && has_word_atomics(impl->domain.get());
     c.inject_size = info->tx_attr->inject_size;
     c.max_msg_size = info->ep_attr->max_msg_size;
     c.tx_size = info->tx_attr->size;

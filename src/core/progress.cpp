@@ -99,6 +99,10 @@ void progress_engine::run() {
     // This thread is each watched CQ's only reader: read (which drives the provider's progress)
     // until it is empty, then arm it; a failed arm means more arrived, so read again.
     auto drive = [&](cq_impl* cq) {
+        if (cq->polled) {
+            cq->pump();  // no wait object to arm: looked at again next tick
+            return;
+        }
         for (int round = 0; round < 32; ++round) {
             cq->pump();
             if (detail::trywait(cq->dom->fabric.get(), cq->cq.as_fid()) != -FI_EAGAIN ||
