@@ -711,12 +711,19 @@ TEST_P(rdm, peer_death_mid_operation_is_bounded_and_close_returns_everything) {
     auto got = collect(a.cq(), posted, true, 2s);
     EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
     std::size_t errors = 0;
-    for (const auto& c : got)
-        errors += !c.ok();
+    std::string codes;
+    for (const auto& c : got) {
+        if (!c.ok()) {
+            ++errors;
+            const std::string m = c.status.message();
+            if (codes.find(m) == std::string::npos)
+                codes += (codes.empty() ? "" : "; ") + m;
+        }
+    }
     std::printf(
         "[ info     ] %s, peer killed: %zu of 8 posts taken (%zu refused), %zu completed "
-        "within 2 s, %zu of them with an error\n",
-        GetParam().c_str(), posted, refused, got.size(), errors);
+        "within 2 s, %zu of them with an error (%s)\n",
+        GetParam().c_str(), posted, refused, got.size(), errors, codes.c_str());
     REMORA_ASSERT_OK(a.close());
     auto rest = drain(a, a.cq());
     EXPECT_EQ(a.in_flight(), 0u);
