@@ -1,4 +1,5 @@
-// remora/connection.hpp — a reliable connection to one peer (libfabric FI_EP_MSG, like an RC QP).
+// remora/connection.hpp — a reliable connection to one peer: a connected endpoint (libfabric
+// FI_EP_MSG, like an RC QP) from connect / listener, or an RDM peer (FI_EP_RDM) from open_peer.
 //
 // Operations post work and return at once; each completes later on the connection's CQ (or RCQ
 // for receives when the connection has one) with the op_options::context it was posted with.
@@ -15,6 +16,37 @@
 // Threading: posting may run from several threads at once; the CQs follow completion_queue's
 // rule (one progress owner each); close() and the destructor must not race with other calls.
 // A moved-from connection may only be destroyed or assigned to.
+//
+// RDM peers (a domain opened with endpoint_type::rdm: shm, tcp;ofi_rxm and net, tested here;
+// efa and verbs;ofi_rxm by design; sockets offers RDM too, untested by remora): open_peer opens one
+// RDM endpoint with its own address vector and the same CQ / RCQ / channel setup as a connected
+// endpoint; each side gives the other its local_address() (any way it likes: a file, a socket, a
+// connected remora peer) and calls attach() with the other's; from then on every operation goes to
+// that peer, exactly as on a connected endpoint, and remote_region descriptors are exchanged the
+// same way. One endpoint per peer relation, by design: each peer gets its own queues and accounting
+// (many peers on one endpoint belongs to the shared-receive work). Receives take a message from
+// whoever sends to the endpoint's address (there is no FI_DIRECTED_RECV filter). The differences:
+//   - no connection events: next_event() reports conn_event::closed once after close(), else
+//     times out; event_fd() is an eventfd close() signals.
+//   - a one-sided target still needs its endpoint (its address is what the initiator
+//     attaches) and, where caps().target_needs_progress (shm and tcp;ofi_rxm report manual
+//     data progress), connection_config::progress_thread or an application reading its CQs.
+//   - shm's CQs have no wait fd (caps().cq_wait_fd false): waits and channels poll them with
+//     a back-off (up to 1 ms between looks), the progress thread every 100 us; cq().fd() is -1
+//     unless the progress thread owns the CQ.
+//   - close() closes the endpoint at once (the provider then writes nothing into the
+//     operations' memory) and completes every operation not yet reaped with errc::canceled,
+//     through the CQs as usual: read them until in_flight() is 0.
+//   - the first operation to a newly attached peer may give errc::would_block: the provider
+//     sets up its path to the peer then (tcp;ofi_rxm connects, shm exchanges a request), which
+//     needs the peer to progress too; the post retries for up to 50 ms before giving up.
+//   - a peer that goes away is not announced (no event). Seen here on loopback (libfabric
+//     1.17, peer process killed, rdm_test peer_death_*): writes and reads posted afterwards
+//     complete within a second with errc::disconnected on shm, tcp;ofi_rxm and net (in one run
+//     of several, one write on tcp;ofi_rxm / net still reported success); a receive posted
+//     before stays posted until close(). Bound waits with a timeout; close() returns the rest.
+//     A peer destroyed inside the same process is not a case to rely on: shm then touches the
+//     unmapped peer region on the next post (it crashed in libfabric here).
 //
 // Accounting: every operation holds a send- or receive-queue entry and a completion-queue entry
 // from post to the reading of its completion (completion_mode::on_error only hides successes).
@@ -220,6 +252,23 @@ class connection {
                                                     std::uint16_t port,
                                                     const connection_config& config = {},
                                                     std::span<const std::byte> private_data = {});
+    // ---- RDM peers ----
+    // Opens an RDM endpoint on `dom` (opened with endpoint_type::rdm) with its own address
+    // vector, enabled, with no peer yet: operations fail with errc::bad_state ("no peer
+    // attached") until attach(). errc::not_supported on a msg domain (use connect / listener).
+    [[nodiscard]] static result<connection> open_peer(const domain& dom,
+                                                      const connection_config& config = {});
+    // This endpoint's address (the provider's name for it, opaque bytes): give it to the peer
+    // for its attach(). Empty on a connected endpoint.
+    [[nodiscard]] std::span<const std::byte> local_address() const noexcept;
+    // Makes `peer_address` (the peer's local_address()) the destination of every operation.
+    // errc::invalid_argument for bytes that cannot be an address of this provider (wrong size,
+    // format or scheme; nothing changes), errc::bad_state when a peer is already attached or
+    // the endpoint is closed, errc::not_supported on a connected endpoint. An address that is
+    // well-formed but names nobody is not detected here: operations to it fail or never
+    // complete (see the file head). Not concurrent with operations on this connection.
+    [[nodiscard]] result<void> attach(std::span<const std::byte> peer_address);
+
     connection(connection&&) noexcept;
     connection& operator=(connection&&) noexcept;
     ~connection();
@@ -323,7 +372,8 @@ class connection {
     // on it together with the armed CQ fds.
     [[nodiscard]] int event_fd() const noexcept;
     [[nodiscard]] std::span<const std::byte> peer_private_data() const noexcept;
-    // Disconnects; outstanding operations complete with errors (flushed). Idempotent.
+    // Disconnects; outstanding operations complete with errors (flushed; on RDM: errc::canceled,
+    // see the file head). Idempotent.
     result<void> close();
     [[nodiscard]] bool is_open() const noexcept;
 

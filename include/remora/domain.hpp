@@ -4,10 +4,20 @@
 // created from it (regions, listeners, connections) keeps it alive. It reports what the provider
 // can do so the rest of the library adapts instead of assuming.
 //
-// Provider choice: domain_config::provider if set, else the first of verbs, tcp, sockets that
-// offers connected (FI_EP_MSG) endpoints on the address. The FI_PROVIDER environment variable is
-// libfabric's own filter, applied first: it narrows the automatic choice, and a configured
-// provider it excludes is not found.
+// Endpoint type: a domain serves one kind of endpoint, chosen at open (domain_config::endpoint).
+//   endpoint_type::msg  connected endpoints (FI_EP_MSG, like an RC queue pair): listener and
+//                       connection::connect.
+//   endpoint_type::rdm  reliable datagram endpoints (FI_EP_RDM) with an address vector:
+//                       connection::open_peer + attach (see connection.hpp). Same-host peers over
+//                       shm, tcp;ofi_rxm and net over IP, efa, verbs;ofi_rxm.
+// Either way the operations, completion queues, channels and accounting are the same.
+//
+// Provider choice: domain_config::provider if set (matched exactly: "tcp", "shm",
+// "tcp;ofi_rxm", ...); else, for msg, the first of verbs, tcp, sockets that offers connected
+// endpoints on the address, and for rdm the first of verbs;ofi_rxm, efa, tcp;ofi_rxm, net, shm,
+// sockets that offers RDM endpoints there (name shm to get same-host shared memory). The
+// FI_PROVIDER environment variable is libfabric's own filter, applied first: it narrows the
+// automatic choice, and a configured provider it excludes is not found.
 //
 // Threading: a domain may be used from any number of threads at once (libfabric FI_THREAD_SAFE).
 #pragma once
@@ -41,14 +51,19 @@ struct enable_flags<mr_mode> : std::true_type {};
 
 enum class progress_model { automatic, manual, unspecified };
 
+// The kind of endpoint a domain opens (see the head of this file).
+enum class endpoint_type : std::uint8_t { msg, rdm };
+const char* to_string(endpoint_type t) noexcept;
+
 // What the opened provider can do (measured through fi_getinfo/fi_getopt, never assumed).
 struct provider_caps {
-    std::string provider;  // "tcp", "sockets", "verbs", ...
-    std::string fabric;    // fabric name, e.g. "127.0.0.1/32"
-    std::string nic;       // domain name, e.g. "lo"
+    std::string provider;                         // "tcp", "sockets", "verbs", ...
+    std::string fabric;                           // fabric name, e.g. "127.0.0.1/32"
+    std::string nic;                              // domain name, e.g. "lo"
+    endpoint_type endpoint = endpoint_type::msg;  // the endpoint type the domain was opened for
     bool native_atomics = false;
     std::size_t inject_size = 0;
-    std::size_t cm_data_size = 0;  // private data limit on connect/accept/reject
+    std::size_t cm_data_size = 0;  // private data limit on connect/accept/reject (0 on rdm)
     std::size_t max_msg_size = 0;
     std::size_t tx_size = 0;  // max send-queue depth
     std::size_t rx_size = 0;  // max receive-queue depth
@@ -64,8 +79,14 @@ struct provider_caps {
     remora::mr_mode mr_mode = remora::mr_mode::none;
     std::size_t mr_key_size = 0;
     // True when the target side must call into libfabric for one-sided traffic to land
-    // (tcp and sockets-style software providers); then run a progress thread on the target.
+    // (tcp, net and every provider reporting manual data progress: shm and tcp;ofi_rxm on rdm);
+    // then run a progress thread on the target (connection_config::progress_thread).
     bool target_needs_progress = false;
+    // The provider's CQs can be blocked on through an fd. False on shm: its CQs are polled
+    // (completion_queue::wait and channels look again after a short back-off, up to 1 ms; the
+    // progress thread looks every millisecond), and completion_queue::fd() is -1 unless the
+    // progress thread owns the CQ (then it is the thread's eventfd).
+    bool cq_wait_fd = true;
 };
 
 // How the domain's library progress thread waits for work (see domain_config::progress). The
@@ -108,7 +129,7 @@ enum class progress_policy : std::uint8_t { busy, adaptive, blocking };
 const char* to_string(progress_policy p) noexcept;
 
 struct domain_config {
-    std::string provider;            // empty: FI_PROVIDER, else automatic (verbs, tcp, sockets)
+    std::string provider;            // empty: FI_PROVIDER, else automatic (see the file head)
     std::string node = "127.0.0.1";  // local address selecting the NIC
     // How the library progress thread waits (see progress_policy). The default, adaptive: no
     // CPU when idle, and a stream of requests served without wake-ups (README, "Progress
@@ -118,6 +139,7 @@ struct domain_config {
     // and 1 s, else domain::open fails with errc::invalid_argument. Ignored by the other
     // policies.
     std::chrono::microseconds progress_spin{100};
+    endpoint_type endpoint = endpoint_type::msg;
 };
 
 class domain {

@@ -30,7 +30,7 @@ result<void> channel_impl::attach(cq_impl* cq) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = &cq->source;
-    if (epoll_ctl(epfd.get(), EPOLL_CTL_ADD, cq->wait_fd(), &ev) != 0) {
+    if (cq->wait_fd() >= 0 && epoll_ctl(epfd.get(), EPOLL_CTL_ADD, cq->wait_fd(), &ev) != 0) {
         return fail(errc::provider_error,
                     std::string("completion channel: epoll_ctl ADD: ") + std::strerror(errno));
     }
@@ -40,7 +40,9 @@ result<void> channel_impl::attach(cq_impl* cq) {
 
 void channel_impl::detach(cq_impl* cq) {
     std::lock_guard lock(mu);
-    epoll_ctl(epfd.get(), EPOLL_CTL_DEL, cq->wait_fd(), nullptr);
+    if (cq->wait_fd() >= 0) {
+        epoll_ctl(epfd.get(), EPOLL_CTL_DEL, cq->wait_fd(), nullptr);
+    }
     cqs.erase(std::remove(cqs.begin(), cqs.end(), cq), cqs.end());
 }
 
@@ -68,13 +70,27 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
     auto event_for = [](cq_impl* cq, std::size_t ready) {
         return channel_event{&cq->handle, cq->kind, cq->tag, ready};
     };
+    poll_backoff backoff;
     for (;;) {
+        bool polled = false;  // a CQ without a wait fd (shm) is looked at, not blocked on
         {
             // Arm every CQ; one that cannot be armed has completions pending: report it.
             std::lock_guard lock(mu);
             const std::size_t n = cqs.size();
             for (std::size_t i = 0; i < n; ++i) {
                 cq_impl* cq = cqs[(next + i) % n];
+                if (cq->polled && !cq->progress_owned()) {
+                    auto ready = cq->fill_stash();
+                    if (!ready) {
+                        return fail(ready.error());
+                    }
+                    if (*ready != 0 || cq->reaped) {
+                        next = (next + i + 1) % n;
+                        return event_for(cq, *ready);
+                    }
+                    polled = true;
+                    continue;
+                }
                 auto armed = cq->trywait();
                 if (!armed) {
                     return fail(armed.error());
@@ -114,8 +130,12 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
                 }
             }
         }
-        int rc = epoll_wait(epfd.get(), evs, 1, wait_ms);
+        int rc = epoll_wait(epfd.get(), evs, 1, polled ? 0 : wait_ms);
         if (rc < 0 && errno == EINTR) {
+            continue;
+        }
+        if (rc == 0 && polled && clock::now() < deadline) {
+            backoff.pause(deadline);
             continue;
         }
         if (rc == 0 && clock::now() < deadline) {

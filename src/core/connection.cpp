@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include <unistd.h>
+
 #include "core/impl.hpp"
 #include "fabric/cq.hpp"
 #include "fabric/endpoint.hpp"
@@ -166,13 +168,16 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     }
     config = *eff;
 
-    int ret = eq_open(dom->fabric.get(), 16, eq);
-    if (ret != 0) {
-        return fail(fabric_error(ret, "fi_eq_open"));
-    }
-    ret = wait_fd(eq.as_fid(), &eq_fd);
-    if (ret != 0) {
-        return fail(fabric_error(ret, "fi_control FI_GETWAIT on an EQ"));
+    int ret = 0;
+    if (!rdm) {  // an RDM endpoint has no connection events
+        ret = eq_open(dom->fabric.get(), 16, eq);
+        if (ret != 0) {
+            return fail(fabric_error(ret, "fi_eq_open"));
+        }
+        ret = wait_fd(eq.as_fid(), &eq_fd);
+        if (ret != 0) {
+            return fail(fabric_error(ret, "fi_control FI_GETWAIT on an EQ"));
+        }
     }
 
     ops.tag = config.tag;
@@ -276,12 +281,27 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     ep_info->tx_attr->iov_limit = config.max_sge;
     ep_info->rx_attr->iov_limit = config.max_sge;
     ep_info->tx_attr->rma_iov_limit = 1;
+    if (rdm && dom->caps.provider == "shm") {
+        // From the domain's source address shm names every process's endpoints alike
+        // ("fi_shm://127.0.0.1:0:N"), and two processes then collide (fi_enable: EBUSY): name
+        // each after the process and a counter instead.
+        static std::atomic<std::uint64_t> shm_endpoints{0};
+        const std::string name = "fi_shm://remora_" + std::to_string(::getpid()) + "_" +
+                                 std::to_string(shm_endpoints.fetch_add(1));
+        set_source_name(ep_info.get(), name.c_str());
+    }
     this->ep_info = std::move(ep_info);
     ret = open_endpoint(dom->domain.get(), this->ep_info.get(), ep);
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_endpoint"));
     }
-    ret = ep_bind(ep.get(), eq.as_fid(), 0);
+    if (rdm) {
+        if (auto r = setup_rdm(); !r) {
+            return r;
+        }
+    } else {
+        ret = ep_bind(ep.get(), eq.as_fid(), 0);
+    }
     if (ret == 0) {
         ret = ep_bind(ep.get(), cq->cq.as_fid(),
                       FI_TRANSMIT | FI_SELECTIVE_COMPLETION | (rcq ? 0 : FI_RECV));
@@ -370,6 +390,7 @@ void connection_impl::teardown() {
         ops.retired = true;  // what of ours is still in a shared CQ is dropped from now on
     }
     ep.reset();  // tcp writes every operation still queued to the CQs (canceled) right here
+    av.reset();  // after the endpoint bound to it
     if (cq && cq->shared) {
         cq->detach_connection(std::exchange(cq_reserved, 0));
     }
@@ -419,7 +440,7 @@ connection_impl::~connection_impl() {
             }
         }
     }
-    if (open.exchange(false) && ep) {
+    if (open.exchange(false) && ep && !rdm) {
         ep_shutdown(ep.get());
     }
     // sockets keeps (and on close leaks) receives still posted: cancel them first.
@@ -459,6 +480,11 @@ result<connection> connection::connect(const domain& dom, const std::string& hos
         return fail(errc::bad_state, "connect: the domain handle is empty (closed or moved from)");
     }
     const auto& caps = dom.caps();
+    if (caps.endpoint != endpoint_type::msg) {
+        return fail(errc::not_supported, "connect: the domain was opened for RDM endpoints (" +
+                                             caps.provider +
+                                             "); use connection::open_peer and attach");
+    }
     if (private_data.size() > caps.cm_data_size) {
         return fail(errc::too_large, "connect: private data of " + n2s(private_data.size()) +
                                          " bytes exceeds the " + caps.provider + " limit of " +
@@ -497,6 +523,10 @@ completion_queue* connection::rcq() noexcept {
 
 result<void> connection::close() {
     auto& c = *impl_;
+    if (c.rdm) {
+        c.close_rdm();
+        return {};
+    }
     if (c.open.exchange(false) && c.ep) {
         int ret = detail::ep_shutdown(c.ep.get());
         c.cancel_receives();

@@ -1,6 +1,7 @@
 #include <remora/connection.hpp>
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -123,6 +124,25 @@ result<channel_event> connection::wait(std::chrono::milliseconds timeout) {
 
 result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
     auto& c = *impl_;
+    if (c.rdm) {
+        // No connection events on RDM: close() is the one, signalled on the eventfd.
+        pollfd p{c.rdm_event.get(), POLLIN, 0};
+        const auto deadline = detail::deadline_after(timeout);
+        for (;;) {
+            std::uint64_t v = 0;
+            if (::read(c.rdm_event.get(), &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v))) {
+                return conn_event::closed;
+            }
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+                deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0) {
+                return fail(errc::timed_out, "no connection event within " +
+                                                 std::to_string(timeout.count()) +
+                                                 " ms (an RDM peer reports only its own close)");
+            }
+            ::poll(&p, 1, static_cast<int>(left.count()));
+        }
+    }
     if (!c.eq) {
         return fail(errc::bad_state, "next_event: connection is torn down");
     }
@@ -177,7 +197,7 @@ result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
 }
 
 int connection::event_fd() const noexcept {
-    return impl_->eq_fd;
+    return impl_->rdm ? impl_->rdm_event.get() : impl_->eq_fd;
 }
 std::span<const std::byte> connection::peer_private_data() const noexcept {
     return impl_->peer_data;

@@ -42,7 +42,18 @@ struct connection_impl {
     std::size_t rcq_reserved = 0;
     std::shared_ptr<channel_impl> channel;  // shared mode only
     info_ptr ep_info;                       // outlives ep: sockets keeps a shallow copy of it
+    // RDM peers (open_peer): the endpoint's address vector (closed after it), the peer's entry
+    // there (the destination of every post), and the endpoint's own address. On MSG: no AV,
+    // peer 0 (libfabric ignores it on a connected endpoint).
+    bool rdm = false;
+    av_handle av;
     ep_handle ep;
+    fi_addr_t peer = 0;
+    fi_addr_t recv_from = 0;  // FI_ADDR_UNSPEC on RDM: a receive takes a message from anyone
+    std::atomic<bool> attached{false};
+    std::atomic<bool> closed{false};  // close() ran (RDM: the endpoint is gone)
+    std::vector<std::byte> local_addr;
+    unique_fd rdm_event;  // RDM: event_fd(), an eventfd signalled by close()
     std::vector<std::byte> peer_data;
     std::atomic<bool> open{false};
     bool progress_watched = false;
@@ -85,6 +96,12 @@ struct connection_impl {
     // Creates CQs, channel and endpoint for `info` (client: from fi_getinfo; server: from the
     // connection request) and enables it.
     result<void> setup(const fi_info* info, const connection_config& cfg);
+    // RDM: the endpoint's address vector, bound to it before it is enabled (setup calls it).
+    result<void> setup_rdm();
+    // RDM close(): no more posts; the endpoint and its AV are closed (the provider writes
+    // nothing into the operations' memory from then on), and every operation still holding a
+    // record completes with errc::canceled through its CQ's reader, giving its entries back.
+    void close_rdm();
     // Waits on the EQ for FI_CONNECTED; returns the event data (peer private data).
     result<void> await_connected(std::chrono::milliseconds timeout, bool client);
     void teardown();
@@ -95,6 +112,26 @@ struct connection_impl {
 // not drive the provider (it may run inside a completion hook).
 result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t len, void* desc,
                            bool (*hook)(void*, completion&), void* context);
+
+// RDM providers answer a post with -FI_EAGAIN while they set up the path to a new peer
+// (tcp;ofi_rxm connects on the first post, shm exchanges a connection request): the queue
+// entry is remora's already, so drive the provider and post again, for up to
+// rdm_setup_patience; a peer that does not progress meanwhile leaves it would_block.
+inline constexpr std::chrono::milliseconds rdm_setup_patience{50};
+void rdm_nudge(connection_impl& c);
+template <class Post>
+ssize_t post_to_peer(connection_impl& c, Post&& post) {
+    ssize_t ret = post();
+    if (ret != -FI_EAGAIN || !c.rdm) [[likely]] {
+        return ret;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + rdm_setup_patience;
+    while (ret == -FI_EAGAIN && std::chrono::steady_clock::now() < deadline) {
+        rdm_nudge(c);
+        ret = post();
+    }
+    return ret;
+}
 
 // Posting steps shared by every operation: the connection is open; admission (ops/admission.hpp)
 // takes the operation's record (its queue and CQ entries) and its connection_config::slots
@@ -131,7 +168,8 @@ result<void> post_maybe_quiet(connection_impl& c, op_record* r, std::size_t byte
         if (bounce != nullptr && !at_post) {
             r->held.bounce = std::move(*bounce);
         }
-        return submit(c, r, post(flags | FI_COMPLETION), what, false);
+        return submit(c, r, post_to_peer(c, [&] { return post(flags | FI_COMPLETION); }), what,
+                      false);
     }
     std::lock_guard lock(c.signal_mu);
     const bool quiet = opts.callback == nullptr && opts.report != completion_mode::always &&
@@ -145,7 +183,8 @@ result<void> post_maybe_quiet(connection_impl& c, op_record* r, std::size_t byte
     } else {
         c.ops.mark_signalled(r);
     }
-    const ssize_t ret = post(quiet ? (flags | FI_INJECT) : (flags | FI_COMPLETION));
+    const ssize_t ret = post_to_peer(
+        c, [&] { return post(quiet ? (flags | FI_INJECT) : (flags | FI_COMPLETION)); });
     if (ret == 0) {
         c.since_signal = quiet ? c.since_signal + 1 : 0;
     } else if (quiet) {

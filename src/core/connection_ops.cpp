@@ -69,6 +69,14 @@ result<void> posted(ssize_t ret, const connection_impl& c, const char* what, boo
     if (ret == 0) {
         return {};
     }
+    if (ret == -FI_EAGAIN && c.rdm) {
+        return fail(errc::would_block,
+                    std::string(what) +
+                        ": the provider cannot take it yet (on a new RDM peer it "
+                        "sets up the path first, which needs the peer to make "
+                        "progress: its application reading its CQ, or its "
+                        "progress_thread); reap completions and retry");
+    }
     if (ret == -FI_EAGAIN) {
         return fail(errc::would_block,
                     std::string(what) + ": " + (recv ? "receive" : "send") + " queue full (depth " +
@@ -94,6 +102,11 @@ result<void> posted(ssize_t ret, const connection_impl& c, const char* what, boo
 
 result<void> check_open(const connection_impl& c, const char* what) {
     if (!c.open.load()) {
+        if (c.rdm && !c.attached.load() && !c.closed.load()) {
+            return fail(errc::bad_state,
+                        std::string(what) +
+                            ": no peer attached (call attach with the peer's local_address)");
+        }
         return fail(errc::disconnected, std::string(what) + ": connection is not open");
     }
     return {};
@@ -198,12 +211,16 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
     if (kind == rma_kind::read) {
         // A read's destination must outlive it: always signalled.
         return submit(c, *rec,
-                      ep_read(c.ep.get(), g.iov, g.desc, g.count, rma, *rec, FI_COMPLETION), what,
-                      false);
+                      post_to_peer(c,
+                                   [&] {
+                                       return ep_read(c.ep.get(), c.peer, g.iov, g.desc, g.count,
+                                                      rma, *rec, FI_COMPLETION);
+                                   }),
+                      what, false);
     }
     const std::uint64_t flags = kind == rma_kind::write_imm ? FI_REMOTE_CQ_DATA : 0;
     return post_maybe_quiet(c, *rec, g.bytes, opts, flags, what, bounce, [&](std::uint64_t f) {
-        return ep_write(c.ep.get(), g.iov, g.desc, g.count, rma, imm, *rec, f);
+        return ep_write(c.ep.get(), c.peer, g.iov, g.desc, g.count, rma, imm, *rec, f);
     });
 }
 
@@ -246,9 +263,11 @@ result<void> post_send(connection_impl& c, std::span<const local_segment> local,
         return fail(rec.error());
     }
 
-    return post_maybe_quiet(
-        c, *rec, g.bytes, opts, with_imm ? FI_REMOTE_CQ_DATA : 0, what, bounce,
-        [&](std::uint64_t f) { return ep_send(c.ep.get(), g.iov, g.desc, g.count, imm, *rec, f); });
+    return post_maybe_quiet(c, *rec, g.bytes, opts, with_imm ? FI_REMOTE_CQ_DATA : 0, what, bounce,
+                            [&](std::uint64_t f) {
+                                return ep_send(c.ep.get(), c.peer, g.iov, g.desc, g.count, imm,
+                                               *rec, f);
+                            });
 }
 
 result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t len, void* desc,
@@ -266,8 +285,10 @@ result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t l
     op_record* r = *admitted;
     arm_internal(*r, hook, context, recv ? op::recv : op::send);
     iovec iov{buf, len};
-    const ssize_t ret = recv ? ep_recv(c.ep.get(), &iov, &desc, 1, r, FI_COMPLETION)
-                             : ep_send(c.ep.get(), &iov, &desc, 1, 0, r, FI_COMPLETION);
+    const ssize_t ret = post_to_peer(c, [&] {
+        return recv ? ep_recv(c.ep.get(), c.recv_from, &iov, &desc, 1, r, FI_COMPLETION)
+                    : ep_send(c.ep.get(), c.peer, &iov, &desc, 1, 0, r, FI_COMPLETION);
+    });
     auto res = submit(c, r, ret, what, recv);
     if (res && recv) {
         // tcp delivers a message that arrived before this receive only when the provider is
@@ -359,9 +380,14 @@ result<void> connection::recv(std::span<const local_segment> dst, op_options opt
     if (!rec) {
         return fail(rec.error());
     }
-    auto r = detail::submit(
-        c, *rec, detail::ep_recv(c.ep.get(), g.iov, g.desc, g.count, *rec, FI_COMPLETION), "recv",
-        true);
+    auto r = detail::submit(c, *rec,
+                            detail::post_to_peer(c,
+                                                 [&] {
+                                                     return detail::ep_recv(c.ep.get(), c.recv_from,
+                                                                            g.iov, g.desc, g.count,
+                                                                            *rec, FI_COMPLETION);
+                                                 }),
+                            "recv", true);
     if (!r) {
         return r;
     } else if (detail::cq_impl* q = c.rcq ? c.rcq.get() : c.cq.get(); q->progress_owned()) {

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "core/impl.hpp"
 #include "fabric/cq.hpp"
@@ -102,10 +103,14 @@ result<std::shared_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
     cq->kind = kind;
     cq->size = size;
     cq->tag = tag;
-    int ret = cq_open(dom->domain.get(), size, cq->cq);
+    cq->polled = dom->cq_polled;
+    int ret = cq_open(dom->domain.get(), size, cq->cq, !cq->polled);
     if (ret != 0) {
         return fail(fabric_error(ret, std::string("fi_cq_open for the ") + to_string(kind) +
                                           " of size " + std::to_string(size)));
+    }
+    if (cq->polled) {
+        return cq;
     }
     ret = detail::wait_fd(cq->cq.as_fid(), &cq->fd);
     if (ret != 0) {
@@ -122,6 +127,11 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
     if (rec == nullptr) {
         c.tag = cq.tag;
         return true;  // a peer's write with immediate data: no local operation
+    }
+    if (!rec->in_use) {
+        // Already finished: an RDM close() completed it (errc::canceled) before the provider's
+        // own entry, read now, came through.
+        return false;
     }
     c.tag = rec->owner->tag;
     // What the operation holds (shared budget units, a bounce buffer) goes back once this
@@ -351,8 +361,8 @@ result<bool> cq_impl::trywait(bool* notified) {
         }
         lock.lock();
     }
-    if (stash_count != 0 || backlog_head < backlog.size()) {
-        return false;
+    if (stash_count != 0 || backlog_head < backlog.size() || polled) {
+        return false;  // a polled CQ has nothing to block on: look again
     }
     int ret = detail::trywait(dom->fabric.get(), cq.as_fid());
     if (ret == 0) {
@@ -426,8 +436,21 @@ result<std::size_t> cq_impl::poll(std::span<completion> out) {
     return n;
 }
 
+void poll_backoff::pause(clock::time_point deadline) {
+    if (++rounds <= 64) {
+        std::this_thread::yield();
+        return;
+    }
+    const auto step =
+        std::chrono::microseconds(std::min<long>(1000, 10L << std::min(rounds - 64, 7)));
+    const auto left = deadline - clock::now();
+    std::this_thread::sleep_for(
+        std::min<clock::duration>(step, std::max<clock::duration>(left, {})));
+}
+
 result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
     const auto deadline = deadline_after(timeout);
+    poll_backoff backoff;
     for (;;) {
         auto ready = fill_stash();
         if (!ready || *ready != 0 || reaped) {
@@ -448,6 +471,10 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
                 return fail(errc::timed_out, std::string("no completion on the ") +
                                                  to_string(kind) + " within " +
                                                  std::to_string(timeout.count()) + " ms");
+            }
+            if (polled && !progress_owned()) {
+                // Nothing to block on: spin a little, then back off up to 1 ms between looks.
+                backoff.pause(deadline);
             }
             continue;  // the provider says completions are (about to be) ready: read again
         }

@@ -33,10 +33,18 @@ struct channel_source {
     connection_impl* conn = nullptr;
 };
 
+// Between looks at a polled CQ (no wait fd): yields 64 times, then sleeps 20 us doubling up to
+// 1 ms, never past `deadline`.
+struct poll_backoff {
+    int rounds = 0;
+    void pause(std::chrono::steady_clock::time_point deadline);
+};
+
 struct cq_impl {
     std::shared_ptr<domain_impl> dom;
     cq_handle cq;
-    int fd = -1;  // the CQ's wait fd (owned by libfabric)
+    int fd = -1;          // the CQ's wait fd (owned by libfabric); -1 when polled
+    bool polled = false;  // no wait object (domain_impl::cq_polled): look again, never block
     cq_kind kind = cq_kind::cq;
     std::size_t size = 0;
     std::uint64_t tag = 0;
@@ -196,6 +204,7 @@ class progress_engine {
     // Threads waiting for mu_ (watch, unwatch): a polling thread yields to them.
     std::atomic<int> waiting_{0};
     std::vector<cq_impl*> watched_;
+    std::vector<cq_impl*> polled_;  // watched CQs without a wait fd: looked at every tick
     std::mutex kick_mu_;
     std::vector<cq_impl*> kicked_;
     std::atomic<bool> kicks_{false};  // kicked_ may be non-empty

@@ -2,8 +2,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <span>
 
 #include "core/impl.hpp"
+#include "fabric/cq.hpp"
 #include "fabric/info.hpp"
 
 namespace remora {
@@ -17,14 +19,14 @@ constexpr std::uint64_t base_caps =
 // targets (verbs, tcp, sockets, shm) works without it.
 constexpr int supported_mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 
-info_ptr make_hints(const std::string& provider, std::uint64_t caps) {
+info_ptr make_hints(const std::string& provider, std::uint64_t caps, endpoint_type type) {
     info_ptr hints = alloc_info();
     if (!hints) {
         return hints;
     }
     hints->caps = caps;
     hints->mode = 0;
-    hints->ep_attr->type = FI_EP_MSG;
+    hints->ep_attr->type = type == endpoint_type::rdm ? FI_EP_RDM : FI_EP_MSG;
     hints->domain_attr->mr_mode = supported_mr_mode;
     hints->domain_attr->threading = FI_THREAD_SAFE;
     hints->domain_attr->resource_mgmt = FI_RM_ENABLED;
@@ -60,19 +62,26 @@ remora::mr_mode to_mr_mode(int m) {
     return r;
 }
 
-// Provider preference when none is named: hardware first.
-int rank(const char* prov) {
-    static const char* const order[] = {"verbs", "tcp", "sockets"};
-    for (int i = 0; i < 3; ++i) {
+// Provider preference when none is named: hardware first, then the software providers.
+int rank(const char* prov, endpoint_type type) {
+    static const char* const msg_order[] = {"verbs", "tcp", "sockets"};
+    static const char* const rdm_order[] = {"verbs;ofi_rxm", "efa", "tcp;ofi_rxm",
+                                            "net",           "shm", "sockets"};
+    const std::span<const char* const> order = type == endpoint_type::rdm
+                                                   ? std::span<const char* const>(rdm_order)
+                                                   : std::span<const char* const>(msg_order);
+    for (std::size_t i = 0; i < order.size(); ++i) {
         if (std::strcmp(prov, order[i]) == 0) {
-            return i;
+            return static_cast<int>(i);
         }
     }
     return 100;
 }
 
-result<info_ptr> pick(const std::string& provider, const std::string& node, std::uint64_t caps) {
-    info_ptr hints = make_hints(provider, caps);
+result<info_ptr> pick(const std::string& provider, const std::string& node, std::uint64_t caps,
+                      endpoint_type type) {
+    const char* kind = type == endpoint_type::rdm ? "RDM" : "connected";
+    info_ptr hints = make_hints(provider, caps, type);
     if (!hints) {
         return fail(errc::provider_error, "fi_allocinfo failed");
     }
@@ -80,23 +89,30 @@ result<info_ptr> pick(const std::string& provider, const std::string& node, std:
     int ret = getinfo(node.c_str(), nullptr, FI_SOURCE, hints.get(), all);
     if (ret != 0) {
         return fail(
-            fabric_error(ret, "no provider offers connected endpoints" +
+            fabric_error(ret, std::string("no provider offers ") + kind + " endpoints" +
                                   (provider.empty() ? std::string() : " for '" + provider + "'") +
                                   " on " + node));
     }
     const fi_info* best = nullptr;
     for (const fi_info* i = all.get(); i != nullptr; i = i->next) {
-        // Skip utility providers layered over a core one (e.g. "tcp;ofi_rxm" is RDM only anyway).
-        if (std::strchr(i->fabric_attr->prov_name, ';') != nullptr) {
+        const char* name = i->fabric_attr->prov_name;
+        if (!provider.empty() && provider != name) {
+            continue;  // "tcp" also matches "tcp;ofi_rxm" in libfabric's filter: ask exactly
+        }
+        // Connected endpoints come from core providers only (a utility provider layered over
+        // one, "x;ofi_rxm", offers RDM).
+        if (type == endpoint_type::msg && std::strchr(name, ';') != nullptr) {
             continue;
         }
-        if (best == nullptr ||
-            rank(i->fabric_attr->prov_name) < rank(best->fabric_attr->prov_name)) {
+        if (best == nullptr || rank(name, type) < rank(best->fabric_attr->prov_name, type)) {
             best = i;
         }
     }
     if (best == nullptr) {
-        return fail(errc::not_supported, "no core provider offers connected endpoints on " + node);
+        return fail(errc::not_supported,
+                    std::string("no ") +
+                        (provider.empty() ? "core provider" : "provider '" + provider + "'") +
+                        " offers " + kind + " endpoints on " + node);
     }
     return dup_info(best);
 }
@@ -110,7 +126,7 @@ domain_impl::~domain_impl() {
 }
 
 info_ptr endpoint_hints(const domain_impl& dom) {
-    info_ptr hints = make_hints(dom.caps.provider, dom.info->caps);
+    info_ptr hints = make_hints(dom.caps.provider, dom.info->caps, dom.caps.endpoint);
     if (hints) {
         hints->domain_attr->name = strdup(dom.info->domain_attr->name);
     }
@@ -153,7 +169,7 @@ result<domain> domain::open(const domain_config& config) {
     impl->policy = config.progress;
     impl->spin = config.progress_spin;
 
-    auto base = pick(config.provider, config.node, base_caps);
+    auto base = pick(config.provider, config.node, base_caps, config.endpoint);
     if (!base) {
         return fail(base.error());
     }
@@ -161,7 +177,7 @@ result<domain> domain::open(const domain_config& config) {
     // Native atomics: ask again with FI_ATOMIC. Providers without them (tcp) don't answer.
     bool atomics = false;
     {
-        auto with_atomics = pick(prov, config.node, base_caps | FI_ATOMIC);
+        auto with_atomics = pick(prov, config.node, base_caps | FI_ATOMIC, config.endpoint);
         if (with_atomics && prov == (*with_atomics)->fabric_attr->prov_name) {
             atomics = true;
             *base = std::move(*with_atomics);
@@ -179,11 +195,26 @@ result<domain> domain::open(const domain_config& config) {
         return fail(fabric_error(ret, "fi_domain for " + prov));
     }
 
+    // Whether the provider's CQs have a wait fd: open one and see (shm has none).
+    {
+        cq_handle probe;
+        ret = cq_open(impl->domain.get(), 1, probe, true);
+        if (ret == -FI_ENOSYS || ret == -FI_EINVAL || ret == -FI_EOPNOTSUPP) {
+            ret = cq_open(impl->domain.get(), 1, probe, false);
+            impl->cq_polled = ret == 0;
+        }
+        if (ret != 0) {
+            return fail(fabric_error(ret, "fi_cq_open (probe) for " + prov));
+        }
+    }
+
     provider_caps& c = impl->caps;
     c.provider = prov;
+    c.endpoint = config.endpoint;
     c.fabric = info->fabric_attr->name ? info->fabric_attr->name : "";
     c.nic = info->domain_attr->name ? info->domain_attr->name : "";
-    c.native_atomics = atomics && (info->caps & FI_ATOMIC) != 0;
+    c.native_atomics =
+        atomics && (info->caps & FI_ATOMIC) != 0 && has_word_atomics(impl->domain.get());
     c.inject_size = info->tx_attr->inject_size;
     c.max_msg_size = info->ep_attr->max_msg_size;
     c.tx_size = info->tx_attr->size;
@@ -201,19 +232,22 @@ result<domain> domain::open(const domain_config& config) {
     c.data_progress = to_model(info->domain_attr->data_progress);
     c.mr_mode = to_mr_mode(info->domain_attr->mr_mode);
     c.mr_key_size = info->domain_attr->mr_key_size;
+    c.cq_wait_fd = !impl->cq_polled;
     // Software providers over sockets: tcp progresses only inside fi_cq_read/fi_eq_read calls,
     // whatever it reports; sockets runs its own progress threads.
     c.target_needs_progress =
         prov == "tcp" || prov == "net" || c.data_progress == progress_model::manual;
 
-    if (prov == "sockets") {
+    if (prov == "sockets" && config.endpoint == endpoint_type::msg) {
         impl->liveness_interval = std::chrono::milliseconds(100);
         impl->watch_disconnects = true;
     }
 
-    // The private-data limit is an endpoint option: ask a passive endpoint.
-    if (auto sz = cm_data_size(impl->fabric.get(), info)) {
-        c.cm_data_size = *sz;
+    // The private-data limit is an endpoint option: ask a passive endpoint (MSG only).
+    if (config.endpoint == endpoint_type::msg) {
+        if (auto sz = cm_data_size(impl->fabric.get(), info)) {
+            c.cm_data_size = *sz;
+        }
     }
     return domain(std::move(impl));
 }
@@ -222,6 +256,10 @@ namespace {
 const provider_caps no_caps{};
 const std::string no_node;
 }  // namespace
+
+const char* to_string(endpoint_type t) noexcept {
+    return t == endpoint_type::rdm ? "rdm" : "msg";
+}
 
 const provider_caps& domain::caps() const noexcept {
     return impl_ ? impl_->caps : no_caps;

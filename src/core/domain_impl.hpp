@@ -38,6 +38,9 @@ struct domain_impl {
     // watch the connection's event queue, so remora can cancel them. tcp flushes everything
     // itself, and watching its event queue in every wait cost 3 ms tail latency (measured).
     bool watch_disconnects = false;
+    // The provider's CQs have no wait fd (shm): they are opened without a wait object and
+    // polled (waits back off between looks; the progress thread looks every tick).
+    bool cq_polled = false;
 
     ~domain_impl();
 };

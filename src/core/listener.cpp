@@ -121,6 +121,11 @@ result<listener> listener::create(const domain& dom, const std::string& host, st
         return fail(errc::bad_state, "listen: the domain handle is empty (closed or moved from)");
     }
     using namespace detail;
+    if (dom.caps().endpoint != endpoint_type::msg) {
+        return fail(errc::not_supported,
+                    "listen: the domain was opened for RDM endpoints (" + dom.caps().provider +
+                        "), which have no listener; use connection::open_peer and attach");
+    }
     auto impl = std::make_shared<listener_impl>();
     impl->dom = dom.impl();
     info_ptr hints = endpoint_hints(*impl->dom);

@@ -64,7 +64,9 @@ result<void> progress_engine::watch(cq_impl* cq) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = cq;
-    if (epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, cq->fd, &ev) != 0) {
+    if (cq->polled) {
+        polled_.push_back(cq);  // nothing to block on: looked at every tick
+    } else if (epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, cq->fd, &ev) != 0) {
         return fail(errc::provider_error,
                     std::string("progress thread: epoll_ctl ADD: ") + std::strerror(errno));
     }
@@ -94,7 +96,11 @@ void progress_engine::unwatch(cq_impl* cq) {
         std::lock_guard k(kick_mu_);
         kicked_.erase(std::remove(kicked_.begin(), kicked_.end(), cq), kicked_.end());
     }
-    epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, cq->fd, nullptr);
+    if (cq->polled) {
+        polled_.erase(std::remove(polled_.begin(), polled_.end(), cq), polled_.end());
+    } else {
+        epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, cq->fd, nullptr);
+    }
     watched_.erase(std::remove(watched_.begin(), watched_.end(), cq), watched_.end());
 }
 
@@ -137,6 +143,10 @@ void progress_engine::run() {
     // This thread is each watched CQ's only reader: read (which drives the provider's progress)
     // until it is empty, then arm it; a failed arm means more arrived, so read again.
     auto drive = [&](cq_impl* cq) {
+        if (cq->polled) {
+            cq->pump();  // no wait object to arm: looked at again next tick
+            return;
+        }
         for (int round = 0; round < 32; ++round) {
             cq->pump();
             if (detail::trywait(cq->dom->fabric.get(), cq->cq.as_fid()) != -FI_EAGAIN ||
@@ -226,8 +236,23 @@ void progress_engine::run() {
             }
             armed = true;
         }
-        const int n = epoll_wait(epfd_.get(), evs, 16, unsettled.empty() ? -1 : 1);
+        // A CQ without a wait fd (shm) is looked at every tick of 100 us.
+        bool tick = false;
+        {
+            std::lock_guard lock(mu_);
+            tick = !polled_.empty();
+        }
+        const timespec tick_ts{0, 100'000};
+        const timespec settle_ts{0, 1'000'000};
+        const timespec* timeout = tick ? &tick_ts : !unsettled.empty() ? &settle_ts : nullptr;
+        int n = epoll_pwait2(epfd_.get(), evs, 16, timeout, nullptr);
+        if (n < 0 && errno == ENOSYS) {  // kernels before 5.11: millisecond ticks
+            n = epoll_wait(epfd_.get(), evs, 16, timeout == nullptr ? -1 : 1);
+        }
         std::lock_guard lock(mu_);
+        for (cq_impl* cq : polled_) {
+            cq->pump();
+        }
         std::vector<cq_impl*> again;
         again.swap(unsettled);
         for (cq_impl* cq : again) {

@@ -5,14 +5,14 @@
 
 namespace remora::detail {
 
-int cq_open(fid_domain* domain, std::size_t size, cq_handle& out) {
+int cq_open(fid_domain* domain, std::size_t size, cq_handle& out, bool wait_fd) {
     if (int r = injected(fabric_call::cq_open)) {
         return r;
     }
     fi_cq_attr attr{};
     attr.size = size;
     attr.format = FI_CQ_FORMAT_DATA;
-    attr.wait_obj = FI_WAIT_FD;
+    attr.wait_obj = wait_fd ? FI_WAIT_FD : FI_WAIT_NONE;
     attr.wait_cond = FI_CQ_COND_NONE;
     return out.opened(fi_cq_open(domain, &attr, out.out(), nullptr));
 }

@@ -15,8 +15,10 @@
 
 namespace remora::detail {
 
-// Opens a CQ of `size` entries that reports fi_cq_data_entry and can be waited on through an fd.
-int cq_open(fid_domain* domain, std::size_t size, cq_handle& out);
+// Opens a CQ of `size` entries that reports fi_cq_data_entry and, with `wait_fd`, can be waited
+// on through an fd (FI_WAIT_FD); without, it has no wait object (FI_WAIT_NONE: shm has no other)
+// and is polled.
+int cq_open(fid_domain* domain, std::size_t size, cq_handle& out, bool wait_fd = true);
 // The fd to wait on for a CQ or an EQ (fi_control FI_GETWAIT); libfabric owns it.
 int wait_fd(fid* f, int* fd);
 // fi_trywait on one CQ or EQ: 0 when it is safe to block on its fd, -FI_EAGAIN when entries (or

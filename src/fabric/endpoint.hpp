@@ -3,7 +3,9 @@
 //
 // The posts are inline (the data path) and build their fi_msg* struct here, once: callers pass
 // iovecs, descriptors, the remote range, the context (remora's op_record) and the flags
-// (FI_COMPLETION, FI_INJECT, FI_MORE, FI_REMOTE_CQ_DATA). With nothing armed at the seam
+// (FI_COMPLETION, FI_INJECT, FI_MORE, FI_REMOTE_CQ_DATA), and the peer's fi_addr_t: on an RDM
+// endpoint the address vector's entry for the peer (FI_ADDR_UNSPEC for a receive from anyone), on
+// a connected (MSG) endpoint ignored by libfabric (remora passes 0). With nothing armed at the seam
 // (fault.hpp) a post costs one relaxed atomic load beyond libfabric's own call.
 //
 // Every function returns libfabric's value (0 or a negative -FI_* code, -FI_EAGAIN when a queue
@@ -45,9 +47,10 @@ struct remote_iov {
 };
 
 // One message over local `iov` (send or receive).
-inline fi_msg msg_message(const iovec* iov, void** desc, std::size_t count, void* context,
-                          std::uint64_t data) {
+inline fi_msg msg_message(const iovec* iov, void** desc, std::size_t count, fi_addr_t addr,
+                          void* context, std::uint64_t data) {
     fi_msg msg{};
+    msg.addr = addr;
     msg.msg_iov = iov;
     msg.desc = desc;
     msg.iov_count = count;
@@ -56,28 +59,29 @@ inline fi_msg msg_message(const iovec* iov, void** desc, std::size_t count, void
     return msg;
 }
 
-inline ssize_t ep_send(fid_ep* ep, const iovec* iov, void** desc, std::size_t count,
+inline ssize_t ep_send(fid_ep* ep, fi_addr_t dest, const iovec* iov, void** desc, std::size_t count,
                        std::uint64_t data, void* context, std::uint64_t flags) {
     if (int r = injected(fabric_call::post_send)) {
         return r;
     }
-    const fi_msg msg = msg_message(iov, desc, count, context, data);
+    const fi_msg msg = msg_message(iov, desc, count, dest, context, data);
     return fi_sendmsg(ep, &msg, flags);
 }
 
-inline ssize_t ep_recv(fid_ep* ep, const iovec* iov, void** desc, std::size_t count, void* context,
-                       std::uint64_t flags) {
+inline ssize_t ep_recv(fid_ep* ep, fi_addr_t src, const iovec* iov, void** desc, std::size_t count,
+                       void* context, std::uint64_t flags) {
     if (int r = injected(fabric_call::post_recv)) {
         return r;
     }
-    const fi_msg msg = msg_message(iov, desc, count, context, 0);
+    const fi_msg msg = msg_message(iov, desc, count, src, context, 0);
     return fi_recvmsg(ep, &msg, flags);
 }
 
 // One RMA message over local `iov` and one remote range (`rma` must outlive the post call).
-inline fi_msg_rma rma_message(const iovec* iov, void** desc, std::size_t count,
+inline fi_msg_rma rma_message(const iovec* iov, void** desc, std::size_t count, fi_addr_t addr,
                               const fi_rma_iov& rma, void* context, std::uint64_t data) {
     fi_msg_rma msg{};
+    msg.addr = addr;
     msg.msg_iov = iov;
     msg.desc = desc;
     msg.iov_count = count;
@@ -88,31 +92,34 @@ inline fi_msg_rma rma_message(const iovec* iov, void** desc, std::size_t count,
     return msg;
 }
 
-inline ssize_t ep_write(fid_ep* ep, const iovec* iov, void** desc, std::size_t count,
-                        remote_iov remote, std::uint64_t data, void* context, std::uint64_t flags) {
+inline ssize_t ep_write(fid_ep* ep, fi_addr_t dest, const iovec* iov, void** desc,
+                        std::size_t count, remote_iov remote, std::uint64_t data, void* context,
+                        std::uint64_t flags) {
     if (int r = injected(fabric_call::post_write)) {
         return r;
     }
     const fi_rma_iov rma{remote.addr, remote.len, remote.key};
-    const fi_msg_rma msg = rma_message(iov, desc, count, rma, context, data);
+    const fi_msg_rma msg = rma_message(iov, desc, count, dest, rma, context, data);
     return fi_writemsg(ep, &msg, flags);
 }
 
-inline ssize_t ep_read(fid_ep* ep, const iovec* iov, void** desc, std::size_t count,
+inline ssize_t ep_read(fid_ep* ep, fi_addr_t dest, const iovec* iov, void** desc, std::size_t count,
                        remote_iov remote, void* context, std::uint64_t flags) {
     if (int r = injected(fabric_call::post_read)) {
         return r;
     }
     const fi_rma_iov rma{remote.addr, remote.len, remote.key};
-    const fi_msg_rma msg = rma_message(iov, desc, count, rma, context, 0);
+    const fi_msg_rma msg = rma_message(iov, desc, count, dest, rma, context, 0);
     return fi_readmsg(ep, &msg, flags);
 }
 
 // 64-bit atomics on one remote word at `addr` (`key`). The operands (and the result buffer) must
 // stay valid until the completion.
 namespace atomic_detail {
-inline fi_msg_atomic message(fi_ioc& ioc, fi_rma_ioc& rma, fi_op op, void* context) {
+inline fi_msg_atomic message(fi_ioc& ioc, fi_addr_t addr, fi_rma_ioc& rma, fi_op op,
+                             void* context) {
     fi_msg_atomic msg{};
+    msg.addr = addr;
     msg.msg_iov = &ioc;
     msg.iov_count = 1;
     msg.rma_iov = &rma;
@@ -124,40 +131,42 @@ inline fi_msg_atomic message(fi_ioc& ioc, fi_rma_ioc& rma, fi_op op, void* conte
 }
 }  // namespace atomic_detail
 
-inline ssize_t ep_atomic(fid_ep* ep, fi_op op, std::uint64_t* operand, std::uint64_t addr,
-                         std::uint64_t key, void* context, std::uint64_t flags) {
+inline ssize_t ep_atomic(fid_ep* ep, fi_addr_t dest, fi_op op, std::uint64_t* operand,
+                         std::uint64_t addr, std::uint64_t key, void* context,
+                         std::uint64_t flags) {
     if (int r = injected(fabric_call::post_atomic)) {
         return r;
     }
     fi_ioc ioc{operand, 1};
     fi_rma_ioc rma{addr, 1, key};
-    const fi_msg_atomic msg = atomic_detail::message(ioc, rma, op, context);
+    const fi_msg_atomic msg = atomic_detail::message(ioc, dest, rma, op, context);
     return fi_atomicmsg(ep, &msg, flags);
 }
 
-inline ssize_t ep_fetch_atomic(fid_ep* ep, fi_op op, std::uint64_t* operand, void* result,
-                               void* result_desc, std::uint64_t addr, std::uint64_t key,
-                               void* context, std::uint64_t flags) {
+inline ssize_t ep_fetch_atomic(fid_ep* ep, fi_addr_t dest, fi_op op, std::uint64_t* operand,
+                               void* result, void* result_desc, std::uint64_t addr,
+                               std::uint64_t key, void* context, std::uint64_t flags) {
     if (int r = injected(fabric_call::post_fetch_atomic)) {
         return r;
     }
     fi_ioc ioc{operand, 1};
     fi_rma_ioc rma{addr, 1, key};
-    const fi_msg_atomic msg = atomic_detail::message(ioc, rma, op, context);
+    const fi_msg_atomic msg = atomic_detail::message(ioc, dest, rma, op, context);
     fi_ioc out{result, 1};
     return fi_fetch_atomicmsg(ep, &msg, &out, &result_desc, 1, flags);
 }
 
 // FI_CSWAP: `swap` replaces the word when it equals `compare`; the old value goes to `result`.
-inline ssize_t ep_compare_atomic(fid_ep* ep, std::uint64_t* swap, std::uint64_t* compare,
-                                 void* result, void* result_desc, std::uint64_t addr,
-                                 std::uint64_t key, void* context, std::uint64_t flags) {
+inline ssize_t ep_compare_atomic(fid_ep* ep, fi_addr_t dest, std::uint64_t* swap,
+                                 std::uint64_t* compare, void* result, void* result_desc,
+                                 std::uint64_t addr, std::uint64_t key, void* context,
+                                 std::uint64_t flags) {
     if (int r = injected(fabric_call::post_compare_atomic)) {
         return r;
     }
     fi_ioc ioc{swap, 1};
     fi_rma_ioc rma{addr, 1, key};
-    const fi_msg_atomic msg = atomic_detail::message(ioc, rma, FI_CSWAP, context);
+    const fi_msg_atomic msg = atomic_detail::message(ioc, dest, rma, FI_CSWAP, context);
     fi_ioc cmp{compare, 1};
     void* cmp_desc = nullptr;
     fi_ioc out{result, 1};

@@ -92,6 +92,7 @@ using pep_handle = fid_handle<fid_pep>;
 using eq_handle = fid_handle<fid_eq>;
 using cq_handle = fid_handle<fid_cq>;
 using mr_handle = fid_handle<fid_mr>;
+using av_handle = fid_handle<fid_av>;
 
 struct info_deleter {
     void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }

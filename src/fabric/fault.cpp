@@ -41,6 +41,8 @@ const char* to_string(fabric_call c) noexcept {
         "fi_fetch_atomicmsg",
         "fi_compare_atomicmsg",
         "fi_close",
+        "fi_av_open",
+        "fi_av_insert",
     };
     const auto i = static_cast<std::size_t>(c);
     return i < fabric_call_count ? names[i] : "unknown";

@@ -55,8 +55,11 @@ enum class fabric_call : std::uint8_t {
     post_fetch_atomic,
     post_compare_atomic,
     close,  // fi_close where its result is reported (fid_handle::close: domain::close)
+    av_open,
+    av_insert,
 };
-inline constexpr std::size_t fabric_call_count = static_cast<std::size_t>(fabric_call::close) + 1;
+inline constexpr std::size_t fabric_call_count =
+    static_cast<std::size_t>(fabric_call::av_insert) + 1;
 
 const char* to_string(fabric_call c) noexcept;
 

@@ -1,5 +1,8 @@
 #include "fabric/info.hpp"
 
+#include <cstdlib>
+#include <cstring>
+
 #include "fabric/endpoint.hpp"
 
 namespace remora::detail {
@@ -42,6 +45,27 @@ std::optional<std::size_t> cm_data_size(fid_fabric* fabric, fi_info* info) {
         return std::nullopt;
     }
     return sz;
+}
+
+bool has_word_atomics(fid_domain* domain) {
+    struct query {
+        fi_op op;
+        std::uint64_t flags;
+    };
+    for (const query q : {query{FI_ATOMIC_WRITE, 0}, query{FI_SUM, FI_FETCH_ATOMIC},
+                          query{FI_CSWAP, FI_COMPARE_ATOMIC}}) {
+        fi_atomic_attr attr{};
+        if (fi_query_atomic(domain, FI_UINT64, q.op, &attr, q.flags) != 0 || attr.count < 1) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void set_source_name(fi_info* info, const char* name) noexcept {
+    std::free(info->src_addr);
+    info->src_addr = strdup(name);
+    info->src_addrlen = info->src_addr != nullptr ? std::strlen(name) + 1 : 0;
 }
 
 }  // namespace remora::detail

@@ -21,5 +21,12 @@ int open_domain(fid_fabric* fabric, fi_info* info, domain_handle& out);
 // The provider's private-data limit for connection requests (FI_OPT_CM_DATA_SIZE of a passive
 // endpoint opened on `info`), if it tells.
 std::optional<std::size_t> cm_data_size(fid_fabric* fabric, fi_info* info);
+// Whether the domain runs remora's three native atomics on 64-bit words (fi_query_atomic of
+// FI_ATOMIC_WRITE, fetching FI_SUM and comparing FI_CSWAP): a provider may list FI_ATOMIC and
+// still refuse some of them (net).
+bool has_word_atomics(fid_domain* domain);
+// Replaces `info`'s source address by the string `name` (FI_ADDR_STR providers: shm names an
+// endpoint after its source address, and two processes using the same one collide).
+void set_source_name(fi_info* info, const char* name) noexcept;
 
 }  // namespace remora::detail

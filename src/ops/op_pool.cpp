@@ -146,6 +146,18 @@ std::vector<op_record*> op_pool::posted_recvs() {
     });
 }
 
+std::vector<std::pair<op_record*, bool>> op_pool::taken() {
+    return budget_.exclusive([&](auto&) {
+        std::vector<std::pair<op_record*, bool>> out;
+        for (std::size_t i = 0; i < records_.size(); ++i) {
+            if (records_[i].in_use) {
+                out.emplace_back(&records_[i], i >= sends_ + service_);
+            }
+        }
+        return out;
+    });
+}
+
 std::size_t op_pool::in_use(queue q) const {
     return budget_.exclusive(
         [&](const auto& l) { return std::size_t{l.used(static_cast<std::size_t>(q))}; });

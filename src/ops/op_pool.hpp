@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include <remora/completion_queue.hpp>
@@ -76,6 +77,8 @@ class op_pool {
     void give(op_record* r) noexcept;
     // Records of receives still posted (to cancel them on disconnect).
     std::vector<op_record*> posted_recvs();
+    // Every record taken and not given back, with whether it is a receive's (RDM close).
+    std::vector<std::pair<op_record*, bool>> taken();
     // Selective signalling, under connection_impl::signal_mu: an unsignalled post's record
     // joins the ring (undo with unpush_quiet if the post fails); a signalled one is marked to
     // reclaim everything before it when its completion is read (reclaim).

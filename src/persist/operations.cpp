@@ -85,21 +85,22 @@ result<void> native_atomic(connection_impl& c, atomic_kind kind, const char* wha
     r->operands[0] = kind == atomic_kind::compare_swap ? arg1 : arg0;  // swap value / operand
     r->operands[1] = arg0;                                             // compare value
     const std::uint64_t addr = dst.address() + dst_offset;
-    ssize_t ret;
-    if (kind == atomic_kind::write) {
-        ret = ep_atomic(c.ep.get(), FI_ATOMIC_WRITE, &r->operands[0], addr, dst.key(), r,
-                        FI_COMPLETION);
-    } else {
-        const region_impl& res = *result->impl();
-        void* out = res.memory.data() + result_offset;
-        if (kind == atomic_kind::fetch_add) {
-            ret = ep_fetch_atomic(c.ep.get(), FI_SUM, &r->operands[0], out, res.desc, addr,
-                                  dst.key(), r, FI_COMPLETION);
+    const ssize_t ret = post_to_peer(c, [&]() -> ssize_t {
+        if (kind == atomic_kind::write) {
+            return ep_atomic(c.ep.get(), c.peer, FI_ATOMIC_WRITE, &r->operands[0], addr, dst.key(),
+                             r, FI_COMPLETION);
         } else {
-            ret = ep_compare_atomic(c.ep.get(), &r->operands[0], &r->operands[1], out, res.desc,
-                                    addr, dst.key(), r, FI_COMPLETION);
+            const region_impl& res = *result->impl();
+            void* out = res.memory.data() + result_offset;
+            if (kind == atomic_kind::fetch_add) {
+                return ep_fetch_atomic(c.ep.get(), c.peer, FI_SUM, &r->operands[0], out, res.desc,
+                                       addr, dst.key(), r, FI_COMPLETION);
+            } else {
+                return ep_compare_atomic(c.ep.get(), c.peer, &r->operands[0], &r->operands[1], out,
+                                         res.desc, addr, dst.key(), r, FI_COMPLETION);
+            }
         }
-    }
+    });
     return submit(c, r, ret, what, false);
 }
 
@@ -272,7 +273,12 @@ result<void> connection::flush(const remote_region& dst, std::uint64_t offset, s
     void* desc = p.scratch->impl()->desc;
     const detail::remote_iov rma{dst.address() + at, n, dst.key()};
     return detail::submit(c, *rec,
-                          detail::ep_read(c.ep.get(), &iov, &desc, 1, rma, *rec, FI_COMPLETION),
+                          detail::post_to_peer(c,
+                                               [&] {
+                                                   return detail::ep_read(c.ep.get(), c.peer, &iov,
+                                                                          &desc, 1, rma, *rec,
+                                                                          FI_COMPLETION);
+                                               }),
                           "flush", false);
 }
 

@@ -1,0 +1,174 @@
+#include <remora/connection.hpp>
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "core/impl.hpp"
+#include "fabric/av.hpp"
+#include "fabric/endpoint.hpp"
+
+// RDM peers: an RDM endpoint with an address vector of its own behind the connection API
+// (open_peer, local_address, attach), and what differs from a connected endpoint: no event
+// queue (event_fd is an eventfd close() signals), and close(), which closes the endpoint and
+// completes every outstanding operation itself.
+
+namespace remora {
+namespace detail {
+
+void rdm_nudge(connection_impl& c) {
+    bool drove = false;
+    if (!in_completion()) {  // inside a completion the CQ is being read: do not re-enter it
+        for (cq_impl* q : {c.cq.get(), c.rcq.get()}) {
+            if (q != nullptr && !q->progress_owned()) {
+                q->drive();
+                drove = true;
+            }
+        }
+    }
+    if (!drove) {
+        std::this_thread::yield();  // the CQs' owner drives them
+    }
+}
+
+result<void> connection_impl::setup_rdm() {
+    int ret = av_open(dom->domain.get(), preferred_av_type(dom->info.get()), 1, av);
+    if (ret != 0) {
+        return fail(fabric_error(ret, "fi_av_open for an RDM endpoint on " + dom->caps.provider));
+    }
+    ret = ep_bind(ep.get(), av.as_fid(), 0);
+    if (ret != 0) {
+        return fail(fabric_error(ret, "fi_ep_bind of the address vector"));
+    }
+    return {};
+}
+
+void connection_impl::close_rdm() {
+    if (closed.exchange(true)) {
+        return;
+    }
+    open = false;
+    // The CQs' readers step aside while the endpoint goes: a progress thread (or a shared CQ's
+    // reader) may be running a completion hook that posts on it.
+    cq_impl* qs[2] = {cq.get(), rcq.get() != cq.get() ? rcq.get() : nullptr};
+    std::unique_lock<std::mutex> locks[2];
+    for (int i = 0; i < 2; ++i) {
+        if (qs[i] == nullptr) {
+            continue;
+        }
+        if (qs[i]->progress_owned()) {
+            locks[i] = std::unique_lock(qs[i]->owned_mu);
+        } else if (qs[i]->shared) {
+            locks[i] = std::unique_lock(qs[i]->read_mu);
+        }
+    }
+    // After fi_close the provider neither touches the operations' memory nor reports them:
+    // each record still taken completes here, canceled, through its CQ's reader (the backlog
+    // is read before the provider; a provider entry for a record finished this way is dropped).
+    ep.reset();
+    av.reset();
+    for (auto [rec, is_recv] : ops.taken()) {
+        cq_impl* q = is_recv && rcq ? rcq.get() : cq.get();
+        q->backlog.push_back({rec, is_recv ? std::uint64_t(FI_RECV) : 0, 0, 0, FI_ECANCELED});
+    }
+    for (auto& l : locks) {
+        if (l.owns_lock()) {
+            l.unlock();
+        }
+    }
+    for (cq_impl* q : qs) {
+        if (q != nullptr && q->progress_owned()) {
+            q->pump();  // into the ring, and wakes its waiters
+        }
+    }
+    std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t w = ::write(rdm_event.get(), &one, sizeof(one));
+}
+
+}  // namespace detail
+
+result<connection> connection::open_peer(const domain& dom, const connection_config& config) {
+    using namespace detail;
+    const auto& caps = dom.caps();
+    if (caps.endpoint != endpoint_type::rdm) {
+        return fail(errc::not_supported,
+                    "open_peer: the domain was opened for connected (MSG) endpoints (" +
+                        caps.provider +
+                        "); open one with domain_config::endpoint = endpoint_type::rdm, or use "
+                        "listener and connection::connect");
+    }
+    auto impl = std::make_unique<connection_impl>(dom.impl());
+    impl->rdm = true;
+    impl->recv_from = FI_ADDR_UNSPEC;
+    impl->rdm_event = unique_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (impl->rdm_event.get() < 0) {
+        return fail(errc::provider_error,
+                    std::string("open_peer: eventfd: ") + std::strerror(errno));
+    }
+    if (auto r = impl->setup(dom.impl()->info.get(), config); !r) {
+        return fail(r.error());
+    }
+    std::vector<std::byte> name(256);
+    std::size_t len = name.size();
+    int ret = getname(impl->ep.as_fid(), name.data(), &len);
+    if (ret == -FI_ETOOSMALL) {
+        name.resize(len);
+        ret = getname(impl->ep.as_fid(), name.data(), &len);
+    }
+    if (ret != 0) {
+        return fail(fabric_error(ret, "open_peer: fi_getname for the endpoint's address"));
+    }
+    name.resize(len);
+    impl->local_addr = std::move(name);
+    return connection(std::move(impl));
+}
+
+std::span<const std::byte> connection::local_address() const noexcept {
+    return impl_->local_addr;
+}
+
+result<void> connection::attach(std::span<const std::byte> peer_address) {
+    using namespace detail;
+    auto& c = *impl_;
+    if (!c.rdm) {
+        return fail(errc::not_supported,
+                    "attach: a connected (MSG) connection has its peer already; attach is for RDM "
+                    "endpoints from open_peer");
+    }
+    if (c.closed.load()) {
+        return fail(errc::bad_state, "attach: the endpoint is closed");
+    }
+    if (c.attached.load()) {
+        return fail(errc::bad_state,
+                    "attach: a peer is already attached (one RDM endpoint serves one peer; open "
+                    "another with open_peer)");
+    }
+    const std::uint32_t format = c.dom->info->addr_format;
+    if (!address_plausible(format, peer_address, c.local_addr)) {
+        return fail(errc::invalid_argument,
+                    "attach: " + std::to_string(peer_address.size()) + " bytes are not a " +
+                        address_format_name(format) + " address of " + c.dom->caps.provider +
+                        " (its addresses are " + std::to_string(c.local_addr.size()) +
+                        " bytes long here; pass the peer's local_address)");
+    }
+    fi_addr_t addr = FI_ADDR_NOTAVAIL;
+    const int ret = av_insert(c.av.get(), peer_address.data(), &addr);
+    if (ret != 1) {
+        if (ret == 0 || ret == -FI_EINVAL) {
+            return fail(errc::invalid_argument,
+                        "attach: " + c.dom->caps.provider + " refused the peer's address");
+        }
+        return fail(fabric_error(ret, "attach: fi_av_insert of the peer's address"));
+    }
+    c.peer = addr;
+    c.attached = true;
+    c.open = true;
+    return {};
+}
+
+}  // namespace remora
