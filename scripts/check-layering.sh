@@ -2,12 +2,13 @@
 # scripts/check-layering.sh — src/fabric is the only code that talks to libfabric: no other C or
 # C++ file of the repository includes <rdma/...> or calls a fi_* function (an identifier
 # fi_[a-z_]+ followed by "("; comments and string literals are not code). The bench's
-# plain-libfabric baseline, tools/remora/baseline.cpp, is excepted by name.
+# plain-libfabric baselines, tools/remora/baseline.cpp (MSG) and baseline_rdm.cpp (RDM), are
+# excepted by name.
 # Exit 0 when clean; 1 with one file:line: text per offence.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-excepted='^(src/fabric/|tools/remora/baseline\.cpp$)'
+excepted='^(src/fabric/|tools/remora/baseline(_rdm)?\.cpp$)'
 mapfile -t files < <(git ls-files --cached --others --exclude-standard -- \
     '*.c' '*.cc' '*.cpp' '*.cxx' '*.h' '*.hh' '*.hpp' '*.hxx' '*.ipp' |
     grep -Ev "$excepted" | sort -u)

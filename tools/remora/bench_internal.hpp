@@ -50,5 +50,7 @@ result<figures> summarize(std::vector<std::uint32_t>& lat_ns, std::uint64_t ops,
                           double cpu, std::size_t size);
 // The same workload through plain libfabric (write, read, send; busy polling; one connection).
 result<figures> run_baseline(const setup& s);
+// The same over reliable datagram endpoints (FI_EP_RDM, an address vector; baseline_rdm.cpp).
+result<figures> run_baseline_rdm(const setup& s);
 
 }  // namespace remora::tool
