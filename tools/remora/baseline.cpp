@@ -178,6 +178,7 @@ result<figures> run_baseline(const setup& s) {
         std::atomic<bool> stop{false};
         std::string target_error;
         std::thread target([&] {
+            const pinned on(s, side::target);
             try {
                 std::uint32_t event = 0;
                 std::vector<std::byte> buf(sizeof(fi_eq_cm_entry) + 256);
@@ -270,6 +271,7 @@ result<figures> run_baseline(const setup& s) {
             }
             post(k);
         }
+        const pinned on(s, side::client);
         std::vector<std::uint32_t> lat;
         lat.reserve(1 << 20);
         const double cpu0 = cpu_seconds();

@@ -279,6 +279,7 @@ result<figures> run_baseline_rdm(const setup& s) {
         std::atomic<bool> stop{false};
         std::string target_error;
         std::thread serving([&] {
+            const pinned on(s, side::target);
             try {
                 fi_cq_data_entry e[16];
                 while (!stop.load(std::memory_order_relaxed)) {
@@ -316,6 +317,7 @@ result<figures> run_baseline_rdm(const setup& s) {
                                 as_context(k));
             });
         };
+        const pinned on(s, side::client);
         std::vector<std::uint32_t> lat;
         lat.reserve(1 << 20);
         double seconds = 0, cpu = 0;

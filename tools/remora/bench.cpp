@@ -12,6 +12,8 @@
 // MiB/s, latency percentiles (post to completion; request to reply; none for unsignalled
 // writes), and process CPU time per operation.
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -38,6 +40,36 @@ using clock = std::chrono::steady_clock;
 constexpr std::size_t request_size = 16;  // gpspm flush request: offset + length
 
 }  // namespace
+
+pinned::pinned(const setup& s, side who) {
+    static_assert(sizeof(saved_) == sizeof(cpu_set_t));
+    if (!s.pin)
+        return;
+    auto* saved = reinterpret_cast<cpu_set_t*>(saved_);
+    if (pthread_getaffinity_np(pthread_self(), sizeof(cpu_set_t), saved) != 0)
+        return;
+    const int cpus = std::max(1, CPU_COUNT(saved));
+    // The n-th CPU the thread may run on: 0 for the target, 1 for the client.
+    const int want = who == side::target ? 0 : std::min(1, cpus - 1);
+    int seen = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (!CPU_ISSET(cpu, saved))
+            continue;
+        if (seen++ == want) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            pinned_ = pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0;
+            return;
+        }
+    }
+}
+
+pinned::~pinned() {
+    if (pinned_)
+        pthread_setaffinity_np(pthread_self(), sizeof(cpu_set_t),
+                               reinterpret_cast<cpu_set_t*>(saved_));
+}
 
 double cpu_seconds() {
     rusage u{};
@@ -234,6 +266,7 @@ class target {
 
   private:
     void serve(connection& c, const setup& s, unsigned index) {
+        const pinned on(s, side::target);
         const std::size_t slot = std::max(s.size, request_size);
         const std::size_t base = static_cast<std::size_t>(index) * s.qd * 2 * slot;
         for (unsigned i = 0; i < s.qd; ++i) {
@@ -574,6 +607,7 @@ class client {
 // A connection with CQs of its own, on its own thread.
 void run_client(connection& c, const remote_region& remote, const setup& s, clock::time_point end,
                 client_result& out) {
+    const pinned on(s, side::client);
     std::vector<completion> sink;
     sink.reserve(static_cast<std::size_t>(s.qd) * 2);
     callback_sink = &sink;
@@ -612,6 +646,7 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
 void run_shared(std::vector<connection>& conns, const std::vector<remote_region>& remotes,
                 const shared_completion_queue& scq, const setup& s, clock::time_point end,
                 std::vector<client_result>& results) {
+    const pinned on(s, side::client);
     std::vector<completion> sink;
     sink.reserve(32);
     callback_sink = &sink;
@@ -824,6 +859,8 @@ std::vector<setup> suite(const bench_options& o) {
     auto base = [&] {
         setup s;
         s.provider = o.provider;
+        s.endpoint = o.endpoint;
+        s.pin = o.pin;
         s.op = o.ops.front();
         s.wait = o.wait;
         s.channel = o.channel;

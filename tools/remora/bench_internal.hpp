@@ -12,6 +12,7 @@ namespace remora::tool {
 
 struct setup {
     std::string provider, op, wait, channel;
+    std::string endpoint = "msg";  // msg: listener + connect; rdm: open_peer + attach
     bool rcq = false;
     bool callbacks = false;            // completions through op_options::callback instead of poll()
     bool coroutines = false;           // each operation awaited by a coroutine (co_op)
@@ -23,6 +24,23 @@ struct setup {
     unsigned signal_every = 1;  // connection_config::signal_every of the client connections
     bool shared_cq = false;     // the client connections share one CQ, read by one thread
     std::string versus;         // non-empty: a ratio to the result before it is printed, named so
+    bool pin = false;           // --pin: target threads on one CPU, client threads on another
+};
+
+// --pin: the CPU of the target's threads (0) and of the client's (1, or 0 on one CPU).
+enum class side { target, client };
+// Pins the calling thread to its side's CPU when s.pin (nothing otherwise); restores the
+// thread's previous affinity when the returned guard goes.
+class pinned {
+  public:
+    pinned(const setup& s, side who);
+    ~pinned();
+    pinned(const pinned&) = delete;
+    pinned& operator=(const pinned&) = delete;
+
+  private:
+    bool pinned_ = false;
+    unsigned char saved_[128] = {};  // a cpu_set_t
 };
 
 // Operations that go through remora's persistence layer (flush, atomics): their target exposes
