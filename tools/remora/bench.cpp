@@ -109,6 +109,14 @@ result<figures> summarize(std::vector<std::uint32_t>& lat, std::uint64_t ops, do
 
 namespace {
 
+bool rdm(const setup& s) {
+    return s.endpoint == "rdm";
+}
+
+endpoint_type endpoint_of(const std::string& e) {
+    return e == "rdm" ? endpoint_type::rdm : endpoint_type::msg;
+}
+
 connection_config config_for(const setup& s, bool target) {
     connection_config c;
     c.sq_size = std::max(16u, s.qd * 2);
@@ -116,8 +124,12 @@ connection_config config_for(const setup& s, bool target) {
     c.rcq = s.rcq;
     c.channel = s.channel == "shared" ? channel_mode::shared : channel_mode::separate;
     // Only one-sided workloads leave the target's application idle: there the library's
-    // progress thread serves the peer. Two-sided targets progress as they poll or wait.
-    c.progress_thread = target && (s.op == "write" || s.op == "read" || persistence_op(s.op));
+    // progress thread serves the peer. Two-sided targets progress as they poll or wait. An RDM
+    // target busy-polls its CQ on a thread of its own for one-sided workloads too (see class
+    // target), as the plain libfabric baseline does; the service's requests still need the
+    // progress thread.
+    c.progress_thread =
+        target && (persistence_op(s.op) || (!rdm(s) && (s.op == "write" || s.op == "read")));
     // One service request per operation in flight (a flush or an atomic without native support).
     if (persistence_op(s.op))
         c.service_depth = std::max(1u, s.qd);
@@ -176,18 +188,28 @@ result<std::size_t> reap(connection& c, const setup& s, bool want_recv, std::spa
     return n;
 }
 
-// The loopback target: accepts the connections, exposes one region, answers send/gpspm.
+// What an RDM target hands its client: its peer address and its region's descriptor.
+struct peer_offer {
+    std::vector<std::byte> address, descriptor;
+};
+
+// The loopback target: accepts the connections (MSG) or opens a peer for each client (RDM),
+// exposes one region, answers send/gpspm. An RDM target's thread busy-polls its CQ whatever
+// the operation: shm and rxm move one-sided traffic only when the target calls into the
+// provider, and a busy poller is the fastest way to do that (the baseline does the same).
 class target {
   public:
     result<void> start(const setup& s) {
-        auto d = domain::open({.provider = s.provider});
+        auto d = domain::open({.provider = s.provider, .endpoint = endpoint_of(s.endpoint)});
         if (!d)
             return fail(d.error());
         dom_ = std::move(*d);
-        auto l = listener::create(*dom_, "127.0.0.1", 0);
-        if (!l)
-            return fail(l.error());
-        lst_ = std::move(*l);
+        if (!rdm(s)) {
+            auto l = listener::create(*dom_, "127.0.0.1", 0);
+            if (!l)
+                return fail(l.error());
+            lst_ = std::move(*l);
+        }
         mem_.resize(std::max<std::size_t>(s.size * s.qd, 4096));
         if (persistence_op(s.op)) {
             // A file-backed region in $TMPDIR, exposed through the target service.
@@ -234,23 +256,34 @@ class target {
         auto req = lst_->get_request(10s);
         if (!req)
             return fail(req.error());
-        auto desc = service_ ? result<remote_region>(desc_) : mr_->describe();
+        auto desc = descriptor();
         if (!desc)
             return fail(desc.error());
-        const auto bytes = desc->serialize();
-        auto c = req->accept(config_for(s, true), bytes);
+        auto c = req->accept(config_for(s, true), desc->serialize());
         if (!c)
             return fail(c.error());
-        if (service_) {
-            if (auto r = service_->serve(*c); !r)
-                return fail(r.error());
-        }
-        conns_.push_back(std::make_unique<connection>(std::move(*c)));
-        connection* conn = conns_.back().get();
-        if (s.op == "send" || s.op == "gpspm") {
-            threads_.emplace_back([this, conn, s, index] { serve(*conn, s, index); });
-        }
-        return {};
+        return adopt(std::move(*c), s, index);
+    }
+
+    // RDM: opens a peer for the client at `client_address`, serves it on a thread, and returns
+    // what the client needs to reach it.
+    result<peer_offer> open_peer_for(const setup& s, unsigned index,
+                                     std::span<const std::byte> client_address) {
+        auto desc = descriptor();
+        if (!desc)
+            return fail(desc.error());
+        auto c = connection::open_peer(*dom_, config_for(s, true));
+        if (!c)
+            return fail(c.error());
+        if (auto r = c->attach(client_address); !r)
+            return fail(r.error());
+        const auto local = c->local_address();
+        peer_offer offer{{local.begin(), local.end()}, {}};
+        const auto bytes = desc->serialize();
+        offer.descriptor.assign(bytes.begin(), bytes.end());
+        if (auto r = adopt(std::move(*c), s, index); !r)
+            return fail(r.error());
+        return offer;
     }
 
     void stop() {
@@ -265,11 +298,34 @@ class target {
     ~target() { stop(); }
 
   private:
+    result<remote_region> descriptor() const {
+        return service_ ? result<remote_region>(desc_) : mr_->describe();
+    }
+
+    // Serves a new connection: through the service (persistence ops), and on a thread that
+    // answers sends (send, gpspm) or, over RDM, busy-polls to drive progress.
+    result<void> adopt(connection c, const setup& s, unsigned index) {
+        if (service_) {
+            if (auto r = service_->serve(c); !r)
+                return fail(r.error());
+        }
+        conns_.push_back(std::make_unique<connection>(std::move(c)));
+        connection* conn = conns_.back().get();
+        if (s.op == "send" || s.op == "gpspm" || (rdm(s) && !persistence_op(s.op))) {
+            setup served = s;
+            if (rdm(s))
+                served.wait = "busy";
+            threads_.emplace_back([this, conn, served, index] { serve(*conn, served, index); });
+        }
+        return {};
+    }
+
     void serve(connection& c, const setup& s, unsigned index) {
         const pinned on(s, side::target);
         const std::size_t slot = std::max(s.size, request_size);
         const std::size_t base = static_cast<std::size_t>(index) * s.qd * 2 * slot;
-        for (unsigned i = 0; i < s.qd; ++i) {
+        const bool two_sided = s.op == "send" || s.op == "gpspm";
+        for (unsigned i = 0; two_sided && i < s.qd; ++i) {
             (void)c.recv(*msg_mr_, base + i * slot, slot,
                          {.context = reinterpret_cast<void*>(static_cast<std::uintptr_t>(i))});
         }
@@ -726,6 +782,24 @@ result<void> connect_all(const setup& s, target* t, domain& cd, const shared_com
             remotes.push_back(h->region);
             continue;
         }
+        if (rdm(s)) {
+            // Both sides open a peer and attach the other's address; the descriptor is handed
+            // over in memory, as the user's own exchange would carry it.
+            auto c = connection::open_peer(cd, cfg);
+            if (!c)
+                return fail(c.error());
+            auto offer = t->open_peer_for(s, i, c->local_address());
+            if (!offer)
+                return fail(offer.error());
+            if (auto r = c->attach(offer->address); !r)
+                return fail(r.error());
+            auto remote = remote_region::parse(offer->descriptor);
+            if (!remote)
+                return fail(remote.error());
+            conns.push_back(std::move(*c));
+            remotes.push_back(*remote);
+            continue;
+        }
         result<void> served;
         std::thread acceptor([&] { served = t->accept_and_serve(s, i); });
         auto c = connection::connect(cd, "127.0.0.1", t->port(), cfg);
@@ -787,6 +861,9 @@ result<figures> run_one(const setup& s) {
             return fail(errc::invalid_argument,
                         "--shared-cq takes every completion: no --rcq, no --channel shared");
     }
+    if (rdm(s) && !s.target.empty())
+        return fail(errc::invalid_argument,
+                    "--endpoint rdm runs against a target in this process (no --target)");
     std::optional<target> t;
     if (s.target.empty()) {
         t.emplace();
@@ -799,7 +876,7 @@ result<figures> run_one(const setup& s) {
                         "only its service's messages)");
     }
     std::optional<domain> cd;
-    if (auto d = domain::open({.provider = s.provider}); d)
+    if (auto d = domain::open({.provider = s.provider, .endpoint = endpoint_of(s.endpoint)}); d)
         cd = std::move(*d);
     else
         return fail(d.error());
@@ -1073,17 +1150,21 @@ int run_bench(const bench_options& o) {
     bench_options resolved = o;
     if (resolved.provider.empty()) {
         // Name the provider the automatic choice lands on, in the table and for the baseline.
-        auto d = domain::open({});
+        auto d = domain::open({.provider = "", .endpoint = endpoint_of(o.endpoint)});
         if (!d)
             return report("bench", d.error());
         resolved.provider = d->caps().provider;
     }
     const auto setups = suite(resolved);
+    // The provider column fits "fi:" and the longest name (tcp;ofi_rxm).
+    const std::size_t pw = std::max<std::size_t>(8, 3 + resolved.provider.size());
     if (!o.json) {
+        if (o.endpoint == "rdm")
+            fmt::print("endpoint: rdm (peers over an address vector)\n");
         fmt::print(
-            "{:<8} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11} {:>9} {:>8} {:>8} {:>8} "
+            "{:<{}} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11} {:>9} {:>8} {:>8} {:>8} "
             "{:>9}\n",
-            "provider", "op", "size", "qd", "conns", "wait", "channel", "rcq", "ops/s", "MiB/s",
+            "provider", pw, "op", "size", "qd", "conns", "wait", "channel", "rcq", "ops/s", "MiB/s",
             "p50 us", "p99 us", "p99.9 us", "cpu us/op");
     }
     // Latency columns print "-" (JSON null) where no operation's own completion was timed.
@@ -1094,10 +1175,11 @@ int run_bench(const bench_options& o) {
         };
         no_latency = no_latency || !f.has_latency;
         fmt::print(
-            "{:<8} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>8} {:>8} "
+            "{:<{}} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>8} {:>8} "
             "{:>8} {:>9.2f}\n",
-            prov, label(s), s.size, s.qd, s.connections, s.wait, s.channel, s.rcq ? "yes" : "no",
-            f.ops_per_s, f.mib_per_s, us(f.p50_us), us(f.p99_us), us(f.p999_us), f.cpu_us_per_op);
+            prov, pw, label(s), s.size, s.qd, s.connections, s.wait, s.channel,
+            s.rcq ? "yes" : "no", f.ops_per_s, f.mib_per_s, us(f.p50_us), us(f.p99_us),
+            us(f.p999_us), f.cpu_us_per_op);
     };
     auto as_json = [](const figures& f) {
         auto us = [&](double v) { return f.has_latency ? nlohmann::json(v) : nlohmann::json(); };
@@ -1129,24 +1211,22 @@ int run_bench(const bench_options& o) {
             versus = plotted.back().second;
         plotted.emplace_back(s, *f);
         const std::string& prov = s.provider;
-        // The baseline covers what plain libfabric code in baseline.cpp does.
+        // The baseline covers what plain libfabric code in baseline.cpp (MSG) and
+        // baseline_rdm.cpp (RDM) does.
         std::optional<figures> base;
         if (o.baseline && (s.op == "write" || s.op == "read" || s.op == "send") &&
             s.connections == 1 && !s.rcq && s.channel == "separate" && s.signal_every == 1 &&
             !s.shared_cq) {
-            auto b = run_baseline(s);
+            auto b = rdm(s) ? run_baseline_rdm(s) : run_baseline(s);
             if (!b)
                 return report("bench --baseline", b.error());
             base = *b;
         }
         if (o.json) {
-            nlohmann::json j = {{"provider", prov},
-                                {"op", s.op},
-                                {"size", s.size},
-                                {"qd", s.qd},
-                                {"connections", s.connections},
-                                {"wait", s.wait},
-                                {"channel", s.channel},
+            nlohmann::json j = {{"provider", prov}, {"endpoint", s.endpoint},
+                                {"op", s.op},       {"size", s.size},
+                                {"qd", s.qd},       {"connections", s.connections},
+                                {"wait", s.wait},   {"channel", s.channel},
                                 {"rcq", s.rcq}};
             j["completion"] = s.callbacks ? "callback" : s.coroutines ? "coroutine" : "poll";
             j["registration"] = s.registration;
@@ -1174,12 +1254,12 @@ int run_bench(const bench_options& o) {
                 plain.coroutines = false;
                 plain.registration = "pre";
                 row("fi:" + prov, plain, *base);
-                fmt::print("{:<8} remora/baseline: ops/s x{:.3f}, p50 x{:.3f}, p99 x{:.3f}\n",
-                           "ratio", f->ops_per_s / base->ops_per_s, f->p50_us / base->p50_us,
+                fmt::print("{:<{}} remora/baseline: ops/s x{:.3f}, p50 x{:.3f}, p99 x{:.3f}\n",
+                           "ratio", pw, f->ops_per_s / base->ops_per_s, f->p50_us / base->p50_us,
                            f->p99_us / base->p99_us);
             }
             if (versus) {
-                fmt::print("{:<8} {}: ops/s x{:.3f}, p50 {}, cpu us/op x{:.3f}\n", "ratio",
+                fmt::print("{:<{}} {}: ops/s x{:.3f}, p50 {}, cpu us/op x{:.3f}\n", "ratio", pw,
                            s.versus, f->ops_per_s / versus->ops_per_s,
                            f->has_latency && versus->has_latency
                                ? fmt::format("x{:.3f}", f->p50_us / versus->p50_us)
