@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -330,7 +331,17 @@ class target {
                          {.context = reinterpret_cast<void*>(static_cast<std::uintptr_t>(i))});
         }
         completion done[16];
+        // Replies the provider could not take yet (would_block: an RDM provider still setting
+        // up its path to the peer, shm mapping it or rxm connecting); sent again after a reap.
+        std::vector<std::uintptr_t> later;
+        const std::size_t reply = s.op == "send" ? s.size : 8;
+        auto answer = [&](std::uintptr_t k) {
+            auto r = c.send(*msg_mr_, base + (s.qd + k) * slot, reply,
+                            {.report = completion_mode::on_error});
+            return r || !(r.error() == errc::would_block);
+        };
         while (!stop_ && c.is_open()) {
+            std::erase_if(later, answer);
             auto n = reap(c, s, true, done);
             if (!n)
                 return;
@@ -339,9 +350,8 @@ class target {
                     continue;
                 const auto k = reinterpret_cast<std::uintptr_t>(done[i].context);
                 // gpspm: the range would be persisted here (a memory region is volatile).
-                const std::size_t reply = s.op == "send" ? s.size : 8;
-                (void)c.send(*msg_mr_, base + (s.qd + k) * slot, reply,
-                             {.report = completion_mode::on_error});
+                if (!answer(k))
+                    later.push_back(k);
                 (void)c.recv(*msg_mr_, base + k * slot, slot, {.context = done[i].context});
             }
         }
@@ -502,8 +512,8 @@ class client {
                 if (!r)
                     return failed(r.error());
             }
-            if (auto r = post(k); !r)
-                return failed(r.error());
+            if (!post_or_defer(k))
+                return false;
         }
         in_flight_ = s_.qd;
         return true;
@@ -527,13 +537,19 @@ class client {
             if (auto r = c_.recv(*mr_, k * slot_, slot_, {.context = d.context}); !r)
                 return failed(r.error());
         }
-        if (auto r = post(k); !r)
-            return failed(r.error());
-        return true;
+        return post_or_defer(k);
     }
 
-    // After each read of the CQ. Quiet mode: count what was reclaimed and post up to qd again.
+    // After each read of the CQ: posts refused before are tried again. Quiet mode: count what
+    // was reclaimed and post up to qd again.
     bool settle(clock::time_point now) {
+        if (!deferred_.empty()) {
+            const std::vector<unsigned> again = std::exchange(deferred_, {});
+            for (unsigned k : again) {
+                if (!post_or_defer(k))
+                    return false;
+            }
+        }
         if (!quiet_)
             return true;
         out_.ops = posted_ - c_.in_flight();
@@ -605,12 +621,27 @@ class client {
     result<void> post(unsigned k) {
         return post_with(k, {.context = context(k), .callback = callback_});
     }
+    // Posts slot k's operation; when the provider cannot take it yet (would_block: an RDM
+    // provider still setting up its path to the peer), settle() posts it again after a reap.
+    bool post_or_defer(unsigned k) {
+        auto r = post(k);
+        if (r)
+            return true;
+        if (r.error() == errc::would_block) {
+            deferred_.push_back(k);
+            return true;
+        }
+        return failed(r.error());
+    }
 
     // Quiet mode: posts writes until qd are posted and not yet reclaimed.
     bool refill() {
         while (c_.in_flight() < s_.qd) {
             const auto k = static_cast<unsigned>(posted_ % s_.qd);
-            if (auto r = post_with(k, {.report = completion_mode::on_error}); !r)
+            auto r = post_with(k, {.report = completion_mode::on_error});
+            if (!r && r.error() == errc::would_block)
+                return true;  // again at the next settle
+            if (!r)
                 return failed(r.error());
             ++posted_;
         }
@@ -655,9 +686,10 @@ class client {
     std::vector<clock::time_point> started_;
     std::vector<std::optional<memory_region>> fresh_;
     std::vector<cached_region> cached_;
-    unsigned in_flight_ = 0;    // operations posted and not yet completed (not quiet mode)
-    std::uint64_t posted_ = 0;  // quiet mode: writes posted
-    bool quiet_done_ = false;   // quiet mode: past the end, no signalled write left in flight
+    std::vector<unsigned> deferred_;  // slots whose post would have blocked, posted in settle()
+    unsigned in_flight_ = 0;          // operations posted and not yet completed (not quiet mode)
+    std::uint64_t posted_ = 0;        // quiet mode: writes posted
+    bool quiet_done_ = false;         // quiet mode: past the end, no signalled write left in flight
 };
 
 // A connection with CQs of its own, on its own thread.

@@ -28,7 +28,7 @@ std::string mr_modes(mr_mode m) {
 }
 
 constexpr const char* row_format =
-    "{:<13} {:<8} {:<8} {:>7} {:>7} {:>9} {:>5} {:>4} {:<10} {:<8} {}\n";
+    "{:<13} {:<8} {:<8} {:>7} {:>7} {:>9} {:>5} {:>4} {:<13} {:<9} {}\n";
 
 void print_header(endpoint_type e) {
     fmt::print("{}\n", e == endpoint_type::rdm
