@@ -180,6 +180,7 @@ result<figures> run_baseline(const setup& s, bool busy_target) {
         std::atomic<bool> stop{false};
         std::string target_error;
         std::thread target([&] {
+            const pinned on(s, side::target);
             try {
                 std::uint32_t event = 0;
                 std::vector<std::byte> buf(sizeof(fi_eq_cm_entry) + 256);
@@ -272,6 +273,7 @@ result<figures> run_baseline(const setup& s, bool busy_target) {
             }
             post(k);
         }
+        const pinned on(s, side::client);
         std::vector<std::uint32_t> lat;
         lat.reserve(1 << 20);
         const double cpu0 = cpu_seconds();

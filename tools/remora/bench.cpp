@@ -12,6 +12,8 @@
 // MiB/s, latency percentiles (post to completion; request to reply; none for unsignalled
 // writes), and process CPU time per operation.
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -22,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -38,6 +41,36 @@ using clock = std::chrono::steady_clock;
 constexpr std::size_t request_size = 16;  // gpspm flush request: offset + length
 
 }  // namespace
+
+pinned::pinned(const setup& s, side who) {
+    static_assert(sizeof(saved_) == sizeof(cpu_set_t));
+    if (!s.pin)
+        return;
+    auto* saved = reinterpret_cast<cpu_set_t*>(saved_);
+    if (pthread_getaffinity_np(pthread_self(), sizeof(cpu_set_t), saved) != 0)
+        return;
+    const int cpus = std::max(1, CPU_COUNT(saved));
+    // The n-th CPU the thread may run on: 0 for the target, 1 for the client.
+    const int want = who == side::target ? 0 : std::min(1, cpus - 1);
+    int seen = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (!CPU_ISSET(cpu, saved))
+            continue;
+        if (seen++ == want) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            pinned_ = pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0;
+            return;
+        }
+    }
+}
+
+pinned::~pinned() {
+    if (pinned_)
+        pthread_setaffinity_np(pthread_self(), sizeof(cpu_set_t),
+                               reinterpret_cast<cpu_set_t*>(saved_));
+}
 
 double cpu_seconds() {
     rusage u{};
@@ -77,6 +110,14 @@ result<figures> summarize(std::vector<std::uint32_t>& lat, std::uint64_t ops, do
 
 namespace {
 
+bool rdm(const setup& s) {
+    return s.endpoint == "rdm";
+}
+
+endpoint_type endpoint_of(const std::string& e) {
+    return e == "rdm" ? endpoint_type::rdm : endpoint_type::msg;
+}
+
 // The loopback target's progress policy (--target-progress; the library default when unset).
 progress_policy target_policy(const setup& s) {
     if (s.target_progress == "busy")
@@ -95,8 +136,12 @@ connection_config config_for(const setup& s, bool target) {
     c.rcq = s.rcq;
     c.channel = s.channel == "shared" ? channel_mode::shared : channel_mode::separate;
     // Only one-sided workloads leave the target's application idle: there the library's
-    // progress thread serves the peer. Two-sided targets progress as they poll or wait.
-    c.progress_thread = target && (s.op == "write" || s.op == "read" || persistence_op(s.op));
+    // progress thread serves the peer. Two-sided targets progress as they poll or wait. An RDM
+    // target busy-polls its CQ on a thread of its own for one-sided workloads too (see class
+    // target), as the plain libfabric baseline does; the service's requests still need the
+    // progress thread.
+    c.progress_thread =
+        target && (persistence_op(s.op) || (!rdm(s) && (s.op == "write" || s.op == "read")));
     // One service request per operation in flight (a flush or an atomic without native support).
     if (persistence_op(s.op))
         c.service_depth = std::max(1u, s.qd);
@@ -155,11 +200,19 @@ result<std::size_t> reap(connection& c, const setup& s, bool want_recv, std::spa
     return n;
 }
 
-// The loopback target: accepts the connections, exposes one region, answers send/gpspm.
+// What an RDM target hands its client: its peer address and its region's descriptor.
+struct peer_offer {
+    std::vector<std::byte> address, descriptor;
+};
+
+// The loopback target: accepts the connections (MSG) or opens a peer for each client (RDM),
+// exposes one region, answers send/gpspm. An RDM target's thread busy-polls its CQ whatever
+// the operation: shm and rxm move one-sided traffic only when the target calls into the
+// provider, and a busy poller is the fastest way to do that (the baseline does the same).
 class target {
   public:
     result<void> start(const setup& s) {
-        domain_config dc{.provider = s.provider};
+        domain_config dc{.provider = s.provider, .endpoint = endpoint_of(s.endpoint)};
         dc.progress = target_policy(s);
         if (s.target_spin_us != 0)
             dc.progress_spin = std::chrono::microseconds(s.target_spin_us);
@@ -167,10 +220,12 @@ class target {
         if (!d)
             return fail(d.error());
         dom_ = std::move(*d);
-        auto l = listener::create(*dom_, "127.0.0.1", 0);
-        if (!l)
-            return fail(l.error());
-        lst_ = std::move(*l);
+        if (!rdm(s)) {
+            auto l = listener::create(*dom_, "127.0.0.1", 0);
+            if (!l)
+                return fail(l.error());
+            lst_ = std::move(*l);
+        }
         mem_.resize(std::max<std::size_t>(s.size * s.qd, 4096));
         if (persistence_op(s.op)) {
             // A file-backed region in $TMPDIR, exposed through the target service.
@@ -217,23 +272,34 @@ class target {
         auto req = lst_->get_request(10s);
         if (!req)
             return fail(req.error());
-        auto desc = service_ ? result<remote_region>(desc_) : mr_->describe();
+        auto desc = descriptor();
         if (!desc)
             return fail(desc.error());
-        const auto bytes = desc->serialize();
-        auto c = req->accept(config_for(s, true), bytes);
+        auto c = req->accept(config_for(s, true), desc->serialize());
         if (!c)
             return fail(c.error());
-        if (service_) {
-            if (auto r = service_->serve(*c); !r)
-                return fail(r.error());
-        }
-        conns_.push_back(std::make_unique<connection>(std::move(*c)));
-        connection* conn = conns_.back().get();
-        if (s.op == "send" || s.op == "gpspm") {
-            threads_.emplace_back([this, conn, s, index] { serve(*conn, s, index); });
-        }
-        return {};
+        return adopt(std::move(*c), s, index);
+    }
+
+    // RDM: opens a peer for the client at `client_address`, serves it on a thread, and returns
+    // what the client needs to reach it.
+    result<peer_offer> open_peer_for(const setup& s, unsigned index,
+                                     std::span<const std::byte> client_address) {
+        auto desc = descriptor();
+        if (!desc)
+            return fail(desc.error());
+        auto c = connection::open_peer(*dom_, config_for(s, true));
+        if (!c)
+            return fail(c.error());
+        if (auto r = c->attach(client_address); !r)
+            return fail(r.error());
+        const auto local = c->local_address();
+        peer_offer offer{{local.begin(), local.end()}, {}};
+        const auto bytes = desc->serialize();
+        offer.descriptor.assign(bytes.begin(), bytes.end());
+        if (auto r = adopt(std::move(*c), s, index); !r)
+            return fail(r.error());
+        return offer;
     }
 
     void stop() {
@@ -248,15 +314,49 @@ class target {
     ~target() { stop(); }
 
   private:
+    result<remote_region> descriptor() const {
+        return service_ ? result<remote_region>(desc_) : mr_->describe();
+    }
+
+    // Serves a new connection: through the service (persistence ops), and on a thread that
+    // answers sends (send, gpspm) or, over RDM, busy-polls to drive progress.
+    result<void> adopt(connection c, const setup& s, unsigned index) {
+        if (service_) {
+            if (auto r = service_->serve(c); !r)
+                return fail(r.error());
+        }
+        conns_.push_back(std::make_unique<connection>(std::move(c)));
+        connection* conn = conns_.back().get();
+        if (s.op == "send" || s.op == "gpspm" || (rdm(s) && !persistence_op(s.op))) {
+            setup served = s;
+            if (rdm(s))
+                served.wait = "busy";
+            threads_.emplace_back([this, conn, served, index] { serve(*conn, served, index); });
+        }
+        return {};
+    }
+
     void serve(connection& c, const setup& s, unsigned index) {
+        const pinned on(s, side::target);
         const std::size_t slot = std::max(s.size, request_size);
         const std::size_t base = static_cast<std::size_t>(index) * s.qd * 2 * slot;
-        for (unsigned i = 0; i < s.qd; ++i) {
+        const bool two_sided = s.op == "send" || s.op == "gpspm";
+        for (unsigned i = 0; two_sided && i < s.qd; ++i) {
             (void)c.recv(*msg_mr_, base + i * slot, slot,
                          {.context = reinterpret_cast<void*>(static_cast<std::uintptr_t>(i))});
         }
         completion done[16];
+        // Replies the provider could not take yet (would_block: an RDM provider still setting
+        // up its path to the peer, shm mapping it or rxm connecting); sent again after a reap.
+        std::vector<std::uintptr_t> later;
+        const std::size_t reply = s.op == "send" ? s.size : 8;
+        auto answer = [&](std::uintptr_t k) {
+            auto r = c.send(*msg_mr_, base + (s.qd + k) * slot, reply,
+                            {.report = completion_mode::on_error});
+            return r || !(r.error() == errc::would_block);
+        };
         while (!stop_ && c.is_open()) {
+            std::erase_if(later, answer);
             auto n = reap(c, s, true, done);
             if (!n)
                 return;
@@ -265,9 +365,8 @@ class target {
                     continue;
                 const auto k = reinterpret_cast<std::uintptr_t>(done[i].context);
                 // gpspm: the range would be persisted here (a memory region is volatile).
-                const std::size_t reply = s.op == "send" ? s.size : 8;
-                (void)c.send(*msg_mr_, base + (s.qd + k) * slot, reply,
-                             {.report = completion_mode::on_error});
+                if (!answer(k))
+                    later.push_back(k);
                 (void)c.recv(*msg_mr_, base + k * slot, slot, {.context = done[i].context});
             }
         }
@@ -428,8 +527,8 @@ class client {
                 if (!r)
                     return failed(r.error());
             }
-            if (auto r = post(k); !r)
-                return failed(r.error());
+            if (!post_or_defer(k))
+                return false;
         }
         in_flight_ = s_.qd;
         return true;
@@ -453,13 +552,19 @@ class client {
             if (auto r = c_.recv(*mr_, k * slot_, slot_, {.context = d.context}); !r)
                 return failed(r.error());
         }
-        if (auto r = post(k); !r)
-            return failed(r.error());
-        return true;
+        return post_or_defer(k);
     }
 
-    // After each read of the CQ. Quiet mode: count what was reclaimed and post up to qd again.
+    // After each read of the CQ: posts refused before are tried again. Quiet mode: count what
+    // was reclaimed and post up to qd again.
     bool settle(clock::time_point now) {
+        if (!deferred_.empty()) {
+            const std::vector<unsigned> again = std::exchange(deferred_, {});
+            for (unsigned k : again) {
+                if (!post_or_defer(k))
+                    return false;
+            }
+        }
         if (!quiet_)
             return true;
         out_.ops = posted_ - c_.in_flight();
@@ -531,12 +636,27 @@ class client {
     result<void> post(unsigned k) {
         return post_with(k, {.context = context(k), .callback = callback_});
     }
+    // Posts slot k's operation; when the provider cannot take it yet (would_block: an RDM
+    // provider still setting up its path to the peer), settle() posts it again after a reap.
+    bool post_or_defer(unsigned k) {
+        auto r = post(k);
+        if (r)
+            return true;
+        if (r.error() == errc::would_block) {
+            deferred_.push_back(k);
+            return true;
+        }
+        return failed(r.error());
+    }
 
     // Quiet mode: posts writes until qd are posted and not yet reclaimed.
     bool refill() {
         while (c_.in_flight() < s_.qd) {
             const auto k = static_cast<unsigned>(posted_ % s_.qd);
-            if (auto r = post_with(k, {.report = completion_mode::on_error}); !r)
+            auto r = post_with(k, {.report = completion_mode::on_error});
+            if (!r && r.error() == errc::would_block)
+                return true;  // again at the next settle
+            if (!r)
                 return failed(r.error());
             ++posted_;
         }
@@ -581,14 +701,16 @@ class client {
     std::vector<clock::time_point> started_;
     std::vector<std::optional<memory_region>> fresh_;
     std::vector<cached_region> cached_;
-    unsigned in_flight_ = 0;    // operations posted and not yet completed (not quiet mode)
-    std::uint64_t posted_ = 0;  // quiet mode: writes posted
-    bool quiet_done_ = false;   // quiet mode: past the end, no signalled write left in flight
+    std::vector<unsigned> deferred_;  // slots whose post would have blocked, posted in settle()
+    unsigned in_flight_ = 0;          // operations posted and not yet completed (not quiet mode)
+    std::uint64_t posted_ = 0;        // quiet mode: writes posted
+    bool quiet_done_ = false;         // quiet mode: past the end, no signalled write left in flight
 };
 
 // A connection with CQs of its own, on its own thread.
 void run_client(connection& c, const remote_region& remote, const setup& s, clock::time_point end,
                 client_result& out) {
+    const pinned on(s, side::client);
     std::vector<completion> sink;
     sink.reserve(static_cast<std::size_t>(s.qd) * 2);
     callback_sink = &sink;
@@ -627,6 +749,7 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
 void run_shared(std::vector<connection>& conns, const std::vector<remote_region>& remotes,
                 const shared_completion_queue& scq, const setup& s, clock::time_point end,
                 std::vector<client_result>& results) {
+    const pinned on(s, side::client);
     std::vector<completion> sink;
     sink.reserve(32);
     callback_sink = &sink;
@@ -706,6 +829,24 @@ result<void> connect_all(const setup& s, target* t, domain& cd, const shared_com
             remotes.push_back(h->region);
             continue;
         }
+        if (rdm(s)) {
+            // Both sides open a peer and attach the other's address; the descriptor is handed
+            // over in memory, as the user's own exchange would carry it.
+            auto c = connection::open_peer(cd, cfg);
+            if (!c)
+                return fail(c.error());
+            auto offer = t->open_peer_for(s, i, c->local_address());
+            if (!offer)
+                return fail(offer.error());
+            if (auto r = c->attach(offer->address); !r)
+                return fail(r.error());
+            auto remote = remote_region::parse(offer->descriptor);
+            if (!remote)
+                return fail(remote.error());
+            conns.push_back(std::move(*c));
+            remotes.push_back(*remote);
+            continue;
+        }
         result<void> served;
         std::thread acceptor([&] { served = t->accept_and_serve(s, i); });
         auto c = connection::connect(cd, "127.0.0.1", t->port(), cfg);
@@ -767,6 +908,9 @@ result<figures> run_one(const setup& s) {
             return fail(errc::invalid_argument,
                         "--shared-cq takes every completion: no --rcq, no --channel shared");
     }
+    if (rdm(s) && !s.target.empty())
+        return fail(errc::invalid_argument,
+                    "--endpoint rdm runs against a target in this process (no --target)");
     std::optional<target> t;
     if (s.target.empty()) {
         t.emplace();
@@ -779,7 +923,7 @@ result<figures> run_one(const setup& s) {
                         "only its service's messages)");
     }
     std::optional<domain> cd;
-    if (auto d = domain::open({.provider = s.provider}); d)
+    if (auto d = domain::open({.provider = s.provider, .endpoint = endpoint_of(s.endpoint)}); d)
         cd = std::move(*d);
     else
         return fail(d.error());
@@ -839,6 +983,8 @@ std::vector<setup> suite(const bench_options& o) {
     auto base = [&] {
         setup s;
         s.provider = o.provider;
+        s.endpoint = o.endpoint;
+        s.pin = o.pin;
         s.op = o.ops.front();
         s.wait = o.wait;
         s.channel = o.channel;
@@ -1055,13 +1201,15 @@ int run_bench(const bench_options& o) {
     bench_options resolved = o;
     if (resolved.provider.empty()) {
         // Name the provider the automatic choice lands on, in the table and for the baseline.
-        auto d = domain::open({});
+        auto d = domain::open({.provider = "", .endpoint = endpoint_of(o.endpoint)});
         if (!d)
             return report("bench", d.error());
         resolved.provider = d->caps().provider;
     }
     const auto setups = suite(resolved);
-    if (!o.json && o.target.empty()) {
+    // The provider column fits "fi:" and the longest name (tcp;ofi_rxm).
+    const std::size_t pw = std::max<std::size_t>(8, 3 + resolved.provider.size());
+    if (!o.json && o.target.empty() && o.endpoint != "rdm") {
         setup first;
         first.target_progress = o.target_progress;
         const progress_policy pol = target_policy(first);
@@ -1072,10 +1220,12 @@ int run_bench(const bench_options& o) {
                    pol == progress_policy::adaptive ? fmt::format("spin {} us; ", spin) : "");
     }
     if (!o.json) {
+        if (o.endpoint == "rdm")
+            fmt::print("endpoint: rdm (peers over an address vector)\n");
         fmt::print(
-            "{:<8} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11} {:>9} {:>8} {:>8} {:>8} "
+            "{:<{}} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11} {:>9} {:>8} {:>8} {:>8} "
             "{:>9}\n",
-            "provider", "op", "size", "qd", "conns", "wait", "channel", "rcq", "ops/s", "MiB/s",
+            "provider", pw, "op", "size", "qd", "conns", "wait", "channel", "rcq", "ops/s", "MiB/s",
             "p50 us", "p99 us", "p99.9 us", "cpu us/op");
     }
     // Latency columns print "-" (JSON null) where no operation's own completion was timed.
@@ -1086,10 +1236,11 @@ int run_bench(const bench_options& o) {
         };
         no_latency = no_latency || !f.has_latency;
         fmt::print(
-            "{:<8} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>8} {:>8} "
+            "{:<{}} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>8} {:>8} "
             "{:>8} {:>9.2f}\n",
-            prov, label(s), s.size, s.qd, s.connections, s.wait, s.channel, s.rcq ? "yes" : "no",
-            f.ops_per_s, f.mib_per_s, us(f.p50_us), us(f.p99_us), us(f.p999_us), f.cpu_us_per_op);
+            prov, pw, label(s), s.size, s.qd, s.connections, s.wait, s.channel,
+            s.rcq ? "yes" : "no", f.ops_per_s, f.mib_per_s, us(f.p50_us), us(f.p99_us),
+            us(f.p999_us), f.cpu_us_per_op);
     };
     auto as_json = [](const figures& f) {
         auto us = [&](double v) { return f.has_latency ? nlohmann::json(v) : nlohmann::json(); };
@@ -1121,29 +1272,29 @@ int run_bench(const bench_options& o) {
             versus = plotted.back().second;
         plotted.emplace_back(s, *f);
         const std::string& prov = s.provider;
-        // The baseline covers what plain libfabric code in baseline.cpp does.
-        // Two baselines: the target as remora's in this run, and busy-polling.
+        // The baselines cover what plain libfabric code in baseline.cpp (MSG) and
+        // baseline_rdm.cpp (RDM) does. MSG: two, the target as remora's in this run and
+        // busy-polling; RDM: one, its target busy-polls.
         std::optional<figures> base, busy_base;
         if (o.baseline && (s.op == "write" || s.op == "read" || s.op == "send") &&
             s.connections == 1 && !s.rcq && s.channel == "separate" && s.signal_every == 1 &&
             !s.shared_cq) {
-            auto b = run_baseline(s, false);
+            auto b = rdm(s) ? run_baseline_rdm(s) : run_baseline(s, false);
             if (!b)
                 return report("bench --baseline", b.error());
             base = *b;
-            auto bb = run_baseline(s, true);
-            if (!bb)
-                return report("bench --baseline", bb.error());
-            busy_base = *bb;
+            if (!rdm(s)) {
+                auto bb = run_baseline(s, true);
+                if (!bb)
+                    return report("bench --baseline", bb.error());
+                busy_base = *bb;
+            }
         }
         if (o.json) {
-            nlohmann::json j = {{"provider", prov},
-                                {"op", s.op},
-                                {"size", s.size},
-                                {"qd", s.qd},
-                                {"connections", s.connections},
-                                {"wait", s.wait},
-                                {"channel", s.channel},
+            nlohmann::json j = {{"provider", prov}, {"endpoint", s.endpoint},
+                                {"op", s.op},       {"size", s.size},
+                                {"qd", s.qd},       {"connections", s.connections},
+                                {"wait", s.wait},   {"channel", s.channel},
                                 {"rcq", s.rcq}};
             j["completion"] = s.callbacks ? "callback" : s.coroutines ? "coroutine" : "poll";
             j["registration"] = s.registration;
@@ -1157,7 +1308,7 @@ int run_bench(const bench_options& o) {
                 if (f->has_latency && versus->has_latency)
                     j["versus"]["ratio_p50"] = f->p50_us / versus->p50_us;
             }
-            if (s.target.empty()) {
+            if (s.target.empty() && !rdm(s)) {
                 j["target_progress"] = to_string(target_policy(s));
                 if (target_policy(s) == progress_policy::adaptive)
                     j["target_spin_us"] = s.target_spin_us != 0
@@ -1168,6 +1319,8 @@ int run_bench(const bench_options& o) {
                 j["baseline"] = as_json(*base);
                 j["ratio_ops_per_s"] = f->ops_per_s / base->ops_per_s;
                 j["ratio_p50"] = f->p50_us / base->p50_us;
+            }
+            if (busy_base) {
                 j["baseline_busy_target"] = as_json(*busy_base);
                 j["ratio_busy_target_ops_per_s"] = f->ops_per_s / busy_base->ops_per_s;
                 j["ratio_busy_target_p50"] = f->p50_us / busy_base->p50_us;
@@ -1183,18 +1336,20 @@ int run_bench(const bench_options& o) {
                 plain.op = s.op + "/same";
                 row("fi:" + prov, plain, *base);
                 plain.op = s.op + "/busy";
-                row("fi:" + prov, plain, *busy_base);
+                if (busy_base)
+                    row("fi:" + prov, plain, *busy_base);
                 auto ratio = [&](const char* what, const figures& b) {
                     fmt::print(
-                        "{:<8} remora/baseline ({}): ops/s x{:.3f}, p50 x{:.3f}, p99 x{:.3f}\n",
-                        "ratio", what, f->ops_per_s / b.ops_per_s, f->p50_us / b.p50_us,
+                        "{:<{}} remora/baseline ({}): ops/s x{:.3f}, p50 x{:.3f}, p99 x{:.3f}\n",
+                        "ratio", pw, what, f->ops_per_s / b.ops_per_s, f->p50_us / b.p50_us,
                         f->p99_us / b.p99_us);
                 };
-                ratio("/same: target as remora's", *base);
-                ratio("/busy: target busy-polls", *busy_base);
+                ratio(rdm(s) ? "/same: RDM target busy-polls" : "/same: target as remora's", *base);
+                if (busy_base)
+                    ratio("/busy: target busy-polls", *busy_base);
             }
             if (versus) {
-                fmt::print("{:<8} {}: ops/s x{:.3f}, p50 {}, cpu us/op x{:.3f}\n", "ratio",
+                fmt::print("{:<{}} {}: ops/s x{:.3f}, p50 {}, cpu us/op x{:.3f}\n", "ratio", pw,
                            s.versus, f->ops_per_s / versus->ops_per_s,
                            f->has_latency && versus->has_latency
                                ? fmt::format("x{:.3f}", f->p50_us / versus->p50_us)

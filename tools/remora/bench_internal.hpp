@@ -12,6 +12,7 @@ namespace remora::tool {
 
 struct setup {
     std::string provider, op, wait, channel;
+    std::string endpoint = "msg";  // msg: listener + connect; rdm: open_peer + attach
     bool rcq = false;
     bool callbacks = false;            // completions through op_options::callback instead of poll()
     bool coroutines = false;           // each operation awaited by a coroutine (co_op)
@@ -25,6 +26,23 @@ struct setup {
     std::string versus;           // non-empty: a ratio to the result before it is printed, named so
     std::string target_progress;  // the loopback target's progress_policy; empty: the default
     unsigned target_spin_us = 0;  // its progress_spin in us; 0: the default
+    bool pin = false;             // --pin: target threads on one CPU, client threads on another
+};
+
+// --pin: the CPU of the target's threads (0) and of the client's (1, or 0 on one CPU).
+enum class side { target, client };
+// Pins the calling thread to its side's CPU when s.pin (nothing otherwise); restores the
+// thread's previous affinity when the returned guard goes.
+class pinned {
+  public:
+    pinned(const setup& s, side who);
+    ~pinned();
+    pinned(const pinned&) = delete;
+    pinned& operator=(const pinned&) = delete;
+
+  private:
+    bool pinned_ = false;
+    unsigned char saved_[128] = {};  // a cpu_set_t
 };
 
 // Operations that go through remora's persistence layer (flush, atomics): their target exposes
@@ -55,5 +73,7 @@ result<figures> summarize(std::vector<std::uint32_t>& lat_ns, std::uint64_t ops,
 // one-sided target sleeps in its CQ's wait, a send target reaps as s.wait) or in the fastest
 // arrangement plain libfabric offers (busy_target: it polls its CQ in a loop).
 result<figures> run_baseline(const setup& s, bool busy_target);
+// The same over reliable datagram endpoints (FI_EP_RDM, an address vector; baseline_rdm.cpp).
+result<figures> run_baseline_rdm(const setup& s);
 
 }  // namespace remora::tool

@@ -20,6 +20,7 @@ inline int report(const char* what, const error& e) {
 
 struct info_options {
     std::string provider;
+    std::string endpoint;  // empty: both kinds; msg or rdm: only that one
     std::string address = "127.0.0.1";
     bool json = false;
 };
@@ -27,6 +28,7 @@ int run_info(const info_options& o);
 
 struct bench_options {
     std::string provider;                   // empty: automatic
+    std::string endpoint = "msg";           // msg (connections) or rdm (peers over an AV)
     std::vector<std::string> ops{"write"};  // see bench.cpp
     std::vector<std::size_t> sizes{8};
     unsigned qd = 1;
@@ -46,6 +48,7 @@ struct bench_options {
     bool baseline = false;        // also run plain libfabric and print the ratios
     std::string target_progress;  // busy, adaptive, blocking; empty: the library default
     unsigned target_spin_us = 0;  // adaptive's progress_spin; 0: the library default
+    bool pin = false;             // target threads on one CPU, client threads on another
 };
 int run_bench(const bench_options& o);
 

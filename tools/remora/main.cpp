@@ -22,11 +22,19 @@ int main(int argc, char** argv) {
     info_options io;
     auto* info = app.add_subcommand(
         "info", "Providers and NICs usable here, and what remora can do on each");
-    info->add_option("-p,--provider", io.provider, "Only this provider (tcp, sockets, verbs)");
+    info->add_option("-p,--provider", io.provider,
+                     "Only this provider (msg: verbs, tcp, sockets; rdm: shm, tcp;ofi_rxm, net, "
+                     "verbs;ofi_rxm, efa, sockets)");
+    info->add_option("-e,--endpoint", io.endpoint,
+                     "Only this endpoint type: msg (connections) or rdm (peers over an address "
+                     "vector); default both")
+        ->check(CLI::IsMember({"msg", "rdm"}));
     info->add_option("-a,--address", io.address, "Local address selecting the NIC")
         ->capture_default_str();
     info->add_flag("--json", io.json, "One JSON array instead of a table");
-    info->footer("Examples:\n  remora info\n  remora info --provider tcp --json\n");
+    info->footer(
+        "Examples:\n  remora info\n  remora info --provider tcp --json\n"
+        "  remora info --endpoint rdm --provider shm\n");
 
     serve_options so;
     auto* serve = app.add_subcommand(
@@ -79,6 +87,12 @@ int main(int argc, char** argv) {
         app.add_subcommand("bench", "Run a workload against a loopback target started here");
     bench->add_option("-p,--provider", bo.provider,
                       "Provider (default: automatic, verbs before tcp)");
+    bench
+        ->add_option("-e,--endpoint", bo.endpoint,
+                     "Endpoint type: msg (a listener and connections) or rdm (peers over an "
+                     "address vector: shm, tcp;ofi_rxm, net)")
+        ->check(CLI::IsMember({"msg", "rdm"}))
+        ->capture_default_str();
     std::vector<std::string> ops;
     bench
         ->add_option("-o,--op", ops,
@@ -136,6 +150,9 @@ int main(int argc, char** argv) {
         ->add_flag("--loopback", loopback,
                    "Start a target in this process on loopback (the default without --target)")
         ->excludes(target_opt);
+    bench->add_flag("--pin", bo.pin,
+                    "Pin the target's threads to one CPU and the client's to another (two busy "
+                    "pollers sharing a CPU take turns at the scheduler's tick)");
     bench->add_option("--plot", bo.plot, "Draw the results into this PNG file (gnuplot)");
     bench->add_flag("--json", bo.json, "One JSON object per result");
     bench->add_flag("--baseline", bo.baseline,
@@ -157,6 +174,7 @@ int main(int argc, char** argv) {
         "  remora bench --op write --size 8 --size 65536 --qd 16\n"
         "  remora bench --op write --op read --op send --baseline\n"
         "  remora bench --op read --target-progress busy --baseline\n"
+        "  remora bench --endpoint rdm --provider shm --op write --op send --baseline\n"
         "  remora bench --op gpspm --wait blocking --rcq --channel shared --connections 8\n"
         "  remora bench --op write --qd 16 --signal-every 16\n"
         "  remora bench --op write --connections 8 --shared-cq\n"
