@@ -6,7 +6,7 @@
 # excepted by name.
 #
 # Second, includes follow the layers of DESIGN.md (each depends only on those below it):
-#   base    src/base/, include/remora/{result,units}.hpp: nothing of the library's but base.
+#   base    src/base/, include/remora/{result,units,park_gate}.hpp: nothing of the library's but base.
 #   ops     src/ops/: base, fabric, and the vocabulary of completions (remora/completion_queue.hpp:
 #           `completion`, `op`); nothing from core/, slots/, persist/.
 #   core    src/core/ and the endpoint layer's public headers: nothing from slots/ or persist/,
@@ -77,10 +77,10 @@ check_includes() {
         layers=1
     fi
 }
-check_includes base '^(src/base/|include/remora/(result|units)\.hpp$)' \
-    'core/|ops/|fabric/|slots/|persist/|remora/(?!(result|units)\.hpp)'
+check_includes base '^(src/base/|include/remora/(result|units|park_gate)\.hpp$)' \
+    'core/|ops/|fabric/|slots/|persist/|remora/(?!(result|units|park_gate)\.hpp)'
 check_includes ops '^src/ops/' \
-    "core/|slots/|persist/|remora/(?!(result|units|completion_queue)\.hpp)"
+    "core/|slots/|persist/|remora/(?!(result|units|park_gate|completion_queue)\.hpp)"
 check_includes core "^(src/core/|$core_public$)" "slots/|persist/|$upper_public"
 if [[ $layers -ne 0 ]]; then
     exit 1

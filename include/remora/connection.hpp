@@ -217,6 +217,37 @@ struct op_options {
     // exactly once, on the thread that reads the CQ (the application's, or the library progress
     // thread's), and must not block.
     void (*callback)(const remora::completion&) = nullptr;
+    // Parked posts (back-pressure that waits). The default, the clock's epoch, does not park: a
+    // post that finds its units taken fails at once with errc::would_block. Any other value parks
+    // it: the post waits, on the calling thread, until everything it needs is free (its
+    // send-queue or receive-queue entries and CQ entries, and its connection_config::slots
+    // units) and then posts as usual; time_point::max() waits without a deadline. Waiters are
+    // served in FIFO order: per connection, or, with connection_config::slots, across every
+    // connection drawing on that budget (one FIFO per budget: its head waits for its own
+    // connection's entries too, and nobody passes it). Only the head tries again, after a
+    // completion gives something back; the others sleep. Nothing spins. A parked post ends once,
+    // having posted nothing and taken nothing, with:
+    //   errc::timed_out     at park_until (or shortly after, never before);
+    //   errc::canceled      when connection::cancel_parked() ends it;
+    //   errc::disconnected  when the connection is closed (close(), or the peer's close or
+    //                       death once the connection notices it) or destroyed: destruction
+    //                       from another thread ends the parked posts first and waits for them
+    //                       to return (the one exception to "close and destroy do not race");
+    // or with the post's own error when a retry fails otherwise (a forbid pool's bad_state is
+    // returned at once: forbid never parks). Somebody else must read the CQ meanwhile (another
+    // thread, or connection_config::progress_thread): a thread that is the only reader and
+    // parks waits until its deadline. From inside a completion callback a post never parks: it
+    // tries once and a refusal is errc::would_block (its message says so), so a callback cannot
+    // deadlock the thread that gives units back. Posts without park_until do not queue behind
+    // parked ones.
+    std::chrono::steady_clock::time_point park_until{};
+};
+
+// A piece of a peer's memory for a multi-key operation: [offset, offset + length) of `region`.
+struct remote_segment {
+    const remote_region* region = nullptr;
+    std::uint64_t offset = 0;
+    std::size_t length = 0;
 };
 
 // A piece of local memory for an operation: [offset, offset + length) of a registered region.
@@ -293,6 +324,36 @@ class connection {
                                               const memory_region& src, std::size_t src_offset,
                                               std::size_t length, std::uint64_t imm,
                                               op_options opts = {});
+    // ---- multi-key: one operation over several remote regions ----
+    // Writes consecutive pieces of the local range of `src` starting at src_offset into the
+    // remote segments, in order: part i carries dst[i].length bytes, starting where part i - 1
+    // ended. Every segment is checked like write()'s destination before anything is taken
+    // (errc::out_of_range, access_denied; invalid_argument for no segment, a null region or a
+    // zero-length segment; too_large for more than max_gather_parts parts or more parts than
+    // sq_size). Admission is one all-or-nothing step: dst.size() send-queue entries (with their
+    // CQ entries) and dst.size() x {sq 1, cq 1} units of connection_config::slots, or nothing
+    // (errc::would_block, or the budget's error); with op_options::park_until it parks for all
+    // of them at once. The operation completes once, as op::write with `bytes` the total, when
+    // its last part completes: success when every part succeeded, otherwise the status of the
+    // first part (lowest index) that failed, whose index is completion::failed_part. If a part's
+    // post fails, the call returns that error (naming the part) and the operation reports
+    // nothing more (parts already posted complete silently and give their entries back).
+    // completion_mode::at_post is refused (invalid_argument). Allocates one small record per
+    // operation (the parts' shared state). The local range must be registered already: no
+    // registration units are drawn.
+    static constexpr std::size_t max_gather_parts = 64;
+    [[nodiscard]] result<void> gather_write(std::span<const remote_segment> dst,
+                                            const memory_region& src, std::size_t src_offset,
+                                            op_options opts = {});
+
+    // ---- parked posts ----
+    // Ends every post of this connection parked in op_options::park_until with errc::canceled
+    // (each returns it once, having taken nothing); returns how many. Posts parked afterwards
+    // wait as usual. May run on any thread, concurrently with the parked posts.
+    std::size_t cancel_parked();
+    // Posts of this connection parked now.
+    [[nodiscard]] std::size_t parked() const;
+
     // ---- atomics on 8-byte aligned words (usage::atomic_target) ----
     // Native where the provider has atomics; otherwise through the target's service when the
     // connection has a service_depth (ordered after the connection's earlier writes, atomic with

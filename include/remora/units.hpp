@@ -31,6 +31,7 @@
 #include <string>
 #include <utility>
 
+#include <remora/park_gate.hpp>
 #include <remora/result.hpp>
 
 namespace remora {
@@ -82,17 +83,24 @@ class held_units;
 // the one destroying the connection: both must be safe to call concurrently and must not block
 // for long. give_units() runs where completion callbacks run, under the same rules (it may post,
 // as slot_pool's parked requests do when it grants them).
+//
+// Parked posts (op_options::park_until) wait on the budget's gate (park_gate.hpp), shared by all
+// the connections drawing on it: held_units gives units back and then notifies it, so an
+// implementation needs to do nothing for them. A copy has a gate of its own.
 class budget {
   public:
     virtual ~budget() = default;
+    // Where posts parked on this budget wait (library-internal).
+    [[nodiscard]] detail::park_gate& gate() const noexcept { return *gate_; }
 
   protected:
     budget() = default;
-    budget(const budget&) = default;
-    budget& operator=(const budget&) = default;
+    budget(const budget&) : budget() {}
+    budget& operator=(const budget&) { return *this; }
 
   private:
     friend class held_units;
+    std::unique_ptr<detail::park_gate> gate_ = std::make_unique<detail::park_gate>();
     // All of `need` now, or nothing (nothing is taken on failure); the error says why
     // (the implementation's policy decides the code: slot_pool gives would_block or bad_state).
     [[nodiscard]] virtual result<void> take_units(const units& need) = 0;
@@ -134,6 +142,7 @@ class held_units {
             auto from = std::move(from_);
             from_.reset();
             from->give_units(std::exchange(held_, units{}));
+            from->gate_->notify();
         }
     }
     // Stops owning the units without giving them back; returns what was held. The budget keeps

@@ -428,6 +428,7 @@ connection_impl::connection_impl(std::shared_ptr<domain_impl> d)
     : dom(std::move(d)), dom_handle(make_domain_handle(dom)) {}
 
 connection_impl::~connection_impl() {
+    parked_gate(*this).close_owner(this, errc::disconnected);  // parked posts end (parked.cpp)
     if ((cq && cq->shared) || (rcq && rcq->shared)) {
         // From here on, what of ours is read from a shared CQ is dropped: its contexts,
         // callbacks and hooks may be gone. The canceled receives below are among them. Once
@@ -530,6 +531,7 @@ result<void> connection::close() {
     if (c.open.exchange(false) && c.ep) {
         int ret = detail::ep_shutdown(c.ep.get());
         c.cancel_receives();
+        detail::parked_gate(c).wake_owner(&c, errc::disconnected);
         if (ret != 0 && ret != -FI_ENOTCONN) {
             return fail(detail::fabric_error(ret, "fi_shutdown"));
         }

@@ -91,6 +91,7 @@ void connection_impl::poll_events() {
     }
     open = false;
     cancel_receives();
+    parked_gate(*this).wake_owner(this, errc::disconnected);  // parked posts end (parked.cpp)
 }
 
 void connection_impl::drive() {

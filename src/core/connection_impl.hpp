@@ -58,6 +58,7 @@ struct connection_impl {
     std::atomic<bool> open{false};
     bool progress_watched = false;
     op_pool ops;
+    park_gate own_gate;  // parked posts wait here without a shared budget (see parked_gate)
     channel_source source{nullptr, this};
     std::mutex event_mu;
     std::optional<conn_event> pending_event;  // read by a CQ or channel wait, for next_event
@@ -141,6 +142,39 @@ result<void> check_open(const connection_impl& c, const char* what);
 result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind, bool recv,
                          const char* what);
 result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what, bool recv);
+// Parked posts (src/core/parked.cpp): the gate this connection's parked posts wait on (its
+// budget's, or its own), and admission that waits there when opts.park_until is set.
+park_gate& parked_gate(connection_impl& c) noexcept;
+// attempt() is the admission (a result: the record or records); it runs once without
+// opts.park_until, and inside a completion callback (which must not wait: a refusal stays
+// would_block, saying why); otherwise it runs as the gate's head until it gives anything but
+// would_block, the connection closes (disconnected), the deadline passes (timed_out) or
+// connection::cancel_parked() ends it (canceled).
+template <class Attempt>
+auto admit_parked(connection_impl& c, const op_options& opts, const char* what, Attempt&& attempt)
+    -> decltype(attempt()) {
+    if (opts.park_until == std::chrono::steady_clock::time_point{}) {
+        return attempt();
+    }
+    if (in_completion()) {
+        auto r = attempt();
+        if (!r && r.error() == errc::would_block) {
+            return fail(errc::would_block,
+                        r.error().message() +
+                            " (a post from inside a completion callback does not park: it would "
+                            "hold up the thread that gives units back)");
+        }
+        return r;
+    }
+    park_gate& g = parked_gate(c);
+    c.ops.gate.store(&g);
+    return g.run(&c, opts.park_until, what, [&]() -> decltype(attempt()) {
+        if (auto r = check_open(c, what); !r) {
+            return fail(r.error());
+        }
+        return attempt();
+    });
+}
 // The operation builders behind the public posts. `bounce`, when given, is the buffer the
 // local segments point into (write_copy, send_copy): see post_maybe_quiet.
 enum class rma_kind { read, write, write_imm };

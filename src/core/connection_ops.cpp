@@ -140,9 +140,11 @@ result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op 
     }
     static constexpr units send_need = units{}.with(unit::sq, 1).with(unit::cq, 1);
     static constexpr units recv_need = units{}.with(unit::recv, 1).with(unit::cq, 1);
-    auto r =
-        admit_op(c.ops, recv ? queue::recv : queue::send, c.config.slots,
-                 recv ? recv_need : send_need, what, recv ? c.config.rq_size : c.config.sq_size);
+    auto r = admit_parked(c, opts, what, [&] {
+        return admit_op(c.ops, recv ? queue::recv : queue::send, c.config.slots,
+                        recv ? recv_need : send_need, what,
+                        recv ? c.config.rq_size : c.config.sq_size);
+    });
     if (r) {
         arm_user(**r, opts.context, opts.callback, kind, opts.report == completion_mode::always);
     }

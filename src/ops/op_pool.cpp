@@ -46,6 +46,26 @@ op_record* op_pool::take(queue q) {
     });
 }
 
+bool op_pool::take_n(queue q, std::size_t n, op_record** out) {
+    const auto k = static_cast<std::size_t>(q);
+    return budget_.exclusive([&](auto& l) {
+        if (l.free(k) < n) {
+            return false;
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+            l.take_one(k);
+            op_record* r = &records_[free_[k].back()];
+            free_[k].pop_back();
+            r->in_use = true;
+            r->internal = nullptr;
+            r->unsignaled = false;
+            r->reclaims = false;
+            out[i] = r;
+        }
+        return true;
+    });
+}
+
 void op_pool::push_quiet(op_record* r) {
     budget_.exclusive([&](auto&) {
         if (quiet_.empty()) {
@@ -115,6 +135,9 @@ void op_pool::reclaim(std::uint64_t mark) {
             }
             return n == 16;
         });
+        if (park_gate* g = gate.load(); g != nullptr) {
+            g->notify();
+        }
         if (!more) {
             return;  // `back` releases on the way out, outside the lock
         }
@@ -132,6 +155,9 @@ void op_pool::give(op_record* r) noexcept {
         free_[k].push_back(static_cast<std::uint32_t>(i));
         l.give_one(k);
     });
+    if (park_gate* g = gate.load(); g != nullptr) {
+        g->notify();
+    }
 }
 
 std::vector<op_record*> op_pool::posted_recvs() {

@@ -74,6 +74,9 @@ class op_pool {
   public:
     void reset(std::size_t sends, std::size_t service, std::size_t recvs);
     op_record* take(queue q);
+    // `n` records of queue `q` into out[0..n), all or nothing (false: none taken). A multi-key
+    // operation's parts (src/core/multi_ops.cpp).
+    bool take_n(queue q, std::size_t n, op_record** out);
     void give(op_record* r) noexcept;
     // Records of receives still posted (to cancel them on disconnect).
     std::vector<op_record*> posted_recvs();
@@ -95,6 +98,9 @@ class op_pool {
     // that CQ are discarded (their contexts, callbacks and hooks may be gone) and their records
     // and units given back.
     std::atomic<bool> retired{false};
+    // Where this connection's parked posts wait (its budget's or its own; park_gate.hpp), set by
+    // the first parked post: notified after every record given back.
+    std::atomic<park_gate*> gate{nullptr};
 
   private:
     static constexpr std::size_t queues = 3;

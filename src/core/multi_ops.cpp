@@ -1,0 +1,210 @@
+// src/core/multi_ops.cpp — multi-key operations: one operation whose parts go to several remote
+// regions (connection::gather_write). Its parts are admitted in one all-or-nothing step (the
+// records: op_pool::take_n; the shared budget's units: one held_units for all of them), posted
+// one by one, and complete once: each part's record is armed with an internal hook that counts
+// it down, and the last one reports the whole operation (ops/done.hpp: done_internal).
+#include <remora/connection.hpp>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/impl.hpp"
+#include "fabric/endpoint.hpp"
+
+namespace remora {
+namespace detail {
+
+namespace {
+
+struct multi_op;
+
+// A part's completion context: its operation and its index.
+struct multi_part {
+    multi_op* op = nullptr;
+    std::uint32_t index = 0;
+};
+
+// The parts' shared state, from admission until the last part's completion.
+struct multi_op {
+    explicit multi_op(std::size_t n) : parts(n), status(n) {
+        for (std::size_t i = 0; i < n; ++i) {
+            parts[i] = {this, static_cast<std::uint32_t>(i)};
+        }
+    }
+    std::vector<multi_part> parts;
+    std::vector<std::error_code> status;  // each written once, by its part, before `left` drops
+    std::atomic<std::size_t> left{0};
+    std::atomic<bool> abandoned{false};  // a part's post failed: the call reported it
+    held_units units;                    // connection_config::slots units of every part
+    void* context = nullptr;
+    void (*callback)(const completion&) = nullptr;
+    bool report_success = true;
+    std::size_t bytes = 0;
+};
+
+// The operation's outcome, once every part is done. Returns whether the CQ's reader sees it.
+bool finish_multi(std::unique_ptr<multi_op> m, completion& c) {
+    if (m->abandoned.load()) {
+        return false;  // the post already returned the error
+    }
+    c.op = op::write;
+    c.status = {};
+    c.failed_part = 0;
+    c.bytes = m->bytes;
+    c.context = m->context;
+    for (std::size_t i = 0; i < m->status.size(); ++i) {
+        if (m->status[i]) {
+            c.status = m->status[i];
+            c.failed_part = static_cast<std::uint32_t>(i);
+            break;
+        }
+    }
+    auto* callback = m->callback;
+    const bool report = m->report_success || !c.ok();
+    m.reset();  // the units go back before the application hears of it (it may post again)
+    if (callback != nullptr) {
+        callback(c);  // inside done_internal's completion scope
+        return false;
+    }
+    return report;
+}
+
+bool part_done(void* context, completion& c) {
+    auto* part = static_cast<multi_part*>(context);
+    multi_op* m = part->op;
+    m->status[part->index] = c.status;
+    if (m->left.fetch_sub(1) != 1) {
+        return false;  // not the last part
+    }
+    return finish_multi(std::unique_ptr<multi_op>(m), c);
+}
+
+std::string n2s(std::size_t v) {
+    return std::to_string(v);
+}
+
+}  // namespace
+
+}  // namespace detail
+
+result<void> connection::gather_write(std::span<const remote_segment> dst, const memory_region& src,
+                                      std::size_t src_offset, op_options opts) {
+    using namespace detail;
+    const char* what = "gather_write";
+    auto& c = *impl_;
+    if (auto r = check_open(c, what); !r) {
+        return r;
+    }
+    if (dst.empty()) {
+        return fail(errc::invalid_argument, "gather_write: no remote segment");
+    }
+    if (dst.size() > max_gather_parts || dst.size() > c.config.sq_size) {
+        return fail(errc::too_large, "gather_write: " + n2s(dst.size()) + " parts exceed " +
+                                         n2s(max_gather_parts) + " or the send queue's depth " +
+                                         n2s(c.config.sq_size));
+    }
+    if (opts.report == completion_mode::at_post) {
+        return fail(errc::invalid_argument,
+                    "gather_write: completion_mode::at_post is for single writes and sends");
+    }
+    if (src.impl() == nullptr) {
+        return fail(errc::invalid_argument, "gather_write: the local region is empty");
+    }
+    const region_impl& lr = *src.impl();
+    if (lr.dom != c.dom) {
+        return fail(errc::invalid_argument,
+                    "gather_write: local region registered in another domain");
+    }
+    if (!has_all(lr.uses, usage::write_source)) {
+        return fail(errc::access_denied, "gather_write: local region not registered for this use");
+    }
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < dst.size(); ++i) {
+        const remote_segment& s = dst[i];
+        const std::string part = "gather_write: part " + n2s(i) + ": ";
+        if (s.region == nullptr || s.length == 0) {
+            return fail(errc::invalid_argument,
+                        part + (s.region == nullptr ? "no remote region" : "zero length"));
+        }
+        if (auto r = s.region->check(s.offset, s.length, usage::write_destination); !r) {
+            return fail(r.error().code(), part + r.error().message());
+        }
+        total += s.length;
+    }
+    if (src_offset > lr.memory.size() || total > lr.memory.size() - src_offset) {
+        return fail(errc::out_of_range, "gather_write: local range [" + n2s(src_offset) + ", +" +
+                                            n2s(total) + ") outside region of " +
+                                            n2s(lr.memory.size()) + " bytes");
+    }
+
+    // Admission: every part's record and every part's units, or nothing.
+    const std::size_t n = dst.size();
+    op_record* recs[max_gather_parts];
+    units need;
+    need[unit::sq] = static_cast<std::uint32_t>(n);
+    need[unit::cq] = static_cast<std::uint32_t>(n);
+    auto admitted = admit_parked(c, opts, what, [&]() -> result<held_units> {
+        if (!c.ops.take_n(queue::send, n, recs)) {
+            return fail(errc::would_block, "gather_write: " + n2s(n) +
+                                               " send-queue entries are not free (depth " +
+                                               n2s(c.config.sq_size) + "); reap completions");
+        }
+        if (!c.config.slots) {
+            return held_units{};
+        }
+        auto h = held_units::take(c.config.slots, need);
+        if (!h) {
+            for (std::size_t i = 0; i < n; ++i) {
+                c.ops.give(recs[i]);
+            }
+            return fail(h.error().code(), "gather_write: shared slot pool: " + h.error().message());
+        }
+        return h;
+    });
+    if (!admitted) {
+        return fail(admitted.error());
+    }
+    auto m = std::make_unique<multi_op>(n);
+    m->units = std::move(*admitted);
+    m->context = opts.context;
+    m->callback = opts.callback;
+    m->report_success = opts.report == completion_mode::always;
+    m->bytes = total;
+    m->left.store(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        arm_internal(*recs[i], &part_done, &m->parts[i], op::write);
+    }
+
+    // Post the parts. From here on the parts own `m`: the last one to complete frees it.
+    multi_op* mp = m.release();
+    std::size_t at = src_offset;
+    for (std::size_t i = 0; i < n; ++i) {
+        const remote_segment& s = dst[i];
+        iovec iov{lr.memory.data() + at, s.length};
+        void* desc = lr.desc;
+        const remote_iov rma{s.region->address() + s.offset, s.length, s.region->key()};
+        const ssize_t ret = ep_write(c.ep.get(), &iov, &desc, 1, rma, 0, recs[i], FI_COMPLETION);
+        if (ret != 0) {
+            // Parts i.. are not posted: their records go back; the operation is reported here,
+            // by this return, and its posted parts complete silently.
+            auto err = submit(c, recs[i], ret, what, false);
+            for (std::size_t j = i + 1; j < n; ++j) {
+                release_failed(*recs[j]);
+            }
+            mp->abandoned.store(true);
+            if (mp->left.fetch_sub(n - i) == n - i) {
+                delete mp;  // every posted part has completed already
+            }
+            return fail(err.error().code(),
+                        "gather_write: part " + n2s(i) + " of " + n2s(n) + ": " +
+                            err.error().message() +
+                            (i == 0 ? "; nothing was posted" : "; earlier parts were posted"));
+        }
+        at += s.length;
+    }
+    return {};
+}
+
+}  // namespace remora

@@ -1,0 +1,26 @@
+// src/core/parked.cpp — parked posts: which gate a connection's parked posts wait on, and ending
+// them (op_options::park_until; the waiting itself is admit_parked, connection_impl.hpp, over
+// park_gate, include/remora/park_gate.hpp).
+#include <remora/connection.hpp>
+
+#include "core/impl.hpp"
+
+namespace remora {
+namespace detail {
+
+park_gate& parked_gate(connection_impl& c) noexcept {
+    // A shared budget's gate: its units come back from every connection drawing on it.
+    return c.config.slots ? c.config.slots->gate() : c.own_gate;
+}
+
+}  // namespace detail
+
+std::size_t connection::cancel_parked() {
+    return detail::parked_gate(*impl_).wake_owner(impl_.get(), errc::canceled);
+}
+
+std::size_t connection::parked() const {
+    return detail::parked_gate(*impl_).waiting(impl_.get());
+}
+
+}  // namespace remora

@@ -1,0 +1,303 @@
+// Multi-key operations (connection::gather_write): one local range into several remote regions,
+// admitted all or nothing (records and slot units), completing once when the last part does,
+// an error in any part reported once with the part's index; parked like any post.
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "fabric/fault.hpp"
+#include "support.hpp"
+
+using namespace remora;
+using namespace remora::test;
+namespace fault = remora::detail::fabric_fault;
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+
+std::vector<std::string> multi_key_providers() {
+    return providers();  // RDM providers join at the merge: one line
+}
+
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
+    const auto deadline = clk::now() + limit;
+    while (!pred()) {
+        if (clk::now() > deadline) {
+            return false;
+        }
+        std::this_thread::sleep_for(1ms);
+    }
+    return true;
+}
+
+constexpr std::size_t parts = 4;
+constexpr std::size_t part_len = 256;
+
+class multi_key_test : public testing::TestWithParam<std::string> {
+  protected:
+    void TearDown() override { fault::disarm(); }
+    void open(const connection_config& client_cfg) {
+        pair_.emplace(must(connect_pair(GetParam(), {}, client_cfg)));
+        for (std::size_t i = 0; i < parts; ++i) {
+            targets_.emplace_back(4096);
+            std::memset(targets_.back().bytes.data(), 0, 4096);
+        }
+        for (std::size_t i = 0; i < parts; ++i) {
+            tmrs_.push_back(must(memory_region::create(pair_->server_domain, targets_[i].span(),
+                                                       usage::write_destination)));
+            descs_.push_back(must(tmrs_.back().describe()));
+        }
+        for (std::size_t i = 0; i < src_.bytes.size(); ++i) {
+            src_.bytes[i] = static_cast<std::byte>(i / part_len + 1);
+        }
+        smr_.emplace(
+            must(memory_region::create(pair_->client_domain, src_.span(), usage::write_source)));
+        for (std::size_t i = 0; i < parts; ++i) {
+            segs_[i] = {&descs_[i], 8 * i, part_len};
+        }
+    }
+    connection& client() { return *pair_->client; }
+    result<void> gather(void* ctx, clk::time_point park = {}) {
+        return client().gather_write(segs_, *smr_, 0, {.context = ctx, .park_until = park});
+    }
+    bool landed(std::size_t i) const {
+        for (std::size_t b = 0; b < part_len; ++b) {
+            if (targets_[i].bytes[8 * i + b] != static_cast<std::byte>(i + 1))
+                return false;
+        }
+        return true;
+    }
+
+    std::optional<connected_pair> pair_;
+    std::vector<buffer> targets_;
+    std::vector<memory_region> tmrs_;
+    std::vector<remote_region> descs_;
+    buffer src_{parts * part_len};
+    std::optional<memory_region> smr_;
+    remote_segment segs_[parts];
+};
+
+int ctx_[4];
+
+}  // namespace
+
+TEST_P(multi_key_test, a_gather_write_lands_every_part_and_completes_once) {
+    open({.sq_size = 8});
+    REMORA_ASSERT_OK(gather(&ctx_[0]));
+    EXPECT_EQ(client().in_flight(), parts);
+    auto got = collect(client().cq(), 2, false, 2s);  // one completion, never a second
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(got[0].ok()) << got[0].status.message();
+    EXPECT_EQ(got[0].op, op::write);
+    EXPECT_EQ(got[0].context, &ctx_[0]);
+    EXPECT_EQ(got[0].bytes, parts * part_len);
+    EXPECT_EQ(client().in_flight(), 0u);
+    if (GetParam() == "sockets") {  // sockets completes a write once the target has it
+        for (std::size_t i = 0; i < parts; ++i) {
+            EXPECT_TRUE(landed(i)) << "part " << i;
+        }
+    } else {  // tcp completes once sent: a read behind it on the ordered connection proves it
+        EXPECT_TRUE(eventually([&] {
+            completion c[4];
+            (void)pair_->server->cq().poll(c);  // tcp's target progresses when driven
+            for (std::size_t i = 0; i < parts; ++i) {
+                if (!landed(i))
+                    return false;
+            }
+            return true;
+        }));
+    }
+}
+
+TEST_P(multi_key_test, a_gather_write_that_cannot_get_every_entry_takes_none) {
+    open({.sq_size = 4});
+    REMORA_ASSERT_OK(client().write(descs_[0], 0, *smr_, 0, 8));  // 3 entries left of 4
+    EXPECT_ERRC(gather(&ctx_[0]), errc::would_block);
+    EXPECT_EQ(client().in_flight(), 1u) << "a refused gather_write kept entries";
+    EXPECT_EQ(collect(client().cq(), 1, true).size(), 1u);
+    REMORA_ASSERT_OK(gather(&ctx_[0]));  // all four free now
+    EXPECT_EQ(collect(client().cq(), 1, true).size(), 1u);
+    EXPECT_EQ(client().in_flight(), 0u);
+}
+
+TEST_P(multi_key_test, a_gather_write_that_cannot_get_every_slot_unit_takes_none) {
+    auto pool = must(slot_pool::create({.capacity = units{}.with(unit::sq, 4).with(unit::cq, 4),
+                                        .policy = exhaustion::backpressure}));
+    open({.sq_size = 16, .slots = pool});
+    REMORA_ASSERT_OK(client().write(descs_[0], 0, *smr_, 0, 8));
+    EXPECT_ERRC(gather(&ctx_[0]), errc::would_block);
+    EXPECT_EQ(pool->available()[unit::sq], 3u) << "a refused gather_write kept units";
+    EXPECT_EQ(client().in_flight(), 1u) << "a refused gather_write kept records";
+    EXPECT_EQ(collect(client().cq(), 1, true).size(), 1u);
+    REMORA_ASSERT_OK(gather(&ctx_[0]));
+    EXPECT_EQ(pool->available()[unit::sq], 0u);
+    EXPECT_EQ(collect(client().cq(), 1, true).size(), 1u);
+    EXPECT_EQ(pool->available(), pool->capacity());
+}
+
+TEST_P(multi_key_test, a_parked_gather_write_waits_for_all_its_entries_at_once) {
+    open({.sq_size = 4});
+    REMORA_ASSERT_OK(client().write(descs_[0], 0, *smr_, 0, 8, {.context = &ctx_[1]}));
+    auto p = std::async(std::launch::async, [&] { return gather(&ctx_[0], clk::now() + 10s); });
+    ASSERT_TRUE(eventually([&] { return client().parked() == 1; }));
+    EXPECT_EQ(client().in_flight(), 1u) << "a parked gather_write holds entries";
+    auto first = collect(client().cq(), 1, true);
+    ASSERT_EQ(first.size(), 1u);
+    EXPECT_EQ(first[0].context, &ctx_[1]);
+    REMORA_ASSERT_OK(p.get());
+    auto got = collect(client().cq(), 1, true);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].context, &ctx_[0]);
+    EXPECT_EQ(client().in_flight(), 0u);
+}
+
+TEST_P(multi_key_test, a_parked_gather_write_ends_at_its_deadline_or_on_cancel_or_destruction) {
+    open({.sq_size = 4});
+    REMORA_ASSERT_OK(client().write(descs_[0], 0, *smr_, 0, 8));
+    EXPECT_ERRC(gather(&ctx_[0], clk::now() + 100ms), errc::timed_out);
+    auto c =
+        std::async(std::launch::async, [&] { return gather(&ctx_[0], clk::time_point::max()); });
+    ASSERT_TRUE(eventually([&] { return client().parked() == 1; }));
+    EXPECT_EQ(client().cancel_parked(), 1u);
+    EXPECT_ERRC(c.get(), errc::canceled);
+    EXPECT_EQ(client().in_flight(), 1u);
+    connection* conn = &client();
+    auto d = std::async(std::launch::async, [&] {
+        return conn->gather_write(segs_, *smr_, 0, {.park_until = clk::time_point::max()});
+    });
+    ASSERT_TRUE(eventually([&] { return conn->parked() == 1; }));
+    pair_->client.reset();
+    EXPECT_ERRC(d.get(), errc::disconnected);
+}
+
+// Reads the client's CQ one provider entry at a time (a poll of one), so an error entry armed
+// with arm_error_entry lands on the first part read: part 0.
+std::vector<completion> collect_one_by_one(completion_queue& cq, std::size_t n,
+                                           std::chrono::milliseconds limit) {
+    std::vector<completion> out;
+    const auto deadline = clk::now() + limit;
+    while (out.size() < n && clk::now() < deadline) {
+        completion c[1];
+        auto r = cq.poll(c);
+        if (!r) {
+            ADD_FAILURE() << r.error().what();
+            break;
+        }
+        if (*r == 1) {
+            out.push_back(c[0]);
+        }
+    }
+    return out;
+}
+
+TEST_P(multi_key_test, an_error_in_one_part_is_reported_once_with_the_part) {
+    open({.sq_size = 8});
+    fault::arm_error_entry(FI_EIO, 1);  // the first part read comes back as an error
+    REMORA_ASSERT_OK(gather(&ctx_[0]));
+    auto got = collect_one_by_one(client().cq(), 2, 2s);
+    ASSERT_EQ(got.size(), 1u) << "reported more than once";
+    EXPECT_FALSE(got[0].ok());
+    EXPECT_EQ(got[0].failed_part, 0u);
+    EXPECT_EQ(got[0].context, &ctx_[0]);
+    EXPECT_EQ(client().in_flight(), 0u);
+    // Every part failing is still one report, naming the first.
+    fault::arm_error_entry(FI_EIO, parts);
+    REMORA_ASSERT_OK(gather(&ctx_[1]));
+    got = collect_one_by_one(client().cq(), 2, 2s);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_FALSE(got[0].ok());
+    EXPECT_EQ(got[0].failed_part, 0u);
+    EXPECT_EQ(client().in_flight(), 0u);
+}
+
+TEST_P(multi_key_test, a_part_refused_by_the_target_is_named) {
+    if (GetParam() != "sockets") {
+        GTEST_SKIP() << "tcp completes a write once sent: the target's refusal closes the "
+                        "connection instead of failing that part";
+    }
+    open({.sq_size = 8});
+    // Part 2's descriptor claims write access its key was never registered for.
+    buffer ro(4096);
+    auto ro_mr = must(memory_region::create(pair_->server_domain, ro.span(), usage::read_source));
+    const auto real = must(ro_mr.describe());
+    const auto forged = must(remote_region::make(real.address(), real.length(), real.key(),
+                                                 usage::read_source | usage::write_destination,
+                                                 real.virtual_addressing()));
+    segs_[2] = {&forged, 0, part_len};
+    REMORA_ASSERT_OK(gather(&ctx_[0]));
+    auto got = collect(client().cq(), 2, false, 5s);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].status, make_error_code(errc::access_denied)) << got[0].status.message();
+    EXPECT_EQ(got[0].failed_part, 2u);
+}
+
+TEST_P(multi_key_test, a_failed_post_is_returned_and_nothing_is_reported) {
+    open({.sq_size = 8});
+    fault::arm(remora::detail::fabric_call::post_write, -FI_EIO, 1);
+    auto r = gather(&ctx_[0]);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_NE(r.error().message().find("part 0"), std::string::npos) << r.error().what();
+    EXPECT_EQ(client().in_flight(), 0u);
+    EXPECT_TRUE(collect(client().cq(), 1, false, 300ms).empty());
+    REMORA_ASSERT_OK(gather(&ctx_[1]));
+    EXPECT_EQ(collect(client().cq(), 1, true).size(), 1u);
+}
+
+TEST_P(multi_key_test, bad_segments_are_refused_before_anything_is_taken) {
+    open({.sq_size = 8});
+    remote_segment bad[2] = {segs_[0], {&descs_[1], 4096 - 8, 64}};
+    EXPECT_ERRC(client().gather_write(bad, *smr_, 0), errc::out_of_range);
+    bad[1] = {nullptr, 0, 8};
+    EXPECT_ERRC(client().gather_write(bad, *smr_, 0), errc::invalid_argument);
+    bad[1] = {&descs_[1], 0, 0};
+    EXPECT_ERRC(client().gather_write(bad, *smr_, 0), errc::invalid_argument);
+    EXPECT_ERRC(client().gather_write({}, *smr_, 0), errc::invalid_argument);
+    EXPECT_ERRC(client().gather_write(segs_, *smr_, src_.bytes.size()), errc::out_of_range);
+    EXPECT_ERRC(client().gather_write(segs_, *smr_, 0, {.report = completion_mode::at_post}),
+                errc::invalid_argument);
+    std::vector<remote_segment> many(9, segs_[0]);
+    EXPECT_ERRC(client().gather_write(many, *smr_, 0), errc::too_large);  // > sq_size
+    EXPECT_EQ(client().in_flight(), 0u);
+}
+
+namespace {
+std::atomic<int> gather_in_callback{-1};
+std::atomic<int> gather_done{0};
+connection* cb_conn = nullptr;
+const remote_segment* cb_segs = nullptr;
+const memory_region* cb_src = nullptr;
+}  // namespace
+
+TEST_P(multi_key_test, a_gather_write_posted_from_a_callback_does_not_park) {
+    open({.sq_size = 4});
+    cb_conn = &client();
+    cb_segs = segs_;
+    cb_src = &*smr_;
+    gather_in_callback = -1;
+    gather_done = 0;
+    // Two writes hold two of four entries; the first's callback asks for four, parked: refused
+    // at once (would_block), since the callback runs on the thread that gives entries back.
+    REMORA_ASSERT_OK(client().write(descs_[0], 0, *smr_, 0, 8, {.callback = [](const completion&) {
+                                        auto r =
+                                            cb_conn->gather_write({cb_segs, parts}, *cb_src, 0,
+                                                                  {.park_until = clk::now() + 20s});
+                                        gather_in_callback = r ? 0 : r.error().code().value();
+                                    }}));
+    REMORA_ASSERT_OK(client().write(descs_[0], 0, *smr_, 0, 8,
+                                    {.callback = [](const completion&) { ++gather_done; }}));
+    ASSERT_TRUE(eventually([&] {
+        completion c[4];
+        (void)client().cq().poll(c);
+        return gather_in_callback.load() != -1 && gather_done.load() == 1;
+    }));
+    EXPECT_EQ(gather_in_callback.load(), static_cast<int>(errc::would_block));
+    EXPECT_EQ(client().in_flight(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(providers, multi_key_test, testing::ValuesIn(multi_key_providers()),
+                         provider_name);

@@ -1,0 +1,197 @@
+// Overload through back-pressure (issue 12's figures, printed, not asserted as timings): 32
+// client threads post parked writes over 8 connections into one shared slot pool of 8 writes,
+// while a reader per connection reaps completions. Asserted: no post fails, every posted write
+// completes exactly once (none lost or duplicated), every unit comes back. Printed: operations,
+// CPU per operation against one uncontended poster, and fairness (min/max operations per
+// client). REMORA_BENCH_SECONDS sets each phase's length (default 2).
+#include <sys/resource.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "support.hpp"
+
+using namespace remora;
+using namespace remora::test;
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+
+double cpu_seconds() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+std::chrono::milliseconds phase_length() {
+    const char* s = std::getenv("REMORA_BENCH_SECONDS");
+    const int secs = s != nullptr ? std::atoi(s) : 2;
+    return std::chrono::milliseconds(1000 * (secs > 0 ? secs : 2));
+}
+
+struct phase_result {
+    std::uint64_t ops = 0;
+    std::uint64_t failures = 0;
+    std::uint64_t lost_or_duplicated = 0;
+    double cpu_per_op_us = 0;
+    std::uint64_t min_ops = 0;
+    std::uint64_t max_ops = 0;
+    double wall_s = 0;
+};
+
+class parked_bench : public testing::TestWithParam<std::string> {
+  protected:
+    static constexpr std::size_t connections = 8;
+    static constexpr std::uint32_t budget_writes = 8;
+
+    void SetUp() override {
+        pool_ = must(slot_pool::create(
+            {.capacity = units{}.with(unit::sq, budget_writes).with(unit::cq, budget_writes),
+             .policy = exhaustion::backpressure}));
+        side_.emplace(server_side::open(GetParam()));
+        for (std::size_t i = 0; i < connections; ++i) {
+            servers_.push_back(
+                must(side_->add({.progress_thread = true}, {.sq_size = 64, .slots = pool_})));
+        }
+        tmr_.emplace(
+            must(memory_region::create(side_->dom, target_.span(), usage::write_destination)));
+        desc_ = must(tmr_->describe());
+        smr_.emplace(
+            must(memory_region::create(side_->client_dom, src_.span(), usage::write_source)));
+    }
+
+    // `posters` threads, poster t on connection t % `conns`, for `length`.
+    phase_result run(std::size_t posters, std::size_t conns, std::chrono::milliseconds length) {
+        std::vector<std::atomic<std::uint64_t>> posted(posters), completed(posters);
+        std::atomic<std::uint64_t> failures{0};
+        std::atomic<bool> stop{false};
+        std::atomic<bool> readers_stop{false};
+        std::vector<std::thread> readers;
+        for (std::size_t c = 0; c < conns; ++c) {
+            readers.emplace_back([&, c] {
+                auto& cq = side_->clients[c].cq();
+                while (!readers_stop.load()) {
+                    auto got = cq.next(std::chrono::milliseconds(20));
+                    if (!got) {
+                        if (!(got.error() == errc::timed_out)) {
+                            ++failures;
+                        }
+                        continue;
+                    }
+                    if (!got->ok()) {
+                        ++failures;
+                    }
+                    ++completed[reinterpret_cast<std::uintptr_t>(got->context)];
+                }
+            });
+        }
+        const double cpu0 = cpu_seconds();
+        const auto t0 = clk::now();
+        std::vector<std::thread> threads;
+        for (std::size_t t = 0; t < posters; ++t) {
+            threads.emplace_back([&, t] {
+                connection& conn = side_->clients[t % conns];
+                while (!stop.load(std::memory_order_relaxed)) {
+                    auto r = conn.write(desc_, 64 * (t % 64), *smr_, 0, 64,
+                                        {.context = reinterpret_cast<void*>(t),
+                                         .park_until = clk::now() + std::chrono::seconds(10)});
+                    if (!r) {
+                        ++failures;
+                        std::fprintf(stderr, "poster %zu: %s\n", t, r.error().what().c_str());
+                        return;
+                    }
+                    ++posted[t];
+                }
+            });
+        }
+        std::this_thread::sleep_for(length);  // the measured phase (a benchmark, not a sync)
+        stop = true;
+        for (auto& th : threads) {
+            th.join();
+        }
+        // Drain: every posted write completes.
+        auto all_done = [&] {
+            for (std::size_t t = 0; t < posters; ++t) {
+                if (completed[t].load() < posted[t].load())
+                    return false;
+            }
+            return true;
+        };
+        const auto drain_deadline = clk::now() + std::chrono::seconds(10);
+        while (!all_done() && clk::now() < drain_deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        const double wall = std::chrono::duration<double>(clk::now() - t0).count();
+        const double cpu = cpu_seconds() - cpu0;
+        readers_stop = true;
+        for (auto& th : readers) {
+            th.join();
+        }
+        phase_result res;
+        res.failures = failures.load();
+        res.min_ops = ~std::uint64_t{0};
+        for (std::size_t t = 0; t < posters; ++t) {
+            res.ops += posted[t].load();
+            res.lost_or_duplicated += posted[t].load() > completed[t].load()
+                                          ? posted[t].load() - completed[t].load()
+                                          : completed[t].load() - posted[t].load();
+            res.min_ops = std::min(res.min_ops, posted[t].load());
+            res.max_ops = std::max(res.max_ops, posted[t].load());
+        }
+        res.cpu_per_op_us = res.ops != 0 ? cpu * 1e6 / static_cast<double>(res.ops) : 0;
+        res.wall_s = wall;
+        return res;
+    }
+
+    std::shared_ptr<slot_pool> pool_;
+    std::optional<server_side> side_;
+    std::vector<connection> servers_;
+    buffer target_{4096};
+    buffer src_{64};
+    std::optional<memory_region> tmr_;
+    std::optional<memory_region> smr_;
+    remote_region desc_;
+};
+
+void print(const char* name, const std::string& provider, const phase_result& r) {
+    std::printf(
+        "[parked_bench %s] %s: %llu writes in %.2f s (%.0f/s), cpu %.2f us/op, "
+        "per client min %llu max %llu, failures %llu, lost or duplicated %llu\n",
+        provider.c_str(), name, static_cast<unsigned long long>(r.ops), r.wall_s,
+        static_cast<double>(r.ops) / r.wall_s, r.cpu_per_op_us,
+        static_cast<unsigned long long>(r.min_ops), static_cast<unsigned long long>(r.max_ops),
+        static_cast<unsigned long long>(r.failures),
+        static_cast<unsigned long long>(r.lost_or_duplicated));
+}
+
+}  // namespace
+
+TEST_P(parked_bench, thirty_two_clients_through_a_budget_of_eight) {
+    const auto length = phase_length();
+    const phase_result alone = run(1, 1, length);
+    print("uncontended (1 poster, 1 connection)", GetParam(), alone);
+    EXPECT_EQ(alone.failures, 0u);
+    EXPECT_EQ(alone.lost_or_duplicated, 0u);
+    EXPECT_GT(alone.ops, 0u);
+    EXPECT_EQ(pool_->available(), pool_->capacity());
+
+    const phase_result loaded = run(32, connections, length);
+    print("32 posters, 8 connections", GetParam(), loaded);
+    std::printf("[parked_bench %s] cpu per op loaded / uncontended: %.2f; fairness max/min: %.2f\n",
+                GetParam().c_str(), loaded.cpu_per_op_us / alone.cpu_per_op_us,
+                loaded.min_ops != 0
+                    ? static_cast<double>(loaded.max_ops) / static_cast<double>(loaded.min_ops)
+                    : 0.0);
+    EXPECT_EQ(loaded.failures, 0u);
+    EXPECT_EQ(loaded.lost_or_duplicated, 0u);
+    EXPECT_GT(loaded.min_ops, 0u) << "a client never got a slot";
+    EXPECT_EQ(pool_->available(), pool_->capacity());
+}
+
+INSTANTIATE_TEST_SUITE_P(providers, parked_bench, testing::ValuesIn(providers()), provider_name);
