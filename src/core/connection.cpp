@@ -169,7 +169,12 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     config = *eff;
 
     int ret = 0;
-    if (!rdm) {  // an RDM endpoint has no connection events
+    if (rdm) {
+        // Its address vector first: tcp;ofi_rxm crashes closing an endpoint that has none.
+        if (auto r = setup_rdm(); !r) {
+            return r;
+        }
+    } else {  // an RDM endpoint has no connection events
         ret = eq_open(dom->fabric.get(), 16, eq);
         if (ret != 0) {
             return fail(fabric_error(ret, "fi_eq_open"));
@@ -295,13 +300,8 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_endpoint"));
     }
-    if (rdm) {
-        if (auto r = setup_rdm(); !r) {
-            return r;
-        }
-    } else {
-        ret = ep_bind(ep.get(), eq.as_fid(), 0);
-    }
+    // An RDM endpoint is bound to its address vector, a connected one to its event queue.
+    ret = ep_bind(ep.get(), rdm ? av.as_fid() : eq.as_fid(), 0);
     if (ret == 0) {
         ret = ep_bind(ep.get(), cq->cq.as_fid(),
                       FI_TRANSMIT | FI_SELECTIVE_COMPLETION | (rcq ? 0 : FI_RECV));

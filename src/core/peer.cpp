@@ -37,13 +37,9 @@ void rdm_nudge(connection_impl& c) {
 }
 
 result<void> connection_impl::setup_rdm() {
-    int ret = av_open(dom->domain.get(), preferred_av_type(dom->info.get()), 1, av);
+    const int ret = av_open(dom->domain.get(), preferred_av_type(dom->info.get()), 1, av);
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_av_open for an RDM endpoint on " + dom->caps.provider));
-    }
-    ret = ep_bind(ep.get(), av.as_fid(), 0);
-    if (ret != 0) {
-        return fail(fabric_error(ret, "fi_ep_bind of the address vector"));
     }
     return {};
 }

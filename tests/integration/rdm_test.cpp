@@ -19,6 +19,7 @@
 #include <remora/coro.hpp>
 #include <remora/target_service.hpp>
 
+#include "fabric/fault.hpp"
 #include "support.hpp"
 
 namespace remora::test {
@@ -515,6 +516,40 @@ TEST_P(rdm, bad_input_is_refused_and_changes_nothing) {
     EXPECT_ERRC(listener::create(ad, "127.0.0.1", 0), errc::not_supported);
     EXPECT_TRUE(connection::open_peer(ad).has_value());
     EXPECT_EQ(ad.caps().cm_data_size, 0u);
+}
+
+// The failure-injection seam's address-vector entries: a failed fi_av_open fails open_peer and
+// leaves nothing open; a failed fi_av_insert fails attach and changes nothing (a later attach
+// works).
+TEST_P(rdm, failed_av_open_and_insert_change_nothing) {
+    namespace fault = detail::fabric_fault;
+    auto ad = must(open_rdm(GetParam()));
+    auto bd = must(open_rdm(GetParam()));
+    auto b = must(connection::open_peer(bd));
+    const long before = fault::open_objects();
+    const unsigned fired = fault::fired(detail::fabric_call::av_open);
+    fault::arm(detail::fabric_call::av_open, -FI_ENOMEM);
+    auto failed = connection::open_peer(ad);
+    fault::disarm();
+    ASSERT_FALSE(failed.has_value());
+    EXPECT_NE(failed.error().message().find("fi_av_open"), std::string::npos);
+    EXPECT_EQ(fault::open_objects(), before);
+    EXPECT_EQ(fault::fired(detail::fabric_call::av_open), fired + 1);
+
+    auto a = must(connection::open_peer(ad));
+    fault::arm(detail::fabric_call::av_insert, -FI_EINVAL);
+    EXPECT_ERRC(a.attach(b.local_address()), errc::invalid_argument);
+    fault::arm(detail::fabric_call::av_insert, -FI_ENOMEM);
+    auto r = a.attach(b.local_address());
+    fault::disarm();
+    ASSERT_FALSE(r.has_value());
+    EXPECT_FALSE(r.error() == errc::invalid_argument) << r.error().what();  // not the bytes' fault
+    EXPECT_NE(r.error().message().find("fi_av_insert"), std::string::npos) << r.error().what();
+    buffer mem(64);
+    auto mr = must(memory_region::create(ad, mem.span(), usage::send));
+    EXPECT_ERRC(a.send(mr, 0, 8), errc::bad_state);  // still no peer
+    REMORA_ASSERT_OK(a.attach(b.local_address()));
+    REMORA_ASSERT_OK(b.attach(a.local_address()));
 }
 
 TEST_P(rdm, close_completes_every_outstanding_operation_canceled) {
