@@ -301,6 +301,20 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
         return fail(fabric_error(ret, "fi_endpoint"));
     }
     // An RDM endpoint is bound to its address vector, a connected one to its event queue.
+    // RDM: no reader may drive the CQs while the endpoint is bound to them but not enabled
+    // (shm progresses every endpoint bound to a CQ it reads, and one not enabled yet has no
+    // shared-memory region: it crashed in libfabric when a progress thread's tick fell there).
+    std::unique_lock<std::mutex> readers[2];
+    if (rdm) {
+        readers[0] = cq->reader_lock();
+        if (rcq && rcq != cq) {
+            readers[1] = rcq->reader_lock();
+        }
+    }
+    auto failed = [&](int r, const char* what) {
+        ep.reset();  // unbound again before the readers go on
+        return fail(fabric_error(r, what));
+    };
     ret = ep_bind(ep.get(), rdm ? av.as_fid() : eq.as_fid(), 0);
     if (ret == 0) {
         ret = ep_bind(ep.get(), cq->cq.as_fid(),
@@ -310,11 +324,11 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
         ret = ep_bind(ep.get(), rcq->cq.as_fid(), FI_RECV | FI_SELECTIVE_COMPLETION);
     }
     if (ret != 0) {
-        return fail(fabric_error(ret, "fi_ep_bind"));
+        return failed(ret, "fi_ep_bind");
     }
     ret = ep_enable(ep.get());
     if (ret != 0) {
-        return fail(fabric_error(ret, "fi_enable"));
+        return failed(ret, "fi_enable");
     }
     return {};
 }

@@ -54,13 +54,8 @@ void connection_impl::close_rdm() {
     cq_impl* qs[2] = {cq.get(), rcq.get() != cq.get() ? rcq.get() : nullptr};
     std::unique_lock<std::mutex> locks[2];
     for (int i = 0; i < 2; ++i) {
-        if (qs[i] == nullptr) {
-            continue;
-        }
-        if (qs[i]->progress_owned()) {
-            locks[i] = std::unique_lock(qs[i]->owned_mu);
-        } else if (qs[i]->shared) {
-            locks[i] = std::unique_lock(qs[i]->read_mu);
+        if (qs[i] != nullptr) {
+            locks[i] = qs[i]->reader_lock();
         }
     }
     // After fi_close the provider neither touches the operations' memory nor reports them:

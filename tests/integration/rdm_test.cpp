@@ -1,7 +1,7 @@
 // RDM peers (connection::open_peer + attach) behind the connection API, on every RDM provider
-// here: shm, tcp;ofi_rxm, net. One-sided and two-sided operations, atomics, flush, CQ / RCQ /
-// channels, callbacks, accounting, bad input, close with operations outstanding, peer death, and
-// a progress-thread target serving reads while its application sleeps.
+// here: shm, tcp;ofi_rxm, net, sockets. One-sided and two-sided operations, atomics, flush, CQ /
+// RCQ / channels, callbacks, accounting, bad input, close with operations outstanding, peer death,
+// and a progress-thread target serving reads while its application sleeps.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -740,7 +740,9 @@ TEST_P(rdm, peer_death_mid_operation_is_bounded_and_close_returns_everything) {
         posted += w.has_value() + r.has_value();
         for (const auto* x : {&w, &r}) {
             if (!x->has_value()) {
-                ++refused;
+                if (refused++ == 0)
+                    std::printf("[ info     ] %s, peer killed: first refusal: %s\n",
+                                GetParam().c_str(), x->error().what().c_str());
                 EXPECT_TRUE(x->error() == errc::disconnected || x->error() == errc::would_block ||
                             x->error() == errc::provider_error)
                     << x->error().what();
@@ -818,7 +820,7 @@ TEST_P(rdm, shared_cq_serves_two_peers) {
     EXPECT_EQ(mine[0].in_flight() + mine[1].in_flight(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(providers, rdm, testing::Values("shm", "tcp;ofi_rxm", "net"),
+INSTANTIATE_TEST_SUITE_P(providers, rdm, testing::Values("shm", "tcp;ofi_rxm", "net", "sockets"),
                          [](const testing::TestParamInfo<std::string>& i) {
                              std::string n = i.param;
                              for (char& ch : n)
