@@ -17,8 +17,8 @@
 // rule (one progress owner each); close() and the destructor must not race with other calls.
 // A moved-from connection may only be destroyed or assigned to.
 //
-// RDM peers (a domain opened with endpoint_type::rdm: shm, tcp;ofi_rxm and net, tested here;
-// efa and verbs;ofi_rxm by design; sockets offers RDM too, untested by remora): open_peer opens one
+// RDM peers (a domain opened with endpoint_type::rdm: shm, tcp;ofi_rxm, net and sockets, tested
+// here; efa and verbs;ofi_rxm by design): open_peer opens one
 // RDM endpoint with its own address vector and the same CQ / RCQ / channel setup as a connected
 // endpoint; each side gives the other its local_address() (any way it likes: a file, a socket, a
 // connected remora peer) and calls attach() with the other's; from then on every operation goes to
@@ -43,8 +43,9 @@
 //   - a peer that goes away is not announced (no event). Seen here on loopback (libfabric
 //     1.17, peer process killed, rdm_test peer_death_*): writes and reads posted afterwards
 //     complete within a second with errc::disconnected on shm, tcp;ofi_rxm and net (in one run
-//     of several, one write on tcp;ofi_rxm / net still reported success); a receive posted
-//     before stays posted until close(). Bound waits with a timeout; close() returns the rest.
+//     of several, one write on tcp;ofi_rxm / net still reported success); sockets refuses the
+//     posts at once with errc::disconnected. A receive posted before stays posted until
+//     close(). Bound waits with a timeout; close() returns the rest.
 //     A peer destroyed inside the same process is not a case to rely on: shm then touches the
 //     unmapped peer region on the next post (it crashed in libfabric here).
 //

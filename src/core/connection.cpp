@@ -169,7 +169,12 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     config = *eff;
 
     int ret = 0;
-    if (!rdm) {  // an RDM endpoint has no connection events
+    if (rdm) {
+        // Its address vector first: tcp;ofi_rxm crashes closing an endpoint that has none.
+        if (auto r = setup_rdm(); !r) {
+            return r;
+        }
+    } else {  // an RDM endpoint has no connection events
         ret = eq_open(dom->fabric.get(), 16, eq);
         if (ret != 0) {
             return fail(fabric_error(ret, "fi_eq_open"));
@@ -295,13 +300,22 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_endpoint"));
     }
+    // An RDM endpoint is bound to its address vector, a connected one to its event queue.
+    // RDM: no reader may drive the CQs while the endpoint is bound to them but not enabled
+    // (shm progresses every endpoint bound to a CQ it reads, and one not enabled yet has no
+    // shared-memory region: it crashed in libfabric when a progress thread's tick fell there).
+    std::unique_lock<std::mutex> readers[2];
     if (rdm) {
-        if (auto r = setup_rdm(); !r) {
-            return r;
+        readers[0] = cq->reader_lock();
+        if (rcq && rcq != cq) {
+            readers[1] = rcq->reader_lock();
         }
-    } else {
-        ret = ep_bind(ep.get(), eq.as_fid(), 0);
     }
+    auto failed = [&](int r, const char* what) {
+        ep.reset();  // unbound again before the readers go on
+        return fail(fabric_error(r, what));
+    };
+    ret = ep_bind(ep.get(), rdm ? av.as_fid() : eq.as_fid(), 0);
     if (ret == 0) {
         ret = ep_bind(ep.get(), cq->cq.as_fid(),
                       FI_TRANSMIT | FI_SELECTIVE_COMPLETION | (rcq ? 0 : FI_RECV));
@@ -310,11 +324,11 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
         ret = ep_bind(ep.get(), rcq->cq.as_fid(), FI_RECV | FI_SELECTIVE_COMPLETION);
     }
     if (ret != 0) {
-        return fail(fabric_error(ret, "fi_ep_bind"));
+        return failed(ret, "fi_ep_bind");
     }
     ret = ep_enable(ep.get());
     if (ret != 0) {
-        return fail(fabric_error(ret, "fi_enable"));
+        return failed(ret, "fi_enable");
     }
     return {};
 }

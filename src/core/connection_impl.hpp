@@ -97,7 +97,8 @@ struct connection_impl {
     // Creates CQs, channel and endpoint for `info` (client: from fi_getinfo; server: from the
     // connection request) and enables it.
     result<void> setup(const fi_info* info, const connection_config& cfg);
-    // RDM: the endpoint's address vector, bound to it before it is enabled (setup calls it).
+    // RDM: opens the endpoint's address vector (setup calls it before opening the endpoint,
+    // and binds the two before enabling it).
     result<void> setup_rdm();
     // RDM close(): no more posts; the endpoint and its AV are closed (the provider writes
     // nothing into the operations' memory from then on), and every operation still holding a

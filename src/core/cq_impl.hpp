@@ -128,6 +128,18 @@ struct cq_impl {
     unique_fd notify;  // eventfd, readable while `owned` is not empty
 
     bool progress_owned() const noexcept { return progress != nullptr; }
+    // Keeps this CQ's readers out (the progress thread's and a shared CQ's take these locks
+    // around every provider read; a private CQ's application reader is the caller's own
+    // business): owned_mu when progress-owned, read_mu when shared, else nothing.
+    std::unique_lock<std::mutex> reader_lock() {
+        if (progress_owned()) {
+            return std::unique_lock(owned_mu);
+        }
+        if (shared) {
+            return std::unique_lock(read_mu);
+        }
+        return {};
+    }
     // The fd a waiter blocks on: the provider's, or the eventfd of a progress-owned CQ.
     int wait_fd() const noexcept { return progress_owned() ? notify.get() : fd; }
     // Progress thread: reads the provider's CQ into the ring; true if anything was added.

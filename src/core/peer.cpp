@@ -37,13 +37,9 @@ void rdm_nudge(connection_impl& c) {
 }
 
 result<void> connection_impl::setup_rdm() {
-    int ret = av_open(dom->domain.get(), preferred_av_type(dom->info.get()), 1, av);
+    const int ret = av_open(dom->domain.get(), preferred_av_type(dom->info.get()), 1, av);
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_av_open for an RDM endpoint on " + dom->caps.provider));
-    }
-    ret = ep_bind(ep.get(), av.as_fid(), 0);
-    if (ret != 0) {
-        return fail(fabric_error(ret, "fi_ep_bind of the address vector"));
     }
     return {};
 }
@@ -58,13 +54,8 @@ void connection_impl::close_rdm() {
     cq_impl* qs[2] = {cq.get(), rcq.get() != cq.get() ? rcq.get() : nullptr};
     std::unique_lock<std::mutex> locks[2];
     for (int i = 0; i < 2; ++i) {
-        if (qs[i] == nullptr) {
-            continue;
-        }
-        if (qs[i]->progress_owned()) {
-            locks[i] = std::unique_lock(qs[i]->owned_mu);
-        } else if (qs[i]->shared) {
-            locks[i] = std::unique_lock(qs[i]->read_mu);
+        if (qs[i] != nullptr) {
+            locks[i] = qs[i]->reader_lock();
         }
     }
     // After fi_close the provider neither touches the operations' memory nor reports them:

@@ -66,6 +66,9 @@ result<void> progress_engine::watch(cq_impl* cq) {
     ev.data.ptr = cq;
     if (cq->polled) {
         polled_.push_back(cq);  // nothing to block on: looked at every tick
+        // The thread may be blocked without a timeout (no polled CQ until now): wake it.
+        std::uint64_t one = 1;
+        [[maybe_unused]] ssize_t w = ::write(wake_.get(), &one, sizeof(one));
     } else if (epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, cq->fd, &ev) != 0) {
         return fail(errc::provider_error,
                     std::string("progress thread: epoll_ctl ADD: ") + std::strerror(errno));

@@ -1,7 +1,7 @@
 // RDM peers (connection::open_peer + attach) behind the connection API, on every RDM provider
-// here: shm, tcp;ofi_rxm, net. One-sided and two-sided operations, atomics, flush, CQ / RCQ /
-// channels, callbacks, accounting, bad input, close with operations outstanding, peer death, and
-// a progress-thread target serving reads while its application sleeps.
+// here: shm, tcp;ofi_rxm, net, sockets. One-sided and two-sided operations, atomics, flush, CQ /
+// RCQ / channels, callbacks, accounting, bad input, close with operations outstanding, peer death,
+// and a progress-thread target serving reads while its application sleeps.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -19,6 +19,7 @@
 #include <remora/coro.hpp>
 #include <remora/target_service.hpp>
 
+#include "fabric/fault.hpp"
 #include "support.hpp"
 
 namespace remora::test {
@@ -385,6 +386,11 @@ TEST_P(rdm, shared_channel_says_which_cq_fired) {
     ASSERT_EQ(sent.size(), 1u);
     EXPECT_EQ(sent[0].op, op::send);
     EXPECT_ERRC(p.b->wait(0ms), errc::bad_state);  // separate channels: wait on each CQ
+    if (!p.a_dom.caps().cq_wait_fd) {
+        // Polled CQs (shm): an idle channel waits out its timeout, it does not report empty
+        // CQs as wake-ups in a spin.
+        EXPECT_ERRC(p.a->wait(50ms), errc::timed_out);
+    }
 }
 
 TEST_P(rdm, callback_and_coroutine_complete_operations) {
@@ -510,6 +516,40 @@ TEST_P(rdm, bad_input_is_refused_and_changes_nothing) {
     EXPECT_ERRC(listener::create(ad, "127.0.0.1", 0), errc::not_supported);
     EXPECT_TRUE(connection::open_peer(ad).has_value());
     EXPECT_EQ(ad.caps().cm_data_size, 0u);
+}
+
+// The failure-injection seam's address-vector entries: a failed fi_av_open fails open_peer and
+// leaves nothing open; a failed fi_av_insert fails attach and changes nothing (a later attach
+// works).
+TEST_P(rdm, failed_av_open_and_insert_change_nothing) {
+    namespace fault = detail::fabric_fault;
+    auto ad = must(open_rdm(GetParam()));
+    auto bd = must(open_rdm(GetParam()));
+    auto b = must(connection::open_peer(bd));
+    const long before = fault::open_objects();
+    const unsigned fired = fault::fired(detail::fabric_call::av_open);
+    fault::arm(detail::fabric_call::av_open, -FI_ENOMEM);
+    auto failed = connection::open_peer(ad);
+    fault::disarm();
+    ASSERT_FALSE(failed.has_value());
+    EXPECT_NE(failed.error().message().find("fi_av_open"), std::string::npos);
+    EXPECT_EQ(fault::open_objects(), before);
+    EXPECT_EQ(fault::fired(detail::fabric_call::av_open), fired + 1);
+
+    auto a = must(connection::open_peer(ad));
+    fault::arm(detail::fabric_call::av_insert, -FI_EINVAL);
+    EXPECT_ERRC(a.attach(b.local_address()), errc::invalid_argument);
+    fault::arm(detail::fabric_call::av_insert, -FI_ENOMEM);
+    auto r = a.attach(b.local_address());
+    fault::disarm();
+    ASSERT_FALSE(r.has_value());
+    EXPECT_FALSE(r.error() == errc::invalid_argument) << r.error().what();  // not the bytes' fault
+    EXPECT_NE(r.error().message().find("fi_av_insert"), std::string::npos) << r.error().what();
+    buffer mem(64);
+    auto mr = must(memory_region::create(ad, mem.span(), usage::send));
+    EXPECT_ERRC(a.send(mr, 0, 8), errc::bad_state);  // still no peer
+    REMORA_ASSERT_OK(a.attach(b.local_address()));
+    REMORA_ASSERT_OK(b.attach(a.local_address()));
 }
 
 TEST_P(rdm, close_completes_every_outstanding_operation_canceled) {
@@ -700,7 +740,9 @@ TEST_P(rdm, peer_death_mid_operation_is_bounded_and_close_returns_everything) {
         posted += w.has_value() + r.has_value();
         for (const auto* x : {&w, &r}) {
             if (!x->has_value()) {
-                ++refused;
+                if (refused++ == 0)
+                    std::printf("[ info     ] %s, peer killed: first refusal: %s\n",
+                                GetParam().c_str(), x->error().what().c_str());
                 EXPECT_TRUE(x->error() == errc::disconnected || x->error() == errc::would_block ||
                             x->error() == errc::provider_error)
                     << x->error().what();
@@ -778,7 +820,7 @@ TEST_P(rdm, shared_cq_serves_two_peers) {
     EXPECT_EQ(mine[0].in_flight() + mine[1].in_flight(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(providers, rdm, testing::Values("shm", "tcp;ofi_rxm", "net"),
+INSTANTIATE_TEST_SUITE_P(providers, rdm, testing::Values("shm", "tcp;ofi_rxm", "net", "sockets"),
                          [](const testing::TestParamInfo<std::string>& i) {
                              std::string n = i.param;
                              for (char& ch : n)
