@@ -185,7 +185,9 @@ result<void> connection::gather_write(std::span<const remote_segment> dst, const
         iovec iov{lr.memory.data() + at, s.length};
         void* desc = lr.desc;
         const remote_iov rma{s.region->address() + s.offset, s.length, s.region->key()};
-        const ssize_t ret = ep_write(c.ep.get(), &iov, &desc, 1, rma, 0, recs[i], FI_COMPLETION);
+        const ssize_t ret = post_to_peer(c, [&] {
+            return ep_write(c.ep.get(), c.peer, &iov, &desc, 1, rma, 0, recs[i], FI_COMPLETION);
+        });
         if (ret != 0) {
             // Parts i.. are not posted: their records go back; the operation is reported here,
             // by this return, and its posted parts complete silently.
