@@ -2,10 +2,14 @@
 # Sets up (Debian packages), builds and runs remora's whole test suite.
 #   scripts/test.sh              release build (RelWithDebInfo), all tests
 #   scripts/test.sh --sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#   scripts/test.sh --tsan       ThreadSanitizer over the multi-threaded tests (scripts/tsan.sh)
 # Fails when any test fails, when no test ran, and when a test is skipped on every provider it
 # runs on (scripts/check-skips.sh): a skip counts as a pass in ctest, so it must not hide a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--tsan" ]; then
+    exec bash scripts/tsan.sh
+fi
 bash scripts/install-deps.sh
 build=build
 flags=()

@@ -513,7 +513,18 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
                 continue;
             }
         }
-        return fill_stash();  // 0 here is a no_completion wake-up
+        auto woke = fill_stash();  // 0 here is a no_completion wake-up
+        if (woke && *woke == 0 && progress_owned()) {
+            // This wake-up reports what the progress thread signalled (e.g. it ran a callback
+            // after the caller's last poll): consume the signal, or the next wait would report
+            // the same news again instead of sleeping.
+            std::lock_guard lock(owned_mu);
+            if (owned_count == 0) {
+                std::uint64_t v;
+                [[maybe_unused]] ssize_t rd = ::read(notify.get(), &v, sizeof(v));
+            }
+        }
+        return woke;
     }
 }
 }  // namespace detail

@@ -154,9 +154,12 @@ TEST_P(shared_cq_lifecycle_test, destroy_with_writes_in_flight_then_keep_polling
     std::vector<connection> server_conns;
     // A connection that stays: a write of its, posted after each destroy, is the marker the
     // poller reads last (its endpoint reports in order; the destroyed one's are gone by then).
+    // The marker lands in bytes of its own: in `target` it would race (TSan) with the destroyed
+    // connection's writes, which the server's provider may still be placing.
+    buffer marker_bytes(8);
     auto marker_target = server_side::open(GetParam());
-    auto marker_tmr =
-        must(memory_region::create(marker_target.dom, target.span(), usage::write_destination));
+    auto marker_tmr = must(
+        memory_region::create(marker_target.dom, marker_bytes.span(), usage::write_destination));
     const auto marker_dst = must(marker_tmr.describe());
     auto marker_client = std::async(std::launch::async, [&] {
         return connection::connect(s.client_dom, "127.0.0.1", marker_target.lst.port(),

@@ -70,8 +70,10 @@ task copy_rounds(connection& c, const remote_region& dst, memory_region& src, in
 }
 
 TEST_P(coro_test, awaited_writes_and_reads_resume_in_order) {
-    auto pair = must(connect_pair(GetParam(), {.progress_thread = true}, {}));
+    // The buffers outlive the connections (declared first, destroyed last): the target's
+    // provider may still touch them until its connection is closed.
     std::vector<std::byte> target(4096), local(128);
+    auto pair = must(connect_pair(GetParam(), {.progress_thread = true}, {}));
     auto tmr = must(memory_region::create(pair.server_domain, target,
                                           usage::write_destination | usage::read_source));
     auto lmr = must(memory_region::create(pair.client_domain, local,
@@ -103,9 +105,11 @@ TEST_P(coro_test, connections_sharing_a_slot_pool_keep_one_budget) {
             {.capacity = units{}.with(unit::sq, 4).with(unit::cq, 4), .policy = policy}));
         const std::uint32_t depth = policy == exhaustion::forbid ? 2 : 64;
         const connection_config cfg{.sq_size = depth, .slots = pool};
+        // Declared before the connections: the targets' providers may still be writing into
+        // ta and tb (a tcp write completes once sent) until the connections close.
+        std::vector<std::byte> ta(4096), tb(4096), src(64);
         auto a = must(connect_pair(GetParam(), {.progress_thread = true}, cfg));
         auto b = must(connect_pair(GetParam(), {.progress_thread = true}, cfg));
-        std::vector<std::byte> ta(4096), tb(4096), src(64);
         auto ma = must(memory_region::create(a.server_domain, ta, usage::write_destination));
         auto mb = must(memory_region::create(b.server_domain, tb, usage::write_destination));
         auto sa = must(memory_region::create(a.client_domain, src, usage::write_source));

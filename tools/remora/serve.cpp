@@ -167,11 +167,7 @@ int run_serve(const serve_options& o) {
     while (!stop_requested) {
         auto req = lst->get_request(100ms);
         if (req) {
-            const auto data = req->private_data();
-            std::uint16_t want = default_service_depth;
-            if (data.size() == 2)
-                want = static_cast<std::uint16_t>(static_cast<unsigned>(data[0]) |
-                                                  (static_cast<unsigned>(data[1]) << 8));
+            const std::uint16_t want = parse_depth_request(req->private_data());
             if (want == 0 || want > o.depth) {
                 (void)req->reject();
                 log_line(fmt::format("rejected a client asking for service depth {} (max {})", want,

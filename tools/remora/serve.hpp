@@ -41,6 +41,9 @@ inline result<hello> parse_hello(std::span<const std::byte> b) {
     if (b.size() != hello_size || b[0] != std::byte{'R'} || b[1] != std::byte{'M'} ||
         b[2] != std::byte{'R'} || b[3] != std::byte{'A'} || b[4] != std::byte{1})
         return fail(errc::invalid_argument, "the peer is not a `remora serve` target");
+    if (b[5] != std::byte{0} || b[8] != std::byte{0} || b[9] != std::byte{0} ||
+        b[10] != std::byte{0} || b[11] != std::byte{0})
+        return fail(errc::invalid_argument, "the target's hello has non-zero reserved bytes");
     hello h;
     h.depth = static_cast<std::uint16_t>(static_cast<unsigned>(b[6]) |
                                          (static_cast<unsigned>(b[7]) << 8));
@@ -49,6 +52,20 @@ inline result<hello> parse_hello(std::span<const std::byte> b) {
         return fail(r.error());
     h.region = *r;
     return h;
+}
+
+// The client's private data: the service depth it asks for, u16 LE.
+inline std::array<std::byte, 2> make_depth_request(std::uint16_t depth) {
+    return {static_cast<std::byte>(depth & 0xff), static_cast<std::byte>(depth >> 8)};
+}
+
+// The depth a client's private data asks for. Exactly 2 bytes are a depth; any other size
+// (0, 1, 3, ... bytes) asks for default_service_depth (serve's behaviour so far: lenient).
+inline std::uint16_t parse_depth_request(std::span<const std::byte> b) {
+    if (b.size() != 2)
+        return default_service_depth;
+    return static_cast<std::uint16_t>(static_cast<unsigned>(b[0]) |
+                                      (static_cast<unsigned>(b[1]) << 8));
 }
 
 // "HOST:PORT" (HOST may be empty: 127.0.0.1).
@@ -87,8 +104,7 @@ inline result<target_link> connect_target(const std::string& provider, const std
     auto dom = domain::open({.provider = provider});
     if (!dom)
         return fail(dom.error());
-    const std::array<std::byte, 2> want{static_cast<std::byte>(depth & 0xff),
-                                        static_cast<std::byte>(depth >> 8)};
+    const auto want = make_depth_request(depth);
     auto conn = connection::connect(*dom, hp->first, hp->second, {.service_depth = depth}, want);
     if (!conn)
         return fail(conn.error());
