@@ -54,7 +54,8 @@ chmod 600 "$dir/wrong"
 cp "$dir/k" "$dir/open"
 chmod 644 "$dir/open"
 expect_run --exit 1 --stderr-lines 1 --stderr "accessible by others.*chmod 600" \
-    -- r serve --listen 127.0.0.1:0 --region mem:4K --key-file "$dir/open" || fail "open key"
+    -- timeout 30 "$remora" serve -p "$provider" --listen 127.0.0.1:0 --region mem:4K \
+    --key-file "$dir/open" || fail "open key"  # (timeout: a serve that starts anyway fails, not hangs)
 
 # ---- serve with a key
 start_serve --key-file "$dir/k"
@@ -99,8 +100,8 @@ kill -TERM "$wide"
 wait "$wide" || fail "wide serve exit status"
 
 # ---- --max-clients 1: a second client is refused for load while the first is connected.
-# The first is a get of 1 MiB into a pipe nobody reads yet: it stays connected, blocked in its
-# write to stdout, once the pipe is full.
+# The first is a get of 1 MiB into a pipe read one byte, then left: it stays connected, blocked
+# in its write to stdout, while the second one tries.
 : > "$dir/serve.log"
 "$remora" serve -p "$provider" --listen 127.0.0.1:0 --region mem:1M --key-file "$dir/k" \
     --max-clients 1 > "$dir/serve.log" 2>&1 &
