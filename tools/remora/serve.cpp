@@ -197,7 +197,7 @@ int run_serve(const serve_options& o) {
                 continue;
             }
             std::span<const std::byte> data = req->private_data();
-            std::string who = "unnamed";
+            std::string who;
             std::vector<std::byte> payload;
             if (gate) {
                 auto admitted = gate->admit(*req);
@@ -231,8 +231,8 @@ int run_serve(const serve_options& o) {
                 log_line(fmt::format("serve failed: {}", r.error().what()));
                 continue;
             }
-            log_line(fmt::format("client {} ({}) connected ({} connected)", next_id, who,
-                                 clients.size() + 1));
+            log_line(fmt::format("client {} connected ({} connected{})", next_id,
+                                 clients.size() + 1, gate ? "; identity " + who : ""));
             clients.push_back({next_id++, std::move(*conn)});
         } else if (!(req.error() == errc::timed_out) && !stop_requested) {
             log_line(fmt::format("listener: {}", req.error().what()));
