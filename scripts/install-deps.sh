@@ -2,7 +2,7 @@
 # Installs the Debian packages remora needs to build, test and run. Idempotent:
 # does nothing when everything is already there.
 set -euo pipefail
-pkgs=(cmake g++ make pkg-config libfabric-dev libfabric-bin libexpected-dev libgtest-dev
+pkgs=(cmake g++ make pkg-config libfabric-dev libfabric-bin libexpected-dev libsodium-dev libgtest-dev
       libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev nlohmann-json3-dev iproute2
       clang-format gnuplot-nox clang-14)
 missing=()

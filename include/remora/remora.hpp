@@ -1,6 +1,7 @@
 // remora/remora.hpp — everything public.
 #pragma once
 
+#include <remora/admission.hpp>
 #include <remora/buffer_pool.hpp>
 #include <remora/completion_channel.hpp>
 #include <remora/completion_queue.hpp>

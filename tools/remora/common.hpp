@@ -57,7 +57,10 @@ struct serve_options {
     std::string listen = "127.0.0.1:7471";
     std::string region = "mem:64M";
     bool create = false;
-    unsigned depth = 64;  // the most service requests in flight a client may ask for
+    unsigned depth = 64;           // the most service requests in flight a client may ask for
+    std::string key_file;          // empty: no admission (anyone who reaches the port connects)
+    unsigned max_clients = 64;     // clients connected at once; more are rejected as overloaded
+    double handshake_timeout = 5;  // seconds an accepted peer has to complete the connection
 };
 int run_serve(const serve_options& o);
 
@@ -67,8 +70,12 @@ struct transfer_options {
     std::uint64_t offset = 0;
     std::uint64_t length = 0;  // get: 0 means to the end of the region
     bool no_flush = false;     // put
+    std::string key_file;      // the target's admission key; empty: connect without a token
 };
 int run_put(const transfer_options& o);
 int run_get(const transfer_options& o);
+
+// `remora keygen FILE`: a new random admission key in FILE (mode 0600, never overwritten).
+int run_keygen(const std::string& path);
 
 }  // namespace remora::tool

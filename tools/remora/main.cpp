@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
         "  echo hello | remora put --offset 0                   copy stdin in, flush to "
         "durability\n"
         "  remora get --offset 0 --length 5                     print a range of the region\n"
+        "  remora keygen k.key; remora serve --key-file k.key   admit only holders of the key\n"
         "  remora bench                     the default suite on loopback\n"
         "  remora bench --suite channels    separate vs shared completion channels (GPSPM)\n"
         "Exit status: 0 done, 1 a failed run (one line on stderr says why), 64 a bad argument\n"
@@ -49,7 +50,23 @@ int main(int argc, char** argv) {
     serve->add_option("--depth", so.depth, "Most service requests in flight per client")
         ->check(CLI::Range(1, 1024))
         ->capture_default_str();
+    serve
+        ->add_option("--key-file", so.key_file,
+                     "Admit only clients proving this 32-byte key (remora keygen FILE; mode 0600)")
+        ->check(CLI::ExistingFile);
+    serve
+        ->add_option("--max-clients", so.max_clients, "Clients connected at once; more are refused")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
+    serve
+        ->add_option("--handshake-timeout", so.handshake_timeout,
+                     "Seconds an admitted client has to complete its connection")
+        ->check(CLI::Range(0.1, 600.0))
+        ->capture_default_str();
     serve->footer(
+        "Without --key-file anyone who reaches the port may read and write the whole region\n"
+        "(serve warns when it listens beyond loopback without one). Admission does not encrypt\n"
+        "the traffic: see docs/security.md.\n"
         "Clients get the region's descriptor when they connect. A file region is persistent:\n"
         "clients flush to durability through the service (GPSPM, msync). SIGINT/SIGTERM close\n"
         "the connections, persist the region and exit 0.\n"
@@ -63,6 +80,8 @@ int main(int argc, char** argv) {
         c->add_option("-t,--target", to.target, "HOST:PORT of a `remora serve`")
             ->capture_default_str();
         c->add_option("-o,--offset", to.offset, "Offset in the region")->capture_default_str();
+        c->add_option("--key-file", to.key_file, "The target's admission key (its --key-file)")
+            ->check(CLI::ExistingFile);
     };
     auto* put = app.add_subcommand(
         "put", "Copy stdin into the served region at an offset, then flush it to durability");
@@ -80,6 +99,14 @@ int main(int argc, char** argv) {
     get->footer(
         "Examples:\n  remora get --offset 4096 --length 5\n"
         "  remora get --target 10.0.0.2:7471 -o 0 -n 1M > copy.bin\n");
+
+    std::string keygen_path;
+    auto* keygen = app.add_subcommand(
+        "keygen", "Write a new random admission key to a file (mode 0600, never overwritten)");
+    keygen->add_option("FILE", keygen_path, "Where to write the key")->required();
+    keygen->footer(
+        "Examples:\n  remora keygen ~/.remora.key\n"
+        "  remora serve --key-file ~/.remora.key   and   remora get --key-file ~/.remora.key\n");
 
     bench_options bo;
     std::vector<std::size_t> sizes;
@@ -197,6 +224,8 @@ int main(int argc, char** argv) {
         return run_put(to);
     if (*get)
         return run_get(to);
+    if (*keygen)
+        return run_keygen(keygen_path);
     if (!sizes.empty())
         bo.sizes = sizes;
     if (!ops.empty())

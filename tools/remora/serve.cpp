@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <iterator>
 #include <optional>
@@ -78,6 +79,11 @@ result<persistent_region_config> parse_region(const std::string& spec, bool crea
                 "region '" + spec + "' must be mem:SIZE or file:PATH[:SIZE]");
 }
 
+// Only this host can reach an address of the loopback network.
+bool is_loopback(const std::string& host) {
+    return host.rfind("127.", 0) == 0 || host == "localhost" || host == "::1";
+}
+
 void log_line(const std::string& s) {
     std::fprintf(stdout, "%s\n", s.c_str());
     std::fflush(stdout);
@@ -142,9 +148,26 @@ int run_serve(const serve_options& o) {
     auto desc = service->expose(*region);
     if (!desc)
         return report("serve", desc.error());
+    std::optional<admission_gate> gate;
+    if (!o.key_file.empty()) {
+        auto key = admission_key::load(o.key_file);
+        if (!key)
+            return report("serve", key.error());
+        auto g = admission_gate::create(std::move(*key));
+        if (!g)
+            return report("serve", g.error());
+        gate.emplace(std::move(*g));
+    }
     auto lst = listener::create(*dom, addr->first, addr->second);
     if (!lst)
         return report("serve", lst.error());
+    if (!gate && !is_loopback(addr->first))
+        std::fprintf(stderr,
+                     "remora serve: WARNING: listening on %s without --key-file: anyone who "
+                     "reaches this port may read and write the whole region\n",
+                     addr->first.c_str());
+    const auto handshake =
+        std::chrono::milliseconds(static_cast<std::int64_t>(o.handshake_timeout * 1000));
 
     struct sigaction sa {};
     sa.sa_handler = on_signal;
@@ -155,9 +178,9 @@ int run_serve(const serve_options& o) {
     const std::string what = region->is_persistent()
                                  ? "file " + region->path() + ", persistent (flush: gpspm)"
                                  : std::string("memory, volatile (flush: visibility only)");
-    log_line(fmt::format("remora serve: listening on {}:{} ({}), region of {} bytes in {}",
+    log_line(fmt::format("remora serve: listening on {}:{} ({}), region of {} bytes in {}, {}",
                          addr->first, lst->port(), dom->caps().provider, region->memory().size(),
-                         what));
+                         what, gate ? "admission by key" : "no admission (no --key-file)"));
     struct client {
         std::uint64_t id;
         connection conn;
@@ -167,7 +190,26 @@ int run_serve(const serve_options& o) {
     while (!stop_requested) {
         auto req = lst->get_request(100ms);
         if (req) {
-            const std::uint16_t want = parse_depth_request(req->private_data());
+            if (clients.size() >= o.max_clients) {
+                (void)req->reject(admission_reject_data(admission_refusal::overloaded));
+                log_line(fmt::format("rejected a client: {} clients connected (--max-clients)",
+                                     clients.size()));
+                continue;
+            }
+            std::span<const std::byte> data = req->private_data();
+            std::string who;
+            std::vector<std::byte> payload;
+            if (gate) {
+                auto admitted = gate->admit(*req);
+                if (!admitted) {
+                    log_line(fmt::format("refused a client: {}", admitted.error().message()));
+                    continue;
+                }
+                who = std::move(admitted->identity);
+                payload = std::move(admitted->payload);
+                data = payload;
+            }
+            const std::uint16_t want = parse_depth_request(data);
             if (want == 0 || want > o.depth) {
                 (void)req->reject();
                 log_line(fmt::format("rejected a client asking for service depth {} (max {})", want,
@@ -175,7 +217,9 @@ int run_serve(const serve_options& o) {
                 continue;
             }
             const auto hello = make_hello(want, *desc);
-            auto conn = req->accept({.progress_thread = true, .service_depth = want}, hello);
+            auto conn = req->accept(
+                {.connect_timeout = handshake, .progress_thread = true, .service_depth = want},
+                hello);
             if (!conn) {
                 log_line(fmt::format("accept failed: {}", conn.error().what()));
                 continue;
@@ -184,8 +228,8 @@ int run_serve(const serve_options& o) {
                 log_line(fmt::format("serve failed: {}", r.error().what()));
                 continue;
             }
-            log_line(
-                fmt::format("client {} connected ({} connected)", next_id, clients.size() + 1));
+            log_line(fmt::format("client {} connected ({} connected{})", next_id,
+                                 clients.size() + 1, gate ? "; identity " + who : ""));
             clients.push_back({next_id++, std::move(*conn)});
         } else if (!(req.error() == errc::timed_out) && !stop_requested) {
             log_line(fmt::format("listener: {}", req.error().what()));
@@ -213,10 +257,25 @@ int run_serve(const serve_options& o) {
     return 0;
 }
 
+// The client's side of connect_target: the key from --key-file, and who we say we are.
+result<target_link> connect_with_options(const transfer_options& o) {
+    if (o.key_file.empty())
+        return connect_target(o.provider, o.target);
+    auto key = admission_key::load(o.key_file);
+    if (!key)
+        return fail(key.error());
+    char host[256] = "unknown";
+    (void)gethostname(host, sizeof host - 1);
+    const char* user = std::getenv("USER");
+    std::string identity = std::string(user != nullptr ? user : "remora") + "@" + host;
+    identity.resize(std::min(identity.size(), admission_max_identity));
+    return connect_target(o.provider, o.target, default_service_depth, &*key, identity);
+}
+
 int run_put(const transfer_options& o) {
     std::vector<char> in((std::istreambuf_iterator<char>(std::cin)),
                          std::istreambuf_iterator<char>());
-    auto t = connect_target(o.provider, o.target);
+    auto t = connect_with_options(o);
     if (!t)
         return report("put", t.error());
     const remote_region& r = t->info.region;
@@ -265,7 +324,7 @@ int run_put(const transfer_options& o) {
 }
 
 int run_get(const transfer_options& o) {
-    auto t = connect_target(o.provider, o.target);
+    auto t = connect_with_options(o);
     if (!t)
         return report("get", t.error());
     const remote_region& r = t->info.region;
@@ -287,6 +346,17 @@ int run_get(const transfer_options& o) {
         return report("get", g.error());
     if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size())
         return report("get", error(errc::invalid_argument, "cannot write to stdout"));
+    return 0;
+}
+
+int run_keygen(const std::string& path) {
+    auto key = admission_key::generate();
+    if (!key)
+        return report("keygen", key.error());
+    if (auto r = key->save(path); !r)
+        return report("keygen", r.error());
+    std::fprintf(stderr, "remora keygen: wrote a new 32-byte admission key to %s (mode 0600)\n",
+                 path.c_str());
     return 0;
 }
 

@@ -1,6 +1,7 @@
 // tools/remora/serve.hpp — what `remora serve` tells its clients, and how they connect to it.
 //
-// A client connects with 2 bytes of private data: the service depth it wants (u16 LE). The
+// A client connects with 2 bytes of private data: the service depth it wants (u16 LE); to a
+// target started with --key-file, inside an admission token (remora/admission.hpp). The
 // target accepts with its hello (44 bytes): "RMRA" | u8 version (1) | u8 zero | u16 service
 // depth granted | u32 zero | the region's 32-byte descriptor.
 #pragma once
@@ -96,8 +97,12 @@ struct target_link {
     hello info;
 };
 
+// With `key`, the connect carries an admission token naming `identity`. A target's refusal
+// fails with errc::rejected and a message saying why (and, without a key, that it wants one).
 inline result<target_link> connect_target(const std::string& provider, const std::string& address,
-                                          std::uint16_t depth = default_service_depth) {
+                                          std::uint16_t depth = default_service_depth,
+                                          const admission_key* key = nullptr,
+                                          std::string_view identity = {}) {
     auto hp = split_address(address);
     if (!hp)
         return fail(hp.error());
@@ -105,9 +110,19 @@ inline result<target_link> connect_target(const std::string& provider, const std
     if (!dom)
         return fail(dom.error());
     const auto want = make_depth_request(depth);
-    auto conn = connection::connect(*dom, hp->first, hp->second, {.service_depth = depth}, want);
-    if (!conn)
+    auto conn = key != nullptr ? connect_admitted(*dom, hp->first, hp->second, *key, identity,
+                                                  {.service_depth = depth}, want)
+                               : connection::connect(*dom, hp->first, hp->second,
+                                                     {.service_depth = depth}, want);
+    if (!conn) {
+        const auto why = admission_refusal_of(conn.error());
+        if (key == nullptr && why == admission_refusal::malformed)
+            return fail(errc::rejected,
+                        "the target requires admission: pass --key-file with its key");
+        if (key == nullptr && why)
+            return fail(errc::rejected, std::string("the target refused: ") + to_string(*why));
         return fail(conn.error());
+    }
     auto h = parse_hello(conn->peer_private_data());
     if (!h)
         return fail(h.error());
