@@ -137,9 +137,11 @@ class progress_policies : public testing::TestWithParam<policy_case> {};
 // Whatever the policy, the target's application never calls in: the progress thread alone serves
 // the client's writes and reads, and every byte arrives.
 TEST_P(progress_policies, serves_one_sided_operations_while_the_target_sleeps) {
+    // The buffers outlive the connections: the target's progress thread may still be sending a
+    // read's bytes from `target` while the pair is torn down (ASan: use after free otherwise).
+    buffer target(4096), local(4096);
     auto p = must(pair_with(GetParam().provider, GetParam().policy));
     EXPECT_EQ(p.target_domain.progress(), GetParam().policy);
-    buffer target(4096), local(4096);
     auto tmr = must(memory_region::create(p.target_domain, target.span(),
                                           usage::write_destination | usage::read_source));
     auto lmr = must(memory_region::create(p.client_domain, local.span(),
@@ -165,8 +167,8 @@ TEST_P(progress_policies, serves_one_sided_operations_while_the_target_sleeps) {
 // (under 5 % of a core over the next second; an idle thread is not scheduled at all). busy: the
 // thread polls, so its CPU time grows by 100 ms within 10 s however loaded the machine is.
 TEST_P(progress_policies, idle_cpu_follows_the_policy) {
+    buffer target(4096), local(4096);  // outlive the connections (see above)
     auto p = must(pair_with(GetParam().provider, GetParam().policy));
-    buffer target(4096), local(4096);
     auto tmr = must(memory_region::create(p.target_domain, target.span(), usage::receive));
     auto lmr = must(memory_region::create(p.client_domain, local.span(), usage::send));
     // Traffic the progress thread sees: it reads the target's receive completions itself (the
