@@ -8,6 +8,7 @@
 #include <future>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <remora/remora.hpp>
@@ -194,6 +195,21 @@ inline std::vector<completion> collect(completion_queue& cq, std::size_t n, bool
         out.insert(out.end(), buf, buf + *r);
     }
     return out;
+}
+
+// Waits (bounded) until `pred` holds, looking every millisecond: for a state with no event to wait
+// on (a post parked in a gate, a thread entering a wait). The limit is an upper bound for
+// "it never happened", not a timing assumption.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!pred()) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            return false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
 }
 
 }  // namespace remora::test

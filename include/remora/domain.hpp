@@ -37,7 +37,8 @@ namespace detail {
 struct domain_impl;
 }
 
-// libfabric's memory-registration requirements (fi_mr(3) mr_mode bits) the provider imposes.
+// libfabric's memory-registration requirements (mr_mode bits, see the fi_mr man page) that the
+// provider imposes.
 enum class mr_mode : std::uint32_t {
     none = 0,
     local = 1u << 0,      // local buffers must be registered too (FI_MR_LOCAL)

@@ -46,7 +46,7 @@ struct std::is_error_code_enum<remora::errc> : std::true_type {};
 namespace remora {
 
 const std::error_category& remora_category() noexcept;
-// Category for libfabric's FI_* error numbers (positive values, as in fi_strerror()).
+// Category for libfabric's FI_* error numbers (positive values, as fi_strerror takes them).
 const std::error_category& fabric_category() noexcept;
 
 inline std::error_code make_error_code(errc e) noexcept {

@@ -204,7 +204,7 @@ result<domain> domain::open(const domain_config& config) {
             impl->cq_polled = ret == 0;
         }
         if (ret != 0) {
-            return fail(fabric_error(ret, "fi_cq_open (probe) for " + prov));
+            return fail(fabric_error(ret, "fi_cq_open for a probe CQ on " + prov));
         }
     }
 

@@ -23,18 +23,6 @@ std::vector<std::string> multi_key_providers() {
     return providers();  // RDM providers join at the merge: one line
 }
 
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
-    const auto deadline = clk::now() + limit;
-    while (!pred()) {
-        if (clk::now() > deadline) {
-            return false;
-        }
-        std::this_thread::sleep_for(1ms);
-    }
-    return true;
-}
-
 constexpr std::size_t parts = 4;
 constexpr std::size_t part_len = 256;
 

@@ -23,20 +23,6 @@ std::vector<std::string> parked_providers() {
     return providers();
 }
 
-// Waits (bounded) until `pred` holds: the parked post has entered the gate. A condition the test
-// synchronises on, polled because a parked thread has no event to signal.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
-    const auto deadline = clk::now() + limit;
-    while (!pred()) {
-        if (clk::now() > deadline) {
-            return false;
-        }
-        std::this_thread::sleep_for(1ms);
-    }
-    return true;
-}
-
 class parked_test : public testing::TestWithParam<std::string> {
   protected:
     void open(const connection_config& client_cfg) {

@@ -251,7 +251,7 @@ TEST_P(shared_cq_lifecycle_test, progress_thread_needs_a_progress_read_shared_cq
 }
 
 // completion_queue.hpp: one poller or waiter per CQ. connection::next_event() on a connection
-// attached to a shared CQ must not drive or fi_trywait() the shared CQ from its thread: that
+// attached to a shared CQ must not drive or arm (fi_trywait) the shared CQ from its thread: that
 // would reset the CQ's wait signal under the shared CQ's blocked waiter and lose its wake-up.
 // A lost wake-up shows as a wait that sleeps through a ready completion to its timeout: each
 // wait here has 10 s, and returns as soon as the message arrives when nothing is lost. (On

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "baseline_raw.hpp"
 #include "bench_internal.hpp"
 
 namespace remora::tool {
@@ -30,16 +31,7 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-struct raw_error {
-    std::string what;
-};
-
-#define RAW_CHECK(call)                                                     \
-    do {                                                                    \
-        int rc_ = static_cast<int>(call);                                   \
-        if (rc_ != 0)                                                       \
-            throw raw_error{std::string(#call) + ": " + fi_strerror(-rc_)}; \
-    } while (0)
+using raw::raw_error;
 
 struct raw_fabric {
     fi_info* info = nullptr;

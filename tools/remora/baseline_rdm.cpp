@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "baseline_raw.hpp"
 #include "bench_internal.hpp"
 
 namespace remora::tool {
@@ -35,16 +36,7 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-struct raw_error {
-    std::string what;
-};
-
-#define RDM_CHECK(call)                                                     \
-    do {                                                                    \
-        int rc_ = static_cast<int>(call);                                   \
-        if (rc_ != 0)                                                       \
-            throw raw_error{std::string(#call) + ": " + fi_strerror(-rc_)}; \
-    } while (0)
+using raw::raw_error;
 
 void* as_context(std::uintptr_t k) {
     return reinterpret_cast<void*>(k);
@@ -85,7 +77,7 @@ class rdm_side {
     std::vector<std::byte> name() const {
         std::vector<std::byte> n(256);
         size_t len = n.size();
-        RDM_CHECK(fi_getname(&ep_->fid, n.data(), &len));
+        RAW_CHECK(fi_getname(&ep_->fid, n.data(), &len));
         n.resize(len);
         return n;
     }
@@ -152,33 +144,33 @@ class rdm_side {
 
   private:
     void open(bool blocking, std::vector<std::byte>& mem) {
-        RDM_CHECK(fi_fabric(info_->fabric_attr, &fabric_, nullptr));
-        RDM_CHECK(fi_domain(fabric_, info_, &domain_, nullptr));
+        RAW_CHECK(fi_fabric(info_->fabric_attr, &fabric_, nullptr));
+        RAW_CHECK(fi_domain(fabric_, info_, &domain_, nullptr));
         fi_av_attr ava{};
         ava.type = FI_AV_TABLE;
         ava.count = 4;
-        RDM_CHECK(fi_av_open(domain_, &ava, &av_, nullptr));
+        RAW_CHECK(fi_av_open(domain_, &ava, &av_, nullptr));
         fi_cq_attr cqa{};
         cqa.size = 256;
         cqa.format = FI_CQ_FORMAT_DATA;
         cqa.wait_obj = blocking ? FI_WAIT_FD : FI_WAIT_NONE;
         if (fi_cq_open(domain_, &cqa, &cq_, nullptr) != 0 && blocking) {
             cqa.wait_obj = FI_WAIT_UNSPEC;  // no fd: whatever the provider blocks on
-            RDM_CHECK(fi_cq_open(domain_, &cqa, &cq_, nullptr));
+            RAW_CHECK(fi_cq_open(domain_, &cqa, &cq_, nullptr));
         }
         if (cq_ == nullptr)
             throw raw_error{"fi_cq_open: refused"};
-        RDM_CHECK(fi_endpoint(domain_, info_, &ep_, nullptr));
-        RDM_CHECK(fi_ep_bind(ep_, &av_->fid, 0));
-        RDM_CHECK(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION));
-        RDM_CHECK(fi_enable(ep_));
-        RDM_CHECK(
+        RAW_CHECK(fi_endpoint(domain_, info_, &ep_, nullptr));
+        RAW_CHECK(fi_ep_bind(ep_, &av_->fid, 0));
+        RAW_CHECK(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION));
+        RAW_CHECK(fi_enable(ep_));
+        RAW_CHECK(
             fi_mr_reg(domain_, mem.data(), mem.size(),
                       FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV, 0,
                       1, 0, &mr_, nullptr));
         if ((info_->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0) {
-            RDM_CHECK(fi_mr_bind(mr_, &ep_->fid, 0));
-            RDM_CHECK(fi_mr_enable(mr_));
+            RAW_CHECK(fi_mr_bind(mr_, &ep_->fid, 0));
+            RAW_CHECK(fi_mr_enable(mr_));
         }
     }
     void close() {
@@ -209,26 +201,28 @@ class rdm_side {
     std::deque<fi_cq_data_entry> spill_;
 };
 
-ssize_t post_recv(rdm_side& e, void* buf, std::size_t len, void* ctx) {
-    iovec iov{buf, len};
-    void* desc = e.desc();
+// One message of one local buffer (`iov`, `desc` must outlive the post call).
+fi_msg one_message(iovec& iov, void*& desc, fi_addr_t addr, void* ctx) {
     fi_msg msg{};
     msg.msg_iov = &iov;
     msg.desc = &desc;
     msg.iov_count = 1;
-    msg.addr = FI_ADDR_UNSPEC;
+    msg.addr = addr;
     msg.context = ctx;
+    return msg;
+}
+
+ssize_t post_recv(rdm_side& e, void* buf, std::size_t len, void* ctx) {
+    iovec iov{buf, len};
+    void* desc = e.desc();
+    const fi_msg msg = one_message(iov, desc, FI_ADDR_UNSPEC, ctx);
     return fi_recvmsg(e.ep(), &msg, FI_COMPLETION);
 }
 
 ssize_t post_send(rdm_side& e, void* buf, std::size_t len, fi_addr_t to) {
     iovec iov{buf, len};
     void* desc = e.desc();
-    fi_msg msg{};
-    msg.msg_iov = &iov;
-    msg.desc = &desc;
-    msg.iov_count = 1;
-    msg.addr = to;
+    const fi_msg msg = one_message(iov, desc, to, nullptr);
     return fi_sendmsg(e.ep(), &msg, 0);
 }
 
