@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
 build=build-fuzz
-command -v clang++-14 >/dev/null || bash scripts/install-deps.sh
+bash scripts/install-deps.sh  # clang-14 and its sanitizer and libFuzzer runtimes (libclang-rt-14-dev)
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
