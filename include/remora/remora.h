@@ -414,7 +414,7 @@ struct remora_conn_cfg {
     uint64_t tag;                   /**< reported in completions and channel events */
     /** Target-service requests in flight (GPSPM flushes, service atomics); set on both sides,
      *  the target's at least the client's. Such a connection carries only the service's
-     *  messages: remora_send and remora_recv are refused. */
+     *  messages: remora_send and remora_recv are refused (REMORA_E_BAD_STATE). */
     uint32_t service_depth;
     remora_shared_cq* shared_cq;  /**< complete on this shared CQ instead of one's own */
     remora_shared_cq* shared_rcq; /**< receives on this shared CQ (implies rcq) */

@@ -126,7 +126,16 @@ static void test_atomics(void) {
     /* a misaligned word is refused */
     EXPECT_CODE(remora_fetch_add(rp.p.client, rp.remote, 65, 1, rp.client_mr, 8, 0, NULL),
                 REMORA_E_INVALID, "remora_fetch_add: ");
+    /* a connection to a service carries only the service's messages */
+    EXPECT_CODE(remora_send(rp.p.client, rp.client_mr, 0, 8, 0, NULL), REMORA_E_BAD_STATE,
+                "service_depth");
     OK(remora_service_stats(svc, &requests, NULL));
+    {
+        /* native atomics (sockets) or the service answered all four (tcp) */
+        struct remora_caps caps = {.size = sizeof caps};
+        OK(remora_domain_caps(rp.p.cdom, &caps));
+        CHECK(requests == (caps.native_atomics ? 0u : 4u));
+    }
     remote_pair_close(&rp);
     remora_service_delete(svc);
 }
