@@ -361,6 +361,34 @@ static void test_channel(void) {
     remote_pair_close(&rp);
 }
 
+/* One connection's CQ and RCQ share its own channel: the wait names the RCQ for a receive. */
+static void test_channel_rcq(void) {
+    const struct remora_conn_cfg scfg = {
+        .size = sizeof scfg, .rcq = true, .channel_shared = true, .tag = 9};
+    remora_cq *rcq = NULL, *cq = NULL;
+    struct remora_channel_event ev;
+    struct remora_completion c;
+    size_t n = 0;
+    remote_pair_open(&rp, &scfg, &default_cfg, NULL);
+    OK(remora_conn_rcq(rp.p.server, &rcq));
+    OK(remora_conn_cq(rp.p.client, &cq));
+    OK(remora_recv(rp.p.server, rp.server_mr, 0, 64, 0, (void*)8));
+    memcpy(rp.client_mem, "to the rcq", 10);
+    OK(remora_send(rp.p.client, rp.client_mr, 0, 10, 0, NULL));
+    expect_completion(cq, REMORA_OP_SEND, NULL);
+    for (;;) {
+        OK(remora_conn_wait(rp.p.server, T_WAIT_MS, &ev));
+        if (ev.ready > 0) {
+            break; /* 0: a no_completion wake-up (tcp signals both CQs), wait again */
+        }
+    }
+    CHECK(ev.kind == REMORA_RCQ && ev.cq == rcq && ev.tag == 9);
+    OK(remora_cq_poll(ev.cq, &c, 1, &n));
+    CHECK(n == 1 && c.op == REMORA_OP_RECV && c.context == (void*)8 && c.len == 10);
+    CHECK(memcmp(rp.server_mem, "to the rcq", 10) == 0);
+    remote_pair_close(&rp);
+}
+
 /* Separate channels: the CQ's fd in the caller's own poll(2), armed first. */
 static void test_cq_fd(void) {
     remora_cq* cq = NULL;
@@ -736,6 +764,7 @@ static const struct named_test tests[] = {
     {"send_recv_imm", test_send_recv_imm},
     {"flush", test_flush},
     {"channel", test_channel},
+    {"channel_rcq", test_channel_rcq},
     {"cq_fd", test_cq_fd},
     {"shared_cq", test_shared_cq},
     {"bad_descriptor", test_bad_descriptor},
