@@ -1,0 +1,479 @@
+// Two hosts: the real `remora serve` runs in a "target" network namespace with a file-backed
+// (persistent) region, this binary runs in a "client" namespace, and a veth pair joins them
+// (tests/twohost/run.sh builds that and runs this binary inside it; run alone, every test skips
+// and says so). A client appends 64-byte records, each written and then flushed to persistence
+// through the target's service (GPSPM), while a fault hits the path between them:
+//   - the link goes down for 1.5 s and comes back;
+//   - the link goes down for good;
+//   - the target is stopped with SIGSTOP, then continued (SIGCONT) or killed (SIGKILL);
+//   - the target's kernel resets the connection (SIGSTOP first so a flush is surely waiting,
+//     then `ss -K`, which destroys the target's sockets and sends a RST; then SIGCONT).
+// Every operation completes (ok, or with an error), or, where nothing on the wire can end it
+// (a link down for good), is ended by close() within a bound; nothing waits past its bound.
+// Afterwards every record whose flush completed is read back, intact, by a fresh client from a
+// restarted target on the same file.
+//
+// Bounds: the library has no per-operation deadline. A client bounds its waits itself (here
+// op_limit: 20 s where the fault heals, 10 s where the peer is gone), and close() ends what the
+// provider never will: with the link down for good, TCP retransmits for ~15 minutes
+// (net.ipv4.tcp_retries2) before it reports anything, and neither provider enables keepalive.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "serve.hpp"
+#include "support.hpp"
+
+namespace remora::test {
+namespace {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+constexpr std::size_t record_size = 64;
+constexpr std::size_t records_at = 4096;
+constexpr std::size_t region_size = 4 << 20;
+constexpr std::uint32_t max_seq = (region_size - records_at) / record_size - 1;
+
+// What run.sh set up.
+struct twohost_env {
+    std::string ns_target, ns_client, link_target, link_client, target_addr, client_addr;
+};
+
+std::optional<twohost_env> environment() {
+    const char* names[] = {"REMORA_TWOHOST_NS_TARGET",   "REMORA_TWOHOST_NS_CLIENT",
+                           "REMORA_TWOHOST_LINK_TARGET", "REMORA_TWOHOST_LINK_CLIENT",
+                           "REMORA_TWOHOST_TARGET_ADDR", "REMORA_TWOHOST_CLIENT_ADDR"};
+    std::string v[6];
+    for (int i = 0; i < 6; ++i) {
+        const char* s = std::getenv(names[i]);
+        if (s == nullptr || *s == '\0') {
+            return std::nullopt;
+        }
+        v[i] = s;
+    }
+    return twohost_env{v[0], v[1], v[2], v[3], v[4], v[5]};
+}
+
+// Runs a shell command; true when it exited 0.
+bool shell(const std::string& cmd) {
+    const int rc = std::system(cmd.c_str());
+    EXPECT_EQ(rc, 0) << cmd;
+    return rc == 0;
+}
+
+void fill_record(std::byte* p, std::uint32_t seq) {
+    std::mt19937_64 g(seq);
+    std::memcpy(p, &seq, 4);
+    for (std::size_t i = 4; i < record_size; ++i) {
+        p[i] = static_cast<std::byte>(g());
+    }
+}
+
+// A `remora serve` in the target namespace; its output goes to a log file.
+struct target_process {
+    pid_t pid = -1;
+    std::uint16_t port = 0;
+    std::string log;
+
+    static target_process start(const twohost_env& env, const std::string& provider,
+                                const std::string& path, const std::string& log) {
+        target_process t;
+        t.log = log;
+        t.pid = ::fork();
+        if (t.pid == 0) {
+            const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            ::dup2(fd, STDOUT_FILENO);
+            ::dup2(fd, STDERR_FILENO);
+            const std::string listen = env.target_addr + ":0";
+            const std::string region = "file:" + path + ":" + std::to_string(region_size);
+            // `ip netns exec` execs the command itself: this pid becomes serve's.
+            ::execlp("ip", "ip", "netns", "exec", env.ns_target.c_str(), REMORA_CLI, "serve",
+                     "--provider", provider.c_str(), "--listen", listen.c_str(), "--region",
+                     region.c_str(), "--create", nullptr);
+            ::_exit(127);
+        }
+        // "remora serve: listening on ADDR:PORT (...)"
+        const std::string needle = "listening on " + env.target_addr + ":";
+        std::string text;
+        const bool up = eventually(
+            [&] {
+                std::ifstream in(log);
+                std::stringstream ss;
+                ss << in.rdbuf();
+                text = ss.str();
+                return text.find(needle) != std::string::npos || !t.alive();
+            },
+            10s);
+        const auto at = text.find(needle);
+        EXPECT_TRUE(up && at != std::string::npos) << "serve said: " << text;
+        if (at != std::string::npos) {
+            t.port = static_cast<std::uint16_t>(std::stoul(text.substr(at + needle.size())));
+        }
+        return t;
+    }
+
+    bool alive() const { return pid > 0 && ::waitpid(pid, nullptr, WNOHANG) == 0; }
+    void signal(int sig) const { ::kill(pid, sig); }
+    void kill() {
+        if (pid > 0) {
+            ::kill(pid, SIGCONT);
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, nullptr, 0);
+            pid = -1;
+        }
+    }
+    std::string output() const {
+        std::ifstream in(log);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        return ss.str();
+    }
+    ~target_process() { kill(); }
+};
+
+// The operation that ended an append stream.
+struct ending {
+    std::string what;  // "write N", "flush N"
+    bool posted = true;
+    bool completed = false;  // false: no completion within op_limit
+    std::error_code status;
+    std::string message;
+};
+
+// Appends records, one write and one flush at a time, until told to stop or an operation does
+// not succeed (or does not complete within op_limit).
+struct appender {
+    tool::target_link link;
+    std::chrono::milliseconds op_limit;
+    std::vector<std::byte> rec = std::vector<std::byte>(record_size);
+    memory_region rec_mr = must(memory_region::create(link.dom, rec, usage::write_source));
+    std::atomic<bool> stop{false};
+    std::atomic<std::uint32_t> acked_count{0};
+    std::atomic<int> waiting{0};  // 0: none, 1: a write, 2: a flush
+    std::atomic<clock_type::rep> waiting_since{0};
+    // Read only after run() returned:
+    std::vector<std::uint32_t> acked;
+    std::optional<ending> end;
+    std::chrono::milliseconds slowest{0};  // the longest an operation took to complete
+
+    appender(tool::target_link l, std::chrono::milliseconds limit)
+        : link(std::move(l)), op_limit(limit) {}
+
+    // How long the operation now awaited has been waiting (0 when none).
+    std::chrono::milliseconds waited() const {
+        if (waiting.load() == 0) {
+            return 0ms;
+        }
+        return std::chrono::duration_cast<std::chrono::milliseconds>(
+            clock_type::now() - clock_type::time_point(clock_type::duration(waiting_since.load())));
+    }
+
+    bool step(int kind, std::uint32_t seq, result<void> posted) {
+        const std::string what = (kind == 1 ? "write " : "flush ") + std::to_string(seq);
+        if (!posted) {
+            end = ending{what, false, false, posted.error().code(), posted.error().what()};
+            return false;
+        }
+        const auto t0 = clock_type::now();
+        waiting_since = t0.time_since_epoch().count();
+        waiting = kind;
+        auto c = link.conn.cq().next(op_limit);
+        waiting = 0;
+        slowest = std::max(
+            slowest, std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0));
+        if (!c) {
+            end = ending{what, true, false, c.error().code(), c.error().what()};
+            return false;
+        }
+        if (!c->ok()) {
+            end = ending{what, true, true, c->status, c->status.message()};
+            return false;
+        }
+        return true;
+    }
+
+    void run() {
+        const remote_region& region = link.info.region;
+        for (std::uint32_t seq = 1; seq <= max_seq && !stop; ++seq) {
+            fill_record(rec.data(), seq);
+            const std::uint64_t at = records_at + std::uint64_t{seq} * record_size;
+            if (!step(1, seq, link.conn.write(region, at, rec_mr, 0, record_size)) ||
+                !step(2, seq, link.conn.flush(region, at, record_size))) {
+                return;
+            }
+            acked.push_back(seq);
+            ++acked_count;
+        }
+    }
+};
+
+// Closes the appender's connection and reads what is left: close() returns and every operation
+// still in flight completes, within 10 s each. Returns the late completions' statuses.
+std::vector<std::error_code> close_and_drain(appender& a) {
+    const auto t0 = clock_type::now();
+    auto closed = a.link.conn.close();
+    const auto took = clock_type::now() - t0;
+    EXPECT_TRUE(closed.has_value()) << closed.error().what();
+    EXPECT_LT(took, 10s) << "close() took "
+                         << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                         << " ms";
+    std::vector<std::error_code> late;
+    const auto deadline = clock_type::now() + 10s;
+    while (a.link.conn.in_flight() > 0 && clock_type::now() < deadline) {
+        auto c = a.link.conn.cq().next(100ms);
+        if (c) {
+            late.push_back(c->status);
+        }
+    }
+    EXPECT_EQ(a.link.conn.in_flight(), 0u) << "operations never completed after close()";
+    return late;
+}
+
+class twohost_test : public testing::TestWithParam<std::string> {
+  protected:
+    void SetUp() override {
+        auto e = environment();
+        if (!e) {
+            GTEST_SKIP() << "needs the two network namespaces of tests/twohost/run.sh (root): run "
+                            "it as `bash tests/twohost/run.sh "
+                         << testing::internal::GetArgvs()[0] << "`";
+        }
+        env = *e;
+        ::signal(SIGPIPE, SIG_IGN);
+        std::string name = testing::UnitTest::GetInstance()->current_test_info()->name();
+        std::replace(name.begin(), name.end(), '/', '_');
+        dir = fs::temp_directory_path() /
+              ("remora-twohost-" + std::to_string(::getpid()) + "-" + name);
+        fs::create_directories(dir);
+        path = (dir / "region.bin").string();
+    }
+    void TearDown() override {
+        if (!env.ns_target.empty()) {
+            shell("ip -n " + env.ns_client + " link set " + env.link_client + " up");
+        }
+        if (!HasFailure() && !dir.empty()) {
+            std::error_code ec;
+            fs::remove_all(dir, ec);
+        }
+    }
+
+    target_process start_target() {
+        return target_process::start(
+            env, GetParam(), path, (dir / ("serve-" + std::to_string(++starts) + ".log")).string());
+    }
+    result<tool::target_link> connect(const target_process& t) {
+        return tool::connect_target(GetParam(), env.target_addr + ":" + std::to_string(t.port));
+    }
+    void link(bool up) {
+        shell("ip -n " + env.ns_client + " link set " + env.link_client + (up ? " up" : " down"));
+    }
+    // Resets the target's connections to the client: its kernel destroys the sockets and sends a
+    // RST to the client for each.
+    void reset_connections() {
+        shell("ip netns exec " + env.ns_target + " ss -K -t dst " + env.client_addr +
+              " >/dev/null");
+    }
+
+    // Starts an appender on a fresh connection and waits until `n` records are acknowledged.
+    std::unique_ptr<appender> start_appending(const target_process& t,
+                                              std::chrono::milliseconds op_limit,
+                                              std::thread& worker, std::uint32_t n = 50) {
+        auto l = connect(t);
+        EXPECT_TRUE(l.has_value()) << l.error().what();
+        if (!l) {
+            return nullptr;
+        }
+        EXPECT_TRUE(any(l->info.region.persistence() & persistence::gpspm));
+        auto a = std::make_unique<appender>(std::move(*l), op_limit);
+        worker = std::thread([p = a.get()] { p->run(); });
+        EXPECT_TRUE(eventually([&] { return a->acked_count >= n || a->end.has_value(); }, 20s));
+        EXPECT_GE(a->acked_count.load(), n) << "the stream did not start";
+        return a;
+    }
+
+    // Waits until the appender has waited at least `d` for one operation (the fault holds it).
+    void until_stalled(appender& a, std::chrono::milliseconds d) {
+        EXPECT_TRUE(eventually([&] { return a.waited() >= d; }, 15s))
+            << "no operation stalled under the fault";
+    }
+
+    // Kills the target, restarts it on the same file, and reads every acknowledged record back
+    // through a fresh client.
+    void expect_durable(target_process& t, const std::vector<std::uint32_t>& acked) {
+        t.kill();
+        auto again = start_target();
+        ASSERT_NE(again.port, 0);
+        auto l = connect(again);
+        ASSERT_TRUE(l.has_value()) << l.error().what();
+        const std::uint32_t top = acked.empty() ? 0 : acked.back();
+        const std::size_t used = records_at + (std::size_t{top} + 1) * record_size;
+        std::vector<std::byte> back(used);
+        auto mr = must(memory_region::create(l->dom, back, usage::read_destination));
+        constexpr std::size_t chunk = 256 << 10;
+        for (std::size_t at = 0; at < used; at += chunk) {
+            const std::size_t n = std::min(chunk, used - at);
+            REMORA_ASSERT_OK(l->conn.read(mr, at, l->info.region, at, n));
+            auto c = l->conn.cq().next(10s);
+            ASSERT_TRUE(c.has_value()) << c.error().what();
+            ASSERT_TRUE(c->ok()) << c->status.message();
+        }
+        std::byte expect[record_size];
+        for (std::uint32_t seq : acked) {
+            fill_record(expect, seq);
+            ASSERT_EQ(
+                std::memcmp(back.data() + records_at + seq * record_size, expect, record_size), 0)
+                << "acknowledged record " << seq << " is missing or damaged after the fault";
+        }
+        std::printf("  %zu acknowledged records durable after a restart\n", acked.size());
+    }
+
+    static void print(const appender& a, const char* fault) {
+        std::string how = "stop";
+        if (a.end && !a.end->posted) {
+            how = "a refused post of " + a.end->what + ": " + a.end->message;
+        } else if (a.end && !a.end->completed) {
+            how = "no completion of " + a.end->what + " in time";
+        } else if (a.end) {
+            how = a.end->what + " completing with " + a.end->message;
+        }
+        std::printf("  %s: %u acknowledged, slowest operation %lld ms, ended by %s\n", fault,
+                    a.acked_count.load(), static_cast<long long>(a.slowest.count()), how.c_str());
+    }
+
+    twohost_env env;
+    fs::path dir;
+    std::string path;
+    int starts = 0;
+};
+
+// An error that ends an operation when the peer is gone or the connection was reset.
+bool is_disconnect(std::error_code e) {
+    return e == errc::disconnected || e == errc::canceled;
+}
+
+TEST_P(twohost_test, link_down_briefly_every_operation_succeeds) {
+    auto t = start_target();
+    ASSERT_NE(t.port, 0);
+    std::thread worker;
+    auto a = start_appending(t, 20s, worker);
+    ASSERT_TRUE(a);
+    link(false);
+    until_stalled(*a, 1500ms);
+    link(true);
+    const auto before = a->acked_count.load();
+    EXPECT_TRUE(eventually([&] { return a->acked_count >= before + 50 || a->end; }, 30s));
+    a->stop = true;
+    worker.join();
+    print(*a, "link down 1.5 s");
+    EXPECT_FALSE(a->end.has_value())
+        << "an operation failed across a healed link: " << a->end->what << ": " << a->end->message;
+    EXPECT_GE(a->slowest, 1500ms) << "the link-down did not hold an operation";
+    EXPECT_EQ(a->link.conn.in_flight(), 0u);
+    expect_durable(t, a->acked);
+}
+
+TEST_P(twohost_test, link_down_for_good_close_ends_every_operation) {
+    auto t = start_target();
+    ASSERT_NE(t.port, 0);
+    std::thread worker;
+    auto a = start_appending(t, 3s, worker);
+    ASSERT_TRUE(a);
+    link(false);
+    worker.join();  // ends by op_limit: nothing on the wire can end the operation
+    print(*a, "link down for good");
+    ASSERT_TRUE(a->end.has_value());
+    EXPECT_TRUE(a->end->posted) << a->end->message;
+    EXPECT_FALSE(a->end->completed) << a->end->what << " completed with " << a->end->message;
+    EXPECT_TRUE(a->end->status == errc::timed_out) << a->end->message;
+    const auto late = close_and_drain(*a);
+    for (auto s : late) {
+        EXPECT_TRUE(is_disconnect(s)) << "late completion: " << s.message();
+    }
+    std::printf("  close() ended %zu operations\n", late.size());
+    link(true);
+    EXPECT_TRUE(t.alive()) << t.output();
+    expect_durable(t, a->acked);
+}
+
+TEST_P(twohost_test, stopped_target_continued_every_operation_succeeds) {
+    auto t = start_target();
+    ASSERT_NE(t.port, 0);
+    std::thread worker;
+    auto a = start_appending(t, 20s, worker);
+    ASSERT_TRUE(a);
+    t.signal(SIGSTOP);
+    until_stalled(*a, 1000ms);
+    t.signal(SIGCONT);
+    const auto before = a->acked_count.load();
+    EXPECT_TRUE(eventually([&] { return a->acked_count >= before + 50 || a->end; }, 30s));
+    a->stop = true;
+    worker.join();
+    print(*a, "target stopped 1 s");
+    EXPECT_FALSE(a->end.has_value())
+        << "an operation failed across a stopped target: " << a->end->what << ": "
+        << a->end->message;
+    EXPECT_EQ(a->link.conn.in_flight(), 0u);
+    expect_durable(t, a->acked);
+}
+
+TEST_P(twohost_test, stopped_target_killed_every_operation_ends_with_an_error) {
+    auto t = start_target();
+    ASSERT_NE(t.port, 0);
+    std::thread worker;
+    auto a = start_appending(t, 10s, worker);
+    ASSERT_TRUE(a);
+    t.signal(SIGSTOP);
+    until_stalled(*a, 500ms);
+    t.signal(SIGKILL);
+    worker.join();
+    print(*a, "target stopped, then killed");
+    ASSERT_TRUE(a->end.has_value());
+    EXPECT_TRUE(a->end->completed) << "no completion within 10 s of the kill: " << a->end->what;
+    EXPECT_TRUE(is_disconnect(a->end->status)) << a->end->what << ": " << a->end->message;
+    for (auto s : close_and_drain(*a)) {
+        EXPECT_TRUE(is_disconnect(s)) << "late completion: " << s.message();
+    }
+    expect_durable(t, a->acked);
+}
+
+TEST_P(twohost_test, connection_reset_mid_flush_ends_operations_with_an_error) {
+    auto t = start_target();
+    ASSERT_NE(t.port, 0);
+    std::thread worker;
+    auto a = start_appending(t, 10s, worker);
+    ASSERT_TRUE(a);
+    t.signal(SIGSTOP);  // holds the next flush (its reply needs the target's service)
+    until_stalled(*a, 300ms);
+    const int held = a->waiting.load();
+    reset_connections();
+    t.signal(SIGCONT);
+    worker.join();
+    print(*a, held == 2 ? "reset mid-flush" : "reset mid-write");
+    ASSERT_TRUE(a->end.has_value());
+    EXPECT_TRUE(a->end->completed) << "no completion within 10 s of the reset: " << a->end->what;
+    EXPECT_TRUE(is_disconnect(a->end->status)) << a->end->what << ": " << a->end->message;
+    for (auto s : close_and_drain(*a)) {
+        EXPECT_TRUE(is_disconnect(s)) << "late completion: " << s.message();
+    }
+    // The target lives on and serves a fresh client.
+    EXPECT_TRUE(t.alive()) << t.output();
+    auto fresh = connect(t);
+    EXPECT_TRUE(fresh.has_value()) << fresh.error().what();
+    expect_durable(t, a->acked);
+}
+
+INSTANTIATE_TEST_SUITE_P(providers, twohost_test, testing::ValuesIn(providers()), provider_name);
+
+}  // namespace
+}  // namespace remora::test
