@@ -219,8 +219,8 @@ struct appender {
 };
 
 // Closes the appender's connection and reads what is left: close() returns and every operation
-// still in flight completes, within 10 s each (but `stuck`, see link_down_for_good_...). Returns
-// the late completions' statuses.
+// still in flight completes within 10 s (all but at most `stuck`, see link_down_for_good_...).
+// Returns the late completions' statuses.
 std::vector<std::error_code> close_and_drain(appender& a, std::size_t stuck = 0) {
     const auto t0 = clock_type::now();
     auto closed = a.link.conn.close();
@@ -231,21 +231,13 @@ std::vector<std::error_code> close_and_drain(appender& a, std::size_t stuck = 0)
                          << " ms";
     std::vector<std::error_code> late;
     const auto deadline = clock_type::now() + 10s;
-    while (a.link.conn.in_flight() > stuck && clock_type::now() < deadline) {
+    while (a.link.conn.in_flight() > 0 && clock_type::now() < deadline) {
         auto c = a.link.conn.cq().next(100ms);
         if (c) {
             late.push_back(c->status);
         }
     }
-    if (stuck != 0) {
-        // Give the stuck one its chance to end too (the assertion below then says so).
-        while (clock_type::now() < deadline) {
-            if (auto c = a.link.conn.cq().next(100ms)) {
-                late.push_back(c->status);
-            }
-        }
-    }
-    EXPECT_EQ(a.link.conn.in_flight(), stuck) << "operations never completed after close()";
+    EXPECT_LE(a.link.conn.in_flight(), stuck) << "operations never completed after close()";
     return late;
 }
 
@@ -410,12 +402,12 @@ TEST_P(twohost_test, link_down_for_good_close_ends_every_operation) {
     // not flush one still waiting for that acknowledgement. A write caught by the fault never
     // completes after close(); a flush caught by it completes (canceled: close() cancels the
     // receive its reply would land in) but its request's send stays in the provider. Either
-    // way in_flight() stays 1 until the link comes back or the connection is destroyed, and a
+    // way in_flight() stays 1 until the link comes back or the connection is destroyed (when the
+    // link went down after the acknowledgement, nothing is stuck: 0 or 1 here), and a
     // user looping "while in_flight() > 0" after close() waits out their own timeout. tcp
     // flushes everything at shutdown. The fix belongs in connection::close()
     // (src/core/connection.cpp): close the endpoint there and complete what is left canceled,
-    // as the RDM close does (peer.cpp close_rdm). When it is fixed this expectation fails:
-    // make it 0 for every provider.
+    // as the RDM close does (peer.cpp close_rdm); then make `stuck` 0 for every provider.
     const std::size_t stuck = GetParam() == "sockets" ? 1 : 0;
     const auto late = close_and_drain(*a, stuck);
     for (auto s : late) {
