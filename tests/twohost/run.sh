@@ -53,7 +53,8 @@ cleanup() {
 for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$prefix-[0-9]*-[tc]$"); do
     pid=${ns#"$prefix"-}
     pid=${pid%-?}
-    [ -d "/proc/$pid" ] || remove_ns "$ns"
+    # A killed script may linger as a zombie (empty cmdline) until its parent reaps it.
+    grep -qs run.sh "/proc/$pid/cmdline" || remove_ns "$ns"
 done
 
 trap cleanup EXIT
@@ -78,7 +79,14 @@ set +e
 export REMORA_TWOHOST_NS_TARGET=$ns_t REMORA_TWOHOST_NS_CLIENT=$ns_c
 export REMORA_TWOHOST_LINK_TARGET=$link_t REMORA_TWOHOST_LINK_CLIENT=$link_c
 export REMORA_TWOHOST_TARGET_ADDR=10.77.0.1 REMORA_TWOHOST_CLIENT_ADDR=10.77.0.2
-timeout -k 5 "${REMORA_TWOHOST_TIMEOUT:-170}" ip netns exec "$ns_c" "$@"
+# In the background, so a signal to this script runs its trap at once (bash runs traps only
+# between commands, and `wait` is one); the cleanup then kills the binary in its namespace.
+timeout -k 5 "${REMORA_TWOHOST_TIMEOUT:-170}" ip netns exec "$ns_c" "$@" &
+child=$!
+trap 'kill -TERM $child 2>/dev/null; exit 130' INT
+trap 'kill -TERM $child 2>/dev/null; exit 143' TERM
+trap 'kill -TERM $child 2>/dev/null; exit 129' HUP
+wait $child
 rc=$?
 [ $rc -eq 124 ] && echo "twohost: the test binary ran out of time (${REMORA_TWOHOST_TIMEOUT:-170} s)"
 exit $rc
