@@ -16,7 +16,11 @@
 // Bounds: the library has no per-operation deadline. A client bounds its waits itself (here
 // op_limit: 20 s where the fault heals, 10 s where the peer is gone), and close() ends what the
 // provider never will: with the link down for good, TCP retransmits for ~15 minutes
-// (net.ipv4.tcp_retries2) before it reports anything, and neither provider enables keepalive.
+// (net.ipv4.tcp_retries2 = 15) before the providers hear of anything. Seen here (libfabric 1.17):
+// a healed link or a continued target loses nothing; a killed target or a reset ends the waiting
+// operation at once (tcp: canceled, sockets: disconnected); with the link down for good, close()
+// ends everything on tcp, while on sockets an operation waiting for the peer's acknowledgement
+// can stay in flight after close() until the connection is destroyed (see that test).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
