@@ -1,5 +1,6 @@
-// Two hosts: the real `remora serve` runs in a "target" network namespace with a file-backed
-// (persistent) region, this binary runs in a "client" namespace, and a veth pair joins them
+// Two hosts: the real `remora serve` (tcp, sockets) or twohost_peer (an RDM peer: tcp;ofi_rxm)
+// runs in a "target" network namespace with a file-backed (persistent) region, this binary runs
+// in a "client" namespace, and a veth pair joins them
 // (tests/twohost/run.sh builds that and runs this binary inside it; run alone, every test skips
 // and says so). A client appends 64-byte records, each written and then flushed to persistence
 // through the target's service (GPSPM), while a fault hits the path between them:
@@ -19,8 +20,10 @@
 // (net.ipv4.tcp_retries2 = 15) before the providers hear of anything. Seen here (libfabric 1.17):
 // a healed link or a continued target loses nothing; a killed target or a reset ends the waiting
 // operation at once (tcp: canceled, sockets: disconnected); with the link down for good, close()
-// ends everything on tcp, while on sockets an operation waiting for the peer's acknowledgement
-// can stay in flight after close() until the connection is destroyed (see that test).
+// ends everything on tcp and tcp;ofi_rxm, while on sockets an operation waiting for the peer's
+// acknowledgement can stay in flight after close() until the connection is destroyed (see that
+// test); on tcp;ofi_rxm a flush whose target was killed or reset never completes by itself
+// (see expect_ended).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -69,6 +72,35 @@ std::optional<twohost_env> environment() {
     return twohost_env{v[0], v[1], v[2], v[3], v[4], v[5]};
 }
 
+bool is_rdm(const std::string& provider) {
+    return provider.find("ofi_rxm") != std::string::npos || provider == "net";
+}
+
+std::string hex(std::span<const std::byte> b) {
+    static const char* digits = "0123456789abcdef";
+    std::string s;
+    for (std::byte x : b) {
+        s += digits[static_cast<unsigned>(x) >> 4];
+        s += digits[static_cast<unsigned>(x) & 15];
+    }
+    return s;
+}
+
+std::vector<std::byte> unhex(const std::string& s) {
+    std::vector<std::byte> b;
+    for (std::size_t i = 0; i + 1 < s.size(); i += 2) {
+        b.push_back(static_cast<std::byte>(std::stoul(s.substr(i, 2), nullptr, 16)));
+    }
+    return b;
+}
+
+std::string file_text(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
 // Runs a shell command; true when it exited 0.
 bool shell(const std::string& cmd) {
     const int rc = std::system(cmd.c_str());
@@ -84,14 +116,53 @@ void fill_record(std::byte* p, std::uint32_t seq) {
     }
 }
 
-// A `remora serve` in the target namespace; its output goes to a log file.
+// The target in the target namespace: `remora serve` (connected endpoints) or twohost_peer (an
+// RDM peer, one client); its output goes to a log file.
 struct target_process {
     pid_t pid = -1;
-    std::uint16_t port = 0;
+    std::uint16_t port = 0;  // serve
     std::string log;
+    int to_peer = -1;                // twohost_peer's stdin
+    std::vector<std::byte> address;  // twohost_peer's endpoint address
+    std::vector<std::byte> descriptor;
 
-    static target_process start(const twohost_env& env, const std::string& provider,
-                                const std::string& path, const std::string& log) {
+    static target_process start_peer(const twohost_env& env, const std::string& provider,
+                                     const std::string& path, const std::string& log) {
+        target_process t;
+        t.log = log;
+        int in[2];
+        EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
+        t.pid = ::fork();
+        if (t.pid == 0) {
+            const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            ::dup2(in[0], STDIN_FILENO);
+            ::dup2(fd, STDOUT_FILENO);
+            ::dup2(fd, STDERR_FILENO);
+            ::execlp("ip", "ip", "netns", "exec", env.ns_target.c_str(), REMORA_PEER,
+                     provider.c_str(), env.target_addr.c_str(), path.c_str(),
+                     std::to_string(region_size).c_str(), nullptr);
+            ::_exit(127);
+        }
+        ::close(in[0]);
+        t.to_peer = in[1];
+        std::string text;
+        EXPECT_TRUE(eventually(
+            [&] {
+                text = file_text(log);
+                return text.find('\n') != std::string::npos || !t.alive();
+            },
+            10s));
+        std::istringstream words(text);
+        std::string tag, a, d;
+        words >> tag >> a >> d;
+        EXPECT_EQ(tag, "peer") << "twohost_peer said: " << text;
+        t.address = unhex(a);
+        t.descriptor = unhex(d);
+        return t;
+    }
+
+    static target_process start_serve(const twohost_env& env, const std::string& provider,
+                                      const std::string& path, const std::string& log) {
         target_process t;
         t.log = log;
         t.pid = ::fork();
@@ -112,10 +183,7 @@ struct target_process {
         std::string text;
         const bool up = eventually(
             [&] {
-                std::ifstream in(log);
-                std::stringstream ss;
-                ss << in.rdbuf();
-                text = ss.str();
+                text = file_text(log);
                 return text.find(needle) != std::string::npos || !t.alive();
             },
             10s);
@@ -130,6 +198,10 @@ struct target_process {
     bool alive() const { return pid > 0 && ::waitpid(pid, nullptr, WNOHANG) == 0; }
     void signal(int sig) const { ::kill(pid, sig); }
     void kill() {
+        if (to_peer >= 0) {
+            ::close(to_peer);
+            to_peer = -1;
+        }
         if (pid > 0) {
             ::kill(pid, SIGCONT);
             ::kill(pid, SIGKILL);
@@ -137,13 +209,15 @@ struct target_process {
             pid = -1;
         }
     }
-    std::string output() const {
-        std::ifstream in(log);
-        std::stringstream ss;
-        ss << in.rdbuf();
-        return ss.str();
-    }
+    std::string output() const { return file_text(log); }
     ~target_process() { kill(); }
+};
+
+// A client's domain, connection (or RDM peer endpoint) and the target's region.
+struct client_link {
+    domain dom;
+    connection conn;
+    remote_region region;
 };
 
 // The operation that ended an append stream.
@@ -155,10 +229,24 @@ struct ending {
     std::string message;
 };
 
+// Posts, again while the provider says would_block (an RDM provider setting up its path to a
+// new peer), for at most a second.
+template <class Post>
+result<void> retrying(Post&& post) {
+    const auto deadline = clock_type::now() + 1s;
+    for (;;) {
+        auto r = post();
+        if (r || !(r.error() == errc::would_block) || clock_type::now() >= deadline) {
+            return r;
+        }
+        std::this_thread::sleep_for(1ms);
+    }
+}
+
 // Appends records, one write and one flush at a time, until told to stop or an operation does
 // not succeed (or does not complete within op_limit).
 struct appender {
-    tool::target_link link;
+    client_link link;
     std::chrono::milliseconds op_limit;
     std::vector<std::byte> rec = std::vector<std::byte>(record_size);
     memory_region rec_mr = must(memory_region::create(link.dom, rec, usage::write_source));
@@ -171,7 +259,7 @@ struct appender {
     std::optional<ending> end;
     std::chrono::milliseconds slowest{0};  // the longest an operation took to complete
 
-    appender(tool::target_link l, std::chrono::milliseconds limit)
+    appender(client_link l, std::chrono::milliseconds limit)
         : link(std::move(l)), op_limit(limit) {}
 
     // How long the operation now awaited has been waiting (0 when none).
@@ -208,12 +296,14 @@ struct appender {
     }
 
     void run() {
-        const remote_region& region = link.info.region;
+        const remote_region& region = link.region;
         for (std::uint32_t seq = 1; seq <= max_seq && !stop; ++seq) {
             fill_record(rec.data(), seq);
             const std::uint64_t at = records_at + std::uint64_t{seq} * record_size;
-            if (!step(1, seq, link.conn.write(region, at, rec_mr, 0, record_size)) ||
-                !step(2, seq, link.conn.flush(region, at, record_size))) {
+            if (!step(1, seq, retrying([&] {
+                          return link.conn.write(region, at, rec_mr, 0, record_size);
+                      })) ||
+                !step(2, seq, retrying([&] { return link.conn.flush(region, at, record_size); }))) {
                 return;
             }
             acked.push_back(seq);
@@ -245,6 +335,11 @@ std::vector<std::error_code> close_and_drain(appender& a, std::size_t stuck = 0)
     return late;
 }
 
+// An error that ends an operation when the peer is gone or the connection was reset.
+bool is_disconnect(std::error_code e) {
+    return e == errc::disconnected || e == errc::canceled;
+}
+
 class twohost_test : public testing::TestWithParam<std::string> {
   protected:
     void SetUp() override {
@@ -274,11 +369,47 @@ class twohost_test : public testing::TestWithParam<std::string> {
     }
 
     target_process start_target() {
-        return target_process::start(
-            env, GetParam(), path, (dir / ("serve-" + std::to_string(++starts) + ".log")).string());
+        const std::string log = (dir / ("target-" + std::to_string(++starts) + ".log")).string();
+        return is_rdm(GetParam()) ? target_process::start_peer(env, GetParam(), path, log)
+                                  : target_process::start_serve(env, GetParam(), path, log);
     }
-    result<tool::target_link> connect(const target_process& t) {
-        return tool::connect_target(GetParam(), env.target_addr + ":" + std::to_string(t.port));
+    bool started(const target_process& t) const {
+        return is_rdm(GetParam()) ? !t.address.empty() : t.port != 0;
+    }
+    result<client_link> connect(target_process& t) {
+        if (!is_rdm(GetParam())) {
+            auto l =
+                tool::connect_target(GetParam(), env.target_addr + ":" + std::to_string(t.port));
+            if (!l) {
+                return fail(l.error());
+            }
+            return client_link{std::move(l->dom), std::move(l->conn), l->info.region};
+        }
+        // An RDM peer: one client per twohost_peer, which attaches the address we send it.
+        auto dom = domain::open(
+            {.provider = GetParam(), .node = env.client_addr, .endpoint = endpoint_type::rdm});
+        if (!dom) {
+            return fail(dom.error());
+        }
+        auto conn = connection::open_peer(*dom, {.service_depth = 8});
+        if (!conn) {
+            return fail(conn.error());
+        }
+        if (auto r = conn->attach(t.address); !r) {
+            return fail(r.error());
+        }
+        auto region = remote_region::parse(t.descriptor);
+        if (!region) {
+            return fail(region.error());
+        }
+        const std::string line = hex(conn->local_address()) + "\n";
+        if (::write(t.to_peer, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+            return fail(errc::disconnected, "twohost_peer does not read its stdin");
+        }
+        if (!eventually([&] { return t.output().find("attached") != std::string::npos; }, 10s)) {
+            return fail(errc::timed_out, "twohost_peer did not attach: " + t.output());
+        }
+        return client_link{std::move(*dom), std::move(*conn), *region};
     }
     void link(bool up) {
         shell("ip -n " + env.ns_client + " link set " + env.link_client + (up ? " up" : " down"));
@@ -291,15 +422,14 @@ class twohost_test : public testing::TestWithParam<std::string> {
     }
 
     // Starts an appender on a fresh connection and waits until `n` records are acknowledged.
-    std::unique_ptr<appender> start_appending(const target_process& t,
-                                              std::chrono::milliseconds op_limit,
+    std::unique_ptr<appender> start_appending(target_process& t, std::chrono::milliseconds op_limit,
                                               std::thread& worker, std::uint32_t n = 50) {
         auto l = connect(t);
         EXPECT_TRUE(l.has_value()) << l.error().what();
         if (!l) {
             return nullptr;
         }
-        EXPECT_TRUE(any(l->info.region.persistence() & persistence::gpspm));
+        EXPECT_TRUE(any(l->region.persistence() & persistence::gpspm));
         auto a = std::make_unique<appender>(std::move(*l), op_limit);
         worker = std::thread([p = a.get()] { p->run(); });
         EXPECT_TRUE(eventually([&] { return a->acked_count >= n || a->end.has_value(); }, 20s));
@@ -318,7 +448,7 @@ class twohost_test : public testing::TestWithParam<std::string> {
     void expect_durable(target_process& t, const std::vector<std::uint32_t>& acked) {
         t.kill();
         auto again = start_target();
-        ASSERT_NE(again.port, 0);
+        ASSERT_TRUE(started(again)) << again.output();
         auto l = connect(again);
         ASSERT_TRUE(l.has_value()) << l.error().what();
         const std::uint32_t top = acked.empty() ? 0 : acked.back();
@@ -328,7 +458,7 @@ class twohost_test : public testing::TestWithParam<std::string> {
         constexpr std::size_t chunk = 256 << 10;
         for (std::size_t at = 0; at < used; at += chunk) {
             const std::size_t n = std::min(chunk, used - at);
-            REMORA_ASSERT_OK(l->conn.read(mr, at, l->info.region, at, n));
+            REMORA_ASSERT_OK(retrying([&] { return l->conn.read(mr, at, l->region, at, n); }));
             auto c = l->conn.cq().next(10s);
             ASSERT_TRUE(c.has_value()) << c.error().what();
             ASSERT_TRUE(c->ok()) << c->status.message();
@@ -341,6 +471,26 @@ class twohost_test : public testing::TestWithParam<std::string> {
                 << "acknowledged record " << seq << " is missing or damaged after the fault";
         }
         std::printf("  %zu acknowledged records durable after a restart\n", acked.size());
+    }
+
+    // How long a client waits for an operation when its peer is gone: connected endpoints hear
+    // the peer's kernel (FIN or RST) at once; an RDM peer's flush may never hear (below).
+    std::chrono::milliseconds gone_limit() const { return is_rdm(GetParam()) ? 3s : 10s; }
+
+    // The operation caught by a kill or a reset ended. Connected endpoints: with an error, as
+    // soon as the provider hears the peer's kernel. RDM (tcp;ofi_rxm): a peer that goes away is
+    // not announced (connection.hpp); seen here, a flush waiting for its reply never completes,
+    // and only the client's bound and then close() end it (a library-side deadline for service
+    // requests would be the fix).
+    void expect_ended(const appender& a, const char* fault) const {
+        ASSERT_TRUE(a.end.has_value());
+        if (is_rdm(GetParam()) && !a.end->completed) {
+            EXPECT_TRUE(a.end->status == errc::timed_out) << a.end->message;
+            return;
+        }
+        EXPECT_TRUE(a.end->completed) << "no completion within " << gone_limit().count()
+                                      << " ms of the " << fault << ": " << a.end->what;
+        EXPECT_TRUE(is_disconnect(a.end->status)) << a.end->what << ": " << a.end->message;
     }
 
     static void print(const appender& a, const char* fault) {
@@ -362,14 +512,9 @@ class twohost_test : public testing::TestWithParam<std::string> {
     int starts = 0;
 };
 
-// An error that ends an operation when the peer is gone or the connection was reset.
-bool is_disconnect(std::error_code e) {
-    return e == errc::disconnected || e == errc::canceled;
-}
-
 TEST_P(twohost_test, link_down_briefly_every_operation_succeeds) {
     auto t = start_target();
-    ASSERT_NE(t.port, 0);
+    ASSERT_TRUE(started(t)) << t.output();
     std::thread worker;
     auto a = start_appending(t, 20s, worker);
     ASSERT_TRUE(a);
@@ -390,7 +535,7 @@ TEST_P(twohost_test, link_down_briefly_every_operation_succeeds) {
 
 TEST_P(twohost_test, link_down_for_good_close_ends_every_operation) {
     auto t = start_target();
-    ASSERT_NE(t.port, 0);
+    ASSERT_TRUE(started(t)) << t.output();
     std::thread worker;
     auto a = start_appending(t, 3s, worker);
     ASSERT_TRUE(a);
@@ -420,7 +565,7 @@ TEST_P(twohost_test, link_down_for_good_close_ends_every_operation) {
     const bool caught_a_flush = a->end->what.rfind("flush", 0) == 0;
     EXPECT_GE(late.size(), stuck != 0 && !caught_a_flush ? 0u : 1u)
         << "the operation caught by the fault did not complete after close()";
-    std::printf("  close() ended %zu operations; %zu still in flight 10 s later\n", late.size(),
+    std::printf("  close() ended %zu operations; %zu still in flight afterwards\n", late.size(),
                 a->link.conn.in_flight());
     // Destroying the connection ends everything, at once.
     const auto t0 = clock_type::now();
@@ -434,7 +579,7 @@ TEST_P(twohost_test, link_down_for_good_close_ends_every_operation) {
 
 TEST_P(twohost_test, stopped_target_continued_every_operation_succeeds) {
     auto t = start_target();
-    ASSERT_NE(t.port, 0);
+    ASSERT_TRUE(started(t)) << t.output();
     std::thread worker;
     auto a = start_appending(t, 20s, worker);
     ASSERT_TRUE(a);
@@ -455,18 +600,16 @@ TEST_P(twohost_test, stopped_target_continued_every_operation_succeeds) {
 
 TEST_P(twohost_test, stopped_target_killed_every_operation_ends_with_an_error) {
     auto t = start_target();
-    ASSERT_NE(t.port, 0);
+    ASSERT_TRUE(started(t)) << t.output();
     std::thread worker;
-    auto a = start_appending(t, 10s, worker);
+    auto a = start_appending(t, gone_limit(), worker);
     ASSERT_TRUE(a);
     t.signal(SIGSTOP);
     until_stalled(*a, 500ms);
     t.signal(SIGKILL);
     worker.join();
     print(*a, "target stopped, then killed");
-    ASSERT_TRUE(a->end.has_value());
-    EXPECT_TRUE(a->end->completed) << "no completion within 10 s of the kill: " << a->end->what;
-    EXPECT_TRUE(is_disconnect(a->end->status)) << a->end->what << ": " << a->end->message;
+    expect_ended(*a, "kill");
     for (auto s : close_and_drain(*a)) {
         EXPECT_TRUE(is_disconnect(s)) << "late completion: " << s.message();
     }
@@ -475,9 +618,9 @@ TEST_P(twohost_test, stopped_target_killed_every_operation_ends_with_an_error) {
 
 TEST_P(twohost_test, connection_reset_mid_flush_ends_operations_with_an_error) {
     auto t = start_target();
-    ASSERT_NE(t.port, 0);
+    ASSERT_TRUE(started(t)) << t.output();
     std::thread worker;
-    auto a = start_appending(t, 10s, worker);
+    auto a = start_appending(t, gone_limit(), worker);
     ASSERT_TRUE(a);
     t.signal(SIGSTOP);  // holds the next flush (its reply needs the target's service)
     until_stalled(*a, 300ms);
@@ -486,20 +629,25 @@ TEST_P(twohost_test, connection_reset_mid_flush_ends_operations_with_an_error) {
     t.signal(SIGCONT);
     worker.join();
     print(*a, held == 2 ? "reset mid-flush" : "reset mid-write");
-    ASSERT_TRUE(a->end.has_value());
-    EXPECT_TRUE(a->end->completed) << "no completion within 10 s of the reset: " << a->end->what;
-    EXPECT_TRUE(is_disconnect(a->end->status)) << a->end->what << ": " << a->end->message;
+    expect_ended(*a, "reset");
     for (auto s : close_and_drain(*a)) {
         EXPECT_TRUE(is_disconnect(s)) << "late completion: " << s.message();
     }
-    // The target lives on and serves a fresh client.
+    // The target lives on and serves a fresh client (twohost_peer serves one client only).
     EXPECT_TRUE(t.alive()) << t.output();
-    auto fresh = connect(t);
-    EXPECT_TRUE(fresh.has_value()) << fresh.error().what();
+    if (!is_rdm(GetParam())) {
+        auto fresh = connect(t);
+        EXPECT_TRUE(fresh.has_value()) << fresh.error().what();
+    }
     expect_durable(t, a->acked);
 }
 
-INSTANTIATE_TEST_SUITE_P(providers, twohost_test, testing::ValuesIn(providers()), provider_name);
+INSTANTIATE_TEST_SUITE_P(providers, twohost_test, testing::Values("tcp", "sockets", "tcp;ofi_rxm"),
+                         [](const testing::TestParamInfo<std::string>& i) {
+                             std::string n = i.param;
+                             std::replace(n.begin(), n.end(), ';', '_');
+                             return n;
+                         });
 
 }  // namespace
 }  // namespace remora::test
