@@ -1,4 +1,4 @@
-// Two hosts: the real `remora serve` (tcp, sockets) or twohost_peer (an RDM peer: tcp;ofi_rxm)
+// Two hosts: the real `remora serve` (tcp, sockets) or twohost_peer (an RDM peer: tcp;ofi_rxm, net)
 // runs in a "target" network namespace with a file-backed (persistent) region, this binary runs
 // in a "client" namespace, and a veth pair joins them
 // (tests/twohost/run.sh builds that and runs this binary inside it; run alone, every test skips
@@ -20,9 +20,9 @@
 // (net.ipv4.tcp_retries2 = 15) before the providers hear of anything. Seen here (libfabric 1.17):
 // a healed link or a continued target loses nothing; a killed target or a reset ends the waiting
 // operation at once (tcp: canceled, sockets: disconnected); with the link down for good, close()
-// ends everything on tcp and tcp;ofi_rxm, while on sockets an operation waiting for the peer's
+// ends everything on tcp, tcp;ofi_rxm and net, while on sockets an operation waiting for the peer's
 // acknowledgement can stay in flight after close() until the connection is destroyed (see that
-// test); on tcp;ofi_rxm a flush whose target was killed or reset never completes by itself
+// test); on tcp;ofi_rxm and net a flush whose target was killed or reset never completes by itself
 // (see expect_ended).
 #include <fcntl.h>
 #include <signal.h>
@@ -478,8 +478,8 @@ class twohost_test : public testing::TestWithParam<std::string> {
     std::chrono::milliseconds gone_limit() const { return is_rdm(GetParam()) ? 3s : 10s; }
 
     // The operation caught by a kill or a reset ended. Connected endpoints: with an error, as
-    // soon as the provider hears the peer's kernel. RDM (tcp;ofi_rxm): a peer that goes away is
-    // not announced (connection.hpp); seen here, a flush waiting for its reply never completes,
+    // soon as the provider hears the peer's kernel. RDM (tcp;ofi_rxm, net): a peer that goes away
+    // is not announced (connection.hpp); seen here, a flush waiting for its reply never completes,
     // and only the client's bound and then close() end it (a library-side deadline for service
     // requests would be the fix).
     void expect_ended(const appender& a, const char* fault) const {
@@ -642,7 +642,8 @@ TEST_P(twohost_test, connection_reset_mid_flush_ends_operations_with_an_error) {
     expect_durable(t, a->acked);
 }
 
-INSTANTIATE_TEST_SUITE_P(providers, twohost_test, testing::Values("tcp", "sockets", "tcp;ofi_rxm"),
+INSTANTIATE_TEST_SUITE_P(providers, twohost_test,
+                         testing::Values("tcp", "sockets", "tcp;ofi_rxm", "net"),
                          [](const testing::TestParamInfo<std::string>& i) {
                              std::string n = i.param;
                              std::replace(n.begin(), n.end(), ';', '_');
