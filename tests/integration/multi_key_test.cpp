@@ -20,7 +20,10 @@ namespace {
 using clk = std::chrono::steady_clock;
 
 std::vector<std::string> multi_key_providers() {
-    return providers();  // RDM providers join at the merge: one line
+    auto all = providers();
+    for (auto& p : rdm_providers())
+        all.push_back(p);
+    return all;
 }
 
 constexpr std::size_t parts = 4;
@@ -205,8 +208,10 @@ TEST_P(multi_key_test, an_error_in_one_part_is_reported_once_with_the_part) {
 
 TEST_P(multi_key_test, a_part_refused_by_the_target_is_named) {
     if (GetParam() != "sockets") {
-        GTEST_SKIP() << "tcp completes a write once sent: the target's refusal closes the "
-                        "connection instead of failing that part";
+        // Seen here (libfabric 1.17): each reports the part as a success.
+        GTEST_SKIP() << "tcp, tcp;ofi_rxm and net complete a write once sent (the target's "
+                        "refusal cannot fail that part); shm's fast path (CMA) writes to the "
+                        "address without checking the key's access";
     }
     open({.sq_size = 8});
     // Part 2's descriptor claims write access its key was never registered for.
