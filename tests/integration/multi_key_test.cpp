@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/multi_ops.hpp"
 #include "fabric/fault.hpp"
 #include "support.hpp"
 
@@ -290,6 +291,51 @@ TEST_P(multi_key_test, a_gather_write_posted_from_a_callback_does_not_park) {
     }));
     EXPECT_EQ(gather_in_callback.load(), static_cast<int>(errc::would_block));
     EXPECT_EQ(client().in_flight(), 0u);
+}
+
+// A connection destroyed with a gather_write in flight frees its state: no part may complete
+// after that (its private CQ goes with it).
+TEST_P(multi_key_test, destroying_the_connection_with_a_gather_write_in_flight_frees_it) {
+    open({.sq_size = 8});
+    const std::size_t before = remora::detail::multi_ops_alive();
+    REMORA_ASSERT_OK(gather(&ctx_[0]));
+    EXPECT_EQ(remora::detail::multi_ops_alive(), before + 1);
+    pair_->client.reset();  // its completions never read
+    EXPECT_EQ(remora::detail::multi_ops_alive(), before);
+}
+
+// The same on a shared CQ, which drops a destroyed connection's completions: the operation's
+// state goes with the connection, and the CQ's reader never sees the operation.
+TEST_P(multi_key_test, a_gather_write_on_a_shared_cq_is_freed_with_its_connection) {
+    if (is_rdm(GetParam())) {
+        GTEST_SKIP() << "the shared-CQ case is shown on connected endpoints (server_side)";
+    }
+    auto s = server_side::open(GetParam());
+    auto shared = must(shared_completion_queue::create(s.dom, {.size = 64}));
+    auto conn = std::make_optional(must(s.add({.sq_size = 8, .rq_size = 8, .shared_cq = shared})));
+    std::vector<buffer> targets;
+    std::vector<memory_region> tmrs;
+    std::vector<remote_region> descs;
+    for (std::size_t i = 0; i < parts; ++i) {
+        targets.emplace_back(4096);
+    }
+    for (std::size_t i = 0; i < parts; ++i) {
+        tmrs.push_back(
+            must(memory_region::create(s.client_dom, targets[i].span(), usage::write_destination)));
+        descs.push_back(must(tmrs.back().describe()));
+    }
+    remote_segment segs[parts];
+    for (std::size_t i = 0; i < parts; ++i) {
+        segs[i] = {&descs[i], 0, part_len};
+    }
+    auto smr = must(memory_region::create(s.dom, src_.span(), usage::write_source));
+    const std::size_t before = remora::detail::multi_ops_alive();
+    REMORA_ASSERT_OK(conn->gather_write(segs, smr, 0, {.context = &ctx_[0]}));
+    EXPECT_EQ(remora::detail::multi_ops_alive(), before + 1);
+    conn.reset();  // its completions, in the shared CQ or still to come, are dropped
+    EXPECT_EQ(remora::detail::multi_ops_alive(), before);
+    auto got = collect(shared.queue(), 1, false, 500ms);
+    EXPECT_TRUE(got.empty()) << "a destroyed connection's operation reached the shared CQ's reader";
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, multi_key_test, testing::ValuesIn(multi_key_providers()),
