@@ -137,20 +137,24 @@ std::size_t multi_ops_alive() noexcept {
 
 }  // namespace detail
 
-result<void> connection::gather_write(std::span<const remote_segment> dst, const memory_region& src,
-                                      std::size_t src_offset, op_options opts) {
-    using namespace detail;
+namespace detail {
+
+namespace {
+
+// gather_write without park_mode::queue.
+result<void> gather_write_now(connection_impl& c, std::span<const remote_segment> dst,
+                              const memory_region& src, std::size_t src_offset,
+                              const op_options& opts) {
     const char* what = "gather_write";
-    auto& c = *impl_;
     if (auto r = check_open(c, what); !r) {
         return r;
     }
     if (dst.empty()) {
         return fail(errc::invalid_argument, "gather_write: no remote segment");
     }
-    if (dst.size() > max_gather_parts || dst.size() > c.config.sq_size) {
+    if (dst.size() > connection::max_gather_parts || dst.size() > c.config.sq_size) {
         return fail(errc::too_large, "gather_write: " + n2s(dst.size()) + " parts exceed " +
-                                         n2s(max_gather_parts) + " or the send queue's depth " +
+                                         n2s(connection::max_gather_parts) + " or the send queue's depth " +
                                          n2s(c.config.sq_size));
     }
     if (opts.report == completion_mode::at_post) {
@@ -189,7 +193,7 @@ result<void> connection::gather_write(std::span<const remote_segment> dst, const
 
     // Admission: every part's record and every part's units, or nothing.
     const std::size_t n = dst.size();
-    op_record* recs[max_gather_parts];
+    op_record* recs[connection::max_gather_parts];
     units need;
     need[unit::sq] = static_cast<std::uint32_t>(n);
     need[unit::cq] = static_cast<std::uint32_t>(n);
@@ -257,6 +261,42 @@ result<void> connection::gather_write(std::span<const remote_segment> dst, const
         at += s.length;
     }
     return {};
+}
+
+}  // namespace
+
+}  // namespace detail
+
+result<void> connection::gather_write(std::span<const remote_segment> dst, const memory_region& src,
+                                      std::size_t src_offset, op_options opts) {
+    using namespace detail;
+    const char* what = "gather_write";
+    auto& c = *impl_;
+    if (opts.park == park_mode::queue) {
+        std::vector<remote_segment> segs(dst.begin(), dst.end());
+        std::vector<remote_region> regions;
+        regions.reserve(segs.size());
+        for (const remote_segment& s : segs) {
+            if (s.region == nullptr) {
+                return fail(errc::invalid_argument, "gather_write: a part has no remote region");
+            }
+            regions.push_back(*s.region);
+        }
+        // The queued call owns copies of the descriptors; its segments point at them.
+        struct parts {
+            std::vector<remote_segment> segs;
+            std::vector<remote_region> regions;
+        };
+        auto owned = std::make_shared<parts>(parts{std::move(segs), std::move(regions)});
+        for (std::size_t i = 0; i < owned->segs.size(); ++i) {
+            owned->segs[i].region = &owned->regions[i];
+        }
+        return post_or_queue(c, opts, op::write, what,
+                             [impl = &c, owned, src = &src, src_offset](const op_options& o) {
+                                 return gather_write_now(*impl, owned->segs, *src, src_offset, o);
+                             });
+    }
+    return gather_write_now(c, dst, src, src_offset, opts);
 }
 
 }  // namespace remora

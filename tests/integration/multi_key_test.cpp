@@ -293,6 +293,44 @@ TEST_P(multi_key_test, a_gather_write_posted_from_a_callback_does_not_park) {
     EXPECT_EQ(client().in_flight(), 0u);
 }
 
+namespace {
+std::atomic<int> queued_calls{0};
+std::error_code queued_status;
+void* queued_context = nullptr;
+void on_queued(const completion& c) {
+    queued_status = c.status;
+    queued_context = c.context;
+    ++queued_calls;
+}
+}  // namespace
+
+// park_mode::queue: a gather_write whose entries are taken returns at once and is posted, all
+// parts together, when they come back; its callback reports it once.
+TEST_P(multi_key_test, a_queued_gather_write_posts_all_its_parts_once_admitted) {
+    open({.sq_size = parts});
+    queued_calls = 0;
+    REMORA_ASSERT_OK(gather(&ctx_[0]));  // every entry
+    REMORA_ASSERT_OK(client().gather_write(segs_, *smr_, 0,
+                                           {.context = &ctx_[1],
+                                            .callback = on_queued,
+                                            .park_until = clk::now() + 10s,
+                                            .park = park_mode::queue}));
+    EXPECT_EQ(client().parked(), 1u);
+    auto first = collect(client().cq(), 1, false);
+    ASSERT_EQ(first.size(), 1u);
+    EXPECT_EQ(first[0].context, &ctx_[0]);
+    ASSERT_TRUE(eventually([&] {
+        completion c[4];
+        (void)client().cq().poll(c);
+        return queued_calls.load() == 1;
+    }));
+    EXPECT_FALSE(queued_status) << queued_status.message();
+    EXPECT_EQ(queued_context, &ctx_[1]);
+    EXPECT_EQ(client().parked(), 0u);
+    EXPECT_TRUE(eventually([&] { return client().in_flight() == 0; }));
+    EXPECT_EQ(queued_calls.load(), 1);
+}
+
 // A connection destroyed with a gather_write in flight frees its state: no part may complete
 // after that (its private CQ goes with it).
 TEST_P(multi_key_test, destroying_the_connection_with_a_gather_write_in_flight_frees_it) {
