@@ -22,8 +22,23 @@ inline std::vector<std::string> providers() {
     return {"tcp", "sockets"};
 }
 
+// The RDM providers a test parametrised over connect_pair() may add: "rdm:<provider>" makes
+// connect_pair open two attached RDM peers instead of a listener and a connection.
+inline std::vector<std::string> rdm_providers() {
+    return {"rdm:shm", "rdm:tcp;ofi_rxm", "rdm:net"};
+}
+inline bool is_rdm(const std::string& provider) {
+    return provider.rfind("rdm:", 0) == 0;
+}
+
+// A test name for a provider parameter ("rdm:tcp;ofi_rxm" -> "rdm_tcp_ofi_rxm").
 inline std::string provider_name(const testing::TestParamInfo<std::string>& p) {
-    return p.param;
+    std::string n = p.param;
+    for (char& ch : n) {
+        if (ch == ';' || ch == ':')
+            ch = '_';
+    }
+    return n;
 }
 
 // Unwraps a result or fails the test with its message.
@@ -96,11 +111,73 @@ result<connection_request> request_while_connecting(listener& lst, Client& clien
     }
 }
 
+inline std::vector<completion> collect(completion_queue& cq, std::size_t n, bool blocking,
+                                       std::chrono::milliseconds limit = 10s);
+
+// connect_pair for "rdm:<provider>": two RDM peers, each in a domain of its own (as two
+// processes would be), attached to each other; `server` runs the library's progress thread (an
+// RDM target progresses only while someone reads its CQ, and these tests' targets are idle).
+// One message from the client sets up the provider's path (shm maps the peer, tcp;ofi_rxm
+// connects), as a first exchange of descriptors does in an application, so the test's posts meet
+// no path setup (only a send: a client drawing on a slot pool may have no receive units).
+inline result<connected_pair> connect_rdm_pair(const std::string& provider,
+                                               connection_config server_cfg,
+                                               const connection_config& client_cfg) {
+    auto sd = domain::open({.provider = provider, .endpoint = endpoint_type::rdm});
+    if (!sd)
+        return fail(sd.error());
+    auto cd = domain::open({.provider = provider, .endpoint = endpoint_type::rdm});
+    if (!cd)
+        return fail(cd.error());
+    server_cfg.progress_thread = true;
+    auto s = connection::open_peer(*sd, server_cfg);
+    if (!s)
+        return fail(s.error());
+    auto c = connection::open_peer(*cd, client_cfg);
+    if (!c)
+        return fail(c.error());
+    if (auto r = s->attach(c->local_address()); !r)
+        return fail(r.error());
+    if (auto r = c->attach(s->local_address()); !r)
+        return fail(r.error());
+    std::vector<std::byte> sm(64), cm(64);
+    auto smr = memory_region::create(*sd, sm, usage::receive);
+    auto cmr = memory_region::create(*cd, cm, usage::send);
+    if (!smr || !cmr)
+        return fail(!smr ? smr.error() : cmr.error());
+    if (auto r = s->recv(*smr, 0, 8); !r)
+        return fail(r.error());
+    completion_queue& sq = s->rcq() != nullptr ? *s->rcq() : s->cq();
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    result<void> sent = fail(errc::would_block, "warm-up send not posted");
+    std::size_t received = 0;
+    while (!sent && sent.error() == errc::would_block &&
+           std::chrono::steady_clock::now() < deadline) {
+        sent = c->send(*cmr, 0, 8);
+        completion buf[4];
+        if (auto n = sq.poll(buf); n)  // the receiver progresses meanwhile
+            received += *n;
+    }
+    if (!sent)
+        return fail(sent.error());
+    if (received == 0)
+        received = collect(sq, 1, false, 10s).size();
+    if (received != 1 || collect(c->cq(), 1, false, 10s).size() != 1)
+        return fail(errc::timed_out, "RDM warm-up: the first message did not arrive in 10 s");
+    connected_pair p{*sd, *cd, std::nullopt, std::move(*s), std::move(*c)};
+    return p;
+}
+
 inline result<connected_pair> connect_pair(const std::string& provider,
                                            const connection_config& server_cfg = {},
                                            const connection_config& client_cfg = {},
                                            std::span<const std::byte> client_data = {},
                                            std::span<const std::byte> server_data = {}) {
+    if (is_rdm(provider)) {
+        if (!client_data.empty() || !server_data.empty())
+            return fail(errc::not_supported, "RDM peers exchange no private data");
+        return connect_rdm_pair(provider.substr(4), server_cfg, client_cfg);
+    }
     auto sd = domain::open({.provider = provider});
     if (!sd)
         return fail(sd.error());
@@ -166,9 +243,9 @@ struct buffer {
 };
 
 // Polls (busy) or waits (blocking, completion_queue::next) until n completions arrive on cq or
-// the deadline passes.
+// the deadline passes (10 s unless given).
 inline std::vector<completion> collect(completion_queue& cq, std::size_t n, bool blocking,
-                                       std::chrono::milliseconds limit = 10s) {
+                                       std::chrono::milliseconds limit) {
     std::vector<completion> out;
     const auto deadline = std::chrono::steady_clock::now() + limit;
     completion buf[16];

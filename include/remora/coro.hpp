@@ -24,6 +24,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <coroutine>
 #include <cstddef>
 #include <exception>
@@ -38,13 +39,18 @@ namespace remora {
 template <class Post>
 class op_awaiter {
   public:
-    explicit op_awaiter(Post post) : post_(std::move(post)) {}
+    explicit op_awaiter(Post post, std::chrono::steady_clock::time_point park_until = {})
+        : post_(std::move(post)), park_until_(park_until) {}
     bool await_ready() const noexcept { return false; }
     bool await_suspend(std::coroutine_handle<> h) {
         handle_ = h;
         op_options o;
         o.context = this;
         o.callback = &op_awaiter::on_complete;
+        if (park_until_ != std::chrono::steady_clock::time_point{}) {
+            o.park_until = park_until_;
+            o.park = park_mode::queue;
+        }
         auto r = post_(o);
         if (!r) {
             out_ = tl::unexpected<error>(r.error());
@@ -67,6 +73,7 @@ class op_awaiter {
         self->handle_.resume();
     }
     Post post_;
+    std::chrono::steady_clock::time_point park_until_;
     std::coroutine_handle<> handle_;
     result<std::size_t> out_{std::size_t{0}};
 };
@@ -75,6 +82,17 @@ class op_awaiter {
 template <class Post>
 op_awaiter<Post> co_op(connection& /*conn*/, Post post) {
     return op_awaiter<Post>(std::move(post));
+}
+
+// The same, parked under back-pressure without blocking the thread (op_options::park_until and
+// park_mode::queue): when the operation's units are taken, the coroutine stays suspended while
+// it waits in the FIFO, and resumes with its completion once it has been admitted and has
+// completed, or with errc::timed_out / canceled / disconnected if it never was. It then
+// resumes on the thread of that FIFO (the library's), or on the CQ reader's as usual.
+template <class Post>
+op_awaiter<Post> co_op_parked(connection& /*conn*/, std::chrono::steady_clock::time_point until,
+                              Post post) {
+    return op_awaiter<Post>(std::move(post), until);
 }
 
 // A write or send that completes at post (completion_mode::at_post: its bytes are injected):

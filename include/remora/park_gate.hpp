@@ -13,6 +13,11 @@
 // without a shared budget has its own. A waiter names its owner (the connection), so a
 // connection's close or destruction ends its own waiters only.
 //
+// A waiter may also be a queued post (queue(): op_options::park = park_mode::queue), which has
+// no thread of its own: the gate's worker thread (started on the first queued post, joined when
+// the gate goes) tries it when it is the head and something was given back, ends it at its
+// deadline, and runs its `end` when it is ended. Queued and blocking waiters share one FIFO.
+//
 // Threading: every call may run concurrently. notify() costs one atomic load when nobody waits,
 // and never blocks for long: it may run where completion callbacks run.
 #pragma once
@@ -21,8 +26,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include <remora/result.hpp>
 
@@ -35,6 +43,22 @@ class park_gate {
     park_gate() = default;
     park_gate(const park_gate&) = delete;
     park_gate& operator=(const park_gate&) = delete;
+    ~park_gate();
+
+    // A post parked without a thread: attempt() posts it (errc::would_block: still waiting); if
+    // it is never posted, end() runs once with why (timed_out, canceled, disconnected) or with
+    // attempt()'s other error, on the worker thread. The owner must end its queued posts
+    // (close_owner) before whatever attempt() uses goes.
+    struct queued_post {
+        const void* owner = nullptr;
+        clock::time_point deadline = clock::time_point::max();
+        std::function<result<void>()> attempt;
+        std::function<void(const error&)> end;
+        const char* what = "post";
+    };
+    // Queues `p` behind every waiter; returns at once. With nobody waiting it tries once first,
+    // on the calling thread: true when that posted it (nothing was queued).
+    result<bool> queue(queued_post p);
 
     // Something was given back: the head waiter, if any, tries again.
     void notify() noexcept {
@@ -84,7 +108,14 @@ class park_gate {
         node* next = nullptr;
         node* prev = nullptr;
         errc end{};  // set by wake_owner
+        // A queued post's (the worker owns such a node; null for a blocking waiter).
+        std::unique_ptr<queued_post> queued;
+        std::uint64_t seen = 0;  // given_ when the worker last tried it
+        bool tried = false;
     };
+    void wake(node& n);   // its thread, or the worker for a queued post (under mu_)
+    void work();          // the worker thread
+    void start_worker();  // under mu_
     void notify_slow() noexcept;
     void enter(node& n);
     void leave(node& n);
@@ -99,6 +130,9 @@ class park_gate {
     node* tail_ = nullptr;
     std::uint64_t given_ = 0;  // give-backs seen (under mu_)
     std::atomic<std::size_t> waiters_{0};
+    std::condition_variable work_cv_;  // the worker sleeps here
+    bool stopping_ = false;
+    std::thread worker_;
 };
 
 }  // namespace remora::detail

@@ -1,13 +1,150 @@
 // src/base/park_gate.cpp — the FIFO of parked posts (see include/remora/park_gate.hpp).
 #include <remora/park_gate.hpp>
 
+#include <vector>
+
 namespace remora::detail {
 
 void park_gate::notify_slow() noexcept {
     std::lock_guard lock(mu_);
     ++given_;
     if (head_ != nullptr) {
-        head_->cv.notify_one();
+        wake(*head_);
+    }
+}
+
+void park_gate::wake(node& n) {
+    if (n.queued) {
+        work_cv_.notify_one();
+    } else {
+        n.cv.notify_one();
+    }
+}
+
+park_gate::~park_gate() {
+    {
+        std::lock_guard lock(mu_);
+        stopping_ = true;
+    }
+    work_cv_.notify_all();
+    if (worker_.joinable()) {
+        if (worker_.get_id() == std::this_thread::get_id()) {
+            worker_.detach();  // destroyed from a queued post's end(): the loop sees stopping_
+        } else {
+            worker_.join();
+        }
+    }
+    // Queued posts left behind (their owners should have ended them) are dropped.
+    for (node* p = head_; p != nullptr;) {
+        node* next = p->next;
+        if (p->queued) {
+            delete p;
+        }
+        p = next;
+    }
+}
+
+void park_gate::start_worker() {
+    if (!worker_.joinable()) {
+        worker_ = std::thread([this] { work(); });
+    }
+}
+
+result<bool> park_gate::queue(queued_post p) {
+    std::uint64_t seen = 0;
+    bool tried = false;
+    {
+        std::lock_guard lock(mu_);
+        seen = given_;
+        tried = head_ == nullptr;
+    }
+    if (tried) {
+        // Nobody waits: try now, on the caller's thread (no hop to the worker when units are
+        // free). A give-back after `seen` makes the worker try again.
+        auto r = p.attempt();
+        if (r) {
+            return true;
+        }
+        if (!(r.error() == errc::would_block)) {
+            return fail(r.error());
+        }
+    }
+    auto n = std::make_unique<node>();
+    n->owner = p.owner;
+    n->queued = std::make_unique<queued_post>(std::move(p));
+    n->seen = seen;
+    n->tried = tried;
+    std::lock_guard lock(mu_);
+    start_worker();
+    node* raw = n.release();
+    raw->prev = tail_;
+    if (tail_ != nullptr) {
+        tail_->next = raw;
+    } else {
+        head_ = raw;
+    }
+    tail_ = raw;
+    ++waiters_;
+    work_cv_.notify_one();  // a new deadline, or a head to try
+    return false;
+}
+
+void park_gate::work() {
+    std::unique_lock lock(mu_);
+    while (!stopping_) {
+        // Queued posts that were ended or whose deadline passed leave first.
+        const auto now = clock::now();
+        std::vector<std::unique_ptr<node>> gone;  // in FIFO order
+        for (node* p = head_; p != nullptr;) {
+            node* next = p->next;
+            if (p->queued && (p->end != errc::ok || p->queued->deadline <= now)) {
+                if (p->end == errc::ok) {
+                    p->end = errc::timed_out;
+                }
+                unlink(*p);
+                gone.emplace_back(p);
+            }
+            p = next;
+        }
+        if (!gone.empty()) {
+            lock.unlock();
+            for (auto& p : gone) {
+                p->queued->end(error(p->end, ended(p->queued->what, p->end)));
+            }
+            gone.clear();
+            lock.lock();
+            continue;
+        }
+        // The head is a queued post and something came back since it last tried: try it.
+        if (node* h = head_; h != nullptr && h->queued && (!h->tried || h->seen != given_)) {
+            h->seen = given_;
+            h->tried = true;
+            lock.unlock();
+            auto r = h->queued->attempt();
+            lock.lock();
+            if (r || !(r.error() == errc::would_block)) {
+                unlink(*h);
+                lock.unlock();
+                std::unique_ptr<node> done(h);
+                if (!r) {
+                    done->queued->end(r.error());
+                }
+                done.reset();
+                lock.lock();
+            }
+            continue;
+        }
+        clock::time_point next = clock::time_point::max();
+        for (node* p = head_; p != nullptr; p = p->next) {
+            if (p->queued && p->queued->deadline < next) {
+                next = p->queued->deadline;
+            }
+        }
+        if (next == clock::time_point::max()) {
+            work_cv_.wait(lock);
+        } else {
+            work_cv_.wait_until(lock, next);
+        }
     }
 }
 
@@ -30,7 +167,7 @@ void park_gate::unlink(node& n) {
     n.next = n.prev = nullptr;
     --waiters_;
     if (was_head && head_ != nullptr) {
-        head_->cv.notify_one();  // the next waiter's turn
+        wake(*head_);  // the next waiter's turn
     }
     left_.notify_all();
 }
@@ -85,7 +222,7 @@ std::size_t park_gate::wake_owner(const void* owner, errc code) {
     for (node* p = head_; p != nullptr; p = p->next) {
         if ((owner == nullptr || p->owner == owner) && p->end == errc::ok) {
             p->end = code;
-            p->cv.notify_one();
+            wake(*p);
             ++n;
         }
     }
@@ -95,6 +232,24 @@ std::size_t park_gate::wake_owner(const void* owner, errc code) {
 void park_gate::close_owner(const void* owner, errc code) {
     wake_owner(owner, code);
     std::unique_lock lock(mu_);
+    if (worker_.joinable() && worker_.get_id() == std::this_thread::get_id()) {
+        // Called from a queued post's end() (it destroyed a connection): the worker cannot wait
+        // for itself; the owner's queued posts end here.
+        std::vector<std::unique_ptr<node>> mine;
+        for (node* p = head_; p != nullptr;) {
+            node* next = p->next;
+            if (p->queued && (owner == nullptr || p->owner == owner)) {
+                unlink(*p);
+                mine.emplace_back(p);
+            }
+            p = next;
+        }
+        lock.unlock();
+        for (auto& p : mine) {
+            p->queued->end(error(p->end, ended(p->queued->what, p->end)));
+        }
+        lock.lock();
+    }
     left_.wait(lock, [&] {
         for (node* p = head_; p != nullptr; p = p->next) {
             if (owner == nullptr || p->owner == owner) {

@@ -154,6 +154,13 @@ park_gate& parked_gate(connection_impl& c) noexcept;
 template <class Attempt>
 auto admit_parked(connection_impl& c, const op_options& opts, const char* what, Attempt&& attempt)
     -> decltype(attempt()) {
+    if (opts.park == park_mode::queue) {
+        // The operations that offer it run post_or_queue, which clears it before admission.
+        return fail(errc::invalid_argument,
+                    std::string(what) +
+                        ": park_mode::queue is offered on read, write, write_with_imm, send, "
+                        "send_with_imm, recv and gather_write");
+    }
     if (opts.park_until == std::chrono::steady_clock::time_point{}) {
         return attempt();
     }
@@ -176,6 +183,47 @@ auto admit_parked(connection_impl& c, const op_options& opts, const char* what, 
         return attempt();
     });
 }
+// op_options::park == park_mode::queue (connection.hpp): `again(opts)` is the whole post without
+// parking (it validates, admits and posts, or gives would_block); it is tried at once when
+// nobody waits, else queued on the connection's gate, whose worker tries it again after
+// give-backs. An operation never posted reports through its callback (`kind`, the context).
+template <class Again>
+result<void> post_or_queue(connection_impl& c, const op_options& opts, remora::op kind,
+                           const char* what, Again again) {
+    if (opts.callback == nullptr || opts.park_until == std::chrono::steady_clock::time_point{}) {
+        return fail(
+            errc::invalid_argument,
+            std::string(what) +
+                ": park_mode::queue needs a callback (it reports the operation, posted "
+                "later or never) and park_until (its deadline; time_point::max() for none)");
+    }
+    if (auto r = check_open(c, what); !r) {
+        return r;
+    }
+    op_options now = opts;
+    now.park_until = {};
+    now.park = park_mode::block;
+    park_gate& g = parked_gate(c);
+    c.ops.gate.store(&g);  // give-backs notify it from now on
+    park_gate::queued_post q;
+    q.owner = &c;
+    q.deadline = opts.park_until;
+    q.what = what;
+    q.attempt = [again = std::move(again), now]() { return again(now); };
+    q.end = [callback = opts.callback, context = opts.context, kind](const error& e) {
+        completion done;
+        done.op = kind;
+        done.status = e.code();
+        done.context = context;
+        run_callback(callback, done);
+    };
+    auto r = g.queue(std::move(q));
+    if (!r) {
+        return fail(r.error());
+    }
+    return {};
+}
+
 // The operation builders behind the public posts. `bounce`, when given, is the buffer the
 // local segments point into (write_copy, send_copy): see post_maybe_quiet.
 enum class rma_kind { read, write, write_imm };

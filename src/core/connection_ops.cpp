@@ -313,8 +313,31 @@ result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t l
 
 // ---------------------------------------------------------------- public API: operations
 
+namespace {
+
+// park_mode::queue for the RMA posts: the call again, without parking, on copies of the segment
+// list and the descriptor (the connection's state outlives a queued post: close_owner).
+result<void> queue_rma(detail::connection_impl& c, detail::rma_kind kind,
+                       std::span<const local_segment> local, const remote_region& remote,
+                       std::uint64_t remote_offset, std::uint64_t imm, const op_options& opts) {
+    const char* what = kind == detail::rma_kind::read    ? "read"
+                       : kind == detail::rma_kind::write ? "write"
+                                                         : "write_with_imm";
+    return detail::post_or_queue(
+        c, opts, kind == detail::rma_kind::read ? op::read : op::write, what,
+        [impl = &c, kind, segs = std::vector<local_segment>(local.begin(), local.end()), remote,
+         remote_offset, imm](const op_options& o) {
+            return detail::post_rma(*impl, kind, segs, remote, remote_offset, imm, o);
+        });
+}
+
+}  // namespace
+
 result<void> connection::read(std::span<const local_segment> dst, const remote_region& src,
                               std::uint64_t src_offset, op_options opts) {
+    if (opts.park == park_mode::queue) {
+        return queue_rma(*impl_, detail::rma_kind::read, dst, src, src_offset, 0, opts);
+    }
     return detail::post_rma(*impl_, detail::rma_kind::read, dst, src, src_offset, 0, opts);
 }
 result<void> connection::read(const memory_region& dst, std::size_t dst_offset,
@@ -325,6 +348,9 @@ result<void> connection::read(const memory_region& dst, std::size_t dst_offset,
 }
 result<void> connection::write(std::span<const local_segment> src, const remote_region& dst,
                                std::uint64_t dst_offset, op_options opts) {
+    if (opts.park == park_mode::queue) {
+        return queue_rma(*impl_, detail::rma_kind::write, src, dst, dst_offset, 0, opts);
+    }
     return detail::post_rma(*impl_, detail::rma_kind::write, src, dst, dst_offset, 0, opts);
 }
 result<void> connection::write(const remote_region& dst, std::uint64_t dst_offset,
@@ -336,6 +362,9 @@ result<void> connection::write(const remote_region& dst, std::uint64_t dst_offse
 result<void> connection::write_with_imm(std::span<const local_segment> src,
                                         const remote_region& dst, std::uint64_t dst_offset,
                                         std::uint64_t imm, op_options opts) {
+    if (opts.park == park_mode::queue) {
+        return queue_rma(*impl_, detail::rma_kind::write_imm, src, dst, dst_offset, imm, opts);
+    }
     return detail::post_rma(*impl_, detail::rma_kind::write_imm, src, dst, dst_offset, imm, opts);
 }
 result<void> connection::write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
@@ -345,7 +374,22 @@ result<void> connection::write_with_imm(const remote_region& dst, std::uint64_t 
     return write_with_imm({&seg, 1}, dst, dst_offset, imm, opts);
 }
 
+namespace {
+
+result<void> queue_send(detail::connection_impl& c, std::span<const local_segment> src,
+                        bool with_imm, std::uint64_t imm, const op_options& opts) {
+    return detail::post_or_queue(
+        c, opts, op::send, with_imm ? "send_with_imm" : "send",
+        [impl = &c, segs = std::vector<local_segment>(src.begin(), src.end()), with_imm,
+         imm](const op_options& o) { return detail::post_send(*impl, segs, with_imm, imm, o); });
+}
+
+}  // namespace
+
 result<void> connection::send(std::span<const local_segment> src, op_options opts) {
+    if (opts.park == park_mode::queue) {
+        return queue_send(*impl_, src, false, 0, opts);
+    }
     return detail::post_send(*impl_, src, false, 0, opts);
 }
 result<void> connection::send(const memory_region& src, std::size_t offset, std::size_t length,
@@ -355,6 +399,9 @@ result<void> connection::send(const memory_region& src, std::size_t offset, std:
 }
 result<void> connection::send_with_imm(std::span<const local_segment> src, std::uint64_t imm,
                                        op_options opts) {
+    if (opts.park == park_mode::queue) {
+        return queue_send(*impl_, src, true, imm, opts);
+    }
     return detail::post_send(*impl_, src, true, imm, opts);
 }
 result<void> connection::send_with_imm(const memory_region& src, std::size_t offset,
@@ -362,8 +409,10 @@ result<void> connection::send_with_imm(const memory_region& src, std::size_t off
     const local_segment seg{&src, offset, length};
     return send_with_imm({&seg, 1}, imm, opts);
 }
-result<void> connection::recv(std::span<const local_segment> dst, op_options opts) {
-    auto& c = *impl_;
+namespace {
+
+result<void> post_recv(detail::connection_impl& c, std::span<const local_segment> dst,
+                       const op_options& opts) {
     if (auto r = detail::check_open(c, "recv"); !r) {
         return r;
     }
@@ -404,6 +453,17 @@ result<void> connection::recv(std::span<const local_segment> dst, op_options opt
         }
     }
     return r;
+}
+}  // namespace
+
+result<void> connection::recv(std::span<const local_segment> dst, op_options opts) {
+    if (opts.park == park_mode::queue) {
+        return detail::post_or_queue(
+            *impl_, opts, op::recv, "recv",
+            [impl = impl_.get(), segs = std::vector<local_segment>(dst.begin(), dst.end())](
+                const op_options& o) { return post_recv(*impl, segs, o); });
+    }
+    return post_recv(*impl_, dst, opts);
 }
 result<void> connection::recv(const memory_region& dst, std::size_t offset, std::size_t length,
                               op_options opts) {

@@ -3,14 +3,22 @@
 // records: op_pool::take_n; the shared budget's units: one held_units for all of them), posted
 // one by one, and complete once: each part's record is armed with an internal hook that counts
 // it down, and the last one reports the whole operation (ops/done.hpp: done_internal).
+//
+// The connection owns each operation's state (a connection extension, multi_registry) until its
+// last part is done: a connection destroyed with one in flight frees it, for then no part may
+// ever complete (a shared CQ drops a retired connection's completions; a private CQ goes with it).
 #include <remora/connection.hpp>
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "core/extension.hpp"
 #include "core/impl.hpp"
+#include "core/multi_ops.hpp"
 #include "fabric/endpoint.hpp"
 
 namespace remora {
@@ -26,13 +34,21 @@ struct multi_part {
     std::uint32_t index = 0;
 };
 
+std::atomic<std::size_t> alive{0};  // multi_ops_alive()
+
+struct multi_registry;
+
 // The parts' shared state, from admission until the last part's completion.
 struct multi_op {
-    explicit multi_op(std::size_t n) : parts(n), status(n) {
+    multi_op(std::size_t n, multi_registry& r) : parts(n), status(n), registry(&r) {
         for (std::size_t i = 0; i < n; ++i) {
             parts[i] = {this, static_cast<std::uint32_t>(i)};
         }
+        alive.fetch_add(1);
     }
+    ~multi_op() { alive.fetch_sub(1); }
+    multi_op(const multi_op&) = delete;
+    multi_op& operator=(const multi_op&) = delete;
     std::vector<multi_part> parts;
     std::vector<std::error_code> status;  // each written once, by its part, before `left` drops
     std::atomic<std::size_t> left{0};
@@ -42,7 +58,35 @@ struct multi_op {
     void (*callback)(const completion&) = nullptr;
     bool report_success = true;
     std::size_t bytes = 0;
+    multi_registry* registry;
 };
+
+// A connection's multi-key operations in flight, owned here until their last part is done (or
+// the connection goes).
+struct multi_registry final : connection_extension {
+    std::mutex mu;
+    std::unordered_map<multi_op*, std::unique_ptr<multi_op>> live;
+
+    multi_op* adopt(std::unique_ptr<multi_op> m) {
+        multi_op* p = m.get();
+        std::lock_guard lock(mu);
+        live.emplace(p, std::move(m));
+        return p;
+    }
+    // Takes `m` back: its last part is done.
+    std::unique_ptr<multi_op> release(multi_op* m) {
+        std::lock_guard lock(mu);
+        auto node = live.extract(m);
+        return std::move(node.mapped());
+    }
+};
+
+const char registry_key = 0;
+
+multi_registry& registry_of(connection_impl& c) {
+    return static_cast<multi_registry&>(c.extension(
+        &registry_key, [] { return std::unique_ptr<connection_extension>(new multi_registry()); }));
+}
 
 // The operation's outcome, once every part is done. Returns whether the CQ's reader sees it.
 bool finish_multi(std::unique_ptr<multi_op> m, completion& c) {
@@ -78,7 +122,7 @@ bool part_done(void* context, completion& c) {
     if (m->left.fetch_sub(1) != 1) {
         return false;  // not the last part
     }
-    return finish_multi(std::unique_ptr<multi_op>(m), c);
+    return finish_multi(m->registry->release(m), c);
 }
 
 std::string n2s(std::size_t v) {
@@ -87,22 +131,30 @@ std::string n2s(std::size_t v) {
 
 }  // namespace
 
+std::size_t multi_ops_alive() noexcept {
+    return alive.load();
+}
+
 }  // namespace detail
 
-result<void> connection::gather_write(std::span<const remote_segment> dst, const memory_region& src,
-                                      std::size_t src_offset, op_options opts) {
-    using namespace detail;
+namespace detail {
+
+namespace {
+
+// gather_write without park_mode::queue.
+result<void> gather_write_now(connection_impl& c, std::span<const remote_segment> dst,
+                              const memory_region& src, std::size_t src_offset,
+                              const op_options& opts) {
     const char* what = "gather_write";
-    auto& c = *impl_;
     if (auto r = check_open(c, what); !r) {
         return r;
     }
     if (dst.empty()) {
         return fail(errc::invalid_argument, "gather_write: no remote segment");
     }
-    if (dst.size() > max_gather_parts || dst.size() > c.config.sq_size) {
+    if (dst.size() > connection::max_gather_parts || dst.size() > c.config.sq_size) {
         return fail(errc::too_large, "gather_write: " + n2s(dst.size()) + " parts exceed " +
-                                         n2s(max_gather_parts) + " or the send queue's depth " +
+                                         n2s(connection::max_gather_parts) + " or the send queue's depth " +
                                          n2s(c.config.sq_size));
     }
     if (opts.report == completion_mode::at_post) {
@@ -141,7 +193,7 @@ result<void> connection::gather_write(std::span<const remote_segment> dst, const
 
     // Admission: every part's record and every part's units, or nothing.
     const std::size_t n = dst.size();
-    op_record* recs[max_gather_parts];
+    op_record* recs[connection::max_gather_parts];
     units need;
     need[unit::sq] = static_cast<std::uint32_t>(n);
     need[unit::cq] = static_cast<std::uint32_t>(n);
@@ -166,7 +218,8 @@ result<void> connection::gather_write(std::span<const remote_segment> dst, const
     if (!admitted) {
         return fail(admitted.error());
     }
-    auto m = std::make_unique<multi_op>(n);
+    multi_registry& registry = registry_of(c);
+    auto m = std::make_unique<multi_op>(n, registry);
     m->units = std::move(*admitted);
     m->context = opts.context;
     m->callback = opts.callback;
@@ -177,8 +230,9 @@ result<void> connection::gather_write(std::span<const remote_segment> dst, const
         arm_internal(*recs[i], &part_done, &m->parts[i], op::write);
     }
 
-    // Post the parts. From here on the parts own `m`: the last one to complete frees it.
-    multi_op* mp = m.release();
+    // Post the parts. From here on the connection owns `m`, and the last part to complete frees
+    // it.
+    multi_op* mp = registry.adopt(std::move(m));
     std::size_t at = src_offset;
     for (std::size_t i = 0; i < n; ++i) {
         const remote_segment& s = dst[i];
@@ -197,7 +251,7 @@ result<void> connection::gather_write(std::span<const remote_segment> dst, const
             }
             mp->abandoned.store(true);
             if (mp->left.fetch_sub(n - i) == n - i) {
-                delete mp;  // every posted part has completed already
+                registry.release(mp);  // every posted part has completed already: freed here
             }
             return fail(err.error().code(),
                         "gather_write: part " + n2s(i) + " of " + n2s(n) + ": " +
@@ -207,6 +261,42 @@ result<void> connection::gather_write(std::span<const remote_segment> dst, const
         at += s.length;
     }
     return {};
+}
+
+}  // namespace
+
+}  // namespace detail
+
+result<void> connection::gather_write(std::span<const remote_segment> dst, const memory_region& src,
+                                      std::size_t src_offset, op_options opts) {
+    using namespace detail;
+    const char* what = "gather_write";
+    auto& c = *impl_;
+    if (opts.park == park_mode::queue) {
+        std::vector<remote_segment> segs(dst.begin(), dst.end());
+        std::vector<remote_region> regions;
+        regions.reserve(segs.size());
+        for (const remote_segment& s : segs) {
+            if (s.region == nullptr) {
+                return fail(errc::invalid_argument, "gather_write: a part has no remote region");
+            }
+            regions.push_back(*s.region);
+        }
+        // The queued call owns copies of the descriptors; its segments point at them.
+        struct parts {
+            std::vector<remote_segment> segs;
+            std::vector<remote_region> regions;
+        };
+        auto owned = std::make_shared<parts>(parts{std::move(segs), std::move(regions)});
+        for (std::size_t i = 0; i < owned->segs.size(); ++i) {
+            owned->segs[i].region = &owned->regions[i];
+        }
+        return post_or_queue(c, opts, op::write, what,
+                             [impl = &c, owned, src = &src, src_offset](const op_options& o) {
+                                 return gather_write_now(*impl, owned->segs, *src, src_offset, o);
+                             });
+    }
+    return gather_write_now(c, dst, src, src_offset, opts);
 }
 
 }  // namespace remora

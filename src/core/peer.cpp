@@ -77,6 +77,7 @@ void connection_impl::close_rdm() {
             q->pump();  // into the ring, and wakes its waiters
         }
     }
+    parked_gate(*this).wake_owner(this, errc::disconnected);  // parked posts end (parked.cpp)
     std::uint64_t one = 1;
     [[maybe_unused]] ssize_t w = ::write(rdm_event.get(), &one, sizeof(one));
 }

@@ -252,6 +252,7 @@ result<figures> run_baseline_rdm(const setup& s) {
     try {
         const std::size_t slot = std::max<std::size_t>(s.size, 16);
         const bool two_sided = s.op == "send";
+        const bool write = s.op == "write";
         const bool blocking = s.wait == "blocking";
         std::vector<std::byte> tmem(std::max<std::size_t>(slot * s.qd * 2, 4096));
         std::vector<std::byte> cmem(slot * s.qd * 2);
@@ -306,8 +307,8 @@ result<figures> run_baseline_rdm(const setup& s) {
                 return;
             }
             const std::uint64_t raddr = rbase + (k * s.size) % (tmem.size() - s.size + 1);
-            client.post(s.op == "write" ? "posting a write" : "posting a read", [&] {
-                return post_rma(client, s.op == "write", local, s.size, to_target, raddr, rkey,
+            client.post(write ? "posting a write" : "posting a read", [&] {
+                return post_rma(client, write, local, s.size, to_target, raddr, rkey,
                                 as_context(k));
             });
         };

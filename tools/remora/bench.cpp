@@ -169,36 +169,55 @@ bool quiet_writes(const setup& s) {
     return s.signal_every > 1 && s.op == "write";
 }
 
-// Reaps completions of one connection the configured way; returns how many it wrote into out.
-result<std::size_t> reap(connection& c, const setup& s, bool want_recv, std::span<completion> out) {
-    std::size_t n = 0;
-    auto poll_into = [&](completion_queue& q) -> result<void> {
-        auto r = q.poll(out.subspan(n));
-        if (!r)
-            return fail(r.error());
-        n += *r;
-        return {};
-    };
-    if (s.wait == "blocking") {
-        if (c.config().channel == channel_mode::shared) {
-            auto ev = c.wait(100ms);
-            if (!ev && !(ev.error() == errc::timed_out))
-                return fail(ev.error());
-        } else {
-            completion_queue& q = want_recv && c.rcq() != nullptr ? *c.rcq() : c.cq();
-            auto w = q.wait(100ms);
-            if (!w && !(w.error() == errc::timed_out))
-                return fail(w.error());
+// Reaps completions of one connection the configured way. Built once per polling thread: the
+// choices (wait mode, channel, which CQs) are made here, not per poll, so the bench's own loop
+// costs no more than the plain-libfabric baseline's.
+class reaper {
+  public:
+    reaper(connection& c, const setup& s)
+        : c_(c),
+          blocking_(s.wait == "blocking"),
+          shared_channel_(c.config().channel == channel_mode::shared),
+          cq_(c.cq()),
+          rcq_(c.rcq()) {}
+
+    // Returns how many completions it wrote into out.
+    result<std::size_t> operator()(bool want_recv, std::span<completion> out) {
+        std::size_t n = 0;
+        auto poll_into = [&](completion_queue& q) -> result<void> {
+            auto r = q.poll(out.subspan(n));
+            if (!r)
+                return fail(r.error());
+            n += *r;
+            return {};
+        };
+        if (blocking_) {
+            if (shared_channel_) {
+                auto ev = c_.wait(100ms);
+                if (!ev && !(ev.error() == errc::timed_out))
+                    return fail(ev.error());
+            } else {
+                completion_queue& q = want_recv && rcq_ != nullptr ? *rcq_ : cq_;
+                auto w = q.wait(100ms);
+                if (!w && !(w.error() == errc::timed_out))
+                    return fail(w.error());
+            }
         }
-    }
-    if (auto r = poll_into(c.cq()); !r)
-        return fail(r.error());
-    if (c.rcq() != nullptr && n < out.size()) {
-        if (auto r = poll_into(*c.rcq()); !r)
+        if (auto r = poll_into(cq_); !r)
             return fail(r.error());
+        if (rcq_ != nullptr && n < out.size()) {
+            if (auto r = poll_into(*rcq_); !r)
+                return fail(r.error());
+        }
+        return n;
     }
-    return n;
-}
+
+  private:
+    connection& c_;
+    const bool blocking_, shared_channel_;
+    completion_queue& cq_;
+    completion_queue* const rcq_;
+};
 
 // What an RDM target hands its client: its peer address and its region's descriptor.
 struct peer_offer {
@@ -346,6 +365,7 @@ class target {
                          {.context = reinterpret_cast<void*>(static_cast<std::uintptr_t>(i))});
         }
         completion done[16];
+        reaper reap(c, s);
         // Replies the provider could not take yet (would_block: an RDM provider still setting
         // up its path to the peer, shm mapping it or rxm connecting); sent again after a reap.
         std::vector<std::uintptr_t> later;
@@ -357,7 +377,7 @@ class target {
         };
         while (!stop_ && c.is_open()) {
             std::erase_if(later, answer);
-            auto n = reap(c, s, true, done);
+            auto n = reap(true, done);
             if (!n)
                 return;
             for (std::size_t i = 0; i < *n; ++i) {
@@ -443,11 +463,12 @@ void run_coroutines(connection& c, const setup& s, clock::time_point end, client
     for (unsigned k = 0; k < s.qd; ++k)
         tasks.push_back(slot_loop(c, k, end, out, started, post_with));
     completion done[16];
+    reaper reap(c, s);
     auto all_done = [&] {
         return std::all_of(tasks.begin(), tasks.end(), [](const task& t) { return t.done(); });
     };
     while (!all_done()) {
-        auto n = reap(c, s, false, done);  // completions go to the coroutines' callbacks
+        auto n = reap(false, done);  // completions go to the coroutines' callbacks
         if (!n) {
             out.fail(n.error());
             return;
@@ -487,6 +508,8 @@ class client {
           callback_(callback),
           slot_(std::max(s.size, request_size)),
           data_base_(slot_ * s.qd * 2),
+          kind_(kind_of(s.op)),
+          per_op_registration_(s.registration == "per-op"),
           two_sided_(s.op == "send" || s.op == "gpspm"),
           quiet_(quiet_writes(s)),
           started_(s.qd),
@@ -584,34 +607,34 @@ class client {
         started_[k] = clock::now();
         const std::uint64_t roff = (k * s_.size) % remote_.length();
         const memory_region& mr = *mr_;
-        if (s_.op == "write" || s_.op == "read") {
+        if (kind_ == kind::write || kind_ == kind::read) {
             auto l = local(k);
             if (!l)
                 return fail(l.error());
             const auto [region, at] = *l;
-            return s_.op == "write" ? c_.write(remote_, roff, *region, at, s_.size, done)
-                                    : c_.read(*region, at, remote_, roff, s_.size, done);
+            return kind_ == kind::write ? c_.write(remote_, roff, *region, at, s_.size, done)
+                                        : c_.read(*region, at, remote_, roff, s_.size, done);
         }
         const std::uint64_t word = (static_cast<std::uint64_t>(k) * 8) % remote_.length();
-        if (s_.op == "flush-raw" || s_.op == "flush-gpspm") {
+        if (kind_ == kind::flush_raw || kind_ == kind::flush_gpspm) {
             // The write completes silently; the flush completes the operation.
             if (auto r = c_.write(remote_, roff, mr, data_base_ + k * s_.size, s_.size,
                                   {.report = completion_mode::on_error});
                 !r)
                 return r;
             const flush_options how =
-                s_.op == "flush-raw"
+                kind_ == kind::flush_raw
                     ? flush_options{flush_type::visibility, flush_method::read_after_write}
                     : flush_options{flush_type::persistence, flush_method::gpspm};
             return c_.flush(remote_, roff, s_.size, how, done);
         }
-        if (s_.op == "atomic-write")
+        if (kind_ == kind::atomic_write)
             return c_.atomic_write(remote_, word, k, done);
-        if (s_.op == "cas")
+        if (kind_ == kind::cas)
             return c_.compare_swap(remote_, word, 0, 0, mr, data_base_ + k * 8, done);
-        if (s_.op == "fetch-add")
+        if (kind_ == kind::fetch_add)
             return c_.fetch_add(remote_, word, 1, mr, data_base_ + k * 8, done);
-        if (s_.op == "gpspm") {
+        if (kind_ == kind::gpspm) {
             // The write completes silently; the flush request's reply completes the operation.
             if (auto r = c_.write(remote_, roff, mr, data_base_ + k * s_.size, s_.size,
                                   {.report = completion_mode::on_error});
@@ -626,6 +649,34 @@ class client {
     }
 
   private:
+    // The operation, parsed once from setup::op (post_with runs once per operation).
+    enum class kind {
+        write,
+        read,
+        flush_raw,
+        flush_gpspm,
+        atomic_write,
+        cas,
+        fetch_add,
+        gpspm,
+        send
+    };
+    static kind kind_of(const std::string& op) {
+        static const std::pair<const char*, kind> names[] = {{"write", kind::write},
+                                                             {"read", kind::read},
+                                                             {"flush-raw", kind::flush_raw},
+                                                             {"flush-gpspm", kind::flush_gpspm},
+                                                             {"atomic-write", kind::atomic_write},
+                                                             {"cas", kind::cas},
+                                                             {"fetch-add", kind::fetch_add},
+                                                             {"gpspm", kind::gpspm}};
+        for (const auto& [name, k] : names) {
+            if (op == name)
+                return k;
+        }
+        return kind::send;
+    }
+
     bool failed(const error& e) {
         out_.fail(e);
         return false;
@@ -667,8 +718,8 @@ class client {
     // registration each time (held until the operation completes), or the registration cache.
     result<std::pair<const memory_region*, std::size_t>> local(unsigned k) {
         const std::size_t at = data_base_ + k * s_.size;
-        const usage u = s_.op == "read" ? usage::read_destination : usage::write_source;
-        if (s_.registration == "per-op") {
+        const usage u = kind_ == kind::read ? usage::read_destination : usage::write_source;
+        if (per_op_registration_) {
             fresh_[k].reset();  // the previous operation of this slot has completed
             auto r = memory_region::create(c_.dom(), std::span(buf_).subspan(at, s_.size), u);
             if (!r)
@@ -693,6 +744,8 @@ class client {
     client_result& out_;
     void (*const callback_)(const completion&);
     const std::size_t slot_, data_base_;
+    const kind kind_;
+    const bool per_op_registration_;
     const bool two_sided_, quiet_;
     bool on_rcq_ = false;
     std::vector<std::byte> buf_;
@@ -725,8 +778,9 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
     if (!cl.start())
         return;
     completion done[32];  // 16 from poll, and as many from callbacks at most
+    reaper reap(c, s);
     while (!cl.finished()) {
-        auto n = reap(c, s, cl.on_rcq(), std::span(done, 16));
+        auto n = reap(cl.on_rcq(), std::span(done, 16));
         if (!n) {
             out.fail(n.error());
             return;
