@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The fio engine as a user runs it: a server job and a client job (the job files in fio/, made
+# short) over loopback, each a fio process. Passes when both exit 0, print nothing on stderr
+# (the engine reports errors only), and fio's JSON says error 0, iops > 0 and the latency
+# percentiles of the job files' percentile_list.
+#   fio_engine.sh FIO ENGINE_SO PROVIDER JOB
+#   JOB: write (sync=1: a flush per write, qd 2), write-batch (sync=0: a flush per batch, qd 16),
+#        write-fsync (fsync=4: a flush every 4 writes, qd 8), read (qd 2)
+set -u
+fio=$1
+engine=$2
+provider=$3
+job=$4
+here=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+server_pid=
+cleanup() {
+    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() {
+    echo "FAIL: $*"
+    for f in server.err client.err server.json client.json; do
+        [ -s "$tmp/$f" ] && { echo "--- $f"; head -c 4000 "$tmp/$f"; echo; }
+    done
+    echo "FAIL: $*"  # again after the files, where a truncated log still shows it
+    exit 1
+}
+
+# A port nobody listens on (the engine's listen fails clearly when it is taken meanwhile).
+port=
+for _ in $(seq 50); do
+    p=$((20000 + RANDOM % 20000))
+    if ! ss -ltnH "sport = :$p" | grep -q .; then
+        port=$p
+        break
+    fi
+done
+[ -n "$port" ] || fail "no free port found"
+export REMORA_FIO_ENGINE=$engine SERVERIP=127.0.0.1 PORT=$port PROVIDER=$provider
+
+sed -e 's/^size=100MiB.*/size=1MiB/' "$here/fio/remora-server.fio" >"$tmp/server.fio"
+case $job in
+    write | write-batch | write-fsync) src=$here/fio/remora-client-write.fio; dir=write ;;
+    read) src=$here/fio/remora-client-read.fio; dir=read ;;
+    *) fail "unknown job $job" ;;
+esac
+edits=(-e 's/^runtime=60s/runtime=2s/' -e 's/^ramp_time=15s.*/ramp_time=0/' -e 's/^size=.*//')
+case $job in
+    write-batch) edits+=(-e 's/^sync=1/sync=0/' -e 's/^iodepth=2/iodepth=16/'
+                         -e 's/^iodepth_batch_submit=1/iodepth_batch_submit=4/') ;;
+    write-fsync) edits+=(-e 's/^sync=1/sync=0\nfsync=4/' -e 's/^iodepth=2/iodepth=8/') ;;
+esac
+sed "${edits[@]}" "$src" >"$tmp/client.fio"
+[ "$job" = write-fsync ] && ! grep -q '^fsync=4' "$tmp/client.fio" && fail "job file edit failed"
+
+timeout 60 "$fio" "$tmp/server.fio" --output-format=json >"$tmp/server.json" 2>"$tmp/server.err" &
+server_pid=$!
+listening=
+for _ in $(seq 200); do
+    if ss -ltnH "sport = :$port" | grep -q .; then
+        listening=1
+        break
+    fi
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+done
+[ -n "$listening" ] || fail "the server did not listen on port $port within 20 s"
+
+timeout 60 "$fio" "$tmp/client.fio" --output-format=json >"$tmp/client.json" 2>"$tmp/client.err"
+client_rc=$?
+wait "$server_pid"
+server_rc=$?
+server_pid=
+[ "$client_rc" -eq 0 ] || fail "client fio exited $client_rc"
+[ "$server_rc" -eq 0 ] || fail "server fio exited $server_rc"
+[ -s "$tmp/client.err" ] && fail "the client printed on stderr"
+[ -s "$tmp/server.err" ] && fail "the server printed on stderr"
+python3 - "$tmp/client.json" "$tmp/server.json" "$dir" <<'PY' || fail "fio's JSON"
+import json, sys
+client, server, ddir = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+def check(ok, what):
+    if not ok:
+        sys.exit("FAIL: " + what)
+s = server["jobs"][0]
+check(s["error"] == 0, f"server job error {s['error']}")
+j = client["jobs"][0]
+check(j["error"] == 0, f"client job error {j['error']}")
+d = j[ddir]
+check(d["iops"] > 0, f"{ddir} iops {d['iops']}")
+check(d["total_ios"] > 0, f"{ddir} total_ios {d['total_ios']}")
+pct = d["clat_ns"].get("percentile", {})
+for p in ("50.000000", "99.000000", "99.900000", "99.999000"):
+    check(pct.get(p, 0) > 0, f"{ddir} clat percentile {p} missing or 0: {pct}")
+print(f"ok: {ddir} iops {d['iops']:.0f}, {d['total_ios']} I/Os, clat p50 {pct['50.000000']/1000:.1f} us, "
+      f"p99 {pct['99.000000']/1000:.1f} us, p99.999 {pct['99.999000']/1000:.1f} us")
+PY
