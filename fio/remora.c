@@ -25,6 +25,8 @@
  *                     flushes the whole region
  *     otherwise       one flush after each batch fio submits (iodepth_batch_submit), and the
  *                     batch's writes complete with it
+ *     flush=none      no flush: a write completes when the provider reports it complete (the
+ *                     bytes delivered, not known visible or durable); refuses sync=1 and fsync
  *   busy_wait_polling=1 polls the completion queue in a loop; 0 sleeps in the queue's wait.
  *
  * provider=tcp|sockets|... selects the libfabric provider (default: remora's automatic choice).
@@ -131,7 +133,7 @@ static struct fio_option rf_options[] = {
         .lname = "flush method",
         .type = FIO_OPT_STR_STORE,
         .off1 = offsetof(struct rf_options, flush),
-        .help = "client: auto, raw (read-after-write) or gpspm (the server's service)",
+        .help = "client: auto, raw (read-after-write), gpspm (the server's service) or none",
         .def = "auto",
         .category = FIO_OPT_C_ENGINE,
         .group = FIO_OPT_G_INVALID,
@@ -146,10 +148,10 @@ enum rf_kind { RF_IOU = 1, RF_BATCH = 2 };
 
 /* Per io_u (io_u->engine_data). */
 struct rf_iou {
-    int kind;           /* RF_IOU */
-    struct io_u* io_u;  /* back pointer */
-    int final_op;       /* the REMORA_OP_* whose completion completes the io_u; 0: a batch's */
-    int error;          /* first error seen on any of its operations (errno value) */
+    int kind;          /* RF_IOU */
+    struct io_u* io_u; /* back pointer */
+    int final_op;      /* the REMORA_OP_* whose completion completes the io_u; 0: a batch's */
+    int error;         /* first error seen on any of its operations (errno value) */
 };
 
 /* The writes of one commit, completed by one flush. */
@@ -171,6 +173,7 @@ struct rf_client {
     bool busy;
     bool per_write_flush; /* sync=1 */
     bool fsync_mode;      /* fsync=N / fdatasync=N: fio's sync io_us flush */
+    bool no_flush;        /* flush=none: a write completes when the provider reports it done */
     unsigned depth;
     struct io_u** queued; /* queue()d, not yet committed */
     unsigned nqueued;
@@ -199,20 +202,34 @@ static bool is_server(struct thread_data* td) {
 /* errno for an io_u from a REMORA_E_* code. */
 static int rf_errno(int code) {
     switch (code) {
-    case REMORA_E_INVALID: return EINVAL;
-    case REMORA_E_OUT_OF_RANGE: return ERANGE;
-    case REMORA_E_ACCESS_DENIED: return EACCES;
-    case REMORA_E_NOT_SUPPORTED: return ENOTSUP;
-    case REMORA_E_TOO_LARGE: return E2BIG;
-    case REMORA_E_WOULD_BLOCK: return EAGAIN;
-    case REMORA_E_TIMED_OUT: return ETIMEDOUT;
-    case REMORA_E_CONNECTION_REFUSED: return ECONNREFUSED;
-    case REMORA_E_REJECTED: return ECONNREFUSED;
-    case REMORA_E_UNREACHABLE: return EHOSTUNREACH;
-    case REMORA_E_DISCONNECTED: return ECONNRESET;
-    case REMORA_E_CANCELED: return ECANCELED;
-    case REMORA_E_NOMEM: return ENOMEM;
-    default: return EIO;
+        case REMORA_E_INVALID:
+            return EINVAL;
+        case REMORA_E_OUT_OF_RANGE:
+            return ERANGE;
+        case REMORA_E_ACCESS_DENIED:
+            return EACCES;
+        case REMORA_E_NOT_SUPPORTED:
+            return ENOTSUP;
+        case REMORA_E_TOO_LARGE:
+            return E2BIG;
+        case REMORA_E_WOULD_BLOCK:
+            return EAGAIN;
+        case REMORA_E_TIMED_OUT:
+            return ETIMEDOUT;
+        case REMORA_E_CONNECTION_REFUSED:
+            return ECONNREFUSED;
+        case REMORA_E_REJECTED:
+            return ECONNREFUSED;
+        case REMORA_E_UNREACHABLE:
+            return EHOSTUNREACH;
+        case REMORA_E_DISCONNECTED:
+            return ECONNRESET;
+        case REMORA_E_CANCELED:
+            return ECANCELED;
+        case REMORA_E_NOMEM:
+            return ENOMEM;
+        default:
+            return EIO;
     }
 }
 
@@ -389,8 +406,10 @@ static int client_init(struct thread_data* td) {
         c->flush_method = REMORA_FLUSH_READ_AFTER_WRITE;
     } else if (strcmp(o->flush, "gpspm") == 0) {
         c->flush_method = REMORA_FLUSH_GPSPM;
+    } else if (strcmp(o->flush, "none") == 0) {
+        c->no_flush = true;
     } else {
-        log_err("remora: flush=%s is not auto, raw or gpspm\n", o->flush);
+        log_err("remora: flush=%s is not auto, raw, gpspm or none\n", o->flush);
         td_verror(td, EINVAL, "flush");
         return 1;
     }
@@ -433,7 +452,12 @@ static int client_init(struct thread_data* td) {
         return rf_fail(td, "reading the server's descriptor", r);
     if ((r = remora_conn_cq(c->conn, &c->cq)) != 0)
         return rf_fail(td, "getting the completion queue", r);
-    if (td_write(td)) {
+    if (c->no_flush && (c->per_write_flush || c->fsync_mode)) {
+        log_err("remora: flush=none cannot honour sync=1, fsync or fdatasync\n");
+        td_verror(td, EINVAL, "flush");
+        return 1;
+    }
+    if (td_write(td) && !c->no_flush) {
         int chosen = 0;
         r = remora_flush_method_for(c->conn, c->remote, REMORA_FLUSH_STRONGEST, c->flush_method,
                                     &chosen);
@@ -512,15 +536,14 @@ static int rf_post(struct thread_data* td, struct rf_client* c, struct io_u* io_
     x->error = 0;
     if (io_u->ddir == DDIR_READ) {
         x->final_op = REMORA_OP_READ;
-        return remora_read(c->conn, c->mr, local, c->remote, io_u->offset, io_u->xfer_buflen, 0,
-                           x);
+        return remora_read(c->conn, c->mr, local, c->remote, io_u->offset, io_u->xfer_buflen, 0, x);
     }
     if (ddir_sync(io_u->ddir)) {
         x->final_op = REMORA_OP_FLUSH;
         return remora_flush(c->conn, c->remote, 0, c->ws_size, REMORA_FLUSH_STRONGEST,
                             c->flush_method, 0, x);
     }
-    if (c->fsync_mode) {
+    if (c->fsync_mode || c->no_flush) {
         x->final_op = REMORA_OP_WRITE;
         return remora_write(c->conn, c->remote, io_u->offset, c->mr, local, io_u->xfer_buflen, 0,
                             x);
@@ -557,7 +580,7 @@ static int client_commit(struct thread_data* td) {
     int r;
     if (c->nqueued == 0)
         return 0;
-    if (!c->per_write_flush && !c->fsync_mode)
+    if (!c->per_write_flush && !c->fsync_mode && !c->no_flush)
         batch = rf_new_batch(c);
     if (fill_time)
         fio_gettime(&now, NULL);
@@ -568,8 +591,8 @@ static int client_commit(struct thread_data* td) {
         io_u_queued(td, io_u);
         r = rf_post(td, c, io_u, batch);
         if (r != 0) {
-            log_err("remora: posting %s at %llu: %s: %s\n", io_ddir_name(io_u->ddir),
-                    io_u->offset, remora_strerror(r), remora_last_error_message());
+            log_err("remora: posting %s at %llu: %s: %s\n", io_ddir_name(io_u->ddir), io_u->offset,
+                    remora_strerror(r), remora_last_error_message());
             /* Not posted: fio gets it back as failed. */
             ((struct rf_iou*)io_u->engine_data)->error = rf_errno(r);
             ++c->in_flight;

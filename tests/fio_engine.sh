@@ -5,7 +5,8 @@
 # percentiles of the job files' percentile_list.
 #   fio_engine.sh FIO ENGINE_SO PROVIDER JOB
 #   JOB: write (sync=1: a flush per write, qd 2), write-batch (sync=0: a flush per batch, qd 16),
-#        write-fsync (fsync=4: a flush every 4 writes, qd 8), read (qd 2)
+#        write-fsync (fsync=4: a flush every 4 writes, qd 8), write-noflush (flush=none, qd 16),
+#        read (qd 2)
 set -u
 fio=$1
 engine=$2
@@ -28,21 +29,10 @@ fail() {
     exit 1
 }
 
-# A port nobody listens on (the engine's listen fails clearly when it is taken meanwhile).
-port=
-for _ in $(seq 50); do
-    p=$((20000 + RANDOM % 20000))
-    if ! ss -ltnH "sport = :$p" | grep -q .; then
-        port=$p
-        break
-    fi
-done
-[ -n "$port" ] || fail "no free port found"
-export REMORA_FIO_ENGINE=$engine SERVERIP=127.0.0.1 PORT=$port PROVIDER=$provider
-
+export REMORA_FIO_ENGINE=$engine SERVERIP=127.0.0.1 PROVIDER=$provider  # PORT: below
 sed -e 's/^size=100MiB.*/size=1MiB/' "$here/fio/remora-server.fio" >"$tmp/server.fio"
 case $job in
-    write | write-batch | write-fsync) src=$here/fio/remora-client-write.fio; dir=write ;;
+    write | write-batch | write-fsync | write-noflush) src=$here/fio/remora-client-write.fio; dir=write ;;
     read) src=$here/fio/remora-client-read.fio; dir=read ;;
     *) fail "unknown job $job" ;;
 esac
@@ -51,22 +41,43 @@ case $job in
     write-batch) edits+=(-e 's/^sync=1/sync=0/' -e 's/^iodepth=2/iodepth=16/'
                          -e 's/^iodepth_batch_submit=1/iodepth_batch_submit=4/') ;;
     write-fsync) edits+=(-e 's/^sync=1/sync=0\nfsync=4/' -e 's/^iodepth=2/iodepth=8/') ;;
+    write-noflush) edits+=(-e 's/^sync=1/sync=0/' -e 's/^flush=auto/flush=none/'
+                           -e 's/^iodepth=2/iodepth=16/') ;;
 esac
 sed "${edits[@]}" "$src" >"$tmp/client.fio"
 [ "$job" = write-fsync ] && ! grep -q '^fsync=4' "$tmp/client.fio" && fail "job file edit failed"
 
-timeout 60 "$fio" "$tmp/server.fio" --output-format=json >"$tmp/server.json" 2>"$tmp/server.err" &
-server_pid=$!
+# A port no socket uses, below the ephemeral range; another one when a process took it between
+# the look and the listen (the server then fails with "Address already in use").
+free_port() {
+    local p
+    for _ in $(seq 100); do
+        p=$((10000 + RANDOM % 22000))
+        ss -tanH "( sport = :$p or dport = :$p )" | grep -q . || { echo "$p"; return 0; }
+    done
+    return 1
+}
 listening=
-for _ in $(seq 200); do
-    if ss -ltnH "sport = :$port" | grep -q .; then
-        listening=1
-        break
-    fi
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
+for attempt in 1 2 3; do
+    port=$(free_port) || fail "no free port found"
+    export PORT=$port
+    timeout 60 "$fio" "$tmp/server.fio" --output-format=json >"$tmp/server.json" 2>"$tmp/server.err" &
+    server_pid=$!
+    for _ in $(seq 200); do
+        if ss -ltnH "sport = :$port" | grep -q .; then
+            listening=1
+            break
+        fi
+        kill -0 "$server_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    [ -n "$listening" ] && break
+    wait "$server_pid"
+    server_pid=
+    grep -q "Address already in use" "$tmp/server.err" || break
+    echo "port $port taken meanwhile (attempt $attempt)"
 done
-[ -n "$listening" ] || fail "the server did not listen on port $port within 20 s"
+[ -n "$listening" ] || fail "the server did not listen (last port $port) within 20 s"
 
 timeout 60 "$fio" "$tmp/client.fio" --output-format=json >"$tmp/client.json" 2>"$tmp/client.err"
 client_rc=$?
