@@ -4,9 +4,11 @@
 # (the engine reports errors only), and fio's JSON says error 0, iops > 0 and the latency
 # percentiles of the job files' percentile_list.
 #   fio_engine.sh FIO ENGINE_SO PROVIDER JOB
-#   JOB: write (sync=1: a flush per write, qd 2), write-batch (sync=0: a flush per batch, qd 16),
+#   JOB: write (sync=1: a flush per write, qd 2), write-batch (sync=0: a flush per batch, qd 16,
+#        both sides sleeping while they wait: busy_wait_polling=0),
 #        write-fsync (fsync=4: a flush every 4 writes, qd 8), write-noflush (flush=none, qd 16),
-#        read (qd 2)
+#        write-file (the server maps a file: each flush persists through the service, GPSPM;
+#        the file must then hold the written bytes), read (qd 2)
 set -u
 fio=$1
 engine=$2
@@ -30,15 +32,19 @@ fail() {
 }
 
 export REMORA_FIO_ENGINE=$engine SERVERIP=127.0.0.1 PROVIDER=$provider  # PORT: below
-sed -e 's/^size=100MiB.*/size=1MiB/' "$here/fio/remora-server.fio" >"$tmp/server.fio"
+server_edits=(-e 's/^size=100MiB.*/size=1MiB/')
+[ "$job" = write-batch ] && server_edits+=(-e 's/^busy_wait_polling=1/busy_wait_polling=0/')
+[ "$job" = write-file ] && server_edits+=(-e "s|^filename=malloc.*|filename=$tmp/region.bin|")
+sed "${server_edits[@]}" "$here/fio/remora-server.fio" >"$tmp/server.fio"
 case $job in
-    write | write-batch | write-fsync | write-noflush) src=$here/fio/remora-client-write.fio; dir=write ;;
+    write | write-batch | write-fsync | write-noflush | write-file) src=$here/fio/remora-client-write.fio; dir=write ;;
     read) src=$here/fio/remora-client-read.fio; dir=read ;;
     *) fail "unknown job $job" ;;
 esac
 edits=(-e 's/^runtime=60s/runtime=2s/' -e 's/^ramp_time=15s.*/ramp_time=0/' -e 's/^size=.*//')
 case $job in
     write-batch) edits+=(-e 's/^sync=1/sync=0/' -e 's/^iodepth=2/iodepth=16/'
+                         -e 's/^busy_wait_polling=1.*/busy_wait_polling=0/'
                          -e 's/^iodepth_batch_submit=1/iodepth_batch_submit=4/') ;;
     write-fsync) edits+=(-e 's/^sync=1/sync=0\nfsync=4/' -e 's/^iodepth=2/iodepth=8/') ;;
     write-noflush) edits+=(-e 's/^sync=1/sync=0/' -e 's/^flush=auto/flush=none/'
@@ -88,7 +94,9 @@ server_pid=
 [ "$server_rc" -eq 0 ] || fail "server fio exited $server_rc"
 [ -s "$tmp/client.err" ] && fail "the client printed on stderr"
 [ -s "$tmp/server.err" ] && fail "the server printed on stderr"
-python3 - "$tmp/client.json" "$tmp/server.json" "$dir" <<'PY' || fail "fio's JSON"
+region=()
+[ "$job" = write-file ] && region=("$tmp/region.bin")
+python3 - "$tmp/client.json" "$tmp/server.json" "$dir" "${region[@]}" <<'PY' || fail "fio's JSON"
 import json, sys
 client, server, ddir = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
 def check(ok, what):
@@ -104,6 +112,10 @@ check(d["total_ios"] > 0, f"{ddir} total_ios {d['total_ios']}")
 pct = d["clat_ns"].get("percentile", {})
 for p in ("50.000000", "99.000000", "99.900000", "99.999000"):
     check(pct.get(p, 0) > 0, f"{ddir} clat percentile {p} missing or 0: {pct}")
+if len(sys.argv) > 4:  # write-file: the mapped file holds what the client wrote
+    data = open(sys.argv[4], "rb").read()
+    check(len(data) == 1 << 20, f"region file of {len(data)} bytes, want 1 MiB (size=1MiB)")
+    check(data.count(0) < len(data) // 2, "the region file is mostly zeros after the writes")
 print(f"ok: {ddir} iops {d['iops']:.0f}, {d['total_ios']} I/Os, clat p50 {pct['50.000000']/1000:.1f} us, "
       f"p99 {pct['99.000000']/1000:.1f} us, p99.999 {pct['99.999000']/1000:.1f} us")
 PY
