@@ -413,6 +413,11 @@ static int client_init(struct thread_data* td) {
         td_verror(td, EINVAL, "flush");
         return 1;
     }
+    if (c->no_flush && (c->per_write_flush || c->fsync_mode)) {
+        log_err("remora: flush=none cannot honour sync=1, fsync or fdatasync\n");
+        td_verror(td, EINVAL, "flush");
+        return 1;
+    }
     c->queued = calloc(c->depth, sizeof *c->queued);
     c->ready = calloc(c->depth, sizeof *c->ready);
     c->batches = calloc(c->depth, sizeof *c->batches);
@@ -452,11 +457,6 @@ static int client_init(struct thread_data* td) {
         return rf_fail(td, "reading the server's descriptor", r);
     if ((r = remora_conn_cq(c->conn, &c->cq)) != 0)
         return rf_fail(td, "getting the completion queue", r);
-    if (c->no_flush && (c->per_write_flush || c->fsync_mode)) {
-        log_err("remora: flush=none cannot honour sync=1, fsync or fdatasync\n");
-        td_verror(td, EINVAL, "flush");
-        return 1;
-    }
     if (td_write(td) && !c->no_flush) {
         int chosen = 0;
         r = remora_flush_method_for(c->conn, c->remote, REMORA_FLUSH_STRONGEST, c->flush_method,

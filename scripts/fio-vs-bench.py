@@ -2,6 +2,7 @@
 """The fio engine against `remora bench` on the same workloads, interleaved, over loopback.
 
     scripts/fio-vs-bench.py [--provider tcp] [--rounds 3] [--seconds 3] [--build build]
+                            [--only "write "]   (workloads whose name starts so)
 
 Per round and workload: a fio server/client pair (fio/remora.c), then `remora bench` with the
 same operation, size and queue depth. Both sides alike: the client busy-polls, the target's
@@ -19,6 +20,7 @@ ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("--seconds", type=int, default=3)
 ap.add_argument("--build", default="build")
 ap.add_argument("--fio", default="build-fio/fio/fio")
+ap.add_argument("--only", default="", help="run only the workloads whose name starts with this")
 a = ap.parse_args()
 engine = os.path.abspath(os.path.join(a.build, "fio", "libremora_fio.so"))
 remora = os.path.join(a.build, "tools", "remora", "remora")
@@ -77,6 +79,7 @@ def run_bench(op, size, qd):
     j = json.loads(out.stdout.strip().splitlines()[-1])
     return j["p50_us"], j["ops_per_s"]
 
+WORKLOADS = [w for w in WORKLOADS if w[0].startswith(a.only)]
 res = {w[0]: {"fio": [], "bench": []} for w in WORKLOADS}
 with tempfile.TemporaryDirectory() as tmp:
     for r in range(a.rounds):

@@ -9,6 +9,9 @@
 #        write-fsync (fsync=4: a flush every 4 writes, qd 8), write-noflush (flush=none, qd 16),
 #        write-file (the server maps a file: each flush persists through the service, GPSPM;
 #        the file must then hold the written bytes), read (qd 2)
+#   Refusals (a client alone, no server): refused (nobody listens: fio fails, one line of the
+#   engine says "connection refused"), bad-flush (flush=fast), bad-role (role=peer),
+#   noflush-sync (flush=none with sync=1): each names the value it refuses.
 set -u
 fio=$1
 engine=$2
@@ -32,6 +35,34 @@ fail() {
 }
 
 export REMORA_FIO_ENGINE=$engine SERVERIP=127.0.0.1 PROVIDER=$provider  # PORT: below
+# A refusal: the client job alone must fail (fio exits non-zero, its JSON error is not 0) and
+# the engine must say why in one line naming the cause.
+refusal() {  # ERE of the engine's line, then sed edits of the client job
+    local want=$1
+    shift
+    sed -e 's/^runtime=60s/runtime=1s/' -e 's/^ramp_time=15s.*/ramp_time=0/' "$@" \
+        "$here/fio/remora-client-write.fio" >"$tmp/client.fio"
+    export PORT=$((10000 + RANDOM % 22000))
+    while ss -tanH "( sport = :$PORT or dport = :$PORT )" | grep -q .; do
+        PORT=$((10000 + RANDOM % 22000))
+    done
+    timeout 60 "$fio" "$tmp/client.fio" --output-format=json >"$tmp/client.json" 2>"$tmp/client.err"
+    local rc=$?
+    [ "$rc" -ne 0 ] && [ "$rc" -lt 124 ] || fail "client fio exited $rc, want a failure (1..123)"
+    [ "$(grep -c '^remora: ' "$tmp/client.err")" -eq 1 ] ||
+        fail "want exactly one line of the engine on stderr"
+    grep -Eq "$want" "$tmp/client.err" || fail "stderr does not match: $want"
+    echo "ok: refused: $(grep '^remora: ' "$tmp/client.err")"
+    exit 0
+}
+case $job in
+    refused) refusal '^remora: connecting to the server: connection refused: ' ;;
+    bad-flush) refusal '^remora: flush=fast is not auto, raw, gpspm or none$' -e 's/^flush=auto/flush=fast/' ;;
+    bad-role) refusal '^remora: role=peer is not client or server$' -e 's/^role=client/role=peer/' ;;
+    noflush-sync) refusal '^remora: flush=none cannot honour sync=1, fsync or fdatasync$' \
+        -e 's/^flush=auto/flush=none/' ;;
+esac
+
 server_edits=(-e 's/^size=100MiB.*/size=1MiB/')
 [ "$job" = write-batch ] && server_edits+=(-e 's/^busy_wait_polling=1/busy_wait_polling=0/')
 [ "$job" = write-file ] && server_edits+=(-e "s|^filename=malloc.*|filename=$tmp/region.bin|")
