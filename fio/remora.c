@@ -588,7 +588,6 @@ static int client_commit(struct thread_data* td) {
         struct io_u* io_u = c->queued[i];
         if (fill_time)
             memcpy(&io_u->issue_time, &now, sizeof(now));
-        io_u_queued(td, io_u);
         r = rf_post(td, c, io_u, batch);
         if (r != 0) {
             log_err("remora: posting %s at %llu: %s: %s\n", io_ddir_name(io_u->ddir), io_u->offset,
@@ -607,7 +606,6 @@ static int client_commit(struct thread_data* td) {
                 hi = io_u->offset + io_u->xfer_buflen;
         }
     }
-    c->nqueued = 0;
     if (batch != NULL && batch->n == 0)
         batch->used = false;
     else if (batch != NULL) {
@@ -623,6 +621,11 @@ static int client_commit(struct thread_data* td) {
             batch->used = false;
         }
     }
+    /* fio's submission accounting after the posts, so the time between the issue time and the
+     * completion is the operations' own (as remora bench times them), not fio's bookkeeping. */
+    for (i = 0; i < c->nqueued; ++i)
+        io_u_queued(td, c->queued[i]);
+    c->nqueued = 0;
     return 0;
 }
 
