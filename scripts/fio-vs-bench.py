@@ -7,6 +7,8 @@
 Per round and workload: a fio server/client pair (fio/remora.c), then `remora bench` with the
 same operation, size and queue depth. Both sides alike: the client busy-polls, the target's
 progress thread is adaptive (fio: busy_wait_polling=0 on the server; bench: its default).
+fio reaps every ready completion at once (iodepth_batch_complete_max = the depth), as bench
+does; with fio's default of one a call, completions wait in the engine for fio's next call.
 Workloads: write+flush (read-after-write) at QD1 (fio sync=1 flush=raw; bench flush-raw),
 plain writes at QD1 and QD16 (fio flush=none; bench write). Prints per workload the medians
 of p50 latency (fio: completion latency) and operations/s, fio/bench ratios, and the spread
@@ -52,7 +54,7 @@ def run_fio(tmp, size, qd, extra):
     server = common + ("role=server\n[server]\nbusy_wait_polling=0\nsize=1MiB\nfilename=malloc\n"
                        "time_based\nruntime=365d\n")
     client = common + (f"role=client\n[client]\n{extra}\nbusy_wait_polling=1\niodepth={qd}\n"
-                       f"iodepth_batch_submit=1\nrw=write\nblocksize={size}\nramp_time=0\n"
+                       f"iodepth_batch_submit=1\niodepth_batch_complete_max={qd}\nrw=write\nblocksize={size}\nramp_time=0\n"
                        f"time_based\nruntime={a.seconds}s\n")
     for name, text in (("s.fio", server), ("c.fio", client)):
         with open(os.path.join(tmp, name), "w") as f:
