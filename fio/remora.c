@@ -664,7 +664,10 @@ static int client_getevents(struct thread_data* td, unsigned int min, unsigned i
                             const struct timespec* t) {
     struct rf_client* c = td->io_ops_data;
     struct remora_completion done[RF_POLL_BATCH];
+    /* Clocks start at the first poll that finds nothing: none is read on the fast path. t0: for
+     * fio's timeout; last: since the last completion (or that first empty poll). */
     struct timespec t0, last;
+    bool timing = false, since_completion = false;
     const long long limit_ms = t != NULL ? t->tv_sec * 1000 + t->tv_nsec / 1000000 : -1;
     /* Drop what fio took at the last call. */
     if (c->handed > 0) {
@@ -672,8 +675,6 @@ static int client_getevents(struct thread_data* td, unsigned int min, unsigned i
         c->nready -= c->handed;
         c->handed = 0;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    last = t0;
     while (c->nready < min || (c->nready == 0 && min == 0)) {
         size_t n = 0, i;
         int r = remora_cq_poll(c->cq, done, RF_POLL_BATCH, &n);
@@ -684,11 +685,19 @@ static int client_getevents(struct thread_data* td, unsigned int min, unsigned i
         for (i = 0; i < n; ++i)
             rf_complete(c, &done[i]);
         if (n > 0) {
-            clock_gettime(CLOCK_MONOTONIC, &last);
+            since_completion = false;
             continue;
         }
         if (min == 0 || td->terminate)
             break;
+        if (!timing) {
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            timing = true;
+        }
+        if (!since_completion) {
+            clock_gettime(CLOCK_MONOTONIC, &last);
+            since_completion = true;
+        }
         if (limit_ms >= 0 && rf_ms_since(&t0) >= limit_ms)
             break;
         if (rf_ms_since(&last) > RF_STALL_MS) {
