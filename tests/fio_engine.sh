@@ -46,7 +46,7 @@ refusal() {  # ERE of the engine's line, then sed edits of the client job
     while ss -tanH "( sport = :$PORT or dport = :$PORT )" | grep -q .; do
         PORT=$((10000 + RANDOM % 22000))
     done
-    timeout 60 "$fio" "$tmp/client.fio" --output-format=json >"$tmp/client.json" 2>"$tmp/client.err"
+    timeout -k 5 60 "$fio" "$tmp/client.fio" --output-format=json >"$tmp/client.json" 2>"$tmp/client.err"
     local rc=$?
     [ "$rc" -ne 0 ] && [ "$rc" -lt 124 ] || fail "client fio exited $rc, want a failure (1..123)"
     [ "$(grep -c '^remora: ' "$tmp/client.err")" -eq 1 ] ||
@@ -98,7 +98,7 @@ listening=
 for attempt in 1 2 3; do
     port=$(free_port) || fail "no free port found"
     export PORT=$port
-    timeout 60 "$fio" "$tmp/server.fio" --output-format=json >"$tmp/server.json" 2>"$tmp/server.err" &
+    timeout -k 5 60 "$fio" "$tmp/server.fio" --output-format=json >"$tmp/server.json" 2>"$tmp/server.err" &
     server_pid=$!
     for _ in $(seq 200); do
         if ss -ltnH "sport = :$port" | grep -q .; then
@@ -116,7 +116,7 @@ for attempt in 1 2 3; do
 done
 [ -n "$listening" ] || fail "the server did not listen (last port $port) within 20 s"
 
-timeout 60 "$fio" "$tmp/client.fio" --output-format=json >"$tmp/client.json" 2>"$tmp/client.err"
+timeout -k 5 60 "$fio" "$tmp/client.fio" --output-format=json >"$tmp/client.json" 2>"$tmp/client.err"
 client_rc=$?
 wait "$server_pid"
 server_rc=$?
