@@ -492,7 +492,23 @@ static int client_io_u_init(struct thread_data* td, struct io_u* io_u) {
     return 0;
 }
 
+/* Closes the connection and deregisters fio's buffers: before fio frees the io_us and the
+ * buffers (its teardown frees them before the engine's cleanup), so no operation or
+ * registration outlives the memory it names. Idempotent. */
+static void client_teardown(struct rf_client* c) {
+    if (c->conn != NULL) {
+        /* Operations still in flight (a failed job) complete with errors as it closes. */
+        (void)remora_conn_close(c->conn);
+        remora_conn_delete(c->conn);
+        c->conn = NULL;
+    }
+    remora_mr_delete(c->mr);
+    c->mr = NULL;
+}
+
 static void client_io_u_free(struct thread_data* td, struct io_u* io_u) {
+    if (td->io_ops_data != NULL && !is_server(td))
+        client_teardown(td->io_ops_data);
     free(io_u->engine_data);
     io_u->engine_data = NULL;
 }
@@ -728,13 +744,8 @@ static void client_cleanup(struct thread_data* td) {
     unsigned i;
     if (c == NULL)
         return;
-    if (c->conn != NULL) {
-        /* Operations still in flight (a failed job) complete with errors as it closes. */
-        (void)remora_conn_close(c->conn);
-        remora_conn_delete(c->conn);
-    }
+    client_teardown(c);
     remora_remote_delete(c->remote);
-    remora_mr_delete(c->mr);
     remora_domain_delete(c->dom);
     if (c->batches != NULL) {
         for (i = 0; i < c->depth; ++i)
