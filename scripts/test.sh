@@ -11,6 +11,9 @@ if [ "${1:-}" = "--tsan" ]; then
     exec bash scripts/tsan.sh
 fi
 bash scripts/install-deps.sh
+# fio from Debian's source package (cached in build-fio/): the fio engine and its tests build
+# against it (fio/CMakeLists.txt finds it there).
+bash scripts/fio-build.sh >/dev/null
 build=build
 flags=()
 if [ "${1:-}" = "--sanitize" ]; then

@@ -258,7 +258,10 @@ result<figures> run_baseline(const setup& s, bool busy_target) {
                 RAW_CHECK(fi_sendmsg(ce.ep, &msg, 0));
             }
         };
-        for (unsigned k = 0; k < s.qd; ++k) {
+        const std::uint64_t budget = op_budget(s);  // --count (one connection)
+        std::uint64_t posts = 0;
+        unsigned in_flight = 0;
+        for (unsigned k = 0; k < s.qd && posts < budget; ++k, ++posts, ++in_flight) {
             if (two_sided) {
                 raw_recv(ce.ep, cmem.data() + k * slot, slot, desc,
                          reinterpret_cast<void*>(static_cast<std::uintptr_t>(k)));
@@ -271,8 +274,7 @@ result<figures> run_baseline(const setup& s, bool busy_target) {
         const double cpu0 = cpu_seconds();
         const auto t0 = clock::now();
         const auto end = t0 + std::chrono::duration_cast<clock::duration>(
-                                  std::chrono::duration<double>(s.duration));
-        unsigned in_flight = s.qd;
+                                  std::chrono::duration<double>(run_limit_s(s)));
         fi_cq_data_entry e[16];
         while (in_flight > 0) {
             ssize_t got = s.wait == "busy" ? fi_cq_read(ce.cq, e, 16)
@@ -290,7 +292,7 @@ result<figures> run_baseline(const setup& s, bool busy_target) {
                 lat.push_back(static_cast<std::uint32_t>(
                     std::chrono::duration_cast<std::chrono::nanoseconds>(now - started[k])
                         .count()));
-                if (now >= end) {
+                if (now >= end || posts >= budget) {
                     --in_flight;
                     continue;
                 }
@@ -298,6 +300,7 @@ result<figures> run_baseline(const setup& s, bool busy_target) {
                     raw_recv(ce.ep, cmem.data() + k * slot, slot, desc, e[i].op_context);
                 }
                 post(k);
+                ++posts;
             }
         }
         const double seconds = std::chrono::duration<double>(clock::now() - t0).count();

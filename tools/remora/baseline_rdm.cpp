@@ -317,7 +317,10 @@ result<figures> run_baseline_rdm(const setup& s) {
         lat.reserve(1 << 20);
         double seconds = 0, cpu = 0;
         try {
-            for (unsigned k = 0; k < s.qd; ++k) {
+            const std::uint64_t budget = op_budget(s);  // --count (one peer)
+            std::uint64_t posts = 0;
+            unsigned in_flight = 0;
+            for (unsigned k = 0; k < s.qd && posts < budget; ++k, ++posts, ++in_flight) {
                 if (two_sided) {
                     client.post("posting a receive", [&] {
                         return post_recv(client, cmem.data() + k * slot, slot, as_context(k));
@@ -328,8 +331,7 @@ result<figures> run_baseline_rdm(const setup& s) {
             const double cpu0 = cpu_seconds();
             const auto t0 = clock::now();
             const auto end = t0 + std::chrono::duration_cast<clock::duration>(
-                                      std::chrono::duration<double>(s.duration));
-            unsigned in_flight = s.qd;
+                                      std::chrono::duration<double>(run_limit_s(s)));
             fi_cq_data_entry e[16];
             while (in_flight > 0) {
                 const std::size_t got = client.read(e, 16, blocking);
@@ -344,10 +346,11 @@ result<figures> run_baseline_rdm(const setup& s) {
                     lat.push_back(static_cast<std::uint32_t>(
                         std::chrono::duration_cast<std::chrono::nanoseconds>(now - started[k])
                             .count()));
-                    if (now >= end) {
+                    if (now >= end || posts >= budget) {
                         --in_flight;
                         continue;
                     }
+                    ++posts;
                     if (two_sided) {
                         client.post("posting a receive", [&] {
                             return post_recv(client, cmem.data() + k * slot, slot, e[i].op_context);

@@ -427,8 +427,14 @@ std::size_t append_callbacks(completion* done, std::size_t n, std::vector<comple
     return n;
 }
 
-// True (and the run failed) once operations are still outstanding 10 s after the run's end.
-bool overdue(clock::time_point now, clock::time_point end, client_result& out) {
+// True (and the run failed) once operations are still outstanding 10 s after the run's end or,
+// under --count, once no completion came for 10 s (`last`: the latest one, or the start).
+bool overdue(const setup& s, clock::time_point now, clock::time_point end, clock::time_point last,
+             client_result& out) {
+    if (s.count != 0 && now > last + 10s) {
+        out.fail(error(errc::timed_out, "no operation completed for 10 s"));
+        return true;
+    }
     if (now <= end + 10s)
         return false;
     out.fail(error(errc::timed_out, "operations did not complete"));
@@ -436,11 +442,16 @@ bool overdue(clock::time_point now, clock::time_point end, client_result& out) {
 }
 
 // Coroutine mode: one coroutine per slot of the queue depth, each awaiting its operations in a
-// loop; they resume on this thread, inside the CQ polls below.
+// loop; they resume on this thread, inside the CQ polls below. `posts_left`: the connection's
+// --count budget, shared by its coroutines.
 template <class PostWith>
 task slot_loop(connection& c, unsigned k, clock::time_point end, client_result& out,
-               std::vector<clock::time_point>& started, PostWith& post_with) {
+               std::vector<clock::time_point>& started, PostWith& post_with,
+               std::uint64_t& posts_left) {
     for (;;) {
+        if (posts_left == 0)
+            co_return;
+        --posts_left;
         auto r = co_await co_op(c, [&](op_options o) { return post_with(k, o); });
         const auto now = clock::now();
         if (!r) {
@@ -457,26 +468,33 @@ task slot_loop(connection& c, unsigned k, clock::time_point end, client_result& 
 
 template <class PostWith>
 void run_coroutines(connection& c, const setup& s, clock::time_point end, client_result& out,
-                    std::vector<clock::time_point>& started, PostWith& post_with) {
+                    std::vector<clock::time_point>& started, PostWith& post_with,
+                    std::uint64_t budget) {
     out.lat_ns.reserve(1 << 20);
     std::vector<task> tasks;
+    std::uint64_t posts_left = budget;
     for (unsigned k = 0; k < s.qd; ++k)
-        tasks.push_back(slot_loop(c, k, end, out, started, post_with));
+        tasks.push_back(slot_loop(c, k, end, out, started, post_with, posts_left));
     completion done[16];
     reaper reap(c, s);
     auto all_done = [&] {
         return std::all_of(tasks.begin(), tasks.end(), [](const task& t) { return t.done(); });
     };
+    auto last = clock::now();
+    std::uint64_t seen = out.ops;
     while (!all_done()) {
         auto n = reap(false, done);  // completions go to the coroutines' callbacks
         if (!n) {
             out.fail(n.error());
             return;
         }
-        if (clock::now() > end + 10s) {
-            out.fail(error(errc::timed_out, "operations did not complete"));
-            return;
+        const auto now = clock::now();
+        if (out.ops != seen) {
+            seen = out.ops;
+            last = now;
         }
+        if (overdue(s, now, end, last, out))
+            return;
     }
 }
 
@@ -499,11 +517,12 @@ void run_coroutines(connection& c, const setup& s, clock::time_point end, client
 class client {
   public:
     client(connection& c, const remote_region& remote, const setup& s, clock::time_point end,
-           client_result& out, void (*callback)(const completion&))
+           client_result& out, void (*callback)(const completion&), std::uint64_t budget)
         : c_(c),
           remote_(remote),
           s_(s),
           end_(end),
+          budget_(budget),
           out_(out),
           callback_(callback),
           slot_(std::max(s.size, request_size)),
@@ -544,7 +563,7 @@ class client {
     bool start() {
         if (quiet_)
             return refill();
-        for (unsigned k = 0; k < s_.qd; ++k) {
+        for (unsigned k = 0; k < s_.qd && posts_ < budget_; ++k) {
             if (two_sided_) {
                 auto r = c_.recv(*mr_, k * slot_, slot_, {.context = context(k)});
                 if (!r)
@@ -552,8 +571,9 @@ class client {
             }
             if (!post_or_defer(k))
                 return false;
+            ++posts_;
+            ++in_flight_;
         }
-        in_flight_ = s_.qd;
         return true;
     }
 
@@ -567,7 +587,7 @@ class client {
         out_.lat_ns.push_back(static_cast<std::uint32_t>(
             std::chrono::duration_cast<std::chrono::nanoseconds>(now - started_[k]).count()));
         ++out_.ops;
-        if (now >= end_) {
+        if (now >= end_ || posts_ >= budget_) {
             --in_flight_;
             return true;
         }
@@ -575,6 +595,7 @@ class client {
             if (auto r = c_.recv(*mr_, k * slot_, slot_, {.context = d.context}); !r)
                 return failed(r.error());
         }
+        ++posts_;
         return post_or_defer(k);
     }
 
@@ -591,10 +612,12 @@ class client {
         if (!quiet_)
             return true;
         out_.ops = posted_ - c_.in_flight();
-        if (now < end_)
+        if (now < end_ && posted_ < budget_)
             return refill();
         // Fewer than N in flight: none of them is signalled (at most N - 1 in a row are not).
-        quiet_done_ = c_.in_flight() < c_.config().signal_every;
+        // Under --count the last write was signalled: all are reclaimed once it completes.
+        quiet_done_ =
+            posted_ >= budget_ ? c_.in_flight() == 0 : c_.in_flight() < c_.config().signal_every;
         return true;
     }
 
@@ -700,11 +723,14 @@ class client {
         return failed(r.error());
     }
 
-    // Quiet mode: posts writes until qd are posted and not yet reclaimed.
+    // Quiet mode: posts writes until qd are posted and not yet reclaimed (or, under --count,
+    // the budget is posted: the last write is signalled, so every one before it is reclaimed).
     bool refill() {
-        while (c_.in_flight() < s_.qd) {
+        while (c_.in_flight() < s_.qd && posted_ < budget_) {
             const auto k = static_cast<unsigned>(posted_ % s_.qd);
-            auto r = post_with(k, {.report = completion_mode::on_error});
+            auto r = post_with(k, posted_ + 1 == budget_
+                                      ? op_options{}
+                                      : op_options{.report = completion_mode::on_error});
             if (!r && r.error() == errc::would_block)
                 return true;  // again at the next settle
             if (!r)
@@ -741,6 +767,7 @@ class client {
     const remote_region& remote_;
     const setup& s_;
     const clock::time_point end_;
+    const std::uint64_t budget_;  // operations to post (--count; otherwise no limit)
     client_result& out_;
     void (*const callback_)(const completion&);
     const std::size_t slot_, data_base_;
@@ -756,29 +783,31 @@ class client {
     std::vector<cached_region> cached_;
     std::vector<unsigned> deferred_;  // slots whose post would have blocked, posted in settle()
     unsigned in_flight_ = 0;          // operations posted and not yet completed (not quiet mode)
+    std::uint64_t posts_ = 0;         // operations posted (not quiet mode)
     std::uint64_t posted_ = 0;        // quiet mode: writes posted
     bool quiet_done_ = false;         // quiet mode: past the end, no signalled write left in flight
 };
 
 // A connection with CQs of its own, on its own thread.
 void run_client(connection& c, const remote_region& remote, const setup& s, clock::time_point end,
-                client_result& out) {
+                client_result& out, std::uint64_t budget) {
     const pinned on(s, side::client);
     std::vector<completion> sink;
     sink.reserve(static_cast<std::size_t>(s.qd) * 2);
     callback_sink = &sink;
-    client cl(c, remote, s, end, out, s.callbacks ? &to_sink : nullptr);
+    client cl(c, remote, s, end, out, s.callbacks ? &to_sink : nullptr, budget);
     if (!cl.init())
         return;
     if (s.coroutines) {
         auto post_with = [&](unsigned k, const op_options& o) { return cl.post_with(k, o); };
-        run_coroutines(c, s, end, out, cl.started(), post_with);
+        run_coroutines(c, s, end, out, cl.started(), post_with, budget);
         return;
     }
     if (!cl.start())
         return;
     completion done[32];  // 16 from poll, and as many from callbacks at most
     reaper reap(c, s);
+    auto last = clock::now();
     while (!cl.finished()) {
         auto n = reap(cl.on_rcq(), std::span(done, 16));
         if (!n) {
@@ -793,7 +822,9 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
         }
         if (!cl.settle(now))
             return;
-        if (overdue(now, end, out))
+        if (total > 0 || *n > 0)
+            last = now;
+        if (overdue(s, now, end, last, out))
             return;
     }
 }
@@ -810,7 +841,8 @@ void run_shared(std::vector<connection>& conns, const std::vector<remote_region>
     std::vector<std::unique_ptr<client>> clients;
     for (std::size_t i = 0; i < conns.size(); ++i) {
         clients.push_back(std::make_unique<client>(conns[i], remotes[i], s, end, results[i],
-                                                   s.callbacks ? &to_sink : nullptr));
+                                                   s.callbacks ? &to_sink : nullptr,
+                                                   op_budget(s, static_cast<unsigned>(i))));
         if (!clients.back()->init())
             return;
     }
@@ -825,6 +857,7 @@ void run_shared(std::vector<connection>& conns, const std::vector<remote_region>
                            [](const auto& cl) { return cl->finished(); });
     };
     completion done[32];  // 16 from poll, and as many from callbacks at most
+    auto last = clock::now();
     while (!all_finished()) {
         if (s.wait == "blocking") {
             auto w = q.wait(100ms);
@@ -853,7 +886,9 @@ void run_shared(std::vector<connection>& conns, const std::vector<remote_region>
             if (!cl->settle(now))
                 return;
         }
-        if (overdue(now, end, out))
+        if (total > 0)
+            last = now;
+        if (overdue(s, now, end, last, out))
             return;
     }
 }
@@ -921,7 +956,7 @@ result<void> connect_all(const setup& s, target* t, domain& cd, const shared_com
 // A progress bar on a terminal for runs of a couple of seconds or more.
 void show_progress(const setup& s, clock::time_point t0, clock::time_point end,
                    const std::atomic<bool>& finished) {
-    if (!::isatty(STDERR_FILENO) || s.duration < 2.0)
+    if (!::isatty(STDERR_FILENO) || s.duration < 2.0 || s.count != 0)
         return;
     const double total = std::chrono::duration<double>(end - t0).count();
     while (!finished.load()) {
@@ -965,6 +1000,10 @@ result<figures> run_one(const setup& s) {
     if (rdm(s) && !s.target.empty())
         return fail(errc::invalid_argument,
                     "--endpoint rdm runs against a target in this process (no --target)");
+    if (s.count != 0 && s.count < s.connections)
+        return fail(errc::invalid_argument,
+                    fmt::format("--count {} gives each of the {} connections no operation", s.count,
+                                s.connections));
     std::optional<target> t;
     if (s.target.empty()) {
         t.emplace();
@@ -999,14 +1038,15 @@ result<figures> run_one(const setup& s) {
     std::vector<client_result> results(s.connections);
     const double cpu0 = cpu_seconds();
     const auto t0 = clock::now();
-    const auto end =
-        t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(s.duration));
+    const auto end = t0 + std::chrono::duration_cast<clock::duration>(
+                              std::chrono::duration<double>(run_limit_s(s)));
     std::vector<std::thread> clients;
     if (s.shared_cq) {
         clients.emplace_back([&] { run_shared(conns, remotes, scq, s, end, results); });
     } else {
         for (unsigned i = 0; i < s.connections; ++i) {
-            clients.emplace_back([&, i] { run_client(conns[i], remotes[i], s, end, results[i]); });
+            clients.emplace_back(
+                [&, i] { run_client(conns[i], remotes[i], s, end, results[i], op_budget(s, i)); });
         }
     }
     std::atomic<bool> finished{false};
@@ -1029,6 +1069,9 @@ result<figures> run_one(const setup& s) {
         (void)c.close();
     if (t)
         t->stop();
+    if (s.count != 0 && ops != s.count)
+        return fail(errc::timed_out, fmt::format("--count {}: {} operations completed in {:.0f} s",
+                                                 s.count, ops, seconds));
     return summarize(lat, ops, seconds, cpu, s.size);
 }
 
@@ -1050,6 +1093,7 @@ std::vector<setup> suite(const bench_options& o) {
         s.qd = o.qd;
         s.size = o.sizes.front();
         s.duration = o.duration;
+        s.count = o.count;
         s.target = o.target;
         s.target_progress = o.target_progress;
         s.target_spin_us = o.target_spin_us;
@@ -1260,6 +1304,11 @@ int run_bench(const bench_options& o) {
             return report("bench", d.error());
         resolved.provider = d->caps().provider;
     }
+    if (o.count != 0 && o.count < o.connections)
+        return report("bench", error(errc::invalid_argument,
+                                     fmt::format("--count {} gives each of the {} connections no "
+                                                 "operation",
+                                                 o.count, o.connections)));
     const auto setups = suite(resolved);
     // The provider column fits "fi:" and the longest name (tcp;ofi_rxm).
     const std::size_t pw = std::max<std::size_t>(8, 3 + resolved.provider.size());

@@ -20,7 +20,8 @@ struct setup {
     unsigned connections = 1, qd = 1;
     std::size_t size = 8;
     double duration = 1.0;
-    std::string target;  // HOST:PORT of a `remora serve`; empty: a loopback target in-process
+    std::uint64_t count = 0;  // --count: operations per result, split over the connections
+    std::string target;       // HOST:PORT of a `remora serve`; empty: a loopback target in-process
     unsigned signal_every = 1;    // connection_config::signal_every of the client connections
     bool shared_cq = false;       // the client connections share one CQ, read by one thread
     std::string versus;           // non-empty: a ratio to the result before it is printed, named so
@@ -28,6 +29,19 @@ struct setup {
     unsigned target_spin_us = 0;  // its progress_spin in us; 0: the default
     bool pin = false;             // --pin: target threads on one CPU, client threads on another
 };
+
+// The operations connection i posts under --count (s.count split evenly over the connections,
+// the first ones taking the remainder); without --count, no limit.
+inline std::uint64_t op_budget(const setup& s, unsigned i = 0) {
+    if (s.count == 0)
+        return UINT64_MAX;
+    return s.count / s.connections + (i < s.count % s.connections ? 1 : 0);
+}
+// How long a result may run: s.duration, or under --count the longest -d (an hour), after which
+// a run still short of its count fails (errc::timed_out).
+inline double run_limit_s(const setup& s) {
+    return s.count == 0 ? s.duration : 3600.0;
+}
 
 // --pin: the CPU of the target's threads (0) and of the client's (1, or 0 on one CPU).
 enum class side { target, client };

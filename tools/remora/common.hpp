@@ -34,6 +34,7 @@ struct bench_options {
     unsigned qd = 1;
     unsigned connections = 1;
     double duration = 1.0;      // seconds per result
+    std::uint64_t count = 0;    // --count: operations per result instead of a duration (0: none)
     std::string wait = "busy";  // busy or blocking
     std::string channel = "separate";
     bool rcq = false;

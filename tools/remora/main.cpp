@@ -137,9 +137,16 @@ int main(int argc, char** argv) {
     bench->add_option("-c,--connections", bo.connections, "Connections (one client thread each)")
         ->check(CLI::Range(1, 64))
         ->capture_default_str();
-    bench->add_option("-d,--duration", bo.duration, "Seconds per result")
-        ->check(CLI::Range(0.05, 3600.0))
-        ->capture_default_str();
+    auto* duration_opt = bench->add_option("-d,--duration", bo.duration, "Seconds per result")
+                             ->check(CLI::Range(0.05, 3600.0))
+                             ->capture_default_str();
+    bench
+        ->add_option("-n,--count", bo.count,
+                     "Operations per result instead of a duration (split over the connections; "
+                     "fails when they have not completed within an hour, or when none "
+                     "completes for 10 s)")
+        ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40))
+        ->excludes(duration_opt);
     bench->add_option("-w,--wait", bo.wait, "How completions are reaped")
         ->check(CLI::IsMember({"busy", "blocking"}))
         ->capture_default_str();
@@ -199,6 +206,7 @@ int main(int argc, char** argv) {
         "Examples:\n"
         "  remora bench --suite default\n"
         "  remora bench --op write --size 8 --size 65536 --qd 16\n"
+        "  remora bench --op write --size 4096 --count 100000\n"
         "  remora bench --op write --op read --op send --baseline\n"
         "  remora bench --op read --target-progress busy --baseline\n"
         "  remora bench --endpoint rdm --provider shm --op write --op send --baseline\n"

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""The fio engine against `remora bench` on the same workloads, interleaved, over loopback.
+
+    scripts/fio-vs-bench.py [--provider tcp] [--rounds 3] [--seconds 3] [--build build]
+                            [--only "write "]   (workloads whose name starts so)
+
+Per round and workload: a fio server/client pair (fio/remora.c), then `remora bench` with the
+same operation, size and queue depth. Both sides alike: the client busy-polls, the target's
+progress thread is adaptive (fio: busy_wait_polling=0 on the server; bench: its default).
+fio reaps every ready completion at once (iodepth_batch_complete_max = the depth), as bench
+does; with fio's default of one a call, completions wait in the engine for fio's next call.
+Workloads: write+flush (read-after-write) at QD1 (fio sync=1 flush=raw; bench flush-raw),
+plain writes at QD1 and QD16 (fio flush=none; bench write). Prints per workload the medians
+of p50 latency (fio: completion latency) and operations/s, fio/bench ratios, and the spread
+(min..max) over the rounds.
+"""
+import argparse, json, os, socket, statistics, subprocess, sys, tempfile, time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--provider", default="tcp")
+ap.add_argument("--rounds", type=int, default=3)
+ap.add_argument("--seconds", type=int, default=3)
+ap.add_argument("--build", default="build")
+ap.add_argument("--fio", default="build-fio/fio/fio")
+ap.add_argument("--only", default="", help="run only the workloads whose name starts with this")
+a = ap.parse_args()
+engine = os.path.abspath(os.path.join(a.build, "fio", "libremora_fio.so"))
+remora = os.path.join(a.build, "tools", "remora", "remora")
+
+WORKLOADS = [  # name, bench op, size, qd, fio client options
+    ("write+flush 8 B QD1", "flush-raw", 8, 1, "sync=1\nflush=raw"),
+    ("write+flush 4 KiB QD1", "flush-raw", 4096, 1, "sync=1\nflush=raw"),
+    ("write 8 B QD1", "write", 8, 1, "sync=0\nflush=none"),
+    ("write 4 KiB QD1", "write", 4096, 1, "sync=0\nflush=none"),
+    ("write 8 B QD16", "write", 8, 16, "sync=0\nflush=none"),
+    ("write 4 KiB QD16", "write", 4096, 16, "sync=0\nflush=none"),
+]
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+def listening(port):
+    out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout
+    return bool(out.strip())
+
+def run_fio(tmp, size, qd, extra):
+    port = free_port()
+    common = (f"[global]\nioengine=external:{engine}\ncreate_serialize=0\nthread\n"
+              f"serverip=127.0.0.1\nport={port}\nprovider={a.provider}\n")
+    server = common + ("role=server\n[server]\nbusy_wait_polling=0\nsize=1MiB\nfilename=malloc\n"
+                       "time_based\nruntime=365d\n")
+    client = common + (f"role=client\n[client]\n{extra}\nbusy_wait_polling=1\niodepth={qd}\n"
+                       f"iodepth_batch_submit=1\niodepth_batch_complete_max={qd}\nrw=write\nblocksize={size}\nramp_time=0\n"
+                       f"time_based\nruntime={a.seconds}s\n")
+    for name, text in (("s.fio", server), ("c.fio", client)):
+        with open(os.path.join(tmp, name), "w") as f:
+            f.write(text)
+    srv = subprocess.Popen(["timeout", "120", a.fio, os.path.join(tmp, "s.fio"), "--output-format=json"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    for _ in range(200):
+        if listening(port) or srv.poll() is not None:
+            break
+        time.sleep(0.05)
+    cl = subprocess.run(["timeout", "120", a.fio, os.path.join(tmp, "c.fio"), "--output-format=json"],
+                        capture_output=True, text=True)
+    srv.wait()
+    if cl.returncode != 0:
+        sys.exit(f"fio client failed: {cl.stderr}")
+    w = json.loads(cl.stdout)["jobs"][0]["write"]
+    return w["clat_ns"]["percentile"]["50.000000"] / 1000.0, w["iops"]
+
+def run_bench(op, size, qd):
+    out = subprocess.run([remora, "bench", "-p", a.provider, "--op", op, "--size", str(size), "--qd",
+                          str(qd), "-d", str(a.seconds), "--json"], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"remora bench failed: {out.stderr}")
+    j = json.loads(out.stdout.strip().splitlines()[-1])
+    return j["p50_us"], j["ops_per_s"]
+
+WORKLOADS = [w for w in WORKLOADS if w[0].startswith(a.only)]
+res = {w[0]: {"fio": [], "bench": []} for w in WORKLOADS}
+with tempfile.TemporaryDirectory() as tmp:
+    for r in range(a.rounds):
+        for name, op, size, qd, extra in WORKLOADS:
+            # alternate which goes first, so drift in the machine's load hits both alike
+            order = ["fio", "bench"] if r % 2 == 0 else ["bench", "fio"]
+            for who in order:
+                v = run_fio(tmp, size, qd, extra) if who == "fio" else run_bench(op, size, qd)
+                res[name][who].append(v)
+            print(f"round {r + 1} {name}: fio p50 {res[name]['fio'][-1][0]:.1f} us "
+                  f"{res[name]['fio'][-1][1]:.0f}/s, bench p50 {res[name]['bench'][-1][0]:.1f} us "
+                  f"{res[name]['bench'][-1][1]:.0f}/s", file=sys.stderr, flush=True)
+
+def fmt(vals, i, f):
+    xs = [v[i] for v in vals]
+    return f"{f(statistics.median(xs))} ({f(min(xs))}..{f(max(xs))})"
+
+print(f"provider {a.provider}, {a.rounds} rounds of {a.seconds} s, medians (min..max)")
+print(f"| workload | fio p50 us | bench p50 us | p50 fio/bench | fio ops/s | bench ops/s | ops/s fio/bench |")
+print("|---|---|---|---|---|---|---|")
+for name, *_ in WORKLOADS:
+    f, b = res[name]["fio"], res[name]["bench"]
+    lat = statistics.median(x[0] for x in f) / statistics.median(x[0] for x in b)
+    ops = statistics.median(x[1] for x in f) / statistics.median(x[1] for x in b)
+    us = lambda v: f"{v:.1f}"
+    ks = lambda v: f"{v / 1000:.1f}k"
+    print(f"| {name} | {fmt(f, 0, us)} | {fmt(b, 0, us)} | {lat:.3f} | {fmt(f, 1, ks)} | "
+          f"{fmt(b, 1, ks)} | {ops:.3f} |")
