@@ -278,6 +278,9 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
         // sockets hands connection requests fi_dupinfo cannot copy: start from the
         // domain's and keep the request's handle.
         info_ptr base = dup_info(dom->info.get());
+        if (!base) {
+            return fail(errc::provider_error, "fi_dupinfo failed: out of memory");
+        }
         base->handle = info->handle;
         ep_info = std::move(base);
     }

@@ -89,7 +89,7 @@ result<info_ptr> pick(const std::string& provider, const std::string& node, std:
     int ret = getinfo(node.c_str(), nullptr, FI_SOURCE, hints.get(), all);
     if (ret != 0) {
         return fail(
-            fabric_error(ret, std::string("no provider offers ") + kind + " endpoints" +
+            fabric_error(ret, std::string("fi_getinfo: no provider offers ") + kind + " endpoints" +
                                   (provider.empty() ? std::string() : " for '" + provider + "'") +
                                   " on " + node));
     }

@@ -99,10 +99,17 @@ struct info_deleter {
 };
 using info_ptr = std::unique_ptr<fi_info, info_deleter>;
 
+// Empty when libfabric is out of memory (or the seam's fabric_call::dupinfo is armed).
 inline info_ptr dup_info(const fi_info* i) {
+    if (injected(fabric_call::dupinfo) != 0) {
+        return nullptr;
+    }
     return info_ptr(fi_dupinfo(i));
 }
 inline info_ptr alloc_info() {
+    if (injected(fabric_call::allocinfo) != 0) {
+        return nullptr;
+    }
     return info_ptr(fi_allocinfo());
 }
 

@@ -87,7 +87,11 @@ struct service_conn {
 struct persist_conn final : connection_extension {
     mutable std::mutex svc_mu;
     std::unique_ptr<service_conn> svc;  // client or target side of the service, once used
-    std::once_flag scratch_once;        // the read-after-write flush's 8-byte destination
+    // The read-after-write flush's 8-byte destination, registered by the first flush (a failed
+    // registration is reported and tried again by the next flush). Set once, under scratch_mu;
+    // scratch_ready says it is.
+    std::mutex scratch_mu;
+    std::atomic<bool> scratch_ready{false};
     std::optional<memory_region> scratch;
     std::array<std::byte, 8> scratch_bytes{};
 
