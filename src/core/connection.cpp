@@ -509,12 +509,16 @@ result<connection> connection::connect(const domain& dom, const std::string& hos
                                          n2s(caps.cm_data_size) + " bytes");
     }
     info_ptr hints = endpoint_hints(*dom.impl());
+    if (!hints) {
+        return fail(errc::provider_error, "connect: fi_allocinfo failed: out of memory");
+    }
     const std::string service = std::to_string(port);
     info_ptr info;
     int ret = getinfo(host.c_str(), service.c_str(), 0, hints.get(), info);
     if (ret != 0) {
         return fail(errc::unreachable, "connect: cannot resolve " + host + ":" + service + " on " +
-                                           caps.provider + " (" + fabric_strerror(ret) + ")");
+                                           caps.provider + " (fi_getinfo: " + fabric_strerror(ret) +
+                                           ")");
     }
     auto impl = std::make_unique<connection_impl>(dom.impl());
     if (auto r = impl->setup(info.get(), config); !r) {

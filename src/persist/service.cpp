@@ -221,6 +221,19 @@ bool teardown_status(const completion& c) {
 }
 
 bool target_reply_sent(void* context, completion& c);
+bool target_request(void* context, completion& c);
+
+// Posts request receive `i` again (the slot is free: its reply was sent or is lost). The slot's
+// receive-queue entry was given back, so only the provider can refuse: the post is tried twice
+// (a transient refusal), and after that the connection is taken to be going away.
+void repost_request(service_conn& s, std::uint32_t i) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        if (post_internal(*s.conn, queue::recv, s.request_buf(i), request_size, desc_of(s),
+                          target_request, &s.recv_refs[i])) {
+            return;
+        }
+    }
+}
 
 bool target_request(void* context, completion& c) {
     auto& ref = *static_cast<service_conn::ref*>(context);
@@ -248,18 +261,29 @@ bool target_request(void* context, completion& c) {
     }
     encode(rp, std::span<std::byte, reply_size>(s.reply_buf(ref.index), reply_size));
     // The receive is reposted once the reply is sent (target_reply_sent): the reply buffer is
-    // the slot's, and a client never has more than service_depth requests out.
-    (void)post_internal(*s.conn, queue::service, s.reply_buf(ref.index), reply_size, desc_of(s),
-                        target_reply_sent, &s.send_refs[ref.index]);
+    // the slot's, and a client never has more than service_depth requests out. A reply that
+    // cannot be posted is lost (the client's request completes when the connection ends), but
+    // the receive is posted again at once: the service keeps its depth.
+    // The post is tried twice (a transient refusal); its record was given back on failure.
+    bool sent = false;
+    for (int attempt = 0; attempt < 2 && !sent; ++attempt) {
+        sent = post_internal(*s.conn, queue::service, s.reply_buf(ref.index), reply_size,
+                             desc_of(s), target_reply_sent, &s.send_refs[ref.index])
+                   .has_value();
+    }
+    if (!sent) {
+        s.core->refused.fetch_add(rp.status == 0 ? 1 : 0, std::memory_order_relaxed);
+        repost_request(s, ref.index);
+    }
     return false;
 }
 
 bool target_reply_sent(void* context, completion& c) {
     auto& ref = *static_cast<service_conn::ref*>(context);
     service_conn& s = *ref.owner;
-    if (c.ok()) {
-        (void)post_internal(*s.conn, queue::recv, s.request_buf(ref.index), request_size,
-                            desc_of(s), target_request, &s.recv_refs[ref.index]);
+    // A reply that failed (other than by the connection going away) gives its slot back too.
+    if (c.ok() || !teardown_status(c)) {
+        repost_request(s, ref.index);
     }
     return false;
 }
