@@ -114,7 +114,11 @@ result<info_ptr> pick(const std::string& provider, const std::string& node, std:
                         (provider.empty() ? "core provider" : "provider '" + provider + "'") +
                         " offers " + kind + " endpoints on " + node);
     }
-    return dup_info(best);
+    info_ptr chosen = dup_info(best);
+    if (!chosen) {
+        return fail(errc::provider_error, "fi_dupinfo failed: out of memory");
+    }
+    return chosen;
 }
 
 }  // namespace

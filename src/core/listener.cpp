@@ -159,7 +159,7 @@ result<listener> listener::create(const domain& dom, const std::string& host, st
     }
     ret = pep_listen(impl->pep.get());
     if (ret != 0) {
-        return fail(fabric_error(ret, "listen on " + host + ":" + service));
+        return fail(fabric_error(ret, "listen on " + host + ":" + service + ": fi_listen failed"));
     }
     sockaddr_storage addr{};
     size_t len = sizeof(addr);

@@ -344,13 +344,16 @@ bool client_sent(void* context, completion& c) {
     return false;
 }
 
-// Posts reply receive `j` again; a failure means the connection is gone. Caller holds s.mu
-// (post_internal never takes it).
+// Posts reply receive `j` again, tried twice (a transient refusal); a second failure means the
+// connection is gone. Caller holds s.mu (post_internal never takes it).
 void repost_reply(service_conn& s, std::uint32_t j) {
-    if (!post_internal(*s.conn, queue::recv, s.reply_buf(j), reply_size, desc_of(s), client_reply,
-                       &s.recv_refs[j])) {
-        s.dead = true;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        if (post_internal(*s.conn, queue::recv, s.reply_buf(j), reply_size, desc_of(s),
+                          client_reply, &s.recv_refs[j])) {
+            return;
+        }
     }
+    s.dead = true;
 }
 
 bool client_reply(void* context, completion& c) {
