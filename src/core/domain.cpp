@@ -185,6 +185,12 @@ result<domain> domain::open(const domain_config& config) {
         if (with_atomics && prov == (*with_atomics)->fabric_attr->prov_name) {
             atomics = true;
             *base = std::move(*with_atomics);
+        } else if (!with_atomics && !(with_atomics.error() == errc::not_supported) &&
+                   with_atomics.error().code() != std::error_code(FI_ENODATA, fabric_category())) {
+            // "None offers atomics" is an answer; any other failure (out of memory) is not: a
+            // domain opened without atomics then would not match its peers'.
+            return fail(error(with_atomics.error().code(),
+                              "asking for native atomics: " + with_atomics.error().message()));
         }
     }
     impl->info = std::move(*base);
