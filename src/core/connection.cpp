@@ -319,6 +319,16 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
         return fail(fabric_error(r, what));
     };
     ret = ep_bind(ep.get(), rdm ? av.as_fid() : eq.as_fid(), 0);
+    if (ret != 0 && rdm) {
+        // tcp;ofi_rxm and net crash closing an RDM endpoint that has no address vector: the
+        // bind is tried again (a transient failure), and an endpoint that still has none is
+        // abandoned to libfabric rather than closed (a leak, not a crash).
+        ret = ep_bind(ep.get(), av.as_fid(), 0);
+        if (ret != 0) {
+            ep.abandon();
+            return fail(fabric_error(ret, "fi_ep_bind of the address vector"));
+        }
+    }
     if (ret == 0) {
         ret = ep_bind(ep.get(), cq->cq.as_fid(),
                       FI_TRANSMIT | FI_SELECTIVE_COMPLETION | (rcq ? 0 : FI_RECV));

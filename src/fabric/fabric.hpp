@@ -64,6 +64,13 @@ class fid_handle {
         fabric_fault::open_count.fetch_sub(1, std::memory_order_relaxed);
         return 0;
     }
+    // Stops owning without closing: for an object libfabric cannot close safely (it leaks).
+    void abandon() noexcept {
+        if (p_ != nullptr) {
+            p_ = nullptr;
+            fabric_fault::open_count.fetch_sub(1, std::memory_order_relaxed);
+        }
+    }
     T* get() const noexcept { return p_; }
     // For the fabric layer's open wrappers: they count what they opened (see
     // fabric_fault::open_objects).
