@@ -359,11 +359,17 @@ class scenario {
                     [&](op_options o) { return s.fetch_add(*sdesc_, 160, 1, l, 272, o); });
     }
 
-    // Reads every side's CQs until each posted operation completed (or `limit` passes).
+    // Reads every side's CQs until each posted operation completed and nothing is in flight
+    // (or `limit` passes).
     void drain(std::chrono::milliseconds limit) {
         const auto deadline = clock_type::now() + limit;
         completion buf[16];
         auto all_done = [&] {
+            for (side* sd : {&plain_t_, &plain_c_, &svc_t_, &svc_c_}) {
+                if (sd->conn && sd->conn->in_flight() != 0) {
+                    return false;
+                }
+            }
             return target_ops_.all_done() && client_ops_.all_done() && service_ops_.all_done();
         };
         while (!all_done() && clock_type::now() < deadline) {
@@ -480,7 +486,9 @@ class scenario {
 
     void teardown() {
         // Close each connection: outstanding operations complete (with errors), exactly once.
-        for (side* sd : {&plain_c_, &svc_c_, &plain_t_, &svc_t_}) {
+        // Targets first: shm crashes a sender whose peer endpoint in the same process is gone
+        // (its region is unmapped), and a target may still be replying to a service request.
+        for (side* sd : {&plain_t_, &svc_t_, &plain_c_, &svc_c_}) {
             if (!sd->conn) {
                 continue;
             }
@@ -492,8 +500,13 @@ class scenario {
         check_books("after close");
         for (side* sd : {&plain_c_, &svc_c_, &plain_t_, &svc_t_}) {
             if (sd->conn && sd->conn->in_flight() != 0) {
+                std::string errs;
+                for (const auto& e : log_.errors) {
+                    errs += std::string("; ") + e.what();
+                }
                 log_.problem("in_flight() is " + std::to_string(sd->conn->in_flight()) +
-                             " after close and drain on the " + side_name(sd));
+                             " after close and drain on the " + side_name(sd) +
+                             " (errors seen: " + std::to_string(log_.errors.size()) + errs + ")");
             }
         }
         plain_c_.conn.reset();
