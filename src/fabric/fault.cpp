@@ -82,6 +82,8 @@ struct state {
     std::array<armed_call, fabric_call_count> calls{};
     int entry_err = 0;
     unsigned entry_times = 0;
+    unsigned entry_skip = 0;
+    unsigned entries_fired = 0;
     bool counting = false;
 };
 
@@ -148,7 +150,7 @@ unsigned long calls(fabric_call call) noexcept {
     return s.calls[static_cast<std::size_t>(call)].calls;
 }
 
-void arm_error_entry(int err, unsigned times) {
+void arm_error_entry(int err, unsigned times, unsigned skip) {
     state& s = the_state();
     std::lock_guard lock(s.mu);
     if (s.entry_times != 0) {
@@ -156,6 +158,7 @@ void arm_error_entry(int err, unsigned times) {
     }
     s.entry_err = err;
     s.entry_times = times;
+    s.entry_skip = skip;
     if (times != 0) {
         armed_count.fetch_add(1, std::memory_order_relaxed);
     }
@@ -180,6 +183,12 @@ unsigned fired(fabric_call call) noexcept {
     state& s = the_state();
     std::lock_guard lock(s.mu);
     return s.calls[static_cast<std::size_t>(call)].fired;
+}
+
+unsigned fired_error_entries() noexcept {
+    state& s = the_state();
+    std::lock_guard lock(s.mu);
+    return s.entries_fired;
 }
 
 long open_objects() noexcept {
@@ -213,6 +222,11 @@ bool take_error_entry(int* err) noexcept {
     if (s.entry_times == 0) {
         return false;
     }
+    if (s.entry_skip != 0) {
+        --s.entry_skip;
+        return false;
+    }
+    ++s.entries_fired;
     *err = s.entry_err;
     if (--s.entry_times == 0) {
         armed_count.fetch_sub(1, std::memory_order_relaxed);

@@ -87,7 +87,10 @@ void arm_nth(fabric_call call, int ret, unsigned nth);
 // fi_cq_read returns -FI_EAVAIL, then fi_cq_readerr returns the completion's entry with `err`
 // in it (0 included: a provider that reports an error without a code). Completions keep their
 // order.
-void arm_error_entry(int err, unsigned times = 1);
+// With `skip`, the first `skip` reads that return completions are left alone.
+void arm_error_entry(int err, unsigned times = 1, unsigned skip = 0);
+// How many completions were turned into error entries since the process started.
+unsigned fired_error_entries() noexcept;
 // Every injection off (a diverted entry not yet read is still delivered).
 void disarm() noexcept;
 // How many calls of `call` were made to fail since the process started.

@@ -246,7 +246,11 @@ bool target_request(void* context, completion& c) {
     auto rq = c.ok() ? decode_request({s.request_buf(ref.index), c.bytes})
                      : result<service_request>(fail(errc::too_large, "oversize request"));
     if (!rq) {
-        rp.status = static_cast<std::uint16_t>(errc::invalid_argument);
+        // A receive that failed for another reason than its size (the provider's error) is
+        // answered as such: the request's bytes cannot be trusted.
+        const bool provider = !c.ok() && !(c.status == errc::too_large);
+        rp.status =
+            static_cast<std::uint16_t>(provider ? errc::provider_error : errc::invalid_argument);
         if (c.bytes >= 16) {
             rp.id = get_le(s.request_buf(ref.index) + 8, 8);
             rp.op = static_cast<service_op>(
@@ -389,6 +393,22 @@ bool client_reply(void* context, completion& c) {
     }
     // Repost before the slot can be reused, so a new request always finds a receive.
     repost_reply(s, ref.index);
+    if (!c.ok()) {
+        // The provider failed a reply's receive: its bytes cannot be read, but a reply was
+        // lost. The target answers in order, so it was the oldest request still waiting: that
+        // one fails with the receive's status rather than wait for a reply that will not come.
+        std::uint32_t oldest = s.depth;
+        for (std::uint32_t k = 0; k < s.depth; ++k) {
+            const service_conn::slot& sl = s.slots[k];
+            if (sl.busy && sl.posted && !sl.delivered &&
+                (oldest == s.depth || sl.sequence < s.slots[oldest].sequence)) {
+                oldest = k;
+            }
+        }
+        if (oldest != s.depth) {
+            return deliver(s, oldest, c, lock);
+        }
+    }
     if (!ok) {
         ++s.bad_replies;  // malformed, oversize or not an answer to anything we asked: ignored
         return false;
@@ -467,6 +487,7 @@ result<void> client_request(connection_impl& c, service_request rq, std::byte* r
         ++s.busy;
         service_conn::slot& sl = s.slots[i];
         sl.busy = true;
+        sl.sequence = s.next_sequence++;
         sl.posted = false;
         sl.delivered = false;
         sl.pending = 2;

@@ -65,12 +65,14 @@ struct service_conn {
         bool report_success = true;
         service_op kind = service_op::flush;
         std::byte* result = nullptr;  // compare_swap / fetch_add: where the old value goes
+        std::uint64_t sequence = 0;   // order of the requests (a failed reply's is the oldest)
     };
     std::mutex mu;
     std::vector<slot> slots;
     std::vector<std::uint32_t> free_slots;
     std::size_t busy = 0;
     std::uint64_t bad_replies = 0;
+    std::uint64_t next_sequence = 0;
     // The connection failed (a reply receive was flushed, or could not be posted again): new
     // requests are refused, and a request whose send completes from now on fails.
     bool dead = false;

@@ -39,7 +39,9 @@ using clock_type = std::chrono::steady_clock;
 
 constexpr int injected_code = FI_ENOMEM;
 
-enum class phase { setup, post, completion, teardown };
+// entries: not a call but a completion: the last of the nth non-empty fi_cq_read comes back as an
+// error entry without a code (err == 0), which must fail that operation (provider_error).
+enum class phase { setup, post, completion, teardown, entries };
 
 phase phase_of(fabric_call c) {
     switch (c) {
@@ -78,6 +80,8 @@ const char* to_string(phase p) {
             return "completion";
         case phase::teardown:
             return "teardown";
+        case phase::entries:
+            return "error_entries";
     }
     return "?";
 }
@@ -581,8 +585,56 @@ std::vector<unsigned> ordinals(unsigned long n) {
     return {s.begin(), s.end()};
 }
 
+// The error-entry sweep: the nth non-empty CQ read (n = 1..12) hands its last completion back as
+// an error entry without a code. That operation fails provider_error (never a success); what it
+// causes is bounded and named as for a failed call; the rest of the invariants hold.
+void sweep_error_entries(const sweep_param& p) {
+    const long objects_before = fault::open_objects();
+    unsigned fired_points = 0, failed_as_provider_error = 0;
+    for (unsigned nth = 1; nth <= 12; ++nth) {
+        SCOPED_TRACE("error entry at non-empty read #" + std::to_string(nth));
+        const unsigned before = fault::fired_error_entries();
+        run_log log;
+        const auto t0 = clock_type::now();
+        fault::arm_error_entry(0, 1, nth - 1);
+        (void)scenario(p, log).run();
+        fault::disarm();
+        const bool fired = fault::fired_error_entries() != before;
+        fired_points += fired ? 1 : 0;
+        EXPECT_LT(clock_type::now() - t0, 30s) << "the run took too long";
+        for (const auto& s : log.problems) {
+            ADD_FAILURE() << s;
+        }
+        for (const auto& e : log.errors) {
+            // A broken internal operation (a service message) shows as the connection's loss or
+            // a refused request.
+            EXPECT_TRUE(fired && (e == errc::provider_error || e == errc::disconnected ||
+                                  e == errc::canceled))
+                << "an error the entry does not explain: " << e.what();
+        }
+        for (const auto& st : log.failed_ops) {
+            const bool own = st == errc::provider_error;
+            failed_as_provider_error += own ? 1 : 0;
+            EXPECT_TRUE(fired && (own || st == errc::disconnected || st == errc::canceled))
+                << "an operation failed with " << st.message();
+        }
+        EXPECT_EQ(fault::open_objects(), objects_before) << "libfabric objects leaked";
+        if (testing::Test::HasFailure()) {
+            return;
+        }
+    }
+    std::printf(
+        "fault sweep %s error entries: 12 points, %u fired, %u operations failed "
+        "provider_error\n",
+        p.provider.c_str(), fired_points, failed_as_provider_error);
+}
+
 TEST_P(fault_sweep, every_call_fails_once_cleanly) {
     const sweep_param& p = GetParam();
+    if (p.part == phase::entries) {
+        sweep_error_entries(p);
+        return;
+    }
     const long objects_before = fault::open_objects();
 
     // The clean run: counts, and must itself be clean.
@@ -689,7 +741,8 @@ std::vector<sweep_param> params() {
                                                                              {"shm", true},
                                                                              {"tcp;ofi_rxm", true},
                                                                              {"net", true}}) {
-        for (phase ph : {phase::setup, phase::post, phase::completion, phase::teardown}) {
+        for (phase ph :
+             {phase::setup, phase::post, phase::completion, phase::teardown, phase::entries}) {
             out.push_back({prov, rdm, ph});
         }
     }
