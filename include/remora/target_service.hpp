@@ -14,7 +14,10 @@
 // progress thread when the connection was accepted with connection_config::progress_thread (the
 // application may then sleep), otherwise the application's own poll/wait loop. A request arrives
 // where receives complete (the RCQ if the connection has one) and its receive is posted again
-// when the reply's send completes on the CQ: without a progress thread, read both. A persist
+// when the reply's send completes on the CQ: without a progress thread, read both. A reply the
+// provider refuses (twice) or fails to send is lost, and its receive is posted again at once, so
+// the service keeps its depth; the client's request then completes (with an error) only when its
+// connection ends. A persist
 // (msync) runs on that thread, so a large GPSPM flush delays the others it serves.
 //
 // Threading: expose() and serve() may run concurrently with requests being answered. Exposed

@@ -278,6 +278,9 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
         // sockets hands connection requests fi_dupinfo cannot copy: start from the
         // domain's and keep the request's handle.
         info_ptr base = dup_info(dom->info.get());
+        if (!base) {
+            return fail(errc::provider_error, "fi_dupinfo failed: out of memory");
+        }
         base->handle = info->handle;
         ep_info = std::move(base);
     }
@@ -316,6 +319,16 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
         return fail(fabric_error(r, what));
     };
     ret = ep_bind(ep.get(), rdm ? av.as_fid() : eq.as_fid(), 0);
+    if (ret != 0 && rdm) {
+        // tcp;ofi_rxm and net crash closing an RDM endpoint that has no address vector: the
+        // bind is tried again (a transient failure), and an endpoint that still has none is
+        // abandoned to libfabric rather than closed (a leak, not a crash).
+        ret = ep_bind(ep.get(), av.as_fid(), 0);
+        if (ret != 0) {
+            ep.abandon();
+            return fail(fabric_error(ret, "fi_ep_bind of the address vector"));
+        }
+    }
     if (ret == 0) {
         ret = ep_bind(ep.get(), cq->cq.as_fid(),
                       FI_TRANSMIT | FI_SELECTIVE_COMPLETION | (rcq ? 0 : FI_RECV));
@@ -506,12 +519,16 @@ result<connection> connection::connect(const domain& dom, const std::string& hos
                                          n2s(caps.cm_data_size) + " bytes");
     }
     info_ptr hints = endpoint_hints(*dom.impl());
+    if (!hints) {
+        return fail(errc::provider_error, "connect: fi_allocinfo failed: out of memory");
+    }
     const std::string service = std::to_string(port);
     info_ptr info;
     int ret = getinfo(host.c_str(), service.c_str(), 0, hints.get(), info);
     if (ret != 0) {
         return fail(errc::unreachable, "connect: cannot resolve " + host + ":" + service + " on " +
-                                           caps.provider + " (" + fabric_strerror(ret) + ")");
+                                           caps.provider + " (fi_getinfo: " + fabric_strerror(ret) +
+                                           ")");
     }
     auto impl = std::make_unique<connection_impl>(dom.impl());
     if (auto r = impl->setup(info.get(), config); !r) {

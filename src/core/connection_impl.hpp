@@ -142,7 +142,9 @@ ssize_t post_to_peer(connection_impl& c, Post&& post) {
 result<void> check_open(const connection_impl& c, const char* what);
 result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind, bool recv,
                          const char* what);
-result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what, bool recv);
+// `call` is the libfabric call that posted (its failure names it).
+result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what, bool recv,
+                    fabric_call call);
 // Parked posts (src/core/parked.cpp): the gate this connection's parked posts wait on (its
 // budget's, or its own), and admission that waits there when opts.park_until is set.
 park_gate& parked_gate(connection_impl& c) noexcept;
@@ -242,7 +244,7 @@ result<void> post_send(connection_impl& c, std::span<const local_segment> local,
 template <class Post>
 result<void> post_maybe_quiet(connection_impl& c, op_record* r, std::size_t bytes,
                               const op_options& opts, std::uint64_t flags, const char* what,
-                              op_holding* bounce, Post&& post) {
+                              op_holding* bounce, fabric_call call, Post&& post) {
     const bool at_post = opts.report == completion_mode::at_post;
     if (at_post) {
         flags |= FI_INJECT;  // the bytes are the provider's when the post returns
@@ -252,7 +254,7 @@ result<void> post_maybe_quiet(connection_impl& c, op_record* r, std::size_t byte
             r->held.bounce = std::move(*bounce);
         }
         return submit(c, r, post_to_peer(c, [&] { return post(flags | FI_COMPLETION); }), what,
-                      false);
+                      false, call);
     }
     std::lock_guard lock(c.signal_mu);
     const bool quiet = opts.callback == nullptr && opts.report != completion_mode::always &&
@@ -273,7 +275,7 @@ result<void> post_maybe_quiet(connection_impl& c, op_record* r, std::size_t byte
     } else if (quiet) {
         c.ops.unpush_quiet(r);
     }
-    return submit(c, r, ret, what, false);
+    return submit(c, r, ret, what, false, call);
 }
 
 // First byte of the private data of every reject() remora sends.

@@ -65,7 +65,8 @@ result<void> gather(const connection_impl& c, std::span<const local_segment> seg
     return {};
 }
 
-result<void> posted(ssize_t ret, const connection_impl& c, const char* what, bool recv) {
+result<void> posted(ssize_t ret, const connection_impl& c, const char* what, bool recv,
+                    fabric_call call) {
     if (ret == 0) {
         return {};
     }
@@ -92,9 +93,11 @@ result<void> posted(ssize_t ret, const connection_impl& c, const char* what, boo
         case EPIPE:
         case FI_ENOENT:  // sockets, once its peer is gone
             return fail(errc::disconnected, std::string(what) + ": the connection is lost (" +
-                                                fabric_strerror(ret) + ")");
+                                                to_string(call) + ": " + fabric_strerror(ret) +
+                                                ")");
         default:
-            return fail(fabric_error(static_cast<int>(ret), what));
+            return fail(fabric_error(static_cast<int>(ret),
+                                     std::string(what) + ": " + to_string(call) + " failed"));
     }
 }
 
@@ -152,8 +155,9 @@ result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op 
 }
 
 // The post's outcome; a failed post gives its record back.
-result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what, bool recv) {
-    auto res = posted(ret, c, what, recv);
+result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what, bool recv,
+                    fabric_call call) {
+    auto res = posted(ret, c, what, recv, call);
     if (!res) {
         release_failed(*r);
     }
@@ -218,12 +222,13 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
                                        return ep_read(c.ep.get(), c.peer, g.iov, g.desc, g.count,
                                                       rma, *rec, FI_COMPLETION);
                                    }),
-                      what, false);
+                      what, false, fabric_call::post_read);
     }
     const std::uint64_t flags = kind == rma_kind::write_imm ? FI_REMOTE_CQ_DATA : 0;
-    return post_maybe_quiet(c, *rec, g.bytes, opts, flags, what, bounce, [&](std::uint64_t f) {
-        return ep_write(c.ep.get(), c.peer, g.iov, g.desc, g.count, rma, imm, *rec, f);
-    });
+    return post_maybe_quiet(
+        c, *rec, g.bytes, opts, flags, what, bounce, fabric_call::post_write, [&](std::uint64_t f) {
+            return ep_write(c.ep.get(), c.peer, g.iov, g.desc, g.count, rma, imm, *rec, f);
+        });
 }
 
 namespace {
@@ -266,7 +271,7 @@ result<void> post_send(connection_impl& c, std::span<const local_segment> local,
     }
 
     return post_maybe_quiet(c, *rec, g.bytes, opts, with_imm ? FI_REMOTE_CQ_DATA : 0, what, bounce,
-                            [&](std::uint64_t f) {
+                            fabric_call::post_send, [&](std::uint64_t f) {
                                 return ep_send(c.ep.get(), c.peer, g.iov, g.desc, g.count, imm,
                                                *rec, f);
                             });
@@ -291,7 +296,8 @@ result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t l
         return recv ? ep_recv(c.ep.get(), c.recv_from, &iov, &desc, 1, r, FI_COMPLETION)
                     : ep_send(c.ep.get(), c.peer, &iov, &desc, 1, 0, r, FI_COMPLETION);
     });
-    auto res = submit(c, r, ret, what, recv);
+    auto res =
+        submit(c, r, ret, what, recv, recv ? fabric_call::post_recv : fabric_call::post_send);
     if (res && recv) {
         // tcp delivers a message that arrived before this receive only when the provider is
         // called after the post, and a progress thread asleep on the CQ's fd is not woken by it.
@@ -438,7 +444,7 @@ result<void> post_recv(detail::connection_impl& c, std::span<const local_segment
                                                                             g.iov, g.desc, g.count,
                                                                             *rec, FI_COMPLETION);
                                                  }),
-                            "recv", true);
+                            "recv", true, detail::fabric_call::post_recv);
     if (!r) {
         return r;
     } else if (detail::cq_impl* q = c.rcq ? c.rcq.get() : c.cq.get(); q->progress_owned()) {

@@ -89,7 +89,7 @@ result<info_ptr> pick(const std::string& provider, const std::string& node, std:
     int ret = getinfo(node.c_str(), nullptr, FI_SOURCE, hints.get(), all);
     if (ret != 0) {
         return fail(
-            fabric_error(ret, std::string("no provider offers ") + kind + " endpoints" +
+            fabric_error(ret, std::string("fi_getinfo: no provider offers ") + kind + " endpoints" +
                                   (provider.empty() ? std::string() : " for '" + provider + "'") +
                                   " on " + node));
     }
@@ -114,7 +114,11 @@ result<info_ptr> pick(const std::string& provider, const std::string& node, std:
                         (provider.empty() ? "core provider" : "provider '" + provider + "'") +
                         " offers " + kind + " endpoints on " + node);
     }
-    return dup_info(best);
+    info_ptr chosen = dup_info(best);
+    if (!chosen) {
+        return fail(errc::provider_error, "fi_dupinfo failed: out of memory");
+    }
+    return chosen;
 }
 
 }  // namespace
@@ -181,6 +185,12 @@ result<domain> domain::open(const domain_config& config) {
         if (with_atomics && prov == (*with_atomics)->fabric_attr->prov_name) {
             atomics = true;
             *base = std::move(*with_atomics);
+        } else if (!with_atomics && !(with_atomics.error() == errc::not_supported) &&
+                   with_atomics.error().code() != std::error_code(FI_ENODATA, fabric_category())) {
+            // "None offers atomics" is an answer; any other failure (out of memory) is not: a
+            // domain opened without atomics then would not match its peers'.
+            return fail(error(with_atomics.error().code(),
+                              "asking for native atomics: " + with_atomics.error().message()));
         }
     }
     impl->info = std::move(*base);

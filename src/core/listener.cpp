@@ -129,11 +129,15 @@ result<listener> listener::create(const domain& dom, const std::string& host, st
     auto impl = std::make_shared<listener_impl>();
     impl->dom = dom.impl();
     info_ptr hints = endpoint_hints(*impl->dom);
+    if (!hints) {
+        return fail(errc::provider_error, "listen: fi_allocinfo failed: out of memory");
+    }
     const std::string service = std::to_string(port);
     int ret = getinfo(host.c_str(), service.c_str(), FI_SOURCE, hints.get(), impl->info);
     if (ret != 0) {
         return fail(errc::unreachable, "listen: cannot use " + host + ":" + service + " on " +
-                                           dom.caps().provider + " (" + fabric_strerror(ret) + ")");
+                                           dom.caps().provider +
+                                           " (fi_getinfo: " + fabric_strerror(ret) + ")");
     }
     fi_info* info = impl->info.get();
 
@@ -155,7 +159,7 @@ result<listener> listener::create(const domain& dom, const std::string& host, st
     }
     ret = pep_listen(impl->pep.get());
     if (ret != 0) {
-        return fail(fabric_error(ret, "listen on " + host + ":" + service));
+        return fail(fabric_error(ret, "listen on " + host + ":" + service + ": fi_listen failed"));
     }
     sockaddr_storage addr{};
     size_t len = sizeof(addr);

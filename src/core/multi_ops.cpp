@@ -245,7 +245,7 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
         if (ret != 0) {
             // Parts i.. are not posted: their records go back; the operation is reported here,
             // by this return, and its posted parts complete silently.
-            auto err = submit(c, recs[i], ret, what, false);
+            auto err = submit(c, recs[i], ret, what, false, fabric_call::post_write);
             for (std::size_t j = i + 1; j < n; ++j) {
                 release_failed(*recs[j]);
             }

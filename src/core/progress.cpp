@@ -152,9 +152,12 @@ void progress_engine::run() {
         }
         for (int round = 0; round < 32; ++round) {
             cq->pump();
-            if (detail::trywait(cq->dom->fabric.get(), cq->cq.as_fid()) != -FI_EAGAIN ||
-                cq->owned_ready() >= cq->owned.size()) {
+            const int armed = detail::trywait(cq->dom->fabric.get(), cq->cq.as_fid());
+            if (armed == 0 || cq->owned_ready() >= cq->owned.size()) {
                 return;
+            }
+            if (armed != -FI_EAGAIN) {
+                break;  // not armed (an error): driven again in a millisecond, never left asleep
             }
         }
         if (std::find(unsettled.begin(), unsettled.end(), cq) == unsettled.end()) {

@@ -34,6 +34,9 @@ int av_insert(fid_av* av, const void* addr, fi_addr_t* out) {
 }
 
 int av_remove(fid_av* av, fi_addr_t addr) {
+    if (int r = injected(fabric_call::av_remove)) {
+        return r;
+    }
     return fi_av_remove(av, &addr, 1, 0);
 }
 

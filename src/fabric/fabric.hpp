@@ -64,6 +64,13 @@ class fid_handle {
         fabric_fault::open_count.fetch_sub(1, std::memory_order_relaxed);
         return 0;
     }
+    // Stops owning without closing: for an object libfabric cannot close safely (it leaks).
+    void abandon() noexcept {
+        if (p_ != nullptr) {
+            p_ = nullptr;
+            fabric_fault::open_count.fetch_sub(1, std::memory_order_relaxed);
+        }
+    }
     T* get() const noexcept { return p_; }
     // For the fabric layer's open wrappers: they count what they opened (see
     // fabric_fault::open_objects).
@@ -99,10 +106,17 @@ struct info_deleter {
 };
 using info_ptr = std::unique_ptr<fi_info, info_deleter>;
 
+// Empty when libfabric is out of memory (or the seam's fabric_call::dupinfo is armed).
 inline info_ptr dup_info(const fi_info* i) {
+    if (injected(fabric_call::dupinfo) != 0) {
+        return nullptr;
+    }
     return info_ptr(fi_dupinfo(i));
 }
 inline info_ptr alloc_info() {
+    if (injected(fabric_call::allocinfo) != 0) {
+        return nullptr;
+    }
     return info_ptr(fi_allocinfo());
 }
 

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <mutex>
+#include <string_view>
 
 namespace remora::detail {
 
@@ -24,7 +25,7 @@ const char* to_string(fabric_call c) noexcept {
         "fi_reject",
         "fi_shutdown",
         "fi_cancel",
-        "fi_control(GETWAIT)",
+        "fi_control FI_GETWAIT",
         "fi_eq_open",
         "fi_eq_sread",
         "fi_eq_readerr",
@@ -43,9 +44,26 @@ const char* to_string(fabric_call c) noexcept {
         "fi_close",
         "fi_av_open",
         "fi_av_insert",
+        "fi_av_remove",
+        "fi_getopt",
+        "fi_query_atomic",
+        "fi_dupinfo",
+        "fi_allocinfo",
     };
     const auto i = static_cast<std::size_t>(c);
     return i < fabric_call_count ? names[i] : "unknown";
+}
+
+bool from_string(const char* name, fabric_call* out) noexcept {
+    const std::string_view n(name != nullptr ? name : "");
+    for (std::size_t i = 0; i < fabric_call_count; ++i) {
+        const auto c = static_cast<fabric_call>(i);
+        if (n == to_string(c)) {
+            *out = c;
+            return true;
+        }
+    }
+    return false;
 }
 
 namespace fabric_fault {
@@ -54,7 +72,9 @@ namespace {
 struct armed_call {
     int ret = 0;
     unsigned times = 0;
+    unsigned skip = 0;  // calls that run normally before the armed ones (arm_nth)
     unsigned fired = 0;
+    unsigned long calls = 0;  // while counting
 };
 
 struct state {
@@ -62,6 +82,9 @@ struct state {
     std::array<armed_call, fabric_call_count> calls{};
     int entry_err = 0;
     unsigned entry_times = 0;
+    unsigned entry_skip = 0;
+    unsigned entries_fired = 0;
+    bool counting = false;
 };
 
 state& the_state() {
@@ -71,21 +94,63 @@ state& the_state() {
 
 }  // namespace
 
-void arm(fabric_call call, int ret, unsigned times) {
-    state& s = the_state();
-    std::lock_guard lock(s.mu);
+namespace {
+
+void arm_locked(state& s, fabric_call call, int ret, unsigned times, unsigned skip) {
     armed_call& a = s.calls[static_cast<std::size_t>(call)];
     if (a.times != 0) {
         armed_count.fetch_sub(1, std::memory_order_relaxed);
     }
     a.ret = ret;
     a.times = ret != 0 ? times : 0;
+    a.skip = skip;
     if (a.times != 0) {
         armed_count.fetch_add(1, std::memory_order_relaxed);
     }
 }
 
-void arm_error_entry(int err, unsigned times) {
+}  // namespace
+
+void arm(fabric_call call, int ret, unsigned times) {
+    state& s = the_state();
+    std::lock_guard lock(s.mu);
+    arm_locked(s, call, ret, times, 0);
+}
+
+void arm_nth(fabric_call call, int ret, unsigned nth) {
+    state& s = the_state();
+    std::lock_guard lock(s.mu);
+    arm_locked(s, call, ret, nth != 0 ? 1 : 0, nth != 0 ? nth - 1 : 0);
+}
+
+void start_counting() noexcept {
+    state& s = the_state();
+    std::lock_guard lock(s.mu);
+    for (armed_call& a : s.calls) {
+        a.calls = 0;
+    }
+    if (!s.counting) {
+        s.counting = true;
+        armed_count.fetch_add(1, std::memory_order_relaxed);
+    }
+}
+
+void stop_counting() noexcept {
+    state& s = the_state();
+    std::lock_guard lock(s.mu);
+    if (s.counting) {
+        s.counting = false;
+        armed_count.fetch_sub(1, std::memory_order_relaxed);
+    }
+}
+
+unsigned long calls(fabric_call call) noexcept {
+    state& s = the_state();
+    std::lock_guard lock(s.mu);
+    return s.calls[static_cast<std::size_t>(call)].calls;
+}
+
+void arm_error_entry(int err, unsigned times, unsigned skip) {
     state& s = the_state();
     std::lock_guard lock(s.mu);
     if (s.entry_times != 0) {
@@ -93,6 +158,7 @@ void arm_error_entry(int err, unsigned times) {
     }
     s.entry_err = err;
     s.entry_times = times;
+    s.entry_skip = skip;
     if (times != 0) {
         armed_count.fetch_add(1, std::memory_order_relaxed);
     }
@@ -119,6 +185,12 @@ unsigned fired(fabric_call call) noexcept {
     return s.calls[static_cast<std::size_t>(call)].fired;
 }
 
+unsigned fired_error_entries() noexcept {
+    state& s = the_state();
+    std::lock_guard lock(s.mu);
+    return s.entries_fired;
+}
+
 long open_objects() noexcept {
     return open_count.load(std::memory_order_relaxed);
 }
@@ -127,7 +199,14 @@ int take(fabric_call call) noexcept {
     state& s = the_state();
     std::lock_guard lock(s.mu);
     armed_call& a = s.calls[static_cast<std::size_t>(call)];
+    if (s.counting) {
+        ++a.calls;
+    }
     if (a.times == 0) {
+        return 0;
+    }
+    if (a.skip != 0) {
+        --a.skip;
         return 0;
     }
     ++a.fired;
@@ -143,6 +222,11 @@ bool take_error_entry(int* err) noexcept {
     if (s.entry_times == 0) {
         return false;
     }
+    if (s.entry_skip != 0) {
+        --s.entry_skip;
+        return false;
+    }
+    ++s.entries_fired;
     *err = s.entry_err;
     if (--s.entry_times == 0) {
         armed_count.fetch_sub(1, std::memory_order_relaxed);

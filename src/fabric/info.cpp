@@ -41,6 +41,9 @@ std::optional<std::size_t> cm_data_size(fid_fabric* fabric, fi_info* info) {
     }
     size_t sz = 0;
     size_t len = sizeof(sz);
+    if (injected(fabric_call::getopt) != 0) {
+        return std::nullopt;
+    }
     if (fi_getopt(pep.as_fid(), FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &sz, &len) != 0) {
         return std::nullopt;
     }
@@ -55,6 +58,9 @@ bool has_word_atomics(fid_domain* domain) {
     for (const query q : {query{FI_ATOMIC_WRITE, 0}, query{FI_SUM, FI_FETCH_ATOMIC},
                           query{FI_CSWAP, FI_COMPARE_ATOMIC}}) {
         fi_atomic_attr attr{};
+        if (injected(fabric_call::query_atomic) != 0) {
+            return false;
+        }
         if (fi_query_atomic(domain, FI_UINT64, q.op, &attr, q.flags) != 0 || attr.count < 1) {
             return false;
         }

@@ -101,7 +101,10 @@ result<void> native_atomic(connection_impl& c, atomic_kind kind, const char* wha
             }
         }
     });
-    return submit(c, r, ret, what, false);
+    return submit(c, r, ret, what, false,
+                  kind == atomic_kind::write       ? fabric_call::post_atomic
+                  : kind == atomic_kind::fetch_add ? fabric_call::post_fetch_atomic
+                                                   : fabric_call::post_compare_atomic);
 }
 
 result<void> atomic(connection_impl& c, atomic_kind kind, const char* what,
@@ -254,14 +257,19 @@ result<void> connection::flush(const remote_region& dst, std::uint64_t offset, s
     // Read-after-write: a small read behind the writes on the same connection returns only once
     // they are placed. It lands in an 8-byte buffer of the connection's own.
     detail::persist_conn& p = detail::persist_of(c);
-    std::call_once(p.scratch_once, [&] {
-        auto mr = memory_region::create(c.dom_handle, p.scratch_bytes, usage::read_destination);
-        if (mr) {
+    if (!p.scratch_ready.load(std::memory_order_acquire)) {
+        std::lock_guard lock(p.scratch_mu);
+        if (!p.scratch) {
+            auto mr = memory_region::create(c.dom_handle, p.scratch_bytes, usage::read_destination);
+            if (!mr) {
+                return fail(mr.error().code(),
+                            "flush: cannot register the read-after-write "
+                            "buffer: " +
+                                mr.error().message());
+            }
             p.scratch.emplace(std::move(*mr));
+            p.scratch_ready.store(true, std::memory_order_release);
         }
-    });
-    if (!p.scratch) {
-        return fail(errc::provider_error, "flush: cannot register the read-after-write buffer");
     }
     const std::uint64_t at = std::min(offset, dst.length() - 1);
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(8, dst.length() - at));
@@ -279,7 +287,7 @@ result<void> connection::flush(const remote_region& dst, std::uint64_t offset, s
                                                                           &desc, 1, rma, *rec,
                                                                           FI_COMPLETION);
                                                }),
-                          "flush", false);
+                          "flush", false, detail::fabric_call::post_read);
 }
 
 }  // namespace remora

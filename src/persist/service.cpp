@@ -221,6 +221,19 @@ bool teardown_status(const completion& c) {
 }
 
 bool target_reply_sent(void* context, completion& c);
+bool target_request(void* context, completion& c);
+
+// Posts request receive `i` again (the slot is free: its reply was sent or is lost). The slot's
+// receive-queue entry was given back, so only the provider can refuse: the post is tried twice
+// (a transient refusal), and after that the connection is taken to be going away.
+void repost_request(service_conn& s, std::uint32_t i) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        if (post_internal(*s.conn, queue::recv, s.request_buf(i), request_size, desc_of(s),
+                          target_request, &s.recv_refs[i])) {
+            return;
+        }
+    }
+}
 
 bool target_request(void* context, completion& c) {
     auto& ref = *static_cast<service_conn::ref*>(context);
@@ -233,7 +246,11 @@ bool target_request(void* context, completion& c) {
     auto rq = c.ok() ? decode_request({s.request_buf(ref.index), c.bytes})
                      : result<service_request>(fail(errc::too_large, "oversize request"));
     if (!rq) {
-        rp.status = static_cast<std::uint16_t>(errc::invalid_argument);
+        // A receive that failed for another reason than its size (the provider's error) is
+        // answered as such: the request's bytes cannot be trusted.
+        const bool provider = !c.ok() && !(c.status == errc::too_large);
+        rp.status =
+            static_cast<std::uint16_t>(provider ? errc::provider_error : errc::invalid_argument);
         if (c.bytes >= 16) {
             rp.id = get_le(s.request_buf(ref.index) + 8, 8);
             rp.op = static_cast<service_op>(
@@ -248,18 +265,29 @@ bool target_request(void* context, completion& c) {
     }
     encode(rp, std::span<std::byte, reply_size>(s.reply_buf(ref.index), reply_size));
     // The receive is reposted once the reply is sent (target_reply_sent): the reply buffer is
-    // the slot's, and a client never has more than service_depth requests out.
-    (void)post_internal(*s.conn, queue::service, s.reply_buf(ref.index), reply_size, desc_of(s),
-                        target_reply_sent, &s.send_refs[ref.index]);
+    // the slot's, and a client never has more than service_depth requests out. A reply that
+    // cannot be posted is lost (the client's request completes when the connection ends), but
+    // the receive is posted again at once: the service keeps its depth.
+    // The post is tried twice (a transient refusal); its record was given back on failure.
+    bool sent = false;
+    for (int attempt = 0; attempt < 2 && !sent; ++attempt) {
+        sent = post_internal(*s.conn, queue::service, s.reply_buf(ref.index), reply_size,
+                             desc_of(s), target_reply_sent, &s.send_refs[ref.index])
+                   .has_value();
+    }
+    if (!sent) {
+        s.core->refused.fetch_add(rp.status == 0 ? 1 : 0, std::memory_order_relaxed);
+        repost_request(s, ref.index);
+    }
     return false;
 }
 
 bool target_reply_sent(void* context, completion& c) {
     auto& ref = *static_cast<service_conn::ref*>(context);
     service_conn& s = *ref.owner;
-    if (c.ok()) {
-        (void)post_internal(*s.conn, queue::recv, s.request_buf(ref.index), request_size,
-                            desc_of(s), target_request, &s.recv_refs[ref.index]);
+    // A reply that failed (other than by the connection going away) gives its slot back too.
+    if (c.ok() || !teardown_status(c)) {
+        repost_request(s, ref.index);
     }
     return false;
 }
@@ -320,13 +348,16 @@ bool client_sent(void* context, completion& c) {
     return false;
 }
 
-// Posts reply receive `j` again; a failure means the connection is gone. Caller holds s.mu
-// (post_internal never takes it).
+// Posts reply receive `j` again, tried twice (a transient refusal); a second failure means the
+// connection is gone. Caller holds s.mu (post_internal never takes it).
 void repost_reply(service_conn& s, std::uint32_t j) {
-    if (!post_internal(*s.conn, queue::recv, s.reply_buf(j), reply_size, desc_of(s), client_reply,
-                       &s.recv_refs[j])) {
-        s.dead = true;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        if (post_internal(*s.conn, queue::recv, s.reply_buf(j), reply_size, desc_of(s),
+                          client_reply, &s.recv_refs[j])) {
+            return;
+        }
     }
+    s.dead = true;
 }
 
 bool client_reply(void* context, completion& c) {
@@ -362,6 +393,22 @@ bool client_reply(void* context, completion& c) {
     }
     // Repost before the slot can be reused, so a new request always finds a receive.
     repost_reply(s, ref.index);
+    if (!c.ok()) {
+        // The provider failed a reply's receive: its bytes cannot be read, but a reply was
+        // lost. The target answers in order, so it was the oldest request still waiting: that
+        // one fails with the receive's status rather than wait for a reply that will not come.
+        std::uint32_t oldest = s.depth;
+        for (std::uint32_t k = 0; k < s.depth; ++k) {
+            const service_conn::slot& sl = s.slots[k];
+            if (sl.busy && sl.posted && !sl.delivered &&
+                (oldest == s.depth || sl.sequence < s.slots[oldest].sequence)) {
+                oldest = k;
+            }
+        }
+        if (oldest != s.depth) {
+            return deliver(s, oldest, c, lock);
+        }
+    }
     if (!ok) {
         ++s.bad_replies;  // malformed, oversize or not an answer to anything we asked: ignored
         return false;
@@ -440,6 +487,7 @@ result<void> client_request(connection_impl& c, service_request rq, std::byte* r
         ++s.busy;
         service_conn::slot& sl = s.slots[i];
         sl.busy = true;
+        sl.sequence = s.next_sequence++;
         sl.posted = false;
         sl.delivered = false;
         sl.pending = 2;

@@ -65,12 +65,14 @@ struct service_conn {
         bool report_success = true;
         service_op kind = service_op::flush;
         std::byte* result = nullptr;  // compare_swap / fetch_add: where the old value goes
+        std::uint64_t sequence = 0;   // order of the requests (a failed reply's is the oldest)
     };
     std::mutex mu;
     std::vector<slot> slots;
     std::vector<std::uint32_t> free_slots;
     std::size_t busy = 0;
     std::uint64_t bad_replies = 0;
+    std::uint64_t next_sequence = 0;
     // The connection failed (a reply receive was flushed, or could not be posted again): new
     // requests are refused, and a request whose send completes from now on fails.
     bool dead = false;
@@ -87,7 +89,11 @@ struct service_conn {
 struct persist_conn final : connection_extension {
     mutable std::mutex svc_mu;
     std::unique_ptr<service_conn> svc;  // client or target side of the service, once used
-    std::once_flag scratch_once;        // the read-after-write flush's 8-byte destination
+    // The read-after-write flush's 8-byte destination, registered by the first flush (a failed
+    // registration is reported and tried again by the next flush). Set once, under scratch_mu;
+    // scratch_ready says it is.
+    std::mutex scratch_mu;
+    std::atomic<bool> scratch_ready{false};
     std::optional<memory_region> scratch;
     std::array<std::byte, 8> scratch_bytes{};
 

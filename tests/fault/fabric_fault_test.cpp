@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include <remora/target_service.hpp>
+
+#include "core/connection_impl.hpp"
 #include "fabric/fault.hpp"
 #include "support.hpp"
 
@@ -356,6 +359,113 @@ TEST_P(fabric_fault, a_failed_cq_readerr_is_reported_and_the_entry_is_read_later
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0].status, make_error_code(errc::canceled));
     EXPECT_EQ(c.in_flight(), 0u);
+}
+
+TEST(fabric_fault_seam, calls_are_addressed_by_name_and_ordinal_and_counted) {
+    disarm_at_exit guard;
+    fabric_call c{};
+    ASSERT_TRUE(detail::from_string("fi_cq_read", &c));
+    EXPECT_EQ(c, fabric_call::cq_read);
+    for (std::size_t i = 0; i < detail::fabric_call_count; ++i) {
+        const auto call = static_cast<fabric_call>(i);
+        ASSERT_TRUE(detail::from_string(detail::to_string(call), &c)) << i;
+        EXPECT_EQ(c, call);
+    }
+    EXPECT_FALSE(detail::from_string("fi_nothing", &c));
+    EXPECT_FALSE(detail::from_string(nullptr, &c));
+
+    // The 3rd registration from now fails, once; the calls around it are counted.
+    auto dom = must(domain::open({.provider = "tcp"}));
+    buffer mem(4096);
+    fault::start_counting();
+    fault::arm_nth(fabric_call::mr_reg, -FI_ENOMEM, 3);
+    std::vector<bool> ok;
+    for (int i = 0; i < 5; ++i) {
+        ok.push_back(memory_region::create(dom, mem.span(), usage::write_source).has_value());
+    }
+    fault::stop_counting();
+    EXPECT_EQ(ok, (std::vector<bool>{true, true, false, true, true}));
+    EXPECT_EQ(fault::calls(fabric_call::mr_reg), 5u);
+    EXPECT_EQ(fault::calls(fabric_call::cq_read), 0u);
+    // Counting off: nothing more is counted, and nothing is left armed.
+    EXPECT_TRUE(memory_region::create(dom, mem.span(), usage::write_source).has_value());
+    EXPECT_EQ(fault::calls(fabric_call::mr_reg), 5u);
+    EXPECT_FALSE(fault::armed());
+}
+
+// A target service whose reply cannot be posted (twice: the post is retried once) keeps its
+// receive depth: the request's receive is posted again at once. The client's request, which
+// gets no reply, completes exactly once when the connection closes. (It was lost: the service
+// silently served one request fewer at a time.)
+TEST_P(fabric_fault, a_target_service_whose_reply_fails_keeps_its_depth) {
+    constexpr std::uint32_t depth = 2;
+    // The target is driven by this thread alone (no progress thread): the fault is armed
+    // between the client's post and the target's reading of the request.
+    auto p = must(connect_pair(GetParam(), {.service_depth = depth}, {.service_depth = depth}));
+    buffer mem(4096);
+    auto mr = must(memory_region::create(p.server_domain, mem.span(),
+                                         usage::write_destination | usage::flush_target));
+    auto svc = must(target_service::create());
+    auto desc = must(svc.expose(mr));
+    REMORA_ASSERT_OK(svc.serve(*p.server));
+    detail::connection_impl& target = *p.server->impl();
+    ASSERT_EQ(target.ops.in_use(detail::queue::recv), depth);
+
+    int ctx = 0;
+    const flush_options gpspm{.type = flush_type::visibility, .method = flush_method::gpspm};
+    REMORA_ASSERT_OK(p.client->flush(desc, 0, 8, gpspm, {.context = &ctx}));
+    fault::arm(fabric_call::post_send, -FI_ENOMEM, 2);
+    completion buf[4];
+    ASSERT_TRUE(eventually([&] {
+        (void)p.server->cq().poll(buf);
+        return svc.requests() == 1;
+    })) << "the target never read the request";
+    fault::disarm();
+    EXPECT_EQ(fault::fired(fabric_call::post_send) >= 2, true);
+    EXPECT_EQ(target.ops.in_use(detail::queue::recv), depth) << "the service lost a receive";
+    EXPECT_EQ(svc.refused(), 1u);
+
+    // The service still answers `depth` requests at once (on a fresh client slot: one is held
+    // by the unanswered request).
+    std::vector<int> ctxs(depth - 1);
+    for (int& c : ctxs) {
+        REMORA_ASSERT_OK(p.client->flush(desc, 0, 8, gpspm, {.context = &c}));
+    }
+    std::size_t answered = 0;
+    ASSERT_TRUE(eventually([&] {
+        (void)p.server->cq().poll(buf);
+        auto n = p.client->cq().poll(buf);
+        for (std::size_t i = 0; n && i < *n; ++i) {
+            if (buf[i].context != &ctx) {
+                EXPECT_TRUE(buf[i].ok()) << buf[i].status.message();
+                ++answered;
+            } else {
+                ADD_FAILURE() << "the unanswered request completed early";
+            }
+        }
+        return answered == ctxs.size();
+    }));
+    // (a receive is posted again once its reply's send completion is read)
+    EXPECT_TRUE(eventually([&] {
+        (void)p.server->cq().poll(buf);
+        return target.ops.in_use(detail::queue::recv) == depth;
+    })) << "the service lost a receive: "
+        << target.ops.in_use(detail::queue::recv);
+
+    // Close: the unanswered request completes once, with an error; nothing stays in flight.
+    REMORA_ASSERT_OK(p.client->close());
+    int seen = 0;
+    ASSERT_TRUE(eventually([&] {
+        auto n = p.client->cq().poll(buf);
+        for (std::size_t i = 0; n && i < *n; ++i) {
+            if (buf[i].context == &ctx) {
+                ++seen;
+                EXPECT_FALSE(buf[i].ok());
+            }
+        }
+        return seen >= 1 && p.client->in_flight() == 0;
+    }));
+    EXPECT_EQ(seen, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, fabric_fault, testing::ValuesIn(providers()), provider_name);
