@@ -57,10 +57,15 @@ struct serve_options {
     std::string listen = "127.0.0.1:7471";
     std::string region = "mem:64M";
     bool create = false;
-    unsigned depth = 64;           // the most service requests in flight a client may ask for
-    std::string key_file;          // empty: no admission (anyone who reaches the port connects)
+    unsigned depth = 64;  // the most service requests in flight a client may ask for
+    // [ro=|rw=]FILE, one per key: a client proving a key gets that key's role (FILE alone: rw).
+    // Empty: no admission (anyone who reaches the port connects, with --access's role).
+    std::vector<std::string> key_files;
+    std::string access = "rw";     // keyless serve: the role every client gets (ro or rw)
     unsigned max_clients = 64;     // clients connected at once; more are rejected as overloaded
     double handshake_timeout = 5;  // seconds an accepted peer has to complete the connection
+    double idle_timeout = 0;       // seconds without a service request before eviction; 0: off
+    unsigned fd_reserve = 32;      // refuse new clients (overloaded) when fewer fds are left
 };
 int run_serve(const serve_options& o);
 
