@@ -235,6 +235,10 @@ int run_serve(const serve_options& o) {
     auto lst = listener::create(*dom, addr->first, addr->second);
     if (!lst)
         return report("serve", lst.error());
+    // Plain TCP connects that never send hold nothing here: the kernel keeps them until their
+    // first byte, and drops them after the handshake timeout.
+    const bool deferred = static_cast<bool>(lst->defer_silent_connects(
+        std::chrono::milliseconds(static_cast<std::int64_t>(o.handshake_timeout * 1000))));
     if (keys.empty() && !is_loopback(addr->first))
         std::fprintf(stderr,
                      "remora serve: WARNING: listening on %s without --key-file: anyone who "
@@ -263,9 +267,10 @@ int run_serve(const serve_options& o) {
             admission += fmt::format("{}{}", i ? ", " : "", keys[i].rw ? "rw" : "ro");
         admission += ")";
     }
-    log_line(fmt::format("remora serve: listening on {}:{} ({}), region of {} bytes in {}, {}",
+    log_line(fmt::format("remora serve: listening on {}:{} ({}), region of {} bytes in {}, {}{}",
                          addr->first, lst->port(), dom->caps().provider, region->memory().size(),
-                         what, admission));
+                         what, admission,
+                         deferred ? "" : "; silent TCP connects are not bounded on this provider"));
     struct client {
         std::uint64_t id;
         connection conn;
@@ -277,6 +282,7 @@ int run_serve(const serve_options& o) {
     // Back-off after a failing listener (e.g. out of file descriptors): no spinning.
     auto backoff = 0ms;
     bool trim_pending = false;
+    auto last_silent_sweep = std::chrono::steady_clock::now();
     while (!stop_requested) {
         auto req = lst->get_request(100ms);
         if (req) {
@@ -382,6 +388,13 @@ int run_serve(const serve_options& o) {
                 continue;
             }
             ++it;
+        }
+        // Silent TCP connects the kernel handed over after the deferral: shut them down.
+        if (deferred && now - last_silent_sweep >= 1s) {
+            last_silent_sweep = now;
+            if (auto n = lst->drop_silent_connects(handshake); n && *n > 0)
+                log_line(fmt::format("dropped {} TCP connects silent for {} s", *n,
+                                     o.handshake_timeout));
         }
         // Give the memory of departed clients back to the system (glibc keeps freed heap in
         // its arenas otherwise: RSS grew by ~150 MB over rounds of 300 clients).
