@@ -27,6 +27,9 @@ struct listener_impl {
     int eq_fd = -1;
     pep_handle pep;
     std::uint16_t port = 0;
+    // /proc/self/fd, opened by defer_silent_connects and kept: drop_silent_connects must work
+    // when the process has no fd left to open it (that is when it is needed most).
+    std::unique_ptr<DIR, int (*)(DIR*)> fd_dir{nullptr, closedir};
 };
 
 struct request_impl {
@@ -214,10 +217,14 @@ result<void> listener::defer_silent_connects(std::chrono::milliseconds silent) {
     const int seconds = static_cast<int>(std::max<std::int64_t>(1, (silent.count() + 999) / 1000));
     // The provider does not hand out its listening socket: find it among this process's fds
     // (a TCP socket in the listening state bound to our port).
-    DIR* d = opendir("/proc/self/fd");
+    if (!impl_->fd_dir) {
+        impl_->fd_dir.reset(opendir("/proc/self/fd"));
+    }
+    DIR* d = impl_->fd_dir.get();
     if (d == nullptr) {
         return fail(errc::not_supported, "defer_silent_connects: /proc/self/fd is not readable");
     }
+    rewinddir(d);
     int found = 0;
     while (dirent* e = readdir(d)) {
         char* end = nullptr;
@@ -250,7 +257,6 @@ result<void> listener::defer_silent_connects(std::chrono::milliseconds silent) {
             ++found;
         }
     }
-    closedir(d);
     if (found == 0) {
         return fail(errc::not_supported,
                     "defer_silent_connects: no listening TCP socket for port " +
@@ -264,10 +270,14 @@ result<std::size_t> listener::drop_silent_connects(std::chrono::milliseconds sil
     if (silent <= std::chrono::milliseconds(0)) {
         return fail(errc::invalid_argument, "drop_silent_connects: the duration must be > 0");
     }
-    DIR* d = opendir("/proc/self/fd");
+    if (!impl_->fd_dir) {
+        impl_->fd_dir.reset(opendir("/proc/self/fd"));
+    }
+    DIR* d = impl_->fd_dir.get();
     if (d == nullptr) {
         return fail(errc::not_supported, "drop_silent_connects: /proc/self/fd is not readable");
     }
+    rewinddir(d);
     std::size_t dropped = 0;
     while (dirent* e = readdir(d)) {
         char* end = nullptr;
@@ -307,7 +317,6 @@ result<std::size_t> listener::drop_silent_connects(std::chrono::milliseconds sil
             }
         }
     }
-    closedir(d);
     return dropped;
 }
 

@@ -161,13 +161,14 @@ long fds_left() {
     rlimit rl{};
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
         return std::numeric_limits<long>::max();
+    DIR* d = opendir("/proc/self/fd");
+    if (d == nullptr)
+        return 0;  // not even one fd left to look
     long open_now = 0;
-    if (DIR* d = opendir("/proc/self/fd")) {
-        while (readdir(d) != nullptr)
-            ++open_now;
-        closedir(d);
-        open_now -= 3;  // ".", ".." and the directory's own fd
-    }
+    while (readdir(d) != nullptr)
+        ++open_now;
+    closedir(d);
+    open_now -= 3;  // ".", ".." and the directory's own fd
     return static_cast<long>(rl.rlim_cur) - open_now;
 }
 
@@ -389,10 +390,11 @@ int run_serve(const serve_options& o) {
             }
             ++it;
         }
-        // Silent TCP connects the kernel handed over after the deferral: shut them down.
-        if (deferred && now - last_silent_sweep >= 1s) {
+        // Silent TCP connects the kernel handed over once the deferral ran out: a socket
+        // handed over without a byte has been silent for the whole handshake timeout already.
+        if (deferred && now - last_silent_sweep >= 250ms) {
             last_silent_sweep = now;
-            if (auto n = lst->drop_silent_connects(handshake); n && *n > 0)
+            if (auto n = lst->drop_silent_connects(1ms); n && *n > 0)
                 log_line(fmt::format("dropped {} TCP connects silent for {} s", *n,
                                      o.handshake_timeout));
         }
