@@ -15,7 +15,10 @@
 # its open fds and RSS; then again after the flood's sockets are closed. Prints one line per
 # figure and, last, "flood: PASS" or "flood: FAIL (...)" against the bars: get ≤ 1 s,
 # CPU < 5 %, fds and RSS back within 10 % of the start. Exit status 0 on PASS, 1 on FAIL.
+# FLOOD_GET_MS overrides the 1 s bar for a get (a get is a new process: on a loaded machine its
+# start alone can take longer; the bounded test in tests/cli uses a looser bar).
 set -u
+get_ms=${FLOOD_GET_MS:-1000}
 remora=${1:?usage: flood.sh REMORA [PROVIDER] [SILENT] [HALF_OPEN] [WRONG_KEY] [LIMIT_FDS]}
 provider=${2:-tcp}
 silent=${3:-1000}
@@ -134,7 +137,7 @@ kill -0 "$serve_pid" 2>/dev/null || die "serve died"
 
 bad=()
 [ "$worst" = fail ] && bad+=("a legitimate get failed during the flood")
-[ "$worst" != fail ] && [ "$worst" -gt 1000 ] && bad+=("a legitimate get took $worst ms")
+[ "$worst" != fail ] && [ "$worst" -gt "$get_ms" ] && bad+=("a legitimate get took $worst ms")
 [ "$after" = fail ] && bad+=("a legitimate get failed after the flood")
 [ "$cpu" -ge 5 ] && bad+=("serve CPU $cpu % while the flood was held")
 [ "$fds2" -gt $(( fds0 + fds0 / 10 )) ] && bad+=("fds $fds2 after, $fds0 at the start")
