@@ -68,9 +68,10 @@ TEST(serve_depth_request, exactly_two_bytes_of_a_nonzero_depth_anything_else_ref
     for (std::size_t n : {0u, 1u, 3u, 256u}) {
         auto got = tool::parse_depth_request(std::span(big).first(n));
         EXPECT_ERRC(got, errc::invalid_argument);
-        if (!got)
+        if (!got) {
             EXPECT_NE(got.error().message().find(std::to_string(n) + " bytes"), std::string::npos)
                 << got.error().message();
+        }
     }
 }
 
