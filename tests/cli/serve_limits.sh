@@ -50,6 +50,11 @@ expect_run --exit 2 --stdin "$dir/hello" -- r put -t "$t" -o 0 --key-file "$dir/
 expect_run --stdout "^hello$" -- r get -t "$t" -o 0 -n 5 --key-file "$dir/ro" || fail "ro get"
 expect_run --exit 1 --stderr-lines 1 --stdin "$dir/hello" --stderr "^remora put: .*access denied" \
     -- r put -t "$t" -o 0 --key-file "$dir/ro" || fail "ro put not refused"
+# bench against the keyed serve: with a key it runs, without one it is told to pass --key-file
+expect_run --stdout "^$provider +read " -- r bench -t "$t" --key-file "$dir/ro" --op read -d 0.1 ||
+    fail "bench --target --key-file"
+expect_run --exit 1 --stderr "^remora bench: the target requires admission: pass --key-file" \
+    -- r bench -t "$t" --op read -d 0.1 || fail "bench without a key"
 grep -q "read-only; identity" "$dir/serve.log" || fail "no read-only client logged"
 grep -q "read-write; identity" "$dir/serve.log" || fail "no read-write client logged"
 stop_serve

@@ -20,7 +20,8 @@ struct setup {
     unsigned connections = 1, qd = 1;
     std::size_t size = 8;
     double duration = 1.0;
-    std::string target;  // HOST:PORT of a `remora serve`; empty: a loopback target in-process
+    std::string target;    // HOST:PORT of a `remora serve`; empty: a loopback target in-process
+    std::string key_file;  // the target's admission key (--key-file); empty: no token
     unsigned signal_every = 1;    // connection_config::signal_every of the client connections
     bool shared_cq = false;       // the client connections share one CQ, read by one thread
     std::string versus;           // non-empty: a ratio to the result before it is printed, named so

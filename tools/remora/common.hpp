@@ -43,6 +43,7 @@ struct bench_options {
     bool shared_cq = false;            // client connections on one shared_completion_queue
     std::string suite;                 // "", "default", "channels", "persistence", "slots"
     std::string target;                // HOST:PORT of a `remora serve`; empty: loopback
+    std::string key_file;              // with target: the serve's admission key
     std::string plot;                  // PNG file to draw the results into (gnuplot)
     bool json = false;
     bool baseline = false;        // also run plain libfabric and print the ratios

@@ -198,6 +198,12 @@ int main(int argc, char** argv) {
         "-t,--target", bo.target,
         "HOST:PORT of a `remora serve` to run against (one-sided, flush and atomic ops)");
     bench
+        ->add_option("--key-file", bo.key_file,
+                     "With --target: the serve's admission key (its --key-file; an ro key "
+                     "allows only --op read)")
+        ->check(CLI::ExistingFile)
+        ->needs(target_opt);
+    bench
         ->add_flag("--loopback", loopback,
                    "Start a target in this process on loopback (the default without --target)")
         ->excludes(target_opt);
