@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include <remora/connection.hpp>
 #include <remora/memory_region.hpp>
@@ -56,13 +57,26 @@ class target_service {
     // receives. errc::invalid_argument without a service depth; errc::bad_state when the
     // connection already serves or calls a service.
     [[nodiscard]] result<void> serve(connection& conn);
+    // The same, but `conn` may name only the `grants` (descriptors this service's expose()
+    // returned): a request for any other exposed region is refused with errc::access_denied,
+    // as for an unknown key. Per-client access: expose a read-only and a read-write
+    // registration of the same memory, hand each peer the descriptor of its role and serve it
+    // with that grant; what a request may do is still bounded by the region's usage (a
+    // read_source-only registration refuses flushes and atomics). errc::invalid_argument when
+    // a grant is not exposed here (nothing changes).
+    [[nodiscard]] result<void> serve(connection& conn, std::span<const remote_region> grants);
 
     [[nodiscard]] std::uint64_t requests() const noexcept;  // answered so far
     [[nodiscard]] std::uint64_t refused() const noexcept;   // of which with an error
+    // Requests answered on `conn` (0 when this service does not serve it). A target cannot see
+    // one-sided reads and writes: this counts only what reaches the service (flushes, service
+    // atomics), e.g. to evict idle clients. May run concurrently with requests being answered.
+    [[nodiscard]] std::uint64_t requests(const connection& conn) const;
 
   private:
     explicit target_service(std::shared_ptr<detail::service_core> core);
     void withdraw() noexcept;
+    result<void> serve_impl(connection& conn, const std::span<const remote_region>* grants);
     std::shared_ptr<detail::service_core> core_;
 };
 

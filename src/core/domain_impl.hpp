@@ -30,7 +30,6 @@ struct domain_impl {
     std::unique_ptr<progress_engine> progress;           // started on first use
     progress_policy policy = progress_policy::adaptive;  // how `progress` waits
     std::chrono::microseconds spin{100};                 // adaptive: polling after traffic
-    std::atomic<std::uint64_t> next_key{1};  // requested keys when the provider wants ours
     // sockets notices a dead peer only when the application calls into it: blocking waits then
     // wake at this interval to look (0: block for the whole timeout).
     std::chrono::milliseconds liveness_interval{0};

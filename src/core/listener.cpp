@@ -1,7 +1,13 @@
 #include <remora/listener.hpp>
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <linux/tcp.h>  // struct tcp_info with tcpi_bytes_received (glibc's lacks it)
 #include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstdlib>
 
 #include "core/impl.hpp"
 #include "fabric/cq.hpp"
@@ -21,6 +27,9 @@ struct listener_impl {
     int eq_fd = -1;
     pep_handle pep;
     std::uint16_t port = 0;
+    // /proc/self/fd, opened by defer_silent_connects and kept: drop_silent_connects must work
+    // when the process has no fd left to open it (that is when it is needed most).
+    std::unique_ptr<DIR, int (*)(DIR*)> fd_dir{nullptr, closedir};
 };
 
 struct request_impl {
@@ -203,6 +212,116 @@ result<connection_request> listener::get_request(std::chrono::milliseconds timeo
         req->data = std::move(ev->data);
         return connection_request(std::move(req));
     }
+}
+
+result<void> listener::defer_silent_connects(std::chrono::milliseconds silent) {
+    if (silent <= std::chrono::milliseconds(0)) {
+        return fail(errc::invalid_argument, "defer_silent_connects: the duration must be > 0");
+    }
+    const int seconds = static_cast<int>(std::max<std::int64_t>(1, (silent.count() + 999) / 1000));
+    // The provider does not hand out its listening socket: find it among this process's fds
+    // (a TCP socket in the listening state bound to our port).
+    if (!impl_->fd_dir) {
+        impl_->fd_dir.reset(opendir("/proc/self/fd"));
+    }
+    DIR* d = impl_->fd_dir.get();
+    if (d == nullptr) {
+        return fail(errc::not_supported, "defer_silent_connects: /proc/self/fd is not readable");
+    }
+    rewinddir(d);
+    int found = 0;
+    while (dirent* e = readdir(d)) {
+        char* end = nullptr;
+        const long fd = std::strtol(e->d_name, &end, 10);
+        if (end == e->d_name || *end != '\0' || fd == dirfd(d)) {
+            continue;
+        }
+        int listening = 0;
+        socklen_t len = sizeof listening;
+        if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 ||
+            !listening) {
+            continue;
+        }
+        sockaddr_storage addr{};
+        socklen_t alen = sizeof addr;
+        if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&addr), &alen) != 0) {
+            continue;
+        }
+        std::uint16_t p = 0;
+        if (addr.ss_family == AF_INET) {
+            p = ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
+        } else if (addr.ss_family == AF_INET6) {
+            p = ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
+        }
+        if (p != impl_->port) {
+            continue;
+        }
+        if (setsockopt(static_cast<int>(fd), IPPROTO_TCP, TCP_DEFER_ACCEPT, &seconds,
+                       sizeof seconds) == 0) {
+            ++found;
+        }
+    }
+    if (found == 0) {
+        return fail(errc::not_supported,
+                    "defer_silent_connects: no listening TCP socket for port " +
+                        std::to_string(impl_->port) + " (" + impl_->dom->caps.provider +
+                        " does not listen on a socket of this process)");
+    }
+    return {};
+}
+
+result<std::size_t> listener::drop_silent_connects(std::chrono::milliseconds silent) {
+    if (silent <= std::chrono::milliseconds(0)) {
+        return fail(errc::invalid_argument, "drop_silent_connects: the duration must be > 0");
+    }
+    if (!impl_->fd_dir) {
+        impl_->fd_dir.reset(opendir("/proc/self/fd"));
+    }
+    DIR* d = impl_->fd_dir.get();
+    if (d == nullptr) {
+        return fail(errc::not_supported, "drop_silent_connects: /proc/self/fd is not readable");
+    }
+    rewinddir(d);
+    std::size_t dropped = 0;
+    while (dirent* e = readdir(d)) {
+        char* end = nullptr;
+        const long fdl = std::strtol(e->d_name, &end, 10);
+        if (end == e->d_name || *end != '\0' || fdl == dirfd(d)) {
+            continue;
+        }
+        const int fd = static_cast<int>(fdl);
+        sockaddr_storage addr{};
+        socklen_t alen = sizeof addr;
+        if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) {
+            continue;  // not a socket
+        }
+        std::uint16_t p = 0;
+        if (addr.ss_family == AF_INET) {
+            p = ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
+        } else if (addr.ss_family == AF_INET6) {
+            p = ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
+        } else {
+            continue;
+        }
+        if (p != impl_->port) {
+            continue;
+        }
+        tcp_info ti{};
+        socklen_t tlen = sizeof ti;
+        if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tlen) != 0 ||
+            ti.tcpi_state != 1 /* TCP_ESTABLISHED */) {
+            continue;  // the listening socket itself, or one already closing
+        }
+        // No byte received since the connection was established (last_data_recv then counts
+        // from the handshake), for at least `silent`.
+        if (ti.tcpi_bytes_received == 0 &&
+            static_cast<std::int64_t>(ti.tcpi_last_data_recv) >= silent.count()) {
+            if (shutdown(fd, SHUT_RDWR) == 0) {
+                ++dropped;
+            }
+        }
+    }
+    return dropped;
 }
 
 }  // namespace remora

@@ -1,6 +1,8 @@
 #include <remora/memory_region.hpp>
 #include <remora/remote_region.hpp>
 
+#include <sodium.h>
+
 #include "core/impl.hpp"
 #include "fabric/mr.hpp"
 
@@ -26,6 +28,19 @@ std::uint64_t access_for(usage u) {
     if (any(u & usage::flush_target))
         a |= FI_REMOTE_READ;
     return a;
+}
+
+// A requested key for providers that take ours (no FI_MR_PROV_KEY): random (libsodium's
+// randombytes), limited to the provider's mr_key_size, never 0. A counter would make every
+// region's key known in advance (1 on every start).
+std::uint64_t random_key(std::size_t key_size) {
+    std::uint64_t k = 0;
+    while (k == 0) {
+        randombytes_buf(&k, sizeof k);
+        if (key_size > 0 && key_size < sizeof k)
+            k &= (std::uint64_t{1} << (8 * key_size)) - 1;
+    }
+    return k;
 }
 
 }  // namespace
@@ -54,9 +69,15 @@ result<memory_region> memory_region::create(const domain& dom, std::span<std::by
     impl->uses = uses;
     detail::domain_impl& d = *impl->dom;
     const bool prov_key = has_all(d.caps.mr_mode, mr_mode::prov_key);
-    const std::uint64_t requested = prov_key ? 0 : d.next_key.fetch_add(1);
-    int ret = detail::mr_reg(d.domain.get(), memory.data(), memory.size(), access_for(uses),
+    // A random key may collide with one in use (-FI_ENOKEY): draw again, a few times.
+    int ret = 0;
+    for (int attempt = 0; attempt < 8; ++attempt) {
+        const std::uint64_t requested = prov_key ? 0 : random_key(d.caps.mr_key_size);
+        ret = detail::mr_reg(d.domain.get(), memory.data(), memory.size(), access_for(uses),
                              requested, impl->mr);
+        if (prov_key || ret != -FI_ENOKEY)
+            break;
+    }
     if (ret != 0) {
         return fail(
             detail::fabric_error(ret, "fi_mr_reg of " + std::to_string(memory.size()) + " bytes"));

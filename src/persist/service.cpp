@@ -114,7 +114,8 @@ result<service_reply> decode_reply(std::span<const std::byte> in) {
 
 // ---------------------------------------------------------------- target: executing requests
 
-service_reply service_core::execute(const service_request& rq) const {
+service_reply service_core::execute(const service_request& rq,
+                                    const std::vector<std::uint64_t>* granted) const {
     service_reply rp;
     rp.op = rq.op;
     rp.id = rq.id;
@@ -122,6 +123,10 @@ service_reply service_core::execute(const service_request& rq) const {
         rp.status = static_cast<std::uint16_t>(e);
         return rp;
     };
+    if (granted != nullptr &&
+        std::find(granted->begin(), granted->end(), rq.key) == granted->end()) {
+        return refuse(errc::access_denied);  // exposed, but not to this connection
+    }
     std::shared_lock lock(mu);
     const auto it = std::find_if(regions.begin(), regions.end(),
                                  [&](const exposed& e) { return e.key == rq.key; });
@@ -257,9 +262,10 @@ bool target_request(void* context, completion& c) {
                 std::clamp<int>(static_cast<int>(s.request_buf(ref.index)[5]), 1, 4));
         }
     } else {
-        rp = s.core->execute(*rq);
+        rp = s.core->execute(*rq, s.granted ? &*s.granted : nullptr);
     }
     s.core->requests.fetch_add(1, std::memory_order_relaxed);
+    s.answered.fetch_add(1, std::memory_order_relaxed);
     if (rp.status != 0) {
         s.core->refused.fetch_add(1, std::memory_order_relaxed);
     }
@@ -592,6 +598,25 @@ result<remote_region> target_service::expose(const memory_region& region) {
 }
 
 result<void> target_service::serve(connection& conn) {
+    return serve_impl(conn, nullptr);
+}
+
+result<void> target_service::serve(connection& conn, std::span<const remote_region> grants) {
+    return serve_impl(conn, &grants);
+}
+
+result<void> target_service::serve_impl(connection& conn,
+                                        const std::span<const remote_region>* grants) {
+    if (grants != nullptr) {
+        std::shared_lock lock(core_->mu);
+        for (const remote_region& g : *grants) {
+            if (std::none_of(core_->regions.begin(), core_->regions.end(),
+                             [&](const auto& e) { return e.key == g.key(); })) {
+                return fail(errc::invalid_argument,
+                            "target_service: a granted region is not exposed by this service");
+            }
+        }
+    }
     auto& c = *conn.impl();
     detail::persist_conn& p = detail::persist_of(c);
     std::lock_guard lock(p.svc_mu);
@@ -610,6 +635,12 @@ result<void> target_service::serve(connection& conn) {
     }
     detail::service_conn& sc = **s;
     sc.core = core_;
+    if (grants != nullptr) {
+        sc.granted.emplace();
+        for (const remote_region& g : *grants) {
+            sc.granted->push_back(g.key());
+        }
+    }
     p.svc = std::move(*s);  // before posting: the receives' records point into it
     for (std::uint32_t j = 0; j < sc.depth; ++j) {
         if (auto r = detail::post_internal(c, detail::queue::recv, sc.request_buf(j),
@@ -625,6 +656,15 @@ result<void> target_service::serve(connection& conn) {
 std::uint64_t target_service::requests() const noexcept {
     return core_ ? core_->requests.load() : 0;
 }
+std::uint64_t target_service::requests(const connection& conn) const {
+    if (conn.impl() == nullptr) {
+        return 0;
+    }
+    detail::persist_conn& p = detail::persist_of(*conn.impl());
+    std::lock_guard lock(p.svc_mu);
+    return p.svc && p.svc->target ? p.svc->answered.load(std::memory_order_relaxed) : 0;
+}
+
 std::uint64_t target_service::refused() const noexcept {
     return core_ ? core_->refused.load() : 0;
 }

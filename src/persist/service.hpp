@@ -36,8 +36,10 @@ struct service_core {
     std::atomic<std::uint64_t> requests{0};
     std::atomic<std::uint64_t> refused{0};
 
-    // Executes a request; the reply's status and value.
-    service_reply execute(const service_request& rq) const;
+    // Executes a request; the reply's status and value. With `granted`, only regions whose key
+    // is in it may be named (others: access_denied, as an unknown key).
+    service_reply execute(const service_request& rq,
+                          const std::vector<std::uint64_t>* granted = nullptr) const;
 };
 
 struct service_conn {
@@ -52,6 +54,10 @@ struct service_conn {
     };
     std::vector<ref> recv_refs, send_refs;
     std::shared_ptr<service_core> core;  // target side
+    // Target side: the keys this connection was granted (target_service::serve with grants);
+    // nullopt: every exposed region.
+    std::optional<std::vector<std::uint64_t>> granted;
+    std::atomic<std::uint64_t> answered{0};  // target side: requests answered on this connection
 
     // Client side: one slot per request in flight.
     struct slot {

@@ -1,7 +1,7 @@
 // Fuzzes what `remora serve` parses from a connecting client: the service depth in the
 // connection request's private data (tools/remora/serve.hpp parse_depth_request). Contract: no
-// crash or UB on any size; exactly 2 bytes round-trip through make_depth_request; any other size
-// asks for the default depth.
+// crash or UB on any size; exactly 2 bytes of a non-zero depth round-trip through
+// make_depth_request; any other size, and depth 0, is refused.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -13,12 +13,13 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     using namespace remora::tool;
     const std::span<const std::byte> in(reinterpret_cast<const std::byte*>(data), size);
-    const std::uint16_t want = parse_depth_request(in);
-    if (size != 2) {
-        FUZZ_CHECK(want == default_service_depth);
+    const auto want = parse_depth_request(in);
+    if (size != 2 || (in[0] == std::byte{0} && in[1] == std::byte{0})) {
+        FUZZ_CHECK(!want);
         return 0;
     }
-    const auto out = make_depth_request(want);
+    FUZZ_CHECK(want.has_value());
+    const auto out = make_depth_request(*want);
     FUZZ_CHECK(std::equal(out.begin(), out.end(), in.begin(), in.end()));
     return 0;
 }

@@ -56,15 +56,23 @@ TEST(serve_hello, rejects_wrong_sizes_magic_version_and_bad_descriptor) {
     EXPECT_ERRC(parse_hello(b), errc::malformed_descriptor);
 }
 
-TEST(serve_depth_request, two_bytes_are_the_depth_other_sizes_the_default) {
-    for (unsigned d : {0u, 1u, 8u, 256u, 65535u}) {
+TEST(serve_depth_request, exactly_two_bytes_of_a_nonzero_depth_anything_else_refused) {
+    for (unsigned d : {1u, 8u, 256u, 65535u}) {
         const auto b = tool::make_depth_request(static_cast<std::uint16_t>(d));
-        EXPECT_EQ(tool::parse_depth_request(b), d);
+        auto got = tool::parse_depth_request(b);
+        ASSERT_TRUE(got) << got.error().what();
+        EXPECT_EQ(*got, d);
     }
-    const std::vector<std::byte> three(3, std::byte{0xff});
-    EXPECT_EQ(tool::parse_depth_request(three), tool::default_service_depth);
-    EXPECT_EQ(tool::parse_depth_request(std::span(three).first(1)), tool::default_service_depth);
-    EXPECT_EQ(tool::parse_depth_request({}), tool::default_service_depth);
+    EXPECT_ERRC(tool::parse_depth_request(tool::make_depth_request(0)), errc::invalid_argument);
+    const std::vector<std::byte> big(256, std::byte{0x08});
+    for (std::size_t n : {0u, 1u, 3u, 256u}) {
+        auto got = tool::parse_depth_request(std::span(big).first(n));
+        EXPECT_ERRC(got, errc::invalid_argument);
+        if (!got) {
+            EXPECT_NE(got.error().message().find(std::to_string(n) + " bytes"), std::string::npos)
+                << got.error().message();
+        }
+    }
 }
 
 }  // namespace

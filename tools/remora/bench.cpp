@@ -908,9 +908,22 @@ result<void> connect_all(const setup& s, target* t, domain& cd, const shared_com
                 return fail(hp.error());
             const std::array<std::byte, 2> want{static_cast<std::byte>(cfg.service_depth & 0xff),
                                                 static_cast<std::byte>(cfg.service_depth >> 8)};
-            auto c = connection::connect(cd, hp->first, hp->second, cfg, want);
-            if (!c)
+            std::optional<admission_key> key;
+            if (!s.key_file.empty()) {
+                auto k = admission_key::load(s.key_file);
+                if (!k)
+                    return fail(k.error());
+                key.emplace(std::move(*k));
+            }
+            auto c =
+                key ? connect_admitted(cd, hp->first, hp->second, *key, "remora-bench", cfg, want)
+                    : connection::connect(cd, hp->first, hp->second, cfg, want);
+            if (!c) {
+                if (!key && admission_refusal_of(c.error()) == admission_refusal::malformed)
+                    return fail(errc::rejected,
+                                "the target requires admission: pass --key-file with its key");
                 return fail(c.error());
+            }
             auto h = parse_hello(c->peer_private_data());
             if (!h)
                 return fail(h.error());
@@ -1095,6 +1108,7 @@ std::vector<setup> suite(const bench_options& o) {
         s.duration = o.duration;
         s.count = o.count;
         s.target = o.target;
+        s.key_file = o.key_file;
         s.target_progress = o.target_progress;
         s.target_spin_us = o.target_spin_us;
         // The suites choose their own signalling and CQs (the slots suite compares them).

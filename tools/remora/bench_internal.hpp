@@ -22,6 +22,7 @@ struct setup {
     double duration = 1.0;
     std::uint64_t count = 0;  // --count: operations per result, split over the connections
     std::string target;       // HOST:PORT of a `remora serve`; empty: a loopback target in-process
+    std::string key_file;     // the target's admission key (--key-file); empty: no token
     unsigned signal_every = 1;    // connection_config::signal_every of the client connections
     bool shared_cq = false;       // the client connections share one CQ, read by one thread
     std::string versus;           // non-empty: a ratio to the result before it is printed, named so

@@ -44,6 +44,7 @@ struct bench_options {
     bool shared_cq = false;            // client connections on one shared_completion_queue
     std::string suite;                 // "", "default", "channels", "persistence", "slots"
     std::string target;                // HOST:PORT of a `remora serve`; empty: loopback
+    std::string key_file;              // with target: the serve's admission key
     std::string plot;                  // PNG file to draw the results into (gnuplot)
     bool json = false;
     bool baseline = false;        // also run plain libfabric and print the ratios
@@ -58,10 +59,15 @@ struct serve_options {
     std::string listen = "127.0.0.1:7471";
     std::string region = "mem:64M";
     bool create = false;
-    unsigned depth = 64;           // the most service requests in flight a client may ask for
-    std::string key_file;          // empty: no admission (anyone who reaches the port connects)
+    unsigned depth = 64;  // the most service requests in flight a client may ask for
+    // [ro=|rw=]FILE, one per key: a client proving a key gets that key's role (FILE alone: rw).
+    // Empty: no admission (anyone who reaches the port connects, with --access's role).
+    std::vector<std::string> key_files;
+    std::string access = "rw";     // keyless serve: the role every client gets (ro or rw)
     unsigned max_clients = 64;     // clients connected at once; more are rejected as overloaded
     double handshake_timeout = 5;  // seconds an accepted peer has to complete the connection
+    double idle_timeout = 0;       // seconds without a service request before eviction; 0: off
+    unsigned fd_reserve = 32;      // refuse new clients (overloaded) when fewer fds are left
 };
 int run_serve(const serve_options& o);
 

@@ -50,10 +50,16 @@ int main(int argc, char** argv) {
     serve->add_option("--depth", so.depth, "Most service requests in flight per client")
         ->check(CLI::Range(1, 1024))
         ->capture_default_str();
+    serve->add_option(
+        "--key-file", so.key_files,
+        "[ro=|rw=]FILE: admit clients proving this 32-byte key (remora keygen FILE; mode 0600) "
+        "with that role: ro reads only, rw (the default) reads, writes, flushes and runs "
+        "atomics. Repeat for several keys");
     serve
-        ->add_option("--key-file", so.key_file,
-                     "Admit only clients proving this 32-byte key (remora keygen FILE; mode 0600)")
-        ->check(CLI::ExistingFile);
+        ->add_option("--access", so.access,
+                     "Without --key-file: the role every client gets, ro or rw")
+        ->check(CLI::IsMember({"ro", "rw"}))
+        ->capture_default_str();
     serve
         ->add_option("--max-clients", so.max_clients, "Clients connected at once; more are refused")
         ->check(CLI::Range(1, 4096))
@@ -63,15 +69,33 @@ int main(int argc, char** argv) {
                      "Seconds an admitted client has to complete its connection")
         ->check(CLI::Range(0.1, 600.0))
         ->capture_default_str();
+    serve
+        ->add_option("--idle-timeout", so.idle_timeout,
+                     "Evict a client after this many seconds without a service request (flush, "
+                     "atomic); one-sided reads and writes are invisible to the target. 0: off")
+        ->check(CLI::Range(0.0, 86400.0))
+        ->capture_default_str();
+    serve
+        ->add_option("--fd-reserve", so.fd_reserve,
+                     "Refuse new clients as overloaded when fewer file descriptors are left "
+                     "(a client holds about 8)")
+        ->check(CLI::Range(8, 65536))
+        ->capture_default_str();
     serve->footer(
-        "Without --key-file anyone who reaches the port may read and write the whole region\n"
-        "(serve warns when it listens beyond loopback without one). Admission does not encrypt\n"
-        "the traffic: see docs/security.md.\n"
+        "Without --key-file anyone who reaches the port may read (and with --access rw, the\n"
+        "default, write) the whole region; serve warns when it listens beyond loopback without\n"
+        "a key. Each role has its own registration of the region with its own random key: a\n"
+        "read-only client's descriptor allows remote reads only, and the target service\n"
+        "refuses its flushes and atomics. Admission does not encrypt the traffic: see\n"
+        "docs/security.md.\n"
+        "Limits: --max-clients, --handshake-timeout, --idle-timeout, --fd-reserve; a client\n"
+        "refused for load is told \"the target is at its limit\". SIGINT/SIGTERM close the\n"
+        "connections, persist the region and exit 0.\n"
         "Clients get the region's descriptor when they connect. A file region is persistent:\n"
-        "clients flush to durability through the service (GPSPM, msync). SIGINT/SIGTERM close\n"
-        "the connections, persist the region and exit 0.\n"
+        "clients flush to durability through the service (GPSPM, msync).\n"
         "Examples:\n"
         "  remora serve --region mem:64M\n"
+        "  remora serve --key-file rw=writer.key --key-file ro=reader.key\n"
         "  remora serve --listen 127.0.0.1:0 --region file:/var/tmp/log.bin:1G --create\n");
 
     transfer_options to;
@@ -180,6 +204,12 @@ int main(int argc, char** argv) {
     auto* target_opt = bench->add_option(
         "-t,--target", bo.target,
         "HOST:PORT of a `remora serve` to run against (one-sided, flush and atomic ops)");
+    bench
+        ->add_option("--key-file", bo.key_file,
+                     "With --target: the serve's admission key (its --key-file; an ro key "
+                     "allows only --op read)")
+        ->check(CLI::ExistingFile)
+        ->needs(target_opt);
     bench
         ->add_flag("--loopback", loopback,
                    "Start a target in this process on loopback (the default without --target)")

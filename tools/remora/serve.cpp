@@ -2,8 +2,13 @@
 // that copy bytes into and out of it.
 #include "serve.hpp"
 
+#include <dirent.h>
+#include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <atomic>
 #include <chrono>
@@ -11,7 +16,9 @@
 #include <cstdlib>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "common.hpp"
@@ -129,6 +136,44 @@ result<void> transfer(target_link& t, memory_region& buf, std::uint64_t offset, 
 
 }  // namespace
 
+namespace {
+
+// One admission key and the role it grants.
+struct role_key {
+    bool rw = false;
+    std::string file;
+    admission_gate gate;
+};
+
+// "[ro=|rw=]FILE" -> role and file.
+result<std::pair<bool, std::string>> parse_key_spec(const std::string& spec) {
+    if (spec.rfind("ro=", 0) == 0)
+        return std::pair{false, spec.substr(3)};
+    if (spec.rfind("rw=", 0) == 0)
+        return std::pair{true, spec.substr(3)};
+    if (spec.empty())
+        return fail(errc::invalid_argument, "--key-file: empty path");
+    return std::pair{true, spec};
+}
+
+// File descriptors this process may still open (RLIMIT_NOFILE minus those open now).
+long fds_left() {
+    rlimit rl{};
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return std::numeric_limits<long>::max();
+    DIR* d = opendir("/proc/self/fd");
+    if (d == nullptr)
+        return 0;  // not even one fd left to look
+    long open_now = 0;
+    while (readdir(d) != nullptr)
+        ++open_now;
+    closedir(d);
+    open_now -= 3;  // ".", ".." and the directory's own fd
+    return static_cast<long>(rl.rlim_cur) - open_now;
+}
+
+}  // namespace
+
 int run_serve(const serve_options& o) {
     auto cfg = parse_region(o.region, o.create);
     if (!cfg)
@@ -136,6 +181,27 @@ int run_serve(const serve_options& o) {
     auto addr = split_address(o.listen);
     if (!addr)
         return report("serve", addr.error());
+    if (o.access != "ro" && o.access != "rw")
+        return report("serve", error(errc::invalid_argument, "--access must be ro or rw"));
+    std::vector<role_key> keys;
+    for (const auto& spec : o.key_files) {
+        auto ks = parse_key_spec(spec);
+        if (!ks)
+            return report("serve", ks.error());
+        auto key = admission_key::load(ks->second);
+        if (!key)
+            return report("serve", key.error());
+        auto g = admission_gate::create(std::move(*key));
+        if (!g)
+            return report("serve", g.error());
+        keys.push_back({ks->first, ks->second, std::move(*g)});
+    }
+    const bool any_ro = keys.empty()
+                            ? o.access == "ro"
+                            : std::any_of(keys.begin(), keys.end(), [](auto& k) { return !k.rw; });
+    const bool any_rw = keys.empty()
+                            ? o.access == "rw"
+                            : std::any_of(keys.begin(), keys.end(), [](auto& k) { return k.rw; });
     auto dom = domain::open({.provider = o.provider, .node = addr->first});
     if (!dom)
         return report("serve", dom.error());
@@ -145,29 +211,43 @@ int run_serve(const serve_options& o) {
     auto service = target_service::create();
     if (!service)
         return report("serve", service.error());
-    auto desc = service->expose(*region);
-    if (!desc)
-        return report("serve", desc.error());
-    std::optional<admission_gate> gate;
-    if (!o.key_file.empty()) {
-        auto key = admission_key::load(o.key_file);
-        if (!key)
-            return report("serve", key.error());
-        auto g = admission_gate::create(std::move(*key));
-        if (!g)
-            return report("serve", g.error());
-        gate.emplace(std::move(*g));
+    // Per-client access: read-write clients get the persistent region's own registration
+    // (remote write, atomics, flush); read-only clients a second registration of the same
+    // memory for remote read only, with its own key. The service answers each client only for
+    // the registration it was handed (serve with a grant).
+    std::optional<remote_region> rw_desc, ro_desc;
+    std::optional<memory_region> ro_mr;
+    if (any_rw) {
+        auto d = service->expose(*region);
+        if (!d)
+            return report("serve", d.error());
+        rw_desc = *d;
+    }
+    if (any_ro) {
+        auto mr = memory_region::create(*dom, region->memory(), usage::read_source);
+        if (!mr)
+            return report("serve", mr.error());
+        ro_mr.emplace(std::move(*mr));
+        auto d = service->expose(*ro_mr);
+        if (!d)
+            return report("serve", d.error());
+        ro_desc = *d;
     }
     auto lst = listener::create(*dom, addr->first, addr->second);
     if (!lst)
         return report("serve", lst.error());
-    if (!gate && !is_loopback(addr->first))
+    // Plain TCP connects that never send hold nothing here: the kernel keeps them until their
+    // first byte, and drops them after the handshake timeout.
+    const bool deferred = static_cast<bool>(lst->defer_silent_connects(
+        std::chrono::milliseconds(static_cast<std::int64_t>(o.handshake_timeout * 1000))));
+    if (keys.empty() && !is_loopback(addr->first))
         std::fprintf(stderr,
                      "remora serve: WARNING: listening on %s without --key-file: anyone who "
-                     "reaches this port may read and write the whole region\n",
-                     addr->first.c_str());
+                     "reaches this port may %s the whole region\n",
+                     addr->first.c_str(), any_rw ? "read and write" : "read");
     const auto handshake =
         std::chrono::milliseconds(static_cast<std::int64_t>(o.handshake_timeout * 1000));
+    const auto idle = std::chrono::milliseconds(static_cast<std::int64_t>(o.idle_timeout * 1000));
 
     struct sigaction sa {};
     sa.sa_handler = on_signal;
@@ -178,70 +258,151 @@ int run_serve(const serve_options& o) {
     const std::string what = region->is_persistent()
                                  ? "file " + region->path() + ", persistent (flush: gpspm)"
                                  : std::string("memory, volatile (flush: visibility only)");
-    log_line(fmt::format("remora serve: listening on {}:{} ({}), region of {} bytes in {}, {}",
+    std::string admission;
+    if (keys.empty()) {
+        admission = fmt::format("no admission (no --key-file), every client {}",
+                                any_rw ? "read-write" : "read-only");
+    } else {
+        admission = "admission by key (";
+        for (std::size_t i = 0; i < keys.size(); ++i)
+            admission += fmt::format("{}{}", i ? ", " : "", keys[i].rw ? "rw" : "ro");
+        admission += ")";
+    }
+    log_line(fmt::format("remora serve: listening on {}:{} ({}), region of {} bytes in {}, {}{}",
                          addr->first, lst->port(), dom->caps().provider, region->memory().size(),
-                         what, gate ? "admission by key" : "no admission (no --key-file)"));
+                         what, admission,
+                         deferred ? "" : "; silent TCP connects are not bounded on this provider"));
     struct client {
         std::uint64_t id;
         connection conn;
+        std::chrono::steady_clock::time_point last_seen;
+        std::uint64_t requests = 0;
     };
     std::vector<client> clients;
     std::uint64_t next_id = 1;
+    // Back-off after a failing listener (e.g. out of file descriptors): no spinning.
+    auto backoff = 0ms;
+    bool trim_pending = false;
+    auto last_silent_sweep = std::chrono::steady_clock::now();
     while (!stop_requested) {
         auto req = lst->get_request(100ms);
         if (req) {
-            if (clients.size() >= o.max_clients) {
+            backoff = 0ms;
+            const long left = fds_left();
+            if (clients.size() >= o.max_clients || left < static_cast<long>(o.fd_reserve)) {
                 (void)req->reject(admission_reject_data(admission_refusal::overloaded));
-                log_line(fmt::format("rejected a client: {} clients connected (--max-clients)",
-                                     clients.size()));
+                if (clients.size() >= o.max_clients)
+                    log_line(fmt::format("rejected a client: {} clients connected (--max-clients)",
+                                         clients.size()));
+                else
+                    log_line(
+                        fmt::format("rejected a client: out of file descriptors ({} left, "
+                                    "{} reserved; raise `ulimit -n`)",
+                                    left, o.fd_reserve));
                 continue;
             }
             std::span<const std::byte> data = req->private_data();
             std::string who;
             std::vector<std::byte> payload;
-            if (gate) {
-                auto admitted = gate->admit(*req);
-                if (!admitted) {
-                    log_line(fmt::format("refused a client: {}", admitted.error().message()));
+            bool rw = any_rw;
+            if (!keys.empty()) {
+                // The key that verifies decides the role; a token that is malformed, stale or
+                // replayed is refused as such whichever key it names.
+                std::optional<result<admitted_peer>> admitted;
+                for (auto& k : keys) {
+                    auto a = k.gate.check(data);
+                    const bool next_key =
+                        !a && admission_refusal_of(a.error()) == admission_refusal::bad_proof;
+                    admitted.emplace(std::move(a));
+                    if (!next_key) {
+                        rw = k.rw;
+                        break;
+                    }
+                }
+                if (!*admitted) {
+                    const auto why = admission_refusal_of(admitted->error());
+                    (void)req->reject(
+                        admission_reject_data(why.value_or(admission_refusal::malformed)));
+                    log_line(fmt::format("refused a client: {}", admitted->error().message()));
                     continue;
                 }
-                who = std::move(admitted->identity);
-                payload = std::move(admitted->payload);
+                who = std::move((*admitted)->identity);
+                payload = std::move((*admitted)->payload);
                 data = payload;
             }
-            const std::uint16_t want = parse_depth_request(data);
-            if (want == 0 || want > o.depth) {
+            const auto want = parse_depth_request(data);
+            if (!want || *want > o.depth) {
                 (void)req->reject();
-                log_line(fmt::format("rejected a client asking for service depth {} (max {})", want,
-                                     o.depth));
+                log_line(want ? fmt::format("rejected a client asking for service depth {} "
+                                            "(max {})",
+                                            *want, o.depth)
+                              : fmt::format("rejected a client: {}", want.error().message()));
                 continue;
             }
-            const auto hello = make_hello(want, *desc);
+            const remote_region& desc = rw ? *rw_desc : *ro_desc;
+            const auto hello = make_hello(*want, desc);
             auto conn = req->accept(
-                {.connect_timeout = handshake, .progress_thread = true, .service_depth = want},
+                {.connect_timeout = handshake, .progress_thread = true, .service_depth = *want},
                 hello);
             if (!conn) {
                 log_line(fmt::format("accept failed: {}", conn.error().what()));
+                trim_pending = true;
                 continue;
             }
-            if (auto r = service->serve(*conn); !r) {
+            if (auto r = service->serve(*conn, std::span(&desc, 1)); !r) {
                 log_line(fmt::format("serve failed: {}", r.error().what()));
                 continue;
             }
-            log_line(fmt::format("client {} connected ({} connected{})", next_id,
-                                 clients.size() + 1, gate ? "; identity " + who : ""));
-            clients.push_back({next_id++, std::move(*conn)});
+            log_line(fmt::format("client {} connected ({} connected; {}{})", next_id,
+                                 clients.size() + 1, rw ? "read-write" : "read-only",
+                                 keys.empty() ? "" : "; identity " + who));
+            clients.push_back({next_id++, std::move(*conn), std::chrono::steady_clock::now()});
         } else if (!(req.error() == errc::timed_out) && !stop_requested) {
-            log_line(fmt::format("listener: {}", req.error().what()));
+            // Not a request: the provider's listener failed (typically accepting a socket
+            // without a free fd). Log once per streak and back off up to 1 s.
+            if (backoff == 0ms)
+                log_line(fmt::format("listener: {} (backing off)", req.error().what()));
+            backoff = std::clamp(backoff * 2, 10ms, 1000ms);
+            std::this_thread::sleep_for(backoff);
         }
+        const auto now = std::chrono::steady_clock::now();
         for (auto it = clients.begin(); it != clients.end();) {
             auto ev = it->conn.next_event(0ms);
             if (ev && (*ev == conn_event::closed || *ev == conn_event::lost)) {
                 log_line(fmt::format("client {} {}", it->id, to_string(*ev)));
                 it = clients.erase(it);
-            } else {
-                ++it;
+                trim_pending = true;
+                continue;
             }
+            if (const auto n = service->requests(it->conn); n != it->requests) {
+                it->requests = n;
+                it->last_seen = now;
+            }
+            if (idle > 0ms && now - it->last_seen >= idle) {
+                log_line(
+                    fmt::format("client {} evicted: no service request for {} s "
+                                "(--idle-timeout)",
+                                it->id, o.idle_timeout));
+                (void)it->conn.close();
+                it = clients.erase(it);
+                trim_pending = true;
+                continue;
+            }
+            ++it;
+        }
+        // Silent TCP connects the kernel handed over once the deferral ran out: a socket
+        // handed over without a byte has been silent for the whole handshake timeout already.
+        if (deferred && now - last_silent_sweep >= 250ms) {
+            last_silent_sweep = now;
+            if (auto n = lst->drop_silent_connects(1ms); n && *n > 0)
+                log_line(fmt::format("dropped {} TCP connects silent for {} s", *n,
+                                     o.handshake_timeout));
+        }
+        // Give the memory of departed clients back to the system (glibc keeps freed heap in
+        // its arenas otherwise: RSS grew by ~150 MB over rounds of 300 clients).
+        if (trim_pending) {
+            malloc_trim(0);
+            trim_pending = false;
         }
     }
     for (auto& c : clients)

@@ -60,13 +60,20 @@ inline std::array<std::byte, 2> make_depth_request(std::uint16_t depth) {
     return {static_cast<std::byte>(depth & 0xff), static_cast<std::byte>(depth >> 8)};
 }
 
-// The depth a client's private data asks for. Exactly 2 bytes are a depth; any other size
-// (0, 1, 3, ... bytes) asks for default_service_depth (serve's behaviour so far: lenient).
-inline std::uint16_t parse_depth_request(std::span<const std::byte> b) {
+// The depth a client's private data asks for: exactly 2 bytes, u16 LE, not 0. Anything else
+// (0, 1, 3, 256 bytes, or depth 0) fails with errc::invalid_argument saying why: a peer that is
+// not a remora client is refused, never served with a default depth.
+inline result<std::uint16_t> parse_depth_request(std::span<const std::byte> b) {
     if (b.size() != 2)
-        return default_service_depth;
-    return static_cast<std::uint16_t>(static_cast<unsigned>(b[0]) |
-                                      (static_cast<unsigned>(b[1]) << 8));
+        return fail(errc::invalid_argument,
+                    "the connection request carries " + std::to_string(b.size()) +
+                        " bytes of private data; a remora client sends exactly 2 (its service "
+                        "depth)");
+    const auto d = static_cast<std::uint16_t>(static_cast<unsigned>(b[0]) |
+                                              (static_cast<unsigned>(b[1]) << 8));
+    if (d == 0)
+        return fail(errc::invalid_argument, "the client asks for service depth 0");
+    return d;
 }
 
 // "HOST:PORT" (HOST may be empty: 127.0.0.1).

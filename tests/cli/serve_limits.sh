@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# `remora serve`'s roles and limits as a user sees them: a read-only key reads and cannot put, a
+# read-write key puts; --idle-timeout evicts a client that sends no service request; a bounded
+# flood (silent connects, half-open handshakes, wrong keys under a low `ulimit -n`) leaves a
+# legitimate get working and serve's fds, RSS and CPU low (scripts/flood.sh).
+#   serve_limits.sh REMORA PROVIDER
+set -u
+# shellcheck source=tests/cli/lib.sh
+. "$(dirname "$0")/lib.sh"
+remora=$1
+provider=$2
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; [ -f "$dir/serve.log" ] && cat "$dir/serve.log"; exit 1; }
+r() { "$remora" "$@" -p "$provider"; }
+start_serve() {
+    : > "$dir/serve.log"
+    "$remora" serve -p "$provider" --listen 127.0.0.1:0 "$@" > "$dir/serve.log" 2>&1 &
+    pids+=($!)
+    serve_pid=$!
+    for _ in $(seq 200); do
+        port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$dir/serve.log")
+        [ -n "$port" ] && return 0
+        kill -0 "$serve_pid" 2>/dev/null || fail "serve exited: $(cat "$dir/serve.log")"
+        sleep 0.05
+    done
+    fail "serve did not start"
+}
+stop_serve() {
+    kill -TERM "$serve_pid"
+    local rc=0
+    wait "$serve_pid" || rc=$?
+    [ $rc -eq 0 ] || fail "serve exit status $rc after SIGTERM"
+    no_sanitizer_report "$dir/serve.log" || fail "serve"
+}
+"$remora" keygen "$dir/ro" 2>/dev/null || fail keygen
+"$remora" keygen "$dir/rw" 2>/dev/null || fail keygen
+
+# ---- roles
+start_serve --region mem:64K --key-file "ro=$dir/ro" --key-file "rw=$dir/rw"
+grep -q "admission by key (ro, rw)" "$dir/serve.log" || fail "serve does not name the roles"
+t=127.0.0.1:$port
+echo hello > "$dir/hello"
+expect_run --exit 2 --stdin "$dir/hello" -- r put -t "$t" -o 0 --key-file "$dir/rw" || fail "rw put"
+expect_run --stdout "^hello$" -- r get -t "$t" -o 0 -n 5 --key-file "$dir/ro" || fail "ro get"
+expect_run --exit 1 --stderr-lines 1 --stdin "$dir/hello" --stderr "^remora put: .*access denied" \
+    -- r put -t "$t" -o 0 --key-file "$dir/ro" || fail "ro put not refused"
+# bench against the keyed serve: with a key it runs, without one it is told to pass --key-file
+expect_run --stdout "^$provider +read " -- r bench -t "$t" --key-file "$dir/ro" --op read -d 0.1 ||
+    fail "bench --target --key-file"
+expect_run --exit 1 --stderr "^remora bench: the target requires admission: pass --key-file" \
+    -- r bench -t "$t" --op read -d 0.1 || fail "bench without a key"
+grep -q "read-only; identity" "$dir/serve.log" || fail "no read-only client logged"
+grep -q "read-write; identity" "$dir/serve.log" || fail "no read-write client logged"
+stop_serve
+
+# ---- --idle-timeout: a client holding its connection without a service request is evicted.
+# The client is a get of 1 MiB into a pipe read one byte, then left (blocked in its stdout).
+start_serve --region mem:1M --idle-timeout 1
+mkfifo "$dir/fifo"
+r get -t "127.0.0.1:$port" > "$dir/fifo" &
+holder=$!
+pids+=($holder)
+exec 3< "$dir/fifo"
+head -c 1 <&3 > /dev/null
+for _ in $(seq 200); do grep -q "client 1 evicted" "$dir/serve.log" && break; sleep 0.05; done
+grep -q "client 1 evicted: no service request for 1 s (--idle-timeout)" "$dir/serve.log" ||
+    fail "the idle client was not evicted"
+cat <&3 > /dev/null
+exec 3<&-
+wait "$holder"
+expect_run --stdout "^" -- r get -t "127.0.0.1:$port" -o 0 -n 5 || fail "get after the eviction"
+stop_serve
+
+# ---- a bounded flood under ulimit -n 128 (tcp: the sockets provider of libfabric 1.17 dies
+# with SIGSEGV inside libfabric under this flood, on main before these limits too)
+if [ "$provider" != tcp ]; then
+    echo "ok: serve_limits $provider (flood skipped: sockets crashes inside libfabric)"
+    exit 0
+fi
+FLOOD_GET_MS=8000 bash "$(dirname "$0")/../../scripts/flood.sh" "$remora" "$provider" 300 50 20 128 \
+    > "$dir/flood.log" 2>&1 || { cat "$dir/flood.log"; fail "flood"; }
+grep -q "flood: PASS" "$dir/flood.log" || { cat "$dir/flood.log"; fail "flood"; }
+echo "ok: serve_limits $provider"
