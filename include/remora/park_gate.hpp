@@ -1,20 +1,21 @@
-// remora/park_gate.hpp — where posts that found their units taken wait for them (the base layer;
-// not part of the API: connection.hpp's op_options::park_until is).
-//
-// A park_gate is a FIFO of waiting threads. Only the head tries again: it takes a snapshot of the
-// gate's give-back count, tries, and when the try still finds its units taken it sleeps on its
-// own condition variable until something is given back (notify(), called after every give-back
-// by the code that returns units or queue entries), its deadline passes, or someone ends it
-// (wake_owner: cancel, close, destruction). So nothing spins, and a give-back that lands between
-// a failed try and the sleep is not lost (the count has moved). When the head leaves, for any
-// reason, the next waiter becomes the head and tries at once.
-//
-// Every `budget` has one (units.hpp), shared by all the connections drawing on it; a connection
-// without a shared budget has its own. A waiter names its owner (the connection), so a
-// connection's close or destruction ends its own waiters only.
-//
-// Threading: every call may run concurrently. notify() costs one atomic load when nobody waits,
-// and never blocks for long: it may run where completion callbacks run.
+/// \file
+/// remora/park_gate.hpp — where posts that found their units taken wait for them (the base layer;
+/// not part of the API: connection.hpp's op_options::park_until is).
+///
+/// A park_gate is a FIFO of waiting threads. Only the head tries again: it takes a snapshot of the
+/// gate's give-back count, tries, and when the try still finds its units taken it sleeps on its
+/// own condition variable until something is given back (notify(), called after every give-back
+/// by the code that returns units or queue entries), its deadline passes, or someone ends it
+/// (wake_owner: cancel, close, destruction). So nothing spins, and a give-back that lands between
+/// a failed try and the sleep is not lost (the count has moved). When the head leaves, for any
+/// reason, the next waiter becomes the head and tries at once.
+///
+/// Every `budget` has one (units.hpp), shared by all the connections drawing on it; a connection
+/// without a shared budget has its own. A waiter names its owner (the connection), so a
+/// connection's close or destruction ends its own waiters only.
+///
+/// Threading: every call may run concurrently. notify() costs one atomic load when nobody waits,
+/// and never blocks for long: it may run where completion callbacks run.
 #pragma once
 
 #include <atomic>
@@ -36,17 +37,17 @@ class park_gate {
     park_gate(const park_gate&) = delete;
     park_gate& operator=(const park_gate&) = delete;
 
-    // Something was given back: the head waiter, if any, tries again.
+    /// Something was given back: the head waiter, if any, tries again.
     void notify() noexcept {
         if (waiters_.load() != 0) {
             notify_slow();
         }
     }
 
-    // Calls attempt() (returning a result<T>) until it gives anything but errc::would_block,
-    // waiting in FIFO order between tries; returns what it gave. Ends with errc::timed_out at
-    // `deadline`, or with the code given to wake_owner() for `owner` (the message says `what`);
-    // either way attempt() has taken nothing.
+    /// Calls attempt() (returning a result<T>) until it gives anything but errc::would_block,
+    /// waiting in FIFO order between tries; returns what it gave. Ends with errc::timed_out at
+    /// `deadline`, or with the code given to wake_owner() for `owner` (the message says `what`);
+    /// either way attempt() has taken nothing.
     template <class Attempt>
     auto run(const void* owner, clock::time_point deadline, const char* what, Attempt&& attempt)
         -> decltype(attempt()) {
@@ -69,12 +70,12 @@ class park_gate {
         }
     }
 
-    // Ends every waiter of `owner` (all waiters when null) with `code` (canceled, disconnected):
-    // each returns it once. Returns how many were waiting.
+    /// Ends every waiter of `owner` (all waiters when null) with `code` (canceled, disconnected):
+    /// each returns it once. Returns how many were waiting.
     std::size_t wake_owner(const void* owner, errc code);
-    // wake_owner(owner, code), then waits until they have all left the gate (destruction).
+    /// wake_owner(owner, code), then waits until they have all left the gate (destruction).
     void close_owner(const void* owner, errc code);
-    // Waiters now (of `owner`; all when null).
+    /// Waiters now (of `owner`; all when null).
     [[nodiscard]] std::size_t waiting(const void* owner = nullptr) const;
 
   private:
@@ -83,7 +84,7 @@ class park_gate {
         std::condition_variable cv;
         node* next = nullptr;
         node* prev = nullptr;
-        errc end{};  // set by wake_owner
+        errc end{};  ///< set by wake_owner
     };
     void notify_slow() noexcept;
     void enter(node& n);
@@ -91,13 +92,13 @@ class park_gate {
     errc await_turn(node& n, clock::time_point deadline, std::uint64_t& seen);
     errc await_give(node& n, clock::time_point deadline, std::uint64_t seen);
     static std::string ended(const char* what, errc end);
-    void unlink(node& n);  // under mu_
+    void unlink(node& n);  ///< under mu_
 
     mutable std::mutex mu_;
-    std::condition_variable left_;  // close_owner waits here for its waiters to leave
+    std::condition_variable left_;  ///< close_owner waits here for its waiters to leave
     node* head_ = nullptr;
     node* tail_ = nullptr;
-    std::uint64_t given_ = 0;  // give-backs seen (under mu_)
+    std::uint64_t given_ = 0;  ///< give-backs seen (under mu_)
     std::atomic<std::size_t> waiters_{0};
 };
 

@@ -1,4 +1,5 @@
-// remora/remora.hpp — everything public.
+/// \file
+/// remora/remora.hpp — everything public.
 #pragma once
 
 #include <remora/admission.hpp>
