@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs remora from a build tree into a scratch prefix, then builds and runs a consumer
-# through find_package(remora) (target remora::remora) and through pkg-config.
+# through find_package(remora) (targets remora::remora, static, and remora::shared) and through
+# pkg-config.
 set -euo pipefail
 build=$1
 src=$(cd "$(dirname "$0")" && pwd)/consumer
@@ -10,8 +11,13 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 cmake -S "$src" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/cmake" >/dev/null
 "$work/cmake/consumer"
+"$work/cmake/consumer_shared"
+ldd "$work/cmake/consumer_shared" | grep -q "libremora.so.0 => $work/prefix/" ||
+    { echo "install: consumer_shared does not load the installed libremora.so.0" >&2; exit 1; }
 pc_dir=$(dirname "$(find "$work/prefix" -name remora.pc)")
 g++ -std=c++20 "$src/main.cpp" $(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs remora) \
     -o "$work/pc-consumer"
-"$work/pc-consumer"
+# -lremora picks libremora.so where both libraries are installed; the scratch prefix is not on
+# the loader's path.
+LD_LIBRARY_PATH="$(dirname "$pc_dir")" "$work/pc-consumer"
 echo "install: find_package and pkg-config consumers built and ran"

@@ -1,0 +1,147 @@
+// src/capi/capi.hpp — the C API's internals: handle types, error reporting, the exception
+// barrier, configuration loading by size.
+//
+// Layer: src/capi sits on the public C++ API only (include/remora/*.hpp), like the tools; it
+// includes nothing from src/ but itself (scripts/check-layering.sh checks it).
+//
+// Every exported function is `guarded(name, body)`: the body returns 0 or a REMORA_E_* code and
+// may throw; guarded() turns any exception into REMORA_E_NOMEM / REMORA_E_UNKNOWN with its
+// message, so none crosses into C. A failure is reported through fail(), which records the
+// per-thread message (and the peer's data of a rejected connect).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <span>
+#include <string>
+#include <system_error>
+
+#include <remora/remora.h>
+#include <remora/remora.hpp>
+
+// ---- handle types (the header declares them incomplete). remora_mr and remora_cq are the C++
+// objects themselves (memory_region, completion_queue), so borrowed ones need no allocation.
+struct remora_domain {
+    remora::domain d;
+};
+struct remora_remote {
+    remora::remote_region r;
+};
+struct remora_pregion {
+    remora::persistent_region p;
+};
+struct remora_service {
+    remora::target_service s;
+};
+struct remora_listener {
+    remora::listener l;
+};
+struct remora_request {
+    remora::connection_request q;
+};
+struct remora_conn {
+    remora::connection c;
+};
+struct remora_shared_cq {
+    remora::shared_completion_queue q;
+};
+struct remora_channel {
+    remora::completion_channel ch;
+};
+
+// The helpers below are hidden in both libraries (the version script exports namespace remora as
+// a whole; these are not part of it).
+#pragma GCC visibility push(hidden)
+namespace remora::capi {
+
+inline const memory_region* mr_of(const remora_mr* m) noexcept {
+    return reinterpret_cast<const memory_region*>(m);
+}
+inline remora_mr* c_mr(memory_region* m) noexcept {
+    return reinterpret_cast<remora_mr*>(m);
+}
+inline completion_queue* cq_of(remora_cq* q) noexcept {
+    return reinterpret_cast<completion_queue*>(q);
+}
+inline const completion_queue* cq_of(const remora_cq* q) noexcept {
+    return reinterpret_cast<const completion_queue*>(q);
+}
+inline remora_cq* c_cq(completion_queue* q) noexcept {
+    return reinterpret_cast<remora_cq*>(q);
+}
+
+// The REMORA_E_* code of an error code (0 for none).
+int code_of(std::error_code ec) noexcept;
+
+// Records "fn: message" as this thread's last error and returns `code`.
+int fail(int code, const char* fn, const std::string& message) noexcept;
+// The same for a remora::error (its code mapped, its data kept).
+int fail(const error& e, const char* fn) noexcept;
+
+// NULL checks: REMORA_E_INVALID "fn: NAME is NULL".
+#define REMORA_CAPI_NOT_NULL(fn, p)                                           \
+    do {                                                                      \
+        if ((p) == nullptr) {                                                 \
+            return ::remora::capi::fail(REMORA_E_INVALID, fn, #p " is NULL"); \
+        }                                                                     \
+    } while (0)
+
+// A negative timeout is refused; otherwise the duration.
+int check_timeout(const char* fn, int timeout_ms) noexcept;
+inline std::chrono::milliseconds ms(int timeout_ms) noexcept {
+    return std::chrono::milliseconds(timeout_ms);
+}
+
+// Bytes given as (pointer, length): NULL with a nonzero length is refused.
+int check_bytes(const char* fn, const char* name, const void* p, std::size_t len) noexcept;
+inline std::span<const std::byte> bytes(const void* p, std::size_t len) noexcept {
+    return len == 0 ? std::span<const std::byte>{}
+                    : std::span<const std::byte>(static_cast<const std::byte*>(p), len);
+}
+
+// Copies a caller's configuration struct by its size field into `out` (zero-initialised, so
+// missing fields are 0 = default). NULL: all defaults. A size smaller than the size field or
+// larger than this library's struct is REMORA_E_INVALID.
+int load_sized(const char* fn, const char* type, const void* in, void* out,
+               std::size_t ours) noexcept;
+template <class T>
+int load_cfg(const char* fn, const char* type, const T* in, T& out) noexcept {
+    out = T{};
+    return load_sized(fn, type, in, &out, sizeof(T));
+}
+
+// Operation flags to op_options: unknown bits or both modes together are REMORA_E_INVALID.
+int op_options_of(const char* fn, unsigned flags, void* context, op_options& out) noexcept;
+
+// A C++ completion as the C struct.
+void to_c(const completion& in, remora_completion& out) noexcept;
+
+// The exception barrier (see the head of this file).
+template <class F>
+int guarded(const char* fn, F&& body) noexcept {
+    try {
+        return body();
+    } catch (const std::bad_alloc&) {
+        return fail(REMORA_E_NOMEM, fn, "out of memory");
+    } catch (const std::exception& e) {
+        return fail(REMORA_E_UNKNOWN, fn, std::string("unexpected exception: ") + e.what());
+    } catch (...) {
+        return fail(REMORA_E_UNKNOWN, fn, "unexpected exception");
+    }
+}
+
+// For void functions (the deleters): exceptions are swallowed, nothing to report to.
+template <class F>
+void guarded_void(F&& body) noexcept {
+    try {
+        body();
+    } catch (...) {
+    }
+}
+
+}  // namespace remora::capi
+#pragma GCC visibility pop

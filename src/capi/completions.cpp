@@ -1,0 +1,190 @@
+// src/capi/completions.cpp — the C API's completion queues, shared CQs and channels.
+#include <array>
+
+#include "capi.hpp"
+
+using namespace remora::capi;
+
+extern "C" {
+
+REMORA_API int remora_cq_poll(remora_cq* cq, struct remora_completion* out, size_t max, size_t* n) {
+    static constexpr const char* fn = "remora_cq_poll";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, cq);
+        REMORA_CAPI_NOT_NULL(fn, out);
+        REMORA_CAPI_NOT_NULL(fn, n);
+        std::array<remora::completion, 32> buf;
+        const std::size_t want = std::min(max, buf.size());
+        auto r = cq_of(cq)->poll(std::span(buf.data(), want));
+        if (!r) {
+            return fail(r.error(), fn);
+        }
+        for (std::size_t i = 0; i < *r; ++i) {
+            to_c(buf[i], out[i]);
+        }
+        *n = *r;
+        return 0;
+    });
+}
+
+REMORA_API int remora_cq_wait(remora_cq* cq, int timeout_ms, size_t* ready) {
+    static constexpr const char* fn = "remora_cq_wait";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, cq);
+        REMORA_CAPI_NOT_NULL(fn, ready);
+        if (int rc = check_timeout(fn, timeout_ms)) {
+            return rc;
+        }
+        auto r = cq_of(cq)->wait(ms(timeout_ms));
+        if (!r) {
+            return fail(r.error(), fn);
+        }
+        *ready = *r;
+        return 0;
+    });
+}
+
+REMORA_API int remora_cq_next(remora_cq* cq, int timeout_ms, struct remora_completion* out) {
+    static constexpr const char* fn = "remora_cq_next";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, cq);
+        REMORA_CAPI_NOT_NULL(fn, out);
+        if (int rc = check_timeout(fn, timeout_ms)) {
+            return rc;
+        }
+        auto r = cq_of(cq)->next(ms(timeout_ms));
+        if (!r) {
+            return fail(r.error(), fn);
+        }
+        to_c(*r, *out);
+        return 0;
+    });
+}
+
+REMORA_API int remora_cq_fd(const remora_cq* cq, int* fd) {
+    static constexpr const char* fn = "remora_cq_fd";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, cq);
+        REMORA_CAPI_NOT_NULL(fn, fd);
+        *fd = cq_of(cq)->fd();
+        return 0;
+    });
+}
+
+REMORA_API int remora_cq_arm(remora_cq* cq, bool* armed) {
+    static constexpr const char* fn = "remora_cq_arm";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, cq);
+        REMORA_CAPI_NOT_NULL(fn, armed);
+        auto r = cq_of(cq)->arm();
+        if (!r) {
+            return fail(r.error(), fn);
+        }
+        *armed = *r;
+        return 0;
+    });
+}
+
+REMORA_API int remora_cq_info(const remora_cq* cq, int* kind, uint64_t* tag) {
+    static constexpr const char* fn = "remora_cq_info";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, cq);
+        if (kind != nullptr) {
+            *kind = static_cast<int>(cq_of(cq)->kind());
+        }
+        if (tag != nullptr) {
+            *tag = cq_of(cq)->tag();
+        }
+        return 0;
+    });
+}
+
+// ---- shared CQs
+
+REMORA_API int remora_shared_cq_new(remora_domain* dom, const struct remora_shared_cq_cfg* cfg,
+                                    remora_shared_cq** scq) {
+    static constexpr const char* fn = "remora_shared_cq_new";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, dom);
+        REMORA_CAPI_NOT_NULL(fn, scq);
+        remora_shared_cq_cfg c;
+        if (int rc = load_cfg(fn, "remora_shared_cq_cfg", cfg, c)) {
+            return rc;
+        }
+        remora::shared_cq_config sc;
+        if (c.entries != 0) {
+            sc.size = c.entries;
+        }
+        sc.progress_thread = c.progress_thread;
+        sc.tag = c.tag;
+        auto q = remora::shared_completion_queue::create(dom->d, sc);
+        if (!q) {
+            return fail(q.error(), fn);
+        }
+        *scq = new remora_shared_cq{std::move(*q)};
+        return 0;
+    });
+}
+
+REMORA_API void remora_shared_cq_delete(remora_shared_cq* scq) {
+    guarded_void([&] { delete scq; });
+}
+
+REMORA_API int remora_shared_cq_queue(const remora_shared_cq* scq, remora_cq** cq) {
+    static constexpr const char* fn = "remora_shared_cq_queue";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, scq);
+        REMORA_CAPI_NOT_NULL(fn, cq);
+        *cq = c_cq(&scq->q.queue());
+        return 0;
+    });
+}
+
+// ---- channels
+
+REMORA_API int remora_channel_new(remora_channel** ch) {
+    static constexpr const char* fn = "remora_channel_new";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, ch);
+        auto c = remora::completion_channel::create();
+        if (!c) {
+            return fail(c.error(), fn);
+        }
+        *ch = new remora_channel{std::move(*c)};
+        return 0;
+    });
+}
+
+REMORA_API void remora_channel_delete(remora_channel* ch) {
+    guarded_void([&] { delete ch; });
+}
+
+REMORA_API int remora_channel_fd(const remora_channel* ch, int* fd) {
+    static constexpr const char* fn = "remora_channel_fd";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, ch);
+        REMORA_CAPI_NOT_NULL(fn, fd);
+        *fd = ch->ch.fd();
+        return 0;
+    });
+}
+
+REMORA_API int remora_channel_wait(remora_channel* ch, int timeout_ms,
+                                   struct remora_channel_event* ev) {
+    static constexpr const char* fn = "remora_channel_wait";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, ch);
+        REMORA_CAPI_NOT_NULL(fn, ev);
+        if (int rc = check_timeout(fn, timeout_ms)) {
+            return rc;
+        }
+        auto e = ch->ch.wait(ms(timeout_ms));
+        if (!e) {
+            return fail(e.error(), fn);
+        }
+        *ev = {c_cq(e->cq), static_cast<int>(e->kind), e->tag, e->ready};
+        return 0;
+    });
+}
+
+}  // extern "C"

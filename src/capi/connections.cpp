@@ -1,0 +1,519 @@
+// src/capi/connections.cpp — the C API's listeners, requests, connections, RDM peers and
+// operations.
+#include "capi.hpp"
+
+using namespace remora::capi;
+
+namespace {
+
+// A C connection configuration as the C++ one (0 fields keep the C++ defaults).
+int conn_config_of(const char* fn, const remora_conn_cfg* cfg, remora::connection_config& out) {
+    remora_conn_cfg c;
+    if (int rc = load_cfg(fn, "remora_conn_cfg", cfg, c)) {
+        return rc;
+    }
+    out = {};
+    if (c.sq_size != 0) {
+        out.sq_size = c.sq_size;
+    }
+    if (c.rq_size != 0) {
+        out.rq_size = c.rq_size;
+    }
+    out.cq_size = c.cq_size;
+    out.rcq = c.rcq;
+    out.rcq_size = c.rcq_size;
+    out.channel = c.channel_shared ? remora::channel_mode::shared : remora::channel_mode::separate;
+    if (c.shared_channel != nullptr) {
+        if (!c.channel_shared) {
+            return fail(REMORA_E_INVALID, fn, "shared_channel is set without channel_shared");
+        }
+        out.shared_channel = c.shared_channel->ch;
+    }
+    if (c.max_sge != 0) {
+        out.max_sge = c.max_sge;
+    }
+    if (c.connect_timeout_ms != 0) {
+        out.connect_timeout = std::chrono::milliseconds(c.connect_timeout_ms);
+    }
+    out.progress_thread = c.progress_thread;
+    out.tag = c.tag;
+    out.service_depth = c.service_depth;
+    if (c.shared_cq != nullptr) {
+        out.shared_cq = c.shared_cq->q;
+    }
+    if (c.shared_rcq != nullptr) {
+        out.shared_rcq = c.shared_rcq->q;
+    }
+    if (c.signal_every != 0) {
+        out.signal_every = c.signal_every;
+    }
+    return 0;
+}
+
+int give_conn(const char* fn, remora::result<remora::connection> r, remora_conn** out) {
+    if (!r) {
+        return fail(r.error(), fn);
+    }
+    *out = new remora_conn{std::move(*r)};
+    return 0;
+}
+
+int done(const char* fn, const remora::result<void>& r) {
+    return r ? 0 : fail(r.error(), fn);
+}
+
+int give_span(std::span<const std::byte> s, const void** data, size_t* len) {
+    *data = s.empty() ? nullptr : s.data();
+    *len = s.size();
+    return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+// ---- listener and requests
+
+REMORA_API int remora_listener_new(remora_domain* dom, const char* host, uint16_t port,
+                                   remora_listener** lst) {
+    static constexpr const char* fn = "remora_listener_new";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, dom);
+        REMORA_CAPI_NOT_NULL(fn, host);
+        REMORA_CAPI_NOT_NULL(fn, lst);
+        auto l = remora::listener::create(dom->d, host, port);
+        if (!l) {
+            return fail(l.error(), fn);
+        }
+        *lst = new remora_listener{std::move(*l)};
+        return 0;
+    });
+}
+
+REMORA_API void remora_listener_delete(remora_listener* lst) {
+    guarded_void([&] { delete lst; });
+}
+
+REMORA_API int remora_listener_port(const remora_listener* lst, uint16_t* port) {
+    static constexpr const char* fn = "remora_listener_port";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, lst);
+        REMORA_CAPI_NOT_NULL(fn, port);
+        *port = lst->l.port();
+        return 0;
+    });
+}
+
+REMORA_API int remora_listener_fd(const remora_listener* lst, int* fd) {
+    static constexpr const char* fn = "remora_listener_fd";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, lst);
+        REMORA_CAPI_NOT_NULL(fn, fd);
+        *fd = lst->l.fd();
+        return 0;
+    });
+}
+
+REMORA_API int remora_listener_get_request(remora_listener* lst, int timeout_ms,
+                                           remora_request** req) {
+    static constexpr const char* fn = "remora_listener_get_request";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, lst);
+        REMORA_CAPI_NOT_NULL(fn, req);
+        if (int rc = check_timeout(fn, timeout_ms)) {
+            return rc;
+        }
+        auto q = lst->l.get_request(ms(timeout_ms));
+        if (!q) {
+            return fail(q.error(), fn);
+        }
+        *req = new remora_request{std::move(*q)};
+        return 0;
+    });
+}
+
+REMORA_API int remora_request_private_data(const remora_request* req, const void** data,
+                                           size_t* len) {
+    static constexpr const char* fn = "remora_request_private_data";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, req);
+        REMORA_CAPI_NOT_NULL(fn, data);
+        REMORA_CAPI_NOT_NULL(fn, len);
+        return give_span(req->q.private_data(), data, len);
+    });
+}
+
+REMORA_API int remora_request_accept(remora_request* req, const struct remora_conn_cfg* cfg,
+                                     const void* pdata, size_t pdata_len, remora_conn** conn) {
+    static constexpr const char* fn = "remora_request_accept";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, req);
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        if (int rc = check_bytes(fn, "pdata", pdata, pdata_len)) {
+            return rc;
+        }
+        remora::connection_config cc;
+        if (int rc = conn_config_of(fn, cfg, cc)) {
+            return rc;
+        }
+        return give_conn(fn, req->q.accept(cc, bytes(pdata, pdata_len)), conn);
+    });
+}
+
+REMORA_API int remora_request_reject(remora_request* req, const void* pdata, size_t pdata_len) {
+    static constexpr const char* fn = "remora_request_reject";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, req);
+        if (int rc = check_bytes(fn, "pdata", pdata, pdata_len)) {
+            return rc;
+        }
+        return done(fn, req->q.reject(bytes(pdata, pdata_len)));
+    });
+}
+
+REMORA_API void remora_request_delete(remora_request* req) {
+    guarded_void([&] { delete req; });
+}
+
+// ---- connections
+
+REMORA_API int remora_connect(remora_domain* dom, const char* host, uint16_t port,
+                              const struct remora_conn_cfg* cfg, const void* pdata,
+                              size_t pdata_len, remora_conn** conn) {
+    static constexpr const char* fn = "remora_connect";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, dom);
+        REMORA_CAPI_NOT_NULL(fn, host);
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        if (int rc = check_bytes(fn, "pdata", pdata, pdata_len)) {
+            return rc;
+        }
+        remora::connection_config cc;
+        if (int rc = conn_config_of(fn, cfg, cc)) {
+            return rc;
+        }
+        return give_conn(
+            fn, remora::connection::connect(dom->d, host, port, cc, bytes(pdata, pdata_len)), conn);
+    });
+}
+
+REMORA_API int remora_peer_open(remora_domain* dom, const struct remora_conn_cfg* cfg,
+                                remora_conn** conn) {
+    static constexpr const char* fn = "remora_peer_open";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, dom);
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        remora::connection_config cc;
+        if (int rc = conn_config_of(fn, cfg, cc)) {
+            return rc;
+        }
+        return give_conn(fn, remora::connection::open_peer(dom->d, cc), conn);
+    });
+}
+
+REMORA_API int remora_peer_address(const remora_conn* conn, const void** addr, size_t* len) {
+    static constexpr const char* fn = "remora_peer_address";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        REMORA_CAPI_NOT_NULL(fn, addr);
+        REMORA_CAPI_NOT_NULL(fn, len);
+        return give_span(conn->c.local_address(), addr, len);
+    });
+}
+
+REMORA_API int remora_peer_attach(remora_conn* conn, const void* addr, size_t len) {
+    static constexpr const char* fn = "remora_peer_attach";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        REMORA_CAPI_NOT_NULL(fn, addr);
+        return done(fn, conn->c.attach(bytes(addr, len)));
+    });
+}
+
+REMORA_API int remora_conn_close(remora_conn* conn) {
+    static constexpr const char* fn = "remora_conn_close";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        return done(fn, conn->c.close());
+    });
+}
+
+REMORA_API void remora_conn_delete(remora_conn* conn) {
+    guarded_void([&] { delete conn; });
+}
+
+REMORA_API int remora_conn_peer_private_data(const remora_conn* conn, const void** data,
+                                             size_t* len) {
+    static constexpr const char* fn = "remora_conn_peer_private_data";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        REMORA_CAPI_NOT_NULL(fn, data);
+        REMORA_CAPI_NOT_NULL(fn, len);
+        return give_span(conn->c.peer_private_data(), data, len);
+    });
+}
+
+REMORA_API int remora_conn_cq(remora_conn* conn, remora_cq** cq) {
+    static constexpr const char* fn = "remora_conn_cq";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        REMORA_CAPI_NOT_NULL(fn, cq);
+        *cq = c_cq(&conn->c.cq());
+        return 0;
+    });
+}
+
+REMORA_API int remora_conn_rcq(remora_conn* conn, remora_cq** rcq) {
+    static constexpr const char* fn = "remora_conn_rcq";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        REMORA_CAPI_NOT_NULL(fn, rcq);
+        *rcq = c_cq(conn->c.rcq());
+        return 0;
+    });
+}
+
+REMORA_API int remora_conn_wait(remora_conn* conn, int timeout_ms,
+                                struct remora_channel_event* ev) {
+    static constexpr const char* fn = "remora_conn_wait";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        REMORA_CAPI_NOT_NULL(fn, ev);
+        if (int rc = check_timeout(fn, timeout_ms)) {
+            return rc;
+        }
+        auto e = conn->c.wait(ms(timeout_ms));
+        if (!e) {
+            return fail(e.error(), fn);
+        }
+        *ev = {c_cq(e->cq), static_cast<int>(e->kind), e->tag, e->ready};
+        return 0;
+    });
+}
+
+REMORA_API int remora_conn_next_event(remora_conn* conn, int timeout_ms, int* event) {
+    static constexpr const char* fn = "remora_conn_next_event";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        REMORA_CAPI_NOT_NULL(fn, event);
+        if (int rc = check_timeout(fn, timeout_ms)) {
+            return rc;
+        }
+        auto e = conn->c.next_event(ms(timeout_ms));
+        if (!e) {
+            return fail(e.error(), fn);
+        }
+        *event = static_cast<int>(*e);
+        return 0;
+    });
+}
+
+REMORA_API int remora_conn_event_fd(const remora_conn* conn, int* fd) {
+    static constexpr const char* fn = "remora_conn_event_fd";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        REMORA_CAPI_NOT_NULL(fn, fd);
+        *fd = conn->c.event_fd();
+        return 0;
+    });
+}
+
+REMORA_API int remora_conn_in_flight(const remora_conn* conn, size_t* n) {
+    static constexpr const char* fn = "remora_conn_in_flight";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        REMORA_CAPI_NOT_NULL(fn, n);
+        *n = conn->c.in_flight();
+        return 0;
+    });
+}
+
+// ---- operations
+
+#define REMORA_CAPI_OP_PROLOGUE(fn)                         \
+    REMORA_CAPI_NOT_NULL(fn, conn);                         \
+    remora::op_options opts;                                \
+    if (int rc = op_options_of(fn, flags, context, opts)) { \
+        return rc;                                          \
+    }
+
+REMORA_API int remora_write(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
+                            const remora_mr* src, size_t src_offset, size_t len, unsigned flags,
+                            void* context) {
+    static constexpr const char* fn = "remora_write";
+    return guarded(fn, [&] {
+        REMORA_CAPI_OP_PROLOGUE(fn);
+        REMORA_CAPI_NOT_NULL(fn, dst);
+        REMORA_CAPI_NOT_NULL(fn, src);
+        return done(fn, conn->c.write(dst->r, dst_offset, *mr_of(src), src_offset, len, opts));
+    });
+}
+
+REMORA_API int remora_write_imm(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
+                                const remora_mr* src, size_t src_offset, size_t len, uint64_t imm,
+                                unsigned flags, void* context) {
+    static constexpr const char* fn = "remora_write_imm";
+    return guarded(fn, [&] {
+        REMORA_CAPI_OP_PROLOGUE(fn);
+        REMORA_CAPI_NOT_NULL(fn, dst);
+        REMORA_CAPI_NOT_NULL(fn, src);
+        return done(fn, conn->c.write_with_imm(dst->r, dst_offset, *mr_of(src), src_offset, len,
+                                               imm, opts));
+    });
+}
+
+REMORA_API int remora_read(remora_conn* conn, const remora_mr* dst, size_t dst_offset,
+                           const remora_remote* src, uint64_t src_offset, size_t len,
+                           unsigned flags, void* context) {
+    static constexpr const char* fn = "remora_read";
+    return guarded(fn, [&] {
+        REMORA_CAPI_OP_PROLOGUE(fn);
+        REMORA_CAPI_NOT_NULL(fn, dst);
+        REMORA_CAPI_NOT_NULL(fn, src);
+        return done(fn, conn->c.read(*mr_of(dst), dst_offset, src->r, src_offset, len, opts));
+    });
+}
+
+REMORA_API int remora_atomic_write(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
+                                   uint64_t value, unsigned flags, void* context) {
+    static constexpr const char* fn = "remora_atomic_write";
+    return guarded(fn, [&] {
+        REMORA_CAPI_OP_PROLOGUE(fn);
+        REMORA_CAPI_NOT_NULL(fn, dst);
+        return done(fn, conn->c.atomic_write(dst->r, dst_offset, value, opts));
+    });
+}
+
+REMORA_API int remora_compare_swap(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
+                                   uint64_t expected, uint64_t desired, const remora_mr* result,
+                                   size_t result_offset, unsigned flags, void* context) {
+    static constexpr const char* fn = "remora_compare_swap";
+    return guarded(fn, [&] {
+        REMORA_CAPI_OP_PROLOGUE(fn);
+        REMORA_CAPI_NOT_NULL(fn, dst);
+        REMORA_CAPI_NOT_NULL(fn, result);
+        return done(fn, conn->c.compare_swap(dst->r, dst_offset, expected, desired, *mr_of(result),
+                                             result_offset, opts));
+    });
+}
+
+REMORA_API int remora_fetch_add(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
+                                uint64_t addend, const remora_mr* result, size_t result_offset,
+                                unsigned flags, void* context) {
+    static constexpr const char* fn = "remora_fetch_add";
+    return guarded(fn, [&] {
+        REMORA_CAPI_OP_PROLOGUE(fn);
+        REMORA_CAPI_NOT_NULL(fn, dst);
+        REMORA_CAPI_NOT_NULL(fn, result);
+        return done(
+            fn, conn->c.fetch_add(dst->r, dst_offset, addend, *mr_of(result), result_offset, opts));
+    });
+}
+
+}  // extern "C"
+
+namespace {
+
+int flush_options_of(const char* fn, int type, int method, remora::flush_options& out) {
+    switch (type) {
+        case REMORA_FLUSH_STRONGEST:
+            out.type = remora::flush_type::strongest;
+            break;
+        case REMORA_FLUSH_VISIBILITY:
+            out.type = remora::flush_type::visibility;
+            break;
+        case REMORA_FLUSH_PERSISTENCE:
+            out.type = remora::flush_type::persistence;
+            break;
+        default:
+            return fail(REMORA_E_INVALID, fn,
+                        "flush type " + std::to_string(type) + " is not a REMORA_FLUSH_* type");
+    }
+    switch (method) {
+        case REMORA_FLUSH_AUTO:
+            out.method = remora::flush_method::automatic;
+            break;
+        case REMORA_FLUSH_READ_AFTER_WRITE:
+            out.method = remora::flush_method::read_after_write;
+            break;
+        case REMORA_FLUSH_GPSPM:
+            out.method = remora::flush_method::gpspm;
+            break;
+        default:
+            return fail(
+                REMORA_E_INVALID, fn,
+                "flush method " + std::to_string(method) + " is not a REMORA_FLUSH_* method");
+    }
+    return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+REMORA_API int remora_flush(remora_conn* conn, const remora_remote* dst, uint64_t offset,
+                            uint64_t len, int type, int method, unsigned flags, void* context) {
+    static constexpr const char* fn = "remora_flush";
+    return guarded(fn, [&] {
+        REMORA_CAPI_OP_PROLOGUE(fn);
+        REMORA_CAPI_NOT_NULL(fn, dst);
+        remora::flush_options how;
+        if (int rc = flush_options_of(fn, type, method, how)) {
+            return rc;
+        }
+        return done(fn, conn->c.flush(dst->r, offset, len, how, opts));
+    });
+}
+
+REMORA_API int remora_flush_method_for(const remora_conn* conn, const remora_remote* dst, int type,
+                                       int method, int* chosen) {
+    static constexpr const char* fn = "remora_flush_method_for";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        REMORA_CAPI_NOT_NULL(fn, dst);
+        REMORA_CAPI_NOT_NULL(fn, chosen);
+        remora::flush_options how;
+        if (int rc = flush_options_of(fn, type, method, how)) {
+            return rc;
+        }
+        auto m = conn->c.flush_method_for(dst->r, how);
+        if (!m) {
+            return fail(m.error(), fn);
+        }
+        *chosen =
+            *m == remora::flush_method::gpspm ? REMORA_FLUSH_GPSPM : REMORA_FLUSH_READ_AFTER_WRITE;
+        return 0;
+    });
+}
+
+REMORA_API int remora_send(remora_conn* conn, const remora_mr* src, size_t offset, size_t len,
+                           unsigned flags, void* context) {
+    static constexpr const char* fn = "remora_send";
+    return guarded(fn, [&] {
+        REMORA_CAPI_OP_PROLOGUE(fn);
+        REMORA_CAPI_NOT_NULL(fn, src);
+        return done(fn, conn->c.send(*mr_of(src), offset, len, opts));
+    });
+}
+
+REMORA_API int remora_send_imm(remora_conn* conn, const remora_mr* src, size_t offset, size_t len,
+                               uint64_t imm, unsigned flags, void* context) {
+    static constexpr const char* fn = "remora_send_imm";
+    return guarded(fn, [&] {
+        REMORA_CAPI_OP_PROLOGUE(fn);
+        REMORA_CAPI_NOT_NULL(fn, src);
+        return done(fn, conn->c.send_with_imm(*mr_of(src), offset, len, imm, opts));
+    });
+}
+
+REMORA_API int remora_recv(remora_conn* conn, const remora_mr* dst, size_t offset, size_t len,
+                           unsigned flags, void* context) {
+    static constexpr const char* fn = "remora_recv";
+    return guarded(fn, [&] {
+        REMORA_CAPI_OP_PROLOGUE(fn);
+        REMORA_CAPI_NOT_NULL(fn, dst);
+        return done(fn, conn->c.recv(*mr_of(dst), offset, len, opts));
+    });
+}
+
+}  // extern "C"
