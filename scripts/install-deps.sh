@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(cmake g++ make pkg-config libfabric-dev libfabric-bin libexpected-dev libsodium-dev libgtest-dev
       libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev nlohmann-json3-dev iproute2
       clang-format gnuplot-nox clang-14 libclang-rt-14-dev doxygen help2man
-      man-db lintian)
+      man-db lintian dpkg-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
