@@ -15,7 +15,7 @@ ln -s "$bin" "$work/remora"
 export PATH="$work:$PATH"
 # Reproducible pages: the date is the source's, not the build's.
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$here" log -1 --format=%ct 2>/dev/null || echo 0)}
-h2m=(help2man --no-info --no-discard-stderr --version-string="$version" --include="$here/remora.h2m")
+h2m=(help2man --no-info --version-string="$version" --include="$here/remora.h2m")
 
 # help2man fills indented blocks into one paragraph and leaves "Examples:" and "Exit status:"
 # inside the options when no blank line comes before them: give them their own sections and keep
