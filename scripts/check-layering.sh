@@ -12,6 +12,9 @@
 #   core    src/core/ and the endpoint layer's public headers: nothing from slots/ or persist/,
 #           nor their public headers (slot_pool, buffer_pool, receive_pool, registration_cache,
 #           persistent_region, target_service).
+#   capi    src/capi/ (the C API): the public C++ API only (include/remora/*.hpp) and its own
+#           capi.hpp; nothing from src/ (base, fabric, ops, core, slots, persist, access).
+#   remora.h include/remora/remora.h is C: it includes no C++ header of the library.
 # Exit 0 when clean; 1 with one file:line: text per offence.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -82,7 +85,9 @@ check_includes base '^(src/base/|include/remora/(result|units|park_gate)\.hpp$)'
 check_includes ops '^src/ops/' \
     "core/|slots/|persist/|remora/(?!(result|units|park_gate|completion_queue)\.hpp)"
 check_includes core "^(src/core/|$core_public$)" "slots/|persist/|$upper_public"
+check_includes capi '^src/capi/' 'base/|fabric/|ops/|core/|slots/|persist/|access/'
+check_includes remora.h '^include/remora/remora\.h$' 'remora/.*\.hpp'
 if [[ $layers -ne 0 ]]; then
     exit 1
 fi
-echo "check-layering: ok (${#files[@]} files outside src/fabric; base, ops and core include nothing above them)"
+echo "check-layering: ok (${#files[@]} files outside src/fabric; base, ops and core include nothing above them; capi only the public API)"

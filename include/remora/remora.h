@@ -324,7 +324,10 @@ enum remora_cq_kind {
 };
 
 /**
- * Writes up to `max` completions to `out`; *n is how many (0: none ready).
+ * Writes up to `max` completions (at most 32 a call) to `out`; *n is how many (0: none ready).
+ * Completions the library consumed itself (its own messages, reclaimed unsignalled operations)
+ * are not counted; after such a poll the next wait or arm returns at once (see
+ * completion_queue.hpp).
  * Threading: one thread at a time polls or waits on a CQ.
  */
 REMORA_API int remora_cq_poll(remora_cq* cq, struct remora_completion* out, size_t max, size_t* n);
@@ -409,7 +412,10 @@ struct remora_conn_cfg {
     uint32_t connect_timeout_ms;    /**< 0: 5000 */
     bool progress_thread;           /**< the domain's progress thread drives this connection */
     uint64_t tag;                   /**< reported in completions and channel events */
-    uint32_t service_depth;       /**< target-service requests in flight (GPSPM, service atomics) */
+    /** Target-service requests in flight (GPSPM flushes, service atomics); set on both sides,
+     *  the target's at least the client's. Such a connection carries only the service's
+     *  messages: remora_send and remora_recv are refused (REMORA_E_BAD_STATE). */
+    uint32_t service_depth;
     remora_shared_cq* shared_cq;  /**< complete on this shared CQ instead of one's own */
     remora_shared_cq* shared_rcq; /**< receives on this shared CQ (implies rcq) */
     uint32_t signal_every;        /**< selective signalling; 0: 1 (every operation) */
@@ -445,8 +451,10 @@ REMORA_API int remora_request_private_data(const remora_request* req, const void
                                            size_t* len);
 /**
  * Accepts with `pdata` (at most caps.cm_data_size bytes) and waits until the connection is
- * established. Oversize private data is REMORA_E_TOO_LARGE and leaves the request answerable;
- * an invalid configuration rejects it. Free the request afterwards either way.
+ * established. Oversize private data is REMORA_E_TOO_LARGE and leaves the request answerable,
+ * as do the C layer's own refusals (a bad cfg->size, NULL pdata with a length); a configuration
+ * the connection refuses rejects the request (the client sees REMORA_E_REJECTED). Free the
+ * request afterwards either way.
  */
 REMORA_API int remora_request_accept(remora_request* req, const struct remora_conn_cfg* cfg,
                                      const void* pdata, size_t pdata_len, remora_conn** conn);
@@ -524,7 +532,10 @@ enum remora_op_flags {
 REMORA_API int remora_write(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
                             const remora_mr* src, size_t src_offset, size_t len, unsigned flags,
                             void* context);
-/** A write whose arrival the peer sees as REMORA_OP_REMOTE_WRITE carrying `imm`. */
+/**
+ * A write whose arrival the peer sees as REMORA_OP_REMOTE_WRITE carrying `imm` (on its RCQ if
+ * it has one); `imm` must fit caps.cq_data_size bytes.
+ */
 REMORA_API int remora_write_imm(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
                                 const remora_mr* src, size_t src_offset, size_t len, uint64_t imm,
                                 unsigned flags, void* context);

@@ -126,7 +126,16 @@ static void test_atomics(void) {
     /* a misaligned word is refused */
     EXPECT_CODE(remora_fetch_add(rp.p.client, rp.remote, 65, 1, rp.client_mr, 8, 0, NULL),
                 REMORA_E_INVALID, "remora_fetch_add: ");
+    /* a connection to a service carries only the service's messages */
+    EXPECT_CODE(remora_send(rp.p.client, rp.client_mr, 0, 8, 0, NULL), REMORA_E_BAD_STATE,
+                "service_depth");
     OK(remora_service_stats(svc, &requests, NULL));
+    {
+        /* native atomics (sockets) or the service answered all four (tcp) */
+        struct remora_caps caps = {.size = sizeof caps};
+        OK(remora_domain_caps(rp.p.cdom, &caps));
+        CHECK(requests == (caps.native_atomics ? 0u : 4u));
+    }
     remote_pair_close(&rp);
     remora_service_delete(svc);
 }
@@ -349,6 +358,34 @@ static void test_channel(void) {
     remora_conn_delete(second);
     remora_conn_delete(second_server);
     remora_channel_delete(ch);
+    remote_pair_close(&rp);
+}
+
+/* One connection's CQ and RCQ share its own channel: the wait names the RCQ for a receive. */
+static void test_channel_rcq(void) {
+    const struct remora_conn_cfg scfg = {
+        .size = sizeof scfg, .rcq = true, .channel_shared = true, .tag = 9};
+    remora_cq *rcq = NULL, *cq = NULL;
+    struct remora_channel_event ev;
+    struct remora_completion c;
+    size_t n = 0;
+    remote_pair_open(&rp, &scfg, &default_cfg, NULL);
+    OK(remora_conn_rcq(rp.p.server, &rcq));
+    OK(remora_conn_cq(rp.p.client, &cq));
+    OK(remora_recv(rp.p.server, rp.server_mr, 0, 64, 0, (void*)8));
+    memcpy(rp.client_mem, "to the rcq", 10);
+    OK(remora_send(rp.p.client, rp.client_mr, 0, 10, 0, NULL));
+    expect_completion(cq, REMORA_OP_SEND, NULL);
+    for (;;) {
+        OK(remora_conn_wait(rp.p.server, T_WAIT_MS, &ev));
+        if (ev.ready > 0) {
+            break; /* 0: a no_completion wake-up (tcp signals both CQs), wait again */
+        }
+    }
+    CHECK(ev.kind == REMORA_RCQ && ev.cq == rcq && ev.tag == 9);
+    OK(remora_cq_poll(ev.cq, &c, 1, &n));
+    CHECK(n == 1 && c.op == REMORA_OP_RECV && c.context == (void*)8 && c.len == 10);
+    CHECK(memcmp(rp.server_mem, "to the rcq", 10) == 0);
     remote_pair_close(&rp);
 }
 
@@ -727,6 +764,7 @@ static const struct named_test tests[] = {
     {"send_recv_imm", test_send_recv_imm},
     {"flush", test_flush},
     {"channel", test_channel},
+    {"channel_rcq", test_channel_rcq},
     {"cq_fd", test_cq_fd},
     {"shared_cq", test_shared_cq},
     {"bad_descriptor", test_bad_descriptor},
