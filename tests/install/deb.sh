@@ -39,12 +39,13 @@ done
 [ -n "$(find /usr/lib -name libremora.so.0 -print -quit)" ] ||
     { echo "deb: no libremora.so.0 under /usr/lib" >&2; exit 1; }
 
-# CMake: the consumer's two programs, static (remora::remora) and shared (remora::shared), with
-# nothing but the installed packages (no prefix path).
+# CMake: the consumer's programs, C++ static (remora::remora) and shared (remora::shared) and C
+# (remora::shared), with nothing but the installed packages (no prefix path).
 cmake -S "$src" -B "$work/cmake" >/dev/null
 cmake --build "$work/cmake" >/dev/null
 "$work/cmake/consumer"
 "$work/cmake/consumer_shared"
+"$work/cmake/consumer_c"
 libs=$(ldd "$work/cmake/consumer_shared")  # not piped into grep -q: pipefail and SIGPIPE
 grep -Eq 'libremora.so.0 => (/usr)?/lib/' <<<"$libs" ||
     { echo "deb: consumer_shared does not load the packaged libremora.so.0" >&2; exit 1; }
