@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Man pages of the remora command: remora(1) and remora-SUBCOMMAND(1), written by help2man from
 # the built command's --help (docs/man/generate.sh), installed gzip-compressed (as Debian wants;
 # man reads them either way) in man1, component `tools`. Without help2man there are none (a

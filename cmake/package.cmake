@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Debian packages with CPack (generator DEB), one per install component:
 #   libremora0     runtime  libremora.so.0 (section libs)
 #   libremora-dev  dev      headers, libremora.so, libremora.a, CMake package, pkg-config files;

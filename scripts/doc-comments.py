@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Turns the plain // comments of public headers that document something into doxygen comments.
 
     scripts/doc-comments.py include/remora/*.hpp     (edits in place; then clang-format -i)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs the Debian packages remora needs to build, test and run. Idempotent:
 # does nothing when everything is already there.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds remora's Debian packages (cmake/package.cmake: libremora0, libremora-dev, remora) from a
 # build tree with CPack, then checks them with lintian: any error fails; warnings are printed
 # (the ones expected of a CPack-built package are listed in cmake/package.cmake's lintian note).

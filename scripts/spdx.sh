@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # SPDX licence tags: every source, header, script and CMake file of the repository starts with
 #   // SPDX-License-Identifier: BSD-3-Clause     (C and C++: .c .h .cpp .hpp)
 #   # SPDX-License-Identifier: BSD-3-Clause      (scripts, CMakeLists.txt, *.cmake, *.cmake.in, Doxyfile.in)

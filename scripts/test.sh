@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Sets up (Debian packages), builds and runs remora's whole test suite.
 #   scripts/test.sh              release build (RelWithDebInfo), all tests, then the Debian
 #                                packages (scripts/package.sh, tests/install/deb.sh)

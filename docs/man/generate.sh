@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Writes the man pages of the remora command with help2man from its own --help: remora(1) and
 # one page per subcommand (remora-info(1), remora-serve(1), ...), so the pages say what the
 # command says. docs/man/remora.h2m adds the sections --help has no room for.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/admission.hpp — who may connect: a pre-shared key proven in the connection request.
 ///

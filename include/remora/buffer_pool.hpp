@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/buffer_pool.hpp — pre-registered bounce buffers.
 ///

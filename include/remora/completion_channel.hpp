@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/completion_channel.hpp — one wait for many completion queues.
 ///

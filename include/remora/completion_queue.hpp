@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/completion_queue.hpp — completions of a connection's operations, and how to wait for
 /// them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/connection.hpp — a reliable connection to one peer: a connected endpoint (libfabric
 /// FI_EP_MSG, like an RC QP) from connect / listener, or an RDM peer (FI_EP_RDM) from open_peer.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/domain.hpp — the local peer: a libfabric provider and NIC opened for one local address.
 ///

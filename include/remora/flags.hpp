@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/flags.hpp — bit operators for remora's `enum class` flag sets.
 #pragma once

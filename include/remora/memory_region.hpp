@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/memory_region.hpp — local memory registered with the provider for explicit usages.
 ///

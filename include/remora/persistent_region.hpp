@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/persistent_region.hpp — target-side memory that peers write into and flush to durability.
 ///

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/receive_pool.hpp — receive buffers shared by all of a target's connections, with
 /// back-pressure.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/registration_cache.hpp — reuse registrations of user memory instead of registering it
 /// for every operation.

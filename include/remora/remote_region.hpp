@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/remote_region.hpp — a value type describing a range of a peer's registered memory.
 ///

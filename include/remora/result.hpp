@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/result.hpp — result<T>, remora::errc and the error type every fallible call returns.
 ///

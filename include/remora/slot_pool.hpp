@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/slot_pool.hpp — accounting of every queue resource an operation needs, post to
 /// completion.

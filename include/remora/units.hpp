@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/units.hpp — units of queue resources, and budgets that lend them (the base layer).
 ///

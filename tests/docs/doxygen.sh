@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The API reference builds clean: doxygen over include/remora (docs/Doxyfile.in sets
 # WARN_AS_ERROR) exits 0, prints nothing (doxygen reports some problems as "error:" lines and
 # still exits 0, so any output fails too), and writes the index page.

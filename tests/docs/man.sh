@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Each man page renders cleanly: `groff -ww -man` (all warnings) and `man --warnings -l` print
 # nothing on stderr, and the page has its NAME, SYNOPSIS and OPTIONS sections.
 #   man.sh PAGE.1...

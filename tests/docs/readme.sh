@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Every C++ block of README.md compiles, warnings as errors, against the build tree (its remora.pc).
 #   readme.sh README.md BUILD_DIR
 # A ```cpp block is one of three kinds, said by an HTML comment on the line(s) just before it:

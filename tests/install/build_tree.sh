@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The build tree's remora.pc works before install: a consumer compiled and linked with
 # `pkg-config --cflags --libs remora` from PKG_CONFIG_PATH=BUILD (headers from the source tree,
 # the library from the build tree) builds and runs.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs the Debian packages of scripts/package.sh (dpkg -i), builds and runs a consumer of
 # libremora-dev through CMake's find_package(remora) (remora::remora and remora::shared) and
 # through pkg-config (remora, and remora-c for a C program), runs the installed `remora` command
