@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // examples/append_log — an append-only log in the target's file that survives a target crash.
 //
 // The target maps a file as a persistent_region and exposes it through a target_service. The

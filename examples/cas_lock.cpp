@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // examples/cas_lock — a spin lock in the target's memory, shared by several clients.
 //
 // The server registers a small buffer holding two 8-byte words, a lock and a counter, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // examples/connection — connect, exchange private data, close, and watch the connection events.
 //
 // A server (on its own thread here) listens on 127.0.0.1 with port 0 (the system picks a free

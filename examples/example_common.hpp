@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // examples/example_common.hpp — the plumbing the examples share, so that each example file shows
 // only its own remora calls. Header-only, over the public API only.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // examples/flush_gpspm — choosing the flush method, and what a volatile region refuses.
 //
 // The server exposes two regions through one target_service: a file-backed persistent_region

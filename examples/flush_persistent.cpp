@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // examples/flush_persistent — a remote write made durable in the target's file by a flush.
 //
 // The server maps a file (in a scratch directory) as a persistent_region and exposes it through

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // examples/info — opens a domain and prints what remora found the provider can do.
 //   info [provider] [address]
 #include <cstdio>

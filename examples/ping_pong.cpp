@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // examples/ping_pong — two-sided messaging: send/recv round trips and their latency.
 //
 // The client sends a 64-byte "ping" carrying a sequence number; the server receives it and sends

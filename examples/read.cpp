@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // examples/read — a one-sided RDMA read of the server's memory.
 //
 // The server fills a buffer, registers it for remote reads only (usage::read_source), and hands

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // examples/receive_cq — receives on their own completion queue.
 //
 // With connection_config{.rcq = true} a connection has two completion queues: receives complete

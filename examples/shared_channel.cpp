@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // examples/shared_channel — one server thread, many connections, one file descriptor to wait on.
 //
 // Four clients connect to one server. The server attaches every accepted connection to ONE

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // examples/shared_cq — one completion queue for all of a server's connections, with one budget.
 //
 // The server creates a shared_completion_queue of 48 entries and accepts clients onto it

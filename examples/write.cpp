@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // examples/write — a one-sided RDMA write into the server's memory.
 //
 // The server registers a buffer that peers may write into (usage::write_destination), describes

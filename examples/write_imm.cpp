@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // examples/write_imm — a one-sided write that also notifies the target, with immediate data.
 //
 // A plain RDMA write is silent on the target. write_with_imm() writes the same way and, once the

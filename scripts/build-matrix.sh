@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds remora as its users do, with warnings as errors (REMORA_WERROR): each build type given
 # (default Release) with GCC and with Debian's clang 14, the library, examples and the remora
 # command. The tests are built and run by scripts/test.sh (RelWithDebInfo and the sanitizer's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # scripts/check-layering.sh — src/fabric is the only code that talks to libfabric: no other C or
 # C++ file of the repository includes <rdma/...> or calls a fi_* function (an identifier
 # fi_[a-z_]+ followed by "("; comments and string literals are not code). The bench's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Fails when a test is skipped on every provider it runs on: ctest counts a skip as a pass, so
 # a check that no provider here can run would otherwise look green for ever.
 #   check-skips.sh CTEST-LOG     (the output of `ctest`, one "Test #N: NAME ... STATUS" a line)

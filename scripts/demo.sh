@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Sets up (Debian packages), builds remora, runs its examples end to end over loopback and then
 # remora's main job: `remora bench` with the default suite and its plain-libfabric baseline
 # (about half a minute) on loopback, charted into build/bench-default.png.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds the libFuzzer targets (tests/fuzz, REMORA_FUZZ=ON) with clang 14 under ASan + UBSan and
 # runs each for a bounded time from its seed corpus (tests/fuzz/corpus/<target>/), printing the
 # executions and coverage (cov: / ft: from libFuzzer's final stats) per target. Fails when a

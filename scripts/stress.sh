@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The whole suite on a busy machine: ctest -j4 on 2 cores, RUNS times in a row (default 5), each
 # beside a CPU hog (one busy process per core, at the same priority). Every run must be green and
 # pass the skip check; the first red run stops it. Uses the release build of scripts/test.sh.

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Sets up (Debian packages), builds and runs remora's whole test suite.
-#   scripts/test.sh              release build (RelWithDebInfo), all tests
+#   scripts/test.sh              release build (RelWithDebInfo), all tests, then the Debian
+#                                packages (scripts/package.sh, tests/install/deb.sh)
 #   scripts/test.sh --sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   scripts/test.sh --tsan       ThreadSanitizer over the multi-threaded tests (scripts/tsan.sh)
 # Fails when any test fails, when no test ran, and when a test is skipped on every provider it
@@ -27,3 +29,9 @@ cmake --build "$build" -j "$(nproc)"
 log=$build/ctest.log
 ctest --test-dir "$build" --output-on-failure --no-tests=error -j 2 --timeout 300 | tee "$log"
 bash scripts/check-skips.sh "$log"
+if [ -z "${flags[*]}" ]; then
+    # The Debian packages: built and checked with lintian, then (as root) installed, used by
+    # CMake and pkg-config consumers and purged (REMORA_DEB_REQUIRED=1 makes a skip fail).
+    bash scripts/package.sh "$build"
+    bash tests/install/deb.sh "$build/packages"
+fi

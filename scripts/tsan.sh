@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # ThreadSanitizer over the tests of remora's multi-threaded paths (scripts/test.sh --tsan): a
 # build with REMORA_TSAN=ON (build-tsan), then each test binary below in turn under a time
 # limit. Any TSan report fails the run (halt_on_error, exit code 66); the only suppressions are

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // tests/support.hpp — helpers shared by remora's tests: providers to run on, connected pairs.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* examples/c/client_server.c — remora from C: a server exposes memory, a client writes into it,
  * makes the write visible, bumps a counter atomically and says it is done with immediate data.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs the C example as two processes: the server (port 0, it prints the port it got) and a
 # client connecting to it. Both must exit 0.
 #   examples/c/run_pair.sh EXAMPLE_BINARY

@@ -1,40 +1,42 @@
-// remora/admission.hpp — who may connect: a pre-shared key proven in the connection request.
-//
-// A target admits only peers that prove they hold its 32-byte key. The client sends an
-// admission token as the connection request's private data; the target checks it before it
-// accepts, and rejects anything else with a reject that names a short reason. The key itself
-// never crosses the wire.
-//
-// The token (v1, 64 bytes + identity + payload, all integers little-endian):
-//   "RMAU" | u8 version (1) | u8 identity length (0..64) | u16 payload length |
-//   u64 timestamp (ms since the Unix epoch) | 16-byte random nonce | identity | payload |
-//   32-byte HMAC-SHA-512-256 (libsodium crypto_auth) under the key over every byte before it.
-// The payload is the application's own connect data (e.g. `remora serve`'s service depth): it is
-// covered by the HMAC, so nobody without the key can change it. The whole token must fit in
-// caps().cm_data_size (256 on tcp and sockets: private data is used, no extra round trip).
-//
-// A token is admitted once: its HMAC verifies (constant-time compare), its timestamp is within
-// admission_config::window of the target's clock, and its nonce was not seen before. Nonces of
-// admitted tokens are remembered until their timestamp leaves the window, in a cache of at most
-// admission_config::replay_cache entries; only tokens whose HMAC verified enter it, so peers
-// without the key cannot fill it. When it is full of live entries, new tokens are refused as
-// `overloaded` (fail closed) rather than forgetting a nonce that could then be replayed.
-// A refused token allocates nothing on the target.
-//
-// Refusals. admission_gate::check fails with errc::access_denied; admit() also rejects the
-// request, with reject_data(reason) as its private data ("RMAR" | u8 reason). The client's
-// connect_admitted then fails with errc::rejected and a message naming the reason; on either
-// side admission_refusal_of(error) returns the reason.
-//
-// What this does not do (docs/security.md): it does not authenticate the target to the client,
-// and it protects nothing after admission — on tcp and sockets the traffic, including the memory
-// key in a region's descriptor, is neither encrypted nor integrity-protected.
-//
-// Keys: held in libsodium's guarded memory (sodium_malloc) and zeroed when the key is
-// destroyed; temporary copies made while loading are zeroed too (sodium_memzero).
-//
-// Threading: an admission_key is immutable after creation; const calls may run concurrently.
-// admission_gate's calls may run concurrently (its replay cache is behind a mutex).
+// SPDX-License-Identifier: BSD-3-Clause
+/// \file
+/// remora/admission.hpp — who may connect: a pre-shared key proven in the connection request.
+///
+/// A target admits only peers that prove they hold its 32-byte key. The client sends an
+/// admission token as the connection request's private data; the target checks it before it
+/// accepts, and rejects anything else with a reject that names a short reason. The key itself
+/// never crosses the wire.
+///
+/// The token (v1, 64 bytes + identity + payload, all integers little-endian):
+///   "RMAU" | u8 version (1) | u8 identity length (0..64) | u16 payload length |
+///   u64 timestamp (ms since the Unix epoch) | 16-byte random nonce | identity | payload |
+///   32-byte HMAC-SHA-512-256 (libsodium crypto_auth) under the key over every byte before it.
+/// The payload is the application's own connect data (e.g. `remora serve`'s service depth): it is
+/// covered by the HMAC, so nobody without the key can change it. The whole token must fit in
+/// caps().cm_data_size (256 on tcp and sockets: private data is used, no extra round trip).
+///
+/// A token is admitted once: its HMAC verifies (constant-time compare), its timestamp is within
+/// admission_config::window of the target's clock, and its nonce was not seen before. Nonces of
+/// admitted tokens are remembered until their timestamp leaves the window, in a cache of at most
+/// admission_config::replay_cache entries; only tokens whose HMAC verified enter it, so peers
+/// without the key cannot fill it. When it is full of live entries, new tokens are refused as
+/// `overloaded` (fail closed) rather than forgetting a nonce that could then be replayed.
+/// A refused token allocates nothing on the target.
+///
+/// Refusals. admission_gate::check fails with errc::access_denied; admit() also rejects the
+/// request, with reject_data(reason) as its private data ("RMAR" | u8 reason). The client's
+/// connect_admitted then fails with errc::rejected and a message naming the reason; on either
+/// side admission_refusal_of(error) returns the reason.
+///
+/// What this does not do (docs/security.md): it does not authenticate the target to the client,
+/// and it protects nothing after admission — on tcp and sockets the traffic, including the memory
+/// key in a region's descriptor, is neither encrypted nor integrity-protected.
+///
+/// Keys: held in libsodium's guarded memory (sodium_malloc) and zeroed when the key is
+/// destroyed; temporary copies made while loading are zeroed too (sodium_memzero).
+///
+/// Threading: an admission_key is immutable after creation; const calls may run concurrently.
+/// admission_gate's calls may run concurrently (its replay cache is behind a mutex).
 #pragma once
 
 #include <array>
@@ -55,60 +57,60 @@
 
 namespace remora {
 
-// Why a target refused a peer; the byte carried in its reject.
+/// Why a target refused a peer; the byte carried in its reject.
 enum class admission_refusal : std::uint8_t {
-    malformed = 1,   // no token, a short, long or unknown one (e.g. a client without a key)
-    bad_proof = 2,   // the HMAC does not verify: a wrong key, or a tampered token
-    stale = 3,       // the timestamp is outside the window (old token, or clocks apart)
-    replayed = 4,    // the nonce was already admitted
-    overloaded = 5,  // the target refuses for load (replay cache full, or too many clients)
+    malformed = 1,   ///< no token, a short, long or unknown one (e.g. a client without a key)
+    bad_proof = 2,   ///< the HMAC does not verify: a wrong key, or a tampered token
+    stale = 3,       ///< the timestamp is outside the window (old token, or clocks apart)
+    replayed = 4,    ///< the nonce was already admitted
+    overloaded = 5,  ///< the target refuses for load (replay cache full, or too many clients)
 };
-// "malformed token", "wrong key or tampered token", …
+/// "malformed token", "wrong key or tampered token", …
 const char* to_string(admission_refusal r) noexcept;
 
 class admission_key {
   public:
     static constexpr std::size_t size = 32;
 
-    // A fresh random key (libsodium randombytes).
+    /// A fresh random key (libsodium randombytes).
     [[nodiscard]] static result<admission_key> generate();
-    // Exactly `size` bytes (else errc::invalid_argument). The caller zeroes its own copy.
+    /// Exactly `size` bytes (else errc::invalid_argument). The caller zeroes its own copy.
     [[nodiscard]] static result<admission_key> from_bytes(std::span<const std::byte> bytes);
-    // A key file: exactly 32 raw bytes (e.g. `head -c 32 /dev/urandom > F; chmod 600 F`), a
-    // regular file not readable or writable by group or others. errc::invalid_argument when it
-    // is missing, unreadable or of another size; errc::access_denied when its mode is too open.
+    /// A key file: exactly 32 raw bytes (e.g. `head -c 32 /dev/urandom > F; chmod 600 F`), a
+    /// regular file not readable or writable by group or others. errc::invalid_argument when it
+    /// is missing, unreadable or of another size; errc::access_denied when its mode is too open.
     [[nodiscard]] static result<admission_key> load(const std::string& path);
-    // Writes the key to a new file with mode 0600; never overwrites (errc::invalid_argument if
-    // the path exists).
+    /// Writes the key to a new file with mode 0600; never overwrites (errc::invalid_argument if
+    /// the path exists).
     result<void> save(const std::string& path) const;
 
     admission_key(admission_key&&) noexcept;
     admission_key& operator=(admission_key&&) noexcept;
-    ~admission_key();  // zeroes the key
+    ~admission_key();  ///< zeroes the key
 
-    // The key's bytes (for the library's HMAC calls; do not copy them).
+    /// The key's bytes (for the library's HMAC calls; do not copy them).
     [[nodiscard]] const unsigned char* bytes() const noexcept { return bytes_; }
 
   private:
     admission_key() = default;
-    unsigned char* bytes_ = nullptr;  // sodium_malloc'ed, `size` bytes
+    unsigned char* bytes_ = nullptr;  ///< sodium_malloc'ed, `size` bytes
 };
 
-inline constexpr std::size_t admission_token_overhead = 64;  // bytes besides identity + payload
+inline constexpr std::size_t admission_token_overhead = 64;  ///< bytes besides identity + payload
 inline constexpr std::size_t admission_max_identity = 64;
 
-// A token proving `key`, naming `identity` (at most 64 bytes) and carrying `payload`.
-// errc::invalid_argument for a longer identity or a payload over 65535 bytes.
+/// A token proving `key`, naming `identity` (at most 64 bytes) and carrying `payload`.
+/// errc::invalid_argument for a longer identity or a payload over 65535 bytes.
 [[nodiscard]] result<std::vector<std::byte>> make_admission_token(
     const admission_key& key, std::string_view identity, std::span<const std::byte> payload = {},
     std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
 struct admission_config {
-    std::chrono::milliseconds window{30'000};  // |now - timestamp| allowed
-    std::size_t replay_cache = 4096;           // nonces remembered at most (>= 1)
+    std::chrono::milliseconds window{30'000};  ///< |now - timestamp| allowed
+    std::size_t replay_cache = 4096;           ///< nonces remembered at most (>= 1)
 };
 
-// What an admitted peer said about itself (vouched for by the key, not by anything else).
+/// What an admitted peer said about itself (vouched for by the key, not by anything else).
 struct admitted_peer {
     std::string identity;
     std::vector<std::byte> payload;
@@ -116,24 +118,24 @@ struct admitted_peer {
 
 class admission_gate {
   public:
-    // errc::invalid_argument for a zero window or replay cache.
+    /// errc::invalid_argument for a zero window or replay cache.
     [[nodiscard]] static result<admission_gate> create(admission_key key,
                                                        const admission_config& config = {});
     admission_gate(admission_gate&&) noexcept;
     admission_gate& operator=(admission_gate&&) noexcept;
     ~admission_gate();
 
-    // Checks a token and, when it is admitted, remembers its nonce. A refusal is
-    // errc::access_denied with the reason in admission_refusal_of() and nothing remembered.
+    /// Checks a token and, when it is admitted, remembers its nonce. A refusal is
+    /// errc::access_denied with the reason in admission_refusal_of() and nothing remembered.
     [[nodiscard]] result<admitted_peer> check(
         std::span<const std::byte> token,
         std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
-    // check() on the request's private data; on a refusal, also rejects the request with
-    // reject_data(reason) (the caller then drops it). On success the caller accepts it.
+    /// check() on the request's private data; on a refusal, also rejects the request with
+    /// reject_data(reason) (the caller then drops it). On success the caller accepts it.
     [[nodiscard]] result<admitted_peer> admit(connection_request& request);
 
-    // Nonces remembered now (expired ones are dropped on the next check of a token whose HMAC
-    // verifies).
+    /// Nonces remembered now (expired ones are dropped on the next check of a token whose HMAC
+    /// verifies).
     [[nodiscard]] std::size_t remembered() const;
 
   private:
@@ -142,16 +144,16 @@ class admission_gate {
     std::unique_ptr<impl> impl_;
 };
 
-// The private data of a reject for `reason`: "RMAR" | reason.
+/// The private data of a reject for `reason`: "RMAR" | reason.
 std::array<std::byte, 5> admission_reject_data(admission_refusal reason) noexcept;
-// The reason in a refusal: an admission_gate error, or a rejected connect whose reject carried
-// admission_reject_data. nullopt for anything else.
+/// The reason in a refusal: an admission_gate error, or a rejected connect whose reject carried
+/// admission_reject_data. nullopt for anything else.
 std::optional<admission_refusal> admission_refusal_of(const error& e) noexcept;
 
-// connection::connect with a token for `key` and `identity` carrying `payload`. A target that
-// refuses admission makes it fail with errc::rejected, "the target refused admission: <reason>",
-// and the reject's bytes in error::data(). errc::too_large when the token would not fit in the
-// provider's cm_data_size (nothing is sent). Other failures are connect's.
+/// connection::connect with a token for `key` and `identity` carrying `payload`. A target that
+/// refuses admission makes it fail with errc::rejected, "the target refused admission: <reason>",
+/// and the reject's bytes in error::data(). errc::too_large when the token would not fit in the
+/// provider's cm_data_size (nothing is sent). Other failures are connect's.
 [[nodiscard]] result<connection> connect_admitted(const domain& dom, const std::string& host,
                                                   std::uint16_t port, const admission_key& key,
                                                   std::string_view identity,

@@ -1,16 +1,18 @@
-// remora/completion_channel.hpp — one wait for many completion queues.
-//
-// A completion channel gathers the CQs attached to it behind one file descriptor. A connection
-// with channel_mode::shared attaches its CQ and RCQ to one channel: its own, or the one given in
-// connection_config::channel, which many connections may share so a server waits on one fd and
-// learns which connection (by tag) and which CQ fired.
-//
-// wait() never loses a completion: it arms every attached CQ with fi_trywait before it blocks and
-// reports a CQ whose arming shows completions already pending. Pending CQs are reported round
-// robin so one busy connection does not starve the others.
-//
-// Threading: attach/detach (connection create/close) may run concurrently with each other; wait()
-// runs on one thread at a time. A channel handle is shared: copies refer to the same channel.
+// SPDX-License-Identifier: BSD-3-Clause
+/// \file
+/// remora/completion_channel.hpp — one wait for many completion queues.
+///
+/// A completion channel gathers the CQs attached to it behind one file descriptor. A connection
+/// with channel_mode::shared attaches its CQ and RCQ to one channel: its own, or the one given in
+/// connection_config::channel, which many connections may share so a server waits on one fd and
+/// learns which connection (by tag) and which CQ fired.
+///
+/// wait() never loses a completion: it arms every attached CQ with fi_trywait before it blocks and
+/// reports a CQ whose arming shows completions already pending. Pending CQs are reported round
+/// robin so one busy connection does not starve the others.
+///
+/// Threading: attach/detach (connection create/close) may run concurrently with each other; wait()
+/// runs on one thread at a time. A channel handle is shared: copies refer to the same channel.
 #pragma once
 
 #include <chrono>
@@ -28,23 +30,23 @@ struct channel_impl;
 }
 
 struct channel_event {
-    completion_queue* cq = nullptr;  // the CQ that fired; poll it
+    completion_queue* cq = nullptr;  ///< the CQ that fired; poll it
     cq_kind kind = cq_kind::cq;
-    std::uint64_t tag = 0;  // connection_config::tag of its connection
-    std::size_t ready = 0;  // completions ready on it; 0 is a no_completion wake-up
+    std::uint64_t tag = 0;  ///< connection_config::tag of its connection
+    std::size_t ready = 0;  ///< completions ready on it; 0 is a no_completion wake-up
 };
 
 class completion_channel {
   public:
-    completion_channel() = default;  // empty handle
+    completion_channel() = default;  ///< empty handle
     [[nodiscard]] static result<completion_channel> create();
 
     explicit operator bool() const noexcept { return impl_ != nullptr; }
-    // Readable when some attached CQ may have completions; add it to your own epoll.
+    /// Readable when some attached CQ may have completions; add it to your own epoll.
     [[nodiscard]] int fd() const noexcept;
-    // Blocks until an attached CQ fires or the timeout passes (errc::timed_out). With no CQ
-    // attached it waits out the timeout. A CQ whose last poll ran callbacks is reported at once,
-    // once, with ready == 0 (see completion_queue.hpp), so a poll-then-wait loop re-checks.
+    /// Blocks until an attached CQ fires or the timeout passes (errc::timed_out). With no CQ
+    /// attached it waits out the timeout. A CQ whose last poll ran callbacks is reported at once,
+    /// once, with ready == 0 (see completion_queue.hpp), so a poll-then-wait loop re-checks.
     [[nodiscard]] result<channel_event> wait(std::chrono::milliseconds timeout);
     [[nodiscard]] std::size_t attached() const noexcept;
 

@@ -1,30 +1,33 @@
-// remora/completion_queue.hpp — completions of a connection's operations, and how to wait for them.
-//
-// Every connection has a completion queue (CQ) for its sends, reads, writes and atomics, and for
-// its receives unless the connection has a separate receive CQ (RCQ). A CQ has a completion
-// channel: its own (channel_mode::separate), or one shared with the connection's other CQ and
-// possibly with other connections (channel_mode::shared, see completion_channel.hpp).
-//
-// poll() returns how many completions it wrote to its span (0 when none are ready); entries it
-// consumed for callbacks (op_options::callback) or hid (successes not reported) are not counted,
-// so the count always indexes what was written. A poll that consumed such entries makes the next
-// wait() (or arm(), or a shared channel's wait) return at once, once, with 0 ready: the obvious
-// loop `while (!done) { if (poll(out) == 0) wait(t); }` re-checks `done` after its callbacks ran
-// instead of sleeping a whole timeout. The same holds for the ring of a CQ read by the library's
-// progress thread and for a shared_completion_queue's queue(). wait() blocks until the
-// CQ's channel fires or the timeout passes and returns how many completions are ready; 0 is the
-// documented *no_completion* wake-up: providers may signal a channel for an event that produces no
-// completion (tcp signals both CQs of a connection for one socket event). It is not an error; poll
-// and wait again. No completion is lost between a poll that found nothing and a wait: wait() arms
-// the channel with fi_trywait before it blocks. A CQ read by the library's progress thread also
-// returns 0 when the thread reaped entries that report nothing (callbacks, reclaimed unsignalled
-// operations) since the last wait or arm, so `while (in_flight()) wait(...)` cannot sleep through
-// a reap that landed between the check and the wait.
-//
-// A CQ may also be shared by several connections (shared_completion_queue below): it keeps one
-// budget, and attaching a connection whose queue entries could overflow it fails.
-//
-// Threading: one thread at a time polls or waits on a CQ (its progress owner).
+// SPDX-License-Identifier: BSD-3-Clause
+/// \file
+/// remora/completion_queue.hpp — completions of a connection's operations, and how to wait for
+/// them.
+///
+/// Every connection has a completion queue (CQ) for its sends, reads, writes and atomics, and for
+/// its receives unless the connection has a separate receive CQ (RCQ). A CQ has a completion
+/// channel: its own (channel_mode::separate), or one shared with the connection's other CQ and
+/// possibly with other connections (channel_mode::shared, see completion_channel.hpp).
+///
+/// poll() returns how many completions it wrote to its span (0 when none are ready); entries it
+/// consumed for callbacks (op_options::callback) or hid (successes not reported) are not counted,
+/// so the count always indexes what was written. A poll that consumed such entries makes the next
+/// wait() (or arm(), or a shared channel's wait) return at once, once, with 0 ready: the obvious
+/// loop `while (!done) { if (poll(out) == 0) wait(t); }` re-checks `done` after its callbacks ran
+/// instead of sleeping a whole timeout. The same holds for the ring of a CQ read by the library's
+/// progress thread and for a shared_completion_queue's queue(). wait() blocks until the
+/// CQ's channel fires or the timeout passes and returns how many completions are ready; 0 is the
+/// documented *no_completion* wake-up: providers may signal a channel for an event that produces no
+/// completion (tcp signals both CQs of a connection for one socket event). It is not an error; poll
+/// and wait again. No completion is lost between a poll that found nothing and a wait: wait() arms
+/// the channel with fi_trywait before it blocks. A CQ read by the library's progress thread also
+/// returns 0 when the thread reaped entries that report nothing (callbacks, reclaimed unsignalled
+/// operations) since the last wait or arm, so `while (in_flight()) wait(...)` cannot sleep through
+/// a reap that landed between the check and the wait.
+///
+/// A CQ may also be shared by several connections (shared_completion_queue below): it keeps one
+/// budget, and attaching a connection whose queue entries could overflow it fails.
+///
+/// Threading: one thread at a time polls or waits on a CQ (its progress owner).
 #pragma once
 
 #include <chrono>
@@ -45,28 +48,29 @@ enum class op : std::uint8_t {
     read,
     write,
     send,
-    recv,          // a receive completed (a send arrived; may carry immediate data)
-    remote_write,  // a peer's write with immediate data arrived (target side)
-    atomic,        // atomic_write, compare_swap or fetch_add (native or through the service)
-    flush,         // a flush (read-after-write or GPSPM) completed: the range is visible/durable
+    recv,          ///< a receive completed (a send arrived; may carry immediate data)
+    remote_write,  ///< a peer's write with immediate data arrived (target side)
+    atomic,        ///< atomic_write, compare_swap or fetch_add (native or through the service)
+    flush,         ///< a flush (read-after-write or GPSPM) completed: the range is visible/durable
 };
 const char* to_string(op o) noexcept;
 const char* to_string(cq_kind k) noexcept;
 
 struct completion {
     remora::op op = op::unknown;
-    std::error_code status;  // empty on success; errc::canceled, errc::disconnected, ... otherwise
-    // Bytes received for recv; for remote_write what the provider reports (sockets: the write's
-    // length; tcp 1.17: 0); for other operations the provider's report (often 0).
+    std::error_code
+        status;  ///< empty on success; errc::canceled, errc::disconnected, ... otherwise
+    /// Bytes received for recv; for remote_write what the provider reports (sockets: the write's
+    /// length; tcp 1.17: 0); for other operations the provider's report (often 0).
     std::size_t bytes = 0;
-    std::uint64_t imm = 0;  // immediate data when has_imm
+    std::uint64_t imm = 0;  ///< immediate data when has_imm
     bool has_imm = false;
-    void* context = nullptr;  // the operation's user context
-    // connection_config::tag of the connection it belongs to (tells connections apart on a
-    // shared CQ). A peer's write with immediate data carries no local operation: on a shared CQ
-    // it reports the shared CQ's tag (libfabric's MSG endpoints do not say which connection).
+    void* context = nullptr;  ///< the operation's user context
+    /// connection_config::tag of the connection it belongs to (tells connections apart on a
+    /// shared CQ). A peer's write with immediate data carries no local operation: on a shared CQ
+    /// it reports the shared CQ's tag (libfabric's MSG endpoints do not say which connection).
     std::uint64_t tag = 0;
-    // A multi-key operation (connection::gather_write) that failed: which part (0-based) did.
+    /// A multi-key operation (connection::gather_write) that failed: which part (0-based) did.
     std::uint32_t failed_part = 0;
     [[nodiscard]] bool ok() const noexcept { return !status; }
 };
@@ -82,30 +86,30 @@ class completion_queue {
     completion_queue(const completion_queue&) = delete;
     completion_queue& operator=(const completion_queue&) = delete;
 
-    // Writes up to out.size() completions; returns the count written (0: none to report).
-    // Completions consumed by callbacks are not counted; after such a poll the next wait() or
-    // arm() does not block (see the head of this file).
+    /// Writes up to out.size() completions; returns the count written (0: none to report).
+    /// Completions consumed by callbacks are not counted; after such a poll the next wait() or
+    /// arm() does not block (see the head of this file).
     [[nodiscard]] result<std::size_t> poll(std::span<completion> out);
-    // Blocks until completions are ready or the channel fires (returns the ready count, 0 for a
-    // no_completion wake-up), or fails with errc::timed_out. Refused with errc::bad_state when
-    // this CQ's channel is shared: wait on the connection or the channel instead.
+    /// Blocks until completions are ready or the channel fires (returns the ready count, 0 for a
+    /// no_completion wake-up), or fails with errc::timed_out. Refused with errc::bad_state when
+    /// this CQ's channel is shared: wait on the connection or the channel instead.
     [[nodiscard]] result<std::size_t> wait(std::chrono::milliseconds timeout);
-    // The next completion to report, within `timeout`: polls, and blocks on the CQ's channel
-    // between polls (no_completion wake-ups and entries consumed by callbacks are absorbed), so
-    // nobody hand-rolls that loop. errc::timed_out when none came in time (a timeout of 0 only
-    // polls); errc::bad_state when this CQ's channel is shared, as for wait(); a provider error
-    // as poll() or wait() report it.
+    /// The next completion to report, within `timeout`: polls, and blocks on the CQ's channel
+    /// between polls (no_completion wake-ups and entries consumed by callbacks are absorbed), so
+    /// nobody hand-rolls that loop. errc::timed_out when none came in time (a timeout of 0 only
+    /// polls); errc::bad_state when this CQ's channel is shared, as for wait(); a provider error
+    /// as poll() or wait() report it.
     [[nodiscard]] result<completion> next(std::chrono::milliseconds timeout);
 
-    // For the caller's own epoll: fd() becomes readable when the CQ may have completions. Call
-    // arm() before blocking on it: false means completions may already be ready, or the last
-    // poll ran callbacks: re-check, poll first.
+    /// For the caller's own epoll: fd() becomes readable when the CQ may have completions. Call
+    /// arm() before blocking on it: false means completions may already be ready, or the last
+    /// poll ran callbacks: re-check, poll first.
     [[nodiscard]] int fd() const noexcept;
     [[nodiscard]] result<bool> arm();
 
     [[nodiscard]] cq_kind kind() const noexcept;
-    [[nodiscard]] std::size_t size() const noexcept;   // effective depth
-    [[nodiscard]] std::uint64_t tag() const noexcept;  // the owning connection's tag
+    [[nodiscard]] std::size_t size() const noexcept;   ///< effective depth
+    [[nodiscard]] std::uint64_t tag() const noexcept;  ///< the owning connection's tag
 
     [[nodiscard]] detail::cq_impl* impl() const noexcept { return impl_; }
     explicit completion_queue(detail::cq_impl* impl) noexcept : impl_(impl) {}
@@ -115,41 +119,41 @@ class completion_queue {
 };
 
 struct shared_cq_config {
-    // Entries. Clamped to the provider's CQ size; size() reports the effective value.
+    /// Entries. Clamped to the provider's CQ size; size() reports the effective value.
     std::uint32_t size = 1024;
-    // Read by the domain's library progress thread (see connection_config::progress_thread):
-    // the target side of tcp, and the target service, make progress while the application
-    // sleeps. Otherwise the application's polls and waits drive it.
+    /// Read by the domain's library progress thread (see connection_config::progress_thread):
+    /// the target side of tcp, and the target service, make progress while the application
+    /// sleeps. Otherwise the application's polls and waits drive it.
     bool progress_thread = false;
-    std::uint64_t tag = 0;  // reported for a peer's write with immediate data (see completion)
+    std::uint64_t tag = 0;  ///< reported for a peer's write with immediate data (see completion)
 };
 
-// A completion queue shared by several connections (connection_config::shared_cq, shared_rcq),
-// like a server's one CQ for all its queue pairs. It keeps one budget: each attached connection
-// reserves an entry for every queue entry that completes here (send queue + service depth, and
-// the receive queue unless the connection has a separate RCQ), so the CQ cannot overflow;
-// attaching a connection that would exceed size() fails with errc::too_large and the figures.
-// A connection's reservation returns when it is destroyed: its endpoint is closed and every
-// completion of its still in the CQ, or read and not yet handed out, is dropped (its contexts
-// and callbacks may be gone); other connections' entries read on the way are kept, in order,
-// and finished by the CQ's reader on its own thread. close() it and reap first to see its
-// flushed operations. Every completion carries its connection's tag.
-//
-// Threading: as completion_queue (one poller or waiter at a time); connections may attach and
-// detach from any thread meanwhile. Do not destroy a connection from inside a completion
-// callback of its own shared CQ. The handle is shared: copies refer to the same CQ, which lives
-// while a handle or an attached connection does.
+/// A completion queue shared by several connections (connection_config::shared_cq, shared_rcq),
+/// like a server's one CQ for all its queue pairs. It keeps one budget: each attached connection
+/// reserves an entry for every queue entry that completes here (send queue + service depth, and
+/// the receive queue unless the connection has a separate RCQ), so the CQ cannot overflow;
+/// attaching a connection that would exceed size() fails with errc::too_large and the figures.
+/// A connection's reservation returns when it is destroyed: its endpoint is closed and every
+/// completion of its still in the CQ, or read and not yet handed out, is dropped (its contexts
+/// and callbacks may be gone); other connections' entries read on the way are kept, in order,
+/// and finished by the CQ's reader on its own thread. close() it and reap first to see its
+/// flushed operations. Every completion carries its connection's tag.
+///
+/// Threading: as completion_queue (one poller or waiter at a time); connections may attach and
+/// detach from any thread meanwhile. Do not destroy a connection from inside a completion
+/// callback of its own shared CQ. The handle is shared: copies refer to the same CQ, which lives
+/// while a handle or an attached connection does.
 class shared_completion_queue {
   public:
-    shared_completion_queue() = default;  // empty handle
+    shared_completion_queue() = default;  ///< empty handle
     [[nodiscard]] static result<shared_completion_queue> create(const domain& dom,
                                                                 const shared_cq_config& cfg = {});
 
     explicit operator bool() const noexcept { return impl_ != nullptr; }
-    [[nodiscard]] completion_queue& queue() const noexcept;  // poll, wait, fd, arm
-    [[nodiscard]] std::size_t size() const noexcept;         // effective entries
-    [[nodiscard]] std::size_t reserved() const noexcept;     // held by attached connections
-    [[nodiscard]] std::size_t connections() const noexcept;  // attached now
+    [[nodiscard]] completion_queue& queue() const noexcept;  ///< poll, wait, fd, arm
+    [[nodiscard]] std::size_t size() const noexcept;         ///< effective entries
+    [[nodiscard]] std::size_t reserved() const noexcept;     ///< held by attached connections
+    [[nodiscard]] std::size_t connections() const noexcept;  ///< attached now
 
     [[nodiscard]] const std::shared_ptr<detail::cq_impl>& impl() const noexcept { return impl_; }
 

@@ -1,58 +1,61 @@
-// remora/connection.hpp — a reliable connection to one peer: a connected endpoint (libfabric
-// FI_EP_MSG, like an RC QP) from connect / listener, or an RDM peer (FI_EP_RDM) from open_peer.
-//
-// Operations post work and return at once; each completes later on the connection's CQ (or RCQ
-// for receives when the connection has one) with the op_options::context it was posted with.
-// Every operation checks its arguments before anything is posted: a remote range outside the
-// descriptor (errc::out_of_range), a usage the descriptor or local region does not grant
-// (errc::access_denied), more segments than the provider's iov limit (errc::too_large). A full
-// send or receive queue gives errc::would_block: reap completions and retry.
-//
-// A write's completion means its source memory may be reused, not that the data is visible in
-// the target's memory (tcp completes a write once it is sent): a read after the writes makes
-// them visible (the read-after-write flush). Memory used by an operation must stay allocated
-// and registered until the operation completes or the connection is closed.
-//
-// Threading: posting may run from several threads at once; the CQs follow completion_queue's
-// rule (one progress owner each); close() and the destructor must not race with other calls.
-// A moved-from connection may only be destroyed or assigned to.
-//
-// RDM peers (a domain opened with endpoint_type::rdm: shm, tcp;ofi_rxm, net and sockets, tested
-// here; efa and verbs;ofi_rxm by design): open_peer opens one
-// RDM endpoint with its own address vector and the same CQ / RCQ / channel setup as a connected
-// endpoint; each side gives the other its local_address() (any way it likes: a file, a socket, a
-// connected remora peer) and calls attach() with the other's; from then on every operation goes to
-// that peer, exactly as on a connected endpoint, and remote_region descriptors are exchanged the
-// same way. One endpoint per peer relation, by design: each peer gets its own queues and accounting
-// (many peers on one endpoint belongs to the shared-receive work). Receives take a message from
-// whoever sends to the endpoint's address (there is no FI_DIRECTED_RECV filter). The differences:
-//   - no connection events: next_event() reports conn_event::closed once after close(), else
-//     times out; event_fd() is an eventfd close() signals.
-//   - a one-sided target still needs its endpoint (its address is what the initiator
-//     attaches) and, where caps().target_needs_progress (shm and tcp;ofi_rxm report manual
-//     data progress), connection_config::progress_thread or an application reading its CQs.
-//   - shm's CQs have no wait fd (caps().cq_wait_fd false): waits and channels poll them with
-//     a back-off (up to 1 ms between looks), the progress thread every 100 us; cq().fd() is -1
-//     unless the progress thread owns the CQ.
-//   - close() closes the endpoint at once (the provider then writes nothing into the
-//     operations' memory) and completes every operation not yet reaped with errc::canceled,
-//     through the CQs as usual: read them until in_flight() is 0.
-//   - the first operation to a newly attached peer may give errc::would_block: the provider
-//     sets up its path to the peer then (tcp;ofi_rxm connects, shm exchanges a request), which
-//     needs the peer to progress too; the post retries for up to 50 ms before giving up.
-//   - a peer that goes away is not announced (no event). Seen here on loopback (libfabric
-//     1.17, peer process killed, rdm_test peer_death_*): writes and reads posted afterwards
-//     complete within a second with errc::disconnected on shm, tcp;ofi_rxm and net (in one run
-//     of several, one write on tcp;ofi_rxm / net still reported success); sockets refuses the
-//     posts at once with errc::disconnected. A receive posted before stays posted until
-//     close(). Bound waits with a timeout; close() returns the rest.
-//     A peer destroyed inside the same process is not a case to rely on: shm then touches the
-//     unmapped peer region on the next post (it crashed in libfabric here).
-//
-// Accounting: every operation holds a send- or receive-queue entry and a completion-queue entry
-// from post to the reading of its completion (completion_mode::on_error only hides successes).
-// A peer's write_with_imm is not accounted on tcp and sockets (it consumes no receive there):
-// a target that accepts them must bound them by its own protocol.
+// SPDX-License-Identifier: BSD-3-Clause
+/// \file
+/// remora/connection.hpp — a reliable connection to one peer: a connected endpoint (libfabric
+/// FI_EP_MSG, like an RC QP) from connect / listener, or an RDM peer (FI_EP_RDM) from open_peer.
+///
+/// Operations post work and return at once; each completes later on the connection's CQ (or RCQ
+/// for receives when the connection has one) with the op_options::context it was posted with.
+/// Every operation checks its arguments before anything is posted: a remote range outside the
+/// descriptor (errc::out_of_range), a usage the descriptor or local region does not grant
+/// (errc::access_denied), more segments than the provider's iov limit (errc::too_large). A full
+/// send or receive queue gives errc::would_block: reap completions and retry.
+///
+/// A write's completion means its source memory may be reused, not that the data is visible in
+/// the target's memory (tcp completes a write once it is sent): a read after the writes makes
+/// them visible (the read-after-write flush). Memory used by an operation must stay allocated
+/// and registered until the operation completes or the connection is closed.
+///
+/// Threading: posting may run from several threads at once; the CQs follow completion_queue's
+/// rule (one progress owner each); close() and the destructor must not race with other calls.
+/// A moved-from connection may only be destroyed or assigned to.
+///
+/// RDM peers (a domain opened with endpoint_type::rdm: shm, tcp;ofi_rxm, net and sockets, tested
+/// here; efa and verbs;ofi_rxm by design): open_peer opens one
+/// RDM endpoint with its own address vector and the same CQ / RCQ / channel setup as a connected
+/// endpoint; each side gives the other its local_address() (any way it likes: a file, a socket, a
+/// connected remora peer) and calls attach() with the other's; from then on every operation goes to
+/// that peer, exactly as on a connected endpoint, and remote_region descriptors are exchanged the
+/// same way. One endpoint per peer relation, by design: each peer gets its own queues and
+/// accounting (many peers on one endpoint belongs to the shared-receive work). Receives take a
+/// message from whoever sends to the endpoint's address (there is no FI_DIRECTED_RECV filter). The
+/// differences:
+///   - no connection events: next_event() reports conn_event::closed once after close(), else
+///     times out; event_fd() is an eventfd close() signals.
+///   - a one-sided target still needs its endpoint (its address is what the initiator
+///     attaches) and, where caps().target_needs_progress (shm and tcp;ofi_rxm report manual
+///     data progress), connection_config::progress_thread or an application reading its CQs.
+///   - shm's CQs have no wait fd (caps().cq_wait_fd false): waits and channels poll them with
+///     a back-off (up to 1 ms between looks), the progress thread every 100 us; cq().fd() is -1
+///     unless the progress thread owns the CQ.
+///   - close() closes the endpoint at once (the provider then writes nothing into the
+///     operations' memory) and completes every operation not yet reaped with errc::canceled,
+///     through the CQs as usual: read them until in_flight() is 0.
+///   - the first operation to a newly attached peer may give errc::would_block: the provider
+///     sets up its path to the peer then (tcp;ofi_rxm connects, shm exchanges a request), which
+///     needs the peer to progress too; the post retries for up to 50 ms before giving up.
+///   - a peer that goes away is not announced (no event). Seen here on loopback (libfabric
+///     1.17, peer process killed, rdm_test peer_death_*): writes and reads posted afterwards
+///     complete within a second with errc::disconnected on shm, tcp;ofi_rxm and net (in one run
+///     of several, one write on tcp;ofi_rxm / net still reported success); sockets refuses the
+///     posts at once with errc::disconnected. A receive posted before stays posted until
+///     close(). Bound waits with a timeout; close() returns the rest.
+///     A peer destroyed inside the same process is not a case to rely on: shm then touches the
+///     unmapped peer region on the next post (it crashed in libfabric here).
+///
+/// Accounting: every operation holds a send- or receive-queue entry and a completion-queue entry
+/// from post to the reading of its completion (completion_mode::on_error only hides successes).
+/// A peer's write_with_imm is not accounted on tcp and sockets (it consumes no receive there):
+/// a target that accepts them must bound them by its own protocol.
 #pragma once
 
 #include <chrono>
@@ -77,9 +80,9 @@ namespace detail {
 struct buffer_pool_impl;
 }
 
-// Pre-registered bounce buffers for a connection's write_copy and send_copy: a handle on a
-// buffer_pool (buffer_pool.hpp), which converts to it (`cfg.bounce = pool`). Empty by default.
-// The endpoint layer only holds it; the buffers are lent by the pool's own layer.
+/// Pre-registered bounce buffers for a connection's write_copy and send_copy: a handle on a
+/// buffer_pool (buffer_pool.hpp), which converts to it (`cfg.bounce = pool`). Empty by default.
+/// The endpoint layer only holds it; the buffers are lent by the pool's own layer.
 class bounce_buffers {
   public:
     bounce_buffers() = default;
@@ -95,92 +98,92 @@ class bounce_buffers {
 };
 
 enum class channel_mode : std::uint8_t {
-    separate,  // each CQ has its own channel: wait on the CQ
-    shared,    // CQ and RCQ share one channel: wait on the connection (or on the channel)
+    separate,  ///< each CQ has its own channel: wait on the CQ
+    shared,    ///< CQ and RCQ share one channel: wait on the connection (or on the channel)
 };
 
-// Depths beyond what the provider grants (its send, receive and completion queue sizes) are
-// reduced to fit; config() reports the effective values. max_sge is never reduced: too many
-// segments is an error.
+/// Depths beyond what the provider grants (its send, receive and completion queue sizes) are
+/// reduced to fit; config() reports the effective values. max_sge is never reduced: too many
+/// segments is an error.
 struct connection_config {
-    std::uint32_t sq_size = 64;  // send-queue depth (sends, reads, writes, atomics in flight)
-    std::uint32_t rq_size = 64;  // receive-queue depth (posted receives)
-    std::uint32_t cq_size = 0;   // 0: sq_size, plus rq_size when receives complete on the CQ
-    bool rcq = false;            // receives complete on a separate receive CQ
-    std::uint32_t rcq_size = 0;  // 0: rq_size
+    std::uint32_t sq_size = 64;  ///< send-queue depth (sends, reads, writes, atomics in flight)
+    std::uint32_t rq_size = 64;  ///< receive-queue depth (posted receives)
+    std::uint32_t cq_size = 0;   ///< 0: sq_size, plus rq_size when receives complete on the CQ
+    bool rcq = false;            ///< receives complete on a separate receive CQ
+    std::uint32_t rcq_size = 0;  ///< 0: rq_size
     channel_mode channel = channel_mode::separate;
-    // With channel_mode::shared: attach to this channel (shared by many connections) instead of
-    // a channel of the connection's own.
+    /// With channel_mode::shared: attach to this channel (shared by many connections) instead of
+    /// a channel of the connection's own.
     completion_channel shared_channel{};
-    std::uint32_t max_sge = 1;  // scatter-gather entries per operation; at most the iov limit
+    std::uint32_t max_sge = 1;  ///< scatter-gather entries per operation; at most the iov limit
     std::chrono::milliseconds connect_timeout{5000};
-    // Run the domain's library-owned progress thread for this connection, so one-sided reads
-    // and writes from the peer land while the application does not call into remora (target
-    // side on tcp), and the target service's requests are answered (any provider). The
-    // application still polls its own CQs. How the thread waits (busy, adaptive, blocking) is
-    // the domain's choice, for all its connections: domain_config::progress.
+    /// Run the domain's library-owned progress thread for this connection, so one-sided reads
+    /// and writes from the peer land while the application does not call into remora (target
+    /// side on tcp), and the target service's requests are answered (any provider). The
+    /// application still polls its own CQs. How the thread waits (busy, adaptive, blocking) is
+    /// the domain's choice, for all its connections: domain_config::progress.
     bool progress_thread = false;
-    std::uint64_t tag = 0;  // returned in channel events
-    // Requests to (client) or from (target) the target's service in flight: GPSPM flushes and
-    // service atomics (see target_service.hpp). 0: none. Set it on both sides; the target's must
-    // be at least the client's. The service's messages get queue entries of their own (the
-    // send queue grows by service_depth, receives are sized to it), and a connection with a
-    // service depth carries only the service's messages: send and recv are refused.
+    std::uint64_t tag = 0;  ///< returned in channel events
+    /// Requests to (client) or from (target) the target's service in flight: GPSPM flushes and
+    /// service atomics (see target_service.hpp). 0: none. Set it on both sides; the target's must
+    /// be at least the client's. The service's messages get queue entries of their own (the
+    /// send queue grows by service_depth, receives are sized to it), and a connection with a
+    /// service depth carries only the service's messages: send and recv are refused.
     std::uint32_t service_depth = 0;
-    // A budget shared with other connections: every operation also takes {sq 1, cq 1} (or
-    // {recv 1, cq 1} for a receive) from it at post and returns them when its completion is
-    // read (or the connection is destroyed). Exhaustion follows the pool's policy: would_block
-    // under backpressure, bad_state under forbid (a sizing bug). The target service's and
-    // receive pools' own messages do not draw on it. Any `budget` (units.hpp) serves; a
-    // std::shared_ptr<slot_pool> converts to this field.
+    /// A budget shared with other connections: every operation also takes {sq 1, cq 1} (or
+    /// {recv 1, cq 1} for a receive) from it at post and returns them when its completion is
+    /// read (or the connection is destroyed). Exhaustion follows the pool's policy: would_block
+    /// under backpressure, bad_state under forbid (a sizing bug). The target service's and
+    /// receive pools' own messages do not draw on it. Any `budget` (units.hpp) serves; a
+    /// std::shared_ptr<slot_pool> converts to this field.
     std::shared_ptr<budget> slots{};
-    // Complete on a CQ shared with other connections instead of one of the connection's own:
-    // shared_cq takes what the CQ would (sends, and receives unless rcq); shared_rcq the
-    // receives (it implies rcq). The connection reserves its entries there (cq_size and
-    // rcq_size then report the shared CQs' sizes) or fails with errc::too_large when they do
-    // not fit. Shared CQs are waited on themselves: channel_mode::shared is refused with them.
-    // A shared CQ's reader drives the connection (progress, and noticing its disconnect); with
-    // progress_thread, each shared CQ given must be read by the progress thread too.
+    /// Complete on a CQ shared with other connections instead of one of the connection's own:
+    /// shared_cq takes what the CQ would (sends, and receives unless rcq); shared_rcq the
+    /// receives (it implies rcq). The connection reserves its entries there (cq_size and
+    /// rcq_size then report the shared CQs' sizes) or fails with errc::too_large when they do
+    /// not fit. Shared CQs are waited on themselves: channel_mode::shared is refused with them.
+    /// A shared CQ's reader drives the connection (progress, and noticing its disconnect); with
+    /// progress_thread, each shared CQ given must be read by the progress thread too.
     shared_completion_queue shared_cq{};
     shared_completion_queue shared_rcq{};
-    // Selective signalling: with N > 1, writes and sends posted with completion_mode::on_error,
-    // no callback and at most caps().inject_size bytes (their buffer is copied at post, so it
-    // is free at once) are posted without a completion, at most N - 1 in a row: the next is
-    // signalled whatever it asks for. An unsignalled operation keeps its send-queue and CQ
-    // entries (an error still completes) until a later signalled operation's completion is
-    // read, which reclaims every unsignalled one posted before it; in_flight() counts them
-    // until then. Reads, atomics, flushes, larger or callback operations are always
-    // signalled. Clamped to sq_size (the bound); 1 (default): every operation is signalled.
-    // Refused with a shared slot pool (`slots`): unsignalled operations keep their units, and
-    // could hold every unit the signalled one that would reclaim them needs. An injected
-    // write_copy / send_copy gives its bounce buffer back at post.
+    /// Selective signalling: with N > 1, writes and sends posted with completion_mode::on_error,
+    /// no callback and at most caps().inject_size bytes (their buffer is copied at post, so it
+    /// is free at once) are posted without a completion, at most N - 1 in a row: the next is
+    /// signalled whatever it asks for. An unsignalled operation keeps its send-queue and CQ
+    /// entries (an error still completes) until a later signalled operation's completion is
+    /// read, which reclaims every unsignalled one posted before it; in_flight() counts them
+    /// until then. Reads, atomics, flushes, larger or callback operations are always
+    /// signalled. Clamped to sq_size (the bound); 1 (default): every operation is signalled.
+    /// Refused with a shared slot pool (`slots`): unsignalled operations keep their units, and
+    /// could hold every unit the signalled one that would reclaim them needs. An injected
+    /// write_copy / send_copy gives its bounce buffer back at post.
     std::uint32_t signal_every = 1;
-    // Pre-registered bounce buffers for write_copy and send_copy: a buffer_pool converts to it
-    // (may be shared by many connections; see buffer_pool.hpp).
+    /// Pre-registered bounce buffers for write_copy and send_copy: a buffer_pool converts to it
+    /// (may be shared by many connections; see buffer_pool.hpp).
     bounce_buffers bounce{};
 };
 
-// The completion-queue entries a connection with configuration `c` takes: on its CQ (cq_kind::cq:
-// the send queue, the target service's depth, and the receive queue unless it has a receive CQ)
-// or on its receive CQ (cq_kind::rcq: the receive queue; 0 without one). A private CQ is sized to
-// this and a shared one reserves it, so size a shared CQ with the sum over the connections that
-// will attach to it (as rdma_rw_mr_factor says what an RDMA operation needs). Depths are taken as
-// given: the provider may reduce them at setup, and config() then reports what was reserved.
+/// The completion-queue entries a connection with configuration `c` takes: on its CQ (cq_kind::cq:
+/// the send queue, the target service's depth, and the receive queue unless it has a receive CQ)
+/// or on its receive CQ (cq_kind::rcq: the receive queue; 0 without one). A private CQ is sized to
+/// this and a shared one reserves it, so size a shared CQ with the sum over the connections that
+/// will attach to it (as rdma_rw_mr_factor says what an RDMA operation needs). Depths are taken as
+/// given: the provider may reduce them at setup, and config() then reports what was reserved.
 [[nodiscard]] std::uint32_t cq_entries(const connection_config& c, cq_kind kind) noexcept;
 
 enum class flush_type : std::uint8_t {
-    visibility,   // the target's memory holds the written bytes
-    persistence,  // ... and they are durable (the region must be persistent)
-    // The default: the strongest the descriptor offers. persistence when it states
-    // persistence::persistent (a persistent region's descriptor: never silently weakened to
-    // visibility), visibility otherwise (plain memory), so `flush(desc, 0, n)` works on both.
+    visibility,   ///< the target's memory holds the written bytes
+    persistence,  ///< ... and they are durable (the region must be persistent)
+    /// The default: the strongest the descriptor offers. persistence when it states
+    /// persistence::persistent (a persistent region's descriptor: never silently weakened to
+    /// visibility), visibility otherwise (plain memory), so `flush(desc, 0, n)` works on both.
     strongest,
 };
 
 enum class flush_method : std::uint8_t {
-    automatic,         // the cheapest the region offers for the type (see connection::flush)
-    read_after_write,  // an 8-byte read after the writes (APM)
-    gpspm,             // a flush request answered by the target's service once it persisted
+    automatic,         ///< the cheapest the region offers for the type (see connection::flush)
+    read_after_write,  ///< an 8-byte read after the writes (APM)
+    gpspm,             ///< a flush request answered by the target's service once it persisted
 };
 const char* to_string(flush_method m) noexcept;
 
@@ -189,17 +192,17 @@ struct flush_options {
     flush_method method = flush_method::automatic;
 };
 
-// How this connection's atomics reach the target.
+/// How this connection's atomics reach the target.
 enum class atomic_path : std::uint8_t {
-    native,   // the provider's atomics (sockets, verbs, ...)
-    service,  // a request to the target's service (tcp has no atomics)
-    none,     // neither: atomics are refused with errc::not_supported
+    native,   ///< the provider's atomics (sockets, verbs, ...)
+    service,  ///< a request to the target's service (tcp has no atomics)
+    none,     ///< neither: atomics are refused with errc::not_supported
 };
 const char* to_string(atomic_path p) noexcept;
 
 enum class completion_mode : std::uint8_t {
-    always,    // a completion is reported on success and on error
-    on_error,  // only an error is reported; the operation still holds its queue entries until
+    always,    ///< a completion is reported on success and on error
+    on_error,  ///< only an error is reported; the operation still holds its queue entries until
                // the library reaps its completion (signalled underneath, unless
                // connection_config::signal_every lets it go unsignalled)
     // Writes and sends of at most caps().inject_size bytes: the provider copies the bytes at
@@ -216,37 +219,37 @@ enum class park_mode : std::uint8_t {
 };
 
 struct op_options {
-    // Which outcomes are reported (named `report`, not `completion`, so it does not hide the
-    // type remora::completion inside code that names both).
+    /// Which outcomes are reported (named `report`, not `completion`, so it does not hide the
+    /// type remora::completion inside code that names both).
     completion_mode report = completion_mode::always;
-    void* context = nullptr;  // returned in the completion
-    // When set, the operation's completion goes to this function instead of to poll(): it runs
-    // exactly once, on the thread that reads the CQ (the application's, or the library progress
-    // thread's), and must not block.
+    void* context = nullptr;  ///< returned in the completion
+    /// When set, the operation's completion goes to this function instead of to poll(): it runs
+    /// exactly once, on the thread that reads the CQ (the application's, or the library progress
+    /// thread's), and must not block.
     void (*callback)(const remora::completion&) = nullptr;
-    // Parked posts (back-pressure that waits). The default, the clock's epoch, does not park: a
-    // post that finds its units taken fails at once with errc::would_block. Any other value parks
-    // it: the post waits, on the calling thread, until everything it needs is free (its
-    // send-queue or receive-queue entries and CQ entries, and its connection_config::slots
-    // units) and then posts as usual; time_point::max() waits without a deadline. Waiters are
-    // served in FIFO order: per connection, or, with connection_config::slots, across every
-    // connection drawing on that budget (one FIFO per budget: its head waits for its own
-    // connection's entries too, and nobody passes it). Only the head tries again, after a
-    // completion gives something back; the others sleep. Nothing spins. A parked post ends once,
-    // having posted nothing and taken nothing, with:
-    //   errc::timed_out     at park_until (or shortly after, never before);
-    //   errc::canceled      when connection::cancel_parked() ends it;
-    //   errc::disconnected  when the connection is closed (close(), or the peer's close or
-    //                       death once the connection notices it) or destroyed: destruction
-    //                       from another thread ends the parked posts first and waits for them
-    //                       to return (the one exception to "close and destroy do not race");
-    // or with the post's own error when a retry fails otherwise (a forbid pool's bad_state is
-    // returned at once: forbid never parks). Somebody else must read the CQ meanwhile (another
-    // thread, or connection_config::progress_thread): a thread that is the only reader and
-    // parks waits until its deadline. From inside a completion callback a post never parks: it
-    // tries once and a refusal is errc::would_block (its message says so), so a callback cannot
-    // deadlock the thread that gives units back. Posts without park_until do not queue behind
-    // parked ones.
+    /// Parked posts (back-pressure that waits). The default, the clock's epoch, does not park: a
+    /// post that finds its units taken fails at once with errc::would_block. Any other value parks
+    /// it: the post waits, on the calling thread, until everything it needs is free (its
+    /// send-queue or receive-queue entries and CQ entries, and its connection_config::slots
+    /// units) and then posts as usual; time_point::max() waits without a deadline. Waiters are
+    /// served in FIFO order: per connection, or, with connection_config::slots, across every
+    /// connection drawing on that budget (one FIFO per budget: its head waits for its own
+    /// connection's entries too, and nobody passes it). Only the head tries again, after a
+    /// completion gives something back; the others sleep. Nothing spins. A parked post ends once,
+    /// having posted nothing and taken nothing, with:
+    ///   errc::timed_out     at park_until (or shortly after, never before);
+    ///   errc::canceled      when connection::cancel_parked() ends it;
+    ///   errc::disconnected  when the connection is closed (close(), or the peer's close or
+    ///                       death once the connection notices it) or destroyed: destruction
+    ///                       from another thread ends the parked posts first and waits for them
+    ///                       to return (the one exception to "close and destroy do not race");
+    /// or with the post's own error when a retry fails otherwise (a forbid pool's bad_state is
+    /// returned at once: forbid never parks). Somebody else must read the CQ meanwhile (another
+    /// thread, or connection_config::progress_thread): a thread that is the only reader and
+    /// parks waits until its deadline. From inside a completion callback a post never parks: it
+    /// tries once and a refusal is errc::would_block (its message says so), so a callback cannot
+    /// deadlock the thread that gives units back. Posts without park_until do not queue behind
+    /// parked ones.
     std::chrono::steady_clock::time_point park_until{};
     // park_mode::queue: a parked post that has no thread to wait on (a callback-driven or
     // coroutine application; co_op_parked in coro.hpp). Needs park_until and a callback. The call
@@ -264,14 +267,14 @@ struct op_options {
     park_mode park = park_mode::block;
 };
 
-// A piece of a peer's memory for a multi-key operation: [offset, offset + length) of `region`.
+/// A piece of a peer's memory for a multi-key operation: [offset, offset + length) of `region`.
 struct remote_segment {
     const remote_region* region = nullptr;
     std::uint64_t offset = 0;
     std::size_t length = 0;
 };
 
-// A piece of local memory for an operation: [offset, offset + length) of a registered region.
+/// A piece of local memory for an operation: [offset, offset + length) of a registered region.
 struct local_segment {
     const memory_region* region = nullptr;
     std::size_t offset = 0;
@@ -280,12 +283,12 @@ struct local_segment {
 
 enum class conn_event : std::uint8_t {
     established,
-    closed,       // the peer or this side closed the connection; also a peer process that died
-                  // (its kernel closes its sockets, which tcp and sockets report as a close)
-    lost,         // the connection failed (an error the provider reports on it: network error)
-    rejected,     // the peer rejected the request
-    refused,      // nobody listens at the address
-    unreachable,  // the address cannot be reached (connect timed out)
+    closed,       ///< the peer or this side closed the connection; also a peer process that died
+                  /// (its kernel closes its sockets, which tcp and sockets report as a close)
+    lost,         ///< the connection failed (an error the provider reports on it: network error)
+    rejected,     ///< the peer rejected the request
+    refused,      ///< nobody listens at the address
+    unreachable,  ///< the address cannot be reached (connect timed out)
 };
 const char* to_string(conn_event e) noexcept;
 
@@ -295,30 +298,30 @@ struct connection_impl;
 
 class connection {
   public:
-    // Connects to host:port, sending `private_data` (at most caps().cm_data_size bytes) with the
-    // request. Fails with errc::connection_refused (nobody listens), errc::rejected (the peer's
-    // reject private data is in error::data(); also when the peer's accept() fails),
-    // errc::unreachable (the host does not resolve, or no route reaches it), errc::timed_out
-    // after config.connect_timeout (nobody answered the request).
+    /// Connects to host:port, sending `private_data` (at most caps().cm_data_size bytes) with the
+    /// request. Fails with errc::connection_refused (nobody listens), errc::rejected (the peer's
+    /// reject private data is in error::data(); also when the peer's accept() fails),
+    /// errc::unreachable (the host does not resolve, or no route reaches it), errc::timed_out
+    /// after config.connect_timeout (nobody answered the request).
     [[nodiscard]] static result<connection> connect(const domain& dom, const std::string& host,
                                                     std::uint16_t port,
                                                     const connection_config& config = {},
                                                     std::span<const std::byte> private_data = {});
     // ---- RDM peers ----
-    // Opens an RDM endpoint on `dom` (opened with endpoint_type::rdm) with its own address
-    // vector, enabled, with no peer yet: operations fail with errc::bad_state ("no peer
-    // attached") until attach(). errc::not_supported on a msg domain (use connect / listener).
+    /// Opens an RDM endpoint on `dom` (opened with endpoint_type::rdm) with its own address
+    /// vector, enabled, with no peer yet: operations fail with errc::bad_state ("no peer
+    /// attached") until attach(). errc::not_supported on a msg domain (use connect / listener).
     [[nodiscard]] static result<connection> open_peer(const domain& dom,
                                                       const connection_config& config = {});
-    // This endpoint's address (the provider's name for it, opaque bytes): give it to the peer
-    // for its attach(). Empty on a connected endpoint.
+    /// This endpoint's address (the provider's name for it, opaque bytes): give it to the peer
+    /// for its attach(). Empty on a connected endpoint.
     [[nodiscard]] std::span<const std::byte> local_address() const noexcept;
-    // Makes `peer_address` (the peer's local_address()) the destination of every operation.
-    // errc::invalid_argument for bytes that cannot be an address of this provider (wrong size,
-    // format or scheme; nothing changes), errc::bad_state when a peer is already attached or
-    // the endpoint is closed, errc::not_supported on a connected endpoint. An address that is
-    // well-formed but names nobody is not detected here: operations to it fail or never
-    // complete (see the file head). Not concurrent with operations on this connection.
+    /// Makes `peer_address` (the peer's local_address()) the destination of every operation.
+    /// errc::invalid_argument for bytes that cannot be an address of this provider (wrong size,
+    /// format or scheme; nothing changes), errc::bad_state when a peer is already attached or
+    /// the endpoint is closed, errc::not_supported on a connected endpoint. An address that is
+    /// well-formed but names nobody is not detected here: operations to it fail or never
+    /// complete (see the file head). Not concurrent with operations on this connection.
     [[nodiscard]] result<void> attach(std::span<const std::byte> peer_address);
 
     connection(connection&&) noexcept;
@@ -336,8 +339,8 @@ class connection {
     [[nodiscard]] result<void> write(const remote_region& dst, std::uint64_t dst_offset,
                                      const memory_region& src, std::size_t src_offset,
                                      std::size_t length, op_options opts = {});
-    // The peer gets an op::remote_write completion carrying `imm` (on its RCQ if it has one).
-    // `imm` must fit caps().cq_data_size bytes.
+    /// The peer gets an op::remote_write completion carrying `imm` (on its RCQ if it has one).
+    /// `imm` must fit caps().cq_data_size bytes.
     [[nodiscard]] result<void> write_with_imm(std::span<const local_segment> src,
                                               const remote_region& dst, std::uint64_t dst_offset,
                                               std::uint64_t imm, op_options opts = {});
@@ -346,41 +349,41 @@ class connection {
                                               std::size_t length, std::uint64_t imm,
                                               op_options opts = {});
     // ---- multi-key: one operation over several remote regions ----
-    // Writes consecutive pieces of the local range of `src` starting at src_offset into the
-    // remote segments, in order: part i carries dst[i].length bytes, starting where part i - 1
-    // ended. Every segment is checked like write()'s destination before anything is taken
-    // (errc::out_of_range, access_denied; invalid_argument for no segment, a null region or a
-    // zero-length segment; too_large for more than max_gather_parts parts or more parts than
-    // sq_size). Admission is one all-or-nothing step: dst.size() send-queue entries (with their
-    // CQ entries) and dst.size() x {sq 1, cq 1} units of connection_config::slots, or nothing
-    // (errc::would_block, or the budget's error); with op_options::park_until it parks for all
-    // of them at once. The operation completes once, as op::write with `bytes` the total, when
-    // its last part completes: success when every part succeeded, otherwise the status of the
-    // first part (lowest index) that failed, whose index is completion::failed_part. If a part's
-    // post fails, the call returns that error (naming the part) and the operation reports
-    // nothing more (parts already posted complete silently and give their entries back).
-    // completion_mode::at_post is refused (invalid_argument). Allocates one small record per
-    // operation (the parts' shared state). The local range must be registered already: no
-    // registration units are drawn.
+    /// Writes consecutive pieces of the local range of `src` starting at src_offset into the
+    /// remote segments, in order: part i carries dst[i].length bytes, starting where part i - 1
+    /// ended. Every segment is checked like write()'s destination before anything is taken
+    /// (errc::out_of_range, access_denied; invalid_argument for no segment, a null region or a
+    /// zero-length segment; too_large for more than max_gather_parts parts or more parts than
+    /// sq_size). Admission is one all-or-nothing step: dst.size() send-queue entries (with their
+    /// CQ entries) and dst.size() x {sq 1, cq 1} units of connection_config::slots, or nothing
+    /// (errc::would_block, or the budget's error); with op_options::park_until it parks for all
+    /// of them at once. The operation completes once, as op::write with `bytes` the total, when
+    /// its last part completes: success when every part succeeded, otherwise the status of the
+    /// first part (lowest index) that failed, whose index is completion::failed_part. If a part's
+    /// post fails, the call returns that error (naming the part) and the operation reports
+    /// nothing more (parts already posted complete silently and give their entries back).
+    /// completion_mode::at_post is refused (invalid_argument). Allocates one small record per
+    /// operation (the parts' shared state). The local range must be registered already: no
+    /// registration units are drawn.
     static constexpr std::size_t max_gather_parts = 64;
     [[nodiscard]] result<void> gather_write(std::span<const remote_segment> dst,
                                             const memory_region& src, std::size_t src_offset,
                                             op_options opts = {});
 
     // ---- parked posts ----
-    // Ends every post of this connection parked in op_options::park_until with errc::canceled
-    // (each returns it once, having taken nothing); returns how many. Posts parked afterwards
-    // wait as usual. May run on any thread, concurrently with the parked posts.
+    /// Ends every post of this connection parked in op_options::park_until with errc::canceled
+    /// (each returns it once, having taken nothing); returns how many. Posts parked afterwards
+    /// wait as usual. May run on any thread, concurrently with the parked posts.
     std::size_t cancel_parked();
-    // Posts of this connection parked now.
+    /// Posts of this connection parked now.
     [[nodiscard]] std::size_t parked() const;
 
     // ---- atomics on 8-byte aligned words (usage::atomic_target) ----
-    // Native where the provider has atomics; otherwise through the target's service when the
-    // connection has a service_depth (ordered after the connection's earlier writes, atomic with
-    // respect to every other service atomic); otherwise errc::not_supported. atomics() says
-    // which. compare_swap and fetch_add write the word's previous value into `result`
-    // (8 bytes at result_offset, usage::read_destination) before they complete.
+    /// Native where the provider has atomics; otherwise through the target's service when the
+    /// connection has a service_depth (ordered after the connection's earlier writes, atomic with
+    /// respect to every other service atomic); otherwise errc::not_supported. atomics() says
+    /// which. compare_swap and fetch_add write the word's previous value into `result`
+    /// (8 bytes at result_offset, usage::read_destination) before they complete.
     [[nodiscard]] result<void> atomic_write(const remote_region& dst, std::uint64_t dst_offset,
                                             std::uint64_t value, op_options opts = {});
     [[nodiscard]] result<void> compare_swap(const remote_region& dst, std::uint64_t dst_offset,
@@ -393,22 +396,22 @@ class connection {
     [[nodiscard]] atomic_path atomics() const noexcept;
 
     // ---- flush ----
-    // Completes (op::flush) once the connection's earlier writes to [offset, offset + length) of
-    // `dst` are visible, or durable, by the method's guarantee. The descriptor must grant
-    // usage::flush_target; for persistence it must come from a persistent region (asked
-    // explicitly of any other, errc::not_supported). The default type, flush_type::strongest,
-    // persists a persistent region's range and makes a plain region's range visible.
-    // flush_method::automatic picks, for visibility, read-after-write; for persistence,
-    // read-after-write where the target declared placed writes durable (persistence::apm), else
-    // GPSPM where its service persists (persistence::gpspm, and this connection has a
-    // service_depth). errc::not_supported names what is missing. GPSPM flushes (and service
-    // atomics) complete where their reply arrives: on the RCQ when the connection has one; the
-    // request's own send completion is read from the CQ and holds the request's slot until then,
-    // so read both queues.
+    /// Completes (op::flush) once the connection's earlier writes to [offset, offset + length) of
+    /// `dst` are visible, or durable, by the method's guarantee. The descriptor must grant
+    /// usage::flush_target; for persistence it must come from a persistent region (asked
+    /// explicitly of any other, errc::not_supported). The default type, flush_type::strongest,
+    /// persists a persistent region's range and makes a plain region's range visible.
+    /// flush_method::automatic picks, for visibility, read-after-write; for persistence,
+    /// read-after-write where the target declared placed writes durable (persistence::apm), else
+    /// GPSPM where its service persists (persistence::gpspm, and this connection has a
+    /// service_depth). errc::not_supported names what is missing. GPSPM flushes (and service
+    /// atomics) complete where their reply arrives: on the RCQ when the connection has one; the
+    /// request's own send completion is read from the CQ and holds the request's slot until then,
+    /// so read both queues.
     [[nodiscard]] result<void> flush(const remote_region& dst, std::uint64_t offset,
                                      std::uint64_t length, flush_options how = {},
                                      op_options opts = {});
-    // The method flush() would use (automatic resolved), or why none can.
+    /// The method flush() would use (automatic resolved), or why none can.
     [[nodiscard]] result<flush_method> flush_method_for(const remote_region& dst,
                                                         flush_options how = {}) const;
 
@@ -426,43 +429,43 @@ class connection {
                                     std::size_t length, op_options opts = {});
 
     // ---- from unregistered memory, through a bounce buffer ----
-    // Copies `data` into a buffer of connection_config::bounce and posts the write or send from
-    // it: the caller's memory is free when the call returns, and the buffer is held by the
-    // operation's slot until its completion is read. Everything the operation needs (the
-    // buffer, the send-queue and CQ entries, slot units) is taken at once or nothing is:
-    // errc::would_block when the pool or the queue is exhausted, errc::too_large when `data`
-    // exceeds the pool's buffer_size, errc::bad_state without a pool.
+    /// Copies `data` into a buffer of connection_config::bounce and posts the write or send from
+    /// it: the caller's memory is free when the call returns, and the buffer is held by the
+    /// operation's slot until its completion is read. Everything the operation needs (the
+    /// buffer, the send-queue and CQ entries, slot units) is taken at once or nothing is:
+    /// errc::would_block when the pool or the queue is exhausted, errc::too_large when `data`
+    /// exceeds the pool's buffer_size, errc::bad_state without a pool.
     [[nodiscard]] result<void> write_copy(const remote_region& dst, std::uint64_t dst_offset,
                                           std::span<const std::byte> data, op_options opts = {});
     [[nodiscard]] result<void> send_copy(std::span<const std::byte> data, op_options opts = {});
 
     // ---- completions ----
     [[nodiscard]] completion_queue& cq() noexcept;
-    [[nodiscard]] completion_queue* rcq() noexcept;  // nullptr without a separate receive CQ
-    // With channel_mode::shared: blocks until the CQ or RCQ fires and says which. With a
-    // channel shared by several connections (connection_config::shared_channel) it waits on that
-    // channel and may report another connection's CQ: dispatch by channel_event::tag. Refused
-    // with errc::bad_state for separate channels.
+    [[nodiscard]] completion_queue* rcq() noexcept;  ///< nullptr without a separate receive CQ
+    /// With channel_mode::shared: blocks until the CQ or RCQ fires and says which. With a
+    /// channel shared by several connections (connection_config::shared_channel) it waits on that
+    /// channel and may report another connection's CQ: dispatch by channel_event::tag. Refused
+    /// with errc::bad_state for separate channels.
     [[nodiscard]] result<channel_event> wait(std::chrono::milliseconds timeout);
 
     // ---- connection management ----
-    // Next connection event (closed, lost) or errc::timed_out; event_fd() for epoll.
+    /// Next connection event (closed, lost) or errc::timed_out; event_fd() for epoll.
     [[nodiscard]] result<conn_event> next_event(std::chrono::milliseconds timeout);
-    // Readable while an event is pending (read it with next_event(0ms)); not readable when none
-    // is. A peer's close reaches it while the connection progresses: with progress_thread, or
-    // while the application reads or arms its CQs (tcp notices the close only then), so block
-    // on it together with the armed CQ fds.
+    /// Readable while an event is pending (read it with next_event(0ms)); not readable when none
+    /// is. A peer's close reaches it while the connection progresses: with progress_thread, or
+    /// while the application reads or arms its CQs (tcp notices the close only then), so block
+    /// on it together with the armed CQ fds.
     [[nodiscard]] int event_fd() const noexcept;
     [[nodiscard]] std::span<const std::byte> peer_private_data() const noexcept;
-    // Disconnects; outstanding operations complete with errors (flushed; on RDM: errc::canceled,
-    // see the file head). Idempotent.
+    /// Disconnects; outstanding operations complete with errors (flushed; on RDM: errc::canceled,
+    /// see the file head). Idempotent.
     result<void> close();
     [[nodiscard]] bool is_open() const noexcept;
 
-    [[nodiscard]] const connection_config& config() const noexcept;  // effective values
-    // Operations posted and not yet reaped (each holds a send- or receive-queue entry and a
-    // completion-queue entry until its completion is read). Receives the library keeps posted
-    // for the target service's messages are not counted.
+    [[nodiscard]] const connection_config& config() const noexcept;  ///< effective values
+    /// Operations posted and not yet reaped (each holds a send- or receive-queue entry and a
+    /// completion-queue entry until its completion is read). Receives the library keeps posted
+    /// for the target service's messages are not counted.
     [[nodiscard]] std::size_t in_flight() const noexcept;
     [[nodiscard]] const domain& dom() const noexcept;
 

@@ -1,26 +1,27 @@
-// remora/coro.hpp — C++20 coroutines over remora's operations.
-//
-//   remora::task copy(connection& c, ...) {
-//       auto n = co_await remora::co_op(c, [&](op_options o) {
-//           return c.write(dst, 0, src, 0, len, o);
-//       });
-//       if (!n) { ... n.error() ... }
-//   }
-//
-// co_op posts the operation with a per-operation callback whose context is the awaiter itself
-// (it lives in the coroutine's frame: nothing is allocated per operation) and suspends; the
-// completion resumes the coroutine on the thread that reads the connection's CQ — the
-// application's poll/wait, or the library's progress thread. It yields result<std::size_t>: the
-// completion's byte count, or its error. A post that fails resumes at once with the error.
-// (Inside the library the resumption is the operation's one completion path: the record's
-// `done` runs this callback, as for any callback operation; see docs/architecture.md.)
-//
-// A resumed coroutine runs inside the CQ read: it may post further operations (that is the point)
-// but must not block or poll the same CQ.
-//
-// task is a minimal eager coroutine type for code that has none of its own: it starts at once,
-// runs to its first co_await, and done() tells when it has finished; it must outlive its
-// coroutine's last resumption.
+/// \file
+/// remora/coro.hpp — C++20 coroutines over remora's operations.
+///
+///   remora::task copy(connection& c, ...) {
+///       auto n = co_await remora::co_op(c, [&](op_options o) {
+///           return c.write(dst, 0, src, 0, len, o);
+///       });
+///       if (!n) { ... n.error() ... }
+///   }
+///
+/// co_op posts the operation with a per-operation callback whose context is the awaiter itself
+/// (it lives in the coroutine's frame: nothing is allocated per operation) and suspends; the
+/// completion resumes the coroutine on the thread that reads the connection's CQ — the
+/// application's poll/wait, or the library's progress thread. It yields result<std::size_t>: the
+/// completion's byte count, or its error. A post that fails resumes at once with the error.
+/// (Inside the library the resumption is the operation's one completion path: the record's
+/// `done` runs this callback, as for any callback operation; see docs/architecture.md.)
+///
+/// A resumed coroutine runs inside the CQ read: it may post further operations (that is the point)
+/// but must not block or poll the same CQ.
+///
+/// task is a minimal eager coroutine type for code that has none of its own: it starts at once,
+/// runs to its first co_await, and done() tells when it has finished; it must outlive its
+/// coroutine's last resumption.
 #pragma once
 
 #include <atomic>
@@ -54,10 +55,10 @@ class op_awaiter {
         auto r = post_(o);
         if (!r) {
             out_ = tl::unexpected<error>(r.error());
-            return false;  // resume now: nothing was posted
+            return false;  ///< resume now: nothing was posted
         }
-        // The callback may already have resumed the coroutine (and destroyed this awaiter) on
-        // the thread that reads the CQ: touch nothing from here on.
+        /// The callback may already have resumed the coroutine (and destroyed this awaiter) on
+        /// the thread that reads the CQ: touch nothing from here on.
         return true;
     }
     result<std::size_t> await_resume() { return std::move(out_); }
@@ -78,26 +79,26 @@ class op_awaiter {
     result<std::size_t> out_{std::size_t{0}};
 };
 
-// An awaitable operation: `post` receives the op_options to pass to a connection call.
+/// An awaitable operation: `post` receives the op_options to pass to a connection call.
 template <class Post>
 op_awaiter<Post> co_op(connection& /*conn*/, Post post) {
     return op_awaiter<Post>(std::move(post));
 }
 
-// The same, parked under back-pressure without blocking the thread (op_options::park_until and
-// park_mode::queue): when the operation's units are taken, the coroutine stays suspended while
-// it waits in the FIFO, and resumes with its completion once it has been admitted and has
-// completed, or with errc::timed_out / canceled / disconnected if it never was. It then
-// resumes on the thread of that FIFO (the library's), or on the CQ reader's as usual.
+/// The same, parked under back-pressure without blocking the thread (op_options::park_until and
+/// park_mode::queue): when the operation's units are taken, the coroutine stays suspended while
+/// it waits in the FIFO, and resumes with its completion once it has been admitted and has
+/// completed, or with errc::timed_out / canceled / disconnected if it never was. It then
+/// resumes on the thread of that FIFO (the library's), or on the CQ reader's as usual.
 template <class Post>
 op_awaiter<Post> co_op_parked(connection& /*conn*/, std::chrono::steady_clock::time_point until,
                               Post post) {
     return op_awaiter<Post>(std::move(post), until);
 }
 
-// A write or send that completes at post (completion_mode::at_post: its bytes are injected):
-// awaiting it never suspends. It yields 0, or the post's error; a later transfer error is
-// reported to the CQ like on_error's (with the options' context, here none).
+/// A write or send that completes at post (completion_mode::at_post: its bytes are injected):
+/// awaiting it never suspends. It yields 0, or the post's error; a later transfer error is
+/// reported to the CQ like on_error's (with the options' context, here none).
 template <class Post>
 class at_post_awaiter {
   public:

@@ -1,25 +1,27 @@
-// remora/domain.hpp — the local peer: a libfabric provider and NIC opened for one local address.
-//
-// A domain is a shared handle: copies refer to the same open provider domain, and every object
-// created from it (regions, listeners, connections) keeps it alive. It reports what the provider
-// can do so the rest of the library adapts instead of assuming.
-//
-// Endpoint type: a domain serves one kind of endpoint, chosen at open (domain_config::endpoint).
-//   endpoint_type::msg  connected endpoints (FI_EP_MSG, like an RC queue pair): listener and
-//                       connection::connect.
-//   endpoint_type::rdm  reliable datagram endpoints (FI_EP_RDM) with an address vector:
-//                       connection::open_peer + attach (see connection.hpp). Same-host peers over
-//                       shm, tcp;ofi_rxm and net over IP, efa, verbs;ofi_rxm.
-// Either way the operations, completion queues, channels and accounting are the same.
-//
-// Provider choice: domain_config::provider if set (matched exactly: "tcp", "shm",
-// "tcp;ofi_rxm", ...); else, for msg, the first of verbs, tcp, sockets that offers connected
-// endpoints on the address, and for rdm the first of verbs;ofi_rxm, efa, tcp;ofi_rxm, net, shm,
-// sockets that offers RDM endpoints there (name shm to get same-host shared memory). The
-// FI_PROVIDER environment variable is libfabric's own filter, applied first: it narrows the
-// automatic choice, and a configured provider it excludes is not found.
-//
-// Threading: a domain may be used from any number of threads at once (libfabric FI_THREAD_SAFE).
+// SPDX-License-Identifier: BSD-3-Clause
+/// \file
+/// remora/domain.hpp — the local peer: a libfabric provider and NIC opened for one local address.
+///
+/// A domain is a shared handle: copies refer to the same open provider domain, and every object
+/// created from it (regions, listeners, connections) keeps it alive. It reports what the provider
+/// can do so the rest of the library adapts instead of assuming.
+///
+/// Endpoint type: a domain serves one kind of endpoint, chosen at open (domain_config::endpoint).
+///   endpoint_type::msg  connected endpoints (FI_EP_MSG, like an RC queue pair): listener and
+///                       connection::connect.
+///   endpoint_type::rdm  reliable datagram endpoints (FI_EP_RDM) with an address vector:
+///                       connection::open_peer + attach (see connection.hpp). Same-host peers over
+///                       shm, tcp;ofi_rxm and net over IP, efa, verbs;ofi_rxm.
+/// Either way the operations, completion queues, channels and accounting are the same.
+///
+/// Provider choice: domain_config::provider if set (matched exactly: "tcp", "shm",
+/// "tcp;ofi_rxm", ...); else, for msg, the first of verbs, tcp, sockets that offers connected
+/// endpoints on the address, and for rdm the first of verbs;ofi_rxm, efa, tcp;ofi_rxm, net, shm,
+/// sockets that offers RDM endpoints there (name shm to get same-host shared memory). The
+/// FI_PROVIDER environment variable is libfabric's own filter, applied first: it narrows the
+/// automatic choice, and a configured provider it excludes is not found.
+///
+/// Threading: a domain may be used from any number of threads at once (libfabric FI_THREAD_SAFE).
 #pragma once
 
 #include <chrono>
@@ -37,108 +39,109 @@ namespace detail {
 struct domain_impl;
 }
 
-// libfabric's memory-registration requirements (mr_mode bits, see the fi_mr man page) that the
-// provider imposes.
+/// libfabric's memory-registration requirements (mr_mode bits, see the fi_mr man page) that the
+/// provider imposes.
 enum class mr_mode : std::uint32_t {
     none = 0,
-    local = 1u << 0,      // local buffers must be registered too (FI_MR_LOCAL)
-    virt_addr = 1u << 1,  // remote addresses are virtual addresses, else offsets (FI_MR_VIRT_ADDR)
-    allocated = 1u << 2,  // only allocated (backed) memory can be registered (FI_MR_ALLOCATED)
-    prov_key = 1u << 3,   // the provider picks the keys (FI_MR_PROV_KEY)
-    endpoint = 1u << 4,   // registrations must be bound to an endpoint (FI_MR_ENDPOINT)
+    local = 1u << 0,  ///< local buffers must be registered too (FI_MR_LOCAL)
+    virt_addr =
+        1u << 1,  ///< remote addresses are virtual addresses, else offsets (FI_MR_VIRT_ADDR)
+    allocated = 1u << 2,  ///< only allocated (backed) memory can be registered (FI_MR_ALLOCATED)
+    prov_key = 1u << 3,   ///< the provider picks the keys (FI_MR_PROV_KEY)
+    endpoint = 1u << 4,   ///< registrations must be bound to an endpoint (FI_MR_ENDPOINT)
 };
 template <>
 struct enable_flags<mr_mode> : std::true_type {};
 
 enum class progress_model { automatic, manual, unspecified };
 
-// The kind of endpoint a domain opens (see the head of this file).
+/// The kind of endpoint a domain opens (see the head of this file).
 enum class endpoint_type : std::uint8_t { msg, rdm };
 const char* to_string(endpoint_type t) noexcept;
 
-// What the opened provider can do (measured through fi_getinfo/fi_getopt, never assumed).
+/// What the opened provider can do (measured through fi_getinfo/fi_getopt, never assumed).
 struct provider_caps {
-    std::string provider;                         // "tcp", "sockets", "verbs", ...
-    std::string fabric;                           // fabric name, e.g. "127.0.0.1/32"
-    std::string nic;                              // domain name, e.g. "lo"
-    endpoint_type endpoint = endpoint_type::msg;  // the endpoint type the domain was opened for
+    std::string provider;                         ///< "tcp", "sockets", "verbs", ...
+    std::string fabric;                           ///< fabric name, e.g. "127.0.0.1/32"
+    std::string nic;                              ///< domain name, e.g. "lo"
+    endpoint_type endpoint = endpoint_type::msg;  ///< the endpoint type the domain was opened for
     bool native_atomics = false;
     std::size_t inject_size = 0;
-    std::size_t cm_data_size = 0;  // private data limit on connect/accept/reject (0 on rdm)
+    std::size_t cm_data_size = 0;  ///< private data limit on connect/accept/reject (0 on rdm)
     std::size_t max_msg_size = 0;
-    std::size_t tx_size = 0;  // max send-queue depth
-    std::size_t rx_size = 0;  // max receive-queue depth
-    std::size_t cq_size = 0;  // max completion-queue depth
+    std::size_t tx_size = 0;  ///< max send-queue depth
+    std::size_t rx_size = 0;  ///< max receive-queue depth
+    std::size_t cq_size = 0;  ///< max completion-queue depth
     std::size_t iov_limit = 0;
     std::size_t rma_iov_limit = 0;
-    std::size_t cq_data_size = 0;  // bytes of immediate data (4 on verbs, 8 on tcp)
-    bool rx_cq_data = false;       // immediate data consumes a posted receive (FI_RX_CQ_DATA)
-    bool shared_rx = false;        // shared receive contexts are available
-    bool rma_pmem = false;         // provider advertises FI_RMA_PMEM
+    std::size_t cq_data_size = 0;  ///< bytes of immediate data (4 on verbs, 8 on tcp)
+    bool rx_cq_data = false;       ///< immediate data consumes a posted receive (FI_RX_CQ_DATA)
+    bool shared_rx = false;        ///< shared receive contexts are available
+    bool rma_pmem = false;         ///< provider advertises FI_RMA_PMEM
     progress_model control_progress = progress_model::unspecified;
     progress_model data_progress = progress_model::unspecified;
     remora::mr_mode mr_mode = remora::mr_mode::none;
     std::size_t mr_key_size = 0;
-    // True when the target side must call into libfabric for one-sided traffic to land
-    // (tcp, net and every provider reporting manual data progress: shm and tcp;ofi_rxm on rdm);
-    // then run a progress thread on the target (connection_config::progress_thread).
+    /// True when the target side must call into libfabric for one-sided traffic to land
+    /// (tcp, net and every provider reporting manual data progress: shm and tcp;ofi_rxm on rdm);
+    /// then run a progress thread on the target (connection_config::progress_thread).
     bool target_needs_progress = false;
-    // The provider's CQs can be blocked on through an fd. False on shm: its CQs are polled
-    // (completion_queue::wait and channels look again after a short back-off, up to 1 ms; the
-    // progress thread looks every millisecond), and completion_queue::fd() is -1 unless the
-    // progress thread owns the CQ (then it is the thread's eventfd).
+    /// The provider's CQs can be blocked on through an fd. False on shm: its CQs are polled
+    /// (completion_queue::wait and channels look again after a short back-off, up to 1 ms; the
+    /// progress thread looks every millisecond), and completion_queue::fd() is -1 unless the
+    /// progress thread owns the CQ (then it is the thread's eventfd).
     bool cq_wait_fd = true;
 };
 
-// How the domain's library progress thread waits for work (see domain_config::progress). The
-// thread exists only once a connection or shared CQ asks for it (connection_config::
-// progress_thread, shared_cq_config::progress_thread); one thread serves the whole domain.
-//
-//   busy      The thread polls its CQs (which drives the provider) in a loop and never sleeps
-//             or yields, as a plain libfabric target that busy-polls its CQ. Lowest latency for
-//             one-sided operations on providers that need the target to call in (tcp: an
-//             8-byte read is served without a wake-up), at the price of one core at 100 % for as
-//             long as the thread runs, traffic or not. For a dedicated core: on a machine with
-//             more runnable threads than cores it competes with the application for the CPU,
-//             and latency becomes the scheduler's time slice (milliseconds, measured).
-//   adaptive  Sleeps like `blocking`; after each sign of traffic (the thread woke on a CQ fd,
-//             a CQ fd was readable, or it read entries) it polls like `busy` for progress_spin
-//             more. A burst is served at `busy` latency after its first operation, which pays
-//             the wake-up. A peer's one-sided reads and writes produce no entry on the target,
-//             so under a steady stream of only those the thread still sleeps about once per
-//             spin and the operation that wakes it pays the wake-up. While polling, a round
-//             that found nothing yields the CPU (sched_yield) to other runnable threads; on a
-//             loaded machine a yield can outlast the spin, and the thread then sleeps at once
-//             (adaptive backs off when other threads want the core). CPU:
-//             polling for at most progress_spin after the last sign of traffic; an idle domain
-//             uses none.
-//   blocking  The thread arms its CQs and sleeps in epoll between events: no CPU while idle,
-//             but every one-sided operation that needs the target's progress pays a thread
-//             wake-up (on tcp over loopback, about 7 us on an 8-byte read).
-//
-// The policy is the domain's, not a connection's: one thread serves every connection of the
-// domain, and it either sleeps or it does not. Connections that need another policy go in a
-// domain of their own (open a second domain with it).
-//
-// The policy applies to the progress thread only. Waits the application makes itself
-// (completion_queue::wait and next, connection::wait, completion_channel) do not spin: the
-// progress thread already reads those CQs under busy and adaptive, and a second poller would
-// take a second core for nothing. A caller that wants to spin polls instead.
-//
-// Threading: the thread is named "remora-progress" (top -H, /proc/self/task/*/comm).
+/// How the domain's library progress thread waits for work (see domain_config::progress). The
+/// thread exists only once a connection or shared CQ asks for it (connection_config::
+/// progress_thread, shared_cq_config::progress_thread); one thread serves the whole domain.
+///
+///   busy      The thread polls its CQs (which drives the provider) in a loop and never sleeps
+///             or yields, as a plain libfabric target that busy-polls its CQ. Lowest latency for
+///             one-sided operations on providers that need the target to call in (tcp: an
+///             8-byte read is served without a wake-up), at the price of one core at 100 % for as
+///             long as the thread runs, traffic or not. For a dedicated core: on a machine with
+///             more runnable threads than cores it competes with the application for the CPU,
+///             and latency becomes the scheduler's time slice (milliseconds, measured).
+///   adaptive  Sleeps like `blocking`; after each sign of traffic (the thread woke on a CQ fd,
+///             a CQ fd was readable, or it read entries) it polls like `busy` for progress_spin
+///             more. A burst is served at `busy` latency after its first operation, which pays
+///             the wake-up. A peer's one-sided reads and writes produce no entry on the target,
+///             so under a steady stream of only those the thread still sleeps about once per
+///             spin and the operation that wakes it pays the wake-up. While polling, a round
+///             that found nothing yields the CPU (sched_yield) to other runnable threads; on a
+///             loaded machine a yield can outlast the spin, and the thread then sleeps at once
+///             (adaptive backs off when other threads want the core). CPU:
+///             polling for at most progress_spin after the last sign of traffic; an idle domain
+///             uses none.
+///   blocking  The thread arms its CQs and sleeps in epoll between events: no CPU while idle,
+///             but every one-sided operation that needs the target's progress pays a thread
+///             wake-up (on tcp over loopback, about 7 us on an 8-byte read).
+///
+/// The policy is the domain's, not a connection's: one thread serves every connection of the
+/// domain, and it either sleeps or it does not. Connections that need another policy go in a
+/// domain of their own (open a second domain with it).
+///
+/// The policy applies to the progress thread only. Waits the application makes itself
+/// (completion_queue::wait and next, connection::wait, completion_channel) do not spin: the
+/// progress thread already reads those CQs under busy and adaptive, and a second poller would
+/// take a second core for nothing. A caller that wants to spin polls instead.
+///
+/// Threading: the thread is named "remora-progress" (top -H, /proc/self/task/*/comm).
 enum class progress_policy : std::uint8_t { busy, adaptive, blocking };
 const char* to_string(progress_policy p) noexcept;
 
 struct domain_config {
-    std::string provider;            // empty: FI_PROVIDER, else automatic (see the file head)
+    std::string provider;            ///< empty: FI_PROVIDER, else automatic (see the file head)
     std::string node = "127.0.0.1";  // local address selecting the NIC
-    // How the library progress thread waits (see progress_policy). The default, adaptive: no
-    // CPU when idle, and a stream of requests served without wake-ups (README, "Progress
-    // policy", has the measurements and when to pick the others).
+    /// How the library progress thread waits (see progress_policy). The default, adaptive: no
+    /// CPU when idle, and a stream of requests served without wake-ups (README, "Progress
+    /// policy", has the measurements and when to pick the others).
     progress_policy progress = progress_policy::adaptive;
-    // adaptive: how long the thread keeps polling after the last sign of traffic. Between 1 us
-    // and 1 s, else domain::open fails with errc::invalid_argument. Ignored by the other
-    // policies.
+    /// adaptive: how long the thread keeps polling after the last sign of traffic. Between 1 us
+    /// and 1 s, else domain::open fails with errc::invalid_argument. Ignored by the other
+    /// policies.
     std::chrono::microseconds progress_spin{100};
     endpoint_type endpoint = endpoint_type::msg;
 };
@@ -147,31 +150,31 @@ class domain {
   public:
     [[nodiscard]] static result<domain> open(const domain_config& config = {});
 
-    // Empty handles (closed, or moved from) report empty caps and node.
+    /// Empty handles (closed, or moved from) report empty caps and node.
     [[nodiscard]] const provider_caps& caps() const noexcept;
     [[nodiscard]] const std::string& node() const noexcept;
-    // The progress policy and spin bound the domain was opened with.
+    /// The progress policy and spin bound the domain was opened with.
     [[nodiscard]] progress_policy progress() const noexcept;
     [[nodiscard]] std::chrono::microseconds progress_spin() const noexcept;
 
-    // True unless the handle is empty (closed, or moved from).
+    /// True unless the handle is empty (closed, or moved from).
     explicit operator bool() const noexcept { return impl_ != nullptr; }
 
-    // Closes the provider domain (and its fabric) now, and says whether libfabric closed it.
-    // Only the last holder closes: while other copies of this handle or objects made from it
-    // (memory regions, persistent regions, listeners, connections, shared CQs, pools, caches)
-    // still hold the domain, errc::bad_state with their count, and nothing changes: nothing is
-    // torn down under them; destroy them, then close. Otherwise this handle is empty afterwards
-    // and objects made from it fail with errc::bad_state. A provider's refusal to close its
-    // domain is reported (a fabric error; the domain stays open, this handle keeps it, and
-    // close() may be called again); a failure to close the fabric after the domain closed is
-    // reported with the handle emptied. On an empty handle it does nothing and succeeds.
-    // Without close(), the domain closes silently when its last holder goes.
-    // Threading: not concurrently with other calls on this handle object (copies are separate
-    // holders and make it bad_state).
+    /// Closes the provider domain (and its fabric) now, and says whether libfabric closed it.
+    /// Only the last holder closes: while other copies of this handle or objects made from it
+    /// (memory regions, persistent regions, listeners, connections, shared CQs, pools, caches)
+    /// still hold the domain, errc::bad_state with their count, and nothing changes: nothing is
+    /// torn down under them; destroy them, then close. Otherwise this handle is empty afterwards
+    /// and objects made from it fail with errc::bad_state. A provider's refusal to close its
+    /// domain is reported (a fabric error; the domain stays open, this handle keeps it, and
+    /// close() may be called again); a failure to close the fabric after the domain closed is
+    /// reported with the handle emptied. On an empty handle it does nothing and succeeds.
+    /// Without close(), the domain closes silently when its last holder goes.
+    /// Threading: not concurrently with other calls on this handle object (copies are separate
+    /// holders and make it bad_state).
     [[nodiscard]] result<void> close();
 
-    // Internal: other remora objects reach the provider through these.
+    /// Internal: other remora objects reach the provider through these.
     explicit domain(std::shared_ptr<detail::domain_impl> impl) : impl_(std::move(impl)) {}
     [[nodiscard]] const std::shared_ptr<detail::domain_impl>& impl() const noexcept {
         return impl_;

@@ -1,4 +1,6 @@
-// remora/flags.hpp — bit operators for remora's `enum class` flag sets.
+// SPDX-License-Identifier: BSD-3-Clause
+/// \file
+/// remora/flags.hpp — bit operators for remora's `enum class` flag sets.
 #pragma once
 
 #include <type_traits>
@@ -30,7 +32,7 @@ template <flag_enum E>
 constexpr E& operator|=(E& a, E b) noexcept {
     return a = a | b;
 }
-// True when every bit of `want` is set in `have`.
+/// True when every bit of `want` is set in `have`.
 template <flag_enum E>
 constexpr bool has_all(E have, E want) noexcept {
     return (have & want) == want;

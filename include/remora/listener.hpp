@@ -1,12 +1,14 @@
-// remora/listener.hpp — accepting connections.
-//
-// A listener binds host:port (port 0 picks a free port; port() reports it) and yields incoming
-// connection requests. A request carries the peer's private data, which the server reads before
-// it accepts (with private data of its own) or rejects (likewise; a reject carries at most
-// caps().cm_data_size - 1 bytes: remora marks its rejects with one byte so the client can tell a
-// rejection from nobody listening). A request dropped without either is rejected.
-//
-// Threading: one thread at a time calls get_request(); requests may be accepted on any thread.
+// SPDX-License-Identifier: BSD-3-Clause
+/// \file
+/// remora/listener.hpp — accepting connections.
+///
+/// A listener binds host:port (port 0 picks a free port; port() reports it) and yields incoming
+/// connection requests. A request carries the peer's private data, which the server reads before
+/// it accepts (with private data of its own) or rejects (likewise; a reject carries at most
+/// caps().cm_data_size - 1 bytes: remora marks its rejects with one byte so the client can tell a
+/// rejection from nobody listening). A request dropped without either is rejected.
+///
+/// Threading: one thread at a time calls get_request(); requests may be accepted on any thread.
 #pragma once
 
 #include <chrono>
@@ -33,9 +35,9 @@ class connection_request {
     ~connection_request();
 
     [[nodiscard]] std::span<const std::byte> private_data() const noexcept;
-    // Accepts and waits (up to config.connect_timeout) until the connection is established.
-    // An invalid config fails the accept and rejects the request (the client's connect fails
-    // with errc::rejected); private data over the limit (errc::too_large) leaves it answerable.
+    /// Accepts and waits (up to config.connect_timeout) until the connection is established.
+    /// An invalid config fails the accept and rejects the request (the client's connect fails
+    /// with errc::rejected); private data over the limit (errc::too_large) leaves it answerable.
     [[nodiscard]] result<connection> accept(const connection_config& config = {},
                                             std::span<const std::byte> private_data = {});
     result<void> reject(std::span<const std::byte> private_data = {});
@@ -55,8 +57,8 @@ class listener {
     ~listener();
 
     [[nodiscard]] std::uint16_t port() const noexcept;
-    [[nodiscard]] int fd() const noexcept;  // readable when a request may be waiting
-    // The next connection request, or errc::timed_out.
+    [[nodiscard]] int fd() const noexcept;  ///< readable when a request may be waiting
+    /// The next connection request, or errc::timed_out.
     [[nodiscard]] result<connection_request> get_request(std::chrono::milliseconds timeout);
 
     // Bounds TCP connects that never send a byte (port scanners, floods): the kernel hands the

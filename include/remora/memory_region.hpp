@@ -1,11 +1,13 @@
-// remora/memory_region.hpp — local memory registered with the provider for explicit usages.
-//
-// A region is registered only for the accesses it is created with (least privilege): a region
-// without usage::write_destination cannot be written by peers, one without usage::send cannot be
-// the source of a send, and so on. Every remora operation checks usage and bounds before posting.
-//
-// Threading: immutable after creation; may be used by many threads and connections at once.
-// The memory must outlive the region; the region must outlive every operation that uses it.
+// SPDX-License-Identifier: BSD-3-Clause
+/// \file
+/// remora/memory_region.hpp — local memory registered with the provider for explicit usages.
+///
+/// A region is registered only for the accesses it is created with (least privilege): a region
+/// without usage::write_destination cannot be written by peers, one without usage::send cannot be
+/// the source of a send, and so on. Every remora operation checks usage and bounds before posting.
+///
+/// Threading: immutable after creation; may be used by many threads and connections at once.
+/// The memory must outlive the region; the region must outlive every operation that uses it.
 #pragma once
 
 #include <cstddef>
@@ -21,14 +23,14 @@ namespace remora {
 
 enum class usage : std::uint16_t {
     none = 0,
-    read_source = 1u << 0,        // peers may read from it (FI_REMOTE_READ)
-    read_destination = 1u << 1,   // local destination of a read (FI_READ)
-    write_source = 1u << 2,       // local source of a write (FI_WRITE)
-    write_destination = 1u << 3,  // peers may write into it (FI_REMOTE_WRITE)
-    send = 1u << 4,               // source of a send (FI_SEND)
-    receive = 1u << 5,            // destination of a receive (FI_RECV)
-    atomic_target = 1u << 6,      // peers may run atomics on it (remote read + write)
-    flush_target = 1u << 7,       // peers may flush it (read-after-write needs remote read)
+    read_source = 1u << 0,        ///< peers may read from it (FI_REMOTE_READ)
+    read_destination = 1u << 1,   ///< local destination of a read (FI_READ)
+    write_source = 1u << 2,       ///< local source of a write (FI_WRITE)
+    write_destination = 1u << 3,  ///< peers may write into it (FI_REMOTE_WRITE)
+    send = 1u << 4,               ///< source of a send (FI_SEND)
+    receive = 1u << 5,            ///< destination of a receive (FI_RECV)
+    atomic_target = 1u << 6,      ///< peers may run atomics on it (remote read + write)
+    flush_target = 1u << 7,       ///< peers may flush it (read-after-write needs remote read)
 };
 template <>
 struct enable_flags<usage> : std::true_type {};
@@ -42,8 +44,8 @@ struct region_impl;
 
 class memory_region {
   public:
-    // Registers `memory` for `uses` (at least one). Fails with invalid_argument for an empty
-    // span or no usage, and with the provider's error when registration is refused.
+    /// Registers `memory` for `uses` (at least one). Fails with invalid_argument for an empty
+    /// span or no usage, and with the provider's error when registration is refused.
     [[nodiscard]] static result<memory_region> create(const domain& dom,
                                                       std::span<std::byte> memory, usage uses);
     memory_region(memory_region&&) noexcept;
@@ -55,9 +57,9 @@ class memory_region {
     [[nodiscard]] std::size_t size() const noexcept { return memory().size(); }
     [[nodiscard]] usage usages() const noexcept;
 
-    // The descriptor a peer needs to access [offset, offset + length) of this region remotely,
-    // granting only the remote usages this region has (read_source, write_destination,
-    // atomic_target, flush_target). length 0 means "to the end".
+    /// The descriptor a peer needs to access [offset, offset + length) of this region remotely,
+    /// granting only the remote usages this region has (read_source, write_destination,
+    /// atomic_target, flush_target). length 0 means "to the end".
     [[nodiscard]] result<remote_region> describe(std::size_t offset = 0,
                                                  std::size_t length = 0) const;
 

@@ -1,22 +1,24 @@
-// remora/persistent_region.hpp — target-side memory that peers write into and flush to durability.
-//
-// A persistent_region is a registered memory_region over either
-//  - a file, mapped shared: durable once persist() (msync of the page-aligned range) returns;
-//    on a DAX file system the mapping is made with MAP_SYNC (write faults keep the file's block
-//    metadata durable). A file created here is fsync'ed with its directory before use; or
-//  - anonymous memory (no path): volatile; flushes to persistence are refused with
-//    errc::not_supported, flushes for visibility work.
-// Opening never truncates a file. With `create` a missing file is created and a short one is
-// extended to `size`; without it a missing or short file is an error.
-//
-// The region's descriptor (describe) states whether it is persistent and which flush methods
-// reach durability: read-after-write only when the operator declares that placed writes are
-// durable (apm_durable; a platform whose CPU caches are in the persistence domain and a DAX
-// mapping), and GPSPM (a flush request answered by the target's service) whenever the region is
-// persistent and exposed through a target_service (target_service::expose adds the bit).
-//
-// Threading: persist() may run from any number of threads at once; the region must outlive
-// every connection and service that uses it.
+// SPDX-License-Identifier: BSD-3-Clause
+/// \file
+/// remora/persistent_region.hpp — target-side memory that peers write into and flush to durability.
+///
+/// A persistent_region is a registered memory_region over either
+///  - a file, mapped shared: durable once persist() (msync of the page-aligned range) returns;
+///    on a DAX file system the mapping is made with MAP_SYNC (write faults keep the file's block
+///    metadata durable). A file created here is fsync'ed with its directory before use; or
+///  - anonymous memory (no path): volatile; flushes to persistence are refused with
+///    errc::not_supported, flushes for visibility work.
+/// Opening never truncates a file. With `create` a missing file is created and a short one is
+/// extended to `size`; without it a missing or short file is an error.
+///
+/// The region's descriptor (describe) states whether it is persistent and which flush methods
+/// reach durability: read-after-write only when the operator declares that placed writes are
+/// durable (apm_durable; a platform whose CPU caches are in the persistence domain and a DAX
+/// mapping), and GPSPM (a flush request answered by the target's service) whenever the region is
+/// persistent and exposed through a target_service (target_service::expose adds the bit).
+///
+/// Threading: persist() may run from any number of threads at once; the region must outlive
+/// every connection and service that uses it.
 #pragma once
 
 #include <cstddef>
@@ -33,14 +35,14 @@
 namespace remora {
 
 struct persistent_region_config {
-    std::string path{};    // backing file; empty: anonymous, volatile memory
-    std::size_t size = 0;  // bytes; 0 with a path: the file's current size
-    bool create = false;   // create a missing file or extend a short one (never shrinks)
+    std::string path{};    ///< backing file; empty: anonymous, volatile memory
+    std::size_t size = 0;  ///< bytes; 0 with a path: the file's current size
+    bool create = false;   ///< create a missing file or extend a short one (never shrinks)
     usage uses =
         usage::read_source | usage::write_destination | usage::atomic_target | usage::flush_target;
-    // Declared by the operator, never guessed: writes placed into this mapping are durable
-    // (CPU caches in the persistence domain, e.g. eADR, and a DAX mapping). Refused unless the
-    // mapping is DAX.
+    /// Declared by the operator, never guessed: writes placed into this mapping are durable
+    /// (CPU caches in the persistence domain, e.g. eADR, and a DAX mapping). Refused unless the
+    /// mapping is DAX.
     bool apm_durable = false;
 };
 
@@ -58,15 +60,15 @@ class persistent_region {
 
     [[nodiscard]] const memory_region& region() const noexcept;
     [[nodiscard]] std::span<std::byte> memory() const noexcept;
-    [[nodiscard]] bool is_persistent() const noexcept;  // file-backed
-    [[nodiscard]] bool is_dax() const noexcept;         // mapped with MAP_SYNC
+    [[nodiscard]] bool is_persistent() const noexcept;  ///< file-backed
+    [[nodiscard]] bool is_dax() const noexcept;         ///< mapped with MAP_SYNC
     [[nodiscard]] const std::string& path() const noexcept;
 
-    // Makes [offset, offset + length) durable (msync of the covering pages). errc::out_of_range
-    // outside the region, errc::not_supported for a volatile region.
+    /// Makes [offset, offset + length) durable (msync of the covering pages). errc::out_of_range
+    /// outside the region, errc::not_supported for a volatile region.
     [[nodiscard]] result<void> persist(std::uint64_t offset, std::uint64_t length) const;
 
-    // The descriptor of [offset, offset + length) (length 0: to the end), stating persistence.
+    /// The descriptor of [offset, offset + length) (length 0: to the end), stating persistence.
     [[nodiscard]] result<remote_region> describe(std::size_t offset = 0,
                                                  std::size_t length = 0) const;
 

@@ -1,35 +1,37 @@
-// remora/receive_pool.hpp — receive buffers shared by all of a target's connections, with
-// back-pressure.
-//
-// A target serving many clients cannot post a full receive queue of buffers per connection:
-// memory would grow with the number of clients. A receive_pool holds `slots` registered buffers
-// of `buffer_size` bytes for all the connections attached to it. Each slot is either posted as
-// a receive on one connection or held by the application as a `message` it is working on.
-// When a message is released its slot is posted again — on the connection that has waited
-// longest for one (FIFO, round-robin), never more than `per_connection` on one connection.
-//
-// Back-pressure: while every slot is held or posted elsewhere, a connection simply has no
-// receive posted, so its peer's messages wait in the provider and the network (tcp flow
-// control; receiver-not-ready retries on verbs). The target stops taking new work and nothing
-// is dropped; its memory stays bounded by slots × buffer_size.
-//
-// libfabric's shared receive contexts (fi_srx_context) are not used: with FI_EP_MSG they do not
-// say which connection a message came from, and a target must reply on that connection.
-//
-// Usage: attach() each accepted connection (its rq_size must be at least per_connection), then
-// take messages from all of them in arrival order with next(). The pool's receives complete
-// inside the library: accept the connections with connection_config::progress_thread and the
-// library's thread delivers them while next() waits; without it, poll each connection's CQ (the
-// pool's completions do not appear there) and call next(0ms). A message says which connection
-// it came from by its tag (connection_config::tag); reply on that connection, then drop the
-// message (or release() it). A connection's slots come back when it is destroyed or detached.
-//
-// Destroying the pool (its handle) detaches every attached connection: their receives are
-// canceled, and the pool's buffers stay registered until each canceled receive has completed or
-// its connection is destroyed, so connections may outlive the pool and the pool them.
-//
-// Threading: every call may run concurrently; a message may be released on any thread. Do not
-// destroy the pool, or detach a connection, while another thread destroys that connection.
+// SPDX-License-Identifier: BSD-3-Clause
+/// \file
+/// remora/receive_pool.hpp — receive buffers shared by all of a target's connections, with
+/// back-pressure.
+///
+/// A target serving many clients cannot post a full receive queue of buffers per connection:
+/// memory would grow with the number of clients. A receive_pool holds `slots` registered buffers
+/// of `buffer_size` bytes for all the connections attached to it. Each slot is either posted as
+/// a receive on one connection or held by the application as a `message` it is working on.
+/// When a message is released its slot is posted again — on the connection that has waited
+/// longest for one (FIFO, round-robin), never more than `per_connection` on one connection.
+///
+/// Back-pressure: while every slot is held or posted elsewhere, a connection simply has no
+/// receive posted, so its peer's messages wait in the provider and the network (tcp flow
+/// control; receiver-not-ready retries on verbs). The target stops taking new work and nothing
+/// is dropped; its memory stays bounded by slots × buffer_size.
+///
+/// libfabric's shared receive contexts (fi_srx_context) are not used: with FI_EP_MSG they do not
+/// say which connection a message came from, and a target must reply on that connection.
+///
+/// Usage: attach() each accepted connection (its rq_size must be at least per_connection), then
+/// take messages from all of them in arrival order with next(). The pool's receives complete
+/// inside the library: accept the connections with connection_config::progress_thread and the
+/// library's thread delivers them while next() waits; without it, poll each connection's CQ (the
+/// pool's completions do not appear there) and call next(0ms). A message says which connection
+/// it came from by its tag (connection_config::tag); reply on that connection, then drop the
+/// message (or release() it). A connection's slots come back when it is destroyed or detached.
+///
+/// Destroying the pool (its handle) detaches every attached connection: their receives are
+/// canceled, and the pool's buffers stay registered until each canceled receive has completed or
+/// its connection is destroyed, so connections may outlive the pool and the pool them.
+///
+/// Threading: every call may run concurrently; a message may be released on any thread. Do not
+/// destroy the pool, or detach a connection, while another thread destroys that connection.
 #pragma once
 
 #include <chrono>
@@ -46,9 +48,9 @@
 namespace remora {
 
 struct receive_pool_config {
-    std::uint32_t slots = 64;          // buffers shared by all attached connections
-    std::size_t buffer_size = 4096;    // bytes per buffer: the largest message accepted
-    std::uint32_t per_connection = 4;  // most receives posted on one connection (fairness)
+    std::uint32_t slots = 64;          ///< buffers shared by all attached connections
+    std::size_t buffer_size = 4096;    ///< bytes per buffer: the largest message accepted
+    std::uint32_t per_connection = 4;  ///< most receives posted on one connection (fairness)
 };
 
 namespace detail {
@@ -56,8 +58,8 @@ struct receive_pool_impl;
 struct receive_slot;
 }  // namespace detail
 
-// A received message: its bytes stay valid, and its slot stays out of the pool, until the
-// message is released or destroyed.
+/// A received message: its bytes stay valid, and its slot stays out of the pool, until the
+/// message is released or destroyed.
 class message {
   public:
     message() = default;
@@ -66,11 +68,11 @@ class message {
     ~message();
 
     [[nodiscard]] std::span<const std::byte> data() const noexcept;
-    [[nodiscard]] std::uint64_t tag() const noexcept;  // the connection's config().tag
+    [[nodiscard]] std::uint64_t tag() const noexcept;  ///< the connection's config().tag
     [[nodiscard]] std::uint64_t imm() const noexcept { return imm_; }
     [[nodiscard]] bool has_imm() const noexcept { return has_imm_; }
     [[nodiscard]] explicit operator bool() const noexcept { return slot_ != nullptr; }
-    // Gives the slot back now (posted again on the connection waiting longest).
+    /// Gives the slot back now (posted again on the connection waiting longest).
     void release() noexcept;
 
   private:
@@ -85,14 +87,14 @@ class message {
 
 struct receive_pool_stats {
     std::uint32_t slots = 0;
-    std::uint32_t posted = 0;               // receives posted on connections now
-    std::uint32_t held = 0;                 // messages delivered and not yet released
-    std::uint32_t max_held = 0;             // the most ever held at once
-    std::uint32_t owed = 0;                 // receives connections are owed (back-pressure)
-    std::uint32_t connections = 0;          // attached
-    std::uint64_t received = 0;             // messages delivered so far
-    std::uint64_t backpressure_events = 0;  // messages that left their connection owed a receive
-    std::uint64_t reclaimed = 0;            // receives moved off quiet connections
+    std::uint32_t posted = 0;               ///< receives posted on connections now
+    std::uint32_t held = 0;                 ///< messages delivered and not yet released
+    std::uint32_t max_held = 0;             ///< the most ever held at once
+    std::uint32_t owed = 0;                 ///< receives connections are owed (back-pressure)
+    std::uint32_t connections = 0;          ///< attached
+    std::uint64_t received = 0;             ///< messages delivered so far
+    std::uint64_t backpressure_events = 0;  ///< messages that left their connection owed a receive
+    std::uint64_t reclaimed = 0;            ///< receives moved off quiet connections
 };
 
 class receive_pool {
@@ -103,16 +105,16 @@ class receive_pool {
     receive_pool& operator=(receive_pool&&) noexcept;
     ~receive_pool();
 
-    // Posts up to per_connection receives on `conn` from the free slots; what the pool cannot
-    // give now is owed and posted as slots return. errc::invalid_argument if the connection's
-    // rq_size is smaller than per_connection or it has a service depth; errc::bad_state if it
-    // is attached already.
+    /// Posts up to per_connection receives on `conn` from the free slots; what the pool cannot
+    /// give now is owed and posted as slots return. errc::invalid_argument if the connection's
+    /// rq_size is smaller than per_connection or it has a service depth; errc::bad_state if it
+    /// is attached already.
     [[nodiscard]] result<void> attach(connection& conn);
-    // Stops posting on `conn` and cancels its receives; their slots come back as their canceled
-    // completions are read, or when the connection is destroyed.
+    /// Stops posting on `conn` and cancels its receives; their slots come back as their canceled
+    /// completions are read, or when the connection is destroyed.
     void detach(connection& conn) noexcept;
 
-    // The next message from any attached connection, in arrival order; errc::timed_out.
+    /// The next message from any attached connection, in arrival order; errc::timed_out.
     [[nodiscard]] result<message> next(std::chrono::milliseconds timeout);
 
     [[nodiscard]] receive_pool_stats stats() const;

@@ -1,17 +1,19 @@
-// remora/registration_cache.hpp — reuse registrations of user memory instead of registering it
-// for every operation.
-//
-// Registering memory (fi_mr_reg) pins pages and costs a system call or more; an application that
-// sends from or receives into the same buffers again and again should pay it once. get() returns
-// a cached registration covering the requested range with at least the requested usages, or
-// registers the range and caches it. A handle keeps its registration alive; the cache evicts
-// only registrations nobody holds, least recently used first, once it holds `capacity` of them.
-//
-// Memory must not be freed or unmapped while a registration of it may be cached: call
-// invalidate() first. It drops the overlapping entries, and each is deregistered (its key closed,
-// so a peer holding its descriptor can no longer reach the memory) when its last handle goes.
-//
-// Threading: every call may run concurrently.
+// SPDX-License-Identifier: BSD-3-Clause
+/// \file
+/// remora/registration_cache.hpp — reuse registrations of user memory instead of registering it
+/// for every operation.
+///
+/// Registering memory (fi_mr_reg) pins pages and costs a system call or more; an application that
+/// sends from or receives into the same buffers again and again should pay it once. get() returns
+/// a cached registration covering the requested range with at least the requested usages, or
+/// registers the range and caches it. A handle keeps its registration alive; the cache evicts
+/// only registrations nobody holds, least recently used first, once it holds `capacity` of them.
+///
+/// Memory must not be freed or unmapped while a registration of it may be cached: call
+/// invalidate() first. It drops the overlapping entries, and each is deregistered (its key closed,
+/// so a peer holding its descriptor can no longer reach the memory) when its last handle goes.
+///
+/// Threading: every call may run concurrently.
 #pragma once
 
 #include <cstddef>
@@ -27,7 +29,7 @@
 
 namespace remora {
 
-// A registration from the cache: the region, and where the requested range starts in it.
+/// A registration from the cache: the region, and where the requested range starts in it.
 class cached_region {
   public:
     cached_region() = default;
@@ -43,7 +45,7 @@ class cached_region {
 
 struct registration_cache_stats {
     std::uint64_t hits = 0;
-    std::uint64_t misses = 0;  // registrations made
+    std::uint64_t misses = 0;  ///< registrations made
     std::uint64_t evictions = 0;
     std::size_t entries = 0;
 };
@@ -57,7 +59,7 @@ class registration_cache {
     ~registration_cache();
 
     [[nodiscard]] result<cached_region> get(std::span<std::byte> memory, usage uses);
-    // Drops every cached registration overlapping `memory` (call before freeing it).
+    /// Drops every cached registration overlapping `memory` (call before freeing it).
     void invalidate(std::span<const std::byte> memory) noexcept;
     [[nodiscard]] registration_cache_stats stats() const;
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /**
  * @file remora/remora.h
  * @brief remora's C API (C11): remote memory access over fabrics for C programs.

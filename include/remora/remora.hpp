@@ -1,4 +1,6 @@
-// remora/remora.hpp — everything public.
+// SPDX-License-Identifier: BSD-3-Clause
+/// \file
+/// remora/remora.hpp — everything public.
 #pragma once
 
 #include <remora/admission.hpp>

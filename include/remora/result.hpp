@@ -1,11 +1,13 @@
-// remora/result.hpp — result<T>, remora::errc and the error type every fallible call returns.
-//
-// No exception crosses remora's public API. Every fallible function returns result<T>
-// (a tl::expected<T, remora::error> from Debian's libexpected-dev, must-use at class level). An
-// error carries a std::error_code (remora::errc, or a libfabric -FI_* code in fabric_category())
-// and a one-line message naming what was refused and why.
-//
-// Threading: value types; no shared state.
+// SPDX-License-Identifier: BSD-3-Clause
+/// \file
+/// remora/result.hpp — result<T>, remora::errc and the error type every fallible call returns.
+///
+/// No exception crosses remora's public API. Every fallible function returns result<T>
+/// (a tl::expected<T, remora::error> from Debian's libexpected-dev, must-use at class level). An
+/// error carries a std::error_code (remora::errc, or a libfabric -FI_* code in fabric_category())
+/// and a one-line message naming what was refused and why.
+///
+/// Threading: value types; no shared state.
 #pragma once
 
 #include <cstddef>
@@ -21,39 +23,42 @@ namespace remora {
 
 enum class errc {
     ok = 0,
-    invalid_argument,      // a parameter is malformed or inconsistent
-    out_of_range,          // an access falls outside a region
-    access_denied,         // a region is used for an access it was not registered for
-    not_supported,         // the provider cannot do this
-    too_large,             // larger than the provider or configuration allows
-    would_block,           // a queue is full; retry after completions are reaped
-    timed_out,             // a wait or connect reached its timeout
-    connection_refused,    // nobody listens at the address
-    rejected,              // the peer rejected the connection request
-    unreachable,           // the address cannot be resolved or reached
-    disconnected,          // the connection is closed (by either side) or lost
-    canceled,              // the operation was flushed or canceled
-    malformed_descriptor,  // a serialised descriptor failed validation
-    bad_state,             // the call is not valid in the object's current state
-    provider_error,        // libfabric reported an error not covered above
+    invalid_argument,      ///< a parameter is malformed or inconsistent
+    out_of_range,          ///< an access falls outside a region
+    access_denied,         ///< a region is used for an access it was not registered for
+    not_supported,         ///< the provider cannot do this
+    too_large,             ///< larger than the provider or configuration allows
+    would_block,           ///< a queue is full; retry after completions are reaped
+    timed_out,             ///< a wait or connect reached its timeout
+    connection_refused,    ///< nobody listens at the address
+    rejected,              ///< the peer rejected the connection request
+    unreachable,           ///< the address cannot be resolved or reached
+    disconnected,          ///< the connection is closed (by either side) or lost
+    canceled,              ///< the operation was flushed or canceled
+    malformed_descriptor,  ///< a serialised descriptor failed validation
+    bad_state,             ///< the call is not valid in the object's current state
+    provider_error,        ///< libfabric reported an error not covered above
 };
 
 }  // namespace remora
 
+// Hidden from doxygen, which cannot place a specialisation in namespace std.
+/// \cond
 template <>
 struct std::is_error_code_enum<remora::errc> : std::true_type {};
+/// \endcond
 
 namespace remora {
 
 const std::error_category& remora_category() noexcept;
-// Category for libfabric's FI_* error numbers (positive values, as fi_strerror takes them).
+/// Category for libfabric's FI_* error numbers (positive values, as fi_strerror takes them).
 const std::error_category& fabric_category() noexcept;
 
 inline std::error_code make_error_code(errc e) noexcept {
     return {static_cast<int>(e), remora_category()};
 }
 
-// An error: a code to branch on and a message for people.
+/// An error: a code to branch on and a message for people.
 class error {
   public:
     error() = default;
@@ -62,9 +67,9 @@ class error {
 
     [[nodiscard]] std::error_code code() const noexcept { return code_; }
     [[nodiscard]] const std::string& message() const noexcept { return message_; }
-    // "message: code description"
+    /// "message: code description"
     [[nodiscard]] std::string what() const;
-    // Bytes the peer sent with the failure: the private data of a rejected connect.
+    /// Bytes the peer sent with the failure: the private data of a rejected connect.
     [[nodiscard]] std::span<const std::byte> data() const noexcept { return data_; }
     error&& with_data(std::vector<std::byte> d) && {
         data_ = std::move(d);
@@ -81,10 +86,10 @@ class error {
     std::vector<std::byte> data_;
 };
 
-// Every fallible call returns result<T>: a value, or the error saying why not. The type itself
-// is [[nodiscard]] (as abseil's StatusOr): ignoring any function's result is a warning,
-// whether or not its declaration repeats the attribute. It is a tl::expected<T, error> in every
-// other respect (has_value, operator bool, *, ->, value_or, error) and converts from one.
+/// Every fallible call returns result<T>: a value, or the error saying why not. The type itself
+/// is [[nodiscard]] (as abseil's StatusOr): ignoring any function's result is a warning,
+/// whether or not its declaration repeats the attribute. It is a tl::expected<T, error> in every
+/// other respect (has_value, operator bool, *, ->, value_or, error) and converts from one.
 template <class T>
 class [[nodiscard]] result : public tl::expected<T, error> {
     using base = tl::expected<T, error>;

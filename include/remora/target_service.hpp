@@ -1,27 +1,28 @@
-// remora/target_service.hpp — the target side of GPSPM flushes and service atomics.
-//
-// A target_service answers requests that one-sided operations cannot do on every provider:
-//  - flush (GPSPM): persist a range of an exposed persistent region (msync), then reply — the
-//    request arrives after the connection's earlier writes, so they are covered;
-//  - atomic_write, compare_swap, fetch_add on an 8-byte aligned word of an exposed region, for
-//    providers without native atomics (tcp). They are atomic with respect to each other (CPU
-//    atomics on the target's memory, across all connections) and ordered after the connection's
-//    earlier writes.
-// Every request is validated against the region (key, range, alignment, usage, persistence);
-// a bad one gets an error reply (the client's operation fails with that errc), never a crash.
-//
-// Requests are answered on the thread that reads the served connection's CQs: the library's
-// progress thread when the connection was accepted with connection_config::progress_thread (the
-// application may then sleep), otherwise the application's own poll/wait loop. A request arrives
-// where receives complete (the RCQ if the connection has one) and its receive is posted again
-// when the reply's send completes on the CQ: without a progress thread, read both. A reply the
-// provider refuses (twice) or fails to send is lost, and its receive is posted again at once, so
-// the service keeps its depth; the client's request then completes (with an error) only when its
-// connection ends. A persist
-// (msync) runs on that thread, so a large GPSPM flush delays the others it serves.
-//
-// Threading: expose() and serve() may run concurrently with requests being answered. Exposed
-// regions must outlive the service and every connection it serves.
+/// \file
+/// remora/target_service.hpp — the target side of GPSPM flushes and service atomics.
+///
+/// A target_service answers requests that one-sided operations cannot do on every provider:
+///  - flush (GPSPM): persist a range of an exposed persistent region (msync), then reply — the
+///    request arrives after the connection's earlier writes, so they are covered;
+///  - atomic_write, compare_swap, fetch_add on an 8-byte aligned word of an exposed region, for
+///    providers without native atomics (tcp). They are atomic with respect to each other (CPU
+///    atomics on the target's memory, across all connections) and ordered after the connection's
+///    earlier writes.
+/// Every request is validated against the region (key, range, alignment, usage, persistence);
+/// a bad one gets an error reply (the client's operation fails with that errc), never a crash.
+///
+/// Requests are answered on the thread that reads the served connection's CQs: the library's
+/// progress thread when the connection was accepted with connection_config::progress_thread (the
+/// application may then sleep), otherwise the application's own poll/wait loop. A request arrives
+/// where receives complete (the RCQ if the connection has one) and its receive is posted again
+/// when the reply's send completes on the CQ: without a progress thread, read both. A reply the
+/// provider refuses (twice) or fails to send is lost, and its receive is posted again at once, so
+/// the service keeps its depth; the client's request then completes (with an error) only when its
+/// connection ends. A persist
+/// (msync) runs on that thread, so a large GPSPM flush delays the others it serves.
+///
+/// Threading: expose() and serve() may run concurrently with requests being answered. Exposed
+/// regions must outlive the service and every connection it serves.
 #pragma once
 
 #include <cstdint>
@@ -47,30 +48,30 @@ class target_service {
     target_service& operator=(target_service&&) noexcept;
     ~target_service();
 
-    // Lets peers flush (GPSPM) and run service atomics on `region`. Returns its descriptor,
-    // which states persistence::gpspm for a persistent region.
+    /// Lets peers flush (GPSPM) and run service atomics on `region`. Returns its descriptor,
+    /// which states persistence::gpspm for a persistent region.
     [[nodiscard]] result<remote_region> expose(const persistent_region& region);
-    // The same for plain registered memory: service atomics and visibility flushes only.
+    /// The same for plain registered memory: service atomics and visibility flushes only.
     [[nodiscard]] result<remote_region> expose(const memory_region& region);
 
-    // Answers `conn`'s service messages from now on: posts conn.config().service_depth
-    // receives. errc::invalid_argument without a service depth; errc::bad_state when the
-    // connection already serves or calls a service.
+    /// Answers `conn`'s service messages from now on: posts conn.config().service_depth
+    /// receives. errc::invalid_argument without a service depth; errc::bad_state when the
+    /// connection already serves or calls a service.
     [[nodiscard]] result<void> serve(connection& conn);
-    // The same, but `conn` may name only the `grants` (descriptors this service's expose()
-    // returned): a request for any other exposed region is refused with errc::access_denied,
-    // as for an unknown key. Per-client access: expose a read-only and a read-write
-    // registration of the same memory, hand each peer the descriptor of its role and serve it
-    // with that grant; what a request may do is still bounded by the region's usage (a
-    // read_source-only registration refuses flushes and atomics). errc::invalid_argument when
-    // a grant is not exposed here (nothing changes).
+    /// The same, but `conn` may name only the `grants` (descriptors this service's expose()
+    /// returned): a request for any other exposed region is refused with errc::access_denied,
+    /// as for an unknown key. Per-client access: expose a read-only and a read-write
+    /// registration of the same memory, hand each peer the descriptor of its role and serve it
+    /// with that grant; what a request may do is still bounded by the region's usage (a
+    /// read_source-only registration refuses flushes and atomics). errc::invalid_argument when
+    /// a grant is not exposed here (nothing changes).
     [[nodiscard]] result<void> serve(connection& conn, std::span<const remote_region> grants);
 
-    [[nodiscard]] std::uint64_t requests() const noexcept;  // answered so far
-    [[nodiscard]] std::uint64_t refused() const noexcept;   // of which with an error
-    // Requests answered on `conn` (0 when this service does not serve it). A target cannot see
-    // one-sided reads and writes: this counts only what reaches the service (flushes, service
-    // atomics), e.g. to evict idle clients. May run concurrently with requests being answered.
+    [[nodiscard]] std::uint64_t requests() const noexcept;  ///< answered so far
+    [[nodiscard]] std::uint64_t refused() const noexcept;   ///< of which with an error
+    /// Requests answered on `conn` (0 when this service does not serve it). A target cannot see
+    /// one-sided reads and writes: this counts only what reaches the service (flushes, service
+    /// atomics), e.g. to evict idle clients. May run concurrently with requests being answered.
     [[nodiscard]] std::uint64_t requests(const connection& conn) const;
 
   private:

@@ -1,26 +1,28 @@
-// remora/units.hpp — units of queue resources, and budgets that lend them (the base layer).
-//
-// A `units` value counts each kind of resource an operation holds from post to completion:
-// send-queue entries, completion-queue entries, posted receives, registrations, bounce buffers.
-// It is a plain value: a capacity, a demand or a holding.
-//
-// A `budget` lends units: take_units() takes all of a demand or nothing, give_units() returns
-// them. It is the one interface through which a connection draws on a budget shared with other
-// connections (connection_config::slots); slot_pool (slot_pool.hpp) is the library's budget,
-// with its exhaustion policy (forbid, backpressure) on top. `held_units` holds units taken from
-// a budget and gives them back exactly once when reset or destroyed; its release() stops owning
-// them without giving them back, as std::unique_ptr::release and Seastar's
-// semaphore_units::release do (the units are then the caller's to return).
-//
-// detail::unit_budget is the all-or-nothing reservation of K kinds of units against capacities
-// that every budget of the library is written with: slot_pool's accounting, a shared CQ's
-// reserved entries, a connection's operation records (src/ops/op_pool.hpp). It is in this
-// header only because slot_pool holds one by value; it is not part of the API.
-//
-// Threading: `units` is a value. A budget's calls may run concurrently (slot_pool's do). A
-// held_units is a value (one thread at a time) that may be reset or destroyed on any thread.
-// unit_budget's calls may run concurrently: each takes its lock; exclusive() runs a function
-// under it, which must not call back into the same unit_budget.
+// SPDX-License-Identifier: BSD-3-Clause
+/// \file
+/// remora/units.hpp — units of queue resources, and budgets that lend them (the base layer).
+///
+/// A `units` value counts each kind of resource an operation holds from post to completion:
+/// send-queue entries, completion-queue entries, posted receives, registrations, bounce buffers.
+/// It is a plain value: a capacity, a demand or a holding.
+///
+/// A `budget` lends units: take_units() takes all of a demand or nothing, give_units() returns
+/// them. It is the one interface through which a connection draws on a budget shared with other
+/// connections (connection_config::slots); slot_pool (slot_pool.hpp) is the library's budget,
+/// with its exhaustion policy (forbid, backpressure) on top. `held_units` holds units taken from
+/// a budget and gives them back exactly once when reset or destroyed; its release() stops owning
+/// them without giving them back, as std::unique_ptr::release and Seastar's
+/// semaphore_units::release do (the units are then the caller's to return).
+///
+/// detail::unit_budget is the all-or-nothing reservation of K kinds of units against capacities
+/// that every budget of the library is written with: slot_pool's accounting, a shared CQ's
+/// reserved entries, a connection's operation records (src/ops/op_pool.hpp). It is in this
+/// header only because slot_pool holds one by value; it is not part of the API.
+///
+/// Threading: `units` is a value. A budget's calls may run concurrently (slot_pool's do). A
+/// held_units is a value (one thread at a time) that may be reset or destroyed on any thread.
+/// unit_budget's calls may run concurrently: each takes its lock; exclusive() runs a function
+/// under it, which must not call back into the same unit_budget.
 #pragma once
 
 #include <array>
@@ -40,9 +42,9 @@ enum class unit : std::uint8_t { sq, cq, recv, registration, buffer };
 inline constexpr std::size_t unit_kinds = 5;
 const char* to_string(unit u) noexcept;
 
-// A count of each unit kind: a pool's capacity, a demand or a holding. The library itself takes
-// {sq 1, cq 1} per operation and {recv 1, cq 1} per receive from connection_config::slots;
-// registration and buffer units are for the caller's own demands.
+/// A count of each unit kind: a pool's capacity, a demand or a holding. The library itself takes
+/// {sq 1, cq 1} per operation and {recv 1, cq 1} per receive from connection_config::slots;
+/// registration and buffer units are for the caller's own demands.
 struct units {
     std::array<std::uint32_t, unit_kinds> n{};
 
@@ -75,22 +77,22 @@ std::string to_string(const units& u);
 
 class held_units;
 
-// Something that lends units: all of a demand or nothing. Implemented by slot_pool; a
-// connection reaches its connection_config::slots through this interface only, and an
-// application may implement it too. The library calls take_units() from any thread that posts
-// (before anything is posted: a refusal fails the post, which then takes nothing) and
-// give_units() from the thread that reads the operation's completion, a failed post's thread, or
-// the one destroying the connection: both must be safe to call concurrently and must not block
-// for long. give_units() runs where completion callbacks run, under the same rules (it may post,
-// as slot_pool's parked requests do when it grants them).
-//
-// Parked posts (op_options::park_until) wait on the budget's gate (park_gate.hpp), shared by all
-// the connections drawing on it: held_units gives units back and then notifies it, so an
-// implementation needs to do nothing for them. A copy has a gate of its own.
+/// Something that lends units: all of a demand or nothing. Implemented by slot_pool; a
+/// connection reaches its connection_config::slots through this interface only, and an
+/// application may implement it too. The library calls take_units() from any thread that posts
+/// (before anything is posted: a refusal fails the post, which then takes nothing) and
+/// give_units() from the thread that reads the operation's completion, a failed post's thread, or
+/// the one destroying the connection: both must be safe to call concurrently and must not block
+/// for long. give_units() runs where completion callbacks run, under the same rules (it may post,
+/// as slot_pool's parked requests do when it grants them).
+///
+/// Parked posts (op_options::park_until) wait on the budget's gate (park_gate.hpp), shared by all
+/// the connections drawing on it: held_units gives units back and then notifies it, so an
+/// implementation needs to do nothing for them. A copy has a gate of its own.
 class budget {
   public:
     virtual ~budget() = default;
-    // Where posts parked on this budget wait (library-internal).
+    /// Where posts parked on this budget wait (library-internal).
     [[nodiscard]] detail::park_gate& gate() const noexcept { return *gate_; }
 
   protected:
@@ -101,20 +103,20 @@ class budget {
   private:
     friend class held_units;
     std::unique_ptr<detail::park_gate> gate_ = std::make_unique<detail::park_gate>();
-    // All of `need` now, or nothing (nothing is taken on failure); the error says why
-    // (the implementation's policy decides the code: slot_pool gives would_block or bad_state).
+    /// All of `need` now, or nothing (nothing is taken on failure); the error says why
+    /// (the implementation's policy decides the code: slot_pool gives would_block or bad_state).
     [[nodiscard]] virtual result<void> take_units(const units& need) = 0;
-    // Returns units take_units() gave out. Never fails; may run the budget's waiters.
+    /// Returns units take_units() gave out. Never fails; may run the budget's waiters.
     virtual void give_units(const units& u) noexcept = 0;
 };
 
-// Units taken from a budget, held until reset() or destruction, which give them back exactly
-// once. Holds the budget (a shared_ptr): it lives while units are out. Move-only; a moved-from,
-// reset or released holding is empty (false, holds nothing).
+/// Units taken from a budget, held until reset() or destruction, which give them back exactly
+/// once. Holds the budget (a shared_ptr): it lives while units are out. Move-only; a moved-from,
+/// reset or released holding is empty (false, holds nothing).
 class held_units {
   public:
     held_units() = default;
-    // All of `need` from `from` (non-null), or the budget's error (nothing taken).
+    /// All of `need` from `from` (non-null), or the budget's error (nothing taken).
     [[nodiscard]] static result<held_units> take(std::shared_ptr<budget> from, const units& need) {
         if (auto r = from->take_units(need); !r) {
             return fail(r.error());
@@ -136,7 +138,7 @@ class held_units {
     held_units& operator=(const held_units&) = delete;
     ~held_units() { reset(); }
 
-    // Gives the units back now and leaves the holding empty; a no-op when empty.
+    /// Gives the units back now and leaves the holding empty; a no-op when empty.
     void reset() noexcept {
         if (from_) {
             auto from = std::move(from_);
@@ -145,8 +147,8 @@ class held_units {
             from->gate_->notify();
         }
     }
-    // Stops owning the units without giving them back; returns what was held. The budget keeps
-    // them out until someone who may (the budget's owner) returns them.
+    /// Stops owning the units without giving them back; returns what was held. The budget keeps
+    /// them out until someone who may (the budget's owner) returns them.
     units release() noexcept {
         from_.reset();
         return std::exchange(held_, units{});
@@ -163,9 +165,9 @@ class held_units {
 
 namespace detail {
 
-// K kinds of units reserved against capacities, all or nothing, under one lock. The ledger is
-// the unlocked part: exclusive() hands it to a policy that must decide under the same lock
-// (slot_pool's FIFO of parked requests, op_pool's free lists, a shared CQ's attached list).
+/// K kinds of units reserved against capacities, all or nothing, under one lock. The ledger is
+/// the unlocked part: exclusive() hands it to a policy that must decide under the same lock
+/// (slot_pool's FIFO of parked requests, op_pool's free lists, a shared CQ's attached list).
 template <std::size_t K>
 class unit_budget {
   public:
@@ -180,7 +182,7 @@ class unit_budget {
             }
             return true;
         }
-        // All of `need`, or nothing (false).
+        /// All of `need`, or nothing (false).
         [[nodiscard]] bool try_take(const counts& need) noexcept {
             if (!fits(need)) {
                 return false;
@@ -189,7 +191,7 @@ class unit_budget {
                 free_[i] -= need[i];
             return true;
         }
-        // Returns units taken before; never more than the capacity.
+        /// Returns units taken before; never more than the capacity.
         void give(const counts& u) noexcept {
             for (std::size_t i = 0; i < K; ++i) {
                 free_[i] = cap_[i] - free_[i] > u[i] ? free_[i] + u[i] : cap_[i];
@@ -203,11 +205,11 @@ class unit_budget {
         [[nodiscard]] const counts& available() const noexcept { return free_; }
         [[nodiscard]] const counts& capacity() const noexcept { return cap_; }
         [[nodiscard]] std::uint32_t free(std::size_t kind) const noexcept { return free_[kind]; }
-        // In use of one kind: capacity minus free.
+        /// In use of one kind: capacity minus free.
         [[nodiscard]] std::uint32_t used(std::size_t kind) const noexcept {
             return cap_[kind] - free_[kind];
         }
-        // New capacities, all free (nothing may be out).
+        /// New capacities, all free (nothing may be out).
         void reset(const counts& capacity) noexcept { cap_ = free_ = capacity; }
 
       private:
@@ -230,7 +232,7 @@ class unit_budget {
         std::lock_guard lock(mu_);
         return l_.available();
     }
-    // Runs f(ledger&) under the budget's lock and returns what it returns.
+    /// Runs f(ledger&) under the budget's lock and returns what it returns.
     template <class F>
     decltype(auto) exclusive(F&& f) {
         std::lock_guard lock(mu_);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/access/admission.cpp — admission tokens (remora/admission.hpp) over libsodium.
 // Public API only: nothing here sees libfabric or the core's internals.
 #include <remora/admission.hpp>

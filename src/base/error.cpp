@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/base/error.cpp — the base layer's error category: remora::errc names and messages
 // (include/remora/result.hpp). The libfabric error mapping is the fabric layer's
 // (src/fabric/error.cpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/base/park_gate.cpp — the FIFO of parked posts (see include/remora/park_gate.hpp).
 #include <remora/park_gate.hpp>
 

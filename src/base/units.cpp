@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/base/units.cpp — the base layer's units (include/remora/units.hpp): names of unit kinds and
 // of unit counts, for messages. The all-or-nothing reservation itself (detail::unit_budget) is
 // header-only: slot_pool holds one by value, op_pool and a shared CQ one each.

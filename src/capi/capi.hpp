@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/capi/capi.hpp — the C API's internals: handle types, error reporting, the exception
 // barrier, configuration loading by size.
 //

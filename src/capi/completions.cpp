@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/capi/completions.cpp — the C API's completion queues, shared CQs and channels.
 #include <array>
 

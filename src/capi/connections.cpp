@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/capi/connections.cpp — the C API's listeners, requests, connections, RDM peers and
 // operations.
 #include "capi.hpp"

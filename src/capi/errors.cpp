@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/capi/errors.cpp — the C API's error codes, messages, and the shared argument checks.
 #include <new>
 #include <vector>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/capi/resources.cpp — the C API's domains, memory regions, descriptors, persistent regions
 // and target services.
 #include "capi.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/capi/shared_library.cpp — the shared library's own translation unit.
 //
 // libremora.so is the whole static library (linked with --whole-archive) behind the version

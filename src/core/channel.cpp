@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include <remora/completion_channel.hpp>
 #include <remora/completion_queue.hpp>
 #include <remora/domain.hpp>

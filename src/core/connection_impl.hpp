@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/core/connection_impl.hpp — the state behind connection, and the posting steps its operations
 // share (remora::detail).
 #pragma once

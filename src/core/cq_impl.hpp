@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/core/cq_impl.hpp — the state behind completion_queue, completion_channel and the progress
 // thread (remora::detail).
 #pragma once

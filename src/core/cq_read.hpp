@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/core/cq_read.hpp — what the files of the completion queue share (remora::detail):
 // finish(), the one place a provider entry is mapped back to its operation, and small helpers.
 #pragma once

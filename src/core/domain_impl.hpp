@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/core/domain_impl.hpp — the state behind domain and memory_region, and small helpers every
 // endpoint file uses (remora::detail).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/core/extension.hpp — what a layer built on the endpoints attaches to a connection.
 //
 // The endpoint layer knows nothing of persistence (or of any other layer above it): such a layer

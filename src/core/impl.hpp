@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/core/impl.hpp — the state behind remora's public handles (remora::detail), by concern:
 //   domain_impl.hpp      domain, memory regions, unique_fd, deadline_after, endpoint_hints
 //   ../ops/              the operations layer: op_record / op_pool, admission, done, holdings

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/core/little_endian.hpp — the byte order of everything remora puts on the wire.
 #pragma once
 

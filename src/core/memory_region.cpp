@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include <remora/memory_region.hpp>
 #include <remora/remote_region.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/core/multi_ops.cpp — multi-key operations: one operation whose parts go to several remote
 // regions (connection::gather_write). Its parts are admitted in one all-or-nothing step (the
 // records: op_pool::take_n; the shared budget's units: one held_units for all of them), posted

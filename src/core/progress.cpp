@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include <poll.h>
 #include <pthread.h>
 #include <sys/epoll.h>

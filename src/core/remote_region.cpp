@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include <remora/remote_region.hpp>
 
 #include <limits>

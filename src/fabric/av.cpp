@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "fabric/av.hpp"
 
 #include <netinet/in.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/fabric/av.hpp — address vectors (fi_av(3)): the table of peers an RDM endpoint posts to.
 // Open one, insert a peer's raw address (the bytes its endpoint's fi_getname returned) and get
 // the fi_addr_t the posts name as their destination, remove it again.

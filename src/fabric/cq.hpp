@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/fabric/cq.hpp — completion queues: open (FI_CQ_FORMAT_DATA, an fd to wait on), read,
 // read an error entry, signal, and fi_trywait (on a CQ or an EQ).
 //

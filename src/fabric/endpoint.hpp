@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/fabric/endpoint.hpp — endpoints: open, bind, enable; connection management (connect,
 // accept, reject, shutdown, passive endpoints); cancel; and the posts (messages, RMA, atomics).
 //

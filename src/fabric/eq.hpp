@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/fabric/eq.hpp — event queues (connection management): open with an fd to wait on, a
 // blocking read with a timeout, and the error entry.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/fabric/error.cpp — libfabric's error numbers as remora errors.
 #include <remora/result.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/fabric/fabric.hpp — move-only RAII handles over libfabric objects and the libfabric types
 // the other layers hold (fi_context2, fi_info, ...). src/fabric is the only code that includes
 // <rdma/...> or calls fi_*: its headers by concern (info, mr, cq, eq, endpoint) wrap every call,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/fabric/fault.cpp — the failure-injection seam (see fault.hpp).
 #include "fabric/fault.hpp"
 

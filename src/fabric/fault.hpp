@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/fabric/fault.hpp — the failure-injection seam: a test makes any wrapped libfabric call
 // fail with a chosen -FI_* code, without touching the provider.
 //

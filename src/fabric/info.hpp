@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/fabric/info.hpp — providers and their fabric and domain objects: fi_getinfo, fi_fabric,
 // fi_domain, and the passive-endpoint option query the domain makes at open.
 //

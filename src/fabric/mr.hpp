@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/fabric/mr.hpp — memory registration (fi_mr_reg, fi_mr_desc, fi_mr_key).
 //
 // Returns libfabric's code (0 or -FI_*) or the one armed at the seam (fault.hpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/ops/admission.cpp — taking an operation's record and its budget units, all or nothing.
 #include "ops/admission.hpp"
 

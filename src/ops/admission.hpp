@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/ops/admission.hpp — admission: what an operation takes before it is posted
 // (remora::detail).
 //

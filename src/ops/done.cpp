@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/ops/done.cpp — the completion functions a record's `done` points to (see done.hpp), and the
 // completion scope that tells a post it runs inside one.
 #include "ops/done.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/ops/done.hpp — the one completion path of an operation (remora::detail).
 //
 // Every record carries one `done` function, chosen at admission (ops/admission.hpp), and finish()

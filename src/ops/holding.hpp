@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/ops/holding.hpp — what an operation holds beside its queue entries, type-erased.
 //
 // An operation may hold something from post to completion beside its record: units of a shared

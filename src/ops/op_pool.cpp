@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/ops/op_pool.cpp — a connection's operation records: taking and giving them (the record
 // side of admission), the receives still posted, and the ring of unsignalled operations
 // (selective signalling). Everything runs under the budget's lock (budget_.exclusive).

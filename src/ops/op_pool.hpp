@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/ops/op_pool.hpp — the operations layer: the operation record (the slot) and a
 // connection's records (op_pool), with admission and selective signalling (remora::detail).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // connection's atomics and flush: native where the provider has them, else the target service.
 #include <remora/connection.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/persist/persist_impl.hpp — the persistence layer's internals: persistent regions and the
 // wire format of the target service's requests and replies.
 #pragma once

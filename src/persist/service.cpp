@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "persist/service.hpp"
 
 #include <remora/target_service.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/persist/service.hpp — the target service's messages on one connection, both sides.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include <remora/buffer_pool.hpp>
 
 #include <sys/mman.h>

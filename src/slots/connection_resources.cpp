@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the slots layer lends a connection's operations: bounce buffers (connection::write_copy,
 // send_copy), held by the operation record as a type-erased op_holding (ops/holding.hpp), so the
 // endpoint layer does not name them. (Units of connection_config::slots reach the endpoint

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include <remora/receive_pool.hpp>
 
 #include <algorithm>

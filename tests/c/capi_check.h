@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* tests/c/capi_check.h — checks and a connected pair for the C API's tests (C11).
  *
  * Every check prints file:line, the call, its code and remora_last_error_message(), and exits 1.

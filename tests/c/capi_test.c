@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* tests/c/capi_test.c — the C API on real providers over loopback, in C11.
  *
  *   capi_test NAME    runs one test (ctest runs each on tcp and on sockets through FI_PROVIDER)

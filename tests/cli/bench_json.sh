@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `remora bench ... --json` must exit 0 and print at least one result whose ops_per_s is > 0.
 #   bench_json.sh REMORA PROVIDER BENCH-ARGS...
 set -u

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `remora bench --target` against a `remora serve` in another process, and the same with the
 # target killed mid-run: bench must stop with one clear line and a non-zero exit, not hang.
 #   bench_target.sh REMORA PROVIDER

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A command as one test: expect.sh [--exit N] [--stderr ERE]... [--stdout ERE]...
 #   [--stderr-lines N] -- COMMAND ARGS...   (see lib.sh). Exits 0 when every check holds.
 set -u

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/cli/lib.sh — one way to check a command as a user sees it: its exact exit code, what
 # it prints, and no sanitizer report. Sourced by the CLI test scripts and by expect.sh.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `remora serve --key-file`: clients with the key get in, clients without it or with another key
 # are refused with one clear line and exit 1, and serve keeps serving; --max-clients refuses a
 # client for load with an honest reason; keygen writes 0600 files and never overwrites them.

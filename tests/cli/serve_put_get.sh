@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `remora serve`, `put` and `get` driven as a user would, in separate processes on loopback.
 # Every run is checked for its exact exit code, its message and no sanitizer report (lib.sh).
 #   serve_put_get.sh REMORA PROVIDER

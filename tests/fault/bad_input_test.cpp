@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Bad input gets a clear error and changes nothing: every refused operation is refused before it is
 // posted (no completion, no byte moved), on the real tcp and sockets providers over loopback.
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Failures of libfabric calls, made at the fabric layer's seam (src/fabric/fault.hpp): each call
 // that fails gives its caller an exact, named error, leaks no libfabric object, loses no queue
 // entry, and leaves the domain, the listener and the connection usable afterwards. An error

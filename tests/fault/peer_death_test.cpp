@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Peer death: a peer process killed with SIGKILL mid-traffic. Every operation posted on the
 // surviving side completes (with an error when it did not finish), exactly once, within a few
 // seconds; blocking waits on the CQ wake for them; the connection reports closed or lost.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // tests/fuzz/fuzz_check.hpp — a contract check for the libFuzzer targets: a failed check prints
 // what broke and aborts, which libFuzzer reports as a crash (and saves the input).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fuzzes remote_region::parse, the descriptor a peer sends. Contract: no crash or UB on any bytes;
 // a rejected input gives errc::malformed_descriptor with a message; an accepted input is exactly
 // 32 bytes and serialize() gives back the same bytes (one encoding per descriptor), and parsing

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fuzzes what `remora serve` parses from a connecting client: the service depth in the
 // connection request's private data (tools/remora/serve.hpp parse_depth_request). Contract: no
 // crash or UB on any size; exactly 2 bytes of a non-zero depth round-trip through

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fuzzes what a `remora serve` client parses from the target: the accept hello
 // (tools/remora/serve.hpp parse_hello). Contract: no crash or UB; a rejection is an error with a
 // message; an accepted hello is hello_size bytes and make_hello() of what was parsed gives back

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs remora from a build tree into a scratch prefix, then builds and runs a consumer
 # through find_package(remora) (targets remora::remora, static, and remora::shared, from C++ and
 # from C) and through pkg-config (remora.pc for C++, remora-c.pc for C).

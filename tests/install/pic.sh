@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The static library is position-independent: all of it links into a shared object.
 #   tests/install/pic.sh LIBREMORA_A
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The shared library: versioned SONAME, exports only the C API (remora_*) and namespace remora,
 # all under version node REMORA_0, and nothing it needs is left undefined.
 #   tests/install/shared.sh LIBREMORA_SO

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Every operation is accounted from post to completion: per-operation callbacks run exactly
 // once, tiny queues never overflow under mixed load, and every entry comes back.
 #include <condition_variable>

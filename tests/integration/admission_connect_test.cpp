@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Admission through a real listener and connect (tcp, sockets over loopback): the right key
 // connects and its payload arrives; a wrong key, no token or a replayed token is rejected before
 // accept, the client sees errc::rejected naming the reason, and the listener keeps serving.

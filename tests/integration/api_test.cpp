@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Public API no other test calls, each held to its header's contract on tcp and sockets:
 // connection::event_fd() and listener::fd() readiness, receive_pool immediate data and FIFO
 // fairness, multi-segment write_with_imm / send_with_imm / recv, target_service::expose on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Pre-registered bounce buffers: write_copy and send_copy from unregistered memory, each
 // operation's buffer held by its slot until completion, taken with its queue entries at once or
 // not at all, and returned on every path. On tcp and sockets.

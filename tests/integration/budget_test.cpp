@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // connection_config::slots through the base layer's `budget` interface: any budget serves (here
 // one written by the application), its refusal is the post's error (exact code, and the post
 // takes nothing: no record, no units), and every unit comes back when completions are read.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Completion channels: CQ only / CQ + RCQ, each with separate or shared channels, driven by busy
 // polling and by blocking waits, on every provider. Request/response traffic both ways; every
 // completion must arrive on the CQ it belongs to, exactly once, and no wait may lose one.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // domain::close(): closes the provider domain when this handle is its last holder and reports
 // libfabric's answer; while copies or objects made from the domain hold it, errc::bad_state and
 // nothing changes. Runs on tcp and sockets.

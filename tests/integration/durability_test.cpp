@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Durability across target crashes: `remora serve` (the real command, a separate process) serves
 // a file-backed region; a client appends records, flushing each to persistence (GPSPM) and then
 // publishing a tail word with an atomic write and a flush; the target is killed with SIGKILL at a

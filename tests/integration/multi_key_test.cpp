@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Multi-key operations (connection::gather_write): one local range into several remote regions,
 // admitted all or nothing (records and slot units), completing once when the last part does,
 // an error in any part reported once with the part's index; parked like any post.

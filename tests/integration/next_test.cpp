@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // completion_queue::next(timeout): the next completion to report within a timeout, on tcp and
 // sockets. It returns what poll() would, blocks between polls, absorbs what callbacks consume,
 // and says timed_out (never sooner than the timeout) when nothing comes.

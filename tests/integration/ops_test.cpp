@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // One-sided and two-sided operations, immediate data, scatter-gather, completion modes, atomics,
 // private data, connection events and the library-owned progress thread, on every provider.
 #include <poll.h>

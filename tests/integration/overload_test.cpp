@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Target-side back-pressure: 32 clients against a target whose receive_pool has 8 slots shared
 // by all connections. Every request is served, none is dropped, the target never holds more
 // than its 8 buffers, and connections take turns (FIFO). Also: slots come back when a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Overload through back-pressure (issue 12's figures, printed, not asserted as timings): 32
 // client threads post parked writes over 8 connections into one shared slot pool of 8 writes,
 // while a reader per connection reaps completions. Asserted: no post fails, every posted write

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Parked posts (op_options::park_until): a post that finds its queue entries or budget units
 // taken waits for them in FIFO order, sleeping until a completion gives something back; it ends
 // once with its own result, or with timed_out (deadline), canceled (cancel_parked),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Persistence on real providers: persistent_region (file-backed, volatile), flush by
 // read-after-write and by GPSPM through a target_service, service and native atomics, and the
 // target's validation of bad requests.

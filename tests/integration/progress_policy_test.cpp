@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The library progress thread's policy (domain_config::progress): every policy serves a peer's
 // one-sided operations while the target application sleeps; adaptive and blocking use no CPU
 // when idle; busy polls. CPU is read from the thread's own /proc entry (the thread is named

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // RDM peers (connection::open_peer + attach) behind the connection API, on every RDM provider
 // here: shm, tcp;ofi_rxm, net, sockets. One-sided and two-sided operations, atomics, flush, CQ /
 // RCQ / channels, callbacks, accounting, bad input, close with operations outstanding, peer death,

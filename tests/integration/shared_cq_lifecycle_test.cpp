@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The life cycle of connections on a shared_completion_queue, against what the headers promise:
 // a destroyed connection's completions are dropped wherever they wait, other connections'
 // callbacks keep running on the CQ's reader, setups that fail give their reservation back, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A completion queue shared by several connections: one budget (an attach that could overflow
 // it is refused), completions told apart by tag, a destroyed connection's entries returned and
 // its leftover completions dropped while the others' are kept. On tcp and sockets.

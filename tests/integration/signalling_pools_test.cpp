@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Selective signalling and at_post against the pools around them: a progress-owned wait blocks
 // again after a reap that reported nothing, injected copies give their bounce buffer back at
 // post, and a shared slot pool cannot be wedged by unsignalled writes.

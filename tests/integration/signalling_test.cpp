@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Selective signalling (connection_config::signal_every): eligible writes and sends go
 // unsignalled at most N - 1 in a row, keep their entries until a later signalled completion
 // reclaims them, and nothing else is ever unsignalled. On tcp and sockets.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The registration cache (hits, eviction of idle entries only, invalidation, usages) and
 // coroutine awaitables over real operations on tcp and sockets.
 #include <atomic>

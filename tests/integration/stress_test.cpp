@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Stress and admission: eight tiny-queued connections under 100,000 mixed operations, and posting
 // as fast as possible when queue entries are scarce and registrations plentiful. Every operation
 // is accounted exactly once, every refused post is errc::would_block, every entry comes back, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Admission tokens (remora/admission.hpp): what a gate admits and why it refuses the rest.
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // tests/unit/capi_guard_test.cpp — the C API's exception barrier and error mapping (the parts a
 // C program cannot provoke): no exception leaves guarded(), each becomes its code and message.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // remote_region: the wire descriptor (serialise/parse and every validation), slice/check bounds,
 // a deterministic mutation fuzz of parse(), and memory_region::describe on a real tcp domain.
 #include <array>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // `remora serve`'s handshake bytes (tools/remora/serve.hpp): the accept hello a client parses and
 // the service depth a target reads from a client's private data. Regression inputs from
 // tests/fuzz (fuzz_serve_hello: a hello with non-zero reserved bytes was accepted and did not

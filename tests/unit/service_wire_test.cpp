@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The target service's wire format: round trips, every truncation and oversize, and a
 // deterministic mutation fuzz of the request and reply decoders against an independent rule.
 #include <random>

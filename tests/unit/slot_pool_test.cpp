@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // slot_pool accounting: budgets, all-or-nothing multi-unit leases, both exhaustion policies,
 // FIFO fairness, deadlines and teardown, units returned on every path.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The base layer's units (include/remora/units.hpp): detail::unit_budget's all-or-nothing
 // reservation, under concurrency; held_units' give-back and release(); slot_pool seen as a
 // `budget` (what connection_config::slots holds).

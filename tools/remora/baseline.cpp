@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // `remora bench --baseline`: the same workload through plain libfabric calls, in the same run,
 // so remora's overhead is a measured ratio. Deliberately written against libfabric directly
 // (the one place in the tools that is); it mirrors bench.cpp: a loopback target thread that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // tools/remora/baseline_raw.hpp — what the two plain-libfabric baselines (baseline.cpp for MSG,
 // baseline_rdm.cpp for RDM) share: their error type and the check that turns a libfabric return
 // into it. Written against libfabric directly, like them (excepted by name from the layering

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // `remora bench --endpoint rdm --baseline`: the bench's write, read and send workloads through
 // plain libfabric over reliable datagram endpoints (FI_EP_RDM) and an address vector, in the
 // same run, so remora's overhead over RDM is a measured ratio. Deliberately written against

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // `remora bench`: workloads against a loopback target started in this process.
 //
 // Operations: write, read (one-sided, `qd` in flight), send (ping-pong: the target echoes), gpspm

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // tools/remora/bench_internal.hpp — what bench.cpp and baseline.cpp share.
 #pragma once
 

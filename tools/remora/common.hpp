@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // tools/remora/common.hpp — shared bits of the `remora` command (public API only).
 #pragma once
 

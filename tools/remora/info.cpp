@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // `remora info`: what remora can do on each provider usable here, for each endpoint type: msg
 // (connections: a listener and connect) and rdm (peers over an address vector: open_peer and
 // attach). The table has one section per type; JSON says it in "endpoint".

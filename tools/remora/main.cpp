@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The `remora` command: info, serve, put, get and bench.
 #include <CLI/CLI.hpp>
 

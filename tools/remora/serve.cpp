@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // `remora serve`, `remora put` and `remora get`: a target exposing one region, and the clients
 // that copy bytes into and out of it.
 #include "serve.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // tools/remora/serve.hpp — what `remora serve` tells its clients, and how they connect to it.
 //
 // A client connects with 2 bytes of private data: the service depth it wants (u16 LE); to a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* A C program using the installed C API: opens a domain on tcp and names its provider. */
 #include <stdio.h>
 #include <string.h>

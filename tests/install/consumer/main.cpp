@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include <remora/remora.hpp>
 int main() {
     auto d = remora::domain::open({.provider = "tcp"});
