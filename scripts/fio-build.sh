@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds fio 3.33 from Debian's source package, for remora's fio engine (fio/) and its test.
 # Debian ships no fio headers package; an external engine builds against fio's own tree.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The fio engine against `remora bench` on the same workloads, interleaved, over loopback.
 
     scripts/fio-vs-bench.py [--provider tcp] [--rounds 3] [--seconds 3] [--build build]

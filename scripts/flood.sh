@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # scripts/flood.sh — floods a `remora serve` (default limits, admission by key) and reports what
 # a legitimate client and the target see (issue 13's flood numbers).
 #

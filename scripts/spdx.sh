@@ -3,7 +3,9 @@
 # SPDX licence tags: every source, header, script and CMake file of the repository starts with
 #   // SPDX-License-Identifier: BSD-3-Clause     (C and C++: .c .h .cpp .hpp)
 #   # SPDX-License-Identifier: BSD-3-Clause      (scripts, CMakeLists.txt, *.cmake, *.cmake.in, Doxyfile.in)
-# as its first line, or its second after a shebang (#!). Scripts are *.sh, *.py and any file whose
+# as its first line, or its second after a shebang (#!). One exception: the fio engine
+# (fio/remora.c) is GPL-2.0-only, as it is built against fio's GPL-2.0 headers (the library it
+# links, remora, is BSD-3-Clause, which GPL-2.0 code may link). Scripts are *.sh, *.py and any file whose
 # first line is a shebang (.ci/run). Files are those git knows plus untracked ones not ignored.
 #   scripts/spdx.sh --check   list the files without the tag (or with another licence); exit 1 if any
 #   scripts/spdx.sh --fix     insert the tag where it is missing (a wrong one is reported, not changed)
@@ -36,6 +38,7 @@ while IFS= read -r -d '' f; do
     m=$(marker "$f")
     [ -n "$m" ] || continue
     want="$m $id"
+    [ "$f" = fio/remora.c ] && want="$m SPDX-License-Identifier: GPL-2.0-only"
     line=1
     head -c 2 "$f" | grep -q '^#!' && line=2
     got=$(sed -n "${line}p" "$f")

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The fio engine as a user runs it: a server job and a client job (the job files in fio/, made
 # short) over loopback, each a fio process. Passes when both exit 0, print nothing on stderr
 # (the engine reports errors only), and fio's JSON says error 0, iops > 0 and the latency

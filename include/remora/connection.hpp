@@ -212,10 +212,10 @@ enum class completion_mode : std::uint8_t {
     at_post,
 };
 
-// How a parked post waits (op_options::park).
+/// How a parked post waits (op_options::park).
 enum class park_mode : std::uint8_t {
-    block,  // the calling thread waits (the default)
-    queue,  // the call returns at once; the library posts the operation once it is admitted
+    block,  ///< the calling thread waits (the default)
+    queue,  ///< the call returns at once; the library posts the operation once it is admitted
 };
 
 struct op_options {
@@ -251,19 +251,19 @@ struct op_options {
     /// deadlock the thread that gives units back. Posts without park_until do not queue behind
     /// parked ones.
     std::chrono::steady_clock::time_point park_until{};
-    // park_mode::queue: a parked post that has no thread to wait on (a callback-driven or
-    // coroutine application; co_op_parked in coro.hpp). Needs park_until and a callback. The call
-    // checks its arguments and returns at once: success means the operation was posted or
-    // queued. A queued one waits in the same FIFO as the blocking ones (counted by parked(), not
-    // by in_flight() until it is posted) and is posted, once it is the head and its units come
-    // back, on the library's thread of that FIFO (started on first use); its callback then runs
-    // once with its completion, as for any post. If it is never posted, the callback still runs
-    // once, on that thread, with a completion of the operation's kind and context whose status
-    // is timed_out (at park_until), canceled (cancel_parked), disconnected (close, destruction)
-    // or the error a later try met (a bad_state budget...). Its buffers, regions and remote
-    // regions' memory must stay valid until then, as for any operation in flight; the remote
-    // descriptor and the segment list are copied. Offered on read, write, write_with_imm, send,
-    // send_with_imm, recv and gather_write; elsewhere errc::invalid_argument.
+    /// park_mode::queue: a parked post that has no thread to wait on (a callback-driven or
+    /// coroutine application; co_op_parked in coro.hpp). Needs park_until and a callback. The call
+    /// checks its arguments and returns at once: success means the operation was posted or
+    /// queued. A queued one waits in the same FIFO as the blocking ones (counted by parked(), not
+    /// by in_flight() until it is posted) and is posted, once it is the head and its units come
+    /// back, on the library's thread of that FIFO (started on first use); its callback then runs
+    /// once with its completion, as for any post. If it is never posted, the callback still runs
+    /// once, on that thread, with a completion of the operation's kind and context whose status
+    /// is timed_out (at park_until), canceled (cancel_parked), disconnected (close, destruction)
+    /// or the error a later try met (a bad_state budget...). Its buffers, regions and remote
+    /// regions' memory must stay valid until then, as for any operation in flight; the remote
+    /// descriptor and the segment list are copied. Offered on read, write, write_with_imm, send,
+    /// send_with_imm, recv and gather_write; elsewhere errc::invalid_argument.
     park_mode park = park_mode::block;
 };
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/coro.hpp — C++20 coroutines over remora's operations.
 ///

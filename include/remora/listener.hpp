@@ -61,23 +61,23 @@ class listener {
     /// The next connection request, or errc::timed_out.
     [[nodiscard]] result<connection_request> get_request(std::chrono::milliseconds timeout);
 
-    // Bounds TCP connects that never send a byte (port scanners, floods): the kernel hands the
-    // provider a connection only once its first data arrived (TCP_DEFER_ACCEPT on the
-    // provider's listening socket), and drops one that stays silent for about `silent` (rounded
-    // up to seconds; the kernel retries its SYN-ACK meanwhile). Such connects then hold no file
-    // descriptor and no provider state in this process. Every remora client sends its
-    // connection request at once, so it is not delayed. Socket providers only (tcp, sockets):
-    // errc::not_supported when no listening TCP socket of this listener's port is found in this
-    // process; errc::invalid_argument for a zero duration. Call it before connects arrive;
-    // not concurrently with get_request().
+    /// Bounds TCP connects that never send a byte (port scanners, floods): the kernel hands the
+    /// provider a connection only once its first data arrived (TCP_DEFER_ACCEPT on the
+    /// provider's listening socket), and drops one that stays silent for about `silent` (rounded
+    /// up to seconds; the kernel retries its SYN-ACK meanwhile). Such connects then hold no file
+    /// descriptor and no provider state in this process. Every remora client sends its
+    /// connection request at once, so it is not delayed. Socket providers only (tcp, sockets):
+    /// errc::not_supported when no listening TCP socket of this listener's port is found in this
+    /// process; errc::invalid_argument for a zero duration. Call it before connects arrive;
+    /// not concurrently with get_request().
     [[nodiscard]] result<void> defer_silent_connects(std::chrono::milliseconds silent);
-    // The kernel hands a deferred connect over anyway once its SYN-ACK retries are spent, and
-    // the provider then holds it (an fd, forever: tcp and sockets have no timeout for a
-    // connection request that never arrives). This shuts down (SHUT_RDWR, so the provider sees
-    // the end and frees it) every TCP connection accepted on this listener's port that has
-    // received no byte at all for at least `silent`. Connections that sent anything (every
-    // remora client) are left alone. Returns how many it shut down; errc::not_supported as
-    // above. Call it periodically (e.g. once a second) from the thread that owns the listener.
+    /// The kernel hands a deferred connect over anyway once its SYN-ACK retries are spent, and
+    /// the provider then holds it (an fd, forever: tcp and sockets have no timeout for a
+    /// connection request that never arrives). This shuts down (SHUT_RDWR, so the provider sees
+    /// the end and frees it) every TCP connection accepted on this listener's port that has
+    /// received no byte at all for at least `silent`. Connections that sent anything (every
+    /// remora client) are left alone. Returns how many it shut down; errc::not_supported as
+    /// above. Call it periodically (e.g. once a second) from the thread that owns the listener.
     [[nodiscard]] result<std::size_t> drop_silent_connects(std::chrono::milliseconds silent);
 
   private:

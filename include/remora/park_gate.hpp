@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/park_gate.hpp — where posts that found their units taken wait for them (the base layer;
 /// not part of the API: connection.hpp's op_options::park_until is).

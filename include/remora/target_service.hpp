@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/target_service.hpp — the target side of GPSPM flushes and service atomics.
 ///

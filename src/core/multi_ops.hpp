@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // src/core/multi_ops.hpp — what multi_ops.cpp tells outside itself (remora::detail).
 #pragma once
 

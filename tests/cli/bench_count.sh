@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `remora bench --count N ... --json` runs each result by a count: every result (and its
 # baseline, when there is one) must report exactly N operations, and exit 0.
 #   bench_count.sh REMORA PROVIDER N BENCH-ARGS...

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `remora serve`'s roles and limits as a user sees them: a read-only key reads and cannot put, a
 # read-write key puts; --idle-timeout evicts a client that sends no service request; a bounded
 # flood (silent connects, half-open handshakes, wrong keys under a low `ulimit -n`) leaves a

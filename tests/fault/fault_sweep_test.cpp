@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The fault sweep: one scenario (domains, a listener and two connections or two pairs of RDM
 // peers, registrations, a target service, write / read / send / recv / atomic / flush / GPSPM
 // flush, close, domain close) runs once clean with the seam counting every libfabric call

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Per-client access (issue 13, item 2): random registration keys, a read-only registration that
 // the provider itself refuses to write through, and a target service that answers a connection
 // only for the registration it was granted.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Two hosts on one machine: runs a test binary in a "client" network namespace joined to a
 # "target" namespace by a veth pair, and removes both afterwards, whatever happens.
 #   run.sh TEST-BINARY [ARGS...]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // twohost_peer: the target side of twohost_test on an RDM provider (what `remora serve` is for
 // connected endpoints): a file-backed persistent region exposed through the target service on
 // one RDM peer endpoint, with the library's progress thread.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Two hosts: the real `remora serve` (tcp, sockets) or twohost_peer (an RDM peer: tcp;ofi_rxm, net)
 // runs in a "target" network namespace with a file-backed (persistent) region, this binary runs
 // in a "client" namespace, and a veth pair joins them
