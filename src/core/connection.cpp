@@ -333,6 +333,31 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     return {};
 }
 
+// What a failed setup event means: the error the caller gets and the event it stands for.
+// remora's reject() always sends a marker byte before the user's private data, so a rejection
+// is told apart from nobody listening (both are ECONNREFUSED on tcp).
+static std::pair<error, conn_event> setup_failure(const error& e, std::vector<std::byte> err_data,
+                                                  bool client) {
+    if (client && e == errc::connection_refused) {
+        if (!err_data.empty() && err_data[0] == reject_marker) {
+            err_data.erase(err_data.begin());
+            const std::size_t n = err_data.size();
+            return {error(errc::rejected, "connect: the peer rejected the request (" +
+                                              std::to_string(n) +
+                                              " bytes of private data in error::data())")
+                        .with_data(std::move(err_data)),
+                    conn_event::rejected};
+        }
+        return {error(errc::connection_refused, "connect: refused (nobody listens)")
+                    .with_data(std::move(err_data)),
+                conn_event::refused};
+    }
+    if (e == errc::unreachable || e == errc::timed_out) {
+        return {e, conn_event::unreachable};
+    }
+    return {e, conn_event::lost};
+}
+
 result<void> connection_impl::await_connected(milliseconds timeout, bool client) {
     std::vector<std::byte> err_data;
     auto ev = read_eq(eq.get(), timeout, dom->caps.cm_data_size, &err_data);
@@ -343,21 +368,7 @@ result<void> connection_impl::await_connected(milliseconds timeout, bool client)
                                              ": not established within " +
                                              std::to_string(timeout.count()) + " ms");
         }
-        if (client && e == errc::connection_refused) {
-            // remora's reject() always sends a marker byte before the user's private data, so a
-            // rejection is told apart from nobody listening (both are ECONNREFUSED on tcp).
-            if (!err_data.empty() && err_data[0] == reject_marker) {
-                err_data.erase(err_data.begin());
-                const std::size_t n = err_data.size();
-                return fail(error(errc::rejected, "connect: the peer rejected the request (" +
-                                                      std::to_string(n) +
-                                                      " bytes of private data in error::data())")
-                                .with_data(std::move(err_data)));
-            }
-            return fail(error(errc::connection_refused, "connect: refused (nobody listens)")
-                            .with_data(std::move(err_data)));
-        }
-        return fail(e);
+        return fail(setup_failure(e, std::move(err_data), client).first);
     }
     if (ev->event != FI_CONNECTED) {
         return fail(errc::provider_error,
@@ -380,6 +391,75 @@ result<void> connection_impl::await_connected(milliseconds timeout, bool client)
         }
     }
     return {};
+}
+
+result<void> connection_impl::start_async() {
+    {
+        std::lock_guard lock(event_mu);
+        connecting = true;
+        setup_deadline = std::chrono::steady_clock::now() + config.connect_timeout;
+    }
+    // A channel reports the setup's outcome: it watches the event queue from the start.
+    if (channel) {
+        if (auto r = channel->attach_events(this); !r) {
+            connecting = false;
+            return r;
+        }
+    }
+    return {};
+}
+
+void connection_impl::fail_setup_locked(error e, conn_event what) {
+    setup_err = std::move(e);
+    setup_event = what;
+    setup_outcome = what;
+    setup_news = true;
+    connecting = false;
+    cancel_receives();  // the receives posted early complete canceled (or flushed) now
+}
+
+void connection_impl::poll_setup_locked() {
+    if (!connecting.load() || !eq) {
+        return;
+    }
+    std::vector<std::byte> err_data;
+    auto ev = read_eq(eq.get(), milliseconds(0), dom->caps.cm_data_size, &err_data);
+    if (ev && ev->event == FI_CONNECTED) {
+        if (client) {  // an accepted connection keeps the request's private data
+            peer_data = std::move(ev->data);
+        }
+        established = true;
+        open = true;
+        connecting = false;
+        setup_event = conn_event::established;
+        setup_outcome = conn_event::established;
+        setup_news = true;
+        // Reading FI_CONNECTED leaves the EQ's wait fd signalled on tcp: re-arm it (events
+        // that arrive meanwhile are read by the next look).
+        (void)trywait(dom->fabric.get(), eq.as_fid());
+        return;
+    }
+    if (ev) {
+        info_ptr ignored(ev->info);
+        fail_setup_locked(error(errc::provider_error, std::string(client ? "connect" : "accept") +
+                                                          ": expected FI_CONNECTED, got event " +
+                                                          std::to_string(ev->event)),
+                          conn_event::lost);
+    } else if (ev.error() != errc::timed_out) {
+        auto [e, what] = setup_failure(ev.error(), std::move(err_data), client);
+        fail_setup_locked(std::move(e), what);
+    } else if (std::chrono::steady_clock::now() >= setup_deadline) {
+        fail_setup_locked(
+            error(errc::timed_out, std::string(client ? "connect" : "accept") +
+                                       ": not established within " +
+                                       std::to_string(config.connect_timeout.count()) + " ms"),
+            conn_event::unreachable);
+    } else {
+        return;
+    }
+    if (ep) {
+        (void)ep_shutdown(ep.get());  // a late FI_CONNECTED finds the endpoint shut
+    }
 }
 
 void connection_impl::teardown() {
@@ -487,10 +567,15 @@ connection::connection(connection&&) noexcept = default;
 connection& connection::operator=(connection&&) noexcept = default;
 connection::~connection() = default;
 
-result<connection> connection::connect(const domain& dom, const std::string& host,
-                                       std::uint16_t port, const connection_config& config,
-                                       std::span<const std::byte> private_data) {
-    using namespace detail;
+namespace detail {
+namespace {
+
+// connect and connect_async up to the request sent: the endpoint set up and fi_connect called.
+result<std::unique_ptr<connection_impl>> start_connect(const domain& dom, const std::string& host,
+                                                       std::uint16_t port,
+                                                       const connection_config& config,
+                                                       std::span<const std::byte> private_data,
+                                                       bool async) {
     if (!dom) {
         return fail(errc::bad_state, "connect: the domain handle is empty (closed or moved from)");
     }
@@ -517,16 +602,66 @@ result<connection> connection::connect(const domain& dom, const std::string& hos
     if (auto r = impl->setup(info.get(), config); !r) {
         return fail(r.error());
     }
+    impl->client = true;
+    if (async) {
+        if (auto r = impl->start_async(); !r) {
+            return fail(r.error());
+        }
+    }
     ret = ep_connect(impl->ep.get(), info->dest_addr, private_data.data(), private_data.size());
     if (ret != 0) {
+        impl->connecting = false;
         return fail(fabric_error(ret, "fi_connect to " + host + ":" + service));
     }
-    if (auto r = impl->await_connected(impl->config.connect_timeout, true); !r) {
+    return impl;
+}
+
+}  // namespace
+}  // namespace detail
+
+result<connection> connection::connect(const domain& dom, const std::string& host,
+                                       std::uint16_t port, const connection_config& config,
+                                       std::span<const std::byte> private_data) {
+    auto impl = detail::start_connect(dom, host, port, config, private_data, false);
+    if (!impl) {
+        return fail(impl.error());
+    }
+    if (auto r = (*impl)->await_connected((*impl)->config.connect_timeout, true); !r) {
         const auto& e = r.error();
-        return fail(error(e.code(), e.message() + " (" + host + ":" + service + ")")
+        return fail(error(e.code(), e.message() + " (" + host + ":" + std::to_string(port) + ")")
                         .with_data({e.data().begin(), e.data().end()}));
     }
-    return connection(std::move(impl));
+    return connection(std::move(*impl));
+}
+
+result<connection> connection::connect_async(const domain& dom, const std::string& host,
+                                             std::uint16_t port, const connection_config& config,
+                                             std::span<const std::byte> private_data) {
+    auto impl = detail::start_connect(dom, host, port, config, private_data, true);
+    if (!impl) {
+        return fail(impl.error());
+    }
+    return connection(std::move(*impl));
+}
+
+result<void> connection::setup_status() const {
+    const auto& c = *impl_;
+    std::lock_guard lock(c.event_mu);
+    if (c.setup_err) {
+        return fail(*c.setup_err);
+    }
+    if (c.connecting.load()) {
+        return fail(errc::would_block, "the connection is still being set up");
+    }
+    return {};
+}
+
+bool connection::is_connecting() const noexcept {
+    return impl_ && impl_->connecting.load();
+}
+
+std::chrono::steady_clock::time_point connection::setup_deadline() const noexcept {
+    return impl_->setup_deadline;
 }
 
 completion_queue& connection::cq() noexcept {
@@ -541,6 +676,20 @@ result<void> connection::close() {
     if (c.rdm) {
         c.close_rdm();
         return {};
+    }
+    {
+        std::lock_guard lock(c.event_mu);
+        if (c.connecting.load()) {
+            // Ends the setup: its outcome is conn_event::closed, errc::canceled.
+            c.fail_setup_locked(error(errc::canceled,
+                                      "the connection was closed while it was "
+                                      "being set up"),
+                                conn_event::closed);
+            if (c.ep) {
+                (void)detail::ep_shutdown(c.ep.get());
+            }
+            return {};
+        }
     }
     if (c.open.exchange(false) && c.ep) {
         int ret = detail::ep_shutdown(c.ep.get());
