@@ -75,7 +75,21 @@ namespace remora {
 
 namespace detail {
 struct buffer_pool_impl;
-}
+struct srq_impl;
+}  // namespace detail
+
+// A shared receive queue for a connection's incoming messages: a handle on a
+// shared_receive_queue (shared_receive_queue.hpp), which converts to it (`cfg.srq = q`).
+class srq_binding {
+  public:
+    srq_binding() = default;
+    explicit srq_binding(std::shared_ptr<detail::srq_impl> q) noexcept : q_(std::move(q)) {}
+    explicit operator bool() const noexcept { return q_ != nullptr; }
+    [[nodiscard]] const std::shared_ptr<detail::srq_impl>& impl() const noexcept { return q_; }
+
+  private:
+    std::shared_ptr<detail::srq_impl> q_;
+};
 
 // Pre-registered bounce buffers for a connection's write_copy and send_copy: a handle on a
 // buffer_pool (buffer_pool.hpp), which converts to it (`cfg.bounce = pool`). Empty by default.
@@ -158,6 +172,12 @@ struct connection_config {
     // Pre-registered bounce buffers for write_copy and send_copy: a buffer_pool converts to it
     // (may be shared by many connections; see buffer_pool.hpp).
     bounce_buffers bounce{};
+    // Take incoming messages from this shared receive queue (shared_receive_queue.hpp) instead
+    // of receives of the connection's own: they complete on the queue's CQ; recv() is refused;
+    // rq_size, rcq and shared_rcq are ignored. errc::invalid_argument with a queue of another
+    // domain, with service_depth (the service needs receives of its own), channel_mode::shared
+    // or progress_thread (the queue's CQ has its own reader).
+    srq_binding srq{};
 };
 
 // The completion-queue entries a connection with configuration `c` takes: on its CQ (cq_kind::cq:

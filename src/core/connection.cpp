@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/impl.hpp"
+#include "core/srq_impl.hpp"
 #include "fabric/cq.hpp"
 #include "fabric/endpoint.hpp"
 #include "fabric/eq.hpp"
@@ -74,6 +75,23 @@ result<connection_config> effective(const connection_config& in, const provider_
                             " exceeds the provider's receive queue of " + n2s(caps.rx_size));
         }
     }
+    if (c.srq) {
+        if (c.service_depth != 0) {
+            return fail(errc::invalid_argument,
+                        "connection_config: srq cannot be combined with service_depth (the "
+                        "target service needs receives of its own)");
+        }
+        // Its receives complete on the queue's CQ, which is sized for all of them: the
+        // connection reserves nothing there and keeps one (unused) receive record.
+        if (c.channel == channel_mode::shared || c.progress_thread) {
+            return fail(errc::invalid_argument,
+                        "connection_config: srq cannot be combined with channel_mode::shared or "
+                        "progress_thread (its CQ is waited on and read by its own reader)");
+        }
+        c.rq_size = 1;
+        c.rcq = true;
+        c.shared_rcq = shared_completion_queue{};
+    }
     if (c.shared_rcq) {
         c.rcq = true;
     }
@@ -131,7 +149,9 @@ result<connection_config> effective(const connection_config& in, const provider_
                         " completions (send queue" + (c.rcq ? "" : " + receive queue") +
                         "); it could overflow");
     }
-    if (c.shared_rcq) {
+    if (c.srq) {
+        c.rcq_size = c.srq.impl()->size;
+    } else if (c.shared_rcq) {
         c.rcq_size = static_cast<std::uint32_t>(c.shared_rcq.size());
     } else if (c.rcq) {
         if (c.rcq_size == 0) {
@@ -224,7 +244,18 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
         !r) {
         return r;
     }
-    if (config.rcq) {
+    if (config.srq) {
+        srq = config.srq.impl();
+        if (srq->dom != dom) {
+            srq.reset();
+            return fail(errc::invalid_argument, "connection_config: srq belongs to another domain");
+        }
+        if (auto r = attach(srq->cq, cq_kind::rcq, 0, rcq, rcq_reserved); !r) {
+            srq.reset();
+            return r;
+        }
+        ++srq->attached;
+    } else if (config.rcq) {
         if (auto r = attach(config.shared_rcq, cq_kind::rcq, cq_entries(config, cq_kind::rcq), rcq,
                             rcq_reserved);
             !r) {
@@ -286,6 +317,9 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     ep_info->tx_attr->iov_limit = config.max_sge;
     ep_info->rx_attr->iov_limit = config.max_sge;
     ep_info->tx_attr->rma_iov_limit = 1;
+    if (srq) {
+        ep_info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+    }
     if (rdm && dom->caps.provider == "shm") {
         // From the domain's source address shm names every process's endpoints alike
         // ("fi_shm://127.0.0.1:0:N"), and two processes then collide (fi_enable: EBUSY): name
@@ -321,7 +355,12 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
                       FI_TRANSMIT | FI_SELECTIVE_COMPLETION | (rcq ? 0 : FI_RECV));
     }
     if (ret == 0 && rcq) {
-        ret = ep_bind(ep.get(), rcq->cq.as_fid(), FI_RECV | FI_SELECTIVE_COMPLETION);
+        // Receives always complete; with a shared receive context tcp (1.17) reports nothing
+        // for them under FI_SELECTIVE_COMPLETION, whatever the post's flags.
+        ret = ep_bind(ep.get(), rcq->cq.as_fid(), FI_RECV | (srq ? 0 : FI_SELECTIVE_COMPLETION));
+    }
+    if (ret == 0 && srq) {
+        ret = ep_bind(ep.get(), &srq->srx.get()->fid, 0);
     }
     if (ret != 0) {
         return failed(ret, "fi_ep_bind");
@@ -495,6 +534,10 @@ void connection_impl::teardown() {
     cq.reset();
     eq.reset();
     channel.reset();
+    if (srq) {
+        --srq->attached;
+        srq.reset();
+    }
 }
 
 connection_extension& connection_impl::extension(const void* key,

@@ -30,6 +30,7 @@ namespace remora::detail {
 
 inline constexpr std::size_t max_segments = 16;  // scatter-gather entries gathered on the stack
 struct eq_event;
+struct srq_impl;
 
 struct connection_impl {
     std::shared_ptr<domain_impl> dom;
@@ -42,6 +43,7 @@ struct connection_impl {
     std::size_t cq_reserved = 0;   // entries reserved on a shared CQ / RCQ
     std::size_t rcq_reserved = 0;
     std::shared_ptr<channel_impl> channel;  // shared mode only
+    std::shared_ptr<srq_impl> srq;          // connection_config::srq: receives come from it
     info_ptr ep_info;                       // outlives ep: sockets keeps a shallow copy of it
     // RDM peers (open_peer): the endpoint's address vector (closed after it), the peer's entry
     // there (the destination of every post), and the endpoint's own address. On MSG: no AV,

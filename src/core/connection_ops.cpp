@@ -379,6 +379,11 @@ result<void> connection::recv(std::span<const local_segment> dst, op_options opt
     if (auto r = detail::check_open(c, "recv", true); !r) {
         return r;
     }
+    if (c.srq) {
+        return fail(errc::bad_state,
+                    "recv: this connection takes its messages from its shared_receive_queue; "
+                    "post receives there");
+    }
     if (auto r = detail::check_messaging(c, "recv"); !r) {
         return r;
     }
