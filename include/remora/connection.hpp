@@ -173,8 +173,9 @@ struct connection_config {
     // (may be shared by many connections; see buffer_pool.hpp).
     bounce_buffers bounce{};
     // Take incoming messages from this shared receive queue (shared_receive_queue.hpp) instead
-    // of receives of the connection's own: they complete on the queue's CQ; recv() is refused;
-    // rq_size, rcq and shared_rcq are ignored. errc::invalid_argument with a queue of another
+    // of receives of the connection's own: they complete on the queue's CQ, or with rcq on a
+    // receive CQ of the connection's own (which tells the connection); recv() is refused;
+    // rq_size, rcq_size and shared_rcq are ignored. errc::invalid_argument with a queue of another
     // domain, with service_depth (the service needs receives of its own), channel_mode::shared
     // or progress_thread (the queue's CQ has its own reader).
     srq_binding srq{};

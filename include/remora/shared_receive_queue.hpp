@@ -6,12 +6,15 @@
 // in the order they were posted, whichever connection a message arrives on. A server with many
 // clients thus keeps `size` receives posted in all, not rq_size per connection.
 //
-// Completions: the receives complete on the queue's own completion queue, cq() (a
+// Completions: by default the receives complete on the queue's own completion queue, cq() (a
 // shared_completion_queue of `size` entries: it cannot overflow, since at most `size` receives
-// are posted), with completion::tag = the queue's tag. Which connection a message came from is
-// not told there: the libfabric MSG providers (tcp, sockets) report the receive, not the
-// endpoint. A protocol that needs the sender says so in its messages. Reading cq() drives the
-// provider for the attached connections (tcp delivers only while it is called).
+// are posted), with completion::tag = the queue's tag; which connection a message came from is
+// not told there (the libfabric MSG providers report the receive, not the endpoint). A
+// connection set up with connection_config::rcq = true as well gets a receive CQ of its own
+// (sized `size`): the queue's receives that its messages consume complete there, with the
+// connection's tag — which connection, at the price of one CQ each to read (tcp and sockets
+// both report a shared-context receive on the CQ of the endpoint the message arrived on). A
+// CQ read drives the provider for its connections (tcp delivers only while it is called).
 //
 // Providers (libfabric 1.17, seen here): tcp and sockets connected (msg) endpoints support it
 // (domain max_ep_srx_ctx 8192 and 128); the RDM providers shm, tcp;ofi_rxm and net do not

@@ -250,7 +250,11 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
             srq.reset();
             return fail(errc::invalid_argument, "connection_config: srq belongs to another domain");
         }
-        if (auto r = attach(srq->cq, cq_kind::rcq, 0, rcq, rcq_reserved); !r) {
+        // A receive CQ of the connection's own when asked for (cfg.rcq: it tells which
+        // connection a message came from), else the queue's CQ.
+        if (auto r = attach(cfg.rcq ? shared_completion_queue{} : srq->cq, cq_kind::rcq, 0, rcq,
+                            rcq_reserved);
+            !r) {
             srq.reset();
             return r;
         }

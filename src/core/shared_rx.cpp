@@ -40,6 +40,7 @@ result<shared_receive_queue> shared_receive_queue::create(const domain& dom,
     impl->cq = std::move(*q);
     impl->ops.reset(0, 0, impl->size);
     impl->ops.tag = cfg.tag;
+    impl->ops.shared_rx = true;
     fi_rx_attr attr = *info->rx_attr;
     attr.size = impl->size;
     attr.iov_limit = 1;

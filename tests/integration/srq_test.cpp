@@ -84,6 +84,38 @@ TEST_P(srq, receives_outlive_a_connection) {
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(inbox.bytes.data()), 4), "to b");
 }
 
+// With receive CQs of their own, the connections tell which one a message came from: the
+// queue's receives complete on the receiving connection's CQ, with its tag.
+TEST_P(srq, own_receive_cqs_tell_the_connection) {
+    auto s = server_side::open(GetParam());
+    auto q = must(shared_receive_queue::create(s.dom, {.size = 4, .tag = 9}));
+    auto a = must(s.add({.rcq = true, .tag = 1, .srq = q}));
+    auto b = must(s.add({.rcq = true, .tag = 2, .srq = q}));
+    ASSERT_NE(a.rcq(), nullptr);
+    buffer inbox(4 * slot), outbox(2 * slot);
+    auto rmr = must(memory_region::create(s.dom, inbox.span(), usage::receive));
+    auto smr = must(memory_region::create(s.client_dom, outbox.span(), usage::send));
+    for (int j = 0; j < 4; ++j) {
+        REMORA_ASSERT_OK(q.recv(rmr, j * slot, slot));
+    }
+    std::memcpy(outbox.bytes.data(), "for a", 5);
+    std::memcpy(outbox.bytes.data() + slot, "for b", 5);
+    REMORA_ASSERT_OK(s.clients[0].send(smr, 0, 5));
+    REMORA_ASSERT_OK(s.clients[1].send(smr, slot, 5));
+    auto got_a = collect(*a.rcq(), 1, false);
+    auto got_b = collect(*b.rcq(), 1, false);
+    ASSERT_EQ(got_a.size(), 1u);
+    ASSERT_EQ(got_b.size(), 1u);
+    EXPECT_EQ(got_a[0].tag, 1u);
+    EXPECT_EQ(got_b[0].tag, 2u);
+    EXPECT_TRUE(got_a[0].ok() && got_b[0].ok());
+    EXPECT_EQ(q.posted(), 2u);
+    completion none[1];
+    auto on_queue = q.cq().poll(none);
+    REMORA_ASSERT_OK(on_queue);
+    EXPECT_EQ(*on_queue, 0u);  // nothing of theirs on the queue's CQ
+}
+
 TEST_P(srq, bad_input_is_refused) {
     auto s = server_side::open(GetParam());
     auto q = must(shared_receive_queue::create(s.dom, {.size = 2}));
