@@ -505,7 +505,8 @@ class connection {
     [[nodiscard]] std::span<const std::byte> peer_private_data() const noexcept;
     // Disconnects; outstanding operations complete with errors (flushed; on RDM: errc::canceled,
     // see the file head). Idempotent. During an asynchronous setup it ends the setup (its outcome
-    // is conn_event::closed, setup_status() errc::canceled).
+    // is conn_event::closed, setup_status() errc::canceled, receives posted early complete with
+    // errors); the endpoint, and with it the peer's side, goes when the connection is destroyed.
     result<void> close();
     [[nodiscard]] bool is_open() const noexcept;
 

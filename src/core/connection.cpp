@@ -506,10 +506,7 @@ result<void> connection::close() {
                                       "the connection was closed while it was "
                                       "being set up"),
                                 conn_event::closed);
-            if (c.ep) {
-                (void)detail::ep_shutdown(c.ep.get());
-            }
-            return {};
+            return {};  // the endpoint goes with the connection (see poll_setup_locked)
         }
     }
     if (c.open.exchange(false) && c.ep) {
