@@ -9,7 +9,9 @@
 ///
 /// wait() never loses a completion: it arms every attached CQ with fi_trywait before it blocks and
 /// reports a CQ whose arming shows completions already pending. Pending CQs are reported round
-/// robin so one busy connection does not starve the others.
+/// robin so one busy connection does not starve the others. It also reports the outcome of each
+/// attached connection's asynchronous setup (channel_event::setup), so one thread can set up
+/// many connections and serve their completions with one wait.
 ///
 /// Threading: attach/detach (connection create/close) may run concurrently with each other; wait()
 /// runs on one thread at a time. A channel handle is shared: copies refer to the same channel.
@@ -19,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include <remora/completion_queue.hpp>
 #include <remora/result.hpp>
@@ -29,11 +32,18 @@ namespace detail {
 struct channel_impl;
 }
 
+enum class conn_event : std::uint8_t;  ///< connection.hpp
+
 struct channel_event {
     completion_queue* cq = nullptr;  ///< the CQ that fired; poll it
     cq_kind kind = cq_kind::cq;
     std::uint64_t tag = 0;  ///< connection_config::tag of its connection
     std::size_t ready = 0;  ///< completions ready on it; 0 is a no_completion wake-up
+    /// Set when the event is a connection's asynchronous setup outcome (connection::connect_async,
+    /// connection_request::accept_async; `tag` names the connection, `cq` is null): reported once
+    /// here, and once by the connection's next_event(). A channel wait also notices the setup
+    /// deadline of the connections attached to it (it wakes up for it).
+    std::optional<conn_event> setup;
 };
 
 class completion_channel {

@@ -78,7 +78,21 @@ namespace remora {
 
 namespace detail {
 struct buffer_pool_impl;
-}
+struct srq_impl;
+}  // namespace detail
+
+/// A shared receive queue for a connection's incoming messages: a handle on a
+/// shared_receive_queue (shared_receive_queue.hpp), which converts to it (`cfg.srq = q`).
+class srq_binding {
+  public:
+    srq_binding() = default;
+    explicit srq_binding(std::shared_ptr<detail::srq_impl> q) noexcept : q_(std::move(q)) {}
+    explicit operator bool() const noexcept { return q_ != nullptr; }
+    [[nodiscard]] const std::shared_ptr<detail::srq_impl>& impl() const noexcept { return q_; }
+
+  private:
+    std::shared_ptr<detail::srq_impl> q_;
+};
 
 /// Pre-registered bounce buffers for a connection's write_copy and send_copy: a handle on a
 /// buffer_pool (buffer_pool.hpp), which converts to it (`cfg.bounce = pool`). Empty by default.
@@ -161,6 +175,13 @@ struct connection_config {
     /// Pre-registered bounce buffers for write_copy and send_copy: a buffer_pool converts to it
     /// (may be shared by many connections; see buffer_pool.hpp).
     bounce_buffers bounce{};
+    /// Take incoming messages from this shared receive queue (shared_receive_queue.hpp) instead
+    /// of receives of the connection's own: they complete on the queue's CQ, or with rcq on a
+    /// receive CQ of the connection's own (which tells the connection); recv() is refused;
+    /// rq_size, rcq_size and shared_rcq are ignored. errc::invalid_argument with a queue of another
+    /// domain, with service_depth (the service needs receives of its own), channel_mode::shared
+    /// or progress_thread (the queue's CQ has its own reader).
+    srq_binding srq{};
 };
 
 /// The completion-queue entries a connection with configuration `c` takes: on its CQ (cq_kind::cq:
@@ -282,7 +303,7 @@ struct local_segment {
 };
 
 enum class conn_event : std::uint8_t {
-    established,
+    established,  ///< an asynchronous setup (connect_async, accept_async) succeeded
     closed,       ///< the peer or this side closed the connection; also a peer process that died
                   /// (its kernel closes its sockets, which tcp and sockets report as a close)
     lost,         ///< the connection failed (an error the provider reports on it: network error)
@@ -290,6 +311,10 @@ enum class conn_event : std::uint8_t {
     refused,      ///< nobody listens at the address
     unreachable,  ///< the address cannot be reached (connect timed out)
 };
+/// An asynchronous setup reports exactly one of established, rejected, refused, unreachable
+/// (its connect_timeout passed, or no route), lost (any other failure, e.g. the client went away
+/// before an accept_async completed) or closed (close() before it ended); setup_status() then
+/// gives the error behind a failure.
 const char* to_string(conn_event e) noexcept;
 
 namespace detail {
@@ -307,6 +332,50 @@ class connection {
                                                     std::uint16_t port,
                                                     const connection_config& config = {},
                                                     std::span<const std::byte> private_data = {});
+    // ---- asynchronous setup ----
+    /// connect_async checks its arguments and sends the request like connect(), then returns at
+    /// once (the same errors for what fails before the request is sent; sockets refuses a
+    /// connect to a port nobody listens on inside the call: errc::connection_refused at once,
+    /// where tcp reports conn_event::refused). The connection is being
+    /// set up until its outcome is known (is_connecting()); the outcome is reported once as a
+    /// connection event (next_event(), readable on event_fd()): conn_event::established, or the
+    /// failure (see conn_event) with its error in setup_status(): errc::rejected with the peer's
+    /// reject private data in error::data(), errc::connection_refused (nobody listens),
+    /// errc::timed_out (not established within config.connect_timeout, counted from this call).
+    /// With channel_mode::shared (often a completion channel shared by many connections being
+    /// set up), the channel's wait() also reports it once: a channel_event whose `setup` is set
+    /// (see completion_channel.hpp), so one thread can set up hundreds of connections.
+    ///
+    /// While being set up, receives may be posted: they are kept and take the first messages
+    /// the peer sends (librpma's rpma_conn_req_recv); every other operation is refused with
+    /// errc::bad_state (nothing is parked: post after conn_event::established). A failed or
+    /// closed setup completes the receives posted early with errors (canceled, or flushed as by
+    /// close()), read as usual from the CQ. Destroying a connection being set up is allowed at
+    /// any time: it closes the endpoint (the peer sees a failed or closed connection) and
+    /// returns at once.
+    ///
+    /// Progress: tcp sends the request (and finishes the setup) only while the connection is
+    /// looked at: next_event, a channel wait, or next_event(0ms) whenever event_fd() is readable
+    /// (it is when the setup has work to do); leave it alone and the peer sees nothing. sockets
+    /// progresses on its own threads.
+    ///
+    /// Nothing fires at the deadline by itself: it is noticed while somebody looks (next_event,
+    /// a channel wait, both bound their sleep by it). An application that epolls event_fd()
+    /// itself bounds its wait by setup_deadline() and calls next_event(0ms) then.
+    ///
+    /// Threading: as the connection's (next_event and the channel's wait may run on other
+    /// threads than the posts; peer_private_data() is valid once established).
+    [[nodiscard]] static result<connection> connect_async(
+        const domain& dom, const std::string& host, std::uint16_t port,
+        const connection_config& config = {}, std::span<const std::byte> private_data = {});
+    /// Success once established (and for a connection set up by connect or accept), the setup's
+    /// error once it failed (also errc::canceled after close() during setup), and
+    /// errc::would_block while it is under way.
+    [[nodiscard]] result<void> setup_status() const;
+    [[nodiscard]] bool is_connecting() const noexcept;
+    /// When an asynchronous setup under way gives up (errc::timed_out).
+    [[nodiscard]] std::chrono::steady_clock::time_point setup_deadline() const noexcept;
+
     // ---- RDM peers ----
     /// Opens an RDM endpoint on `dom` (opened with endpoint_type::rdm) with its own address
     /// vector, enabled, with no peer yet: operations fail with errc::bad_state ("no peer
@@ -458,7 +527,9 @@ class connection {
     [[nodiscard]] int event_fd() const noexcept;
     [[nodiscard]] std::span<const std::byte> peer_private_data() const noexcept;
     /// Disconnects; outstanding operations complete with errors (flushed; on RDM: errc::canceled,
-    /// see the file head). Idempotent.
+    /// see the file head). Idempotent. During an asynchronous setup it ends the setup (its outcome
+    /// is conn_event::closed, setup_status() errc::canceled, receives posted early complete with
+    /// errors); the endpoint, and with it the peer's side, goes when the connection is destroyed.
     result<void> close();
     [[nodiscard]] bool is_open() const noexcept;
 

@@ -40,6 +40,12 @@ class connection_request {
     /// with errc::rejected); private data over the limit (errc::too_large) leaves it answerable.
     [[nodiscard]] result<connection> accept(const connection_config& config = {},
                                             std::span<const std::byte> private_data = {});
+    /// Accepts and returns at once: the connection is being set up (see connection::connect_async
+    /// for the events, the errors, the receives kept until established and the deadline). Post
+    /// receives before the client's first message can arrive by posting them right here, before
+    /// waiting for conn_event::established. Errors before the accept is sent are accept()'s.
+    [[nodiscard]] result<connection> accept_async(const connection_config& config = {},
+                                                  std::span<const std::byte> private_data = {});
     result<void> reject(std::span<const std::byte> private_data = {});
 
     explicit connection_request(std::unique_ptr<detail::request_impl> impl);

@@ -17,6 +17,7 @@
 #include <remora/registration_cache.hpp>
 #include <remora/remote_region.hpp>
 #include <remora/result.hpp>
+#include <remora/shared_receive_queue.hpp>
 #include <remora/slot_pool.hpp>
 #include <remora/target_service.hpp>
 #include <remora/units.hpp>

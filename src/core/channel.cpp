@@ -69,7 +69,7 @@ void channel_impl::detach_events(connection_impl* conn) {
 result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
     const auto deadline = deadline_after(timeout);
     auto event_for = [](cq_impl* cq, std::size_t ready) {
-        return channel_event{&cq->handle, cq->kind, cq->tag, ready};
+        return channel_event{&cq->handle, cq->kind, cq->tag, ready, std::nullopt};
     };
     poll_backoff backoff;
     for (;;) {
@@ -111,6 +111,22 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
             for (connection_impl* c : conns) {
                 events_read = !c->arm_events() || events_read;
             }
+            // An asynchronous setup's outcome (read by the arming above, by a connection
+            // event below, or by anybody else) is reported once here.
+            for (connection_impl* c : conns) {
+                if (c->setup_news || c->connecting.load()) {
+                    if (c->connecting.load()) {
+                        c->poll_events();  // the deadline passes without any fd firing
+                    }
+                    std::lock_guard events(c->event_mu);
+                    if (c->setup_news) {
+                        c->setup_news = false;
+                        channel_event e{nullptr, cq_kind::cq, c->config.tag, 0, std::nullopt};
+                        e.setup = c->setup_outcome;
+                        return e;
+                    }
+                }
+            }
             if (events_read) {
                 continue;
             }
@@ -128,6 +144,9 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
                 const auto slice = static_cast<int>(c->dom->liveness_interval.count());
                 if (slice > 0) {
                     wait_ms = std::min(wait_ms, slice);
+                }
+                if (c->connecting.load()) {  // wake up for its setup deadline
+                    wait_ms = std::min(wait_ms, remaining_ms(c->setup_deadline));
                 }
             }
         }

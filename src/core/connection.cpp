@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "core/impl.hpp"
+#include "core/srq_impl.hpp"
 #include "fabric/cq.hpp"
 #include "fabric/endpoint.hpp"
 #include "fabric/eq.hpp"
@@ -75,6 +76,23 @@ result<connection_config> effective(const connection_config& in, const provider_
                             " exceeds the provider's receive queue of " + n2s(caps.rx_size));
         }
     }
+    if (c.srq) {
+        if (c.service_depth != 0) {
+            return fail(errc::invalid_argument,
+                        "connection_config: srq cannot be combined with service_depth (the "
+                        "target service needs receives of its own)");
+        }
+        // Its receives complete on the queue's CQ, which is sized for all of them: the
+        // connection reserves nothing there and keeps one (unused) receive record.
+        if (c.channel == channel_mode::shared || c.progress_thread) {
+            return fail(errc::invalid_argument,
+                        "connection_config: srq cannot be combined with channel_mode::shared or "
+                        "progress_thread (its CQ is waited on and read by its own reader)");
+        }
+        c.rq_size = 1;
+        c.rcq = true;
+        c.shared_rcq = shared_completion_queue{};
+    }
     if (c.shared_rcq) {
         c.rcq = true;
     }
@@ -132,7 +150,9 @@ result<connection_config> effective(const connection_config& in, const provider_
                         " completions (send queue" + (c.rcq ? "" : " + receive queue") +
                         "); it could overflow");
     }
-    if (c.shared_rcq) {
+    if (c.srq) {
+        c.rcq_size = c.srq.impl()->size;
+    } else if (c.shared_rcq) {
         c.rcq_size = static_cast<std::uint32_t>(c.shared_rcq.size());
     } else if (c.rcq) {
         if (c.rcq_size == 0) {
@@ -225,7 +245,22 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
         !r) {
         return r;
     }
-    if (config.rcq) {
+    if (config.srq) {
+        srq = config.srq.impl();
+        if (srq->dom != dom) {
+            srq.reset();
+            return fail(errc::invalid_argument, "connection_config: srq belongs to another domain");
+        }
+        // A receive CQ of the connection's own when asked for (cfg.rcq: it tells which
+        // connection a message came from), else the queue's CQ.
+        if (auto r = attach(cfg.rcq ? shared_completion_queue{} : srq->cq, cq_kind::rcq, 0, rcq,
+                            rcq_reserved);
+            !r) {
+            srq.reset();
+            return r;
+        }
+        ++srq->attached;
+    } else if (config.rcq) {
         if (auto r = attach(config.shared_rcq, cq_kind::rcq, cq_entries(config, cq_kind::rcq), rcq,
                             rcq_reserved);
             !r) {
@@ -290,6 +325,9 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     ep_info->tx_attr->iov_limit = config.max_sge;
     ep_info->rx_attr->iov_limit = config.max_sge;
     ep_info->tx_attr->rma_iov_limit = 1;
+    if (srq) {
+        ep_info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+    }
     if (rdm && dom->caps.provider == "shm") {
         // From the domain's source address shm names every process's endpoints alike
         // ("fi_shm://127.0.0.1:0:N"), and two processes then collide (fi_enable: EBUSY): name
@@ -335,7 +373,12 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
                       FI_TRANSMIT | FI_SELECTIVE_COMPLETION | (rcq ? 0 : FI_RECV));
     }
     if (ret == 0 && rcq) {
-        ret = ep_bind(ep.get(), rcq->cq.as_fid(), FI_RECV | FI_SELECTIVE_COMPLETION);
+        // Receives always complete; with a shared receive context tcp (1.17) reports nothing
+        // for them under FI_SELECTIVE_COMPLETION, whatever the post's flags.
+        ret = ep_bind(ep.get(), rcq->cq.as_fid(), FI_RECV | (srq ? 0 : FI_SELECTIVE_COMPLETION));
+    }
+    if (ret == 0 && srq) {
+        ret = ep_bind(ep.get(), &srq->srx.get()->fid, 0);
     }
     if (ret != 0) {
         return failed(ret, "fi_ep_bind");
@@ -343,55 +386,6 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     ret = ep_enable(ep.get());
     if (ret != 0) {
         return failed(ret, "fi_enable");
-    }
-    return {};
-}
-
-result<void> connection_impl::await_connected(milliseconds timeout, bool client) {
-    std::vector<std::byte> err_data;
-    auto ev = read_eq(eq.get(), timeout, dom->caps.cm_data_size, &err_data);
-    if (!ev) {
-        const error& e = ev.error();
-        if (e == errc::timed_out) {
-            return fail(errc::timed_out, std::string(client ? "connect" : "accept") +
-                                             ": not established within " +
-                                             std::to_string(timeout.count()) + " ms");
-        }
-        if (client && e == errc::connection_refused) {
-            // remora's reject() always sends a marker byte before the user's private data, so a
-            // rejection is told apart from nobody listening (both are ECONNREFUSED on tcp).
-            if (!err_data.empty() && err_data[0] == reject_marker) {
-                err_data.erase(err_data.begin());
-                const std::size_t n = err_data.size();
-                return fail(error(errc::rejected, "connect: the peer rejected the request (" +
-                                                      std::to_string(n) +
-                                                      " bytes of private data in error::data())")
-                                .with_data(std::move(err_data)));
-            }
-            return fail(error(errc::connection_refused, "connect: refused (nobody listens)")
-                            .with_data(std::move(err_data)));
-        }
-        return fail(e);
-    }
-    if (ev->event != FI_CONNECTED) {
-        return fail(errc::provider_error,
-                    "expected FI_CONNECTED, got event " + std::to_string(ev->event));
-    }
-    peer_data = std::move(ev->data);
-    {
-        std::lock_guard lock(event_mu);
-        established = true;
-    }
-    open = true;
-    // Reading FI_CONNECTED leaves the EQ's wait fd signalled on tcp: re-arm it, so event_fd()
-    // is not readable while no event is pending.
-    (void)arm_events();
-    // Only now may a channel wait read this connection's events (before, it could take the
-    // FI_CONNECTED this function waits for).
-    if (channel && dom->watch_disconnects) {
-        if (auto r = channel->attach_events(this); !r) {
-            return r;
-        }
     }
     return {};
 }
@@ -429,6 +423,10 @@ void connection_impl::teardown() {
     cq.reset();
     eq.reset();
     channel.reset();
+    if (srq) {
+        --srq->attached;
+        srq.reset();
+    }
 }
 
 connection_extension& connection_impl::extension(const void* key,
@@ -501,52 +499,6 @@ connection::connection(connection&&) noexcept = default;
 connection& connection::operator=(connection&&) noexcept = default;
 connection::~connection() = default;
 
-result<connection> connection::connect(const domain& dom, const std::string& host,
-                                       std::uint16_t port, const connection_config& config,
-                                       std::span<const std::byte> private_data) {
-    using namespace detail;
-    if (!dom) {
-        return fail(errc::bad_state, "connect: the domain handle is empty (closed or moved from)");
-    }
-    const auto& caps = dom.caps();
-    if (caps.endpoint != endpoint_type::msg) {
-        return fail(errc::not_supported, "connect: the domain was opened for RDM endpoints (" +
-                                             caps.provider +
-                                             "); use connection::open_peer and attach");
-    }
-    if (private_data.size() > caps.cm_data_size) {
-        return fail(errc::too_large, "connect: private data of " + n2s(private_data.size()) +
-                                         " bytes exceeds the " + caps.provider + " limit of " +
-                                         n2s(caps.cm_data_size) + " bytes");
-    }
-    info_ptr hints = endpoint_hints(*dom.impl());
-    if (!hints) {
-        return fail(errc::provider_error, "connect: fi_allocinfo failed: out of memory");
-    }
-    const std::string service = std::to_string(port);
-    info_ptr info;
-    int ret = getinfo(host.c_str(), service.c_str(), 0, hints.get(), info);
-    if (ret != 0) {
-        return fail(errc::unreachable, "connect: cannot resolve " + host + ":" + service + " on " +
-                                           caps.provider + " (fi_getinfo: " + fabric_strerror(ret) +
-                                           ")");
-    }
-    auto impl = std::make_unique<connection_impl>(dom.impl());
-    if (auto r = impl->setup(info.get(), config); !r) {
-        return fail(r.error());
-    }
-    ret = ep_connect(impl->ep.get(), info->dest_addr, private_data.data(), private_data.size());
-    if (ret != 0) {
-        return fail(fabric_error(ret, "fi_connect to " + host + ":" + service));
-    }
-    if (auto r = impl->await_connected(impl->config.connect_timeout, true); !r) {
-        const auto& e = r.error();
-        return fail(error(e.code(), e.message() + " (" + host + ":" + service + ")")
-                        .with_data({e.data().begin(), e.data().end()}));
-    }
-    return connection(std::move(impl));
-}
-
 completion_queue& connection::cq() noexcept {
     return impl_->cq->handle;
 }
@@ -559,6 +511,17 @@ result<void> connection::close() {
     if (c.rdm) {
         c.close_rdm();
         return {};
+    }
+    {
+        std::lock_guard lock(c.event_mu);
+        if (c.connecting.load()) {
+            // Ends the setup: its outcome is conn_event::closed, errc::canceled.
+            c.fail_setup_locked(error(errc::canceled,
+                                      "the connection was closed while it was "
+                                      "being set up"),
+                                conn_event::closed);
+            return {};  // the endpoint goes with the connection (see poll_setup_locked)
+        }
     }
     if (c.open.exchange(false) && c.ep) {
         int ret = detail::ep_shutdown(c.ep.get());

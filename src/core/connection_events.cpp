@@ -76,6 +76,10 @@ void connection_impl::cancel_receives() {
 
 void connection_impl::poll_events() {
     std::lock_guard lock(event_mu);
+    if (connecting.load()) {
+        poll_setup_locked();
+        return;
+    }
     if (!eq || pending_event || !established) {
         return;
     }
@@ -181,6 +185,11 @@ result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
         c.poll_events();
         {
             std::lock_guard lock(c.event_mu);
+            if (c.setup_event) {  // an asynchronous setup's outcome comes first, once
+                const conn_event e = *c.setup_event;
+                c.setup_event.reset();
+                return e;
+            }
             if (c.pending_event) {
                 const conn_event e = *c.pending_event;
                 c.pending_event.reset();
@@ -193,6 +202,13 @@ result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
         if (left <= 0) {
             return fail(errc::timed_out,
                         "no connection event within " + std::to_string(timeout.count()) + " ms");
+        }
+        if (c.connecting.load()) {
+            // Nothing fires at the setup deadline: wake up for it.
+            const auto to_deadline = std::chrono::ceil<std::chrono::milliseconds>(
+                                         c.setup_deadline - std::chrono::steady_clock::now())
+                                         .count();
+            left = std::min<long>(left, std::max<long>(to_deadline, 0));
         }
         ::poll(fds, n, static_cast<int>(busy ? std::min<long>(left, 10) : left));
     }

@@ -30,6 +30,8 @@
 namespace remora::detail {
 
 inline constexpr std::size_t max_segments = 16;  // scatter-gather entries gathered on the stack
+struct eq_event;
+struct srq_impl;
 
 struct connection_impl {
     std::shared_ptr<domain_impl> dom;
@@ -42,6 +44,7 @@ struct connection_impl {
     std::size_t cq_reserved = 0;   // entries reserved on a shared CQ / RCQ
     std::size_t rcq_reserved = 0;
     std::shared_ptr<channel_impl> channel;  // shared mode only
+    std::shared_ptr<srq_impl> srq;          // connection_config::srq: receives come from it
     info_ptr ep_info;                       // outlives ep: sockets keeps a shallow copy of it
     // RDM peers (open_peer): the endpoint's address vector (closed after it), the peer's entry
     // there (the destination of every post), and the endpoint's own address. On MSG: no AV,
@@ -61,9 +64,19 @@ struct connection_impl {
     op_pool ops;
     park_gate own_gate;  // parked posts wait here without a shared budget (see parked_gate)
     channel_source source{nullptr, this};
-    std::mutex event_mu;
+    mutable std::mutex event_mu;
     std::optional<conn_event> pending_event;  // read by a CQ or channel wait, for next_event
     bool established = false;                 // FI_CONNECTED seen: later events are poll_events'
+    // Asynchronous setup (connect_async, accept_async): true from the call until the outcome is
+    // known (FI_CONNECTED, an error event, the deadline, close()). Receives may be posted
+    // meanwhile; other operations are refused (check_open). Under event_mu, but read unlocked.
+    std::atomic<bool> connecting{false};
+    bool client = false;
+    std::chrono::steady_clock::time_point setup_deadline{};
+    std::optional<error> setup_err;           // the failed setup's error (set once, under event_mu)
+    std::optional<conn_event> setup_outcome;  // the outcome, once known
+    std::optional<conn_event> setup_event;    // the outcome, until next_event reports it
+    bool setup_news = false;                  // the outcome, until a channel wait reports it
     // Extensions of the layers above (persistence), one per key, created on first use; destroyed
     // after the destructor's body (the endpoint is closed by then). See extension.hpp.
     mutable std::mutex ext_mu;
@@ -107,6 +120,14 @@ struct connection_impl {
     void close_rdm();
     // Waits on the EQ for FI_CONNECTED; returns the event data (peer private data).
     result<void> await_connected(std::chrono::milliseconds timeout, bool client);
+    // Marks an asynchronous setup under way (deadline: now + connect_timeout) and lets the
+    // channel, if any, watch the event queue. Called before the request is sent or accepted.
+    result<void> start_async();
+    // Asynchronous setup: looks at the event queue (and the deadline) without blocking; once
+    // the outcome is known, keeps it for next_event and the channel. Caller holds event_mu.
+    void poll_setup_locked();
+    // Ends an asynchronous setup with `e` (conn_event `what`). Caller holds event_mu.
+    void fail_setup_locked(error e, conn_event what);
     void teardown();
 };
 
@@ -140,7 +161,9 @@ ssize_t post_to_peer(connection_impl& c, Post&& post) {
 // takes the operation's record (its queue and CQ entries) and its connection_config::slots
 // units, all or nothing, and arms its `done`; submit turns the provider's return into the result
 // and gives the record back on failure.
-result<void> check_open(const connection_impl& c, const char* what);
+// `receive`: a receive may also be posted while an asynchronous setup is under way (it is kept
+// and takes the first messages); every other operation is refused then (errc::bad_state).
+result<void> check_open(const connection_impl& c, const char* what, bool receive = false);
 result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind, bool recv,
                          const char* what);
 // `call` is the libfabric call that posted (its failure names it).
@@ -155,8 +178,8 @@ park_gate& parked_gate(connection_impl& c) noexcept;
 // would_block, the connection closes (disconnected), the deadline passes (timed_out) or
 // connection::cancel_parked() ends it (canceled).
 template <class Attempt>
-auto admit_parked(connection_impl& c, const op_options& opts, const char* what, Attempt&& attempt)
-    -> decltype(attempt()) {
+auto admit_parked(connection_impl& c, const op_options& opts, const char* what, Attempt&& attempt,
+                  bool receive = false) -> decltype(attempt()) {
     if (opts.park == park_mode::queue) {
         // The operations that offer it run post_or_queue, which clears it before admission.
         return fail(errc::invalid_argument,
@@ -180,7 +203,7 @@ auto admit_parked(connection_impl& c, const op_options& opts, const char* what, 
     park_gate& g = parked_gate(c);
     c.ops.gate.store(&g);
     return g.run(&c, opts.park_until, what, [&]() -> decltype(attempt()) {
-        if (auto r = check_open(c, what); !r) {
+        if (auto r = check_open(c, what, receive); !r) {
             return fail(r.error());
         }
         return attempt();

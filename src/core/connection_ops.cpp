@@ -104,8 +104,17 @@ result<void> posted(ssize_t ret, const connection_impl& c, const char* what, boo
 
 }  // namespace
 
-result<void> check_open(const connection_impl& c, const char* what) {
+result<void> check_open(const connection_impl& c, const char* what, bool receive) {
     if (!c.open.load()) {
+        if (c.connecting.load()) {
+            if (receive) {
+                return {};
+            }
+            return fail(errc::bad_state,
+                        std::string(what) +
+                            ": the connection is not established yet (wait for "
+                            "conn_event::established; only receives may be posted before)");
+        }
         if (c.rdm && !c.attached.load() && !c.closed.load()) {
             return fail(errc::bad_state,
                         std::string(what) +
@@ -144,11 +153,14 @@ result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op 
     }
     static constexpr units send_need = units{}.with(unit::sq, 1).with(unit::cq, 1);
     static constexpr units recv_need = units{}.with(unit::recv, 1).with(unit::cq, 1);
-    auto r = admit_parked(c, opts, what, [&] {
-        return admit_op(c.ops, recv ? queue::recv : queue::send, c.config.slots,
-                        recv ? recv_need : send_need, what,
-                        recv ? c.config.rq_size : c.config.sq_size);
-    });
+    auto r = admit_parked(
+        c, opts, what,
+        [&] {
+            return admit_op(c.ops, recv ? queue::recv : queue::send, c.config.slots,
+                            recv ? recv_need : send_need, what,
+                            recv ? c.config.rq_size : c.config.sq_size);
+        },
+        recv);
     if (r) {
         arm_user(**r, opts.context, opts.callback, kind, opts.report == completion_mode::always);
     }
@@ -420,8 +432,13 @@ namespace {
 
 result<void> post_recv(detail::connection_impl& c, std::span<const local_segment> dst,
                        const op_options& opts) {
-    if (auto r = detail::check_open(c, "recv"); !r) {
+    if (auto r = detail::check_open(c, "recv", true); !r) {
         return r;
+    }
+    if (c.srq) {
+        return fail(errc::bad_state,
+                    "recv: this connection takes its messages from its shared_receive_queue; "
+                    "post receives there");
     }
     if (auto r = detail::check_messaging(c, "recv"); !r) {
         return r;

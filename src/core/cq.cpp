@@ -134,7 +134,7 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
         // own entry, read now, came through.
         return false;
     }
-    c.tag = rec->owner->tag;
+    c.tag = rec->owner->shared_rx && !cq.shared ? cq.tag : rec->owner->tag;
     // What the operation holds (shared budget units, a bounce buffer) goes back once this
     // function is done, outside the record lock.
     op_holdings units_back = std::move(rec->held);

@@ -58,40 +58,66 @@ std::span<const std::byte> connection_request::private_data() const noexcept {
     return impl_->data;
 }
 
-result<connection> connection_request::accept(const connection_config& config,
-                                              std::span<const std::byte> private_data) {
+namespace {
+
+result<connection> accept_request(detail::request_impl* req, const connection_config& config,
+                                  std::span<const std::byte> private_data, bool async) {
     using namespace detail;
-    if (!impl_ || impl_->answered) {
+    if (req == nullptr || req->answered) {
         return fail(errc::bad_state, "accept: request already answered");
     }
-    const provider_caps& caps = impl_->listener->dom->caps;
+    const provider_caps& caps = req->listener->dom->caps;
     if (private_data.size() > caps.cm_data_size) {
         return fail(errc::too_large, "accept: private data of " +
                                          std::to_string(private_data.size()) +
                                          " bytes exceeds the " + caps.provider + " limit of " +
                                          std::to_string(caps.cm_data_size) + " bytes");
     }
-    auto impl = std::make_unique<connection_impl>(impl_->listener->dom);
-    if (auto r = impl->setup(impl_->info.get(), config); !r) {
+    auto impl = std::make_unique<connection_impl>(req->listener->dom);
+    auto reject_now = [&] {
+        std::vector<std::byte> marker{reject_marker};
+        (void)pep_reject(req->listener->pep.get(), req->info->handle, marker.data(), marker.size());
+    };
+    if (auto r = impl->setup(req->info.get(), config); !r) {
         if (!impl->ep) {
-            (void)reject();
-        } else {
-            // The endpoint took the request's handle: rejecting it now breaks sockets' listener.
-            // Closing the endpoint tells the peer.
-            impl_->answered = true;
+            reject_now();
         }
+        // Otherwise the endpoint took the request's handle: rejecting it now breaks sockets'
+        // listener. Closing the endpoint tells the peer.
+        req->answered = true;
         return fail(r.error());
     }
-    impl_->answered = true;
+    req->answered = true;
+    impl->peer_data = req->data;
+    if (async) {
+        if (auto r = impl->start_async(); !r) {
+            return fail(r.error());
+        }
+    }
     int ret = ep_accept(impl->ep.get(), private_data.data(), private_data.size());
     if (ret != 0) {
+        impl->connecting = false;
         return fail(fabric_error(ret, "fi_accept"));
     }
-    if (auto r = impl->await_connected(impl->config.connect_timeout, false); !r) {
-        return fail(r.error());
+    if (!async) {
+        if (auto r = impl->await_connected(impl->config.connect_timeout, false); !r) {
+            return fail(r.error());
+        }
+        impl->peer_data = req->data;
     }
-    impl->peer_data = impl_->data;
     return connection(std::move(impl));
+}
+
+}  // namespace
+
+result<connection> connection_request::accept(const connection_config& config,
+                                              std::span<const std::byte> private_data) {
+    return accept_request(impl_.get(), config, private_data, false);
+}
+
+result<connection> connection_request::accept_async(const connection_config& config,
+                                                    std::span<const std::byte> private_data) {
+    return accept_request(impl_.get(), config, private_data, true);
 }
 
 result<void> connection_request::reject(std::span<const std::byte> private_data) {

@@ -155,8 +155,8 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
     }
     if (dst.size() > connection::max_gather_parts || dst.size() > c.config.sq_size) {
         return fail(errc::too_large, "gather_write: " + n2s(dst.size()) + " parts exceed " +
-                                         n2s(connection::max_gather_parts) + " or the send queue's depth " +
-                                         n2s(c.config.sq_size));
+                                         n2s(connection::max_gather_parts) +
+                                         " or the send queue's depth " + n2s(c.config.sq_size));
     }
     if (opts.report == completion_mode::at_post) {
         return fail(errc::invalid_argument,

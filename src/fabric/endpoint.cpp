@@ -10,6 +10,13 @@ int open_endpoint(fid_domain* domain, fi_info* info, ep_handle& out) {
     return out.opened(fi_endpoint(domain, info, out.out(), nullptr));
 }
 
+int open_srx(fid_domain* domain, fi_rx_attr* attr, ep_handle& out) {
+    if (int r = injected(fabric_call::endpoint)) {
+        return r;
+    }
+    return out.opened(fi_srx_context(domain, attr, out.out(), nullptr));
+}
+
 int ep_bind(fid_ep* ep, fid* f, std::uint64_t flags) {
     if (int r = injected(fabric_call::ep_bind)) {
         return r;

@@ -24,6 +24,9 @@
 namespace remora::detail {
 
 int open_endpoint(fid_domain* domain, fi_info* info, ep_handle& out);
+// fi_srx_context: a shared receive context (receives posted to it serve every endpoint bound
+// to it). Injected as fabric_call::endpoint.
+int open_srx(fid_domain* domain, fi_rx_attr* attr, ep_handle& out);
 // fi_ep_bind of a CQ or an EQ, with FI_TRANSMIT / FI_RECV / FI_SELECTIVE_COMPLETION flags.
 int ep_bind(fid_ep* ep, fid* f, std::uint64_t flags);
 int ep_enable(fid_ep* ep);

@@ -95,6 +95,9 @@ class op_pool {
 
     // The connection's tag, reported in every completion of its records.
     std::uint64_t tag = 0;
+    // A shared receive queue's records: their receives complete on the CQ of whichever
+    // connection a message arrived on; a private CQ's tag (that connection's) is reported then.
+    bool shared_rx = false;
     // Set while a connection on a shared CQ is destroyed: completions of its records still in
     // that CQ are discarded (their contexts, callbacks and hooks may be gone) and their records
     // and units given back.

@@ -44,6 +44,7 @@ struct bench_options {
     unsigned signal_every = 1;         // selective signalling of the client connections
     bool shared_cq = false;            // client connections on one shared_completion_queue
     std::string suite;                 // "", "default", "channels", "persistence", "slots"
+    unsigned setups = 500;             // --suite connect: connections set up at once
     std::string target;                // HOST:PORT of a `remora serve`; empty: loopback
     std::string key_file;              // with target: the serve's admission key
     std::string plot;                  // PNG file to draw the results into (gnuplot)
@@ -54,6 +55,8 @@ struct bench_options {
     bool pin = false;             // target threads on one CPU, client threads on another
 };
 int run_bench(const bench_options& o);
+// --suite connect (bench_connect.cpp): many connections set up at once from one thread.
+int run_connect_bench(const bench_options& o);
 
 struct serve_options {
     std::string provider;

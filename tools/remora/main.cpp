@@ -200,7 +200,12 @@ int main(int argc, char** argv) {
     bench->add_flag("--shared-cq", bo.shared_cq,
                     "Client connections complete on one shared CQ, read by one thread");
     bench->add_option("--suite", bo.suite, "A predefined set of results")
-        ->check(CLI::IsMember({"default", "channels", "persistence", "slots"}));
+        ->check(CLI::IsMember({"default", "channels", "persistence", "slots", "connect"}));
+    bench
+        ->add_option("--setups", bo.setups,
+                     "--suite connect: connections set up at once from one thread (connect_async)")
+        ->check(CLI::Range(1, 8192))
+        ->capture_default_str();
     bool loopback = false;
     auto* target_opt = bench->add_option(
         "-t,--target", bo.target,
@@ -246,6 +251,7 @@ int main(int argc, char** argv) {
         "  remora bench --op write --connections 8 --shared-cq\n"
         "  remora bench --suite channels --provider sockets --json\n"
         "  remora bench --suite persistence --plot persistence.png\n"
+        "  remora bench --suite connect --setups 500 --provider tcp\n"
         "  remora bench --target 127.0.0.1:7471 --op flush-gpspm --size 4096 -d 5\n");
 
     try {
@@ -271,5 +277,7 @@ int main(int argc, char** argv) {
         bo.ops = ops;
     if (bo.suite.empty() && argc == 2)
         bo.suite = "default";  // plain `remora bench`
+    if (bo.suite == "connect")
+        return run_connect_bench(bo);
     return run_bench(bo);
 }

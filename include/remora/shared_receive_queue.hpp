@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// \file
+/// remora/shared_receive_queue.hpp — one receive queue for many connections, over libfabric's
+/// shared receive context (librpma's rpma_srq).
+///
+/// A shared_receive_queue holds receives posted into the application's own registered buffers;
+/// every connection set up with connection_config::srq = q takes its incoming messages from them,
+/// in the order they were posted, whichever connection a message arrives on. A server with many
+/// clients thus keeps `size` receives posted in all, not rq_size per connection.
+///
+/// Completions: by default the receives complete on the queue's own completion queue, cq() (a
+/// shared_completion_queue of `size` entries: it cannot overflow, since at most `size` receives
+/// are posted), with completion::tag = the queue's tag; which connection a message came from is
+/// not told there (the libfabric MSG providers report the receive, not the endpoint). A
+/// connection set up with connection_config::rcq = true as well gets a receive CQ of its own
+/// (sized `size`): the queue's receives that its messages consume complete there, with the
+/// connection's tag — which connection, at the price of one CQ each to read (tcp and sockets
+/// both report a shared-context receive on the CQ of the endpoint the message arrived on). A
+/// CQ read drives the provider for its connections (tcp delivers only while it is called).
+///
+/// Providers (libfabric 1.17, seen here): tcp and sockets connected (msg) endpoints support it
+/// (domain max_ep_srx_ctx 8192 and 128); the RDM providers shm, tcp;ofi_rxm and net do not
+/// (create() fails with errc::not_supported there, and on any msg provider without it). Where it
+/// is not supported, receive_pool (receive_pool.hpp) is the answer: library buffers lent to each
+/// connection's own receive queue.
+///
+/// A connection with an srq posts no receives of its own: connection::recv is refused
+/// (errc::bad_state), its disconnect cancels nothing of the queue's, and its receive-queue
+/// depth is unused. The queue lives as long as a connection uses it (each holds it).
+///
+/// Threading: recv() may run from several threads at once; cq() follows completion_queue's rule
+/// (one reader at a time).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include <remora/completion_queue.hpp>
+#include <remora/connection.hpp>
+#include <remora/domain.hpp>
+#include <remora/memory_region.hpp>
+#include <remora/result.hpp>
+
+namespace remora {
+
+struct shared_receive_queue_config {
+    std::uint32_t size = 64;  ///< receives posted at once (clamped to the provider's rx size)
+    std::uint64_t tag = 0;    ///< completion::tag of its receives
+};
+
+class shared_receive_queue {
+  public:
+    shared_receive_queue() = default;  ///< empty handle
+    /// errc::not_supported where the domain's provider has no shared receive context (RDM
+    /// domains included), errc::invalid_argument for size 0.
+    [[nodiscard]] static result<shared_receive_queue> create(
+        const domain& dom, const shared_receive_queue_config& cfg = {});
+
+    explicit operator bool() const noexcept { return impl_ != nullptr; }
+    /// Posts a receive into [offset, offset + length) of `dst` (usage::receive): checked like
+    /// connection::recv (errc::out_of_range, access_denied; invalid_argument for a report other
+    /// than completion_mode::always); errc::would_block when `size` receives are posted.
+    /// op_options::park_until is not supported here (invalid_argument).
+    [[nodiscard]] result<void> recv(const memory_region& dst, std::size_t offset,
+                                    std::size_t length, op_options opts = {});
+    [[nodiscard]] completion_queue& cq() const noexcept;     ///< its receives complete here
+    [[nodiscard]] std::size_t size() const noexcept;         ///< effective
+    [[nodiscard]] std::size_t posted() const noexcept;       ///< receives posted, not yet reaped
+    [[nodiscard]] std::size_t connections() const noexcept;  ///< attached now
+
+    /// The handle connection_config::srq takes.
+    operator srq_binding() const noexcept { return srq_binding(impl_); }  // NOLINT
+    [[nodiscard]] const std::shared_ptr<detail::srq_impl>& impl() const noexcept { return impl_; }
+
+  private:
+    std::shared_ptr<detail::srq_impl> impl_;
+};
+
+}  // namespace remora
