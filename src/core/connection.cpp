@@ -455,6 +455,14 @@ connection_impl::~connection_impl() {
             }
         }
     }
+    // Callbacks of ours read but not yet run are dropped with us; one running on another thread
+    // finishes first (one running on this thread is the caller: a callback destroying its own
+    // connection). No reader lock is held while callbacks run (cq_impl::deliver).
+    for (cq_impl* q : {cq.get(), rcq.get()}) {
+        if (q != nullptr) {
+            q->drop_deliveries(&ops);
+        }
+    }
     if (open.exchange(false) && ep && !rdm) {
         ep_shutdown(ep.get());
     }
@@ -561,9 +569,10 @@ const connection_config& connection::config() const noexcept {
 std::size_t connection::in_flight() const noexcept {
     if (impl_->config.service_depth != 0) {
         // The receives are the extension's own, always posted; count its requests instead.
-        return impl_->ops.in_use(detail::queue::send) + impl_->extensions_busy();
+        return impl_->ops.in_use(detail::queue::send) + impl_->extensions_busy() +
+               impl_->ops.undelivered.load(std::memory_order_relaxed);
     }
-    return impl_->ops.in_use();
+    return impl_->ops.in_use() + impl_->ops.undelivered.load(std::memory_order_relaxed);
 }
 const domain& connection::dom() const noexcept {
     return impl_->dom_handle;

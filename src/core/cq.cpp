@@ -104,6 +104,7 @@ result<std::shared_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
     cq->size = size;
     cq->tag = tag;
     cq->polled = dom->cq_polled;
+    cq->self = cq;
     int ret = cq_open(dom->domain.get(), size, cq->cq, !cq->polled);
     if (ret != 0) {
         return fail(fabric_error(ret, std::string("fi_cq_open for the ") + to_string(kind) +
@@ -125,6 +126,13 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
            : rec != nullptr               ? rec->kind
                                           : op_from_flags(flags);
     if (rec == nullptr) {
+        if (!c.ok() || (flags & (FI_REMOTE_CQ_DATA | FI_REMOTE_WRITE)) == 0) {
+            // No operation of ours and not a peer's write with immediate data: an error entry
+            // without context (sockets writes one when a peer goes away with operations in
+            // flight). The application posted nothing it could belong to: never reported.
+            cq.strays.fetch_add(1, std::memory_order_relaxed);
+            return false;
+        }
         c.tag = cq.tag;
         return true;  // a peer's write with immediate data: no local operation
     }
@@ -144,12 +152,91 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
     if (rec->reclaims) {
         rec->owner->reclaim(rec->mark);
     }
-    return rec->done(*rec, c);  // the one dispatch: report, callback or hook (ops/done.hpp)
+    // Counted (connection::in_flight) from before the record goes back until the application
+    // has the completion: poll hands it out, or deliver() runs its callback.
+    const op_pool* owner = rec->owner;
+    owner->undelivered.fetch_add(1, std::memory_order_relaxed);
+    const bool seen = rec->done(*rec, c);  // the one dispatch: report, callback or hook
+    if (!seen) {
+        owner->undelivered.fetch_sub(1, std::memory_order_relaxed);
+    }
+    return seen;
+}
+
+void cq_impl::defer(void (*fn)(const completion&), const completion& c, const op_pool* from) {
+    std::lock_guard lock(deliver_mu);
+    deliveries.push_back({fn, c, from});  // grows to the largest batch once, then reuses
+    if (deliverer != std::thread::id{} && deliverer != std::this_thread::get_id()) {
+        deferred_by_others = true;  // that thread runs it: it must wake this reader's waits
+    }
+    deliveries_pending.store(true, std::memory_order_release);
+}
+
+void cq_impl::deliver() {
+    if (!deliveries_pending.load(std::memory_order_acquire)) {
+        return;
+    }
+    const std::shared_ptr<cq_impl> keep = self.lock();  // a callback may destroy our owner
+    const auto me = std::this_thread::get_id();
+    std::unique_lock lock(deliver_mu);
+    if (deliverer != std::thread::id{}) {
+        return;  // another thread runs them (or this one, further up: a callback polled)
+    }
+    deliverer = me;
+    while (deliveries_head < deliveries.size()) {
+        const pending_callback p = deliveries[deliveries_head++];
+        delivering_from = p.from;
+        // The pool is alive here: its teardown drops its callbacks under this lock.
+        p.from->undelivered.fetch_sub(1, std::memory_order_relaxed);
+        lock.unlock();
+        {
+            completion_scope scope;
+            p.fn(p.c);
+        }
+        lock.lock();
+        delivering_from = nullptr;
+        delivered_cv.notify_all();
+    }
+    deliveries.clear();
+    deliveries_head = 0;
+    deliveries_pending.store(false, std::memory_order_relaxed);
+    deliverer = std::thread::id{};
+    const bool wake = std::exchange(deferred_by_others, false);
+    lock.unlock();
+    delivered_cv.notify_all();
+    if (wake) {
+        // Callbacks another reader queued ran here: its wait must not sleep through them.
+        if (progress_owned()) {
+            std::uint64_t one = 1;
+            [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
+        } else if (!polled) {
+            cq_signal(cq.get());
+        }
+    }
+}
+
+void cq_impl::drop_deliveries(const op_pool* pool) {
+    const auto me = std::this_thread::get_id();
+    std::unique_lock lock(deliver_mu);
+    auto first = deliveries.begin() + static_cast<std::ptrdiff_t>(deliveries_head);
+    deliveries.erase(std::remove_if(first, deliveries.end(),
+                                    [&](const pending_callback& p) { return p.from == pool; }),
+                     deliveries.end());
+    if (deliverer == std::thread::id{} && deliveries_head == deliveries.size()) {
+        deliveries.clear();
+        deliveries_head = 0;
+        deliveries_pending.store(false, std::memory_order_relaxed);
+    }
+    // A callback of `pool` running on another thread finishes first; one on this thread is the
+    // caller's own (a callback destroying its connection). Other pools' callbacks are not
+    // waited for: they may wait for a lock the caller holds.
+    delivered_cv.wait(lock, [&] { return delivering_from != pool || deliverer == me; });
 }
 
 result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::size_t* consumed,
                                            const op_pool** from) {
     n = std::min(n, read_batch);
+    callback_deferral defer_callbacks(this);  // they run in deliver(), after the caller's lock
     if (backlog_head < backlog.size()) {
         // What a detaching connection's drain read for the others comes first (it is older).
         std::size_t taken = 0;
@@ -269,14 +356,13 @@ bool cq_impl::pump(bool* reaped_out) {
             for (std::size_t i = 0; i < *r; ++i) {
                 const std::size_t at = (owned_head + owned_count) % owned.size();
                 owned[at] = batch[i];
-                if (shared) {
-                    owned_from[at] = from[i];
-                }
+                owned_from[at] = from[i];
                 ++owned_count;
             }
             added = added || *r != 0;
         }
     }
+    deliver();                   // the callbacks read, outside owned_mu, before waiters wake
     if (added || reaped_here) {  // a reaped entry without a report wakes waiters too
         std::uint64_t one = 1;
         [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
@@ -313,8 +399,7 @@ result<std::size_t> cq_impl::fill_stash() {
     if (stash_count == 0) {
         stash_head = 0;
         std::size_t consumed = 0;
-        auto r = read_provider(stash.data(), stash_capacity, &consumed,
-                               shared ? stash_from.data() : nullptr);
+        auto r = read_provider(stash.data(), stash_capacity, &consumed, stash_from.data());
         if (!r) {
             return r;
         }
@@ -374,8 +459,26 @@ result<bool> cq_impl::trywait(bool* notified) {
     return fail(fabric_error(ret, "fi_trywait"));
 }
 
+namespace {
+
+// Hands the completion out: it no longer counts in its connection's in_flight().
+inline void handed_out(const op_pool* from) noexcept {
+    if (from != nullptr) {
+        from->undelivered.fetch_sub(1, std::memory_order_relaxed);
+    }
+}
+
+}  // namespace
+
 result<std::size_t> cq_impl::poll(std::span<completion> out) {
+    auto r = poll_locked(out);
+    deliver();  // last: a callback may destroy the connection owning this CQ
+    return r;
+}
+
+result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
     std::size_t n = 0;
+    const op_pool* from[read_batch];
     if (progress_owned()) {
         if (shared && detaching.load() != 0) {
             return 0;  // see fill_stash
@@ -385,6 +488,7 @@ result<std::size_t> cq_impl::poll(std::span<completion> out) {
         std::lock_guard lock(owned_mu);
         while (n < out.size() && owned_count != 0) {
             out[n++] = owned[owned_head];
+            handed_out(owned_from[owned_head]);
             owned_head = (owned_head + 1) % owned.size();
             --owned_count;
         }
@@ -396,8 +500,11 @@ result<std::size_t> cq_impl::poll(std::span<completion> out) {
         }
         if (n < out.size()) {
             std::size_t consumed = 0;
-            auto r = read_provider(out.data() + n, out.size() - n, &consumed);
+            auto r = read_provider(out.data() + n, out.size() - n, &consumed, from);
             if (r) {
+                for (std::size_t i = 0; i < *r; ++i) {
+                    handed_out(from[i]);
+                }
                 n += *r;
                 if (consumed > *r) {
                     unreported = true;
@@ -416,14 +523,18 @@ result<std::size_t> cq_impl::poll(std::span<completion> out) {
         lock.lock();
     }
     while (n < out.size() && stash_count != 0) {
+        handed_out(stash_from[stash_head]);
         out[n++] = stash_pop();
     }
     while (n < out.size()) {
         const std::size_t want = std::min<std::size_t>(out.size() - n, read_batch);
         std::size_t consumed = 0;
-        auto r = read_provider(out.data() + n, want, &consumed);
+        auto r = read_provider(out.data() + n, want, &consumed, from);
         if (!r) {
             return n != 0 ? result<std::size_t>(n) : r;
+        }
+        for (std::size_t i = 0; i < *r; ++i) {
+            handed_out(from[i]);
         }
         n += *r;
         if (consumed > *r) {
@@ -453,7 +564,9 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
     poll_backoff backoff;
     for (;;) {
         auto ready = fill_stash();
-        if (!ready || *ready != 0 || reaped) {
+        const bool reaped_now = reaped;
+        deliver();  // callbacks read here run now, outside the CQ's lock
+        if (!ready || *ready != 0 || reaped_now) {
             // Entries reaped without a completion to report (callbacks, hidden successes,
             // reclaimed unsignalled operations) end the wait too: in_flight() dropped.
             return ready;
@@ -524,6 +637,7 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
                 [[maybe_unused]] ssize_t rd = ::read(notify.get(), &v, sizeof(v));
             }
         }
+        deliver();  // last: a callback may destroy the connection owning this CQ
         return woke;
     }
 }

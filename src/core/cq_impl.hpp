@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -40,7 +41,7 @@ struct poll_backoff {
     void pause(std::chrono::steady_clock::time_point deadline);
 };
 
-struct cq_impl {
+struct cq_impl final : callback_sink {
     std::shared_ptr<domain_impl> dom;
     cq_handle cq;
     int fd = -1;          // the CQ's wait fd (owned by libfabric); -1 when polled
@@ -90,8 +91,42 @@ struct cq_impl {
     std::size_t backlog_head = 0;
     // Shared CQs: the connection (its op_pool) each stash / owned entry came from, so a
     // destroyed connection's completions read but not yet handed out are purged.
-    std::vector<const op_pool*> stash_from;
+    // Every CQ: the pool each stash / ring entry came from, whose `undelivered` count drops
+    // when poll hands the entry out (connection::in_flight).
+    std::vector<const op_pool*> stash_from = std::vector<const op_pool*>(stash_capacity);
     std::vector<const op_pool*> owned_from;
+
+    // User callbacks never run under read_mu or owned_mu (a callback may destroy a connection,
+    // whose teardown takes them, or wait for an application lock that a destroying thread holds
+    // while it takes them). read_provider hands them to defer() (a callback_deferral), and the
+    // reader runs them with deliver() once its lock is released: one thread at a time (the
+    // `deliverer`), in the order read, FIFO. A reader that finds another thread delivering leaves
+    // its callbacks to it; that thread then wakes the CQ's waiters.
+    struct pending_callback {
+        void (*fn)(const completion&);
+        completion c;
+        const op_pool* from;
+    };
+    std::mutex deliver_mu;
+    std::condition_variable delivered_cv;  // a callback returned, or delivering stopped
+    std::vector<pending_callback> deliveries;
+    std::size_t deliveries_head = 0;
+    std::atomic<bool> deliveries_pending{false};
+    std::thread::id deliverer{};               // the thread running callbacks now, if any
+    const op_pool* delivering_from = nullptr;  // whose callback runs now
+    bool deferred_by_others = false;           // queued while another thread delivered
+    std::weak_ptr<cq_impl> self;               // kept alive while callbacks run
+    void defer(void (*fn)(const completion&), const completion& c, const op_pool* from) override;
+    // Runs the callbacks queued by defer(), unless a thread is doing so already. Call with no
+    // reader lock held.
+    void deliver();
+    // Teardown of the connection owning `pool`: drops its queued callbacks and waits until none
+    // of its callbacks runs on another thread (one running on this thread is the caller's own).
+    void drop_deliveries(const op_pool* pool);
+    // Provider entries without an operation that are not a peer's write with immediate data (an
+    // error entry without context, seen on sockets when a peer goes away): dropped and counted
+    // here, never reported.
+    mutable std::atomic<std::uint64_t> strays{0};
 
     // A CQ shared by several connections (shared_completion_queue): one budget of entries,
     // reserved by each attached connection for all its queue entries that complete here, so
@@ -168,6 +203,7 @@ struct cq_impl {
     // fi_trywait on this CQ alone: true when it is safe to block on fd.
     result<bool> trywait(bool* notified = nullptr);
     result<std::size_t> poll(std::span<completion> out);
+    result<std::size_t> poll_locked(std::span<completion> out);  // poll() before deliver()
     result<std::size_t> wait(std::chrono::milliseconds timeout);
 };
 

@@ -7,13 +7,23 @@ namespace remora::detail {
 namespace {
 
 thread_local int completion_depth = 0;
-
-struct in_completion_scope {
-    in_completion_scope() noexcept { ++completion_depth; }
-    ~in_completion_scope() { --completion_depth; }
-};
+thread_local callback_sink* deferral_sink = nullptr;
 
 }  // namespace
+
+completion_scope::completion_scope() noexcept {
+    ++completion_depth;
+}
+completion_scope::~completion_scope() {
+    --completion_depth;
+}
+
+callback_deferral::callback_deferral(callback_sink* sink) noexcept : previous_(deferral_sink) {
+    deferral_sink = sink;
+}
+callback_deferral::~callback_deferral() {
+    deferral_sink = previous_;
+}
 
 bool in_completion() noexcept {
     return completion_depth > 0;
@@ -29,8 +39,17 @@ bool done_report(op_record& r, completion& c) {
 bool done_callback(op_record& r, completion& c) {
     c.context = r.user_context;
     auto* callback = r.callback;
-    r.owner->give(&r);
-    in_completion_scope scope;
+    op_pool* owner = r.owner;
+    if (deferral_sink != nullptr) {
+        // Counted until the sink runs it (connection::in_flight); finish() holds its own count
+        // across this call, so the operation never drops out of in_flight() on the way.
+        owner->undelivered.fetch_add(1, std::memory_order_relaxed);
+        owner->give(&r);
+        deferral_sink->defer(callback, c, owner);
+        return false;
+    }
+    owner->give(&r);
+    completion_scope scope;
     callback(c);
     return false;
 }
@@ -39,7 +58,7 @@ bool done_internal(op_record& r, completion& c) {
     auto* hook = r.internal;
     void* context = r.user_context;
     r.owner->give(&r);
-    in_completion_scope scope;
+    completion_scope scope;
     return hook(context, c);
 }
 

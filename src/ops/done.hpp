@@ -6,7 +6,9 @@
 // returns whether the CQ's reader sees the completion:
 //   done_report    completion_mode::always reports; on_error and at_post report failures only
 //   done_callback  op_options::callback runs with the completion (co_op's coroutines resume
-//                  here: their callback is the awaiter's), inside a completion scope; never seen
+//                  here: their callback is the awaiter's), inside a completion scope; never seen.
+//                  Under a callback_deferral it is handed to the scope's sink instead, to run
+//                  once the reader's lock is released
 //   done_internal  a library-internal operation (the target service's messages): its hook runs
 //                  inside a completion scope and says whether the reader sees it
 #pragma once
@@ -24,5 +26,39 @@ bool done_internal(op_record& r, completion& c);
 // True on a thread running a completion callback or internal hook (a post from there must not
 // drive the CQ it is being called from).
 bool in_completion() noexcept;
+
+// Marks the calling thread as running completion code for its lifetime (in_completion()).
+class completion_scope {
+  public:
+    completion_scope() noexcept;
+    ~completion_scope();
+    completion_scope(const completion_scope&) = delete;
+    completion_scope& operator=(const completion_scope&) = delete;
+};
+
+// Where done_callback puts a user callback instead of running it, while a CQ's reader holds the
+// CQ's lock (a callback may destroy a connection, whose teardown needs that lock, or take an
+// application lock that a destroying thread holds): the reader runs it once the lock is released
+// (cq_impl::deliver). `from` is the operation's pool; its `undelivered` count already includes
+// the completion.
+struct callback_sink {
+    virtual void defer(void (*fn)(const completion&), const completion& c, const op_pool* from) = 0;
+
+  protected:
+    ~callback_sink() = default;
+};
+
+// For its lifetime, done_callback on this thread hands callbacks to `sink` (null: runs them at
+// once, as without a scope).
+class callback_deferral {
+  public:
+    explicit callback_deferral(callback_sink* sink) noexcept;
+    ~callback_deferral();
+    callback_deferral(const callback_deferral&) = delete;
+    callback_deferral& operator=(const callback_deferral&) = delete;
+
+  private:
+    callback_sink* previous_;
+};
 
 }  // namespace remora::detail

@@ -101,6 +101,12 @@ class op_pool {
     // Where this connection's parked posts wait (its budget's or its own; park_gate.hpp), set by
     // the first parked post: notified after every record given back.
     std::atomic<park_gate*> gate{nullptr};
+    // Completions of this pool's operations that finish() has read from the provider (their
+    // records are given back) and the application has not been handed yet: reported ones in a
+    // CQ's stash or ring, callbacks waiting to run (cq_impl::deliver). connection::in_flight()
+    // counts them, so an operation counts until the application has its completion, whichever
+    // call read it. Mutable: CQs refer to pools through const pointers.
+    mutable std::atomic<std::size_t> undelivered{0};
 
   private:
     static constexpr std::size_t queues = 3;
