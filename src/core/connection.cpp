@@ -442,6 +442,16 @@ connection_impl::connection_impl(std::shared_ptr<domain_impl> d)
     : dom(std::move(d)), dom_handle(make_domain_handle(dom)) {}
 
 connection_impl::~connection_impl() {
+    {
+        std::vector<std::function<void(connection_impl&)>> retire;
+        {
+            std::lock_guard lock(hooks_mu);
+            retire.swap(on_retire);
+        }
+        for (auto& h : retire) {
+            h(*this);
+        }
+    }
     parked_gate(*this).close_owner(this, errc::disconnected);  // parked posts end (parked.cpp)
     if ((cq && cq->shared) || (rcq && rcq->shared)) {
         // From here on, what of ours is read from a shared CQ is dropped: its contexts,

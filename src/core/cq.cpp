@@ -330,7 +330,7 @@ std::size_t cq_impl::owned_ready() {
     return owned_count;
 }
 
-bool cq_impl::pump(bool* reaped_out) {
+bool cq_impl::pump(bool* reaped_out, bool deliver_now) {
     if (shared && detaching.load() != 0) {
         return false;  // a connection is being destroyed: see retire_connection
     }
@@ -362,7 +362,9 @@ bool cq_impl::pump(bool* reaped_out) {
             added = added || *r != 0;
         }
     }
-    deliver();                   // the callbacks read, outside owned_mu, before waiters wake
+    if (deliver_now) {
+        deliver();  // the callbacks read, outside owned_mu, before waiters wake
+    }
     if (added || reaped_here) {  // a reaped entry without a report wakes waiters too
         std::uint64_t one = 1;
         [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
@@ -385,7 +387,7 @@ result<std::size_t> cq_impl::fill_stash() {
         // Drain the provider into the ring from this thread: safe, since waiters sleep on the
         // eventfd, and it saves the owner thread a wake-up on the way.
         bool r = false;
-        pump(&r);
+        pump(&r, false);  // the caller delivers, outside its own locks (a channel's)
         reaped = r;
         return owned_ready();
     }
@@ -419,7 +421,7 @@ result<bool> cq_impl::trywait(bool* notified) {
         return false;
     }
     if (progress_owned()) {
-        pump();  // see fill_stash
+        pump(nullptr, false);  // see fill_stash
         // The eventfd stays readable while the ring holds entries. With the ring empty, clear
         // what a reap that reported nothing left there (or every wait would return at once);
         // anything the thread adds after this signals it again. A signal cleared here is news
@@ -577,6 +579,7 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
             return fail(armed.error());
         }
         if (notified) {
+            deliver();
             return std::size_t{0};  // the progress thread reaped since the caller last looked
         }
         if (!*armed) {
@@ -691,7 +694,9 @@ int completion_queue::fd() const noexcept {
     return impl_->wait_fd();
 }
 result<bool> completion_queue::arm() {
-    return impl_->trywait();
+    auto r = impl_->trywait();
+    impl_->deliver();
+    return r;
 }
 cq_kind completion_queue::kind() const noexcept {
     return impl_->kind;

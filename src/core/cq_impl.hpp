@@ -178,7 +178,9 @@ struct cq_impl final : callback_sink {
     // The fd a waiter blocks on: the provider's, or the eventfd of a progress-owned CQ.
     int wait_fd() const noexcept { return progress_owned() ? notify.get() : fd; }
     // Progress thread: reads the provider's CQ into the ring; true if anything was added.
-    bool pump(bool* reaped = nullptr);  // *reaped: entries were read (reported or not)
+    // *reaped: entries were read (reported or not). Runs the callbacks read (deliver) unless
+    // `deliver_now` is false: then the caller must call deliver() once its locks are released.
+    bool pump(bool* reaped = nullptr, bool deliver_now = true);
     std::size_t owned_ready();
     // Calls into the provider (a zero-length read) unless the progress thread owns this CQ.
     void drive();
