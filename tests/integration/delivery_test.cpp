@@ -330,7 +330,7 @@ TEST_P(delivery, receive_pool_rebalance_while_connections_are_destroyed) {
             (void)pool.next(5ms);  // rebalances in its idle slices
         }
     });
-    for (int round = 0; round < 4; ++round) {
+    for (int round = 0; round < 8; ++round) {
         std::vector<std::optional<connection>> conns;
         for (int i = 0; i < 8; ++i) {
             connection_config cfg;
