@@ -29,6 +29,16 @@ bool in_completion() noexcept {
     return completion_depth > 0;
 }
 
+void run_callback(void (*fn)(const completion&), const completion& c, const op_pool* from) {
+    if (deferral_sink != nullptr) {
+        from->undelivered.fetch_add(1, std::memory_order_relaxed);
+        deferral_sink->defer(fn, c, from);
+        return;
+    }
+    completion_scope scope;
+    fn(c);
+}
+
 bool done_report(op_record& r, completion& c) {
     c.context = r.user_context;
     const bool report = r.report_success || !c.ok();

@@ -48,6 +48,12 @@ struct callback_sink {
     ~callback_sink() = default;
 };
 
+// A user callback reached through a library-internal hook (the target service's flushes and
+// atomics, a gather_write's last part): handed to the active callback_deferral's sink like
+// done_callback's (counted in `from`'s undelivered until it runs), or run at once, inside a
+// completion scope, without one.
+void run_callback(void (*fn)(const completion&), const completion& c, const op_pool* from);
+
 // For its lifetime, done_callback on this thread hands callbacks to `sink` (null: runs them at
 // once, as without a scope).
 class callback_deferral {

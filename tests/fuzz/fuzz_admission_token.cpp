@@ -1,13 +1,15 @@
 // Fuzzes what an admission_gate parses from a connecting peer: the admission token in the
-// connection request's private data (include/remora/admission.hpp, src/access). The first byte
-// picks a mode:
-//   even  the rest is a token as received. Contract: no crash or UB; a refusal is
+// connection request's private data (include/remora/admission.hpp, src/access), and what a
+// refused client parses from the target's reject. The first byte picks a mode (modulo 3):
+//   0     the rest is a token as received. Contract: no crash or UB; a refusal is
 //         errc::access_denied with a message and a reason; nothing is admitted without the key's
 //         HMAC (an admission here would be a forgery: the fuzzer does not know the key).
-//   odd   the rest shapes a genuine token (identity length, time offset, identity, payload)
+//   1     the rest shapes a genuine token (identity length, time offset, identity, payload)
 //         made with the key, and optionally flips one of its bits. Contract: the genuine token is
 //         admitted once with its identity and payload intact, then refused as replayed; a
 //         flipped token is refused (malformed, wrong proof or stale), never admitted.
+//   2     the rest is a reject's private data (admission_refusal_of). Contract: a reason is
+//         found exactly when the bytes are admission_reject_data(reason).
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -57,7 +59,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         return 0;
     }
     const std::span<const std::byte> in(reinterpret_cast<const std::byte*>(data) + 1, size - 1);
-    if ((data[0] & 1) == 0) {
+    if (data[0] % 3 == 2) {
+        const error e = error(errc::rejected, "rejected").with_data({in.begin(), in.end()});
+        const auto why = admission_refusal_of(e);
+        bool genuine = false;
+        for (int r = 1; r <= 5; ++r) {
+            const auto d = admission_reject_data(static_cast<admission_refusal>(r));
+            if (std::equal(d.begin(), d.end(), in.begin(), in.end())) {
+                genuine = true;
+                FUZZ_CHECK(why.has_value() && static_cast<int>(*why) == r);
+            }
+        }
+        FUZZ_CHECK(genuine == why.has_value());
+        return 0;
+    }
+    if (data[0] % 3 == 0) {
         static admission_gate gate = make_gate();  // nothing is ever admitted: it stays empty
         check_refusal(gate.check(in, fixed_now));
         return 0;
