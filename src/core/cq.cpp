@@ -136,7 +136,7 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
         c.tag = cq.tag;
         return true;  // a peer's write with immediate data: no local operation
     }
-    if (!rec->in_use) {
+    if (!rec->in_use || rec->delivering.load(std::memory_order_relaxed)) {
         // Already finished: an RDM close() completed it (errc::canceled) before the provider's
         // own entry, read now, came through.
         return false;
@@ -163,9 +163,10 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
     return seen;
 }
 
-void cq_impl::defer(void (*fn)(const completion&), const completion& c, const op_pool* from) {
+void cq_impl::defer(void (*fn)(const completion&), const completion& c, const op_pool* from,
+                    op_record* held) {
     std::lock_guard lock(deliver_mu);
-    deliveries.push_back({fn, c, from});  // grows to the largest batch once, then reuses
+    deliveries.push_back({fn, c, from, held});  // grows to the largest batch once, then reuses
     if (deliverer != std::thread::id{} && deliverer != std::this_thread::get_id()) {
         deferred_by_others = true;  // that thread runs it: it must wake this reader's waits
     }
@@ -187,7 +188,11 @@ void cq_impl::deliver() {
         const pending_callback p = deliveries[deliveries_head++];
         delivering_from = p.from;
         // The pool is alive here: its teardown drops its callbacks under this lock.
-        p.from->undelivered.fetch_sub(1, std::memory_order_relaxed);
+        if (p.held != nullptr) {
+            p.held->owner->give(p.held);
+        } else {
+            p.from->undelivered.fetch_sub(1, std::memory_order_relaxed);
+        }
         lock.unlock();
         {
             completion_scope scope;
@@ -220,7 +225,15 @@ void cq_impl::drop_deliveries(const op_pool* pool) {
     std::unique_lock lock(deliver_mu);
     auto first = deliveries.begin() + static_cast<std::ptrdiff_t>(deliveries_head);
     deliveries.erase(std::remove_if(first, deliveries.end(),
-                                    [&](const pending_callback& p) { return p.from == pool; }),
+                                    [&](const pending_callback& p) {
+                                        if (p.from != pool) {
+                                            return false;
+                                        }
+                                        if (p.held != nullptr) {
+                                            p.held->owner->give(p.held);
+                                        }
+                                        return true;
+                                    }),
                      deliveries.end());
     if (deliverer == std::thread::id{} && deliveries_head == deliveries.size()) {
         deliveries.clear();

@@ -106,6 +106,7 @@ struct cq_impl final : callback_sink {
         void (*fn)(const completion&);
         completion c;
         const op_pool* from;
+        op_record* held;  // given back as the callback is called; else `from` counts it
     };
     std::mutex deliver_mu;
     std::condition_variable delivered_cv;  // a callback returned, or delivering stopped
@@ -116,7 +117,8 @@ struct cq_impl final : callback_sink {
     const op_pool* delivering_from = nullptr;  // whose callback runs now
     bool deferred_by_others = false;           // queued while another thread delivered
     std::weak_ptr<cq_impl> self;               // kept alive while callbacks run
-    void defer(void (*fn)(const completion&), const completion& c, const op_pool* from) override;
+    void defer(void (*fn)(const completion&), const completion& c, const op_pool* from,
+               op_record* held) override;
     // Runs the callbacks queued by defer(), unless a thread is doing so already. Call with no
     // reader lock held.
     void deliver();

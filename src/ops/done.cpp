@@ -32,7 +32,7 @@ bool in_completion() noexcept {
 void run_callback(void (*fn)(const completion&), const completion& c, const op_pool* from) {
     if (deferral_sink != nullptr) {
         from->undelivered.fetch_add(1, std::memory_order_relaxed);
-        deferral_sink->defer(fn, c, from);
+        deferral_sink->defer(fn, c, from, nullptr);
         return;
     }
     completion_scope scope;
@@ -51,11 +51,10 @@ bool done_callback(op_record& r, completion& c) {
     auto* callback = r.callback;
     op_pool* owner = r.owner;
     if (deferral_sink != nullptr) {
-        // Counted until the sink runs it (connection::in_flight); finish() holds its own count
-        // across this call, so the operation never drops out of in_flight() on the way.
-        owner->undelivered.fetch_add(1, std::memory_order_relaxed);
-        owner->give(&r);
-        deferral_sink->defer(callback, c, owner);
+        // The record stays taken (its entries, in_flight()) until the sink calls the callback,
+        // and gives it back just before (the callback may post into the freed entry).
+        r.delivering.store(true, std::memory_order_relaxed);
+        deferral_sink->defer(callback, c, owner, &r);
         return false;
     }
     owner->give(&r);

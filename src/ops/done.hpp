@@ -39,10 +39,11 @@ class completion_scope {
 // Where done_callback puts a user callback instead of running it, while a CQ's reader holds the
 // CQ's lock (a callback may destroy a connection, whose teardown needs that lock, or take an
 // application lock that a destroying thread holds): the reader runs it once the lock is released
-// (cq_impl::deliver). `from` is the operation's pool; its `undelivered` count already includes
-// the completion.
+// (cq_impl::deliver). Either `held` is the operation's record, kept taken until the callback is
+// called (then given back), or `from` is the pool whose `undelivered` count includes it.
 struct callback_sink {
-    virtual void defer(void (*fn)(const completion&), const completion& c, const op_pool* from) = 0;
+    virtual void defer(void (*fn)(const completion&), const completion& c, const op_pool* from,
+                       op_record* held) = 0;
 
   protected:
     ~callback_sink() = default;

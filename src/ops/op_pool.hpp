@@ -61,6 +61,10 @@ struct op_record {
     bool reclaims = false;  // signalled while selective signalling is on: reclaims older ones
     std::uint64_t mark = 0;
     op_holdings held;  // returned when the completion is read (or the post fails)
+    // Its callback waits in a CQ's deliveries (cq_impl::deliver): the record, and so its queue
+    // entries, stay taken until the callback is called; close and cancel paths skip it (it is
+    // complete). Cleared by give().
+    std::atomic<bool> delivering{false};
 };
 
 // Which queue entries an operation takes: the application's sends (sq_size), those reserved for
@@ -103,7 +107,8 @@ class op_pool {
     std::atomic<park_gate*> gate{nullptr};
     // Completions of this pool's operations that finish() has read from the provider (their
     // records are given back) and the application has not been handed yet: reported ones in a
-    // CQ's stash or ring, callbacks waiting to run (cq_impl::deliver). connection::in_flight()
+    // CQ's stash or ring, callbacks of internal hooks waiting to run (cq_impl::deliver; a plain
+    // callback keeps its record taken instead: op_record::delivering). connection::in_flight()
     // counts them, so an operation counts until the application has its completion, whichever
     // call read it. Mutable: CQs refer to pools through const pointers.
     mutable std::atomic<std::size_t> undelivered{0};
