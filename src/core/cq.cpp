@@ -120,7 +120,8 @@ result<std::shared_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
     return cq;
 }
 
-bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t flags) {
+bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t flags,
+            op_record** held) {
     auto* rec = static_cast<op_record*>(op_context);
     c.op = (flags & FI_REMOTE_WRITE) != 0 ? op::remote_write
            : rec != nullptr               ? rec->kind
@@ -152,13 +153,28 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
     if (rec->reclaims) {
         rec->owner->reclaim(rec->mark);
     }
-    // Counted (connection::in_flight) from before the record goes back until the application
-    // has the completion: poll hands it out, or deliver() runs its callback.
+    // Counted (connection::in_flight) until the application has the completion: a reported one
+    // keeps its record taken until poll hands it out (done_report under a callback_deferral),
+    // a callback its record until it is called (done_callback); an internal hook gives its record
+    // back first, so the pool's `undelivered` counts what it reports or defers.
     const op_pool* owner = rec->owner;
-    owner->undelivered.fetch_add(1, std::memory_order_relaxed);
+    const bool internal = rec->done == &done_internal;
+    if (internal) {
+        owner->undelivered.fetch_add(1, std::memory_order_relaxed);
+    }
     const bool seen = rec->done(*rec, c);  // the one dispatch: report, callback or hook
-    if (!seen) {
-        owner->undelivered.fetch_sub(1, std::memory_order_relaxed);
+    if (internal) {
+        if (!seen) {
+            owner->undelivered.fetch_sub(1, std::memory_order_relaxed);
+        }
+    } else if (seen) {
+        if (rec->delivering.load(std::memory_order_relaxed)) {
+            if (held != nullptr) {
+                *held = rec;
+            }
+        } else {
+            owner->undelivered.fetch_add(1, std::memory_order_relaxed);  // given back already
+        }
     }
     return seen;
 }
@@ -247,7 +263,7 @@ void cq_impl::drop_deliveries(const op_pool* pool) {
 }
 
 result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::size_t* consumed,
-                                           const op_pool** from) {
+                                           entry_source* from) {
     n = std::min(n, read_batch);
     callback_deferral defer_callbacks(this);  // they run in deliver(), after the caller's lock
     if (backlog_head < backlog.size()) {
@@ -266,8 +282,8 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
                 c.has_imm = (e.flags & FI_REMOTE_CQ_DATA) != 0;
                 c.imm = c.has_imm ? e.data : 0;
             }
-            const op_pool* src = owner_of(e.context);
-            if (finish(*this, c, e.context, e.flags)) {
+            entry_source src{owner_of(e.context), nullptr};
+            if (finish(*this, c, e.context, e.flags, &src.held)) {
                 if (from != nullptr) {
                     from[emitted] = src;
                 }
@@ -297,8 +313,8 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
             c.bytes = e.len;
             c.has_imm = (e.flags & FI_REMOTE_CQ_DATA) != 0;
             c.imm = c.has_imm ? e.data : 0;
-            const op_pool* src = owner_of(e.op_context);
-            if (finish(*this, c, e.op_context, e.flags)) {
+            entry_source src{owner_of(e.op_context), nullptr};
+            if (finish(*this, c, e.op_context, e.flags, &src.held)) {
                 if (from != nullptr) {
                     from[emitted] = src;
                 }
@@ -326,8 +342,8 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         c = completion{};
         c.bytes = err.len;
         c.status = status_from_fi(err.err);
-        const op_pool* src = owner_of(err.op_context);
-        if (!finish(*this, c, err.op_context, err.flags)) {
+        entry_source src{owner_of(err.op_context), nullptr};
+        if (!finish(*this, c, err.op_context, err.flags, &src.held)) {
             return 0;
         }
         if (from != nullptr) {
@@ -359,7 +375,7 @@ bool cq_impl::pump(bool* reaped_out, bool deliver_now) {
                 break;  // the application holds a full CQ's worth: the provider's CQ is empty
             }
             completion batch[16];
-            const op_pool* from[16];
+            entry_source from[16];
             std::size_t consumed = 0;
             auto r = read_provider(batch, std::min<std::size_t>(room, 16), &consumed, from);
             if (!r || consumed == 0) {
@@ -477,9 +493,11 @@ result<bool> cq_impl::trywait(bool* notified) {
 namespace {
 
 // Hands the completion out: it no longer counts in its connection's in_flight().
-inline void handed_out(const op_pool* from) noexcept {
-    if (from != nullptr) {
-        from->undelivered.fetch_sub(1, std::memory_order_relaxed);
+inline void handed_out(const entry_source& from) noexcept {
+    if (from.held != nullptr) {
+        from.held->owner->give(from.held);
+    } else if (from.pool != nullptr) {
+        from.pool->undelivered.fetch_sub(1, std::memory_order_relaxed);
     }
 }
 
@@ -493,7 +511,7 @@ result<std::size_t> cq_impl::poll(std::span<completion> out) {
 
 result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
     std::size_t n = 0;
-    const op_pool* from[read_batch];
+    entry_source from[read_batch];
     if (progress_owned()) {
         if (shared && detaching.load() != 0) {
             return 0;  // see fill_stash

@@ -41,6 +41,14 @@ struct poll_backoff {
     void pause(std::chrono::steady_clock::time_point deadline);
 };
 
+// Where a completion read from the provider and not yet handed out came from: its connection's
+// pool, and the record it keeps taken until poll hands it out (null: the pool's `undelivered`
+// counts it instead, or it has no operation).
+struct entry_source {
+    const op_pool* pool = nullptr;
+    op_record* held = nullptr;
+};
+
 struct cq_impl final : callback_sink {
     std::shared_ptr<domain_impl> dom;
     cq_handle cq;
@@ -93,8 +101,8 @@ struct cq_impl final : callback_sink {
     // destroyed connection's completions read but not yet handed out are purged.
     // Every CQ: the pool each stash / ring entry came from, whose `undelivered` count drops
     // when poll hands the entry out (connection::in_flight).
-    std::vector<const op_pool*> stash_from = std::vector<const op_pool*>(stash_capacity);
-    std::vector<const op_pool*> owned_from;
+    std::vector<entry_source> stash_from = std::vector<entry_source>(stash_capacity);
+    std::vector<entry_source> owned_from;
 
     // User callbacks never run under read_mu or owned_mu (a callback may destroy a connection,
     // whose teardown takes them, or wait for an application lock that a destroying thread holds
@@ -198,7 +206,7 @@ struct cq_impl final : callback_sink {
     // `consumed`.
     result<std::size_t> read_provider(completion* out, std::size_t n,
                                       std::size_t* consumed = nullptr,
-                                      const op_pool** from = nullptr);
+                                      entry_source* from = nullptr);
     // Calls into the provider for the connections attached to a shared CQ: their events
     // (a disconnect cancels receives the provider does not flush).
     void drive_attached();

@@ -42,6 +42,12 @@ void run_callback(void (*fn)(const completion&), const completion& c, const op_p
 bool done_report(op_record& r, completion& c) {
     c.context = r.user_context;
     const bool report = r.report_success || !c.ok();
+    if (report && deferral_sink != nullptr) {
+        // Read by a CQ's reader: the record stays taken until poll hands the completion out
+        // (finish() passes it on with the entry; cq.cpp handed_out gives it back).
+        r.delivering.store(true, std::memory_order_relaxed);
+        return true;
+    }
     r.owner->give(&r);
     return report;
 }

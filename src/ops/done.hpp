@@ -4,7 +4,9 @@
 // (src/core/cq.cpp) calls it last, in one line: `return rec->done(*rec, c);`. Each gives the
 // record back before anything of the caller runs (a callback may post into the freed entry) and
 // returns whether the CQ's reader sees the completion:
-//   done_report    completion_mode::always reports; on_error and at_post report failures only
+//   done_report    completion_mode::always reports; on_error and at_post report failures only;
+//                  under a callback_deferral (a CQ reader) a reported record stays taken until
+//                  poll hands the completion out
 //   done_callback  op_options::callback runs with the completion (co_op's coroutines resume
 //                  here: their callback is the awaiter's), inside a completion scope; never seen.
 //                  Under a callback_deferral it is handed to the scope's sink instead, to run
