@@ -457,8 +457,9 @@ class connection {
     // its post until poll() (or next()) hands its completion out or its callback is called,
     // whichever call read it from the provider (a wait() that stashed it, the library's progress
     // thread, close()). So "poll, or wait when poll found nothing, while in_flight() > 0" ends
-    // with every completion received and none to come. Its queue entries are free again as soon
-    // as the completion is read (before it is handed out). Receives the library keeps posted for
+    // with every completion received and none to come. Its queue entries stay taken as long (a
+    // completion a wait() read, or the progress thread's ring holds, still takes its entries),
+    // so in_flight() never exceeds the queues' depths. Receives the library keeps posted for
     // the target service's messages are not counted. Provider entries that belong to no
     // operation of the application (sockets writes an error entry without context when a peer
     // goes away) are dropped, never reported.

@@ -1,9 +1,10 @@
 // src/ops/done.hpp — the one completion path of an operation (remora::detail).
 //
 // Every record carries one `done` function, chosen at admission (ops/admission.hpp), and finish()
-// (src/core/cq.cpp) calls it last, in one line: `return rec->done(*rec, c);`. Each gives the
-// record back before anything of the caller runs (a callback may post into the freed entry) and
-// returns whether the CQ's reader sees the completion:
+// (src/core/cq.cpp) calls it. The record is given back before anything of the caller runs (a
+// callback may post into the freed entry): at once, or, for what the application has not got
+// yet, when poll hands the completion out or just before the callback is called. Each returns
+// whether the CQ's reader sees the completion:
 //   done_report    completion_mode::always reports; on_error and at_post report failures only;
 //                  under a callback_deferral (a CQ reader) a reported record stays taken until
 //                  poll hands the completion out

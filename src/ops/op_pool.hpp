@@ -61,9 +61,10 @@ struct op_record {
     bool reclaims = false;  // signalled while selective signalling is on: reclaims older ones
     std::uint64_t mark = 0;
     op_holdings held;  // returned when the completion is read (or the post fails)
-    // Its callback waits in a CQ's deliveries (cq_impl::deliver): the record, and so its queue
-    // entries, stay taken until the callback is called; close and cancel paths skip it (it is
-    // complete). Cleared by give().
+    // Complete, and waiting for the application: its completion in a CQ's stash or ring (given
+    // back when poll hands it out) or its callback in the CQ's deliveries (given back as it is
+    // called). The record, and so its queue entries, stay taken; close and cancel paths skip it.
+    // Cleared by give().
     std::atomic<bool> delivering{false};
 };
 
@@ -105,10 +106,10 @@ class op_pool {
     // Where this connection's parked posts wait (its budget's or its own; park_gate.hpp), set by
     // the first parked post: notified after every record given back.
     std::atomic<park_gate*> gate{nullptr};
-    // Completions of this pool's operations that finish() has read from the provider (their
-    // records are given back) and the application has not been handed yet: reported ones in a
-    // CQ's stash or ring, callbacks of internal hooks waiting to run (cq_impl::deliver; a plain
-    // callback keeps its record taken instead: op_record::delivering). connection::in_flight()
+    // Completions of this pool's operations whose records are given back and that the
+    // application has not been handed yet: what internal hooks (the target service, gather_write)
+    // report or defer to a callback (a plain operation keeps its record taken instead until it
+    // is handed out or its callback called: op_record::delivering). connection::in_flight()
     // counts them, so an operation counts until the application has its completion, whichever
     // call read it. Mutable: CQs refer to pools through const pointers.
     mutable std::atomic<std::size_t> undelivered{0};
