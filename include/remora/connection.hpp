@@ -246,7 +246,20 @@ struct op_options {
     void* context = nullptr;  ///< returned in the completion
     /// When set, the operation's completion goes to this function instead of to poll(): it runs
     /// exactly once, on the thread that reads the CQ (the application's, or the library progress
-    /// thread's), and must not block.
+    /// thread's), and must not block. Callbacks run after the reading call has released the CQ's
+    /// lock, in the order their completions were read, one at a time per CQ (a reader that finds
+    /// another thread running the CQ's callbacks leaves its own to that thread, which then wakes
+    /// the CQ's waiters). From a callback the application may: post (never parking, see
+    /// park_until), poll the CQ it runs from (callbacks read there run after the current one
+    /// returns), close a connection, and destroy a connection, its own included, when the
+    /// application reads that CQ itself or the CQ is a shared_completion_queue (a connection whose
+    /// private CQ is read by the library's progress thread must not be destroyed from that CQ's
+    /// callbacks: the thread's teardown waits for itself). Another thread may destroy a
+    /// connection while callbacks run: the destroy drops that connection's callbacks not yet
+    /// started and waits only for one of its own that is running on another thread, never for
+    /// other connections' callbacks (so a callback may wait for a lock the destroying thread
+    /// holds, unless it is a callback of the connection being destroyed). The operation stops
+    /// counting in in_flight() as its callback is called.
     void (*callback)(const remora::completion&) = nullptr;
     /// Parked posts (back-pressure that waits). The default, the clock's epoch, does not park: a
     /// post that finds its units taken fails at once with errc::would_block. Any other value parks
@@ -534,9 +547,16 @@ class connection {
     [[nodiscard]] bool is_open() const noexcept;
 
     [[nodiscard]] const connection_config& config() const noexcept;  ///< effective values
-    /// Operations posted and not yet reaped (each holds a send- or receive-queue entry and a
-    /// completion-queue entry until its completion is read). Receives the library keeps posted
-    /// for the target service's messages are not counted.
+    /// Operations posted whose completion the application does not have yet: each counts from
+    /// its post until poll() (or next()) hands its completion out or its callback is called,
+    /// whichever call read it from the provider (a wait() that stashed it, the library's progress
+    /// thread, close()). So "poll, or wait when poll found nothing, while in_flight() > 0" ends
+    /// with every completion received and none to come. Its queue entries stay taken as long (a
+    /// completion a wait() read, or the progress thread's ring holds, still takes its entries),
+    /// so in_flight() never exceeds the queues' depths. Receives the library keeps posted for
+    /// the target service's messages are not counted. Provider entries that belong to no
+    /// operation of the application (sockets writes an error entry without context when a peer
+    /// goes away) are dropped, never reported.
     [[nodiscard]] std::size_t in_flight() const noexcept;
     [[nodiscard]] const domain& dom() const noexcept;
 

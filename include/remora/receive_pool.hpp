@@ -30,8 +30,11 @@
 /// canceled, and the pool's buffers stay registered until each canceled receive has completed or
 /// its connection is destroyed, so connections may outlive the pool and the pool them.
 ///
-/// Threading: every call may run concurrently; a message may be released on any thread. Do not
-/// destroy the pool, or detach a connection, while another thread destroys that connection.
+/// Threading: every call may run concurrently; a message may be released on any thread. A
+/// connection may be destroyed while other threads use the pool (next(), its rebalancing, the
+/// pool's destruction): its destruction first takes it out of the pool and waits for the pool's
+/// posts and scans on it in flight, so none touches it while it is torn down. Do not call
+/// detach(conn) while another thread destroys `conn` (no call may race an object's destruction).
 #pragma once
 
 #include <chrono>

@@ -71,6 +71,16 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
     auto event_for = [](cq_impl* cq, std::size_t ready) {
         return channel_event{&cq->handle, cq->kind, cq->tag, ready, std::nullopt};
     };
+    // Callbacks that fill_stash read run once the channel's lock is released (cq_impl::deliver):
+    // a callback may destroy a connection, whose teardown detaches it from this channel.
+    struct deliver_later {
+        std::shared_ptr<cq_impl> cq;
+        ~deliver_later() {
+            if (cq) {
+                cq->deliver();
+            }
+        }
+    } later;
     poll_backoff backoff;
     for (;;) {
         bool polled = false;  // a CQ without a wait fd (shm) is looked at, not blocked on
@@ -82,6 +92,7 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
                 cq_impl* cq = cqs[(next + i) % n];
                 if (cq->polled && !cq->progress_owned()) {
                     auto ready = cq->fill_stash();
+                    later.cq = cq->self.lock();
                     if (!ready) {
                         return fail(ready.error());
                     }
@@ -98,6 +109,7 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
                 }
                 if (!*armed) {
                     auto ready = cq->fill_stash();
+                    later.cq = cq->self.lock();
                     if (!ready) {
                         return fail(ready.error());
                     }
@@ -192,6 +204,7 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
         }
         cq_impl* cq = *cq_it;
         auto ready = cq->fill_stash();
+        later.cq = cq->self.lock();
         if (!ready) {
             return fail(ready.error());
         }

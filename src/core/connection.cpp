@@ -454,6 +454,16 @@ connection_impl::connection_impl(std::shared_ptr<domain_impl> d)
     : dom(std::move(d)), dom_handle(make_domain_handle(dom)) {}
 
 connection_impl::~connection_impl() {
+    {
+        std::vector<std::function<void(connection_impl&)>> retire;
+        {
+            std::lock_guard lock(hooks_mu);
+            retire.swap(on_retire);
+        }
+        for (auto& h : retire) {
+            h(*this);
+        }
+    }
     parked_gate(*this).close_owner(this, errc::disconnected);  // parked posts end (parked.cpp)
     if ((cq && cq->shared) || (rcq && rcq->shared)) {
         // From here on, what of ours is read from a shared CQ is dropped: its contexts,
@@ -465,6 +475,14 @@ connection_impl::~connection_impl() {
             if (q != nullptr && q->shared) {
                 q->retire_connection(this);
             }
+        }
+    }
+    // Callbacks of ours read but not yet run are dropped with us; one running on another thread
+    // finishes first (one running on this thread is the caller: a callback destroying its own
+    // connection). No reader lock is held while callbacks run (cq_impl::deliver).
+    for (cq_impl* q : {cq.get(), rcq.get()}) {
+        if (q != nullptr) {
+            q->drop_deliveries(&ops);
         }
     }
     if (open.exchange(false) && ep && !rdm) {
@@ -542,9 +560,10 @@ const connection_config& connection::config() const noexcept {
 std::size_t connection::in_flight() const noexcept {
     if (impl_->config.service_depth != 0) {
         // The receives are the extension's own, always posted; count its requests instead.
-        return impl_->ops.in_use(detail::queue::send) + impl_->extensions_busy();
+        return impl_->ops.in_use(detail::queue::send) + impl_->extensions_busy() +
+               impl_->ops.undelivered.load(std::memory_order_relaxed);
     }
-    return impl_->ops.in_use();
+    return impl_->ops.in_use() + impl_->ops.undelivered.load(std::memory_order_relaxed);
 }
 const domain& connection::dom() const noexcept {
     return impl_->dom_handle;

@@ -85,6 +85,10 @@ struct connection_impl {
     // back the slots still posted here (the provider no longer writes into them).
     std::mutex hooks_mu;
     std::vector<std::function<void(connection_impl&)>> on_destroy;
+    // Run first when the connection is destroyed, before anything of it is torn down: a
+    // receive_pool stops posting on it and waits until no other thread does (its rebalance or
+    // dispatch could otherwise use the endpoint while teardown closes it).
+    std::vector<std::function<void(connection_impl&)>> on_retire;
     std::mutex signal_mu;  // selective signalling: decision, post and ring in one order
     std::uint32_t since_signal = 0;
 

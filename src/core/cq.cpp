@@ -105,6 +105,7 @@ result<std::shared_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
     cq->size = size;
     cq->tag = tag;
     cq->polled = dom->cq_polled;
+    cq->self = cq;
     int ret = cq_open(dom->domain.get(), size, cq->cq, !cq->polled);
     if (ret != 0) {
         return fail(fabric_error(ret, std::string("fi_cq_open for the ") + to_string(kind) +
@@ -120,16 +121,24 @@ result<std::shared_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
     return cq;
 }
 
-bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t flags) {
+bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t flags,
+            op_record** held) {
     auto* rec = static_cast<op_record*>(op_context);
     c.op = (flags & FI_REMOTE_WRITE) != 0 ? op::remote_write
            : rec != nullptr               ? rec->kind
                                           : op_from_flags(flags);
     if (rec == nullptr) {
+        if (!c.ok() || (flags & (FI_REMOTE_CQ_DATA | FI_REMOTE_WRITE)) == 0) {
+            // No operation of ours and not a peer's write with immediate data: an error entry
+            // without context (sockets writes one when a peer goes away with operations in
+            // flight). The application posted nothing it could belong to: never reported.
+            cq.strays.fetch_add(1, std::memory_order_relaxed);
+            return false;
+        }
         c.tag = cq.tag;
         return true;  // a peer's write with immediate data: no local operation
     }
-    if (!rec->in_use) {
+    if (!rec->in_use || rec->delivering.load(std::memory_order_relaxed)) {
         // Already finished: an RDM close() completed it (errc::canceled) before the provider's
         // own entry, read now, came through.
         return false;
@@ -145,12 +154,119 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
     if (rec->reclaims) {
         rec->owner->reclaim(rec->mark);
     }
-    return rec->done(*rec, c);  // the one dispatch: report, callback or hook (ops/done.hpp)
+    // Counted (connection::in_flight) until the application has the completion: a reported one
+    // keeps its record taken until poll hands it out (done_report under a callback_deferral),
+    // a callback its record until it is called (done_callback); an internal hook gives its record
+    // back first, so the pool's `undelivered` counts what it reports or defers.
+    const op_pool* owner = rec->owner;
+    const bool internal = rec->done == &done_internal;
+    if (internal) {
+        owner->undelivered.fetch_add(1, std::memory_order_relaxed);
+    }
+    const bool seen = rec->done(*rec, c);  // the one dispatch: report, callback or hook
+    if (internal) {
+        if (!seen) {
+            owner->undelivered.fetch_sub(1, std::memory_order_relaxed);
+        }
+    } else if (seen) {
+        if (rec->delivering.load(std::memory_order_relaxed)) {
+            if (held != nullptr) {
+                *held = rec;
+            }
+        } else {
+            owner->undelivered.fetch_add(1, std::memory_order_relaxed);  // given back already
+        }
+    }
+    return seen;
+}
+
+void cq_impl::defer(void (*fn)(const completion&), const completion& c, const op_pool* from,
+                    op_record* held) {
+    std::lock_guard lock(deliver_mu);
+    deliveries.push_back({fn, c, from, held});  // grows to the largest batch once, then reuses
+    if (deliverer != std::thread::id{} && deliverer != std::this_thread::get_id()) {
+        deferred_by_others = true;  // that thread runs it: it must wake this reader's waits
+    }
+    deliveries_pending.store(true, std::memory_order_release);
+}
+
+void cq_impl::deliver() {
+    if (!deliveries_pending.load(std::memory_order_acquire)) {
+        return;
+    }
+    const std::shared_ptr<cq_impl> keep = self.lock();  // a callback may destroy our owner
+    const auto me = std::this_thread::get_id();
+    std::unique_lock lock(deliver_mu);
+    if (deliverer != std::thread::id{}) {
+        return;  // another thread runs them (or this one, further up: a callback polled)
+    }
+    deliverer = me;
+    while (deliveries_head < deliveries.size()) {
+        const pending_callback p = deliveries[deliveries_head++];
+        delivering_from = p.from;
+        // The pool is alive here: its teardown drops its callbacks under this lock.
+        if (p.held != nullptr) {
+            p.held->owner->give(p.held);
+        } else {
+            p.from->undelivered.fetch_sub(1, std::memory_order_relaxed);
+        }
+        lock.unlock();
+        {
+            completion_scope scope;
+            p.fn(p.c);
+        }
+        lock.lock();
+        delivering_from = nullptr;
+        delivered_cv.notify_all();
+    }
+    deliveries.clear();
+    deliveries_head = 0;
+    deliveries_pending.store(false, std::memory_order_relaxed);
+    deliverer = std::thread::id{};
+    const bool wake = std::exchange(deferred_by_others, false);
+    lock.unlock();
+    delivered_cv.notify_all();
+    if (wake) {
+        // Callbacks another reader queued ran here: its wait must not sleep through them.
+        if (progress_owned()) {
+            std::uint64_t one = 1;
+            [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
+        } else if (!polled) {
+            cq_signal(cq.get());
+        }
+    }
+}
+
+void cq_impl::drop_deliveries(const op_pool* pool) {
+    const auto me = std::this_thread::get_id();
+    std::unique_lock lock(deliver_mu);
+    auto first = deliveries.begin() + static_cast<std::ptrdiff_t>(deliveries_head);
+    deliveries.erase(std::remove_if(first, deliveries.end(),
+                                    [&](const pending_callback& p) {
+                                        if (p.from != pool) {
+                                            return false;
+                                        }
+                                        if (p.held != nullptr) {
+                                            p.held->owner->give(p.held);
+                                        }
+                                        return true;
+                                    }),
+                     deliveries.end());
+    if (deliverer == std::thread::id{} && deliveries_head == deliveries.size()) {
+        deliveries.clear();
+        deliveries_head = 0;
+        deliveries_pending.store(false, std::memory_order_relaxed);
+    }
+    // A callback of `pool` running on another thread finishes first; one on this thread is the
+    // caller's own (a callback destroying its connection). Other pools' callbacks are not
+    // waited for: they may wait for a lock the caller holds.
+    delivered_cv.wait(lock, [&] { return delivering_from != pool || deliverer == me; });
 }
 
 result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::size_t* consumed,
-                                           const op_pool** from) {
+                                           entry_source* from) {
     n = std::min(n, read_batch);
+    callback_deferral defer_callbacks(this);  // they run in deliver(), after the caller's lock
     if (backlog_head < backlog.size()) {
         // What a detaching connection's drain read for the others comes first (it is older).
         std::size_t taken = 0;
@@ -167,8 +283,8 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
                 c.has_imm = (e.flags & FI_REMOTE_CQ_DATA) != 0;
                 c.imm = c.has_imm ? e.data : 0;
             }
-            const op_pool* src = owner_of(e.context);
-            if (finish(*this, c, e.context, e.flags)) {
+            entry_source src{owner_of(e.context), nullptr};
+            if (finish(*this, c, e.context, e.flags, &src.held)) {
                 if (from != nullptr) {
                     from[emitted] = src;
                 }
@@ -198,8 +314,8 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
             c.bytes = e.len;
             c.has_imm = (e.flags & FI_REMOTE_CQ_DATA) != 0;
             c.imm = c.has_imm ? e.data : 0;
-            const op_pool* src = owner_of(e.op_context);
-            if (finish(*this, c, e.op_context, e.flags)) {
+            entry_source src{owner_of(e.op_context), nullptr};
+            if (finish(*this, c, e.op_context, e.flags, &src.held)) {
                 if (from != nullptr) {
                     from[emitted] = src;
                 }
@@ -227,8 +343,8 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         c = completion{};
         c.bytes = err.len;
         c.status = status_from_fi(err.err);
-        const op_pool* src = owner_of(err.op_context);
-        if (!finish(*this, c, err.op_context, err.flags)) {
+        entry_source src{owner_of(err.op_context), nullptr};
+        if (!finish(*this, c, err.op_context, err.flags, &src.held)) {
             return 0;
         }
         if (from != nullptr) {
@@ -244,7 +360,7 @@ std::size_t cq_impl::owned_ready() {
     return owned_count;
 }
 
-bool cq_impl::pump(bool* reaped_out) {
+bool cq_impl::pump(bool* reaped_out, bool deliver_now) {
     if (shared && detaching.load() != 0) {
         return false;  // a connection is being destroyed: see retire_connection
     }
@@ -260,7 +376,7 @@ bool cq_impl::pump(bool* reaped_out) {
                 break;  // the application holds a full CQ's worth: the provider's CQ is empty
             }
             completion batch[16];
-            const op_pool* from[16];
+            entry_source from[16];
             std::size_t consumed = 0;
             auto r = read_provider(batch, std::min<std::size_t>(room, 16), &consumed, from);
             if (!r || consumed == 0) {
@@ -270,13 +386,14 @@ bool cq_impl::pump(bool* reaped_out) {
             for (std::size_t i = 0; i < *r; ++i) {
                 const std::size_t at = (owned_head + owned_count) % owned.size();
                 owned[at] = batch[i];
-                if (shared) {
-                    owned_from[at] = from[i];
-                }
+                owned_from[at] = from[i];
                 ++owned_count;
             }
             added = added || *r != 0;
         }
+    }
+    if (deliver_now) {
+        deliver();  // the callbacks read, outside owned_mu, before waiters wake
     }
     if (added || reaped_here) {  // a reaped entry without a report wakes waiters too
         std::uint64_t one = 1;
@@ -300,7 +417,7 @@ result<std::size_t> cq_impl::fill_stash() {
         // Drain the provider into the ring from this thread: safe, since waiters sleep on the
         // eventfd, and it saves the owner thread a wake-up on the way.
         bool r = false;
-        pump(&r);
+        pump(&r, false);  // the caller delivers, outside its own locks (a channel's)
         reaped = r;
         return owned_ready();
     }
@@ -314,8 +431,7 @@ result<std::size_t> cq_impl::fill_stash() {
     if (stash_count == 0) {
         stash_head = 0;
         std::size_t consumed = 0;
-        auto r = read_provider(stash.data(), stash_capacity, &consumed,
-                               shared ? stash_from.data() : nullptr);
+        auto r = read_provider(stash.data(), stash_capacity, &consumed, stash_from.data());
         if (!r) {
             return r;
         }
@@ -335,7 +451,7 @@ result<bool> cq_impl::trywait(bool* notified) {
         return false;
     }
     if (progress_owned()) {
-        pump();  // see fill_stash
+        pump(nullptr, false);  // see fill_stash
         // The eventfd stays readable while the ring holds entries. With the ring empty, clear
         // what a reap that reported nothing left there (or every wait would return at once);
         // anything the thread adds after this signals it again. A signal cleared here is news
@@ -375,8 +491,28 @@ result<bool> cq_impl::trywait(bool* notified) {
     return fail(fabric_error(ret, "fi_trywait"));
 }
 
+namespace {
+
+// Hands the completion out: it no longer counts in its connection's in_flight().
+inline void handed_out(const entry_source& from) noexcept {
+    if (from.held != nullptr) {
+        from.held->owner->give(from.held);
+    } else if (from.pool != nullptr) {
+        from.pool->undelivered.fetch_sub(1, std::memory_order_relaxed);
+    }
+}
+
+}  // namespace
+
 result<std::size_t> cq_impl::poll(std::span<completion> out) {
+    auto r = poll_locked(out);
+    deliver();  // last: a callback may destroy the connection owning this CQ
+    return r;
+}
+
+result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
     std::size_t n = 0;
+    entry_source from[read_batch];
     if (progress_owned()) {
         if (shared && detaching.load() != 0) {
             return 0;  // see fill_stash
@@ -386,6 +522,7 @@ result<std::size_t> cq_impl::poll(std::span<completion> out) {
         std::lock_guard lock(owned_mu);
         while (n < out.size() && owned_count != 0) {
             out[n++] = owned[owned_head];
+            handed_out(owned_from[owned_head]);
             owned_head = (owned_head + 1) % owned.size();
             --owned_count;
         }
@@ -397,8 +534,11 @@ result<std::size_t> cq_impl::poll(std::span<completion> out) {
         }
         if (n < out.size()) {
             std::size_t consumed = 0;
-            auto r = read_provider(out.data() + n, out.size() - n, &consumed);
+            auto r = read_provider(out.data() + n, out.size() - n, &consumed, from);
             if (r) {
+                for (std::size_t i = 0; i < *r; ++i) {
+                    handed_out(from[i]);
+                }
                 n += *r;
                 if (consumed > *r) {
                     unreported = true;
@@ -417,14 +557,18 @@ result<std::size_t> cq_impl::poll(std::span<completion> out) {
         lock.lock();
     }
     while (n < out.size() && stash_count != 0) {
+        handed_out(stash_from[stash_head]);
         out[n++] = stash_pop();
     }
     while (n < out.size()) {
         const std::size_t want = std::min<std::size_t>(out.size() - n, read_batch);
         std::size_t consumed = 0;
-        auto r = read_provider(out.data() + n, want, &consumed);
+        auto r = read_provider(out.data() + n, want, &consumed, from);
         if (!r) {
             return n != 0 ? result<std::size_t>(n) : r;
+        }
+        for (std::size_t i = 0; i < *r; ++i) {
+            handed_out(from[i]);
         }
         n += *r;
         if (consumed > *r) {
@@ -454,7 +598,9 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
     poll_backoff backoff;
     for (;;) {
         auto ready = fill_stash();
-        if (!ready || *ready != 0 || reaped) {
+        const bool reaped_now = reaped;
+        deliver();  // callbacks read here run now, outside the CQ's lock
+        if (!ready || *ready != 0 || reaped_now) {
             // Entries reaped without a completion to report (callbacks, hidden successes,
             // reclaimed unsignalled operations) end the wait too: in_flight() dropped.
             return ready;
@@ -465,6 +611,7 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
             return fail(armed.error());
         }
         if (notified) {
+            deliver();
             return std::size_t{0};  // the progress thread reaped since the caller last looked
         }
         if (!*armed) {
@@ -525,6 +672,7 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
                 [[maybe_unused]] ssize_t rd = ::read(notify.get(), &v, sizeof(v));
             }
         }
+        deliver();  // last: a callback may destroy the connection owning this CQ
         return woke;
     }
 }
@@ -578,7 +726,9 @@ int completion_queue::fd() const noexcept {
     return impl_->wait_fd();
 }
 result<bool> completion_queue::arm() {
-    return impl_->trywait();
+    auto r = impl_->trywait();
+    impl_->deliver();
+    return r;
 }
 cq_kind completion_queue::kind() const noexcept {
     return impl_->kind;

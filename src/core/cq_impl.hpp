@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -41,7 +42,15 @@ struct poll_backoff {
     void pause(std::chrono::steady_clock::time_point deadline);
 };
 
-struct cq_impl {
+// Where a completion read from the provider and not yet handed out came from: its connection's
+// pool, and the record it keeps taken until poll hands it out (null: the pool's `undelivered`
+// counts it instead, or it has no operation).
+struct entry_source {
+    const op_pool* pool = nullptr;
+    op_record* held = nullptr;
+};
+
+struct cq_impl final : callback_sink {
     std::shared_ptr<domain_impl> dom;
     cq_handle cq;
     int fd = -1;          // the CQ's wait fd (owned by libfabric); -1 when polled
@@ -91,8 +100,44 @@ struct cq_impl {
     std::size_t backlog_head = 0;
     // Shared CQs: the connection (its op_pool) each stash / owned entry came from, so a
     // destroyed connection's completions read but not yet handed out are purged.
-    std::vector<const op_pool*> stash_from;
-    std::vector<const op_pool*> owned_from;
+    // Every CQ: the pool each stash / ring entry came from, whose `undelivered` count drops
+    // when poll hands the entry out (connection::in_flight).
+    std::vector<entry_source> stash_from = std::vector<entry_source>(stash_capacity);
+    std::vector<entry_source> owned_from;
+
+    // User callbacks never run under read_mu or owned_mu (a callback may destroy a connection,
+    // whose teardown takes them, or wait for an application lock that a destroying thread holds
+    // while it takes them). read_provider hands them to defer() (a callback_deferral), and the
+    // reader runs them with deliver() once its lock is released: one thread at a time (the
+    // `deliverer`), in the order read, FIFO. A reader that finds another thread delivering leaves
+    // its callbacks to it; that thread then wakes the CQ's waiters.
+    struct pending_callback {
+        void (*fn)(const completion&);
+        completion c;
+        const op_pool* from;
+        op_record* held;  // given back as the callback is called; else `from` counts it
+    };
+    std::mutex deliver_mu;
+    std::condition_variable delivered_cv;  // a callback returned, or delivering stopped
+    std::vector<pending_callback> deliveries;
+    std::size_t deliveries_head = 0;
+    std::atomic<bool> deliveries_pending{false};
+    std::thread::id deliverer{};               // the thread running callbacks now, if any
+    const op_pool* delivering_from = nullptr;  // whose callback runs now
+    bool deferred_by_others = false;           // queued while another thread delivered
+    std::weak_ptr<cq_impl> self;               // kept alive while callbacks run
+    void defer(void (*fn)(const completion&), const completion& c, const op_pool* from,
+               op_record* held) override;
+    // Runs the callbacks queued by defer(), unless a thread is doing so already. Call with no
+    // reader lock held.
+    void deliver();
+    // Teardown of the connection owning `pool`: drops its queued callbacks and waits until none
+    // of its callbacks runs on another thread (one running on this thread is the caller's own).
+    void drop_deliveries(const op_pool* pool);
+    // Provider entries without an operation that are not a peer's write with immediate data (an
+    // error entry without context, seen on sockets when a peer goes away): dropped and counted
+    // here, never reported.
+    mutable std::atomic<std::uint64_t> strays{0};
 
     // A CQ shared by several connections (shared_completion_queue): one budget of entries,
     // reserved by each attached connection for all its queue entries that complete here, so
@@ -144,7 +189,9 @@ struct cq_impl {
     // The fd a waiter blocks on: the provider's, or the eventfd of a progress-owned CQ.
     int wait_fd() const noexcept { return progress_owned() ? notify.get() : fd; }
     // Progress thread: reads the provider's CQ into the ring; true if anything was added.
-    bool pump(bool* reaped = nullptr);  // *reaped: entries were read (reported or not)
+    // *reaped: entries were read (reported or not). Runs the callbacks read (deliver) unless
+    // `deliver_now` is false: then the caller must call deliver() once its locks are released.
+    bool pump(bool* reaped = nullptr, bool deliver_now = true);
     std::size_t owned_ready();
     // Calls into the provider (a zero-length read) unless the progress thread owns this CQ.
     void drive();
@@ -160,7 +207,7 @@ struct cq_impl {
     // `consumed`.
     result<std::size_t> read_provider(completion* out, std::size_t n,
                                       std::size_t* consumed = nullptr,
-                                      const op_pool** from = nullptr);
+                                      entry_source* from = nullptr);
     // Calls into the provider for the connections attached to a shared CQ: their events
     // (a disconnect cancels receives the provider does not flush).
     void drive_attached();
@@ -169,6 +216,7 @@ struct cq_impl {
     // fi_trywait on this CQ alone: true when it is safe to block on fd.
     result<bool> trywait(bool* notified = nullptr);
     result<std::size_t> poll(std::span<completion> out);
+    result<std::size_t> poll_locked(std::span<completion> out);  // poll() before deliver()
     result<std::size_t> wait(std::chrono::milliseconds timeout);
 };
 

@@ -23,7 +23,9 @@ int remaining_ms(clock::time_point deadline);
 // Fills `c` from a provider completion and gives its record back. Returns true when the
 // completion is for the caller to see (false: delivered to its callback, a success of an
 // operation posted with completion_mode::on_error, or one of a connection being destroyed).
-bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t flags);
+// A reported completion whose record stays taken until it is handed out sets *held to it.
+bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t flags,
+            op_record** held = nullptr);
 
 // The op_pool (connection) an operation context belongs to; null for a peer's write with
 // immediate data.

@@ -57,6 +57,7 @@ struct multi_op {
     held_units units;                    // connection_config::slots units of every part
     void* context = nullptr;
     void (*callback)(const completion&) = nullptr;
+    const op_pool* pool = nullptr;  // the connection's: its callback counts there until it runs
     bool report_success = true;
     std::size_t bytes = 0;
     multi_registry* registry;
@@ -107,10 +108,11 @@ bool finish_multi(std::unique_ptr<multi_op> m, completion& c) {
         }
     }
     auto* callback = m->callback;
+    const op_pool* pool = m->pool;
     const bool report = m->report_success || !c.ok();
     m.reset();  // the units go back before the application hears of it (it may post again)
     if (callback != nullptr) {
-        callback(c);  // inside done_internal's completion scope
+        run_callback(callback, c, pool);  // after the reader's lock (ops/done.hpp)
         return false;
     }
     return report;
@@ -224,6 +226,7 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
     m->units = std::move(*admitted);
     m->context = opts.context;
     m->callback = opts.callback;
+    m->pool = &c.ops;
     m->report_success = opts.report == completion_mode::always;
     m->bytes = total;
     m->left.store(n);

@@ -56,7 +56,7 @@ result<void> progress_engine::watch(cq_impl* cq) {
     std::unique_lock lock(mu_);
     waiting_.fetch_sub(1);
     cq->owned.assign(cq->size, completion{});
-    cq->owned_from.assign(cq->size, nullptr);
+    cq->owned_from.assign(cq->size, {});
     cq->notify = unique_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (cq->notify.get() < 0) {
         return fail(errc::provider_error,

@@ -70,16 +70,18 @@ void cq_impl::detach_connection(std::size_t need) {
         std::lock_guard lock(owned_here ? owned_mu : read_mu);
         // Completions already read and not yet handed out: purge the retired connections'.
         std::vector<completion>& ring = owned_here ? owned : stash;
-        std::vector<const op_pool*>& from = owned_here ? owned_from : stash_from;
+        std::vector<entry_source>& from = owned_here ? owned_from : stash_from;
         std::size_t& head = owned_here ? owned_head : stash_head;
         std::size_t& count = owned_here ? owned_count : stash_count;
         std::size_t kept = 0;
         for (std::size_t i = 0; i < count; ++i) {
             const std::size_t at = (head + i) % ring.size();
-            if (from[at] == nullptr || !from[at]->retired.load()) {
+            if (from[at].pool == nullptr || !from[at].pool->retired.load()) {
                 const std::size_t to = (head + kept++) % ring.size();
                 ring[to] = ring[at];
                 from[to] = from[at];
+            } else if (from[at].held != nullptr) {
+                from[at].held->owner->give(from[at].held);  // its pool is alive until detached
             }
         }
         count = kept;
@@ -171,7 +173,7 @@ result<shared_completion_queue> shared_completion_queue::create(const domain& do
     auto& impl = *q;
     impl->shared = true;
     impl->budget.exclusive([&](auto& l) { l.reset({static_cast<std::uint32_t>(size)}); });
-    impl->stash_from.assign(impl->stash.size(), nullptr);
+    impl->stash_from.assign(impl->stash.size(), {});
     if (cfg.progress_thread) {
         std::lock_guard lock(d->progress_mu);
         if (!d->progress) {

@@ -8,21 +8,47 @@ namespace remora::detail {
 namespace {
 
 thread_local int completion_depth = 0;
-
-struct in_completion_scope {
-    in_completion_scope() noexcept { ++completion_depth; }
-    ~in_completion_scope() { --completion_depth; }
-};
+thread_local callback_sink* deferral_sink = nullptr;
 
 }  // namespace
+
+completion_scope::completion_scope() noexcept {
+    ++completion_depth;
+}
+completion_scope::~completion_scope() {
+    --completion_depth;
+}
+
+callback_deferral::callback_deferral(callback_sink* sink) noexcept : previous_(deferral_sink) {
+    deferral_sink = sink;
+}
+callback_deferral::~callback_deferral() {
+    deferral_sink = previous_;
+}
 
 bool in_completion() noexcept {
     return completion_depth > 0;
 }
 
+void run_callback(void (*fn)(const completion&), const completion& c, const op_pool* from) {
+    if (deferral_sink != nullptr) {
+        from->undelivered.fetch_add(1, std::memory_order_relaxed);
+        deferral_sink->defer(fn, c, from, nullptr);
+        return;
+    }
+    completion_scope scope;
+    fn(c);
+}
+
 bool done_report(op_record& r, completion& c) {
     c.context = r.user_context;
     const bool report = r.report_success || !c.ok();
+    if (report && deferral_sink != nullptr) {
+        // Read by a CQ's reader: the record stays taken until poll hands the completion out
+        // (finish() passes it on with the entry; cq.cpp handed_out gives it back).
+        r.delivering.store(true, std::memory_order_relaxed);
+        return true;
+    }
     r.owner->give(&r);
     return report;
 }
@@ -30,8 +56,16 @@ bool done_report(op_record& r, completion& c) {
 bool done_callback(op_record& r, completion& c) {
     c.context = r.user_context;
     auto* callback = r.callback;
-    r.owner->give(&r);
-    in_completion_scope scope;
+    op_pool* owner = r.owner;
+    if (deferral_sink != nullptr) {
+        // The record stays taken (its entries, in_flight()) until the sink calls the callback,
+        // and gives it back just before (the callback may post into the freed entry).
+        r.delivering.store(true, std::memory_order_relaxed);
+        deferral_sink->defer(callback, c, owner, &r);
+        return false;
+    }
+    owner->give(&r);
+    completion_scope scope;
     callback(c);
     return false;
 }
@@ -45,7 +79,7 @@ bool done_internal(op_record& r, completion& c) {
     auto* hook = r.internal;
     void* context = r.user_context;
     r.owner->give(&r);
-    in_completion_scope scope;
+    completion_scope scope;
     return hook(context, c);
 }
 

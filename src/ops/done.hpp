@@ -2,12 +2,17 @@
 // src/ops/done.hpp — the one completion path of an operation (remora::detail).
 //
 // Every record carries one `done` function, chosen at admission (ops/admission.hpp), and finish()
-// (src/core/cq.cpp) calls it last, in one line: `return rec->done(*rec, c);`. Each gives the
-// record back before anything of the caller runs (a callback may post into the freed entry) and
-// returns whether the CQ's reader sees the completion:
-//   done_report    completion_mode::always reports; on_error and at_post report failures only
+// (src/core/cq.cpp) calls it. The record is given back before anything of the caller runs (a
+// callback may post into the freed entry): at once, or, for what the application has not got
+// yet, when poll hands the completion out or just before the callback is called. Each returns
+// whether the CQ's reader sees the completion:
+//   done_report    completion_mode::always reports; on_error and at_post report failures only;
+//                  under a callback_deferral (a CQ reader) a reported record stays taken until
+//                  poll hands the completion out
 //   done_callback  op_options::callback runs with the completion (co_op's coroutines resume
-//                  here: their callback is the awaiter's), inside a completion scope; never seen
+//                  here: their callback is the awaiter's), inside a completion scope; never seen.
+//                  Under a callback_deferral it is handed to the scope's sink instead, to run
+//                  once the reader's lock is released
 //   done_internal  a library-internal operation (the target service's messages): its hook runs
 //                  inside a completion scope and says whether the reader sees it
 #pragma once
@@ -29,5 +34,46 @@ void run_callback(void (*callback)(const completion&), completion& c);
 // True on a thread running a completion callback or internal hook (a post from there must not
 // drive the CQ it is being called from).
 bool in_completion() noexcept;
+
+// Marks the calling thread as running completion code for its lifetime (in_completion()).
+class completion_scope {
+  public:
+    completion_scope() noexcept;
+    ~completion_scope();
+    completion_scope(const completion_scope&) = delete;
+    completion_scope& operator=(const completion_scope&) = delete;
+};
+
+// Where done_callback puts a user callback instead of running it, while a CQ's reader holds the
+// CQ's lock (a callback may destroy a connection, whose teardown needs that lock, or take an
+// application lock that a destroying thread holds): the reader runs it once the lock is released
+// (cq_impl::deliver). Either `held` is the operation's record, kept taken until the callback is
+// called (then given back), or `from` is the pool whose `undelivered` count includes it.
+struct callback_sink {
+    virtual void defer(void (*fn)(const completion&), const completion& c, const op_pool* from,
+                       op_record* held) = 0;
+
+  protected:
+    ~callback_sink() = default;
+};
+
+// A user callback reached through a library-internal hook (the target service's flushes and
+// atomics, a gather_write's last part): handed to the active callback_deferral's sink like
+// done_callback's (counted in `from`'s undelivered until it runs), or run at once, inside a
+// completion scope, without one.
+void run_callback(void (*fn)(const completion&), const completion& c, const op_pool* from);
+
+// For its lifetime, done_callback on this thread hands callbacks to `sink` (null: runs them at
+// once, as without a scope).
+class callback_deferral {
+  public:
+    explicit callback_deferral(callback_sink* sink) noexcept;
+    ~callback_deferral();
+    callback_deferral(const callback_deferral&) = delete;
+    callback_deferral& operator=(const callback_deferral&) = delete;
+
+  private:
+    callback_sink* previous_;
+};
 
 }  // namespace remora::detail

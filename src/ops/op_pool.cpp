@@ -151,6 +151,7 @@ void op_pool::give(op_record* r) noexcept {
             return;
         }
         r->in_use = false;
+        r->delivering.store(false, std::memory_order_relaxed);
         const auto i = static_cast<std::size_t>(r - records_.data());
         const auto k = static_cast<std::size_t>(queue_of(i));
         free_[k].push_back(static_cast<std::uint32_t>(i));
@@ -165,7 +166,7 @@ std::vector<op_record*> op_pool::posted_recvs() {
     return budget_.exclusive([&](auto&) {
         std::vector<op_record*> out;
         for (std::size_t i = sends_ + service_; i < records_.size(); ++i) {
-            if (records_[i].in_use) {
+            if (records_[i].in_use && !records_[i].delivering.load(std::memory_order_relaxed)) {
                 out.push_back(&records_[i]);
             }
         }
@@ -177,7 +178,7 @@ std::vector<std::pair<op_record*, bool>> op_pool::taken() {
     return budget_.exclusive([&](auto&) {
         std::vector<std::pair<op_record*, bool>> out;
         for (std::size_t i = 0; i < records_.size(); ++i) {
-            if (records_[i].in_use) {
+            if (records_[i].in_use && !records_[i].delivering.load(std::memory_order_relaxed)) {
                 out.emplace_back(&records_[i], i >= sends_ + service_);
             }
         }

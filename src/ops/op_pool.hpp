@@ -62,6 +62,11 @@ struct op_record {
     bool reclaims = false;  // signalled while selective signalling is on: reclaims older ones
     std::uint64_t mark = 0;
     op_holdings held;  // returned when the completion is read (or the post fails)
+    // Complete, and waiting for the application: its completion in a CQ's stash or ring (given
+    // back when poll hands it out) or its callback in the CQ's deliveries (given back as it is
+    // called). The record, and so its queue entries, stay taken; close and cancel paths skip it.
+    // Cleared by give().
+    std::atomic<bool> delivering{false};
 };
 
 // Which queue entries an operation takes: the application's sends (sq_size), those reserved for
@@ -105,6 +110,13 @@ class op_pool {
     // Where this connection's parked posts wait (its budget's or its own; park_gate.hpp), set by
     // the first parked post: notified after every record given back.
     std::atomic<park_gate*> gate{nullptr};
+    // Completions of this pool's operations whose records are given back and that the
+    // application has not been handed yet: what internal hooks (the target service, gather_write)
+    // report or defer to a callback (a plain operation keeps its record taken instead until it
+    // is handed out or its callback called: op_record::delivering). connection::in_flight()
+    // counts them, so an operation counts until the application has its completion, whichever
+    // call read it. Mutable: CQs refer to pools through const pointers.
+    mutable std::atomic<std::size_t> undelivered{0};
 
   private:
     static constexpr std::size_t queues = 3;

@@ -328,7 +328,7 @@ bool deliver(service_conn& s, std::uint32_t i, completion& c, std::unique_lock<s
     settle(s, i);
     if (callback != nullptr) {
         lock.unlock();
-        callback(c);
+        run_callback(callback, c, &s.conn->ops);  // after the CQ reader's lock (ops/done.hpp)
         lock.lock();
         return false;
     }

@@ -90,6 +90,9 @@ struct receive_pool_impl : std::enable_shared_from_this<receive_pool_impl> {
     static bool on_receive(void* context, completion& c);
     void give_back(receive_slot* s);
     void forget(connection_impl& c);  // the connection is being destroyed
+    // First step of destroying `c` (before its endpoint closes): no post, rebalance or detach
+    // touches it any more; waits for those in flight. forget() takes its slots back later.
+    void retire(connection_impl& c);
     // While connections wait and no slot is free, cancels receives parked longest on quiet
     // connections so their slots move to the waiting ones (those go to the back of the line).
     void rebalance();
@@ -115,7 +118,7 @@ void receive_pool_impl::rebalance() {
         std::vector<receive_slot*> idle;
         for (auto& sl : slots) {
             if (sl.st == receive_slot::state::posted && !sl.reclaiming &&
-                now - sl.posted_at >= idle_receive) {
+                now - sl.posted_at >= idle_receive && find(sl.conn) != nullptr) {
                 idle.push_back(&sl);
             }
         }
@@ -296,6 +299,17 @@ void receive_pool_impl::give_back(receive_slot* s) {
         free_slot(s);
     }
     dispatch();
+}
+
+void receive_pool_impl::retire(connection_impl& c) {
+    std::unique_lock lock(mu);
+    conns.erase(
+        std::remove_if(conns.begin(), conns.end(), [&](const attached& a) { return a.conn == &c; }),
+        conns.end());
+    wanting.erase(std::remove(wanting.begin(), wanting.end(), &c), wanting.end());
+    // dispatch posts only on attached connections and rebalance picks only their slots: once
+    // the posts and scans in flight are done, none reaches `c`.
+    post_cv.wait(lock, [&] { return posting == 0 && !scanning; });
 }
 
 void receive_pool_impl::forget(connection_impl& c) {
@@ -483,6 +497,11 @@ result<void> receive_pool::attach(connection& conn) {
         c->on_destroy.emplace_back([weak](detail::connection_impl& dying) {
             if (auto p = weak.lock()) {
                 p->forget(dying);
+            }
+        });
+        c->on_retire.emplace_back([weak](detail::connection_impl& dying) {
+            if (auto p = weak.lock()) {
+                p->retire(dying);
             }
         });
     }

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include <atomic>
 #include <thread>
@@ -472,6 +473,67 @@ TEST_P(rdm, accounting_counts_in_flight_and_a_full_send_queue_would_block) {
     auto rest = drain(*p.a, p.a->cq());
     EXPECT_EQ(p.a->in_flight(), 0u);
     EXPECT_EQ(rest.size(), 2u);
+}
+
+// in_flight() counts an operation until the application has its completion, whichever call read
+// it from the provider: the obvious loop "poll, or wait when poll found nothing, while
+// in_flight() > 0" ends with every posted operation's completion received exactly once, and none
+// arrives after. Rounds of writes and reads; then close() with operations outstanding.
+TEST_P(rdm, in_flight_counts_until_the_completion_is_handed_out) {
+    buffer target(1 << 16), local(1 << 16);
+    auto p = must(make_pair(GetParam(), {.sq_size = 8, .rq_size = 4}));
+    warm_up(p);
+    auto tmr = must(memory_region::create(p.b_dom, target.span(),
+                                          usage::write_destination | usage::read_source));
+    auto lmr = must(memory_region::create(p.a_dom, local.span(),
+                                          usage::write_source | usage::read_destination));
+    auto desc = must(tmr.describe());
+    auto reap = [&](std::map<void*, int>& seen) {
+        completion buf[16];
+        const auto deadline = std::chrono::steady_clock::now() + 20s;
+        while (p.a->in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+            auto n = p.a->cq().poll(buf);
+            ASSERT_TRUE(n.has_value()) << n.error().what();
+            for (std::size_t i = 0; i < *n; ++i)
+                ++seen[buf[i].context];
+            if (*n == 0) {
+                auto w = p.a->cq().wait(100ms);
+                ASSERT_TRUE(w || w.error() == errc::timed_out) << w.error().what();
+            }
+        }
+        ASSERT_EQ(p.a->in_flight(), 0u);
+        (void)p.a->cq().wait(50ms);
+        auto n = p.a->cq().poll(buf);
+        ASSERT_TRUE(n.has_value());
+        ASSERT_EQ(*n, 0u) << "a completion arrived after in_flight() reached 0";
+    };
+    std::vector<int> ids(8 * 31);
+    for (int round = 0; round < 31; ++round) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        const bool closing = round == 30;
+        std::size_t posted = 0;
+        {
+            driver d(*p.b);  // the target progresses while someone calls into it
+            for (std::size_t i = 0; i < 8; ++i) {
+                int* id = &ids[round * 8 + i];
+                const std::size_t off = i * 4096;
+                auto r = retrying([&] {
+                    return i % 2 == 0 ? p.a->write(desc, off, lmr, off, 4096, {.context = id})
+                                      : p.a->read(lmr, off, desc, off, 4096, {.context = id});
+                });
+                ASSERT_TRUE(r.has_value()) << r.error().what();
+                ++posted;
+            }
+            if (closing) {
+                REMORA_ASSERT_OK(p.a->close());  // the outstanding ones complete canceled
+            }
+            std::map<void*, int> seen;
+            reap(seen);
+            for (std::size_t i = 0; i < posted; ++i)
+                ASSERT_EQ(seen[&ids[round * 8 + i]], 1) << "operation " << i;
+            ASSERT_EQ(seen.size(), posted) << "completions of operations never posted";
+        }
+    }
 }
 
 TEST_P(rdm, bad_input_is_refused_and_changes_nothing) {
