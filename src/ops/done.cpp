@@ -71,7 +71,7 @@ bool done_callback(op_record& r, completion& c) {
 }
 
 void run_callback(void (*callback)(const completion&), completion& c) {
-    in_completion_scope scope;
+    completion_scope scope;
     callback(c);
 }
 
