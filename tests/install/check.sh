@@ -14,7 +14,10 @@ cmake --build "$work/cmake" >/dev/null
 "$work/cmake/consumer"
 "$work/cmake/consumer_shared"
 "$work/cmake/consumer_c"
-ldd "$work/cmake/consumer_shared" | grep -q "libremora.so.0 => $work/prefix/" ||
+# ldd's output first: `ldd | grep -q` fails at random under pipefail (grep -q stops reading, ldd
+# gets SIGPIPE).
+linked=$(ldd "$work/cmake/consumer_shared")
+grep -q "libremora.so.0 => $work/prefix/" <<<"$linked" ||
     { echo "install: consumer_shared does not load the installed libremora.so.0" >&2; exit 1; }
 pc_dir=$(dirname "$(find "$work/prefix" -name remora.pc)")
 g++ -std=c++20 "$src/main.cpp" $(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs remora) \
