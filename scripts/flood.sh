@@ -18,8 +18,11 @@
 # CPU < 5 %, fds and RSS back within 10 % of the start. Exit status 0 on PASS, 1 on FAIL.
 # FLOOD_GET_MS overrides the 1 s bar for a get (a get is a new process: on a loaded machine its
 # start alone can take longer; the bounded test in tests/cli uses a looser bar).
+# FLOOD_CPU_PCT overrides the 5 % bar for serve's CPU (the bounded test runs beside ASan builds and
+# other tests: it uses a bar that still catches the old 70-90 % spin).
 set -u
 get_ms=${FLOOD_GET_MS:-1000}
+cpu_bar=${FLOOD_CPU_PCT:-5}
 remora=${1:?usage: flood.sh REMORA [PROVIDER] [SILENT] [HALF_OPEN] [WRONG_KEY] [LIMIT_FDS]}
 provider=${2:-tcp}
 silent=${3:-1000}
@@ -140,7 +143,7 @@ bad=()
 [ "$worst" = fail ] && bad+=("a legitimate get failed during the flood")
 [ "$worst" != fail ] && [ "$worst" -gt "$get_ms" ] && bad+=("a legitimate get took $worst ms")
 [ "$after" = fail ] && bad+=("a legitimate get failed after the flood")
-[ "$cpu" -ge 5 ] && bad+=("serve CPU $cpu % while the flood was held")
+[ "$cpu" -ge "$cpu_bar" ] && bad+=("serve CPU $cpu % while the flood was held")
 [ "$fds2" -gt $(( fds0 + fds0 / 10 )) ] && bad+=("fds $fds2 after, $fds0 at the start")
 [ "$rss2" -gt $(( rss0 + rss0 / 10 )) ] && bad+=("RSS $rss2 kB after, $rss0 kB at the start")
 if [ ${#bad[@]} -eq 0 ]; then

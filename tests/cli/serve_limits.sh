@@ -84,7 +84,7 @@ if [ "$provider" != tcp ]; then
     echo "ok: serve_limits $provider (flood skipped: sockets crashes inside libfabric)"
     exit 0
 fi
-FLOOD_GET_MS=8000 bash "$(dirname "$0")/../../scripts/flood.sh" "$remora" "$provider" 300 50 20 128 \
+FLOOD_GET_MS=8000 FLOOD_CPU_PCT=50 bash "$(dirname "$0")/../../scripts/flood.sh" "$remora" "$provider" 300 50 20 128 \
     > "$dir/flood.log" 2>&1 || { cat "$dir/flood.log"; fail "flood"; }
 grep -q "flood: PASS" "$dir/flood.log" || { cat "$dir/flood.log"; fail "flood"; }
 echo "ok: serve_limits $provider"
