@@ -240,12 +240,15 @@ result<void> post_or_queue(connection_impl& c, const op_options& opts, remora::o
     q.deadline = opts.park_until;
     q.what = what;
     q.attempt = [again = std::move(again), now]() { return again(now); };
-    q.end = [callback = opts.callback, context = opts.context, kind](const error& e) {
+    // A queued post that is never posted reports like an internal hook's callback (the
+    // connection outlives it: close_owner ends its queued posts first).
+    q.end = [callback = opts.callback, context = opts.context, kind,
+             pool = &c.ops](const error& e) {
         completion done;
         done.op = kind;
         done.status = e.code();
         done.context = context;
-        run_callback(callback, done);
+        run_callback(callback, done, pool);
     };
     auto r = g.queue(std::move(q));
     if (!r) {

@@ -70,11 +70,6 @@ bool done_callback(op_record& r, completion& c) {
     return false;
 }
 
-void run_callback(void (*callback)(const completion&), completion& c) {
-    completion_scope scope;
-    callback(c);
-}
-
 bool done_internal(op_record& r, completion& c) {
     auto* hook = r.internal;
     void* context = r.user_context;

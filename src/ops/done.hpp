@@ -27,10 +27,6 @@ bool done_report(op_record& r, completion& c);
 bool done_callback(op_record& r, completion& c);
 bool done_internal(op_record& r, completion& c);
 
-// Runs an operation's callback with `c` inside a completion scope (as done_callback does): a
-// parked post that ends without being posted reports through it.
-void run_callback(void (*callback)(const completion&), completion& c);
-
 // True on a thread running a completion callback or internal hook (a post from there must not
 // drive the CQ it is being called from).
 bool in_completion() noexcept;
