@@ -115,46 +115,67 @@ result<connection_request> request_while_connecting(listener& lst, Client& clien
 inline std::vector<completion> collect(completion_queue& cq, std::size_t n, bool blocking,
                                        std::chrono::milliseconds limit = 10s);
 
-// connect_pair for "rdm:<provider>": two RDM peers, each in a domain of its own (as two
-// processes would be), attached to each other; `server` runs the library's progress thread (an
-// RDM target progresses only while someone reads its CQ, and these tests' targets are idle).
-// One message from the client sets up the provider's path (shm maps the peer, tcp;ofi_rxm
-// connects), as a first exchange of descriptors does in an application, so the test's posts meet
-// no path setup (only a send: a client drawing on a slot pool may have no receive units).
+// Two RDM peers attached to each other, each in a domain of its own (as two processes would
+// be): `a` opened with `a_cfg` in `a_dom`, `b` with `b_cfg` in `b_dom`. Nothing is sent yet, so
+// the provider may still set up its path on the first operation.
+struct rdm_pair {
+    domain a_dom;
+    domain b_dom;
+    std::optional<connection> a;
+    std::optional<connection> b;
+};
+
+inline result<rdm_pair> attach_rdm_pair(const std::string& provider,
+                                        const connection_config& a_cfg = {},
+                                        const connection_config& b_cfg = {}) {
+    auto ad = domain::open({.provider = provider, .endpoint = endpoint_type::rdm});
+    if (!ad)
+        return fail(ad.error());
+    auto bd = domain::open({.provider = provider, .endpoint = endpoint_type::rdm});
+    if (!bd)
+        return fail(bd.error());
+    auto a = connection::open_peer(*ad, a_cfg);
+    if (!a)
+        return fail(a.error());
+    auto b = connection::open_peer(*bd, b_cfg);
+    if (!b)
+        return fail(b.error());
+    if (auto r = a->attach(b->local_address()); !r)
+        return fail(r.error());
+    if (auto r = b->attach(a->local_address()); !r)
+        return fail(r.error());
+    return rdm_pair{*ad, *bd, std::move(*a), std::move(*b)};
+}
+
+// connect_pair for "rdm:<provider>": attach_rdm_pair with `server` as `a`, running the library's
+// progress thread (an RDM target progresses only while someone reads its CQ, and these tests'
+// targets are idle). One message from the client sets up the provider's path (shm maps the peer,
+// tcp;ofi_rxm connects), as a first exchange of descriptors does in an application, so the test's
+// posts meet no path setup (only a send: a client drawing on a slot pool may have no receive
+// units).
 inline result<connected_pair> connect_rdm_pair(const std::string& provider,
                                                connection_config server_cfg,
                                                const connection_config& client_cfg) {
-    auto sd = domain::open({.provider = provider, .endpoint = endpoint_type::rdm});
-    if (!sd)
-        return fail(sd.error());
-    auto cd = domain::open({.provider = provider, .endpoint = endpoint_type::rdm});
-    if (!cd)
-        return fail(cd.error());
     server_cfg.progress_thread = true;
-    auto s = connection::open_peer(*sd, server_cfg);
-    if (!s)
-        return fail(s.error());
-    auto c = connection::open_peer(*cd, client_cfg);
-    if (!c)
-        return fail(c.error());
-    if (auto r = s->attach(c->local_address()); !r)
-        return fail(r.error());
-    if (auto r = c->attach(s->local_address()); !r)
-        return fail(r.error());
+    auto p = attach_rdm_pair(provider, server_cfg, client_cfg);
+    if (!p)
+        return fail(p.error());
+    connection& s = *p->a;
+    connection& c = *p->b;
     std::vector<std::byte> sm(64), cm(64);
-    auto smr = memory_region::create(*sd, sm, usage::receive);
-    auto cmr = memory_region::create(*cd, cm, usage::send);
+    auto smr = memory_region::create(p->a_dom, sm, usage::receive);
+    auto cmr = memory_region::create(p->b_dom, cm, usage::send);
     if (!smr || !cmr)
         return fail(!smr ? smr.error() : cmr.error());
-    if (auto r = s->recv(*smr, 0, 8); !r)
+    if (auto r = s.recv(*smr, 0, 8); !r)
         return fail(r.error());
-    completion_queue& sq = s->rcq() != nullptr ? *s->rcq() : s->cq();
+    completion_queue& sq = s.rcq() != nullptr ? *s.rcq() : s.cq();
     const auto deadline = std::chrono::steady_clock::now() + 10s;
     result<void> sent = fail(errc::would_block, "warm-up send not posted");
     std::size_t received = 0;
     while (!sent && sent.error() == errc::would_block &&
            std::chrono::steady_clock::now() < deadline) {
-        sent = c->send(*cmr, 0, 8);
+        sent = c.send(*cmr, 0, 8);
         completion buf[4];
         if (auto n = sq.poll(buf); n)  // the receiver progresses meanwhile
             received += *n;
@@ -163,10 +184,11 @@ inline result<connected_pair> connect_rdm_pair(const std::string& provider,
         return fail(sent.error());
     if (received == 0)
         received = collect(sq, 1, false, 10s).size();
-    if (received != 1 || collect(c->cq(), 1, false, 10s).size() != 1)
+    if (received != 1 || collect(c.cq(), 1, false, 10s).size() != 1)
         return fail(errc::timed_out, "RDM warm-up: the first message did not arrive in 10 s");
-    connected_pair p{*sd, *cd, std::nullopt, std::move(*s), std::move(*c)};
-    return p;
+    connected_pair cp{std::move(p->a_dom), std::move(p->b_dom), std::nullopt, std::move(p->a),
+                      std::move(p->b)};
+    return cp;
 }
 
 inline result<connected_pair> connect_pair(const std::string& provider,

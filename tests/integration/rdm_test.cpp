@@ -27,37 +27,8 @@
 namespace remora::test {
 namespace {
 
-// Two attached RDM peers, each in a domain of its own (as two processes would be).
-struct rdm_pair {
-    domain a_dom;
-    domain b_dom;
-    std::optional<connection> a;
-    std::optional<connection> b;
-};
-
 result<domain> open_rdm(const std::string& provider) {
     return domain::open({.provider = provider, .endpoint = endpoint_type::rdm});
-}
-
-result<rdm_pair> make_pair(const std::string& provider, const connection_config& a_cfg = {},
-                           const connection_config& b_cfg = {}) {
-    auto ad = open_rdm(provider);
-    if (!ad)
-        return fail(ad.error());
-    auto bd = open_rdm(provider);
-    if (!bd)
-        return fail(bd.error());
-    auto a = connection::open_peer(*ad, a_cfg);
-    if (!a)
-        return fail(a.error());
-    auto b = connection::open_peer(*bd, b_cfg);
-    if (!b)
-        return fail(b.error());
-    if (auto r = a->attach(b->local_address()); !r)
-        return fail(r.error());
-    if (auto r = b->attach(a->local_address()); !r)
-        return fail(r.error());
-    return rdm_pair{*ad, *bd, std::move(*a), std::move(*b)};
 }
 
 class rdm : public testing::TestWithParam<std::string> {
@@ -152,7 +123,7 @@ std::vector<completion> drain(connection& c, completion_queue& q) {
 
 TEST_P(rdm, write_then_read_back) {
     buffer target(1 << 16), local(1 << 16);
-    auto p = must(make_pair(GetParam()));
+    auto p = must(attach_rdm_pair(GetParam()));
     EXPECT_EQ(p.a_dom.caps().endpoint, endpoint_type::rdm);
     EXPECT_EQ(p.a_dom.caps().provider, GetParam());
     auto tmr = must(memory_region::create(p.b_dom, target.span(),
@@ -193,7 +164,7 @@ TEST_P(rdm, write_then_read_back) {
 TEST_P(rdm, write_with_imm_reports_remote_write_on_the_target_cq_or_rcq) {
     for (bool rcq : {false, true}) {
         buffer target(4096), local(4096);
-        auto p = must(make_pair(GetParam(), {}, {.rcq = rcq}));
+        auto p = must(attach_rdm_pair(GetParam(), {}, {.rcq = rcq}));
         auto tmr = must(memory_region::create(p.b_dom, target.span(),
                                               usage::write_destination | usage::receive));
         auto lmr = must(memory_region::create(p.a_dom, local.span(), usage::write_source));
@@ -222,7 +193,7 @@ TEST_P(rdm, write_with_imm_reports_remote_write_on_the_target_cq_or_rcq) {
 
 TEST_P(rdm, send_and_recv_in_both_directions_on_cq_and_rcq) {
     buffer am(4096), bm(4096);
-    auto p = must(make_pair(GetParam(), {.rcq = true}, {}));
+    auto p = must(attach_rdm_pair(GetParam(), {.rcq = true}, {}));
     auto amr = must(memory_region::create(p.a_dom, am.span(), usage::send | usage::receive));
     auto bmr = must(memory_region::create(p.b_dom, bm.span(), usage::send | usage::receive));
     int actx = 1, bctx = 2;
@@ -269,7 +240,7 @@ TEST_P(rdm, send_and_recv_in_both_directions_on_cq_and_rcq) {
 
 TEST_P(rdm, native_atomics_where_the_provider_has_them_else_refused) {
     buffer target(4096), res(64);
-    auto p = must(make_pair(GetParam()));
+    auto p = must(attach_rdm_pair(GetParam()));
     auto tmr = must(memory_region::create(p.b_dom, target.span(), usage::atomic_target));
     auto rmr = must(memory_region::create(p.a_dom, res.span(), usage::read_destination));
     auto desc = must(tmr.describe());
@@ -304,8 +275,8 @@ TEST_P(rdm, native_atomics_where_the_provider_has_them_else_refused) {
 
 TEST_P(rdm, flush_read_after_write_and_gpspm_through_the_target_service) {
     buffer target(1 << 14), local(1 << 14);
-    auto p = must(
-        make_pair(GetParam(), {.service_depth = 4}, {.progress_thread = true, .service_depth = 4}));
+    auto p = must(attach_rdm_pair(GetParam(), {.service_depth = 4},
+                                  {.progress_thread = true, .service_depth = 4}));
     auto tmr = must(
         memory_region::create(p.b_dom, target.span(),
                               usage::write_destination | usage::read_source | usage::flush_target));
@@ -356,8 +327,8 @@ TEST_P(rdm, flush_read_after_write_and_gpspm_through_the_target_service) {
 
 TEST_P(rdm, shared_channel_says_which_cq_fired) {
     buffer am(4096), bm(4096);
-    auto p =
-        must(make_pair(GetParam(), {.rcq = true, .channel = channel_mode::shared, .tag = 9}, {}));
+    auto p = must(
+        attach_rdm_pair(GetParam(), {.rcq = true, .channel = channel_mode::shared, .tag = 9}, {}));
     warm_up(p);
     auto amr = must(memory_region::create(p.a_dom, am.span(), usage::send | usage::receive));
     auto bmr = must(memory_region::create(p.b_dom, bm.span(), usage::send | usage::receive));
@@ -402,7 +373,7 @@ TEST_P(rdm, shared_channel_says_which_cq_fired) {
 
 TEST_P(rdm, callback_and_coroutine_complete_operations) {
     buffer target(4096), local(4096);
-    auto p = must(make_pair(GetParam()));
+    auto p = must(attach_rdm_pair(GetParam()));
     auto tmr = must(memory_region::create(p.b_dom, target.span(),
                                           usage::write_destination | usage::read_source));
     auto lmr = must(memory_region::create(p.a_dom, local.span(),
@@ -442,7 +413,7 @@ TEST_P(rdm, callback_and_coroutine_complete_operations) {
 
 TEST_P(rdm, accounting_counts_in_flight_and_a_full_send_queue_would_block) {
     buffer target(1 << 16), local(4096);
-    auto p = must(make_pair(GetParam(), {.sq_size = 4, .rq_size = 4}));
+    auto p = must(attach_rdm_pair(GetParam(), {.sq_size = 4, .rq_size = 4}));
     EXPECT_EQ(p.a->config().sq_size, 4u);
     warm_up(p);
     auto tmr = must(memory_region::create(p.b_dom, target.span(), usage::write_destination));
@@ -481,7 +452,7 @@ TEST_P(rdm, accounting_counts_in_flight_and_a_full_send_queue_would_block) {
 // arrives after. Rounds of writes and reads; then close() with operations outstanding.
 TEST_P(rdm, in_flight_counts_until_the_completion_is_handed_out) {
     buffer target(1 << 16), local(1 << 16);
-    auto p = must(make_pair(GetParam(), {.sq_size = 8, .rq_size = 4}));
+    auto p = must(attach_rdm_pair(GetParam(), {.sq_size = 8, .rq_size = 4}));
     warm_up(p);
     auto tmr = must(memory_region::create(p.b_dom, target.span(),
                                           usage::write_destination | usage::read_source));
@@ -622,7 +593,7 @@ TEST_P(rdm, failed_av_open_and_insert_change_nothing) {
 
 TEST_P(rdm, close_completes_every_outstanding_operation_canceled) {
     buffer target(1 << 16), local(1 << 16);
-    auto p = must(make_pair(GetParam(), {.rcq = true}));
+    auto p = must(attach_rdm_pair(GetParam(), {.rcq = true}));
     warm_up(p);
     auto tmr = must(memory_region::create(p.b_dom, target.span(),
                                           usage::write_destination | usage::read_source));
@@ -844,7 +815,7 @@ TEST_P(rdm, peer_death_mid_operation_is_bounded_and_close_returns_everything) {
 
 TEST_P(rdm, progress_thread_target_serves_reads_while_its_application_sleeps) {
     buffer target(1 << 16), local(1 << 16);
-    auto p = must(make_pair(GetParam(), {}, {.progress_thread = true}));
+    auto p = must(attach_rdm_pair(GetParam(), {}, {.progress_thread = true}));
     EXPECT_TRUE(p.b_dom.caps().target_needs_progress || GetParam() == "sockets");
     auto tmr = must(memory_region::create(p.b_dom, target.span(),
                                           usage::write_destination | usage::read_source));
