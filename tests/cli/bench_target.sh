@@ -4,25 +4,12 @@
 # target killed mid-run: bench must stop with one clear line and a non-zero exit, not hang.
 #   bench_target.sh REMORA PROVIDER
 set -u
-# shellcheck source=tests/cli/lib.sh
-. "$(dirname "$0")/lib.sh"
 remora=$1
 provider=$2
-dir=$(mktemp -d)
-serve_pid=
-cleanup() { [ -n "$serve_pid" ] && kill -9 "$serve_pid" 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; cat "$dir/serve.log" 2>/dev/null; exit 1; }
+# shellcheck source=tests/cli/serve_lib.sh
+. "$(dirname "$0")/serve_lib.sh"
 
-"$remora" serve -p "$provider" --listen 127.0.0.1:0 --region "file:$dir/r.bin:4M" --create \
-    > "$dir/serve.log" 2>&1 &
-serve_pid=$!
-for _ in $(seq 200); do
-    port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$dir/serve.log")
-    [ -n "$port" ] && break
-    sleep 0.05
-done
-[ -n "$port" ] || fail "serve did not start"
+start_serve --region "file:$dir/r.bin:4M" --create
 t=127.0.0.1:$port
 
 expect_run --out "$dir/ok.json" --stderr-lines 0 \
@@ -47,7 +34,7 @@ for _ in $(seq 300); do
     sleep 0.05
 done
 [ "$(connected)" -gt "$before" ] || fail "bench never connected: $(cat "$dir/err")"
-kill -9 "$serve_pid"; wait "$serve_pid" 2>/dev/null; serve_pid=
+kill -9 "$serve_pid"; wait "$serve_pid" 2>/dev/null; pids=()
 rc=0
 wait "$bench_pid" || rc=$?
 took=$(( $(date +%s) - start ))

@@ -5,40 +5,10 @@
 # client for load with an honest reason; keygen writes 0600 files and never overwrites them.
 #   serve_admission.sh REMORA PROVIDER
 set -u
-# shellcheck source=tests/cli/lib.sh
-. "$(dirname "$0")/lib.sh"
 remora=$1
 provider=$2
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; [ -f "$dir/serve.log" ] && cat "$dir/serve.log"; exit 1; }
-r() { "$remora" "$@" -p "$provider"; }
-
-start_serve() {
-    : > "$dir/serve.log"
-    "$remora" serve -p "$provider" --listen 127.0.0.1:0 --region mem:64K "$@" > "$dir/serve.log" 2>&1 &
-    pids+=($!)
-    serve_pid=$!
-    for _ in $(seq 200); do
-        port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$dir/serve.log")
-        [ -n "$port" ] && return 0
-        kill -0 "$serve_pid" 2>/dev/null || fail "serve exited: $(cat "$dir/serve.log")"
-        sleep 0.05
-    done
-    fail "serve did not start: $(cat "$dir/serve.log")"
-}
-stop_serve() {
-    kill -TERM "$serve_pid"
-    local rc=0
-    wait "$serve_pid" || rc=$?
-    [ $rc -eq 0 ] || fail "serve exit status $rc after SIGTERM"
-    no_sanitizer_report "$dir/serve.log" || fail "serve"
-}
+# shellcheck source=tests/cli/serve_lib.sh
+. "$(dirname "$0")/serve_lib.sh"
 
 # ---- keygen: a 0600 file of 32 bytes, never overwritten
 expect_run --stderr "wrote a new 32-byte admission key" -- "$remora" keygen "$dir/k" || fail keygen
@@ -59,7 +29,7 @@ expect_run --exit 1 --stderr-lines 1 --stderr "accessible by others.*chmod 600" 
     --key-file "$dir/open" || fail "open key"  # (timeout: a serve that starts anyway fails, not hangs)
 
 # ---- serve with a key
-start_serve --key-file "$dir/k"
+start_serve --region mem:64K --key-file "$dir/k"
 grep -q "admission by key" "$dir/serve.log" || fail "serve does not say it admits by key"
 t=127.0.0.1:$port
 echo hello > "$dir/hello"
@@ -83,7 +53,7 @@ expect_run --stdout "^hello$" -- r get -t "$t" -o 0 -n 5 --key-file "$dir/k" || 
 stop_serve
 
 # ---- serve without a key on loopback: no warning, and clients connect as before
-start_serve
+start_serve --region mem:64K
 grep -q "no admission" "$dir/serve.log" || fail "serve does not say it has no admission"
 grep -q "WARNING" "$dir/serve.log" && fail "warned on loopback"
 expect_run --exit 2 --stdin "$dir/hello" -- r put -t "127.0.0.1:$port" -o 0 || fail "put, keyless"
@@ -103,17 +73,7 @@ wait "$wide" || fail "wide serve exit status"
 # ---- --max-clients 1: a second client is refused for load while the first is connected.
 # The first is a get of 1 MiB into a pipe read one byte, then left: it stays connected, blocked
 # in its write to stdout, while the second one tries.
-: > "$dir/serve.log"
-"$remora" serve -p "$provider" --listen 127.0.0.1:0 --region mem:1M --key-file "$dir/k" \
-    --max-clients 1 > "$dir/serve.log" 2>&1 &
-pids+=($!)
-serve_pid=$!
-for _ in $(seq 200); do
-    port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$dir/serve.log")
-    [ -n "$port" ] && break
-    sleep 0.05
-done
-[ -n "$port" ] || fail "serve --max-clients did not start"
+start_serve --region mem:1M --key-file "$dir/k" --max-clients 1
 mkfifo "$dir/fifo"
 r get -t "127.0.0.1:$port" --key-file "$dir/k" > "$dir/fifo" &
 holder=$!

@@ -6,39 +6,10 @@
 # legitimate get working and serve's fds, RSS and CPU low (scripts/flood.sh).
 #   serve_limits.sh REMORA PROVIDER
 set -u
-# shellcheck source=tests/cli/lib.sh
-. "$(dirname "$0")/lib.sh"
 remora=$1
 provider=$2
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; [ -f "$dir/serve.log" ] && cat "$dir/serve.log"; exit 1; }
-r() { "$remora" "$@" -p "$provider"; }
-start_serve() {
-    : > "$dir/serve.log"
-    "$remora" serve -p "$provider" --listen 127.0.0.1:0 "$@" > "$dir/serve.log" 2>&1 &
-    pids+=($!)
-    serve_pid=$!
-    for _ in $(seq 200); do
-        port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$dir/serve.log")
-        [ -n "$port" ] && return 0
-        kill -0 "$serve_pid" 2>/dev/null || fail "serve exited: $(cat "$dir/serve.log")"
-        sleep 0.05
-    done
-    fail "serve did not start"
-}
-stop_serve() {
-    kill -TERM "$serve_pid"
-    local rc=0
-    wait "$serve_pid" || rc=$?
-    [ $rc -eq 0 ] || fail "serve exit status $rc after SIGTERM"
-    no_sanitizer_report "$dir/serve.log" || fail "serve"
-}
+# shellcheck source=tests/cli/serve_lib.sh
+. "$(dirname "$0")/serve_lib.sh"
 "$remora" keygen "$dir/ro" 2>/dev/null || fail keygen
 "$remora" keygen "$dir/rw" 2>/dev/null || fail keygen
 

@@ -4,42 +4,10 @@
 # Every run is checked for its exact exit code, its message and no sanitizer report (lib.sh).
 #   serve_put_get.sh REMORA PROVIDER
 set -u
-# shellcheck source=tests/cli/lib.sh
-. "$(dirname "$0")/lib.sh"
 remora=$1
 provider=$2
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; [ -f "$dir/serve.log" ] && cat "$dir/serve.log"; exit 1; }
-r() { "$remora" "$@" -p "$provider"; }
-
-# Starts `remora serve ARGS...` in the background; sets $port from its first line.
-start_serve() {
-    : > "$dir/serve.log"
-    "$remora" serve -p "$provider" --listen 127.0.0.1:0 "$@" > "$dir/serve.log" 2>&1 &
-    pids+=($!)
-    serve_pid=$!
-    for _ in $(seq 200); do
-        port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$dir/serve.log")
-        [ -n "$port" ] && return 0
-        kill -0 "$serve_pid" 2>/dev/null || fail "serve exited: $(cat "$dir/serve.log")"
-        sleep 0.05
-    done
-    fail "serve did not start: $(cat "$dir/serve.log")"
-}
-# Stops the running serve with SIGTERM: it must drain, persist and exit 0, with no sanitizer report.
-stop_serve() {
-    kill -TERM "$serve_pid"
-    local rc=0
-    wait "$serve_pid" || rc=$?
-    [ $rc -eq 0 ] || fail "serve exit status $rc after SIGTERM"
-    no_sanitizer_report "$dir/serve.log" || fail "serve"
-}
+# shellcheck source=tests/cli/serve_lib.sh
+. "$(dirname "$0")/serve_lib.sh"
 
 # ---- a persistent file region
 start_serve --region "file:$dir/region.bin:1M" --create
