@@ -16,25 +16,12 @@
 
 #include <remora/remora.hpp>
 
+#include "hex.hpp"
+
 namespace {
 
-std::string hex(std::span<const std::byte> b) {
-    static const char* digits = "0123456789abcdef";
-    std::string s;
-    for (std::byte x : b) {
-        s += digits[static_cast<unsigned>(x) >> 4];
-        s += digits[static_cast<unsigned>(x) & 15];
-    }
-    return s;
-}
-
-std::vector<std::byte> unhex(const std::string& s) {
-    std::vector<std::byte> b;
-    for (std::size_t i = 0; i + 1 < s.size(); i += 2) {
-        b.push_back(static_cast<std::byte>(std::stoul(s.substr(i, 2), nullptr, 16)));
-    }
-    return b;
-}
+using remora::twohost::hex;
+using remora::twohost::unhex;
 
 int die(const char* what, const remora::error& e) {
     std::fprintf(stderr, "twohost_peer: %s: %s\n", what, e.what().c_str());

@@ -39,6 +39,7 @@
 #include <sstream>
 #include <thread>
 
+#include "hex.hpp"
 #include "serve.hpp"
 #include "support.hpp"
 
@@ -77,23 +78,8 @@ bool is_rdm(const std::string& provider) {
     return provider.find("ofi_rxm") != std::string::npos || provider == "net";
 }
 
-std::string hex(std::span<const std::byte> b) {
-    static const char* digits = "0123456789abcdef";
-    std::string s;
-    for (std::byte x : b) {
-        s += digits[static_cast<unsigned>(x) >> 4];
-        s += digits[static_cast<unsigned>(x) & 15];
-    }
-    return s;
-}
-
-std::vector<std::byte> unhex(const std::string& s) {
-    std::vector<std::byte> b;
-    for (std::size_t i = 0; i + 1 < s.size(); i += 2) {
-        b.push_back(static_cast<std::byte>(std::stoul(s.substr(i, 2), nullptr, 16)));
-    }
-    return b;
-}
+using twohost::hex;
+using twohost::unhex;
 
 std::string file_text(const std::string& path) {
     std::ifstream in(path);
