@@ -390,7 +390,7 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     return {};
 }
 
-void connection_impl::teardown() {
+void connection_impl::unwatch_progress() {
     if (progress_watched) {
         std::lock_guard lock(dom->progress_mu);
         for (cq_impl* q : {cq.get(), rcq.get()}) {
@@ -400,6 +400,10 @@ void connection_impl::teardown() {
         }
         progress_watched = false;
     }
+}
+
+void connection_impl::teardown() {
+    unwatch_progress();
     if (channel) {
         for (cq_impl* q : {cq.get(), rcq.get()}) {
             if (q != nullptr) {

@@ -122,6 +122,9 @@ struct connection_impl {
     // nothing into the operations' memory from then on), and every operation still holding a
     // record completes with errc::canceled through its CQ's reader, giving its entries back.
     void close_rdm();
+    // The progress thread lets go of this connection's own (unshared) CQs, if it watched them;
+    // teardown and close_rdm call it before closing the endpoint. Takes dom->progress_mu.
+    void unwatch_progress();
     // Waits on the EQ for FI_CONNECTED; returns the event data (peer private data).
     result<void> await_connected(std::chrono::milliseconds timeout, bool client);
     // Marks an asynchronous setup under way (deadline: now + connect_timeout) and lets the

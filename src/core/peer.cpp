@@ -54,15 +54,7 @@ void connection_impl::close_rdm() {
     // fi_trywait on a CQ whose endpoint had been closed (found by the fault sweep). The CQs
     // stay progress-owned: the pump below and the application's reads still go through the
     // ring. (Before the reader locks: the progress thread pumps under its own lock.)
-    if (progress_watched) {
-        std::lock_guard lock(dom->progress_mu);
-        for (cq_impl* q : {cq.get(), rcq.get()}) {
-            if (q != nullptr && !q->shared && dom->progress) {
-                dom->progress->unwatch(q);
-            }
-        }
-        progress_watched = false;
-    }
+    unwatch_progress();
     // The CQs' readers step aside while the endpoint goes: a progress thread (or a shared CQ's
     // reader) may be running a completion hook that posts on it.
     cq_impl* qs[2] = {cq.get(), rcq.get() != cq.get() ? rcq.get() : nullptr};
