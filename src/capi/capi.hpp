@@ -91,6 +91,16 @@ int fail(const error& e, const char* fn) noexcept;
         }                                                                     \
     } while (0)
 
+// The body of a getter `int fn(const H* h, T* out)`: REMORA_E_INVALID when `h` or `out` is NULL,
+// else `*out = expr` and 0, behind the exception barrier (guarded, below).
+#define REMORA_CAPI_GET(fn, h, out, expr) \
+    ::remora::capi::guarded(fn, [&] {     \
+        REMORA_CAPI_NOT_NULL(fn, h);      \
+        REMORA_CAPI_NOT_NULL(fn, out);    \
+        *(out) = (expr);                  \
+        return 0;                         \
+    })
+
 // A negative timeout is refused; otherwise the duration.
 int check_timeout(const char* fn, int timeout_ms) noexcept;
 inline std::chrono::milliseconds ms(int timeout_ms) noexcept {

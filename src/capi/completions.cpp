@@ -63,13 +63,7 @@ REMORA_API int remora_cq_next(remora_cq* cq, int timeout_ms, struct remora_compl
 }
 
 REMORA_API int remora_cq_fd(const remora_cq* cq, int* fd) {
-    static constexpr const char* fn = "remora_cq_fd";
-    return guarded(fn, [&] {
-        REMORA_CAPI_NOT_NULL(fn, cq);
-        REMORA_CAPI_NOT_NULL(fn, fd);
-        *fd = cq_of(cq)->fd();
-        return 0;
-    });
+    return REMORA_CAPI_GET("remora_cq_fd", cq, fd, cq_of(cq)->fd());
 }
 
 REMORA_API int remora_cq_arm(remora_cq* cq, bool* armed) {
@@ -132,13 +126,7 @@ REMORA_API void remora_shared_cq_delete(remora_shared_cq* scq) {
 }
 
 REMORA_API int remora_shared_cq_queue(const remora_shared_cq* scq, remora_cq** cq) {
-    static constexpr const char* fn = "remora_shared_cq_queue";
-    return guarded(fn, [&] {
-        REMORA_CAPI_NOT_NULL(fn, scq);
-        REMORA_CAPI_NOT_NULL(fn, cq);
-        *cq = c_cq(&scq->q.queue());
-        return 0;
-    });
+    return REMORA_CAPI_GET("remora_shared_cq_queue", scq, cq, c_cq(&scq->q.queue()));
 }
 
 // ---- channels
@@ -161,13 +149,7 @@ REMORA_API void remora_channel_delete(remora_channel* ch) {
 }
 
 REMORA_API int remora_channel_fd(const remora_channel* ch, int* fd) {
-    static constexpr const char* fn = "remora_channel_fd";
-    return guarded(fn, [&] {
-        REMORA_CAPI_NOT_NULL(fn, ch);
-        REMORA_CAPI_NOT_NULL(fn, fd);
-        *fd = ch->ch.fd();
-        return 0;
-    });
+    return REMORA_CAPI_GET("remora_channel_fd", ch, fd, ch->ch.fd());
 }
 
 REMORA_API int remora_channel_wait(remora_channel* ch, int timeout_ms,

@@ -96,23 +96,11 @@ REMORA_API void remora_listener_delete(remora_listener* lst) {
 }
 
 REMORA_API int remora_listener_port(const remora_listener* lst, uint16_t* port) {
-    static constexpr const char* fn = "remora_listener_port";
-    return guarded(fn, [&] {
-        REMORA_CAPI_NOT_NULL(fn, lst);
-        REMORA_CAPI_NOT_NULL(fn, port);
-        *port = lst->l.port();
-        return 0;
-    });
+    return REMORA_CAPI_GET("remora_listener_port", lst, port, lst->l.port());
 }
 
 REMORA_API int remora_listener_fd(const remora_listener* lst, int* fd) {
-    static constexpr const char* fn = "remora_listener_fd";
-    return guarded(fn, [&] {
-        REMORA_CAPI_NOT_NULL(fn, lst);
-        REMORA_CAPI_NOT_NULL(fn, fd);
-        *fd = lst->l.fd();
-        return 0;
-    });
+    return REMORA_CAPI_GET("remora_listener_fd", lst, fd, lst->l.fd());
 }
 
 REMORA_API int remora_listener_get_request(remora_listener* lst, int timeout_ms,
@@ -255,23 +243,11 @@ REMORA_API int remora_conn_peer_private_data(const remora_conn* conn, const void
 }
 
 REMORA_API int remora_conn_cq(remora_conn* conn, remora_cq** cq) {
-    static constexpr const char* fn = "remora_conn_cq";
-    return guarded(fn, [&] {
-        REMORA_CAPI_NOT_NULL(fn, conn);
-        REMORA_CAPI_NOT_NULL(fn, cq);
-        *cq = c_cq(&conn->c.cq());
-        return 0;
-    });
+    return REMORA_CAPI_GET("remora_conn_cq", conn, cq, c_cq(&conn->c.cq()));
 }
 
 REMORA_API int remora_conn_rcq(remora_conn* conn, remora_cq** rcq) {
-    static constexpr const char* fn = "remora_conn_rcq";
-    return guarded(fn, [&] {
-        REMORA_CAPI_NOT_NULL(fn, conn);
-        REMORA_CAPI_NOT_NULL(fn, rcq);
-        *rcq = c_cq(conn->c.rcq());
-        return 0;
-    });
+    return REMORA_CAPI_GET("remora_conn_rcq", conn, rcq, c_cq(conn->c.rcq()));
 }
 
 REMORA_API int remora_conn_wait(remora_conn* conn, int timeout_ms,
@@ -310,23 +286,11 @@ REMORA_API int remora_conn_next_event(remora_conn* conn, int timeout_ms, int* ev
 }
 
 REMORA_API int remora_conn_event_fd(const remora_conn* conn, int* fd) {
-    static constexpr const char* fn = "remora_conn_event_fd";
-    return guarded(fn, [&] {
-        REMORA_CAPI_NOT_NULL(fn, conn);
-        REMORA_CAPI_NOT_NULL(fn, fd);
-        *fd = conn->c.event_fd();
-        return 0;
-    });
+    return REMORA_CAPI_GET("remora_conn_event_fd", conn, fd, conn->c.event_fd());
 }
 
 REMORA_API int remora_conn_in_flight(const remora_conn* conn, size_t* n) {
-    static constexpr const char* fn = "remora_conn_in_flight";
-    return guarded(fn, [&] {
-        REMORA_CAPI_NOT_NULL(fn, conn);
-        REMORA_CAPI_NOT_NULL(fn, n);
-        *n = conn->c.in_flight();
-        return 0;
-    });
+    return REMORA_CAPI_GET("remora_conn_in_flight", conn, n, conn->c.in_flight());
 }
 
 // ---- operations

@@ -296,13 +296,8 @@ REMORA_API void remora_pregion_delete(remora_pregion* region) {
 }
 
 REMORA_API int remora_pregion_mr(const remora_pregion* region, const remora_mr** mr) {
-    static constexpr const char* fn = "remora_pregion_mr";
-    return guarded(fn, [&] {
-        REMORA_CAPI_NOT_NULL(fn, region);
-        REMORA_CAPI_NOT_NULL(fn, mr);
-        *mr = reinterpret_cast<const remora_mr*>(&region->p.region());
-        return 0;
-    });
+    return REMORA_CAPI_GET("remora_pregion_mr", region, mr,
+                           reinterpret_cast<const remora_mr*>(&region->p.region()));
 }
 
 REMORA_API int remora_pregion_persist(const remora_pregion* region, uint64_t offset, uint64_t len) {

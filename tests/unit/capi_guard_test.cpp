@@ -63,4 +63,40 @@ TEST(CapiErrors, MessagesArePerThread) {
     EXPECT_STREQ(remora_last_error_message(), "main_thread: one");
 }
 
+// REMORA_CAPI_GET, the body of every getter: the NULL checks, the value, the barrier.
+TEST(CapiGuard, GetterChecksHandleAndOutputThenStores) {
+    int value = 7;
+    const int* h = &value;
+    int out = -1;
+    int* out_p = &out;
+    EXPECT_EQ(REMORA_CAPI_GET("remora_test_get", h, out_p, *h + 1), 0);
+    EXPECT_EQ(out, 8);
+    const int* no_h = nullptr;
+    EXPECT_EQ(REMORA_CAPI_GET("remora_test_get", no_h, out_p, 1), REMORA_E_INVALID);
+    EXPECT_STREQ(remora_last_error_message(), "remora_test_get: no_h is NULL");
+    int* no_out = nullptr;
+    EXPECT_EQ(REMORA_CAPI_GET("remora_test_get", h, no_out, 1), REMORA_E_INVALID);
+    EXPECT_STREQ(remora_last_error_message(), "remora_test_get: no_out is NULL");
+    auto throws = []() -> int { throw std::runtime_error("boom"); };
+    EXPECT_EQ(REMORA_CAPI_GET("remora_test_get", h, out_p, throws()), REMORA_E_UNKNOWN);
+    EXPECT_STREQ(remora_last_error_message(), "remora_test_get: unexpected exception: boom");
+    EXPECT_EQ(out, 8);  // a failed getter stores nothing
+}
+
+// The C API's getters refuse a NULL handle by name and store nothing.
+TEST(CapiGuard, GettersRefuseANullHandle) {
+    std::uint16_t port = 7;
+    EXPECT_EQ(remora_listener_port(nullptr, &port), REMORA_E_INVALID);
+    EXPECT_STREQ(remora_last_error_message(), "remora_listener_port: lst is NULL");
+    EXPECT_EQ(port, 7);
+    std::size_t n = 3;
+    EXPECT_EQ(remora_conn_in_flight(nullptr, &n), REMORA_E_INVALID);
+    EXPECT_STREQ(remora_last_error_message(), "remora_conn_in_flight: conn is NULL");
+    EXPECT_EQ(n, 3u);
+    int fd = -2;
+    EXPECT_EQ(remora_channel_fd(nullptr, &fd), REMORA_E_INVALID);
+    EXPECT_STREQ(remora_last_error_message(), "remora_channel_fd: ch is NULL");
+    EXPECT_EQ(fd, -2);
+}
+
 }  // namespace
