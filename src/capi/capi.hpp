@@ -128,6 +128,17 @@ int load_cfg(const char* fn, const char* type, const T* in, T& out) noexcept {
 // Operation flags to op_options: unknown bits or both modes together are REMORA_E_INVALID.
 int op_options_of(const char* fn, unsigned flags, void* context, op_options& out) noexcept;
 
+// Hands the value of `r` to the caller as a new handle `*out` (an H holding it) and returns 0;
+// an error in `r` is reported through fail() and leaves `*out` untouched.
+template <class H, class T>
+int give(const char* fn, result<T>&& r, H** out) {
+    if (!r) {
+        return fail(r.error(), fn);
+    }
+    *out = new H{std::move(*r)};
+    return 0;
+}
+
 // A C++ completion as the C struct.
 void to_c(const completion& in, remora_completion& out) noexcept;
 

@@ -112,12 +112,7 @@ REMORA_API int remora_shared_cq_new(remora_domain* dom, const struct remora_shar
         }
         sc.progress_thread = c.progress_thread;
         sc.tag = c.tag;
-        auto q = remora::shared_completion_queue::create(dom->d, sc);
-        if (!q) {
-            return fail(q.error(), fn);
-        }
-        *scq = new remora_shared_cq{std::move(*q)};
-        return 0;
+        return give(fn, remora::shared_completion_queue::create(dom->d, sc), scq);
     });
 }
 
@@ -135,12 +130,7 @@ REMORA_API int remora_channel_new(remora_channel** ch) {
     static constexpr const char* fn = "remora_channel_new";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, ch);
-        auto c = remora::completion_channel::create();
-        if (!c) {
-            return fail(c.error(), fn);
-        }
-        *ch = new remora_channel{std::move(*c)};
-        return 0;
+        return give(fn, remora::completion_channel::create(), ch);
     });
 }
 

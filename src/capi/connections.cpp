@@ -51,14 +51,6 @@ int conn_config_of(const char* fn, const remora_conn_cfg* cfg, remora::connectio
     return 0;
 }
 
-int give_conn(const char* fn, remora::result<remora::connection> r, remora_conn** out) {
-    if (!r) {
-        return fail(r.error(), fn);
-    }
-    *out = new remora_conn{std::move(*r)};
-    return 0;
-}
-
 int done(const char* fn, const remora::result<void>& r) {
     return r ? 0 : fail(r.error(), fn);
 }
@@ -82,12 +74,7 @@ REMORA_API int remora_listener_new(remora_domain* dom, const char* host, uint16_
         REMORA_CAPI_NOT_NULL(fn, dom);
         REMORA_CAPI_NOT_NULL(fn, host);
         REMORA_CAPI_NOT_NULL(fn, lst);
-        auto l = remora::listener::create(dom->d, host, port);
-        if (!l) {
-            return fail(l.error(), fn);
-        }
-        *lst = new remora_listener{std::move(*l)};
-        return 0;
+        return give(fn, remora::listener::create(dom->d, host, port), lst);
     });
 }
 
@@ -112,12 +99,7 @@ REMORA_API int remora_listener_get_request(remora_listener* lst, int timeout_ms,
         if (int rc = check_timeout(fn, timeout_ms)) {
             return rc;
         }
-        auto q = lst->l.get_request(ms(timeout_ms));
-        if (!q) {
-            return fail(q.error(), fn);
-        }
-        *req = new remora_request{std::move(*q)};
-        return 0;
+        return give(fn, lst->l.get_request(ms(timeout_ms)), req);
     });
 }
 
@@ -145,7 +127,7 @@ REMORA_API int remora_request_accept(remora_request* req, const struct remora_co
         if (int rc = conn_config_of(fn, cfg, cc)) {
             return rc;
         }
-        return give_conn(fn, req->q.accept(cc, bytes(pdata, pdata_len)), conn);
+        return give(fn, req->q.accept(cc, bytes(pdata, pdata_len)), conn);
     });
 }
 
@@ -181,7 +163,7 @@ REMORA_API int remora_connect(remora_domain* dom, const char* host, uint16_t por
         if (int rc = conn_config_of(fn, cfg, cc)) {
             return rc;
         }
-        return give_conn(
+        return give(
             fn, remora::connection::connect(dom->d, host, port, cc, bytes(pdata, pdata_len)), conn);
     });
 }
@@ -196,7 +178,7 @@ REMORA_API int remora_peer_open(remora_domain* dom, const struct remora_conn_cfg
         if (int rc = conn_config_of(fn, cfg, cc)) {
             return rc;
         }
-        return give_conn(fn, remora::connection::open_peer(dom->d, cc), conn);
+        return give(fn, remora::connection::open_peer(dom->d, cc), conn);
     });
 }
 

@@ -30,14 +30,6 @@ int check_usage(const char* fn, unsigned usage) noexcept {
     return 0;
 }
 
-int give_remote(const char* fn, remora::result<remora::remote_region> r, remora_remote** out) {
-    if (!r) {
-        return fail(r.error(), fn);
-    }
-    *out = new remora_remote{*r};
-    return 0;
-}
-
 }  // namespace
 
 extern "C" {
@@ -90,12 +82,7 @@ REMORA_API int remora_domain_open(const struct remora_domain_cfg* cfg, remora_do
         if (c.progress_spin_us != 0) {
             dc.progress_spin = std::chrono::microseconds(c.progress_spin_us);
         }
-        auto d = remora::domain::open(dc);
-        if (!d) {
-            return fail(d.error(), fn);
-        }
-        *dom = new remora_domain{std::move(*d)};
-        return 0;
+        return give(fn, remora::domain::open(dc), dom);
     });
 }
 
@@ -194,7 +181,7 @@ REMORA_API int remora_mr_describe(const remora_mr* mr, size_t offset, size_t len
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, mr);
         REMORA_CAPI_NOT_NULL(fn, remote);
-        return give_remote(fn, mr_of(mr)->describe(offset, len), remote);
+        return give(fn, mr_of(mr)->describe(offset, len), remote);
     });
 }
 
@@ -205,7 +192,7 @@ REMORA_API int remora_remote_from_bytes(const void* bytes_in, size_t len, remora
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, bytes_in);
         REMORA_CAPI_NOT_NULL(fn, remote);
-        return give_remote(fn, remora::remote_region::parse(bytes(bytes_in, len)), remote);
+        return give(fn, remora::remote_region::parse(bytes(bytes_in, len)), remote);
     });
 }
 
@@ -231,7 +218,7 @@ REMORA_API int remora_remote_slice(const remora_remote* remote, uint64_t offset,
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, remote);
         REMORA_CAPI_NOT_NULL(fn, slice);
-        return give_remote(fn, remote->r.slice(offset, len), slice);
+        return give(fn, remote->r.slice(offset, len), slice);
     });
 }
 
@@ -282,12 +269,7 @@ REMORA_API int remora_pregion_open(remora_domain* dom, const struct remora_pregi
             pc.uses = static_cast<remora::usage>(c.usage);
         }
         pc.apm_durable = c.apm_durable;
-        auto p = remora::persistent_region::open(dom->d, pc);
-        if (!p) {
-            return fail(p.error(), fn);
-        }
-        *region = new remora_pregion{std::move(*p)};
-        return 0;
+        return give(fn, remora::persistent_region::open(dom->d, pc), region);
     });
 }
 
@@ -317,7 +299,7 @@ REMORA_API int remora_pregion_describe(const remora_pregion* region, size_t offs
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, region);
         REMORA_CAPI_NOT_NULL(fn, remote);
-        return give_remote(fn, region->p.describe(offset, len), remote);
+        return give(fn, region->p.describe(offset, len), remote);
     });
 }
 
@@ -327,12 +309,7 @@ REMORA_API int remora_service_new(remora_service** svc) {
     static constexpr const char* fn = "remora_service_new";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, svc);
-        auto s = remora::target_service::create();
-        if (!s) {
-            return fail(s.error(), fn);
-        }
-        *svc = new remora_service{std::move(*s)};
-        return 0;
+        return give(fn, remora::target_service::create(), svc);
     });
 }
 
@@ -349,8 +326,8 @@ REMORA_API int remora_service_expose(remora_service* svc, const remora_mr* mr,
         if ((mr == nullptr) == (region == nullptr)) {
             return fail(REMORA_E_INVALID, fn, "give exactly one of mr and region");
         }
-        return give_remote(fn, mr != nullptr ? svc->s.expose(*mr_of(mr)) : svc->s.expose(region->p),
-                           remote);
+        return give(fn, mr != nullptr ? svc->s.expose(*mr_of(mr)) : svc->s.expose(region->p),
+                    remote);
     });
 }
 
