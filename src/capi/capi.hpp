@@ -139,6 +139,22 @@ int give(const char* fn, result<T>&& r, H** out) {
     return 0;
 }
 
+// The body of remora_conn_wait and remora_channel_wait: waits on `w` (a connection or a
+// completion channel) for up to timeout_ms and stores the event in `*ev`.
+template <class Waiter>
+int wait_event(const char* fn, Waiter& w, int timeout_ms, remora_channel_event* ev) {
+    REMORA_CAPI_NOT_NULL(fn, ev);
+    if (int rc = check_timeout(fn, timeout_ms)) {
+        return rc;
+    }
+    auto e = w.wait(ms(timeout_ms));
+    if (!e) {
+        return fail(e.error(), fn);
+    }
+    *ev = {c_cq(e->cq), static_cast<int>(e->kind), e->tag, e->ready};
+    return 0;
+}
+
 // A C++ completion as the C struct.
 void to_c(const completion& in, remora_completion& out) noexcept;
 

@@ -147,16 +147,7 @@ REMORA_API int remora_channel_wait(remora_channel* ch, int timeout_ms,
     static constexpr const char* fn = "remora_channel_wait";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, ch);
-        REMORA_CAPI_NOT_NULL(fn, ev);
-        if (int rc = check_timeout(fn, timeout_ms)) {
-            return rc;
-        }
-        auto e = ch->ch.wait(ms(timeout_ms));
-        if (!e) {
-            return fail(e.error(), fn);
-        }
-        *ev = {c_cq(e->cq), static_cast<int>(e->kind), e->tag, e->ready};
-        return 0;
+        return wait_event(fn, ch->ch, timeout_ms, ev);
     });
 }
 

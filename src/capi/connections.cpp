@@ -237,16 +237,7 @@ REMORA_API int remora_conn_wait(remora_conn* conn, int timeout_ms,
     static constexpr const char* fn = "remora_conn_wait";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, conn);
-        REMORA_CAPI_NOT_NULL(fn, ev);
-        if (int rc = check_timeout(fn, timeout_ms)) {
-            return rc;
-        }
-        auto e = conn->c.wait(ms(timeout_ms));
-        if (!e) {
-            return fail(e.error(), fn);
-        }
-        *ev = {c_cq(e->cq), static_cast<int>(e->kind), e->tag, e->ready};
-        return 0;
+        return wait_event(fn, conn->c, timeout_ms, ev);
     });
 }
 
