@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <span>
 #include <string>
@@ -52,6 +53,15 @@ struct remora_shared_cq {
 };
 struct remora_channel {
     remora::completion_channel ch;
+};
+struct remora_slot_pool {
+    std::shared_ptr<remora::slot_pool> p;
+};
+struct remora_lease {
+    remora::lease l;
+};
+struct remora_buffer_pool {
+    remora::buffer_pool b;
 };
 
 // The helpers below are hidden in both libraries (the version script exports namespace remora as
@@ -117,6 +127,12 @@ int load_cfg(const char* fn, const char* type, const T* in, T& out) noexcept {
 
 // Operation flags to op_options: unknown bits or both modes together are REMORA_E_INVALID.
 int op_options_of(const char* fn, unsigned flags, void* context, op_options& out) noexcept;
+
+// Operation options from the C struct (NULL: defaults), for the _ex operations, gather_write and
+// the copies. A C callback is carried by a record allocated here and freed by the trampoline
+// that calls it (or by release_op_callback when the post fails: nothing will call it then).
+int op_options_of(const char* fn, const remora_op_opts* in, op_options& out);
+void release_op_callback(const op_options& o) noexcept;
 
 // A C++ completion as the C struct.
 void to_c(const completion& in, remora_completion& out) noexcept;

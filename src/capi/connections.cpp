@@ -48,6 +48,12 @@ int conn_config_of(const char* fn, const remora_conn_cfg* cfg, remora::connectio
     if (c.signal_every != 0) {
         out.signal_every = c.signal_every;
     }
+    if (c.slots != nullptr) {
+        out.slots = c.slots->p;
+    }
+    if (c.bounce != nullptr) {
+        out.bounce = c.bounce->b;
+    }
     return 0;
 }
 
