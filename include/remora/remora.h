@@ -104,6 +104,7 @@ typedef struct remora_channel remora_channel;         /**< one wait for many CQs
 typedef struct remora_slot_pool remora_slot_pool;     /**< a budget of queue units (slot_pool) */
 typedef struct remora_lease remora_lease;             /**< units held from a slot pool */
 typedef struct remora_buffer_pool remora_buffer_pool; /**< registered bounce buffers */
+typedef struct remora_srq remora_srq;                 /**< a receive queue shared by connections */
 /** @} */
 
 /** @name Domain (remora/domain.hpp) */
@@ -432,6 +433,11 @@ struct remora_conn_cfg {
     remora_slot_pool* slots;
     /** Bounce buffers for remora_write_copy and remora_send_copy (may be shared). */
     remora_buffer_pool* bounce;
+    /** Take incoming messages from this shared receive queue (remora_srq_new) instead of
+     *  receives of the connection's own: remora_recv is refused (REMORA_E_BAD_STATE). With rcq,
+     *  they complete on the connection's own receive CQ, else on the queue's. Refused
+     *  (REMORA_E_INVALID) with service_depth, channel_shared or progress_thread. */
+    remora_srq* srq;
 };
 
 /** Connection events (remora::conn_event). */
@@ -791,6 +797,70 @@ REMORA_API int remora_write_copy(remora_conn* conn, const remora_remote* dst, ui
 /** remora_write_copy's send. */
 REMORA_API int remora_send_copy(remora_conn* conn, const void* data, size_t len,
                                 const struct remora_op_opts* opts);
+/** @} */
+
+/** @name Asynchronous setup (connection.hpp connect_async, listener.hpp accept_async) */
+/** @{ */
+
+/**
+ * Sends the connection request like remora_connect and returns at once (its argument errors
+ * too; sockets refuses a port nobody listens on here, REMORA_E_CONNECTION_REFUSED). The outcome
+ * is reported once as a connection event (remora_conn_next_event, remora_conn_event_fd):
+ * REMORA_CONN_ESTABLISHED, or REMORA_CONN_REJECTED / REFUSED / UNREACHABLE / LOST / CLOSED with
+ * its error in remora_conn_setup_status(). tcp progresses the setup only while the connection
+ * is looked at (next_event, a channel wait). Receives may be posted meanwhile; every other
+ * operation is REMORA_E_BAD_STATE until established.
+ */
+REMORA_API int remora_connect_async(remora_domain* dom, const char* host, uint16_t port,
+                                    const struct remora_conn_cfg* cfg, const void* pdata,
+                                    size_t pdata_len, remora_conn** conn);
+/** Accepts and returns at once; the outcome is a connection event as for remora_connect_async. */
+REMORA_API int remora_request_accept_async(remora_request* req, const struct remora_conn_cfg* cfg,
+                                           const void* pdata, size_t pdata_len, remora_conn** conn);
+/**
+ * 0 once established (and for a connection set up synchronously), REMORA_E_WOULD_BLOCK while
+ * the setup is under way, else the setup's error (REMORA_E_REJECTED with the peer's data in
+ * remora_last_error_data(), CONNECTION_REFUSED, TIMED_OUT, CANCELED after a close).
+ */
+REMORA_API int remora_conn_setup_status(const remora_conn* conn);
+
+/** @} */
+
+/** @name Shared receive queues (remora/shared_receive_queue.hpp) */
+/** @{ */
+
+/** Shared receive queue configuration (remora::shared_receive_queue_config). */
+struct remora_srq_cfg {
+    size_t size;    /**< sizeof(struct remora_srq_cfg) */
+    uint32_t depth; /**< receives posted at once; 0: 64 (clamped to the provider's) */
+    uint64_t tag;   /**< the tag of its receives' completions */
+};
+/**
+ * One receive queue for many connections (remora_conn_cfg.srq). REMORA_E_NOT_SUPPORTED where
+ * the provider has none (every RDM domain; tcp and sockets msg domains have one).
+ * Threading: remora_srq_recv may run on several threads; its CQ has one reader at a time.
+ */
+REMORA_API int remora_srq_new(remora_domain* dom, const struct remora_srq_cfg* cfg,
+                              remora_srq** srq);
+/** Frees this handle (connections using the queue keep it). NULL: nothing. */
+REMORA_API void remora_srq_delete(remora_srq* srq);
+/**
+ * Posts a receive into [offset, offset + len) of dst (REMORA_USAGE_RECV): checked like
+ * remora_recv; REMORA_E_WOULD_BLOCK when `depth` receives are posted.
+ */
+REMORA_API int remora_srq_recv(remora_srq* srq, const remora_mr* dst, size_t offset, size_t len,
+                               unsigned flags, void* context);
+/** The queue's CQ (borrowed: lives as long as the handle), where its receives complete. */
+REMORA_API int remora_srq_cq(const remora_srq* srq, remora_cq** cq);
+/** Effective depth, receives posted and not reaped, connections attached (each may be NULL). */
+REMORA_API int remora_srq_info(const remora_srq* srq, size_t* depth, size_t* posted,
+                               size_t* connections);
+
+/** @} */
+
+/** @name Parked posts of a connection */
+/** @{ */
+
 /** Ends every parked post of conn with REMORA_E_CANCELED; *n how many (may be NULL). */
 REMORA_API int remora_conn_cancel_parked(remora_conn* conn, size_t* n);
 /** Posts of conn parked now. */

@@ -63,6 +63,9 @@ struct remora_lease {
 struct remora_buffer_pool {
     remora::buffer_pool b;
 };
+struct remora_srq {
+    remora::shared_receive_queue q;
+};
 
 // The helpers below are hidden in both libraries (the version script exports namespace remora as
 // a whole; these are not part of it).

@@ -297,6 +297,79 @@ REMORA_API int remora_buffer_pool_info(const remora_buffer_pool* pool, size_t* a
     });
 }
 
+// ---- shared receive queues
+
+REMORA_API int remora_srq_new(remora_domain* dom, const struct remora_srq_cfg* cfg,
+                              remora_srq** srq) {
+    static constexpr const char* fn = "remora_srq_new";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, dom);
+        REMORA_CAPI_NOT_NULL(fn, srq);
+        remora_srq_cfg c;
+        if (int rc = load_cfg(fn, "remora_srq_cfg", cfg, c)) {
+            return rc;
+        }
+        remora::shared_receive_queue_config qc;
+        if (c.depth != 0) {
+            qc.size = c.depth;
+        }
+        qc.tag = c.tag;
+        auto q = remora::shared_receive_queue::create(dom->d, qc);
+        if (!q) {
+            return fail(q.error(), fn);
+        }
+        *srq = new remora_srq{std::move(*q)};
+        return 0;
+    });
+}
+
+REMORA_API void remora_srq_delete(remora_srq* srq) {
+    guarded_void([&] { delete srq; });
+}
+
+REMORA_API int remora_srq_recv(remora_srq* srq, const remora_mr* dst, size_t offset, size_t len,
+                               unsigned flags, void* context) {
+    static constexpr const char* fn = "remora_srq_recv";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, srq);
+        REMORA_CAPI_NOT_NULL(fn, dst);
+        remora::op_options o;
+        if (int rc = op_options_of(fn, flags, context, o)) {
+            return rc;
+        }
+        auto r = srq->q.recv(*mr_of(dst), offset, len, o);
+        return r ? 0 : fail(r.error(), fn);
+    });
+}
+
+REMORA_API int remora_srq_cq(const remora_srq* srq, remora_cq** cq) {
+    static constexpr const char* fn = "remora_srq_cq";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, srq);
+        REMORA_CAPI_NOT_NULL(fn, cq);
+        *cq = c_cq(&srq->q.cq());
+        return 0;
+    });
+}
+
+REMORA_API int remora_srq_info(const remora_srq* srq, size_t* depth, size_t* posted,
+                               size_t* connections) {
+    static constexpr const char* fn = "remora_srq_info";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, srq);
+        if (depth != nullptr) {
+            *depth = srq->q.size();
+        }
+        if (posted != nullptr) {
+            *posted = srq->q.posted();
+        }
+        if (connections != nullptr) {
+            *connections = srq->q.connections();
+        }
+        return 0;
+    });
+}
+
 // ---- operations with options
 
 #define REMORA_CAPI_EX_PROLOGUE(fn)            \

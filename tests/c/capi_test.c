@@ -11,6 +11,7 @@
 
 #include <poll.h>
 #include <stdalign.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
@@ -1188,6 +1189,161 @@ static void test_rdm_shm_ext(void) {
     OK(remora_domain_close(&dom));
 }
 
+/* The next connection event of conn (bounded by T_WAIT_MS). */
+static int next_event(remora_conn* conn) {
+    int ev = -1;
+    OK(remora_conn_next_event(conn, T_WAIT_MS, &ev));
+    return ev;
+}
+
+struct async_server {
+    remora_listener* lst;
+    const struct remora_conn_cfg* cfg;
+    remora_conn* conn;
+    int rc;
+    atomic_int done;
+};
+
+static void* accept_async_thread(void* arg) {
+    struct async_server* s = arg;
+    remora_request* req = NULL;
+    s->rc = remora_listener_get_request(s->lst, T_WAIT_MS, &req);
+    if (s->rc == 0) {
+        s->rc = remora_request_accept_async(req, s->cfg, "ok", 2, &s->conn);
+        remora_request_delete(req);
+    }
+    atomic_store(&s->done, 1);
+    return NULL;
+}
+
+/* connect_async and accept_async: each side learns the outcome as an event; then a send lands
+ * in a shared receive queue on the server (tcp and sockets have one). */
+static void test_async_srq(void) {
+    struct remora_srq_cfg qcfg = {.size = sizeof qcfg, .depth = 4, .tag = 99};
+    struct remora_conn_cfg scfg = {.size = sizeof scfg};
+    struct async_server s = {0};
+    remora_srq* srq = NULL;
+    remora_cq *qcq = NULL, *ccq = NULL;
+    struct remora_completion c;
+    const void* pdata = NULL;
+    size_t plen = 0, depth = 0, posted = 0, conns = 0;
+    uint16_t port = 0;
+    pthread_t t;
+    pair_domains(&rp.p);
+    OK(remora_mr_reg(rp.p.sdom, rp.server_mem, REGION, REMORA_USAGE_ALL, &rp.server_mr));
+    OK(remora_mr_reg(rp.p.cdom, rp.client_mem, REGION, REMORA_USAGE_ALL, &rp.client_mr));
+    qcfg.size = sizeof qcfg + 1;
+    EXPECT_CODE(remora_srq_new(rp.p.sdom, &qcfg, &srq), REMORA_E_INVALID, "remora_srq_cfg");
+    qcfg.size = sizeof qcfg;
+    OK(remora_srq_new(rp.p.sdom, &qcfg, &srq));
+    OK(remora_srq_cq(srq, &qcq));
+    OK(remora_srq_recv(srq, rp.server_mr, 0, 64, 0, (void*)5));
+    EXPECT_CODE(remora_srq_recv(srq, rp.server_mr, REGION - 8, 64, 0, NULL), REMORA_E_OUT_OF_RANGE,
+                "remora_srq_recv: ");
+    EXPECT_CODE(remora_srq_recv(NULL, rp.server_mr, 0, 64, 0, NULL), REMORA_E_INVALID,
+                "srq is NULL");
+    scfg.srq = srq;
+    scfg.service_depth = 2;
+    OK(remora_listener_port(rp.p.lst, &port));
+    s.lst = rp.p.lst;
+    s.cfg = &scfg; /* first request: refused (an srq with a service depth) */
+    CHECK(pthread_create(&t, NULL, accept_async_thread, &s) == 0);
+    OK(remora_connect_async(rp.p.cdom, "127.0.0.1", port, NULL, "hi", 2, &rp.p.client));
+    /* while it is set up, only receives may be posted */
+    EXPECT_CODE(remora_send(rp.p.client, rp.client_mr, 0, 8, 0, NULL), REMORA_E_BAD_STATE,
+                "remora_send: ");
+    CHECK(next_event(rp.p.client) == REMORA_CONN_REJECTED);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(s.rc == REMORA_E_INVALID && s.conn == NULL);
+    EXPECT_CODE(remora_conn_setup_status(rp.p.client), REMORA_E_REJECTED,
+                "remora_conn_setup_status: ");
+    remora_conn_delete(rp.p.client);
+    scfg.service_depth = 0;
+    atomic_store(&s.done, 0);
+    CHECK(pthread_create(&t, NULL, accept_async_thread, &s) == 0);
+    OK(remora_connect_async(rp.p.cdom, "127.0.0.1", port, NULL, "hi", 2, &rp.p.client));
+    CHECK(remora_conn_setup_status(rp.p.client) == REMORA_E_WOULD_BLOCK);
+    {
+        /* tcp progresses an asynchronous setup only while it is looked at: as the header
+         * says, poll both event fds and look (next_event 0 ms) at a side whose fd is readable;
+         * each poll is bounded, the loop by about T_WAIT_MS */
+        int cev = -1, sev = -1, rounds = 0, ev = -1;
+        struct pollfd fds[2] = {{.events = POLLIN}, {.events = POLLIN}};
+        OK(remora_conn_event_fd(rp.p.client, &fds[0].fd));
+        fds[1].fd = -1; /* ignored until the server has accepted */
+        while ((cev < 0 || sev < 0) && rounds++ < T_WAIT_MS / 5) {
+            if (rp.p.server == NULL && atomic_load(&s.done)) {
+                CHECK(pthread_join(t, NULL) == 0);
+                OK(s.rc);
+                rp.p.server = s.conn;
+                OK(remora_conn_event_fd(rp.p.server, &fds[1].fd));
+            }
+            CHECK(poll(fds, 2, 5) >= 0);
+            if (cev < 0 && (fds[0].revents & POLLIN) &&
+                remora_conn_next_event(rp.p.client, 0, &ev) == 0) {
+                cev = ev;
+            }
+            if (sev < 0 && (fds[1].revents & POLLIN) &&
+                remora_conn_next_event(rp.p.server, 0, &ev) == 0) {
+                sev = ev;
+            }
+        }
+        if (cev != REMORA_CONN_ESTABLISHED || sev != REMORA_CONN_ESTABLISHED) {
+            fprintf(stderr, "events: client %d server %d after %d looks\n", cev, sev, rounds);
+        }
+        CHECK(cev == REMORA_CONN_ESTABLISHED && sev == REMORA_CONN_ESTABLISHED);
+    }
+    OK(remora_conn_setup_status(rp.p.client));
+    OK(remora_conn_setup_status(rp.p.server));
+    OK(remora_conn_peer_private_data(rp.p.client, &pdata, &plen));
+    CHECK(plen >= 2 && memcmp(pdata, "ok", 2) == 0);
+    OK(remora_srq_info(srq, &depth, &posted, &conns));
+    CHECK(depth >= 1 && posted == 1 && conns == 1);
+    /* the server posts no receives of its own */
+    EXPECT_CODE(remora_recv(rp.p.server, rp.server_mr, 0, 8, 0, NULL), REMORA_E_BAD_STATE,
+                "remora_recv: ");
+    OK(remora_conn_cq(rp.p.client, &ccq));
+    memcpy(rp.client_mem, "into the srq", 12);
+    OK(remora_send(rp.p.client, rp.client_mr, 0, 12, 0, NULL));
+    expect_completion(ccq, REMORA_OP_SEND, NULL);
+    c = expect_completion(qcq, REMORA_OP_RECV, (void*)5);
+    CHECK(c.len == 12 && c.tag == 99 && memcmp(rp.server_mem, "into the srq", 12) == 0);
+    remora_srq_delete(srq); /* the server connection keeps it */
+    remora_mr_delete(rp.server_mr);
+    remora_mr_delete(rp.client_mr);
+    pair_close(&rp.p);
+}
+
+/* connect_async to a port nobody listens on: refused, as an event (tcp) or at once (sockets). */
+static void test_async_refused(void) {
+    remora_domain* dom = NULL;
+    remora_listener* lst = NULL;
+    remora_conn* conn = NULL;
+    uint16_t port = 0;
+    int rc;
+    OK(remora_domain_open(NULL, &dom));
+    OK(remora_listener_new(dom, "127.0.0.1", 0, &lst));
+    OK(remora_listener_port(lst, &port));
+    remora_listener_delete(lst); /* the port is free again */
+    rc = remora_connect_async(dom, "127.0.0.1", port, NULL, NULL, 0, &conn);
+    if (rc == 0) {
+        CHECK(remora_conn_setup_status(conn) == REMORA_E_WOULD_BLOCK ||
+              remora_conn_setup_status(conn) == REMORA_E_CONNECTION_REFUSED);
+        CHECK(next_event(conn) == REMORA_CONN_REFUSED);
+        EXPECT_CODE(remora_conn_setup_status(conn), REMORA_E_CONNECTION_REFUSED,
+                    "remora_conn_setup_status: ");
+        remora_conn_delete(conn);
+    } else {
+        CHECK(rc == REMORA_E_CONNECTION_REFUSED && conn == NULL);
+    }
+    EXPECT_CODE(remora_connect_async(NULL, "127.0.0.1", port, NULL, NULL, 0, &conn),
+                REMORA_E_INVALID, "dom is NULL");
+    EXPECT_CODE(remora_connect_async(dom, "127.0.0.1", port, NULL, NULL, 3, &conn),
+                REMORA_E_INVALID, "pdata");
+    EXPECT_CODE(remora_conn_setup_status(NULL), REMORA_E_INVALID, "conn is NULL");
+    OK(remora_domain_close(&dom));
+}
+
 struct named_test {
     const char* name;
     void (*run)(void);
@@ -1215,6 +1371,8 @@ static const struct named_test tests[] = {
     {"gather_write", test_gather_write},
     {"copy", test_copy},
     {"rdm_shm_ext", test_rdm_shm_ext},
+    {"async_srq", test_async_srq},
+    {"async_refused", test_async_refused},
 };
 
 int main(int argc, char** argv) {
