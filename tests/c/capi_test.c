@@ -921,6 +921,11 @@ static void parked_posts(remora_conn* client, remora_cq* cq, const remora_remote
     o.park_ms = 50; /* nobody else reads the CQ: the deadline ends it */
     EXPECT_CODE(remora_read_ex(client, mr, 64, remote, 0, 8, &o), REMORA_E_TIMED_OUT,
                 "remora_read_ex: ");
+    {
+        const struct remora_segment seg = {remote, 16, 8};
+        EXPECT_CODE(remora_gather_write(client, &seg, 1, mr, 0, &o), REMORA_E_TIMED_OUT,
+                    "remora_gather_write: ");
+    }
     OK(remora_conn_parked(client, &n));
     CHECK(n == 0);
     /* queued: returns at once, posted by the library once the unit comes back */
