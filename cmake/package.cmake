@@ -20,10 +20,24 @@
 #                                            multiarch folder: a build tree configured for
 #                                            /usr/local has libdir "lib" (configure with
 #                                            -DCMAKE_INSTALL_PREFIX=/usr for multiarch paths)
-# Info tags: the static library keeps its debug information (unstripped-static-library), no
-# symbols file, no -z now / _FORTIFY_SOURCE in the default flags (hardening-*), .comment sections.
-set(REMORA_PACKAGE_MAINTAINER "The remora authors <remora@users.noreply.github.com>"
-    CACHE STRING "Maintainer field of the Debian packages")
+# Info tags: no symbols file, no -z now / _FORTIFY_SOURCE in the default flags (hardening-*).
+#
+# Stripping: CPACK_STRIP_FILES strips the shared library and the tool, and the install rule in
+# CMakeLists.txt strips the static library's debug sections (CMake does not strip archives), so
+# a RelWithDebInfo tree packages without its debug information.
+#
+# Maintainer: REMORA_PACKAGE_CONTACT, "Name <address>", goes into the Maintainer field, the
+# changelog trailer and debian/copyright's Upstream-Contact. Whoever builds packages for others
+# sets it to themselves (-DREMORA_PACKAGE_CONTACT="Jane Doe <jane@example.net>", or the
+# environment variable of that name for scripts/package.sh). The default names the project at a
+# reserved, undeliverable domain (RFC 2606 .invalid): remora has no mailing address, and a
+# package should not claim a real-looking one nobody reads. lintian accepts it.
+set(REMORA_PACKAGE_CONTACT "The remora developers <remora-devel@remora.invalid>"
+    CACHE STRING "Maintainer of the Debian packages: \"Name <address>\"")
+if(NOT REMORA_PACKAGE_CONTACT MATCHES "^[^<>@]*[^<>@ ] <[^<>@ ]+@[^<>@ ]+\\.[^<>@ ]+>$")
+  message(FATAL_ERROR "REMORA_PACKAGE_CONTACT is \"${REMORA_PACKAGE_CONTACT}\": it must be "
+                      "\"Name <user@host.domain>\" (the Debian Maintainer field)")
+endif()
 set(REMORA_DEB_RELEASE 1)
 set(REMORA_DEB_VERSION "${PROJECT_VERSION}-${REMORA_DEB_RELEASE}")
 
@@ -44,7 +58,7 @@ set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME remora)
 set(CPACK_PACKAGE_VENDOR "The remora authors")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
-set(CPACK_PACKAGE_CONTACT "${REMORA_PACKAGE_MAINTAINER}")
+set(CPACK_PACKAGE_CONTACT "${REMORA_PACKAGE_CONTACT}")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "remote memory access over fabrics (libfabric)")
 set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
@@ -53,7 +67,7 @@ set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_ALL runtime dev tools)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_RELEASE ${REMORA_DEB_RELEASE})
-set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${REMORA_PACKAGE_MAINTAINER}")
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${REMORA_PACKAGE_CONTACT}")
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)

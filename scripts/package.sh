@@ -17,7 +17,10 @@ if grep -Eq '^REMORA_(SANITIZE|TSAN|FUZZ):BOOL=ON' "$build/CMakeCache.txt"; then
     echo "package: $build is a sanitizer or fuzzing build; package a plain one" >&2
     exit 64
 fi
-cmake -S . -B "$build" >/dev/null  # picks up cmake/package.cmake changes
+# picks up cmake/package.cmake changes; REMORA_PACKAGE_CONTACT from the environment, when set, is
+# the packages' maintainer (cmake/package.cmake)
+cmake -S . -B "$build" ${REMORA_PACKAGE_CONTACT:+"-DREMORA_PACKAGE_CONTACT=$REMORA_PACKAGE_CONTACT"} \
+    >/dev/null
 # cpack builds the whole tree first (its preinstall step), as `make package` would: after
 # scripts/test.sh that is already done.
 cmake --build "$build" -j "$(nproc)"
@@ -28,7 +31,8 @@ rm -rf "$out/_CPack_Packages"
 mapfile -t debs < <(find "$out" -maxdepth 1 -name '*.deb' | sort)
 [ "${#debs[@]}" -eq 3 ] || { echo "package: expected 3 packages in $out, found ${#debs[@]}" >&2; exit 1; }
 for deb in "${debs[@]}"; do
-    echo "package: $(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version): $deb"
+    echo "package: $(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version)," \
+        "$(stat -c %s "$deb") bytes, installed $(dpkg-deb -f "$deb" Installed-Size) KiB: $deb"
 done
 # lintian: errors fail; warnings are shown.
 log=$out/lintian.txt

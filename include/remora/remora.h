@@ -90,17 +90,21 @@ REMORA_API const char* remora_last_error_message(void);
 
 /** @name Opaque handles */
 /** @{ */
-typedef struct remora_domain remora_domain;       /**< an opened provider (remora::domain) */
-typedef struct remora_mr remora_mr;               /**< registered local memory */
-typedef struct remora_remote remora_remote;       /**< a peer's region descriptor */
-typedef struct remora_pregion remora_pregion;     /**< a persistent (or volatile) region */
-typedef struct remora_service remora_service;     /**< target side of GPSPM / service atomics */
-typedef struct remora_listener remora_listener;   /**< accepts connections */
-typedef struct remora_request remora_request;     /**< an incoming connection request */
-typedef struct remora_conn remora_conn;           /**< a connection (or an RDM peer) */
-typedef struct remora_cq remora_cq;               /**< a completion queue (borrowed) */
-typedef struct remora_shared_cq remora_shared_cq; /**< a CQ shared by connections */
-typedef struct remora_channel remora_channel;     /**< one wait for many CQs */
+typedef struct remora_domain remora_domain;           /**< an opened provider (remora::domain) */
+typedef struct remora_mr remora_mr;                   /**< registered local memory */
+typedef struct remora_remote remora_remote;           /**< a peer's region descriptor */
+typedef struct remora_pregion remora_pregion;         /**< a persistent (or volatile) region */
+typedef struct remora_service remora_service;         /**< target side of GPSPM / service atomics */
+typedef struct remora_listener remora_listener;       /**< accepts connections */
+typedef struct remora_request remora_request;         /**< an incoming connection request */
+typedef struct remora_conn remora_conn;               /**< a connection (or an RDM peer) */
+typedef struct remora_cq remora_cq;                   /**< a completion queue (borrowed) */
+typedef struct remora_shared_cq remora_shared_cq;     /**< a CQ shared by connections */
+typedef struct remora_channel remora_channel;         /**< one wait for many CQs */
+typedef struct remora_slot_pool remora_slot_pool;     /**< a budget of queue units (slot_pool) */
+typedef struct remora_lease remora_lease;             /**< units held from a slot pool */
+typedef struct remora_buffer_pool remora_buffer_pool; /**< registered bounce buffers */
+typedef struct remora_srq remora_srq;                 /**< a receive queue shared by connections */
 /** @} */
 
 /** @name Domain (remora/domain.hpp) */
@@ -316,6 +320,7 @@ struct remora_completion {
     uint64_t imm;  /**< immediate data when has_imm */
     bool has_imm;  /**< imm is valid */
     uint64_t tag;  /**< remora_conn_cfg.tag of the connection (tells them apart on a shared CQ) */
+    uint32_t failed_part; /**< remora_gather_write: index of the first part that failed */
 };
 
 /** Which CQ of a connection (remora::cq_kind). */
@@ -420,6 +425,19 @@ struct remora_conn_cfg {
     remora_shared_cq* shared_cq;  /**< complete on this shared CQ instead of one's own */
     remora_shared_cq* shared_rcq; /**< receives on this shared CQ (implies rcq) */
     uint32_t signal_every;        /**< selective signalling; 0: 1 (every operation) */
+    /** A budget shared with other connections: every operation also takes {sq 1, cq 1} (a
+     *  receive {recv 1, cq 1}) from this pool at post and gives them back when its completion
+     *  is read. Exhaustion follows the pool's policy: REMORA_E_WOULD_BLOCK under back-pressure
+     *  (or a parked post, see remora_op_opts), REMORA_E_BAD_STATE under forbid. Refused with
+     *  signal_every > 1. The connection holds the pool: delete the handle whenever. */
+    remora_slot_pool* slots;
+    /** Bounce buffers for remora_write_copy and remora_send_copy (may be shared). */
+    remora_buffer_pool* bounce;
+    /** Take incoming messages from this shared receive queue (remora_srq_new) instead of
+     *  receives of the connection's own: remora_recv is refused (REMORA_E_BAD_STATE). With rcq,
+     *  they complete on the connection's own receive CQ, else on the queue's. Refused
+     *  (REMORA_E_INVALID) with service_depth, channel_shared or progress_thread. */
+    remora_srq* srq;
 };
 
 /** Connection events (remora::conn_event). */
@@ -592,6 +610,261 @@ REMORA_API int remora_send_imm(remora_conn* conn, const remora_mr* src, size_t o
 /** Posts a receive into [offset, offset + len) of dst. */
 REMORA_API int remora_recv(remora_conn* conn, const remora_mr* dst, size_t offset, size_t len,
                            unsigned flags, void* context);
+
+/** @} */
+
+/** @name Slot pools (remora/slot_pool.hpp) */
+/** @{ */
+
+/** Counts of each queue resource (remora::units). */
+struct remora_units {
+    uint32_t sq;           /**< send-queue entries */
+    uint32_t cq;           /**< completion-queue entries */
+    uint32_t recv;         /**< posted receives */
+    uint32_t registration; /**< memory registrations (the caller's own demands) */
+    uint32_t buffer;       /**< bounce buffers (the caller's own demands) */
+};
+
+/** What a pool does when a demand does not fit now (remora::exhaustion). */
+enum remora_exhaustion {
+    REMORA_BACKPRESSURE = 0, /**< REMORA_E_WOULD_BLOCK, or park (remora_slot_pool_acquire) */
+    REMORA_FORBID = 1, /**< sized so it cannot happen: REMORA_E_BAD_STATE names the sizing bug */
+};
+
+/** Slot pool configuration (remora::slot_pool_config). */
+struct remora_slot_pool_cfg {
+    size_t size;                  /**< sizeof(struct remora_slot_pool_cfg) */
+    struct remora_units capacity; /**< at least one unit */
+    int policy;                   /**< enum remora_exhaustion; default back-pressure */
+    size_t max_waiters;           /**< parked requests at most; 0: 1024 */
+};
+
+/** Timeout value that waits without a deadline (remora_slot_pool_acquire, remora_op_opts). */
+#define REMORA_NO_DEADLINE 0x7fffffff
+
+/**
+ * Creates a pool (REMORA_E_INVALID for an empty capacity or an unknown policy; cfg is
+ * required). Give it to connections through remora_conn_cfg.slots, or take units from it
+ * yourself. Threading: every pool call may run concurrently; a lease is one thread's at a time.
+ */
+REMORA_API int remora_slot_pool_new(const struct remora_slot_pool_cfg* cfg,
+                                    remora_slot_pool** pool);
+/**
+ * Frees this handle. The pool lives on while leases or connections hold it; parked requests
+ * then still complete (cancel them first with remora_slot_pool_cancel_all). NULL: nothing.
+ */
+REMORA_API void remora_slot_pool_delete(remora_slot_pool* pool);
+/**
+ * All of `need` now, or nothing: REMORA_E_WOULD_BLOCK (back-pressure, also while requests are
+ * parked: they go first), REMORA_E_BAD_STATE (forbid: the message names demand and capacity),
+ * REMORA_E_TOO_LARGE (more than the capacity), REMORA_E_INVALID (empty demand).
+ */
+REMORA_API int remora_slot_pool_try_acquire(remora_slot_pool* pool, const struct remora_units* need,
+                                            remora_lease** lease);
+/**
+ * What a parked acquisition reports, exactly once: status 0 with the lease (the callee owns it:
+ * remora_lease_release), or REMORA_E_TIMED_OUT / REMORA_E_CANCELED with lease NULL. Runs on the
+ * thread that gave units back, the pool's timer thread, or remora_slot_pool_cancel_all's; it
+ * must not block, and may call into the pool.
+ */
+typedef void (*remora_acquire_cb)(void* ctx, int status, remora_lease* lease);
+/**
+ * Back-pressure: like try_acquire, but a demand that does not fit now parks in FIFO order until
+ * units come back, for up to timeout_ms (REMORA_NO_DEADLINE: no deadline). On success `done`
+ * runs exactly once: *parked false means it already ran on this thread, true that it runs later.
+ * Refused (`done` never runs) with REMORA_E_TOO_LARGE, REMORA_E_WOULD_BLOCK (max_waiters are
+ * parked), REMORA_E_BAD_STATE (forbid never parks), REMORA_E_INVALID (empty demand, NULL done,
+ * negative timeout).
+ */
+REMORA_API int remora_slot_pool_acquire(remora_slot_pool* pool, const struct remora_units* need,
+                                        int timeout_ms, remora_acquire_cb done, void* ctx,
+                                        bool* parked);
+/** Ends every parked request with REMORA_E_CANCELED (their callbacks run here); *n how many. */
+REMORA_API int remora_slot_pool_cancel_all(remora_slot_pool* pool, size_t* n);
+/** Units free now and requests parked now (either out-parameter may be NULL). */
+REMORA_API int remora_slot_pool_available(const remora_slot_pool* pool, struct remora_units* free,
+                                          size_t* waiting);
+/** The units a lease holds. */
+REMORA_API int remora_lease_units(const remora_lease* lease, struct remora_units* held);
+/**
+ * Gives the lease's units back and frees the handle (NULL: nothing). Parked requests the units
+ * satisfy run their callbacks on this thread before it returns.
+ */
+REMORA_API void remora_lease_release(remora_lease* lease);
+
+/** @} */
+
+/** @name Bounce buffers (remora/buffer_pool.hpp) */
+/** @{ */
+
+/** Buffer pool configuration (remora::buffer_pool_config). */
+struct remora_buffer_pool_cfg {
+    size_t size;        /**< sizeof(struct remora_buffer_pool_cfg) */
+    size_t buffers;     /**< 0: 64 */
+    size_t buffer_size; /**< bytes each; 0: 4096 */
+    unsigned usage;     /**< enum remora_usage; 0: WRITE_SRC | SEND */
+};
+/** Registers `buffers` x `buffer_size` bytes on dom for remora_conn_cfg.bounce. */
+REMORA_API int remora_buffer_pool_new(remora_domain* dom, const struct remora_buffer_pool_cfg* cfg,
+                                      remora_buffer_pool** pool);
+/** Frees this handle (connections using the pool keep it). NULL: nothing. */
+REMORA_API void remora_buffer_pool_delete(remora_buffer_pool* pool);
+/** Buffers free now, of `capacity`, each `buffer_size` bytes (out-parameters may be NULL). */
+REMORA_API int remora_buffer_pool_info(const remora_buffer_pool* pool, size_t* available,
+                                       size_t* capacity, size_t* buffer_size);
+
+/** @} */
+
+/** @name Operations with options: parked posts, callbacks (remora/connection.hpp op_options) */
+/** @{ */
+
+/** How a parked post waits (remora::park_mode). */
+enum remora_park_mode {
+    REMORA_PARK_BLOCK = 0, /**< the calling thread waits */
+    REMORA_PARK_QUEUE = 1, /**< returns at once; the library posts it later (needs callback) */
+};
+
+/**
+ * A completion delivered to a function instead of remora_cq_poll: runs exactly once, on the
+ * thread that reads the CQ (or the library's thread of a queued post), after the CQ's lock is
+ * released; must not block. c->context is the operation's context. The library allocates a
+ * small record per such operation, freed when the callback runs (a connection destroyed while
+ * such operations are unreaped drops their callbacks and loses the records).
+ */
+typedef void (*remora_completion_cb)(const struct remora_completion* c);
+
+/** Options of the `_ex` operations, remora_gather_write and the copies. NULL: all defaults. */
+struct remora_op_opts {
+    size_t size;    /**< sizeof(struct remora_op_opts) */
+    unsigned flags; /**< enum remora_op_flags */
+    void* context;  /**< returned in the completion */
+    /**
+     * 0: no parking (a full queue or pool is REMORA_E_WOULD_BLOCK at once). Else the post waits
+     * up to this many ms (REMORA_NO_DEADLINE: without a deadline) for its queue entries and
+     * slot-pool units, in FIFO order, then posts; or ends having taken nothing with
+     * REMORA_E_TIMED_OUT, REMORA_E_CANCELED (remora_conn_cancel_parked) or
+     * REMORA_E_DISCONNECTED (closed). Somebody else must read the CQ meanwhile.
+     */
+    int park_ms;
+    int park_mode; /**< enum remora_park_mode; REMORA_PARK_QUEUE needs park_ms and callback */
+    /** NULL: the completion goes to the CQ. Else to this function (see remora_completion_cb);
+     *  a queued post never posted still gets it once, with the reason as its status. */
+    remora_completion_cb callback;
+};
+
+/** remora_write with options. */
+REMORA_API int remora_write_ex(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
+                               const remora_mr* src, size_t src_offset, size_t len,
+                               const struct remora_op_opts* opts);
+/** remora_read with options. */
+REMORA_API int remora_read_ex(remora_conn* conn, const remora_mr* dst, size_t dst_offset,
+                              const remora_remote* src, uint64_t src_offset, size_t len,
+                              const struct remora_op_opts* opts);
+/** remora_send with options. */
+REMORA_API int remora_send_ex(remora_conn* conn, const remora_mr* src, size_t offset, size_t len,
+                              const struct remora_op_opts* opts);
+/** remora_recv with options. */
+REMORA_API int remora_recv_ex(remora_conn* conn, const remora_mr* dst, size_t offset, size_t len,
+                              const struct remora_op_opts* opts);
+
+/** A piece of a peer's memory: [offset, offset + len) of `remote` (remora::remote_segment). */
+struct remora_segment {
+    const remora_remote* remote;
+    uint64_t offset;
+    size_t len;
+};
+/** Parts one multi-key operation may have (remora::connection::max_gather_parts). */
+#define REMORA_MAX_GATHER_PARTS 64
+/**
+ * Writes consecutive pieces of src from src_offset into the `n` remote segments in order (part i
+ * carries dst[i].len bytes). Every segment is checked before anything is posted
+ * (REMORA_E_OUT_OF_RANGE, ACCESS_DENIED; INVALID for n 0, a NULL remote or an empty segment;
+ * TOO_LARGE past REMORA_MAX_GATHER_PARTS or the send-queue depth); the n entries (and slot
+ * units) are taken all at once or not at all. Completes once, as REMORA_OP_WRITE with len the
+ * total; a failure reports the first failing part's status and index (failed_part).
+ * REMORA_F_AT_POST is refused.
+ */
+REMORA_API int remora_gather_write(remora_conn* conn, const struct remora_segment* dst, size_t n,
+                                   const remora_mr* src, size_t src_offset,
+                                   const struct remora_op_opts* opts);
+/**
+ * Copies [data, data + len) into a bounce buffer of remora_conn_cfg.bounce and writes it from
+ * there: `data` is free when the call returns. REMORA_E_WOULD_BLOCK when the pool or the queue is
+ * exhausted, TOO_LARGE past the pool's buffer_size, BAD_STATE without a pool.
+ */
+REMORA_API int remora_write_copy(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
+                                 const void* data, size_t len, const struct remora_op_opts* opts);
+/** remora_write_copy's send. */
+REMORA_API int remora_send_copy(remora_conn* conn, const void* data, size_t len,
+                                const struct remora_op_opts* opts);
+/** @} */
+
+/** @name Asynchronous setup (connection.hpp connect_async, listener.hpp accept_async) */
+/** @{ */
+
+/**
+ * Sends the connection request like remora_connect and returns at once (its argument errors
+ * too; sockets refuses a port nobody listens on here, REMORA_E_CONNECTION_REFUSED). The outcome
+ * is reported once as a connection event (remora_conn_next_event, remora_conn_event_fd):
+ * REMORA_CONN_ESTABLISHED, or REMORA_CONN_REJECTED / REFUSED / UNREACHABLE / LOST / CLOSED with
+ * its error in remora_conn_setup_status(). tcp progresses the setup only while the connection
+ * is looked at (next_event, a channel wait). Receives may be posted meanwhile; every other
+ * operation is REMORA_E_BAD_STATE until established.
+ */
+REMORA_API int remora_connect_async(remora_domain* dom, const char* host, uint16_t port,
+                                    const struct remora_conn_cfg* cfg, const void* pdata,
+                                    size_t pdata_len, remora_conn** conn);
+/** Accepts and returns at once; the outcome is a connection event as for remora_connect_async. */
+REMORA_API int remora_request_accept_async(remora_request* req, const struct remora_conn_cfg* cfg,
+                                           const void* pdata, size_t pdata_len, remora_conn** conn);
+/**
+ * 0 once established (and for a connection set up synchronously), REMORA_E_WOULD_BLOCK while
+ * the setup is under way, else the setup's error (REMORA_E_REJECTED with the peer's data in
+ * remora_last_error_data(), CONNECTION_REFUSED, TIMED_OUT, CANCELED after a close).
+ */
+REMORA_API int remora_conn_setup_status(const remora_conn* conn);
+
+/** @} */
+
+/** @name Shared receive queues (remora/shared_receive_queue.hpp) */
+/** @{ */
+
+/** Shared receive queue configuration (remora::shared_receive_queue_config). */
+struct remora_srq_cfg {
+    size_t size;    /**< sizeof(struct remora_srq_cfg) */
+    uint32_t depth; /**< receives posted at once; 0: 64 (clamped to the provider's) */
+    uint64_t tag;   /**< the tag of its receives' completions */
+};
+/**
+ * One receive queue for many connections (remora_conn_cfg.srq). REMORA_E_NOT_SUPPORTED where
+ * the provider has none (every RDM domain; tcp and sockets msg domains have one).
+ * Threading: remora_srq_recv may run on several threads; its CQ has one reader at a time.
+ */
+REMORA_API int remora_srq_new(remora_domain* dom, const struct remora_srq_cfg* cfg,
+                              remora_srq** srq);
+/** Frees this handle (connections using the queue keep it). NULL: nothing. */
+REMORA_API void remora_srq_delete(remora_srq* srq);
+/**
+ * Posts a receive into [offset, offset + len) of dst (REMORA_USAGE_RECV): checked like
+ * remora_recv; REMORA_E_WOULD_BLOCK when `depth` receives are posted.
+ */
+REMORA_API int remora_srq_recv(remora_srq* srq, const remora_mr* dst, size_t offset, size_t len,
+                               unsigned flags, void* context);
+/** The queue's CQ (borrowed: lives as long as the handle), where its receives complete. */
+REMORA_API int remora_srq_cq(const remora_srq* srq, remora_cq** cq);
+/** Effective depth, receives posted and not reaped, connections attached (each may be NULL). */
+REMORA_API int remora_srq_info(const remora_srq* srq, size_t* depth, size_t* posted,
+                               size_t* connections);
+
+/** @} */
+
+/** @name Parked posts of a connection */
+/** @{ */
+
+/** Ends every parked post of conn with REMORA_E_CANCELED; *n how many (may be NULL). */
+REMORA_API int remora_conn_cancel_parked(remora_conn* conn, size_t* n);
+/** Posts of conn parked now. */
+REMORA_API int remora_conn_parked(const remora_conn* conn, size_t* n);
 
 /** @} */
 

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <span>
 #include <string>
@@ -52,6 +53,18 @@ struct remora_shared_cq {
 };
 struct remora_channel {
     remora::completion_channel ch;
+};
+struct remora_slot_pool {
+    std::shared_ptr<remora::slot_pool> p;
+};
+struct remora_lease {
+    remora::lease l;
+};
+struct remora_buffer_pool {
+    remora::buffer_pool b;
+};
+struct remora_srq {
+    remora::shared_receive_queue q;
 };
 
 // The helpers below are hidden in both libraries (the version script exports namespace remora as
@@ -154,6 +167,12 @@ int wait_event(const char* fn, Waiter& w, int timeout_ms, remora_channel_event* 
     *ev = {c_cq(e->cq), static_cast<int>(e->kind), e->tag, e->ready};
     return 0;
 }
+
+// Operation options from the C struct (NULL: defaults), for the _ex operations, gather_write and
+// the copies. A C callback is carried by a record allocated here and freed by the trampoline
+// that calls it (or by release_op_callback when the post fails: nothing will call it then).
+int op_options_of(const char* fn, const remora_op_opts* in, op_options& out);
+void release_op_callback(const op_options& o) noexcept;
 
 // A C++ completion as the C struct.
 void to_c(const completion& in, remora_completion& out) noexcept;

@@ -48,6 +48,15 @@ int conn_config_of(const char* fn, const remora_conn_cfg* cfg, remora::connectio
     if (c.signal_every != 0) {
         out.signal_every = c.signal_every;
     }
+    if (c.slots != nullptr) {
+        out.slots = c.slots->p;
+    }
+    if (c.bounce != nullptr) {
+        out.bounce = c.bounce->b;
+    }
+    if (c.srq != nullptr) {
+        out.srq = c.srq->q;
+    }
     return 0;
 }
 
@@ -131,6 +140,24 @@ REMORA_API int remora_request_accept(remora_request* req, const struct remora_co
     });
 }
 
+REMORA_API int remora_request_accept_async(remora_request* req, const struct remora_conn_cfg* cfg,
+                                           const void* pdata, size_t pdata_len,
+                                           remora_conn** conn) {
+    static constexpr const char* fn = "remora_request_accept_async";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, req);
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        if (int rc = check_bytes(fn, "pdata", pdata, pdata_len)) {
+            return rc;
+        }
+        remora::connection_config cc;
+        if (int rc = conn_config_of(fn, cfg, cc)) {
+            return rc;
+        }
+        return give_conn(fn, req->q.accept_async(cc, bytes(pdata, pdata_len)), conn);
+    });
+}
+
 REMORA_API int remora_request_reject(remora_request* req, const void* pdata, size_t pdata_len) {
     static constexpr const char* fn = "remora_request_reject";
     return guarded(fn, [&] {
@@ -165,6 +192,35 @@ REMORA_API int remora_connect(remora_domain* dom, const char* host, uint16_t por
         }
         return give(
             fn, remora::connection::connect(dom->d, host, port, cc, bytes(pdata, pdata_len)), conn);
+    });
+}
+
+REMORA_API int remora_connect_async(remora_domain* dom, const char* host, uint16_t port,
+                                    const struct remora_conn_cfg* cfg, const void* pdata,
+                                    size_t pdata_len, remora_conn** conn) {
+    static constexpr const char* fn = "remora_connect_async";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, dom);
+        REMORA_CAPI_NOT_NULL(fn, host);
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        if (int rc = check_bytes(fn, "pdata", pdata, pdata_len)) {
+            return rc;
+        }
+        remora::connection_config cc;
+        if (int rc = conn_config_of(fn, cfg, cc)) {
+            return rc;
+        }
+        return give_conn(
+            fn, remora::connection::connect_async(dom->d, host, port, cc, bytes(pdata, pdata_len)),
+            conn);
+    });
+}
+
+REMORA_API int remora_conn_setup_status(const remora_conn* conn) {
+    static constexpr const char* fn = "remora_conn_setup_status";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        return done(fn, conn->c.setup_status());
     });
 }
 

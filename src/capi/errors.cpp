@@ -131,6 +131,7 @@ void to_c(const completion& in, remora_completion& out) noexcept {
     out.imm = in.imm;
     out.has_imm = in.has_imm;
     out.tag = in.tag;
+    out.failed_part = in.failed_part;
 }
 
 }  // namespace remora::capi

@@ -212,7 +212,7 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
         auto h = held_units::take(c.config.slots, need);
         if (!h) {
             for (std::size_t i = 0; i < n; ++i) {
-                c.ops.give(recs[i]);
+                c.ops.give(recs[i], false);  // untouched (op_pool::give)
             }
             return fail(h.error().code(), "gather_write: shared slot pool: " + h.error().message());
         }

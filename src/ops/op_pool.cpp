@@ -145,7 +145,7 @@ void op_pool::reclaim(std::uint64_t mark) {
     }
 }
 
-void op_pool::give(op_record* r) noexcept {
+void op_pool::give(op_record* r, bool wake) noexcept {
     budget_.exclusive([&](auto& l) {
         if (!r->in_use) {
             return;
@@ -157,7 +157,7 @@ void op_pool::give(op_record* r) noexcept {
         free_[k].push_back(static_cast<std::uint32_t>(i));
         l.give_one(k);
     });
-    if (park_gate* g = gate.load(); g != nullptr) {
+    if (park_gate* g = gate.load(); wake && g != nullptr) {
         g->notify();
     }
 }

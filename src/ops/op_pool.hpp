@@ -83,7 +83,10 @@ class op_pool {
     // `n` records of queue `q` into out[0..n), all or nothing (false: none taken). A multi-key
     // operation's parts (src/core/multi_ops.cpp).
     bool take_n(queue q, std::size_t n, op_record** out);
-    void give(op_record* r) noexcept;
+    // `wake` false: a record taken and returned untouched by a post that failed its admission
+    // (its budget refused). Waking the parked head for it would make the head retry at once,
+    // refuse itself the same way, wake itself again, and spin past its deadline.
+    void give(op_record* r, bool wake = true) noexcept;
     // Records of receives still posted (to cancel them on disconnect).
     std::vector<op_record*> posted_recvs();
     // Every record taken and not given back, with whether it is a receive's (RDM close).

@@ -11,7 +11,9 @@
 
 #include <poll.h>
 #include <stdalign.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "capi_check.h"
@@ -754,6 +756,599 @@ static void test_rdm_shm(void) {
     OK(remora_domain_close(&dom));
 }
 
+/* ---- slot pools, parked posts, callbacks, gather_write, copies ---- */
+
+/* What callbacks saw, for the thread that waits for them (bounded by T_WAIT_MS). */
+struct seen {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int calls;
+    int status;
+    void* context;
+    int op;
+    remora_lease* lease;
+};
+static struct seen seen = {
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, NULL, 0, NULL};
+
+static void seen_reset(void) {
+    pthread_mutex_lock(&seen.mu);
+    seen.calls = 0;
+    seen.status = 1;
+    seen.context = NULL;
+    seen.op = 0;
+    seen.lease = NULL;
+    pthread_mutex_unlock(&seen.mu);
+}
+
+/* Waits until `calls` callbacks ran (CHECK fails after T_WAIT_MS). */
+static void seen_wait(int calls) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += T_WAIT_MS / 1000;
+    pthread_mutex_lock(&seen.mu);
+    while (seen.calls < calls) {
+        CHECK(pthread_cond_timedwait(&seen.cv, &seen.mu, &until) == 0);
+    }
+    pthread_mutex_unlock(&seen.mu);
+}
+
+static void on_acquire(void* ctx, int status, remora_lease* lease) {
+    pthread_mutex_lock(&seen.mu);
+    seen.calls++;
+    seen.status = status;
+    seen.context = ctx;
+    seen.lease = lease;
+    pthread_cond_broadcast(&seen.cv);
+    pthread_mutex_unlock(&seen.mu);
+}
+
+static void on_completion(const struct remora_completion* c) {
+    pthread_mutex_lock(&seen.mu);
+    seen.calls++;
+    seen.status = c->status;
+    seen.context = c->context;
+    seen.op = c->op;
+    pthread_cond_broadcast(&seen.cv);
+    pthread_mutex_unlock(&seen.mu);
+}
+
+static void test_slot_pool(void) {
+    struct remora_slot_pool_cfg cfg = {.size = sizeof cfg, .capacity = {.sq = 2, .cq = 2}};
+    const struct remora_units one = {.sq = 1, .cq = 1}, two = {.sq = 2, .cq = 2};
+    const struct remora_units huge = {.sq = 3}, none = {0};
+    remora_slot_pool *pool = NULL, *forbid = NULL;
+    remora_lease *a = NULL, *b = NULL, *c = NULL;
+    struct remora_units u;
+    size_t waiting = 99, n = 99;
+    bool parked = false;
+    int tag = 0;
+    EXPECT_CODE(remora_slot_pool_new(NULL, &pool), REMORA_E_INVALID, "cfg is NULL");
+    cfg.capacity.sq = 0;
+    cfg.capacity.cq = 0;
+    EXPECT_CODE(remora_slot_pool_new(&cfg, &pool), REMORA_E_INVALID, "capacity is empty");
+    cfg.capacity = two;
+    cfg.policy = 9;
+    EXPECT_CODE(remora_slot_pool_new(&cfg, &pool), REMORA_E_INVALID, "policy 9");
+    cfg.policy = REMORA_BACKPRESSURE;
+    OK(remora_slot_pool_new(&cfg, &pool));
+    OK(remora_slot_pool_try_acquire(pool, &one, &a));
+    OK(remora_lease_units(a, &u));
+    CHECK(u.sq == 1 && u.cq == 1 && u.recv == 0);
+    EXPECT_CODE(remora_slot_pool_try_acquire(pool, &two, &b), REMORA_E_WOULD_BLOCK,
+                "remora_slot_pool_try_acquire: ");
+    EXPECT_CODE(remora_slot_pool_try_acquire(pool, &huge, &b), REMORA_E_TOO_LARGE,
+                "remora_slot_pool_try_acquire: ");
+    EXPECT_CODE(remora_slot_pool_try_acquire(pool, &none, &b), REMORA_E_INVALID,
+                "remora_slot_pool_try_acquire: ");
+    EXPECT_CODE(remora_slot_pool_try_acquire(NULL, &one, &b), REMORA_E_INVALID, "pool is NULL");
+    CHECK(b == NULL);
+    OK(remora_slot_pool_available(pool, &u, &waiting));
+    CHECK(u.sq == 1 && u.cq == 1 && waiting == 0);
+    /* acquire: granted at once (its callback ran here), then parked until a release */
+    seen_reset();
+    OK(remora_slot_pool_acquire(pool, &one, REMORA_NO_DEADLINE, on_acquire, &tag, &parked));
+    CHECK(!parked && seen.calls == 1 && seen.status == 0 && seen.context == &tag);
+    b = seen.lease;
+    seen_reset();
+    OK(remora_slot_pool_acquire(pool, &two, REMORA_NO_DEADLINE, on_acquire, &tag, &parked));
+    CHECK(parked && seen.calls == 0);
+    OK(remora_slot_pool_available(pool, NULL, &waiting));
+    CHECK(waiting == 1);
+    EXPECT_CODE(remora_slot_pool_try_acquire(pool, &one, &c), REMORA_E_WOULD_BLOCK,
+                "remora_slot_pool_try_acquire: "); /* the parked request goes first */
+    remora_lease_release(a);
+    CHECK(seen.calls == 0); /* one unit of each back: not enough yet */
+    remora_lease_release(b);
+    CHECK(seen.calls == 1 && seen.status == 0 && seen.lease != NULL); /* ran in the release */
+    OK(remora_lease_units(seen.lease, &u));
+    CHECK(u.sq == 2 && u.cq == 2);
+    a = seen.lease;
+    /* a deadline fires on its own (the pool's timer thread) */
+    seen_reset();
+    OK(remora_slot_pool_acquire(pool, &one, 50, on_acquire, NULL, &parked));
+    CHECK(parked);
+    seen_wait(1);
+    CHECK(seen.status == REMORA_E_TIMED_OUT && seen.lease == NULL);
+    /* cancel_all ends the parked ones */
+    seen_reset();
+    OK(remora_slot_pool_acquire(pool, &one, REMORA_NO_DEADLINE, on_acquire, NULL, &parked));
+    CHECK(parked);
+    OK(remora_slot_pool_cancel_all(pool, &n));
+    CHECK(n == 1 && seen.calls == 1 && seen.status == REMORA_E_CANCELED);
+    EXPECT_CODE(remora_slot_pool_acquire(pool, &one, -1, on_acquire, NULL, &parked),
+                REMORA_E_INVALID, "timeout_ms is -1");
+    EXPECT_CODE(remora_slot_pool_acquire(pool, &one, 10, NULL, NULL, &parked), REMORA_E_INVALID,
+                "done is NULL");
+    EXPECT_CODE(remora_slot_pool_acquire(pool, &huge, 10, on_acquire, NULL, &parked),
+                REMORA_E_TOO_LARGE, "remora_slot_pool_acquire: ");
+    CHECK(seen.calls == 1); /* refused: no callback */
+    remora_lease_release(a);
+    OK(remora_slot_pool_available(pool, &u, &waiting));
+    CHECK(u.sq == 2 && u.cq == 2 && waiting == 0);
+    /* forbid: exhaustion is a sizing bug, and nothing parks */
+    cfg.policy = REMORA_FORBID;
+    OK(remora_slot_pool_new(&cfg, &forbid));
+    OK(remora_slot_pool_try_acquire(forbid, &two, &a));
+    EXPECT_CODE(remora_slot_pool_try_acquire(forbid, &one, &b), REMORA_E_BAD_STATE,
+                "remora_slot_pool_try_acquire: ");
+    EXPECT_CODE(remora_slot_pool_acquire(forbid, &one, 10, on_acquire, NULL, &parked),
+                REMORA_E_BAD_STATE, "remora_slot_pool_acquire: ");
+    remora_lease_release(a);
+    remora_lease_release(NULL);
+    remora_slot_pool_delete(forbid);
+    remora_slot_pool_delete(pool);
+    remora_slot_pool_delete(NULL);
+}
+
+/* Parked posts and callbacks on a client drawing on a pool with room for one operation (with
+ * `pool`, its units but one are held here meanwhile). */
+static void parked_posts(remora_conn* client, remora_cq* cq, const remora_remote* remote,
+                         const remora_mr* mr, remora_slot_pool* pool) {
+    struct remora_op_opts o = {.size = sizeof o, .context = &rp};
+    struct remora_completion c;
+    const struct remora_units one = {.sq = 1, .cq = 1};
+    remora_lease* held = NULL;
+    size_t n = 99;
+    int ctx = 0;
+    if (pool != NULL) {
+        OK(remora_slot_pool_try_acquire(pool, &one, &held));
+    }
+    OK(remora_write_ex(client, remote, 0, mr, 0, 8, &o));
+    /* the pool's one unit is out until the completion is read */
+    EXPECT_CODE(remora_write_ex(client, remote, 0, mr, 0, 8, &o), REMORA_E_WOULD_BLOCK,
+                "remora_write_ex: ");
+    o.park_ms = 50; /* nobody else reads the CQ: the deadline ends it */
+    EXPECT_CODE(remora_read_ex(client, mr, 64, remote, 0, 8, &o), REMORA_E_TIMED_OUT,
+                "remora_read_ex: ");
+    {
+        const struct remora_segment seg = {remote, 16, 8};
+        EXPECT_CODE(remora_gather_write(client, &seg, 1, mr, 0, &o), REMORA_E_TIMED_OUT,
+                    "remora_gather_write: ");
+    }
+    OK(remora_conn_parked(client, &n));
+    CHECK(n == 0);
+    /* queued: returns at once, posted by the library once the unit comes back */
+    seen_reset();
+    o.park_ms = REMORA_NO_DEADLINE;
+    o.park_mode = REMORA_PARK_QUEUE;
+    o.callback = on_completion;
+    o.context = &ctx;
+    OK(remora_write_ex(client, remote, 8, mr, 0, 8, &o));
+    OK(remora_conn_parked(client, &n));
+    CHECK(n == 1 && seen.calls == 0);
+    expect_completion(cq, REMORA_OP_WRITE, &rp); /* gives the unit back */
+    for (;;) { /* its callback runs on this thread, the CQ's reader */
+        size_t got = 0;
+        OK(remora_cq_poll(cq, &c, 1, &got));
+        CHECK(got == 0);
+        pthread_mutex_lock(&seen.mu);
+        n = (size_t)seen.calls;
+        pthread_mutex_unlock(&seen.mu);
+        if (n == 1) {
+            break;
+        }
+        OK(remora_cq_wait(cq, T_WAIT_MS, &n));
+    }
+    CHECK(seen.status == 0 && seen.context == &ctx && seen.op == REMORA_OP_WRITE);
+    /* cancel_parked ends a queued post: its callback says so */
+    seen_reset();
+    o.callback = NULL;
+    o.park_mode = REMORA_PARK_BLOCK;
+    o.park_ms = 0;
+    o.context = NULL;
+    OK(remora_write_ex(client, remote, 0, mr, 0, 8, &o));
+    o.park_ms = REMORA_NO_DEADLINE;
+    o.park_mode = REMORA_PARK_QUEUE;
+    o.callback = on_completion;
+    o.context = &ctx;
+    OK(remora_send_ex(client, mr, 0, 8, &o));
+    OK(remora_conn_cancel_parked(client, &n));
+    CHECK(n == 1);
+    seen_wait(1);
+    CHECK(seen.status == REMORA_E_CANCELED && seen.context == &ctx && seen.op == REMORA_OP_SEND);
+    expect_completion(cq, REMORA_OP_WRITE, NULL);
+    /* refusals change nothing */
+    o.callback = NULL; /* queued without a callback */
+    EXPECT_CODE(remora_write_ex(client, remote, 0, mr, 0, 8, &o), REMORA_E_INVALID,
+                "remora_write_ex: ");
+    o.park_mode = 7;
+    EXPECT_CODE(remora_write_ex(client, remote, 0, mr, 0, 8, &o), REMORA_E_INVALID, "park_mode 7");
+    o.park_mode = REMORA_PARK_BLOCK;
+    o.park_ms = -5;
+    EXPECT_CODE(remora_write_ex(client, remote, 0, mr, 0, 8, &o), REMORA_E_INVALID,
+                "park_ms -5 is negative");
+    o.park_ms = 0;
+    o.size = sizeof o + 8;
+    EXPECT_CODE(remora_write_ex(client, remote, 0, mr, 0, 8, &o), REMORA_E_INVALID,
+                "remora_op_opts");
+    EXPECT_CODE(remora_write_ex(NULL, remote, 0, mr, 0, 8, NULL), REMORA_E_INVALID, "conn is NULL");
+    EXPECT_CODE(remora_write_ex(client, remote, 4090, mr, 0, 8, NULL), REMORA_E_OUT_OF_RANGE,
+                "remora_write_ex: ");
+    EXPECT_CODE(remora_conn_parked(client, NULL), REMORA_E_INVALID, "n is NULL");
+    OK(remora_conn_in_flight(client, &n));
+    CHECK(n == 0);
+    remora_lease_release(held);
+}
+
+static void test_slots_parked(void) {
+    struct remora_slot_pool_cfg pcfg = {.size = sizeof pcfg, .capacity = {.sq = 1, .cq = 1}};
+    struct remora_conn_cfg ccfg = {.size = sizeof ccfg};
+    remora_slot_pool* pool = NULL;
+    remora_cq* cq = NULL;
+    OK(remora_slot_pool_new(&pcfg, &pool));
+    ccfg.slots = pool;
+    remote_pair_open(&rp, &target_cfg, &ccfg, NULL);
+    remora_slot_pool_delete(pool); /* the connection holds it */
+    OK(remora_conn_cq(rp.p.client, &cq));
+    parked_posts(rp.p.client, cq, rp.remote, rp.client_mr, NULL);
+    remote_pair_close(&rp);
+}
+
+/* A forbid pool refuses a post beyond its size with BAD_STATE; signal_every > 1 is refused. */
+static void test_slots_forbid(void) {
+    struct remora_slot_pool_cfg pcfg = {
+        .size = sizeof pcfg, .capacity = {.sq = 1, .cq = 1}, .policy = REMORA_FORBID};
+    struct remora_conn_cfg ccfg = {.size = sizeof ccfg};
+    remora_slot_pool* pool = NULL;
+    remora_conn* bad = NULL;
+    uint16_t port = 0;
+    remora_cq* cq = NULL;
+    OK(remora_slot_pool_new(&pcfg, &pool));
+    ccfg.slots = pool;
+    remote_pair_open(&rp, &target_cfg, &ccfg, NULL);
+    OK(remora_conn_cq(rp.p.client, &cq));
+    OK(remora_write(rp.p.client, rp.remote, 0, rp.client_mr, 0, 8, 0, NULL));
+    EXPECT_CODE(remora_write(rp.p.client, rp.remote, 0, rp.client_mr, 0, 8, 0, NULL),
+                REMORA_E_BAD_STATE, "remora_write: ");
+    expect_completion(cq, REMORA_OP_WRITE, NULL);
+    OK(remora_write(rp.p.client, rp.remote, 0, rp.client_mr, 0, 8, 0, NULL));
+    expect_completion(cq, REMORA_OP_WRITE, NULL);
+    ccfg.signal_every = 4;
+    OK(remora_listener_port(rp.p.lst, &port));
+    EXPECT_CODE(remora_connect(rp.p.cdom, "127.0.0.1", port, &ccfg, NULL, 0, &bad),
+                REMORA_E_INVALID, "remora_connect: ");
+    CHECK(bad == NULL);
+    remora_slot_pool_delete(pool);
+    remote_pair_close(&rp);
+}
+
+/* gather_write over two slices of the peer's region, then its refusals. */
+static void gather(remora_conn* client, remora_cq* cq, const remora_remote* remote,
+                   const remora_mr* mr, unsigned char* local, const unsigned char* peer_mem) {
+    remora_remote *s1 = NULL, *s2 = NULL;
+    struct remora_segment seg[REMORA_MAX_GATHER_PARTS + 1];
+    struct remora_op_opts o = {.size = sizeof o, .context = &seg};
+    struct remora_completion c;
+    size_t i, n = 99;
+    OK(remora_remote_slice(remote, 1024, 512, &s1));
+    OK(remora_remote_slice(remote, 3072, 512, &s2));
+    memcpy(local, "gathered-in-two-parts", 21);
+    seg[0] = (struct remora_segment){s1, 10, 8};
+    seg[1] = (struct remora_segment){s2, 20, 13};
+    OK(remora_gather_write(client, seg, 2, mr, 0, &o));
+    c = expect_completion(cq, REMORA_OP_WRITE, &seg);
+    CHECK(c.len == 21 && c.failed_part == 0);
+    /* a read behind the write makes it visible; then look at the peer's memory */
+    OK(remora_read(client, mr, 2048, remote, 1024 + 10, 8, 0, NULL));
+    expect_completion(cq, REMORA_OP_READ, NULL);
+    OK(remora_read(client, mr, 2100, remote, 3072 + 20, 13, 0, NULL));
+    expect_completion(cq, REMORA_OP_READ, NULL);
+    CHECK(memcmp(local + 2048, "gathere", 7) == 0 &&
+          memcmp(local + 2100, "-in-two-parts", 13) == 0);
+    if (peer_mem != NULL) {
+        CHECK(memcmp(peer_mem + 1034, "gathered", 8) == 0);
+        CHECK(memcmp(peer_mem + 3092, "-in-two-parts", 13) == 0);
+    }
+    /* refusals, nothing posted */
+    EXPECT_CODE(remora_gather_write(client, seg, 0, mr, 0, NULL), REMORA_E_INVALID,
+                "remora_gather_write: ");
+    seg[1].remote = NULL;
+    EXPECT_CODE(remora_gather_write(client, seg, 2, mr, 0, NULL), REMORA_E_INVALID,
+                "remora_gather_write: ");
+    seg[1] = (struct remora_segment){s2, 500, 13};
+    EXPECT_CODE(remora_gather_write(client, seg, 2, mr, 0, NULL), REMORA_E_OUT_OF_RANGE,
+                "remora_gather_write: ");
+    for (i = 0; i <= REMORA_MAX_GATHER_PARTS; ++i) {
+        seg[i] = (struct remora_segment){s1, i, 1};
+    }
+    EXPECT_CODE(remora_gather_write(client, seg, REMORA_MAX_GATHER_PARTS + 1, mr, 0, NULL),
+                REMORA_E_TOO_LARGE, "remora_gather_write: ");
+    o.flags = REMORA_F_AT_POST;
+    EXPECT_CODE(remora_gather_write(client, seg, 2, mr, 0, &o), REMORA_E_INVALID,
+                "remora_gather_write: ");
+    EXPECT_CODE(remora_gather_write(client, NULL, 2, mr, 0, NULL), REMORA_E_INVALID, "dst is NULL");
+    EXPECT_CODE(remora_gather_write(NULL, seg, 2, mr, 0, NULL), REMORA_E_INVALID, "conn is NULL");
+    OK(remora_conn_in_flight(client, &n));
+    CHECK(n == 0);
+    remora_remote_delete(s1);
+    remora_remote_delete(s2);
+}
+
+static void test_gather_write(void) {
+    remora_cq* cq = NULL;
+    remote_pair_open(&rp, &target_cfg, &default_cfg, NULL);
+    OK(remora_conn_cq(rp.p.client, &cq));
+    gather(rp.p.client, cq, rp.remote, rp.client_mr, rp.client_mem, rp.server_mem);
+    remote_pair_close(&rp);
+}
+
+/* write_copy and send_copy through a pool of one bounce buffer. */
+static void test_copy(void) {
+    const struct remora_conn_cfg scfg = {.size = sizeof scfg, .progress_thread = true};
+    struct remora_buffer_pool_cfg bcfg = {.size = sizeof bcfg, .buffers = 1, .buffer_size = 64};
+    struct remora_conn_cfg ccfg = {.size = sizeof ccfg};
+    remora_buffer_pool* bp = NULL;
+    remora_cq *cq = NULL, *scq = NULL;
+    unsigned char big[65] = {0};
+    size_t avail = 99, cap = 0, bsize = 0;
+    pair_domains(&rp.p);
+    bcfg.usage = 0x100;
+    EXPECT_CODE(remora_buffer_pool_new(rp.p.cdom, &bcfg, &bp), REMORA_E_INVALID, "usage 256");
+    bcfg.usage = 0;
+    OK(remora_buffer_pool_new(rp.p.cdom, &bcfg, &bp));
+    OK(remora_buffer_pool_info(bp, &avail, &cap, &bsize));
+    CHECK(avail == 1 && cap == 1 && bsize == 64);
+    EXPECT_CODE(remora_domain_close(&rp.p.cdom), REMORA_E_BAD_STATE, "remora_domain_close: ");
+    CHECK(rp.p.cdom != NULL); /* the pool uses it */
+    {
+        unsigned char wire[REMORA_DESCRIPTOR_SIZE];
+        remora_remote* desc = NULL;
+        const void* peer = NULL;
+        size_t peer_len = 0;
+        OK(remora_mr_reg(rp.p.sdom, rp.server_mem, REGION, REMORA_USAGE_ALL, &rp.server_mr));
+        OK(remora_mr_reg(rp.p.cdom, rp.client_mem, REGION, REMORA_USAGE_ALL, &rp.client_mr));
+        OK(remora_mr_describe(rp.server_mr, 0, 0, &desc));
+        OK(remora_remote_to_bytes(desc, wire, sizeof wire));
+        remora_remote_delete(desc);
+        ccfg.bounce = bp;
+        pair_connect(&rp.p, &scfg, &ccfg, wire, sizeof wire, NULL, 0);
+        OK(remora_conn_peer_private_data(rp.p.client, &peer, &peer_len));
+        OK(remora_remote_from_bytes(peer, sizeof wire, &rp.remote));
+    }
+    remora_buffer_pool_delete(bp); /* the connection holds it */
+    OK(remora_conn_cq(rp.p.client, &cq));
+    OK(remora_conn_cq(rp.p.server, &scq));
+    {
+        char data[16] = "copied at post";
+        OK(remora_write_copy(rp.p.client, rp.remote, 200, data, 15, NULL));
+        memset(data, 'x', sizeof data); /* free at once */
+        /* the one buffer is held until the completion is read */
+        EXPECT_CODE(remora_write_copy(rp.p.client, rp.remote, 0, data, 4, NULL),
+                    REMORA_E_WOULD_BLOCK, "remora_write_copy: ");
+        expect_completion(cq, REMORA_OP_WRITE, NULL);
+        OK(remora_read(rp.p.client, rp.client_mr, 0, rp.remote, 200, 15, 0, NULL));
+        expect_completion(cq, REMORA_OP_READ, NULL);
+        CHECK(memcmp(rp.client_mem, "copied at post", 15) == 0);
+        OK(remora_recv(rp.p.server, rp.server_mr, 1024, 64, 0, (void*)3));
+        OK(remora_send_copy(rp.p.client, "sent copy", 9, NULL));
+        expect_completion(cq, REMORA_OP_SEND, NULL);
+        CHECK(expect_completion(scq, REMORA_OP_RECV, (void*)3).len == 9);
+        CHECK(memcmp(rp.server_mem + 1024, "sent copy", 9) == 0);
+    }
+    EXPECT_CODE(remora_write_copy(rp.p.client, rp.remote, 0, big, sizeof big, NULL),
+                REMORA_E_TOO_LARGE, "remora_write_copy: ");
+    EXPECT_CODE(remora_send_copy(rp.p.client, NULL, 4, NULL), REMORA_E_INVALID, "data is NULL");
+    /* the server has no bounce pool */
+    EXPECT_CODE(remora_send_copy(rp.p.server, "x", 1, NULL), REMORA_E_BAD_STATE,
+                "remora_send_copy: ");
+    remote_pair_close(&rp);
+}
+
+/* The same on shm RDM peers in one process: gather_write, and parked posts on a slot pool. */
+static void test_rdm_shm_ext(void) {
+    const struct remora_domain_cfg dcfg = {
+        .size = sizeof dcfg, .provider = "shm", .endpoint = REMORA_EP_RDM};
+    const struct remora_conn_cfg tcfg = {.size = sizeof tcfg, .progress_thread = true};
+    struct remora_slot_pool_cfg pcfg = {.size = sizeof pcfg, .capacity = {.sq = 2, .cq = 2}};
+    struct remora_conn_cfg bcfg = {.size = sizeof bcfg};
+    remora_slot_pool* pool = NULL;
+    remora_domain* dom = NULL;
+    remora_conn *a = NULL, *b = NULL;
+    const void *addr_a = NULL, *addr_b = NULL;
+    size_t len_a = 0, len_b = 0;
+    remora_mr *amr = NULL, *bmr = NULL;
+    remora_remote* desc = NULL;
+    remora_cq* cq = NULL;
+    OK(remora_slot_pool_new(&pcfg, &pool));
+    bcfg.slots = pool;
+    OK(remora_domain_open(&dcfg, &dom));
+    OK(remora_peer_open(dom, &tcfg, &a));
+    OK(remora_peer_open(dom, &bcfg, &b));
+    OK(remora_peer_address(a, &addr_a, &len_a));
+    OK(remora_peer_address(b, &addr_b, &len_b));
+    OK(remora_peer_attach(a, addr_b, len_b));
+    OK(remora_peer_attach(b, addr_a, len_a));
+    OK(remora_mr_reg(dom, rp.server_mem, REGION, REMORA_USAGE_ALL, &amr));
+    OK(remora_mr_reg(dom, rp.client_mem, REGION, REMORA_USAGE_ALL, &bmr));
+    OK(remora_mr_describe(amr, 0, 0, &desc));
+    OK(remora_conn_cq(b, &cq));
+    parked_posts(b, cq, desc, bmr, pool);
+    gather(b, cq, desc, bmr, rp.client_mem, rp.server_mem);
+    remora_remote_delete(desc);
+    remora_conn_delete(b);
+    remora_conn_delete(a);
+    remora_slot_pool_delete(pool);
+    remora_mr_delete(amr);
+    remora_mr_delete(bmr);
+    OK(remora_domain_close(&dom));
+}
+
+/* The next connection event of conn (bounded by T_WAIT_MS). */
+static int next_event(remora_conn* conn) {
+    int ev = -1;
+    OK(remora_conn_next_event(conn, T_WAIT_MS, &ev));
+    return ev;
+}
+
+struct async_server {
+    remora_listener* lst;
+    const struct remora_conn_cfg* cfg;
+    remora_conn* conn;
+    int rc;
+    atomic_int done;
+};
+
+static void* accept_async_thread(void* arg) {
+    struct async_server* s = arg;
+    remora_request* req = NULL;
+    s->rc = remora_listener_get_request(s->lst, T_WAIT_MS, &req);
+    if (s->rc == 0) {
+        s->rc = remora_request_accept_async(req, s->cfg, "ok", 2, &s->conn);
+        remora_request_delete(req);
+    }
+    atomic_store(&s->done, 1);
+    return NULL;
+}
+
+/* connect_async and accept_async: each side learns the outcome as an event; then a send lands
+ * in a shared receive queue on the server (tcp and sockets have one). */
+static void test_async_srq(void) {
+    struct remora_srq_cfg qcfg = {.size = sizeof qcfg, .depth = 4, .tag = 99};
+    struct remora_conn_cfg scfg = {.size = sizeof scfg};
+    struct async_server s = {0};
+    remora_srq* srq = NULL;
+    remora_cq *qcq = NULL, *ccq = NULL;
+    struct remora_completion c;
+    const void* pdata = NULL;
+    size_t plen = 0, depth = 0, posted = 0, conns = 0;
+    uint16_t port = 0;
+    pthread_t t;
+    pair_domains(&rp.p);
+    OK(remora_mr_reg(rp.p.sdom, rp.server_mem, REGION, REMORA_USAGE_ALL, &rp.server_mr));
+    OK(remora_mr_reg(rp.p.cdom, rp.client_mem, REGION, REMORA_USAGE_ALL, &rp.client_mr));
+    qcfg.size = sizeof qcfg + 1;
+    EXPECT_CODE(remora_srq_new(rp.p.sdom, &qcfg, &srq), REMORA_E_INVALID, "remora_srq_cfg");
+    qcfg.size = sizeof qcfg;
+    OK(remora_srq_new(rp.p.sdom, &qcfg, &srq));
+    OK(remora_srq_cq(srq, &qcq));
+    OK(remora_srq_recv(srq, rp.server_mr, 0, 64, 0, (void*)5));
+    EXPECT_CODE(remora_srq_recv(srq, rp.server_mr, REGION - 8, 64, 0, NULL), REMORA_E_OUT_OF_RANGE,
+                "remora_srq_recv: ");
+    EXPECT_CODE(remora_srq_recv(NULL, rp.server_mr, 0, 64, 0, NULL), REMORA_E_INVALID,
+                "srq is NULL");
+    scfg.srq = srq;
+    scfg.service_depth = 2;
+    OK(remora_listener_port(rp.p.lst, &port));
+    s.lst = rp.p.lst;
+    s.cfg = &scfg; /* first request: refused (an srq with a service depth) */
+    CHECK(pthread_create(&t, NULL, accept_async_thread, &s) == 0);
+    OK(remora_connect_async(rp.p.cdom, "127.0.0.1", port, NULL, "hi", 2, &rp.p.client));
+    /* while it is set up, only receives may be posted */
+    EXPECT_CODE(remora_send(rp.p.client, rp.client_mr, 0, 8, 0, NULL), REMORA_E_BAD_STATE,
+                "remora_send: ");
+    CHECK(next_event(rp.p.client) == REMORA_CONN_REJECTED);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(s.rc == REMORA_E_INVALID && s.conn == NULL);
+    EXPECT_CODE(remora_conn_setup_status(rp.p.client), REMORA_E_REJECTED,
+                "remora_conn_setup_status: ");
+    remora_conn_delete(rp.p.client);
+    scfg.service_depth = 0;
+    atomic_store(&s.done, 0);
+    CHECK(pthread_create(&t, NULL, accept_async_thread, &s) == 0);
+    OK(remora_connect_async(rp.p.cdom, "127.0.0.1", port, NULL, "hi", 2, &rp.p.client));
+    CHECK(remora_conn_setup_status(rp.p.client) == REMORA_E_WOULD_BLOCK);
+    {
+        /* tcp progresses an asynchronous setup only while it is looked at: as the header
+         * says, poll both event fds and look (next_event 0 ms) at a side whose fd is readable;
+         * each poll is bounded, the loop by about T_WAIT_MS */
+        int cev = -1, sev = -1, rounds = 0, ev = -1;
+        struct pollfd fds[2] = {{.events = POLLIN}, {.events = POLLIN}};
+        OK(remora_conn_event_fd(rp.p.client, &fds[0].fd));
+        fds[1].fd = -1; /* ignored until the server has accepted */
+        while ((cev < 0 || sev < 0) && rounds++ < T_WAIT_MS / 5) {
+            if (rp.p.server == NULL && atomic_load(&s.done)) {
+                CHECK(pthread_join(t, NULL) == 0);
+                OK(s.rc);
+                rp.p.server = s.conn;
+                OK(remora_conn_event_fd(rp.p.server, &fds[1].fd));
+            }
+            CHECK(poll(fds, 2, 5) >= 0);
+            if (cev < 0 && (fds[0].revents & POLLIN) &&
+                remora_conn_next_event(rp.p.client, 0, &ev) == 0) {
+                cev = ev;
+            }
+            if (sev < 0 && (fds[1].revents & POLLIN) &&
+                remora_conn_next_event(rp.p.server, 0, &ev) == 0) {
+                sev = ev;
+            }
+        }
+        if (cev != REMORA_CONN_ESTABLISHED || sev != REMORA_CONN_ESTABLISHED) {
+            fprintf(stderr, "events: client %d server %d after %d looks\n", cev, sev, rounds);
+        }
+        CHECK(cev == REMORA_CONN_ESTABLISHED && sev == REMORA_CONN_ESTABLISHED);
+    }
+    OK(remora_conn_setup_status(rp.p.client));
+    OK(remora_conn_setup_status(rp.p.server));
+    OK(remora_conn_peer_private_data(rp.p.client, &pdata, &plen));
+    CHECK(plen >= 2 && memcmp(pdata, "ok", 2) == 0);
+    OK(remora_srq_info(srq, &depth, &posted, &conns));
+    CHECK(depth >= 1 && posted == 1 && conns == 1);
+    /* the server posts no receives of its own */
+    EXPECT_CODE(remora_recv(rp.p.server, rp.server_mr, 0, 8, 0, NULL), REMORA_E_BAD_STATE,
+                "remora_recv: ");
+    OK(remora_conn_cq(rp.p.client, &ccq));
+    memcpy(rp.client_mem, "into the srq", 12);
+    OK(remora_send(rp.p.client, rp.client_mr, 0, 12, 0, NULL));
+    expect_completion(ccq, REMORA_OP_SEND, NULL);
+    c = expect_completion(qcq, REMORA_OP_RECV, (void*)5);
+    CHECK(c.len == 12 && c.tag == 99 && memcmp(rp.server_mem, "into the srq", 12) == 0);
+    remora_srq_delete(srq); /* the server connection keeps it */
+    remora_mr_delete(rp.server_mr);
+    remora_mr_delete(rp.client_mr);
+    pair_close(&rp.p);
+}
+
+/* connect_async to a port nobody listens on: refused, as an event (tcp) or at once (sockets). */
+static void test_async_refused(void) {
+    remora_domain* dom = NULL;
+    remora_listener* lst = NULL;
+    remora_conn* conn = NULL;
+    uint16_t port = 0;
+    int rc;
+    OK(remora_domain_open(NULL, &dom));
+    OK(remora_listener_new(dom, "127.0.0.1", 0, &lst));
+    OK(remora_listener_port(lst, &port));
+    remora_listener_delete(lst); /* the port is free again */
+    rc = remora_connect_async(dom, "127.0.0.1", port, NULL, NULL, 0, &conn);
+    if (rc == 0) {
+        CHECK(remora_conn_setup_status(conn) == REMORA_E_WOULD_BLOCK ||
+              remora_conn_setup_status(conn) == REMORA_E_CONNECTION_REFUSED);
+        CHECK(next_event(conn) == REMORA_CONN_REFUSED);
+        EXPECT_CODE(remora_conn_setup_status(conn), REMORA_E_CONNECTION_REFUSED,
+                    "remora_conn_setup_status: ");
+        remora_conn_delete(conn);
+    } else {
+        CHECK(rc == REMORA_E_CONNECTION_REFUSED && conn == NULL);
+    }
+    EXPECT_CODE(remora_connect_async(NULL, "127.0.0.1", port, NULL, NULL, 0, &conn),
+                REMORA_E_INVALID, "dom is NULL");
+    EXPECT_CODE(remora_connect_async(dom, "127.0.0.1", port, NULL, NULL, 3, &conn),
+                REMORA_E_INVALID, "pdata");
+    EXPECT_CODE(remora_conn_setup_status(NULL), REMORA_E_INVALID, "conn is NULL");
+    OK(remora_domain_close(&dom));
+}
+
 struct named_test {
     const char* name;
     void (*run)(void);
@@ -775,6 +1370,14 @@ static const struct named_test tests[] = {
     {"config_size", test_config_size},
     {"strerror", test_strerror},
     {"rdm_shm", test_rdm_shm},
+    {"slot_pool", test_slot_pool},
+    {"slots_parked", test_slots_parked},
+    {"slots_forbid", test_slots_forbid},
+    {"gather_write", test_gather_write},
+    {"copy", test_copy},
+    {"rdm_shm_ext", test_rdm_shm_ext},
+    {"async_srq", test_async_srq},
+    {"async_refused", test_async_refused},
 };
 
 int main(int argc, char** argv) {
