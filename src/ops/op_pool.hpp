@@ -84,6 +84,8 @@ class op_pool {
     // operation's parts (src/core/multi_ops.cpp).
     bool take_n(queue q, std::size_t n, op_record** out);
     void give(op_record* r) noexcept;
+    // Gives back rs[0..n), all of this pool, under one lock (a poll handing out a batch).
+    void give_n(op_record* const* rs, std::size_t n) noexcept;
     // Records of receives still posted (to cancel them on disconnect).
     std::vector<op_record*> posted_recvs();
     // Every record taken and not given back, with whether it is a receive's (RDM close).
