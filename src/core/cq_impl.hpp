@@ -70,7 +70,11 @@ class hand_out_batch {
     hand_out_batch() = default;
     hand_out_batch(const hand_out_batch&) = delete;
     hand_out_batch& operator=(const hand_out_batch&) = delete;
-    ~hand_out_batch() { flush(); }
+    ~hand_out_batch() {
+        if (n_ != 0) {
+            flush();  // a poll that found nothing pays no call
+        }
+    }
 
   private:
     op_record* held_[16];  // not initialised: [0, n_) is set (a poll that finds nothing pays none)
