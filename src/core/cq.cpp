@@ -509,13 +509,7 @@ result<bool> cq_impl::trywait(bool* notified) {
     return fail(fabric_error(ret, "fi_trywait"));
 }
 
-result<std::size_t> cq_impl::poll(std::span<completion> out) {
-    auto r = poll_locked(out);
-    deliver();  // last: a callback may destroy the connection owning this CQ
-    return r;
-}
-
-result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
+inline result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
     std::size_t n = 0;
     if (progress_owned()) {
         if (shared && detaching.load() != 0) {
@@ -579,6 +573,12 @@ result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
         }
     }
     return n;
+}
+
+result<std::size_t> cq_impl::poll(std::span<completion> out) {
+    auto r = poll_locked(out);
+    deliver();  // last: a callback may destroy the connection owning this CQ
+    return r;
 }
 
 void poll_backoff::pause(clock::time_point deadline) {

@@ -248,7 +248,8 @@ struct cq_impl final : callback_sink {
     // fi_trywait on this CQ alone: true when it is safe to block on fd.
     result<bool> trywait(bool* notified = nullptr);
     result<std::size_t> poll(std::span<completion> out);
-    result<std::size_t> poll_locked(std::span<completion> out);  // poll() before deliver()
+    // poll() before deliver(); inlined into poll() (its only caller: a busy poller's loop)
+    [[gnu::always_inline]] inline result<std::size_t> poll_locked(std::span<completion> out);
     result<std::size_t> wait(std::chrono::milliseconds timeout);
 };
 
