@@ -145,20 +145,33 @@ result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t l
                            bool (*hook)(void*, completion&), void* context);
 
 // RDM providers answer a post with -FI_EAGAIN while they set up the path to a new peer
-// (tcp;ofi_rxm connects on the first post, shm exchanges a connection request): the queue
-// entry is remora's already, so drive the provider and post again, for up to
+// (tcp;ofi_rxm connects on the first post, shm exchanges a connection request) or while the
+// peer's incoming queue is full (shm: its command queue, until the peer's progress drains it):
+// the queue entry is remora's already, so drive the provider and post again, for up to
 // rdm_setup_patience; a peer that does not progress meanwhile leaves it would_block.
+// Between tries it backs off (rdm_retry): each round drives this endpoint's CQs, then pauses
+// the CPU a growing number of times and, after a few rounds, yields, so a spinning poster does
+// not keep the peer's queue lock (which the peer's progress needs to drain it) or the clock busy.
 inline constexpr std::chrono::milliseconds rdm_setup_patience{50};
 void rdm_nudge(connection_impl& c);
+class rdm_retry {
+  public:
+    // Drives, then waits before the next try; false once rdm_setup_patience has passed since the
+    // first call.
+    bool again(connection_impl& c);
+
+  private:
+    unsigned rounds_ = 0;
+    std::chrono::steady_clock::time_point deadline_{};
+};
 template <class Post>
 ssize_t post_to_peer(connection_impl& c, Post&& post) {
     ssize_t ret = post();
     if (ret != -FI_EAGAIN || !c.rdm) [[likely]] {
         return ret;
     }
-    const auto deadline = std::chrono::steady_clock::now() + rdm_setup_patience;
-    while (ret == -FI_EAGAIN && std::chrono::steady_clock::now() < deadline) {
-        rdm_nudge(c);
+    rdm_retry retry;
+    while (ret == -FI_EAGAIN && retry.again(c)) {
         ret = post();
     }
     return ret;

@@ -263,12 +263,34 @@ void cq_impl::drop_deliveries(const op_pool* pool) {
     delivered_cv.wait(lock, [&] { return delivering_from != pool || deliverer == me; });
 }
 
+void hand_out_batch::flush() noexcept {
+    std::size_t i = 0;
+    while (i < n_) {
+        // One lock per run of one pool's records (a private CQ's are all one connection's).
+        std::size_t j = i + 1;
+        while (j < n_ && held_[j]->owner == held_[i]->owner) {
+            ++j;
+        }
+        held_[i]->owner->give_n(held_ + i, j - i);
+        i = j;
+    }
+    n_ = 0;
+}
+
 result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::size_t* consumed,
-                                           entry_source* from) {
+                                           entry_source* from, hand_out_batch* now) {
     n = std::min(n, read_batch);
-    callback_deferral defer_callbacks(this);  // they run in deliver(), after the caller's lock
+    // Where a reported completion came from goes with it, or is handed out now (a poll).
+    auto keep = [&](std::size_t at, const entry_source& src) {
+        if (from != nullptr) {
+            from[at] = src;
+        } else {
+            now->add(src);
+        }
+    };
     if (backlog_head < backlog.size()) {
         // What a detaching connection's drain read for the others comes first (it is older).
+        callback_deferral defer_callbacks(this);  // they run in deliver(), after the caller's lock
         std::size_t taken = 0;
         std::size_t emitted = 0;
         while (backlog_head < backlog.size() && taken < n) {
@@ -285,9 +307,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
             }
             entry_source src{owner_of(e.context), nullptr};
             if (finish(*this, c, e.context, e.flags, &src.held)) {
-                if (from != nullptr) {
-                    from[emitted] = src;
-                }
+                keep(emitted, src);
                 ++emitted;
             }
         }
@@ -306,6 +326,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         *consumed = got > 0 ? static_cast<std::size_t>(got) : 0;
     }
     if (got > 0) {
+        callback_deferral defer_callbacks(this);  // they run in deliver(), after the caller's lock
         std::size_t emitted = 0;
         for (ssize_t i = 0; i < got; ++i) {
             const fi_cq_data_entry& e = entries[i];
@@ -316,9 +337,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
             c.imm = c.has_imm ? e.data : 0;
             entry_source src{owner_of(e.op_context), nullptr};
             if (finish(*this, c, e.op_context, e.flags, &src.held)) {
-                if (from != nullptr) {
-                    from[emitted] = src;
-                }
+                keep(emitted, src);
                 ++emitted;
             }
         }
@@ -339,6 +358,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         if (consumed != nullptr) {
             *consumed = 1;
         }
+        callback_deferral defer_callbacks(this);
         completion& c = out[0];
         c = completion{};
         c.bytes = err.len;
@@ -347,9 +367,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         if (!finish(*this, c, err.op_context, err.flags, &src.held)) {
             return 0;
         }
-        if (from != nullptr) {
-            from[0] = src;
-        }
+        keep(0, src);
         return 1;
     }
     return fail(fabric_error(static_cast<int>(got), "fi_cq_read"));
@@ -491,28 +509,8 @@ result<bool> cq_impl::trywait(bool* notified) {
     return fail(fabric_error(ret, "fi_trywait"));
 }
 
-namespace {
-
-// Hands the completion out: it no longer counts in its connection's in_flight().
-inline void handed_out(const entry_source& from) noexcept {
-    if (from.held != nullptr) {
-        from.held->owner->give(from.held);
-    } else if (from.pool != nullptr) {
-        from.pool->undelivered.fetch_sub(1, std::memory_order_relaxed);
-    }
-}
-
-}  // namespace
-
-result<std::size_t> cq_impl::poll(std::span<completion> out) {
-    auto r = poll_locked(out);
-    deliver();  // last: a callback may destroy the connection owning this CQ
-    return r;
-}
-
-result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
+inline result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
     std::size_t n = 0;
-    entry_source from[read_batch];
     if (progress_owned()) {
         if (shared && detaching.load() != 0) {
             return 0;  // see fill_stash
@@ -520,9 +518,10 @@ result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
         // Ring first (older), then the provider directly: a busy-polling application makes
         // progress itself instead of waiting for the thread to be scheduled.
         std::lock_guard lock(owned_mu);
+        hand_out_batch handed;  // gives back before the lock goes (a pool may be detaching)
         while (n < out.size() && owned_count != 0) {
             out[n++] = owned[owned_head];
-            handed_out(owned_from[owned_head]);
+            handed.add(owned_from[owned_head]);
             owned_head = (owned_head + 1) % owned.size();
             --owned_count;
         }
@@ -534,11 +533,8 @@ result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
         }
         if (n < out.size()) {
             std::size_t consumed = 0;
-            auto r = read_provider(out.data() + n, out.size() - n, &consumed, from);
+            auto r = read_provider(out.data() + n, out.size() - n, &consumed, nullptr, &handed);
             if (r) {
-                for (std::size_t i = 0; i < *r; ++i) {
-                    handed_out(from[i]);
-                }
                 n += *r;
                 if (consumed > *r) {
                     unreported = true;
@@ -556,19 +552,17 @@ result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
         }
         lock.lock();
     }
+    hand_out_batch handed;  // gives back before the lock goes (a pool may be detaching)
     while (n < out.size() && stash_count != 0) {
-        handed_out(stash_from[stash_head]);
+        handed.add(stash_from[stash_head]);
         out[n++] = stash_pop();
     }
     while (n < out.size()) {
         const std::size_t want = std::min<std::size_t>(out.size() - n, read_batch);
         std::size_t consumed = 0;
-        auto r = read_provider(out.data() + n, want, &consumed, from);
+        auto r = read_provider(out.data() + n, want, &consumed, nullptr, &handed);
         if (!r) {
             return n != 0 ? result<std::size_t>(n) : r;
-        }
-        for (std::size_t i = 0; i < *r; ++i) {
-            handed_out(from[i]);
         }
         n += *r;
         if (consumed > *r) {
@@ -579,6 +573,12 @@ result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
         }
     }
     return n;
+}
+
+result<std::size_t> cq_impl::poll(std::span<completion> out) {
+    auto r = poll_locked(out);
+    deliver();  // last: a callback may destroy the connection owning this CQ
+    return r;
 }
 
 void poll_backoff::pause(clock::time_point deadline) {

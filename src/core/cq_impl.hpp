@@ -50,6 +50,37 @@ struct entry_source {
     op_record* held = nullptr;
 };
 
+// What a poll hands out as it returns (cq_impl::poll_locked): the records of reported operations
+// go back to their pools under one pool lock per run of the same pool, when flushed (by the
+// destructor at the latest, which the poll runs under its reader lock: a detaching connection's
+// pool is alive until then); the pools' `undelivered` counts drop at once.
+class hand_out_batch {
+  public:
+    void add(const entry_source& s) noexcept {
+        if (s.held != nullptr) {
+            if (n_ == sizeof(held_) / sizeof(held_[0])) {
+                flush();
+            }
+            held_[n_++] = s.held;
+        } else if (s.pool != nullptr) {
+            s.pool->undelivered.fetch_sub(1, std::memory_order_relaxed);
+        }
+    }
+    void flush() noexcept;
+    hand_out_batch() = default;
+    hand_out_batch(const hand_out_batch&) = delete;
+    hand_out_batch& operator=(const hand_out_batch&) = delete;
+    ~hand_out_batch() {
+        if (n_ != 0) {
+            flush();  // a poll that found nothing pays no call
+        }
+    }
+
+  private:
+    op_record* held_[16];  // not initialised: [0, n_) is set (a poll that finds nothing pays none)
+    std::size_t n_ = 0;
+};
+
 struct cq_impl final : callback_sink {
     std::shared_ptr<domain_impl> dom;
     cq_handle cq;
@@ -204,10 +235,11 @@ struct cq_impl final : callback_sink {
                                                  cq_kind kind, std::size_t size, std::uint64_t tag);
     // Reads up to n completions from the provider (errors included) into out; returns how many
     // are for the caller (callbacks and dropped ones are not), and how many were read in
-    // `consumed`.
-    result<std::size_t> read_provider(completion* out, std::size_t n,
-                                      std::size_t* consumed = nullptr,
-                                      entry_source* from = nullptr);
+    // `consumed`. Where each reported one came from goes to from[i] (kept with the entry until
+    // it is handed out), or, with `from` null, into `now`: the caller hands them out at once.
+    // Callbacks read are deferred to deliver(); a read that finds nothing sets up no deferral.
+    result<std::size_t> read_provider(completion* out, std::size_t n, std::size_t* consumed,
+                                      entry_source* from, hand_out_batch* now = nullptr);
     // Calls into the provider for the connections attached to a shared CQ: their events
     // (a disconnect cancels receives the provider does not flush).
     void drive_attached();
@@ -216,7 +248,8 @@ struct cq_impl final : callback_sink {
     // fi_trywait on this CQ alone: true when it is safe to block on fd.
     result<bool> trywait(bool* notified = nullptr);
     result<std::size_t> poll(std::span<completion> out);
-    result<std::size_t> poll_locked(std::span<completion> out);  // poll() before deliver()
+    // poll() before deliver(); inlined into poll() (its only caller: a busy poller's loop)
+    [[gnu::always_inline]] inline result<std::size_t> poll_locked(std::span<completion> out);
     result<std::size_t> wait(std::chrono::milliseconds timeout);
 };
 

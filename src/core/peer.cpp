@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -35,6 +36,42 @@ void rdm_nudge(connection_impl& c) {
     if (!drove) {
         std::this_thread::yield();  // the CQs' owner drives them
     }
+}
+
+namespace {
+
+// One CPU pause (spin-wait hint): the sibling hyperthread, and the peer's progress spinning on
+// the lock this thread just released, get the core's resources meanwhile.
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield" ::: "memory");
+#endif
+}
+
+}  // namespace
+
+bool rdm_retry::again(connection_impl& c) {
+    // The clock is read on the first round and then every 8th: a round is well under a
+    // microsecond while the pauses are short, and the patience is 50 ms.
+    if (rounds_ == 0) {
+        deadline_ = std::chrono::steady_clock::now() + rdm_setup_patience;
+    } else if (rounds_ % 8 == 0 && std::chrono::steady_clock::now() >= deadline_) {
+        return false;
+    }
+    ++rounds_;
+    rdm_nudge(c);  // yields by itself when the CQs are someone else's to drive
+    if (rounds_ <= 16) {
+        // 2, 4, ... 64 pauses, then 64 per round: a few hundred nanoseconds at most.
+        const unsigned pauses = 1U << std::min(rounds_, 6U);
+        for (unsigned i = 0; i < pauses; ++i) {
+            cpu_relax();
+        }
+    } else {
+        std::this_thread::yield();  // the peer is slow (or shares this CPU): let it run
+    }
+    return true;
 }
 
 result<void> connection_impl::setup_rdm() {

@@ -146,16 +146,23 @@ void op_pool::reclaim(std::uint64_t mark) {
 }
 
 void op_pool::give(op_record* r, bool wake) noexcept {
+    give_n(&r, 1, wake);
+}
+
+void op_pool::give_n(op_record* const* rs, std::size_t n, bool wake) noexcept {
     budget_.exclusive([&](auto& l) {
-        if (!r->in_use) {
-            return;
+        for (std::size_t j = 0; j < n; ++j) {
+            op_record* r = rs[j];
+            if (!r->in_use) {
+                continue;
+            }
+            r->in_use = false;
+            r->delivering.store(false, std::memory_order_relaxed);
+            const auto i = static_cast<std::size_t>(r - records_.data());
+            const auto k = static_cast<std::size_t>(queue_of(i));
+            free_[k].push_back(static_cast<std::uint32_t>(i));
+            l.give_one(k);
         }
-        r->in_use = false;
-        r->delivering.store(false, std::memory_order_relaxed);
-        const auto i = static_cast<std::size_t>(r - records_.data());
-        const auto k = static_cast<std::size_t>(queue_of(i));
-        free_[k].push_back(static_cast<std::uint32_t>(i));
-        l.give_one(k);
     });
     if (park_gate* g = gate.load(); wake && g != nullptr) {
         g->notify();

@@ -87,6 +87,8 @@ class op_pool {
     // (its budget refused). Waking the parked head for it would make the head retry at once,
     // refuse itself the same way, wake itself again, and spin past its deadline.
     void give(op_record* r, bool wake = true) noexcept;
+    // Gives back rs[0..n), all of this pool, under one lock (a poll handing out a batch).
+    void give_n(op_record* const* rs, std::size_t n, bool wake = true) noexcept;
     // Records of receives still posted (to cancel them on disconnect).
     std::vector<op_record*> posted_recvs();
     // Every record taken and not given back, with whether it is a receive's (RDM close).

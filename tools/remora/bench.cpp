@@ -377,7 +377,8 @@ class target {
             return r || !(r.error() == errc::would_block);
         };
         while (!stop_ && c.is_open()) {
-            std::erase_if(later, answer);
+            if (!later.empty())
+                std::erase_if(later, answer);
             auto n = reap(true, done);
             if (!n)
                 return;
