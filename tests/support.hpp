@@ -121,10 +121,15 @@ inline std::vector<completion> collect(completion_queue& cq, std::size_t n, bool
 // One message from the client sets up the provider's path (shm maps the peer, tcp;ofi_rxm
 // connects), as a first exchange of descriptors does in an application, so the test's posts meet
 // no path setup (only a send: a client drawing on a slot pool may have no receive units).
+// `server_domain`, when given, opens the server's domain (its provider and endpoint type are
+// set here).
 inline result<connected_pair> connect_rdm_pair(const std::string& provider,
                                                connection_config server_cfg,
-                                               const connection_config& client_cfg) {
-    auto sd = domain::open({.provider = provider, .endpoint = endpoint_type::rdm});
+                                               const connection_config& client_cfg,
+                                               domain_config server_domain = {}) {
+    server_domain.provider = provider;
+    server_domain.endpoint = endpoint_type::rdm;
+    auto sd = domain::open(server_domain);
     if (!sd)
         return fail(sd.error());
     auto cd = domain::open({.provider = provider, .endpoint = endpoint_type::rdm});

@@ -126,6 +126,7 @@ result<info_ptr> pick(const std::string& provider, const std::string& node, std:
 
 domain_impl::~domain_impl() {
     progress.reset();
+    rma_events.reset();  // after the thread that reads it; endpoints bound to it are closed
     domain.reset();
     fabric.reset();
 }
@@ -194,6 +195,23 @@ result<domain> domain::open(const domain_config& config) {
                               "asking for native atomics: " + with_atomics.error().message()));
         }
     }
+    // adaptive: ask again with FI_RMA_EVENT, for a counter of the peers' one-sided accesses
+    // (domain_impl::rma_events). A provider without it (tcp;ofi_rxm) does not answer; the
+    // domain then works as before, and its progress thread sees only CQ traffic. Not on tcp:
+    // 1.17 offers FI_RMA_EVENT there, but its remote counter stays 0 (measured: 101 reads and
+    // a write into a bound endpoint), and reading it would only add a provider call per
+    // polling round; tcp's CQ fd, checked each round, is readable for about half of a read
+    // stream's requests, which keeps the spin going (0 to 3 sleeps in 5,000 reads, measured).
+    bool rma_events = false;
+    if (config.progress == progress_policy::adaptive && prov != "tcp") {
+        const std::uint64_t caps = base_caps | (atomics ? FI_ATOMIC : 0) | FI_RMA_EVENT;
+        auto with_events = pick(prov, config.node, caps, config.endpoint);
+        if (with_events && prov == (*with_events)->fabric_attr->prov_name &&
+            ((*with_events)->caps & FI_RMA_EVENT) != 0) {
+            rma_events = true;
+            *base = std::move(*with_events);
+        }
+    }
     impl->info = std::move(*base);
     fi_info* info = impl->info.get();
 
@@ -204,6 +222,10 @@ result<domain> domain::open(const domain_config& config) {
     ret = open_domain(impl->fabric.get(), info, impl->domain);
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_domain for " + prov));
+    }
+
+    if (rma_events && cntr_open(impl->domain.get(), impl->rma_events) != 0) {
+        impl->rma_events.reset();  // no counter: CQ traffic only, as without FI_RMA_EVENT
     }
 
     // Whether the provider's CQs have a wait fd: open one and see (shm has none).
