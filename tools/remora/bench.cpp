@@ -709,8 +709,15 @@ class client {
         return reinterpret_cast<void*>(static_cast<std::uintptr_t>(k));
     }
     result<void> post(unsigned k) {
-        return post_with(k, {.context = context(k), .callback = callback_});
+        return post_with(k, {.context = context(k), .callback = callback_, .more = more_});
     }
+
+  public:
+    // --more: the next post is followed at once by another (the loop sets it for every
+    // completion of a read but the last, whose repost ends the burst).
+    void set_more(bool more) { more_ = more; }
+
+  private:
     // Posts slot k's operation; when the provider cannot take it yet (would_block: an RDM
     // provider still setting up its path to the peer), settle() posts it again after a reap.
     bool post_or_defer(unsigned k) {
@@ -787,6 +794,7 @@ class client {
     std::uint64_t posts_ = 0;         // operations posted (not quiet mode)
     std::uint64_t posted_ = 0;        // quiet mode: writes posted
     bool quiet_done_ = false;         // quiet mode: past the end, no signalled write left in flight
+    bool more_ = false;               // --more: op_options::more on the next post
 };
 
 // A connection with CQs of its own, on its own thread.
@@ -818,9 +826,11 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
         const std::size_t total = append_callbacks(done, *n, sink);
         const auto now = clock::now();
         for (std::size_t i = 0; i < total; ++i) {
+            cl.set_more(s.more && i + 1 < total);
             if (!cl.handle(done[i], now))
                 return;
         }
+        cl.set_more(false);
         if (!cl.settle(now))
             return;
         if (total > 0 || *n > 0)
@@ -1112,6 +1122,7 @@ std::vector<setup> suite(const bench_options& o) {
         s.key_file = o.key_file;
         s.target_progress = o.target_progress;
         s.target_spin_us = o.target_spin_us;
+        s.more = o.more;
         // The suites choose their own signalling and CQs (the slots suite compares them).
         s.signal_every = o.suite.empty() ? o.signal_every : 1;
         s.shared_cq = o.suite.empty() && o.shared_cq;

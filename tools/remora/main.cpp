@@ -220,6 +220,9 @@ int main(int argc, char** argv) {
         ->add_flag("--loopback", loopback,
                    "Start a target in this process on loopback (the default without --target)")
         ->excludes(target_opt);
+    bench->add_flag("--more", bo.more,
+                    "The operations reposted after one CQ read go as one burst: op_options::more "
+                    "(FI_MORE) on all but the last");
     bench->add_flag("--pin", bo.pin,
                     "Pin the target's threads to one CPU and the client's to another (two busy "
                     "pollers sharing a CPU take turns at the scheduler's tick)");
