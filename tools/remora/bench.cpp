@@ -1199,6 +1199,29 @@ std::vector<setup> suite(const bench_options& o) {
                 s.versus = "shared CQ / CQ per connection";
             out.push_back(s);
         }
+    } else if (o.suite == "fanin") {
+        // Many connections, one reader (issue 11 item 4): 8-byte writes at qd 4 over 1, 8 and 32
+        // connections, each with a CQ and a client thread of its own, then all on one shared CQ
+        // read by one thread (the second of each pair prints the ratio). cpu_us_per_op is the
+        // whole process's (client threads, the loopback target and its progress thread).
+        for (unsigned conns : {1u, 8u, 32u}) {
+            for (bool shared : {false, true}) {
+                setup s = base();
+                s.op = "write";
+                s.size = 8;
+                s.qd = 4;
+                s.connections = conns;
+                s.wait = "busy";
+                s.callbacks = false;
+                s.coroutines = false;
+                s.registration = "pre";
+                s.signal_every = 1;
+                s.shared_cq = shared;
+                if (shared)
+                    s.versus = "shared CQ / CQ per connection";
+                out.push_back(s);
+            }
+        }
     } else if (o.suite == "persistence") {
         // Flush latency by method and each atomic path side by side, then the append log: a
         // record written and flushed to persistence (GPSPM) at sizes 64 B .. 64 KiB.
