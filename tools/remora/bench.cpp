@@ -134,6 +134,12 @@ connection_config config_for(const setup& s, bool target) {
     connection_config c;
     c.sq_size = std::max(16u, s.qd * 2);
     c.rq_size = std::max(16u, s.qd * 2);
+    if (!target && s.shared_cq && s.connections > 16 && (s.op == "write" || s.op == "read")) {
+        // One shared CQ holds every connection's entries, at most the provider's CQ depth (tcp:
+        // 512): one-sided clients need no receives, and qd * 2 send entries.
+        c.sq_size = std::max(4u, s.qd * 2);
+        c.rq_size = 4;
+    }
     c.rcq = s.rcq;
     c.channel = s.channel == "shared" ? channel_mode::shared : channel_mode::separate;
     // Only one-sided workloads leave the target's application idle: there the library's
