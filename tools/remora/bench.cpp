@@ -873,7 +873,9 @@ void run_shared(std::vector<connection>& conns, const std::vector<remote_region>
         return std::all_of(clients.begin(), clients.end(),
                            [](const auto& cl) { return cl->finished(); });
     };
-    completion done[32];  // 16 from poll, and as many from callbacks at most
+    // One read takes up to 64: with many connections in flight a smaller read costs one
+    // provider progress call (tcp: an epoll_wait over every socket) per 16 completions.
+    completion done[128];  // 64 from poll, and as many from callbacks at most
     auto last = clock::now();
     while (!all_finished()) {
         if (s.wait == "blocking") {
@@ -883,7 +885,7 @@ void run_shared(std::vector<connection>& conns, const std::vector<remote_region>
                 return;
             }
         }
-        auto n = q.poll(std::span(done, 16));
+        auto n = q.poll(std::span(done, 64));
         if (!n) {
             out.fail(n.error());
             return;
