@@ -912,6 +912,53 @@ void run_shared(std::vector<connection>& conns, const std::vector<remote_region>
     }
 }
 
+// --suite fanin's third arrangement: every connection keeps a CQ of its own (poll, busy), and
+// this one thread reads them all in turn, handing each completion to its connection.
+void run_one_reader(std::vector<connection>& conns, const std::vector<remote_region>& remotes,
+                    const setup& s, clock::time_point end, std::vector<client_result>& results) {
+    const pinned on(s, side::client);
+    std::vector<std::unique_ptr<client>> clients;
+    for (std::size_t i = 0; i < conns.size(); ++i) {
+        clients.push_back(std::make_unique<client>(conns[i], remotes[i], s, end, results[i],
+                                                   nullptr,
+                                                   op_budget(s, static_cast<unsigned>(i))));
+        if (!clients.back()->init() || !clients.back()->start())
+            return;
+    }
+    completion done[64];
+    auto last = clock::now();
+    for (;;) {
+        bool all = true;
+        bool any = false;
+        for (std::size_t i = 0; i < conns.size(); ++i) {
+            client& cl = *clients[i];
+            if (cl.finished())
+                continue;
+            all = false;
+            auto n = conns[i].cq().poll(done);
+            if (!n) {
+                results[i].fail(n.error());
+                return;
+            }
+            const auto now = clock::now();
+            for (std::size_t k = 0; k < *n; ++k) {
+                if (!cl.handle(done[k], now))
+                    return;
+            }
+            if (!cl.settle(now))
+                return;
+            any = any || *n > 0;
+        }
+        if (all)
+            return;
+        const auto now = clock::now();
+        if (any)
+            last = now;
+        if (overdue(s, now, end, last, results.front()))
+            return;
+    }
+}
+
 // Connects the clients: to the in-process loopback target, or to a `remora serve` at s.target
 // (which sends its region's descriptor in a hello and serves flushes and atomics).
 // With a shared CQ, every connection completes there, tagged with its index.
@@ -1075,6 +1122,8 @@ result<figures> run_one(const setup& s) {
     std::vector<std::thread> clients;
     if (s.shared_cq) {
         clients.emplace_back([&] { run_shared(conns, remotes, scq, s, end, results); });
+    } else if (s.one_reader) {
+        clients.emplace_back([&] { run_one_reader(conns, remotes, s, end, results); });
     } else {
         for (unsigned i = 0; i < s.connections; ++i) {
             clients.emplace_back(
@@ -1210,10 +1259,12 @@ std::vector<setup> suite(const bench_options& o) {
     } else if (o.suite == "fanin") {
         // Many connections, one reader (issue 11 item 4): 8-byte writes at qd 4 over 1, 8 and 32
         // connections, each with a CQ and a client thread of its own, then all on one shared CQ
-        // read by one thread (the second of each pair prints the ratio). cpu_us_per_op is the
+        // read by one thread, then each with a CQ of its own but one thread reading them all in
+        // turn (the second and third print the ratio to the one before). cpu_us_per_op is the
         // whole process's (client threads, the loopback target and its progress thread).
         for (unsigned conns : {1u, 8u, 32u}) {
-            for (bool shared : {false, true}) {
+            for (int how = 0; how < 3; ++how) {  // a CQ and thread each; shared; one reader
+                const bool shared = how == 1;
                 setup s = base();
                 s.op = "write";
                 s.size = 8;
@@ -1225,8 +1276,11 @@ std::vector<setup> suite(const bench_options& o) {
                 s.registration = "pre";
                 s.signal_every = 1;
                 s.shared_cq = shared;
+                s.one_reader = how == 2;
                 if (shared)
                     s.versus = "shared CQ / CQ per connection";
+                if (how == 2)
+                    s.versus = "one reader of every CQ / shared CQ";
                 out.push_back(s);
             }
         }
@@ -1299,6 +1353,8 @@ std::string label(const setup& s) {
         l += fmt::format("+s{}", s.signal_every);
     if (s.shared_cq)
         l += "+scq";
+    if (s.one_reader)
+        l += "+1r";
     return l;
 }
 
@@ -1460,6 +1516,7 @@ int run_bench(const bench_options& o) {
             j["registration"] = s.registration;
             j["signal_every"] = s.signal_every;
             j["shared_cq"] = s.shared_cq;
+            j["one_reader"] = s.one_reader;
             j.update(as_json(*f));
             if (versus) {
                 j["versus"] = {{"what", s.versus},
