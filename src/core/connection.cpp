@@ -383,15 +383,17 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     if (ret != 0) {
         return failed(ret, "fi_ep_bind");
     }
-    if (dom->rma_events) {
-        // The peers' reads and writes count there (domain_impl::rma_events). Best effort: an
-        // endpoint the provider refuses it to keeps working, its one-sided traffic unseen.
-        [[maybe_unused]] const int counted =
-            ep_bind(ep.get(), dom->rma_events.as_fid(), FI_REMOTE_READ | FI_REMOTE_WRITE);
-    }
     ret = ep_enable(ep.get());
     if (ret != 0) {
         return failed(ret, "fi_enable");
+    }
+    if (dom->rma_events) {
+        // The peers' reads and writes count there (domain_impl::rma_events). Bound once the
+        // endpoint is enabled: the progress thread reads the counter, and a read drives every
+        // endpoint bound to it; shm crashed driving one not enabled yet. Best effort: an
+        // endpoint the provider refuses it to keeps working, its one-sided traffic unseen.
+        [[maybe_unused]] const int counted =
+            ep_bind(ep.get(), dom->rma_events.as_fid(), FI_REMOTE_READ | FI_REMOTE_WRITE);
     }
     return {};
 }
