@@ -317,7 +317,14 @@ result<void> domain::close() {
         std::lock_guard lock(d.progress_mu);
         d.progress.reset();  // nothing uses it any more; it would start again on first use
     }
+    // The remote-access counter is the domain's last child (its endpoints are gone): closed
+    // first, opened again if the domain stays open, for the endpoints still to come.
+    const bool had_counter = static_cast<bool>(d.rma_events);
+    d.rma_events.reset();
     if (int ret = d.domain.close(); ret != 0) {
+        if (had_counter && detail::cntr_open(d.domain.get(), d.rma_events) != 0) {
+            d.rma_events.reset();  // CQ traffic only from here, as without FI_RMA_EVENT
+        }
         return fail(detail::fabric_error(ret, "domain close: fi_close for the " + d.caps.provider +
                                                   " domain failed; the domain stays open"));
     }
