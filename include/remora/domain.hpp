@@ -108,13 +108,13 @@ struct provider_caps {
 ///             a CQ fd was readable, or it read entries) it polls like `busy` for progress_spin
 ///             more. A burst is served at `busy` latency after its first operation, which pays
 ///             the wake-up. A peer's one-sided reads and writes produce no entry on the
-///             target; other signs show them: on providers whose remote-access counters count
-///             (FI_RMA_EVENT: shm, sockets, net in 1.17) the domain binds one counter to its
-///             endpoints and a change is traffic (on shm, whose CQs have no fd, the only sign);
-///             on tcp (its counter stays 0 in 1.17) the CQ fd, checked each round, is readable
-///             for about half of them, enough to keep a stream's spin going (0-3 sleeps in
-///             5,000 8-byte reads, measured). tcp;ofi_rxm has neither: a stream of only those
-///             lets the thread sleep about once per spin. While polling, a round
+///             target; other signs show them: on shm (CQs without an fd) the domain binds
+///             a remote-access counter (FI_RMA_EVENT) to its endpoints and a change is
+///             traffic; on tcp (its counter stays 0 in 1.17) the CQ fd, checked each round, is
+///             readable for about half of them, enough to keep a stream's spin going (0-3
+///             sleeps in 5,000 8-byte reads, measured); sockets and net serve them on their own
+///             threads. tcp;ofi_rxm has neither sign: a stream of only those lets the thread
+///             sleep about once per spin. While polling, a round
 ///             that found nothing yields the CPU (sched_yield) to other runnable threads; on a
 ///             loaded machine a yield can outlast the spin, and the thread then sleeps at once
 ///             (adaptive backs off when other threads want the core). CPU:

@@ -42,10 +42,10 @@ struct domain_impl {
     // The provider's CQs have no wait fd (shm): they are opened without a wait object and
     // polled (waits back off between looks; the progress thread looks every tick).
     bool cq_polled = false;
-    // adaptive, on providers with FI_RMA_EVENT (tcp, sockets, shm, net in 1.17; not
-    // tcp;ofi_rxm): counts the peers' reads and writes of every endpoint of the domain
-    // (FI_REMOTE_READ | FI_REMOTE_WRITE), which leave no CQ entry on this side. The progress
-    // thread reads it while polling: a change is traffic and extends the spin. Empty elsewhere.
+    // adaptive on shm (domain.cpp says why there only): counts the peers' reads and writes of every
+    // endpoint of the domain (FI_REMOTE_READ | FI_REMOTE_WRITE), which leave no CQ entry on this
+    // side. The progress thread reads it while polling: a change is traffic and extends the spin.
+    // Empty elsewhere.
     cntr_handle rma_events;
 
     ~domain_impl();
