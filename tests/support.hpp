@@ -116,8 +116,9 @@ inline std::vector<completion> collect(completion_queue& cq, std::size_t n, bool
                                        std::chrono::milliseconds limit = 10s);
 
 // Two RDM peers attached to each other, each in a domain of its own (as two processes would
-// be): `a` opened with `a_cfg` in `a_dom`, `b` with `b_cfg` in `b_dom`. Nothing is sent yet, so
-// the provider may still set up its path on the first operation.
+// be): `a` opened with `a_cfg` in `a_dom` (opened with `a_domain`, whose provider and endpoint
+// type are set here), `b` with `b_cfg` in `b_dom`. Nothing is sent yet, so the provider may still
+// set up its path on the first operation.
 struct rdm_pair {
     domain a_dom;
     domain b_dom;
@@ -127,8 +128,11 @@ struct rdm_pair {
 
 inline result<rdm_pair> attach_rdm_pair(const std::string& provider,
                                         const connection_config& a_cfg = {},
-                                        const connection_config& b_cfg = {}) {
-    auto ad = domain::open({.provider = provider, .endpoint = endpoint_type::rdm});
+                                        const connection_config& b_cfg = {},
+                                        domain_config a_domain = {}) {
+    a_domain.provider = provider;
+    a_domain.endpoint = endpoint_type::rdm;
+    auto ad = domain::open(a_domain);
     if (!ad)
         return fail(ad.error());
     auto bd = domain::open({.provider = provider, .endpoint = endpoint_type::rdm});
@@ -152,12 +156,13 @@ inline result<rdm_pair> attach_rdm_pair(const std::string& provider,
 // targets are idle). One message from the client sets up the provider's path (shm maps the peer,
 // tcp;ofi_rxm connects), as a first exchange of descriptors does in an application, so the test's
 // posts meet no path setup (only a send: a client drawing on a slot pool may have no receive
-// units).
+// units). `server_domain`, when given, opens the server's domain.
 inline result<connected_pair> connect_rdm_pair(const std::string& provider,
                                                connection_config server_cfg,
-                                               const connection_config& client_cfg) {
+                                               const connection_config& client_cfg,
+                                               domain_config server_domain = {}) {
     server_cfg.progress_thread = true;
-    auto p = attach_rdm_pair(provider, server_cfg, client_cfg);
+    auto p = attach_rdm_pair(provider, server_cfg, client_cfg, std::move(server_domain));
     if (!p)
         return fail(p.error());
     connection& s = *p->a;

@@ -273,7 +273,7 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     if (config.progress_thread) {
         std::lock_guard lock(dom->progress_mu);
         if (!dom->progress) {
-            auto engine = progress_engine::start(dom->policy, dom->spin);
+            auto engine = progress_engine::start(dom->policy, dom->spin, dom->rma_events.get());
             if (!engine) {
                 return fail(engine.error());
             }
@@ -386,6 +386,14 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     ret = ep_enable(ep.get());
     if (ret != 0) {
         return failed(ret, "fi_enable");
+    }
+    if (dom->rma_events) {
+        // The peers' reads and writes count there (domain_impl::rma_events). Bound once the
+        // endpoint is enabled: the progress thread reads the counter, and a read drives every
+        // endpoint bound to it; shm crashed driving one not enabled yet. Best effort: an
+        // endpoint the provider refuses it to keeps working, its one-sided traffic unseen.
+        [[maybe_unused]] const int counted =
+            ep_bind(ep.get(), dom->rma_events.as_fid(), FI_REMOTE_READ | FI_REMOTE_WRITE);
     }
     return {};
 }

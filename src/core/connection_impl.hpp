@@ -281,6 +281,11 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
                       const op_options& opts, op_holding* bounce = nullptr);
 result<void> post_send(connection_impl& c, std::span<const local_segment> local, bool with_imm,
                        std::uint64_t imm, const op_options& opts, op_holding* bounce = nullptr);
+// op_options::more: FI_MORE on this post (connection.hpp says what ends the burst).
+inline std::uint64_t more_flag(const op_options& opts) noexcept {
+    return opts.more ? FI_MORE : 0;
+}
+
 // Posts a write or send through `post(flags)`, adding FI_COMPLETION, or with selective
 // signalling on and the operation eligible (no callback, completion_mode::on_error or at_post,
 // at most the inject size so its buffer is free at once, and fewer than signal_every - 1

@@ -233,11 +233,12 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
                       post_to_peer(c,
                                    [&] {
                                        return ep_read(c.ep.get(), c.peer, g.iov, g.desc, g.count,
-                                                      rma, *rec, FI_COMPLETION);
+                                                      rma, *rec, FI_COMPLETION | more_flag(opts));
                                    }),
                       what, false, fabric_call::post_read);
     }
-    const std::uint64_t flags = kind == rma_kind::write_imm ? FI_REMOTE_CQ_DATA : 0;
+    const std::uint64_t flags =
+        (kind == rma_kind::write_imm ? FI_REMOTE_CQ_DATA : 0) | more_flag(opts);
     return post_maybe_quiet(
         c, *rec, g.bytes, opts, flags, what, bounce, fabric_call::post_write, [&](std::uint64_t f) {
             return ep_write(c.ep.get(), c.peer, g.iov, g.desc, g.count, rma, imm, *rec, f);
@@ -283,11 +284,11 @@ result<void> post_send(connection_impl& c, std::span<const local_segment> local,
         return fail(rec.error());
     }
 
-    return post_maybe_quiet(c, *rec, g.bytes, opts, with_imm ? FI_REMOTE_CQ_DATA : 0, what, bounce,
-                            fabric_call::post_send, [&](std::uint64_t f) {
-                                return ep_send(c.ep.get(), c.peer, g.iov, g.desc, g.count, imm,
-                                               *rec, f);
-                            });
+    return post_maybe_quiet(
+        c, *rec, g.bytes, opts, (with_imm ? FI_REMOTE_CQ_DATA : 0) | more_flag(opts), what, bounce,
+        fabric_call::post_send, [&](std::uint64_t f) {
+            return ep_send(c.ep.get(), c.peer, g.iov, g.desc, g.count, imm, *rec, f);
+        });
 }
 
 result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t len, void* desc,

@@ -274,8 +274,11 @@ struct channel_impl {
 // `blocking` does but polls their fds without sleeping for `spin` after the last event.
 class progress_engine {
   public:
+    // `rma_events` (may be null): the domain's counter of the peers' one-sided accesses
+    // (domain_impl::rma_events); adaptive reads it while polling, a change being traffic.
     static result<std::unique_ptr<progress_engine>> start(progress_policy policy,
-                                                          std::chrono::microseconds spin);
+                                                          std::chrono::microseconds spin,
+                                                          fid_cntr* rma_events = nullptr);
     ~progress_engine();
     // Takes ownership of reading `cq` (see cq_impl::progress).
     result<void> watch(cq_impl* cq);
@@ -284,6 +287,13 @@ class progress_engine {
     // where driving it on the spot could deadlock (tcp delivers a message that waited for a
     // receive only when the provider is called after the post).
     void kick(cq_impl* cq);
+    // For tests and diagnostics: how many times the thread went to sleep in epoll (adaptive:
+    // once each time a spin ran out), and how many polling rounds saw the domain's remote-access
+    // counter move (a peer's read or write kept the spin going).
+    std::uint64_t sleeps() const noexcept { return sleeps_.load(std::memory_order_relaxed); }
+    std::uint64_t remote_signs() const noexcept {
+        return remote_signs_.load(std::memory_order_relaxed);
+    }
 
   private:
     progress_engine() = default;
@@ -292,6 +302,9 @@ class progress_engine {
     bool poll_once();
     progress_policy policy_ = progress_policy::blocking;
     std::chrono::microseconds spin_{0};
+    fid_cntr* rma_events_ = nullptr;
+    std::atomic<std::uint64_t> sleeps_{0};
+    std::atomic<std::uint64_t> remote_signs_{0};
     unique_fd epfd_;
     unique_fd wake_;  // eventfd to stop the thread
     std::mutex mu_;

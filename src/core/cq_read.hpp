@@ -15,7 +15,7 @@
 namespace remora::detail {
 
 using clock = std::chrono::steady_clock;
-inline constexpr std::size_t read_batch = 16;  // completions one fi_cq_read takes at most
+inline constexpr std::size_t read_batch = 64;  // completions one fi_cq_read takes at most
 
 // Milliseconds left until `deadline`, at least 0.
 int remaining_ms(clock::time_point deadline);

@@ -126,6 +126,7 @@ result<info_ptr> pick(const std::string& provider, const std::string& node, std:
 
 domain_impl::~domain_impl() {
     progress.reset();
+    rma_events.reset();  // after the thread that reads it; endpoints bound to it are closed
     domain.reset();
     fabric.reset();
 }
@@ -194,6 +195,24 @@ result<domain> domain::open(const domain_config& config) {
                               "asking for native atomics: " + with_atomics.error().message()));
         }
     }
+    // adaptive on shm: ask again with FI_RMA_EVENT, for a counter of the peers' one-sided
+    // accesses (domain_impl::rma_events); shm's CQs have no fd, so nothing else shows a peer's
+    // reads. Not elsewhere: tcp 1.17 offers FI_RMA_EVENT but its remote counter stays 0
+    // (measured: 101 reads and a write into a bound endpoint) and its CQ fd, checked each
+    // polling round, is readable for about half of a read stream's requests (0 to 3 sleeps in
+    // 5,000 reads, measured); sockets and net serve one-sided operations on their own threads
+    // (remora's thread slept through a stream), and with the counter bound sockets crashed in
+    // the fault sweep's setup (fault_sweep_test sockets_setup); tcp;ofi_rxm does not offer it.
+    bool rma_events = false;
+    if (config.progress == progress_policy::adaptive && prov == "shm") {
+        const std::uint64_t caps = base_caps | (atomics ? FI_ATOMIC : 0) | FI_RMA_EVENT;
+        auto with_events = pick(prov, config.node, caps, config.endpoint);
+        if (with_events && prov == (*with_events)->fabric_attr->prov_name &&
+            ((*with_events)->caps & FI_RMA_EVENT) != 0) {
+            rma_events = true;
+            *base = std::move(*with_events);
+        }
+    }
     impl->info = std::move(*base);
     fi_info* info = impl->info.get();
 
@@ -204,6 +223,10 @@ result<domain> domain::open(const domain_config& config) {
     ret = open_domain(impl->fabric.get(), info, impl->domain);
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_domain for " + prov));
+    }
+
+    if (rma_events && cntr_open(impl->domain.get(), impl->rma_events) != 0) {
+        impl->rma_events.reset();  // no counter: CQ traffic only, as without FI_RMA_EVENT
     }
 
     // Whether the provider's CQs have a wait fd: open one and see (shm has none).
@@ -295,7 +318,14 @@ result<void> domain::close() {
         std::lock_guard lock(d.progress_mu);
         d.progress.reset();  // nothing uses it any more; it would start again on first use
     }
+    // The remote-access counter is the domain's last child (its endpoints are gone): closed
+    // first, opened again if the domain stays open, for the endpoints still to come.
+    const bool had_counter = static_cast<bool>(d.rma_events);
+    d.rma_events.reset();
     if (int ret = d.domain.close(); ret != 0) {
+        if (had_counter && detail::cntr_open(d.domain.get(), d.rma_events) != 0) {
+            d.rma_events.reset();  // CQ traffic only from here, as without FI_RMA_EVENT
+        }
         return fail(detail::fabric_error(ret, "domain close: fi_close for the " + d.caps.provider +
                                                   " domain failed; the domain stays open"));
     }

@@ -15,6 +15,7 @@
 #include <remora/domain.hpp>
 #include <remora/memory_region.hpp>
 
+#include "fabric/cntr.hpp"
 #include "fabric/fabric.hpp"
 
 namespace remora::detail {
@@ -41,6 +42,11 @@ struct domain_impl {
     // The provider's CQs have no wait fd (shm): they are opened without a wait object and
     // polled (waits back off between looks; the progress thread looks every tick).
     bool cq_polled = false;
+    // adaptive on shm (domain.cpp says why there only): counts the peers' reads and writes of every
+    // endpoint of the domain (FI_REMOTE_READ | FI_REMOTE_WRITE), which leave no CQ entry on this
+    // side. The progress thread reads it while polling: a change is traffic and extends the spin.
+    // Empty elsewhere.
+    cntr_handle rma_events;
 
     ~domain_impl();
 };

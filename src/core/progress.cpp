@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/impl.hpp"
+#include "fabric/cntr.hpp"
 #include "fabric/cq.hpp"
 
 // The library-owned progress thread (progress_engine).
@@ -21,10 +22,12 @@ namespace remora::detail {
 // ---------------------------------------------------------------- progress thread
 
 result<std::unique_ptr<progress_engine>> progress_engine::start(progress_policy policy,
-                                                                std::chrono::microseconds spin) {
+                                                                std::chrono::microseconds spin,
+                                                                fid_cntr* rma_events) {
     std::unique_ptr<progress_engine> e(new progress_engine());
     e->policy_ = policy;
     e->spin_ = spin;
+    e->rma_events_ = policy == progress_policy::adaptive ? rma_events : nullptr;
     e->epfd_ = unique_fd(epoll_create1(EPOLL_CLOEXEC));
     e->wake_ = unique_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (e->epfd_.get() < 0 || e->wake_.get() < 0) {
@@ -189,9 +192,14 @@ void progress_engine::run() {
     // serves the provider at once, and extends the spin on the next sign. Reading is what
     // serves: it calls into the provider, which then needs no fd to fire. Signs of traffic: a
     // CQ fd readable
-    // (checked with poll(2) before the reads), entries read, a wake-up from epoll or a kick.
-    // A peer's one-sided operations read no entry on this side, so under a steady stream of
-    // them the thread still sleeps once per spin and the next operation pays one wake-up.
+    // (checked with poll(2) before the reads), entries read, a wake-up from epoll or a kick,
+    // and the domain's remote-access counter moving (rma_events_). A peer's one-sided
+    // operations read no entry on this side: the provider serves them inside the reads. On shm
+    // (no CQ fd) only the counter says they happened; on tcp the CQ fd is readable for about
+    // half of them (the others arrive between the poll and the read that serves them).
+    // Without either, a steady stream of them lets the thread sleep once per spin, and the next
+    // operation pays one wake-up.
+    std::uint64_t rma_seen = rma_events_ != nullptr ? cntr_value(rma_events_) : 0;
     using clock = std::chrono::steady_clock;
     const bool adaptive = policy_ == progress_policy::adaptive;
     clock::time_point spin_until{};
@@ -218,6 +226,14 @@ void progress_engine::run() {
                     bool reaped = false;
                     cq->pump(&reaped);
                     traffic = traffic || reaped;
+                }
+            }
+            if (rma_events_ != nullptr) {
+                const std::uint64_t now_seen = cntr_value(rma_events_);
+                if (now_seen != rma_seen) {
+                    rma_seen = now_seen;
+                    remote_signs_.fetch_add(1, std::memory_order_relaxed);
+                    traffic = true;
                 }
             }
             armed = false;
@@ -252,6 +268,7 @@ void progress_engine::run() {
         const timespec tick_ts{0, 100'000};
         const timespec settle_ts{0, 1'000'000};
         const timespec* timeout = tick ? &tick_ts : !unsettled.empty() ? &settle_ts : nullptr;
+        sleeps_.fetch_add(1, std::memory_order_relaxed);
         int n = epoll_pwait2(epfd_.get(), evs, 16, timeout, nullptr);
         if (n < 0 && errno == ENOSYS) {  // kernels before 5.11: millisecond ticks
             n = epoll_wait(epfd_.get(), evs, 16, timeout == nullptr ? -1 : 1);
@@ -275,7 +292,15 @@ void progress_engine::run() {
                 drive(cq);
             }
         }
-        if (adaptive && n > 0) {
+        bool remote = false;
+        if (rma_events_ != nullptr) {
+            // A CQ without an fd (shm) wakes only on the tick: the counter says whether the
+            // pumps above served a peer's reads or writes, and restarts the spin if so.
+            const std::uint64_t now_seen = cntr_value(rma_events_);
+            remote = now_seen != rma_seen;
+            rma_seen = now_seen;
+        }
+        if (adaptive && (n > 0 || remote)) {
             spin_until = clock::now() + spin_;
         }
     }

@@ -134,6 +134,12 @@ connection_config config_for(const setup& s, bool target) {
     connection_config c;
     c.sq_size = std::max(16u, s.qd * 2);
     c.rq_size = std::max(16u, s.qd * 2);
+    if (!target && s.shared_cq && s.connections > 16 && (s.op == "write" || s.op == "read")) {
+        // One shared CQ holds every connection's entries, at most the provider's CQ depth (tcp:
+        // 512): one-sided clients need no receives, and qd * 2 send entries.
+        c.sq_size = std::max(4u, s.qd * 2);
+        c.rq_size = 4;
+    }
     c.rcq = s.rcq;
     c.channel = s.channel == "shared" ? channel_mode::shared : channel_mode::separate;
     // Only one-sided workloads leave the target's application idle: there the library's
@@ -710,8 +716,15 @@ class client {
         return reinterpret_cast<void*>(static_cast<std::uintptr_t>(k));
     }
     result<void> post(unsigned k) {
-        return post_with(k, {.context = context(k), .callback = callback_});
+        return post_with(k, {.context = context(k), .callback = callback_, .more = more_});
     }
+
+  public:
+    // --more: the next post is followed at once by another (the loop sets it for every
+    // completion of a read but the last, whose repost ends the burst).
+    void set_more(bool more) { more_ = more; }
+
+  private:
     // Posts slot k's operation; when the provider cannot take it yet (would_block: an RDM
     // provider still setting up its path to the peer), settle() posts it again after a reap.
     bool post_or_defer(unsigned k) {
@@ -788,6 +801,7 @@ class client {
     std::uint64_t posts_ = 0;         // operations posted (not quiet mode)
     std::uint64_t posted_ = 0;        // quiet mode: writes posted
     bool quiet_done_ = false;         // quiet mode: past the end, no signalled write left in flight
+    bool more_ = false;               // --more: op_options::more on the next post
 };
 
 // A connection with CQs of its own, on its own thread.
@@ -819,9 +833,11 @@ void run_client(connection& c, const remote_region& remote, const setup& s, cloc
         const std::size_t total = append_callbacks(done, *n, sink);
         const auto now = clock::now();
         for (std::size_t i = 0; i < total; ++i) {
+            cl.set_more(s.more && i + 1 < total);
             if (!cl.handle(done[i], now))
                 return;
         }
+        cl.set_more(false);
         if (!cl.settle(now))
             return;
         if (total > 0 || *n > 0)
@@ -858,7 +874,9 @@ void run_shared(std::vector<connection>& conns, const std::vector<remote_region>
         return std::all_of(clients.begin(), clients.end(),
                            [](const auto& cl) { return cl->finished(); });
     };
-    completion done[32];  // 16 from poll, and as many from callbacks at most
+    // One read takes up to 64: with many connections in flight a smaller read costs one
+    // provider progress call (tcp: an epoll_wait over every socket) per 16 completions.
+    completion done[128];  // 64 from poll, and as many from callbacks at most
     auto last = clock::now();
     while (!all_finished()) {
         if (s.wait == "blocking") {
@@ -868,7 +886,7 @@ void run_shared(std::vector<connection>& conns, const std::vector<remote_region>
                 return;
             }
         }
-        auto n = q.poll(std::span(done, 16));
+        auto n = q.poll(std::span(done, 64));
         if (!n) {
             out.fail(n.error());
             return;
@@ -891,6 +909,53 @@ void run_shared(std::vector<connection>& conns, const std::vector<remote_region>
         if (total > 0)
             last = now;
         if (overdue(s, now, end, last, out))
+            return;
+    }
+}
+
+// --suite fanin's third arrangement: every connection keeps a CQ of its own (poll, busy), and
+// this one thread reads them all in turn, handing each completion to its connection.
+void run_one_reader(std::vector<connection>& conns, const std::vector<remote_region>& remotes,
+                    const setup& s, clock::time_point end, std::vector<client_result>& results) {
+    const pinned on(s, side::client);
+    std::vector<std::unique_ptr<client>> clients;
+    for (std::size_t i = 0; i < conns.size(); ++i) {
+        clients.push_back(std::make_unique<client>(conns[i], remotes[i], s, end, results[i],
+                                                   nullptr,
+                                                   op_budget(s, static_cast<unsigned>(i))));
+        if (!clients.back()->init() || !clients.back()->start())
+            return;
+    }
+    completion done[64];
+    auto last = clock::now();
+    for (;;) {
+        bool all = true;
+        bool any = false;
+        for (std::size_t i = 0; i < conns.size(); ++i) {
+            client& cl = *clients[i];
+            if (cl.finished())
+                continue;
+            all = false;
+            auto n = conns[i].cq().poll(done);
+            if (!n) {
+                results[i].fail(n.error());
+                return;
+            }
+            const auto now = clock::now();
+            for (std::size_t k = 0; k < *n; ++k) {
+                if (!cl.handle(done[k], now))
+                    return;
+            }
+            if (!cl.settle(now))
+                return;
+            any = any || *n > 0;
+        }
+        if (all)
+            return;
+        const auto now = clock::now();
+        if (any)
+            last = now;
+        if (overdue(s, now, end, last, results.front()))
             return;
     }
 }
@@ -1058,6 +1123,8 @@ result<figures> run_one(const setup& s) {
     std::vector<std::thread> clients;
     if (s.shared_cq) {
         clients.emplace_back([&] { run_shared(conns, remotes, scq, s, end, results); });
+    } else if (s.one_reader) {
+        clients.emplace_back([&] { run_one_reader(conns, remotes, s, end, results); });
     } else {
         for (unsigned i = 0; i < s.connections; ++i) {
             clients.emplace_back(
@@ -1113,6 +1180,7 @@ std::vector<setup> suite(const bench_options& o) {
         s.key_file = o.key_file;
         s.target_progress = o.target_progress;
         s.target_spin_us = o.target_spin_us;
+        s.more = o.more;
         // The suites choose their own signalling and CQs (the slots suite compares them).
         s.signal_every = o.suite.empty() ? o.signal_every : 1;
         s.shared_cq = o.suite.empty() && o.shared_cq;
@@ -1189,6 +1257,34 @@ std::vector<setup> suite(const bench_options& o) {
                 s.versus = "shared CQ / CQ per connection";
             out.push_back(s);
         }
+    } else if (o.suite == "fanin") {
+        // Many connections, one reader (issue 11 item 4): 8-byte writes at qd 4 over 1, 8 and 32
+        // connections, each with a CQ and a client thread of its own, then all on one shared CQ
+        // read by one thread, then each with a CQ of its own but one thread reading them all in
+        // turn (the second and third print the ratio to the one before). cpu_us_per_op is the
+        // whole process's (client threads, the loopback target and its progress thread).
+        for (unsigned conns : {1u, 8u, 32u}) {
+            for (int how = 0; how < 3; ++how) {  // a CQ and thread each; shared; one reader
+                const bool shared = how == 1;
+                setup s = base();
+                s.op = "write";
+                s.size = 8;
+                s.qd = 4;
+                s.connections = conns;
+                s.wait = "busy";
+                s.callbacks = false;
+                s.coroutines = false;
+                s.registration = "pre";
+                s.signal_every = 1;
+                s.shared_cq = shared;
+                s.one_reader = how == 2;
+                if (shared)
+                    s.versus = "shared CQ / CQ per connection";
+                if (how == 2)
+                    s.versus = "one reader of every CQ / shared CQ";
+                out.push_back(s);
+            }
+        }
     } else if (o.suite == "persistence") {
         // Flush latency by method and each atomic path side by side, then the append log: a
         // record written and flushed to persistence (GPSPM) at sizes 64 B .. 64 KiB.
@@ -1258,6 +1354,8 @@ std::string label(const setup& s) {
         l += fmt::format("+s{}", s.signal_every);
     if (s.shared_cq)
         l += "+scq";
+    if (s.one_reader)
+        l += "+1r";
     return l;
 }
 
@@ -1419,6 +1517,7 @@ int run_bench(const bench_options& o) {
             j["registration"] = s.registration;
             j["signal_every"] = s.signal_every;
             j["shared_cq"] = s.shared_cq;
+            j["one_reader"] = s.one_reader;
             j.update(as_json(*f));
             if (versus) {
                 j["versus"] = {{"what", s.versus},

@@ -30,6 +30,8 @@ struct setup {
     std::string target_progress;  // the loopback target's progress_policy; empty: the default
     unsigned target_spin_us = 0;  // its progress_spin in us; 0: the default
     bool pin = false;             // --pin: target threads on one CPU, client threads on another
+    bool one_reader = false;      // --suite fanin: one thread polls every connection's own CQ
+    bool more = false;  // --more: a round's reposts go as one burst (op_options::more, FI_MORE)
 };
 
 // The operations connection i posts under --count (s.count split evenly over the connections,

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
         "  remora keygen k.key; remora serve --key-file k.key   admit only holders of the key\n"
         "  remora bench                     the default suite on loopback\n"
         "  remora bench --suite channels    separate vs shared completion channels (GPSPM)\n"
+        "  remora bench --suite fanin       1/8/32 connections: a CQ each vs one shared CQ\n"
         "Exit status: 0 done, 1 a failed run (one line on stderr says why), 64 a bad argument\n"
         "(put also exits 2 when the bytes are written but not durable).\n");
 
@@ -200,7 +201,7 @@ int main(int argc, char** argv) {
     bench->add_flag("--shared-cq", bo.shared_cq,
                     "Client connections complete on one shared CQ, read by one thread");
     bench->add_option("--suite", bo.suite, "A predefined set of results")
-        ->check(CLI::IsMember({"default", "channels", "persistence", "slots", "connect"}));
+        ->check(CLI::IsMember({"default", "channels", "persistence", "slots", "connect", "fanin"}));
     bench
         ->add_option("--setups", bo.setups,
                      "--suite connect: connections set up at once from one thread (connect_async)")
@@ -220,6 +221,9 @@ int main(int argc, char** argv) {
         ->add_flag("--loopback", loopback,
                    "Start a target in this process on loopback (the default without --target)")
         ->excludes(target_opt);
+    bench->add_flag("--more", bo.more,
+                    "The operations reposted after one CQ read go as one burst: op_options::more "
+                    "(FI_MORE) on all but the last");
     bench->add_flag("--pin", bo.pin,
                     "Pin the target's threads to one CPU and the client's to another (two busy "
                     "pollers sharing a CPU take turns at the scheduler's tick)");
