@@ -297,7 +297,7 @@ struct op_options {
     /// or the error a later try met (a bad_state budget...). Its buffers, regions and remote
     /// regions' memory must stay valid until then, as for any operation in flight; the remote
     /// descriptor and the segment list are copied. Offered on read, write, write_with_imm, send,
-    /// send_with_imm, recv and gather_write; elsewhere errc::invalid_argument.
+    /// send_with_imm, recv, gather_write and publish; elsewhere errc::invalid_argument.
     park_mode park = park_mode::block;
 };
 
@@ -496,6 +496,48 @@ class connection {
     /// The method flush() would use (automatic resolved), or why none can.
     [[nodiscard]] result<flush_method> flush_method_for(const remote_region& dst,
                                                         flush_options how = {}) const;
+
+    // ---- write + flush + atomic publish, admitted together ----
+    /// Writes the local range of `src` from src_offset into the remote segments (as
+    /// gather_write: part i carries data[i].length bytes), flushes them (flush() with `how`, on
+    /// the smallest range covering every segment), and then writes `value` into the 8-byte
+    /// aligned word at flag_offset of `flag` (atomic_write: native or through the target's
+    /// service, atomics()). The word is the publication: a reader that sees `value` there sees the
+    /// data, as flushed. Every segment must lie in one remote region (one descriptor's key and
+    /// address: the flush names one range), granting usage::write_destination and
+    /// usage::flush_target; `flag` must grant usage::atomic_target (it may be another region).
+    ///
+    /// Parts, in order: 0 .. data.size() - 1 the writes, data.size() the flush, data.size() + 1
+    /// the atomic. Everything is checked before anything is taken (write()'s, flush()'s and
+    /// atomic_write()'s errors, the part named; invalid_argument for segments in different
+    /// regions or completion_mode::at_post; too_large as gather_write, counting the flush and a
+    /// native atomic as send-queue entries). Admission is one all-or-nothing step: a send-queue
+    /// entry (with its CQ entry and {sq 1, cq 1} units of connection_config::slots) for each write,
+    /// for a read-after-write flush and for a native atomic, and a request of the target's service
+    /// (service_depth) for a GPSPM flush and for a service atomic; or nothing (errc::would_block, or
+    /// the budget's error). op_options::park_until parks for all of it at once, park_mode::queue
+    /// queues it (the segment list and both descriptors are copied), like gather_write.
+    ///
+    /// Ordering: the writes and the flush are posted at once, in that order (the flush is
+    /// ordered behind the writes as flush() is); the atomic is posted only once the writes and
+    /// the flush have all completed successfully, by the thread that reads the last of those
+    /// completions (inside the library's completion handling: no thread waits). So the word
+    /// never changes before the data is visible (or durable) at the target: no fence is needed
+    /// from the provider. If a write or the flush fails, the atomic is never posted.
+    ///
+    /// Completes once, as op::publish with `bytes` the data's total, when the atomic completes
+    /// (or when the first phase ends in a failure): success when every part succeeded,
+    /// otherwise the status of the lowest-index part that failed, in completion::failed_part
+    /// (a part never posted because an earlier one failed does not count). If a write's or the
+    /// flush's post fails, the call returns that error, naming the part, and the operation
+    /// reports nothing more (parts already posted complete silently). Allocates one small record
+    /// per operation. The flag word itself is not flushed: flush it afterwards if it must be
+    /// durable. Threading: as any post.
+    [[nodiscard]] result<void> publish(std::span<const remote_segment> data,
+                                       const memory_region& src, std::size_t src_offset,
+                                       const remote_region& flag, std::uint64_t flag_offset,
+                                       std::uint64_t value, flush_options how = {},
+                                       op_options opts = {});
 
     // ---- two-sided ----
     [[nodiscard]] result<void> send(std::span<const local_segment> src, op_options opts = {});

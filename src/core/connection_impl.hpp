@@ -189,7 +189,7 @@ auto admit_parked(connection_impl& c, const op_options& opts, const char* what, 
         return fail(errc::invalid_argument,
                     std::string(what) +
                         ": park_mode::queue is offered on read, write, write_with_imm, send, "
-                        "send_with_imm, recv and gather_write");
+                        "send_with_imm, recv, gather_write and publish");
     }
     if (opts.park_until == std::chrono::steady_clock::time_point{}) {
         return attempt();
