@@ -43,8 +43,8 @@ class publish_test : public testing::TestWithParam<std::string> {
     // through a target_service (GPSPM, service atomics) unless `expose_data` is false. RDM
     // connections carry no service here (connect_pair's warm-up is a send): native atomics.
     void open(std::uint32_t sq_size = 8, std::shared_ptr<budget> slots = {},
-              bool expose_data = true) {
-        connection_config server_cfg{.progress_thread = true};
+              bool expose_data = true, bool server_progress = true) {
+        connection_config server_cfg{.progress_thread = server_progress};
         connection_config client_cfg{.sq_size = sq_size, .slots = slots};
         if (!rdm()) {
             server_cfg.service_depth = 4;
@@ -196,6 +196,36 @@ TEST_P(publish_test, the_flag_is_written_after_the_data_and_the_operation_comple
         EXPECT_EQ(seen.load(), 1) << "the flag appeared before the data (or never: -1)";
         expect_settled(alive);
     }
+}
+
+// The atomic is posted only once the flush has completed: a GPSPM flush that the target has not
+// answered yet (its service answers only while the target reads its CQs: no progress thread
+// here) holds the flag back although the writes have landed. On sockets the writes and the
+// native atomic need nothing of the target application, so a flag posted early would show; on
+// tcp the service atomic waits for the target too (the case passes trivially there).
+TEST_P(publish_test, the_atomic_waits_for_the_flush_to_complete) {
+    if (rdm())
+        GTEST_SKIP() << "GPSPM needs the target service; these RDM pairs carry none";
+    open(8, {}, true, /*server_progress=*/false);
+    REMORA_ASSERT_OK(publish({.context = &ctx_[0]}, {.method = flush_method::gpspm}));
+    // The flush is not answered while the target does not look: no completion, no flag.
+    EXPECT_TRUE(collect(client().cq(), 1, false, 500ms).empty());
+    EXPECT_EQ(flag_word(), 0u) << "the atomic was posted before the flush completed";
+    // The target reads its CQs: the flush is answered, then the atomic lands.
+    std::vector<completion> got;
+    EXPECT_TRUE(eventually([&] {
+        completion c[4];
+        (void)pair_->server->cq().poll(c);
+        if (auto* r = pair_->server->rcq())
+            (void)r->poll(c);
+        auto n = client().cq().poll(c);
+        if (n && *n > 0)
+            got.insert(got.end(), c, c + *n);
+        return !got.empty() && flag_word() == published;
+    }));
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(got[0].ok()) << got[0].status.message() << " part " << got[0].failed_part;
+    EXPECT_TRUE(data_landed());
 }
 
 // A write failing (an error entry for part 0) is reported once with its part, and the atomic is
