@@ -360,8 +360,17 @@ class connection {
     /// (see completion_channel.hpp), so one thread can set up hundreds of connections.
     ///
     /// While being set up, receives may be posted: they are kept and take the first messages
-    /// the peer sends (librpma's rpma_conn_req_recv); every other operation is refused with
-    /// errc::bad_state (nothing is parked: post after conn_event::established). A failed or
+    /// the peer sends (librpma's rpma_conn_req_recv). Parked posts (op_options::park_until,
+    /// blocking or park_mode::queue) of read, write, write_with_imm, send, send_with_imm,
+    /// gather_write and publish wait for the outcome in the connection's parked FIFO, having
+    /// taken nothing (parked() counts them): once established they proceed as any parked post;
+    /// a failed setup ends them with its code (rejected, connection_refused, timed_out,
+    /// canceled for close(); a provider error as disconnected), the blocking ones by their
+    /// return, the queued ones through their callback; their own park_until still bounds them.
+    /// They do not drive the setup: somebody must still look at the connection (below). With a
+    /// shared budget (connection_config::slots) they wait in the budget's FIFO, and one at its
+    /// head holds up the posts behind it (other connections' too) until the setup ends. Every
+    /// other operation, and a post that does not park, is refused with errc::bad_state. A failed or
     /// closed setup completes the receives posted early with errors (canceled, or flushed as by
     /// close()), read as usual from the CQ. Destroying a connection being set up is allowed at
     /// any time: it closes the endpoint (the peer sees a failed or closed connection) and
@@ -514,8 +523,8 @@ class connection {
     /// native atomic as send-queue entries). Admission is one all-or-nothing step: a send-queue
     /// entry (with its CQ entry and {sq 1, cq 1} units of connection_config::slots) for each write,
     /// for a read-after-write flush and for a native atomic, and a request of the target's service
-    /// (service_depth) for a GPSPM flush and for a service atomic; or nothing (errc::would_block, or
-    /// the budget's error). op_options::park_until parks for all of it at once, park_mode::queue
+    /// (service_depth) for a GPSPM flush and for a service atomic; or nothing (errc::would_block,
+    /// or the budget's error). op_options::park_until parks for all of it at once, park_mode::queue
     /// queues it (the segment list and both descriptors are copied), like gather_write.
     ///
     /// Ordering: the writes and the flush are posted at once, in that order (the flush is

@@ -149,7 +149,7 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
                               const memory_region& src, std::size_t src_offset,
                               const op_options& opts) {
     const char* what = "gather_write";
-    if (auto r = check_open(c, what); !r) {
+    if (auto r = check_open_for(c, opts, what); !r) {
         return r;
     }
     if (dst.empty()) {

@@ -240,7 +240,7 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
                          flush_options how, const op_options& opts,
                          const result<flush_method>& method, atomic_path path) {
     const char* what = "publish";
-    if (auto r = check_open(c, what); !r) {
+    if (auto r = check_open_for(c, opts, what); !r) {
         return r;
     }
     if (data.empty()) {
