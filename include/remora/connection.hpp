@@ -76,6 +76,8 @@
 
 namespace remora {
 
+class registration_cache;
+
 namespace detail {
 struct buffer_pool_impl;
 struct srq_impl;
@@ -459,6 +461,20 @@ class connection {
     static constexpr std::size_t max_gather_parts = 64;
     [[nodiscard]] result<void> gather_write(std::span<const remote_segment> dst,
                                             const memory_region& src, std::size_t src_offset,
+                                            op_options opts = {});
+    /// The same from memory the caller has not registered: `src` is registered through `cache`
+    /// (registration_cache.hpp: reused while cached, usage::write_source) and the registration is
+    /// held by the operation until it completes. With connection_config::slots the operation also
+    /// draws {registration 1} from the budget, in the same all-or-nothing step as its
+    /// dst.size() x {sq 1, cq 1} (a slot_pool whose capacity has registration units bounds how many
+    /// registrations operations hold at once: under backpressure a post finding none free gives
+    /// errc::would_block or parks, under forbid errc::bad_state), returned when its completion is
+    /// read. Without slots nothing is counted. A registration that fails is returned (the cache's
+    /// error) with nothing taken; one made for a refused post stays in the cache for the next.
+    /// `src` must stay valid until the completion; `cache` must be of the connection's domain
+    /// (errc::invalid_argument otherwise) and outlive the call. The rest as gather_write.
+    [[nodiscard]] result<void> gather_write(std::span<const remote_segment> dst,
+                                            std::span<std::byte> src, registration_cache& cache,
                                             op_options opts = {});
 
     // ---- parked posts ----

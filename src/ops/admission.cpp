@@ -20,7 +20,7 @@ result<op_record*> admit_op(op_pool& pool, queue q, const std::shared_ptr<budget
     if (shared) {
         auto held = held_units::take(shared, need);
         if (!held) {
-            pool.give(r);
+            pool.give_quiet(r);  // an undo, not a give-back a parked head should retry for
             return fail(held.error().code(),
                         std::string(what) + ": shared slot pool: " + held.error().message());
         }

@@ -146,6 +146,13 @@ void op_pool::reclaim(std::uint64_t mark) {
 }
 
 void op_pool::give(op_record* r) noexcept {
+    give_quiet(r);
+    if (park_gate* g = gate.load(); g != nullptr) {
+        g->notify();
+    }
+}
+
+void op_pool::give_quiet(op_record* r) noexcept {
     budget_.exclusive([&](auto& l) {
         if (!r->in_use) {
             return;
@@ -157,9 +164,6 @@ void op_pool::give(op_record* r) noexcept {
         free_[k].push_back(static_cast<std::uint32_t>(i));
         l.give_one(k);
     });
-    if (park_gate* g = gate.load(); g != nullptr) {
-        g->notify();
-    }
 }
 
 std::vector<op_record*> op_pool::posted_recvs() {

@@ -84,6 +84,11 @@ class op_pool {
     // operation's parts (src/core/multi_ops.cpp).
     bool take_n(queue q, std::size_t n, op_record** out);
     void give(op_record* r) noexcept;
+    // Undoes a take whose operation was never armed or posted (an admission that failed on a
+    // later step): like give, but without notifying the gate. The head of a parked FIFO retries
+    // after each give-back; its own undo must not count as one, or it would retry at once,
+    // forever (a spin that never reaches its deadline).
+    void give_quiet(op_record* r) noexcept;
     // Records of receives still posted (to cancel them on disconnect).
     std::vector<op_record*> posted_recvs();
     // Every record taken and not given back, with whether it is a receive's (RDM close).

@@ -341,31 +341,37 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
                                                n2s(c.config.sq_size) + "); reap completions");
         }
         t->nrecs = nrecs;
+        // Undoing a step does not notify the gate (op_pool::give_quiet): units come last, as
+        // their undo would.
         auto give_recs = [&] {
             for (std::size_t i = 0; i < nrecs; ++i) {
-                c.ops.give(t->recs[i]);
+                c.ops.give_quiet(t->recs[i]);
             }
         };
-        if (c.config.slots) {
-            auto h = held_units::take(c.config.slots, need);
-            if (!h) {
-                give_recs();
-                return fail(h.error().code(), "publish: shared slot pool: " + h.error().message());
-            }
-            t->units = std::move(*h);
-        }
         std::uint32_t got[2];
+        auto release_slots = [&](std::size_t k) {
+            for (std::size_t j = 0; j < k; ++j) {
+                release_request(c, got[j], false);
+            }
+        };
         for (std::size_t k = 0; k < slots_needed; ++k) {
             auto s = reserve_request(c);
             if (!s) {
-                for (std::size_t j = 0; j < k; ++j) {
-                    release_request(c, got[j]);
-                }
+                release_slots(k);
                 give_recs();
                 return fail(s.error().code(),
                             "publish: the target's service: " + s.error().message());
             }
             got[k] = *s;
+        }
+        if (c.config.slots) {
+            auto h = held_units::take(c.config.slots, need);
+            if (!h) {
+                release_slots(slots_needed);
+                give_recs();
+                return fail(h.error().code(), "publish: shared slot pool: " + h.error().message());
+            }
+            t->units = std::move(*h);
         }
         std::size_t k = 0;
         if (gpspm) {

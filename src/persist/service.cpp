@@ -302,7 +302,7 @@ bool target_reply_sent(void* context, completion& c) {
 // ---- client side
 
 // Frees a slot whose send completion and delivery are both done. Caller holds s.mu.
-void settle(service_conn& s, std::uint32_t i) {
+void settle(service_conn& s, std::uint32_t i, bool notify = true) {
     service_conn::slot& sl = s.slots[i];
     if (--sl.pending == 0) {
         sl.busy = false;
@@ -312,7 +312,7 @@ void settle(service_conn& s, std::uint32_t i) {
         --s.busy;
         s.free_slots.push_back(i);
         // A post parked for a request slot (connection::publish) may go now.
-        if (park_gate* g = s.conn->ops.gate.load(); g != nullptr) {
+        if (park_gate* g = s.conn->ops.gate.load(); notify && g != nullptr) {
             g->notify();
         }
     }
@@ -593,11 +593,11 @@ result<void> hook_request(connection_impl& c, std::uint32_t slot, service_reques
     return send_slot(c, s, slot, rq);
 }
 
-void release_request(connection_impl& c, std::uint32_t slot) noexcept {
+void release_request(connection_impl& c, std::uint32_t slot, bool notify) noexcept {
     service_conn& s = *persist_of(c).svc;
     std::lock_guard lock(s.mu);
     s.slots[slot].reserved = false;
-    settle(s, slot);
+    settle(s, slot, notify);
 }
 
 std::size_t persist_conn::busy() const noexcept {
