@@ -76,6 +76,8 @@
 
 namespace remora {
 
+class registration_cache;
+
 namespace detail {
 struct buffer_pool_impl;
 struct srq_impl;
@@ -297,7 +299,7 @@ struct op_options {
     /// or the error a later try met (a bad_state budget...). Its buffers, regions and remote
     /// regions' memory must stay valid until then, as for any operation in flight; the remote
     /// descriptor and the segment list are copied. Offered on read, write, write_with_imm, send,
-    /// send_with_imm, recv and gather_write; elsewhere errc::invalid_argument.
+    /// send_with_imm, recv, gather_write and publish; elsewhere errc::invalid_argument.
     park_mode park = park_mode::block;
     /// Batching hint (libfabric's FI_MORE): the caller will post another operation on this
     /// connection right after this one, so the provider may hold this one back and hand the
@@ -380,8 +382,17 @@ class connection {
     /// (see completion_channel.hpp), so one thread can set up hundreds of connections.
     ///
     /// While being set up, receives may be posted: they are kept and take the first messages
-    /// the peer sends (librpma's rpma_conn_req_recv); every other operation is refused with
-    /// errc::bad_state (nothing is parked: post after conn_event::established). A failed or
+    /// the peer sends (librpma's rpma_conn_req_recv). Parked posts (op_options::park_until,
+    /// blocking or park_mode::queue) of read, write, write_with_imm, send, send_with_imm,
+    /// gather_write and publish wait for the outcome in the connection's parked FIFO, having
+    /// taken nothing (parked() counts them): once established they proceed as any parked post;
+    /// a failed setup ends them with its code (rejected, connection_refused, timed_out,
+    /// canceled for close(); a provider error as disconnected), the blocking ones by their
+    /// return, the queued ones through their callback; their own park_until still bounds them.
+    /// They do not drive the setup: somebody must still look at the connection (below). With a
+    /// shared budget (connection_config::slots) they wait in the budget's FIFO, and one at its
+    /// head holds up the posts behind it (other connections' too) until the setup ends. Every
+    /// other operation, and a post that does not park, is refused with errc::bad_state. A failed or
     /// closed setup completes the receives posted early with errors (canceled, or flushed as by
     /// close()), read as usual from the CQ. Destroying a connection being set up is allowed at
     /// any time: it closes the endpoint (the peer sees a failed or closed connection) and
@@ -471,6 +482,20 @@ class connection {
     [[nodiscard]] result<void> gather_write(std::span<const remote_segment> dst,
                                             const memory_region& src, std::size_t src_offset,
                                             op_options opts = {});
+    /// The same from memory the caller has not registered: `src` is registered through `cache`
+    /// (registration_cache.hpp: reused while cached, usage::write_source) and the registration is
+    /// held by the operation until it completes. With connection_config::slots the operation also
+    /// draws {registration 1} from the budget, in the same all-or-nothing step as its
+    /// dst.size() x {sq 1, cq 1} (a slot_pool whose capacity has registration units bounds how many
+    /// registrations operations hold at once: under backpressure a post finding none free gives
+    /// errc::would_block or parks, under forbid errc::bad_state), returned when its completion is
+    /// read. Without slots nothing is counted. A registration that fails is returned (the cache's
+    /// error) with nothing taken; one made for a refused post stays in the cache for the next.
+    /// `src` must stay valid until the completion; `cache` must be of the connection's domain
+    /// (errc::invalid_argument otherwise) and outlive the call. The rest as gather_write.
+    [[nodiscard]] result<void> gather_write(std::span<const remote_segment> dst,
+                                            std::span<std::byte> src, registration_cache& cache,
+                                            op_options opts = {});
 
     // ---- parked posts ----
     /// Ends every post of this connection parked in op_options::park_until with errc::canceled
@@ -516,6 +541,48 @@ class connection {
     /// The method flush() would use (automatic resolved), or why none can.
     [[nodiscard]] result<flush_method> flush_method_for(const remote_region& dst,
                                                         flush_options how = {}) const;
+
+    // ---- write + flush + atomic publish, admitted together ----
+    /// Writes the local range of `src` from src_offset into the remote segments (as
+    /// gather_write: part i carries data[i].length bytes), flushes them (flush() with `how`, on
+    /// the smallest range covering every segment), and then writes `value` into the 8-byte
+    /// aligned word at flag_offset of `flag` (atomic_write: native or through the target's
+    /// service, atomics()). The word is the publication: a reader that sees `value` there sees the
+    /// data, as flushed. Every segment must lie in one remote region (one descriptor's key and
+    /// address: the flush names one range), granting usage::write_destination and
+    /// usage::flush_target; `flag` must grant usage::atomic_target (it may be another region).
+    ///
+    /// Parts, in order: 0 .. data.size() - 1 the writes, data.size() the flush, data.size() + 1
+    /// the atomic. Everything is checked before anything is taken (write()'s, flush()'s and
+    /// atomic_write()'s errors, the part named; invalid_argument for segments in different
+    /// regions or completion_mode::at_post; too_large as gather_write, counting the flush and a
+    /// native atomic as send-queue entries). Admission is one all-or-nothing step: a send-queue
+    /// entry (with its CQ entry and {sq 1, cq 1} units of connection_config::slots) for each write,
+    /// for a read-after-write flush and for a native atomic, and a request of the target's service
+    /// (service_depth) for a GPSPM flush and for a service atomic; or nothing (errc::would_block,
+    /// or the budget's error). op_options::park_until parks for all of it at once, park_mode::queue
+    /// queues it (the segment list and both descriptors are copied), like gather_write.
+    ///
+    /// Ordering: the writes and the flush are posted at once, in that order (the flush is
+    /// ordered behind the writes as flush() is); the atomic is posted only once the writes and
+    /// the flush have all completed successfully, by the thread that reads the last of those
+    /// completions (inside the library's completion handling: no thread waits). So the word
+    /// never changes before the data is visible (or durable) at the target: no fence is needed
+    /// from the provider. If a write or the flush fails, the atomic is never posted.
+    ///
+    /// Completes once, as op::publish with `bytes` the data's total, when the atomic completes
+    /// (or when the first phase ends in a failure): success when every part succeeded,
+    /// otherwise the status of the lowest-index part that failed, in completion::failed_part
+    /// (a part never posted because an earlier one failed does not count). If a write's or the
+    /// flush's post fails, the call returns that error, naming the part, and the operation
+    /// reports nothing more (parts already posted complete silently). Allocates one small record
+    /// per operation. The flag word itself is not flushed: flush it afterwards if it must be
+    /// durable. Threading: as any post.
+    [[nodiscard]] result<void> publish(std::span<const remote_segment> data,
+                                       const memory_region& src, std::size_t src_offset,
+                                       const remote_region& flag, std::uint64_t flag_offset,
+                                       std::uint64_t value, flush_options how = {},
+                                       op_options opts = {});
 
     // ---- two-sided ----
     [[nodiscard]] result<void> send(std::span<const local_segment> src, op_options opts = {});

@@ -62,6 +62,7 @@ class registration_cache {
     /// Drops every cached registration overlapping `memory` (call before freeing it).
     void invalidate(std::span<const std::byte> memory) noexcept;
     [[nodiscard]] registration_cache_stats stats() const;
+    [[nodiscard]] const domain& dom() const noexcept;  ///< where it registers
 
   private:
     struct state;

@@ -43,8 +43,9 @@ inline constexpr std::size_t unit_kinds = 5;
 const char* to_string(unit u) noexcept;
 
 /// A count of each unit kind: a pool's capacity, a demand or a holding. The library itself takes
-/// {sq 1, cq 1} per operation and {recv 1, cq 1} per receive from connection_config::slots;
-/// registration and buffer units are for the caller's own demands.
+/// {sq 1, cq 1} per operation and {recv 1, cq 1} per receive from connection_config::slots, and
+/// {registration 1} for a gather_write from unregistered memory (held until it completes);
+/// buffer units are for the caller's own demands.
 struct units {
     std::array<std::uint32_t, unit_kinds> n{};
 

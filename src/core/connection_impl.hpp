@@ -184,6 +184,20 @@ ssize_t post_to_peer(connection_impl& c, Post&& post) {
 // `receive`: a receive may also be posted while an asynchronous setup is under way (it is kept
 // and takes the first messages); every other operation is refused then (errc::bad_state).
 result<void> check_open(const connection_impl& c, const char* what, bool receive = false);
+// check_open for an operation that offers parking: a parked post (opts.park_until set, blocking
+// or park_mode::queue) also passes while an asynchronous setup is under way, and waits for its
+// outcome in admit_parked / post_or_queue (establishment: it proceeds; failure: it ends with the
+// setup's error). Without park_until it is check_open.
+result<void> check_open_for(const connection_impl& c, const op_options& opts, const char* what);
+// While an asynchronous setup is under way: errc::would_block for a parked post's try (it waits
+// for the setup's outcome, which notifies the gate or ends its waiters), else nothing.
+inline result<void> not_while_setting_up(const connection_impl& c, const char* what) {
+    if (!c.open.load() && c.connecting.load()) {
+        return fail(errc::would_block,
+                    std::string(what) + ": the connection is being set up (waiting for it)");
+    }
+    return {};
+}
 result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind, bool recv,
                          const char* what);
 // `call` is the libfabric call that posted (its failure names it).
@@ -205,12 +219,15 @@ auto admit_parked(connection_impl& c, const op_options& opts, const char* what, 
         return fail(errc::invalid_argument,
                     std::string(what) +
                         ": park_mode::queue is offered on read, write, write_with_imm, send, "
-                        "send_with_imm, recv and gather_write");
+                        "send_with_imm, recv, gather_write and publish");
     }
     if (opts.park_until == std::chrono::steady_clock::time_point{}) {
         return attempt();
     }
     if (in_completion()) {
+        if (auto r = check_open(c, what, receive); !r) {
+            return fail(r.error());  // a callback does not wait for a setup either
+        }
         auto r = attempt();
         if (!r && r.error() == errc::would_block) {
             return fail(errc::would_block,
@@ -223,6 +240,9 @@ auto admit_parked(connection_impl& c, const op_options& opts, const char* what, 
     park_gate& g = parked_gate(c);
     c.ops.gate.store(&g);
     return g.run(&c, opts.park_until, what, [&]() -> decltype(attempt()) {
+        if (auto r = receive ? result<void>{} : not_while_setting_up(c, what); !r) {
+            return fail(r.error());
+        }
         if (auto r = check_open(c, what, receive); !r) {
             return fail(r.error());
         }
@@ -243,7 +263,7 @@ result<void> post_or_queue(connection_impl& c, const op_options& opts, remora::o
                 ": park_mode::queue needs a callback (it reports the operation, posted "
                 "later or never) and park_until (its deadline; time_point::max() for none)");
     }
-    if (auto r = check_open(c, what); !r) {
+    if (auto r = check_open_for(c, opts, what); !r) {
         return r;
     }
     op_options now = opts;
@@ -255,7 +275,12 @@ result<void> post_or_queue(connection_impl& c, const op_options& opts, remora::o
     q.owner = &c;
     q.deadline = opts.park_until;
     q.what = what;
-    q.attempt = [again = std::move(again), now]() { return again(now); };
+    q.attempt = [again = std::move(again), now, conn = &c, what]() -> result<void> {
+        if (auto r = not_while_setting_up(*conn, what); !r) {
+            return r;  // queued until the setup's outcome (it notifies the gate or ends us)
+        }
+        return again(now);
+    };
     // A queued post that is never posted reports like an internal hook's callback (the
     // connection outlives it: close_owner ends its queued posts first).
     q.end = [callback = opts.callback, context = opts.context, kind,

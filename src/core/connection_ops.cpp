@@ -125,6 +125,14 @@ result<void> check_open(const connection_impl& c, const char* what, bool receive
     return {};
 }
 
+result<void> check_open_for(const connection_impl& c, const op_options& opts, const char* what) {
+    if (opts.park_until != std::chrono::steady_clock::time_point{} && !c.open.load() &&
+        c.connecting.load()) {
+        return {};  // parked: waits for the setup's outcome (admit_parked, post_or_queue)
+    }
+    return check_open(c, what);
+}
+
 result<void> check_imm(const connection_impl& c, std::uint64_t imm) {
     const std::size_t bytes = c.dom->caps.cq_data_size;
     if (bytes == 0) {
@@ -197,7 +205,7 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
     const char* what = kind == rma_kind::read    ? "read"
                        : kind == rma_kind::write ? "write"
                                                  : "write_with_imm";
-    if (auto r = check_open(c, what); !r) {
+    if (auto r = check_open_for(c, opts, what); !r) {
         return r;
     }
     gathered g;
@@ -261,7 +269,7 @@ result<void> check_messaging(const connection_impl& c, const char* what) {
 result<void> post_send(connection_impl& c, std::span<const local_segment> local, bool with_imm,
                        std::uint64_t imm, const op_options& opts, op_holding* bounce) {
     const char* what = with_imm ? "send_with_imm" : "send";
-    if (auto r = check_open(c, what); !r) {
+    if (auto r = check_open_for(c, opts, what); !r) {
         return r;
     }
     if (auto r = check_messaging(c, what); !r) {

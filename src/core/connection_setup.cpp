@@ -104,6 +104,12 @@ void connection_impl::fail_setup_locked(error e, conn_event what) {
     setup_news = true;
     connecting = false;
     cancel_receives();  // the receives posted early complete canceled (or flushed) now
+    // Posts parked for the setup end with its error (its code; they took nothing).
+    const std::error_code code = setup_err->code();
+    parked_gate(*this).wake_owner(this,
+                                  code.category() == make_error_code(errc::canceled).category()
+                                      ? static_cast<errc>(code.value())
+                                      : errc::disconnected);
 }
 
 void connection_impl::poll_setup_locked() {
@@ -122,6 +128,7 @@ void connection_impl::poll_setup_locked() {
         setup_event = conn_event::established;
         setup_outcome = conn_event::established;
         setup_news = true;
+        parked_gate(*this).notify();  // posts parked for the setup try now
         // Reading FI_CONNECTED leaves the EQ's wait fd signalled on tcp: re-arm it (events
         // that arrive meanwhile are read by the next look).
         (void)trywait(dom->fabric.get(), eq.as_fid());

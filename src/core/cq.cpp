@@ -40,6 +40,8 @@ const char* to_string(op o) noexcept {
             return "atomic";
         case op::flush:
             return "flush";
+        case op::publish:
+            return "publish";
         case op::unknown:
             break;
     }

@@ -55,6 +55,7 @@ struct multi_op {
     std::atomic<std::size_t> left{0};
     std::atomic<bool> abandoned{false};  // a part's post failed: the call reported it
     held_units units;                    // connection_config::slots units of every part
+    std::shared_ptr<const void> keep;    // what the caller's layer holds until completion
     void* context = nullptr;
     void (*callback)(const completion&) = nullptr;
     const op_pool* pool = nullptr;  // the connection's: its callback counts there until it runs
@@ -147,9 +148,10 @@ namespace {
 // gather_write without park_mode::queue.
 result<void> gather_write_now(connection_impl& c, std::span<const remote_segment> dst,
                               const memory_region& src, std::size_t src_offset,
-                              const op_options& opts) {
+                              const op_options& opts, const units& extra,
+                              const std::shared_ptr<const void>& keep) {
     const char* what = "gather_write";
-    if (auto r = check_open(c, what); !r) {
+    if (auto r = check_open_for(c, opts, what); !r) {
         return r;
     }
     if (dst.empty()) {
@@ -200,6 +202,9 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
     units need;
     need[unit::sq] = static_cast<std::uint32_t>(n);
     need[unit::cq] = static_cast<std::uint32_t>(n);
+    for (std::size_t k = 0; k < unit_kinds; ++k) {
+        need.n[k] += extra.n[k];
+    }
     auto admitted = admit_parked(c, opts, what, [&]() -> result<held_units> {
         if (!c.ops.take_n(queue::send, n, recs)) {
             return fail(errc::would_block, "gather_write: " + n2s(n) +
@@ -224,6 +229,7 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
     multi_registry& registry = registry_of(c);
     auto m = std::make_unique<multi_op>(n, registry);
     m->units = std::move(*admitted);
+    m->keep = keep;
     m->context = opts.context;
     m->callback = opts.callback;
     m->pool = &c.ops;
@@ -271,11 +277,13 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
 
 }  // namespace detail
 
-result<void> connection::gather_write(std::span<const remote_segment> dst, const memory_region& src,
-                                      std::size_t src_offset, op_options opts) {
-    using namespace detail;
+namespace detail {
+
+result<void> gather_write_with(connection_impl& c, std::span<const remote_segment> dst,
+                               const memory_region& src, std::size_t src_offset,
+                               const op_options& opts, const units& extra,
+                               std::shared_ptr<const void> keep) {
     const char* what = "gather_write";
-    auto& c = *impl_;
     if (opts.park == park_mode::queue) {
         std::vector<remote_segment> segs(dst.begin(), dst.end());
         std::vector<remote_region> regions;
@@ -295,12 +303,20 @@ result<void> connection::gather_write(std::span<const remote_segment> dst, const
         for (std::size_t i = 0; i < owned->segs.size(); ++i) {
             owned->segs[i].region = &owned->regions[i];
         }
-        return post_or_queue(c, opts, op::write, what,
-                             [impl = &c, owned, src = &src, src_offset](const op_options& o) {
-                                 return gather_write_now(*impl, owned->segs, *src, src_offset, o);
-                             });
+        return post_or_queue(
+            c, opts, op::write, what,
+            [impl = &c, owned, src = &src, src_offset, extra, keep](const op_options& o) {
+                return gather_write_now(*impl, owned->segs, *src, src_offset, o, extra, keep);
+            });
     }
-    return gather_write_now(c, dst, src, src_offset, opts);
+    return gather_write_now(c, dst, src, src_offset, opts, extra, keep);
+}
+
+}  // namespace detail
+
+result<void> connection::gather_write(std::span<const remote_segment> dst, const memory_region& src,
+                                      std::size_t src_offset, op_options opts) {
+    return detail::gather_write_with(*impl_, dst, src, src_offset, opts, units{}, nullptr);
 }
 
 }  // namespace remora

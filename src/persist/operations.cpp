@@ -168,6 +168,28 @@ result<void> connection::fetch_add(const remote_region& dst, std::uint64_t dst_o
                           addend, 0, &result, result_offset, opts);
 }
 
+namespace detail {
+
+result<const memory_region*> flush_scratch(connection_impl& c) {
+    persist_conn& p = persist_of(c);
+    if (!p.scratch_ready.load(std::memory_order_acquire)) {
+        std::lock_guard lock(p.scratch_mu);
+        if (!p.scratch) {
+            auto mr = memory_region::create(c.dom_handle, p.scratch_bytes, usage::read_destination);
+            if (!mr) {
+                return fail(
+                    mr.error().code(),
+                    "flush: cannot register the read-after-write buffer: " + mr.error().message());
+            }
+            p.scratch.emplace(std::move(*mr));
+            p.scratch_ready.store(true, std::memory_order_release);
+        }
+    }
+    return &*p.scratch;
+}
+
+}  // namespace detail
+
 namespace {
 
 // flush_type::strongest resolved against what the descriptor states.
@@ -257,21 +279,11 @@ result<void> connection::flush(const remote_region& dst, std::uint64_t offset, s
     }
     // Read-after-write: a small read behind the writes on the same connection returns only once
     // they are placed. It lands in an 8-byte buffer of the connection's own.
-    detail::persist_conn& p = detail::persist_of(c);
-    if (!p.scratch_ready.load(std::memory_order_acquire)) {
-        std::lock_guard lock(p.scratch_mu);
-        if (!p.scratch) {
-            auto mr = memory_region::create(c.dom_handle, p.scratch_bytes, usage::read_destination);
-            if (!mr) {
-                return fail(mr.error().code(),
-                            "flush: cannot register the read-after-write "
-                            "buffer: " +
-                                mr.error().message());
-            }
-            p.scratch.emplace(std::move(*mr));
-            p.scratch_ready.store(true, std::memory_order_release);
-        }
+    auto scratch = detail::flush_scratch(c);
+    if (!scratch) {
+        return fail(scratch.error());
     }
+    detail::persist_conn& p = detail::persist_of(c);
     const std::uint64_t at = std::min(offset, dst.length() - 1);
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(8, dst.length() - at));
     auto rec = detail::admit(c, opts, op::flush, false, "flush");
@@ -279,7 +291,7 @@ result<void> connection::flush(const remote_region& dst, std::uint64_t offset, s
         return fail(rec.error());
     }
     iovec iov{p.scratch_bytes.data(), n};
-    void* desc = p.scratch->impl()->desc;
+    void* desc = (*scratch)->impl()->desc;
     const detail::remote_iov rma{dst.address() + at, n, dst.key()};
     return detail::submit(c, *rec,
                           detail::post_to_peer(c,

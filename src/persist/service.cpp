@@ -302,13 +302,19 @@ bool target_reply_sent(void* context, completion& c) {
 // ---- client side
 
 // Frees a slot whose send completion and delivery are both done. Caller holds s.mu.
-void settle(service_conn& s, std::uint32_t i) {
+void settle(service_conn& s, std::uint32_t i, bool notify = true) {
     service_conn::slot& sl = s.slots[i];
     if (--sl.pending == 0) {
         sl.busy = false;
+        sl.hook = nullptr;
+        sl.hook_context = nullptr;
         ++sl.generation;
         --s.busy;
         s.free_slots.push_back(i);
+        // A post parked for a request slot (connection::publish) may go now.
+        if (park_gate* g = s.conn->ops.gate.load(); notify && g != nullptr) {
+            g->notify();
+        }
     }
 }
 
@@ -324,8 +330,16 @@ bool deliver(service_conn& s, std::uint32_t i, completion& c, std::unique_lock<s
     c.has_imm = false;
     c.imm = 0;
     auto* callback = sl.callback;
+    auto* hook = sl.hook;
+    void* hook_context = sl.hook_context;
     const bool report = sl.report_success || !c.ok();
     settle(s, i);
+    if (hook != nullptr) {
+        lock.unlock();  // the hook may send the operation's next request
+        const bool seen = hook(hook_context, c);
+        lock.lock();
+        return seen;
+    }
     if (callback != nullptr) {
         lock.unlock();
         run_callback(callback, c, &s.conn->ops);  // after the CQ reader's lock (ops/done.hpp)
@@ -468,41 +482,34 @@ result<service_conn*> client_side(connection_impl& c) {
     return &sc;
 }
 
-result<void> client_request(connection_impl& c, service_request rq, std::byte* result,
-                            const op_options& opts) {
-    if (opts.report == completion_mode::at_post) {
-        return fail(errc::invalid_argument,
-                    "completion_mode::at_post is for writes and sends, not service requests");
+namespace {
+
+// Takes a free request slot (caller holds s.mu).
+result<std::uint32_t> take_slot(service_conn& s) {
+    if (s.dead) {
+        return fail(errc::disconnected, "the connection to the target's service is lost");
     }
-    auto sp = client_side(c);
-    if (!sp) {
-        return fail(sp.error());
+    if (s.free_slots.empty()) {
+        return fail(errc::would_block, "service requests in flight reach service_depth " +
+                                           std::to_string(s.depth) + "; reap completions");
     }
-    service_conn& s = **sp;
-    std::uint32_t i;
+    const std::uint32_t i = s.free_slots.back();
+    s.free_slots.pop_back();
+    ++s.busy;
+    s.slots[i].busy = true;
+    return i;
+}
+
+// Sends slot i's request (taken, filled in but for its id and sequence).
+result<void> send_slot(connection_impl& c, service_conn& s, std::uint32_t i, service_request rq) {
     {
         std::lock_guard lock(s.mu);
-        if (s.dead) {
-            return fail(errc::disconnected, "the connection to the target's service is lost");
-        }
-        if (s.free_slots.empty()) {
-            return fail(errc::would_block, "service requests in flight reach service_depth " +
-                                               std::to_string(s.depth) + "; reap completions");
-        }
-        i = s.free_slots.back();
-        s.free_slots.pop_back();
-        ++s.busy;
         service_conn::slot& sl = s.slots[i];
-        sl.busy = true;
+        sl.reserved = false;
         sl.sequence = s.next_sequence++;
         sl.posted = false;
         sl.delivered = false;
         sl.pending = 2;
-        sl.user_context = opts.context;
-        sl.callback = opts.callback;
-        sl.report_success = opts.report == completion_mode::always;
-        sl.kind = rq.op;
-        sl.result = result;
         rq.id = (static_cast<std::uint64_t>(sl.generation) << 32) | i;
     }
     encode(rq, std::span<std::byte, request_size>(s.request_buf(i), request_size));
@@ -517,6 +524,80 @@ result<void> client_request(connection_impl& c, service_request rq, std::byte* r
         sl.posted = true;
     }
     return r;
+}
+
+}  // namespace
+
+result<void> client_request(connection_impl& c, service_request rq, std::byte* result,
+                            const op_options& opts) {
+    if (opts.report == completion_mode::at_post) {
+        return fail(errc::invalid_argument,
+                    "completion_mode::at_post is for writes and sends, not service requests");
+    }
+    auto sp = client_side(c);
+    if (!sp) {
+        return fail(sp.error());
+    }
+    service_conn& s = **sp;
+    std::uint32_t i;
+    {
+        std::lock_guard lock(s.mu);
+        auto t = take_slot(s);
+        if (!t) {
+            return fail(t.error());
+        }
+        i = *t;
+        service_conn::slot& sl = s.slots[i];
+        sl.user_context = opts.context;
+        sl.callback = opts.callback;
+        sl.report_success = opts.report == completion_mode::always;
+        sl.kind = rq.op;
+        sl.result = result;
+    }
+    return send_slot(c, s, i, rq);
+}
+
+result<std::uint32_t> reserve_request(connection_impl& c) {
+    auto sp = client_side(c);
+    if (!sp) {
+        return fail(sp.error());
+    }
+    service_conn& s = **sp;
+    std::lock_guard lock(s.mu);
+    auto t = take_slot(s);
+    if (t) {
+        s.slots[*t].reserved = true;
+        s.slots[*t].pending = 1;  // release_request settles it
+    }
+    return t;
+}
+
+result<void> hook_request(connection_impl& c, std::uint32_t slot, service_request rq,
+                          bool (*hook)(void*, completion&), void* context) {
+    service_conn& s = *persist_of(c).svc;  // reserve_request created it
+    {
+        std::lock_guard lock(s.mu);
+        service_conn::slot& sl = s.slots[slot];
+        sl.user_context = nullptr;
+        sl.callback = nullptr;
+        sl.hook = hook;
+        sl.hook_context = context;
+        sl.report_success = true;
+        sl.kind = rq.op;
+        sl.result = nullptr;
+        if (s.dead) {
+            settle(s, slot);
+            return fail(errc::disconnected, "the connection to the target's service is lost");
+        }
+    }
+    return send_slot(c, s, slot, rq);
+}
+
+void release_request(connection_impl& c, std::uint32_t slot, bool notify) noexcept {
+    service_conn& s = *persist_of(c).svc;
+    std::lock_guard lock(s.mu);
+    s.slots[slot].reserved = false;
+    settle(s, slot, notify);
 }
 
 std::size_t persist_conn::busy() const noexcept {

@@ -73,6 +73,12 @@ struct service_conn {
         service_op kind = service_op::flush;
         std::byte* result = nullptr;  // compare_swap / fetch_add: where the old value goes
         std::uint64_t sequence = 0;   // order of the requests (a failed reply's is the oldest)
+        // A multi-part operation's part (connection::publish): its completion goes to
+        // hook(hook_context, c), which says whether the CQ's reader sees it, instead of to
+        // callback / the reader. Set only by hook_request.
+        bool (*hook)(void*, completion&) = nullptr;
+        void* hook_context = nullptr;
+        bool reserved = false;  // taken by reserve_request, not yet used by client_request
     };
     std::mutex mu;
     std::vector<slot> slots;
@@ -118,5 +124,25 @@ result<service_conn*> client_side(connection_impl& c);
 // reply arrives. `result` receives the old value for compare_swap and fetch_add.
 result<void> client_request(connection_impl& c, service_request rq, std::byte* result,
                             const op_options& opts);
+
+// A multi-part operation's service parts (connection::publish): reserve_request takes a request
+// slot now (errc::would_block when service_depth requests are in flight, disconnected once the
+// service's connection is lost, not_supported without a service depth), so the part can be sent
+// later without a refusal; hook_request sends a reserved slot's request, whose completion goes to
+// hook(context, c) (it says whether the CQ's reader sees c); release_request gives back a slot
+// that will not be sent. A reserved slot counts in in_flight() until it is given back or its
+// request completes.
+result<std::uint32_t> reserve_request(connection_impl& c);
+result<void> hook_request(connection_impl& c, std::uint32_t slot, service_request rq,
+                          bool (*hook)(void*, completion&), void* context);
+// `notify`: false to undo a reservation of a failed admission (see op_pool::give's `wake`).
+void release_request(connection_impl& c, std::uint32_t slot, bool notify = true) noexcept;
+
+// connection::publish operations whose state is allocated now, on every connection: 0 once each
+// has completed or its connection is gone (tests count leaks with it).
+std::size_t publish_ops_alive() noexcept;
+
+// The read-after-write flush's 8-byte destination (registered on first use).
+result<const memory_region*> flush_scratch(connection_impl& c);
 
 }  // namespace remora::detail

@@ -6,12 +6,14 @@
 // endpoint layer up into this one remains.)
 #include <remora/buffer_pool.hpp>
 #include <remora/connection.hpp>
+#include <remora/registration_cache.hpp>
 #include <remora/slot_pool.hpp>
 
 #include <cstring>
 #include <string>
 
 #include "core/impl.hpp"
+#include "core/multi_ops.hpp"
 
 namespace remora {
 namespace {
@@ -69,6 +71,32 @@ result<void> connection::send_copy(std::span<const std::byte> data, op_options o
     const local_segment seg{&b->region(), b->offset(), data.size()};
     detail::op_holding held(std::move(*b));
     return detail::post_send(c, {&seg, 1}, false, 0, opts, &held);
+}
+
+result<void> connection::gather_write(std::span<const remote_segment> dst, std::span<std::byte> src,
+                                      registration_cache& cache, op_options opts) {
+    auto& c = *impl_;
+    if (auto r = detail::check_open_for(c, opts, "gather_write"); !r) {
+        return r;
+    }
+    if (src.empty()) {
+        return fail(errc::invalid_argument, "gather_write: the local memory is empty");
+    }
+    if (cache.dom().impl() != c.dom) {
+        return fail(errc::invalid_argument,
+                    "gather_write: the registration cache is of another domain");
+    }
+    auto reg = cache.get(src, usage::write_source);
+    if (!reg) {
+        return fail(reg.error().code(),
+                    "gather_write: registering the local memory: " + reg.error().message());
+    }
+    const units extra = c.config.slots ? units{}.with(unit::registration, 1) : units{};
+    // The operation holds the registration (the cache's handle) until its completion.
+    auto keep = std::make_shared<cached_region>(*reg);
+    const memory_region& region = keep->region();
+    const std::size_t offset = keep->offset();
+    return detail::gather_write_with(c, dst, region, offset, opts, extra, std::move(keep));
 }
 
 }  // namespace remora

@@ -116,4 +116,8 @@ registration_cache_stats registration_cache::stats() const {
     return st;
 }
 
+const domain& registration_cache::dom() const noexcept {
+    return s_->dom;
+}
+
 }  // namespace remora

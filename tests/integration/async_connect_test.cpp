@@ -9,6 +9,8 @@
 #include <poll.h>
 
 #include <atomic>
+#include <cstring>
+#include <future>
 #include <map>
 #include <set>
 #include <thread>
@@ -319,6 +321,123 @@ TEST_P(async_connect, receives_posted_early_get_the_first_messages) {
               "hello from the server");
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(sin.bytes.data()), 21),
               "hello from the client");
+}
+
+std::atomic<int> queued_reports{0};
+std::error_code queued_status;
+void on_queued_send(const completion& c) {
+    queued_status = c.status;
+    ++queued_reports;
+}
+
+// Parked posts (park_until, blocking or park_mode::queue) made while the setup is under way wait
+// for it, having taken nothing, and go once it is established; a post that does not park is
+// still refused (bad_state).
+TEST_P(async_connect, parked_posts_wait_for_establishment) {
+    auto sd = must(domain::open({.provider = GetParam()}));
+    auto cd = must(domain::open({.provider = GetParam()}));
+    auto lst = must(listener::create(sd, "127.0.0.1", 0));
+    buffer sin(128), cout(64);
+    auto srmr = must(memory_region::create(sd, sin.span(), usage::receive));
+    auto csmr = must(memory_region::create(cd, cout.span(), usage::send));
+    std::memcpy(cout.bytes.data(), "parked-1queued-2", 16);
+    queued_reports = 0;
+
+    auto c = must(connection::connect_async(cd, "127.0.0.1", lst.port()));
+    int blocking_ctx = 0;
+    auto blocking = std::async(std::launch::async, [&] {
+        return c.send(
+            csmr, 0, 8,
+            {.context = &blocking_ctx, .park_until = std::chrono::steady_clock::now() + 20s});
+    });
+    ASSERT_TRUE(eventually([&] { return c.parked() == 1; }));
+    REMORA_ASSERT_OK(c.send(csmr, 8, 8,
+                            {.callback = on_queued_send,
+                             .park_until = std::chrono::steady_clock::now() + 20s,
+                             .park = park_mode::queue}));
+    EXPECT_EQ(c.parked(), 2u);
+    EXPECT_EQ(c.in_flight(), 0u) << "a post parked for the setup took entries";
+    EXPECT_ERRC(c.send(csmr, 0, 8), errc::bad_state);  // not parked: refused as before
+    EXPECT_EQ(queued_reports.load(), 0);
+
+    auto client_setup = std::async(std::launch::async, [&] { return c.next_event(10s); });
+    auto req = must(lst.get_request(10s));
+    auto s = must(req.accept_async());
+    REMORA_ASSERT_OK(s.recv(srmr, 0, 64));
+    REMORA_ASSERT_OK(s.recv(srmr, 64, 64));
+    auto se = s.next_event(10s);
+    ASSERT_TRUE(se.has_value()) << se.error().what();
+    ASSERT_EQ(*se, conn_event::established);
+    auto ce = client_setup.get();
+    ASSERT_TRUE(ce.has_value()) << ce.error().what();
+    ASSERT_EQ(*ce, conn_event::established);
+    REMORA_ASSERT_OK(blocking.get());
+    // Both are posted now: the blocking one reports through poll, the queued one its callback.
+    std::vector<completion> got;
+    EXPECT_TRUE(eventually([&] {
+        completion buf[4];
+        if (auto n = c.cq().poll(buf); n)
+            got.insert(got.end(), buf, buf + *n);
+        return got.size() == 1 && queued_reports.load() == 1;
+    }));
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(got[0].ok()) << got[0].status.message();
+    EXPECT_EQ(got[0].context, &blocking_ctx);
+    EXPECT_FALSE(queued_status) << queued_status.message();
+    auto sgot = collect(s.cq(), 2, false);
+    ASSERT_EQ(sgot.size(), 2u);
+    std::string arrived(reinterpret_cast<const char*>(sin.bytes.data()), 8);
+    arrived += std::string(reinterpret_cast<const char*>(sin.bytes.data() + 64), 8);
+    EXPECT_TRUE(arrived == "parked-1queued-2" || arrived == "queued-2parked-1") << arrived;
+    EXPECT_EQ(c.parked(), 0u);
+}
+
+// A setup that fails ends the posts parked for it with its error, once, having taken nothing:
+// the blocking one returns it, the queued one's callback gets it. close() during the setup
+// ends them with canceled.
+TEST_P(async_connect, parked_posts_end_with_the_setup_error) {
+    auto sd = must(domain::open({.provider = GetParam()}));
+    auto cd = must(domain::open({.provider = GetParam()}));
+    auto lst = must(listener::create(sd, "127.0.0.1", 0));
+    buffer cout(64);
+    auto csmr = must(memory_region::create(cd, cout.span(), usage::send));
+    for (int round = 0; round < 2; ++round) {
+        const bool reject = round == 0;
+        SCOPED_TRACE(reject ? "rejected" : "closed");
+        queued_reports = 0;
+        queued_status = {};
+        auto c = must(connection::connect_async(cd, "127.0.0.1", lst.port()));
+        auto blocking = std::async(std::launch::async, [&] {
+            return c.send(csmr, 0, 8, {.park_until = std::chrono::steady_clock::now() + 20s});
+        });
+        ASSERT_TRUE(eventually([&] { return c.parked() == 1; }));
+        REMORA_ASSERT_OK(c.send(csmr, 0, 8,
+                                {.callback = on_queued_send,
+                                 .park_until = std::chrono::steady_clock::now() + 20s,
+                                 .park = park_mode::queue}));
+        ASSERT_EQ(c.parked(), 2u);
+        const errc want = reject ? errc::rejected : errc::canceled;
+        if (reject) {
+            auto client_setup = std::async(std::launch::async, [&] { return c.next_event(10s); });
+            auto req = must(lst.get_request(10s));
+            REMORA_ASSERT_OK(req.reject());
+            auto ce = client_setup.get();
+            ASSERT_TRUE(ce.has_value()) << ce.error().what();
+            EXPECT_EQ(*ce, conn_event::rejected);
+        } else {
+            REMORA_ASSERT_OK(c.close());
+        }
+        EXPECT_ERRC(blocking.get(), want);
+        ASSERT_TRUE(eventually([&] { return queued_reports.load() == 1; }));
+        EXPECT_EQ(queued_status, make_error_code(want)) << queued_status.message();
+        EXPECT_EQ(c.parked(), 0u);
+        EXPECT_EQ(c.in_flight(), 0u);
+        if (!reject) {
+            while (lst.get_request(200ms)) {
+            }
+        }
+    }
+    EXPECT_EQ(queued_reports.load(), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, async_connect, testing::ValuesIn(providers()), provider_name);

@@ -9,6 +9,9 @@
 #include <thread>
 #include <vector>
 
+#include <remora/registration_cache.hpp>
+#include <remora/slot_pool.hpp>
+
 #include "core/multi_ops.hpp"
 #include "fabric/fault.hpp"
 #include "support.hpp"
@@ -380,4 +383,104 @@ TEST_P(multi_key_test, a_gather_write_on_a_shared_cq_is_freed_with_its_connectio
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, multi_key_test, testing::ValuesIn(multi_key_providers()),
+                         provider_name);
+
+// gather_write from memory the caller did not register: the registration (through a
+// registration_cache) is held by the operation, and with a slot pool it draws {registration 1}
+// with the parts' {sq, cq} units, all or nothing, given back when its completion is read.
+class registration_units : public multi_key_test {
+  protected:
+    void open_with(exhaustion policy) {
+        pool_ = must(slot_pool::create(
+            {.capacity = units{}.with(unit::sq, 16).with(unit::cq, 16).with(unit::registration, 1),
+             .policy = policy}));
+        open({.sq_size = 16, .slots = pool_});
+        cache_.emplace(must(registration_cache::create(pair_->client_domain)));
+        for (std::size_t i = 0; i < raw_.bytes.size(); ++i) {
+            raw_.bytes[i] = static_cast<std::byte>(i / part_len + 1);
+        }
+    }
+    result<void> gather_raw(void* ctx, clk::time_point park = {}) {
+        return client().gather_write(segs_, raw_.span(), *cache_,
+                                     {.context = ctx, .park_until = park});
+    }
+    std::shared_ptr<slot_pool> pool_;
+    std::optional<registration_cache> cache_;
+    buffer raw_{parts * part_len};
+};
+
+TEST_P(registration_units, an_unregistered_gather_write_holds_a_registration_unit) {
+    open_with(exhaustion::backpressure);
+    REMORA_ASSERT_OK(gather_raw(&ctx_[0]));
+    EXPECT_EQ(pool_->available()[unit::registration], 0u);
+    EXPECT_EQ(pool_->available()[unit::sq], 16 - parts);
+    const auto before = pool_->available();
+    // The second finds no registration unit: refused, having taken nothing.
+    EXPECT_ERRC(gather_raw(&ctx_[1]), errc::would_block);
+    EXPECT_EQ(pool_->available(), before) << "a refused gather_write kept units";
+    EXPECT_EQ(client().in_flight(), parts) << "a refused gather_write kept records";
+    auto got = collect(client().cq(), 1, true);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(got[0].ok()) << got[0].status.message();
+    EXPECT_EQ(got[0].context, &ctx_[0]);
+    EXPECT_EQ(pool_->available(), pool_->capacity()) << "the registration unit was not returned";
+    REMORA_ASSERT_OK(gather_raw(&ctx_[1]));
+    got = collect(client().cq(), 1, true);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(got[0].ok()) << got[0].status.message();
+    EXPECT_EQ(pool_->available(), pool_->capacity());
+    EXPECT_EQ(cache_->stats().misses, 1u) << "the second reused the cached registration";
+    EXPECT_TRUE(eventually([&] {
+        completion c[4];
+        (void)pair_->server->cq().poll(c);
+        for (std::size_t i = 0; i < parts; ++i) {
+            if (!landed(i))
+                return false;
+        }
+        return true;
+    }));
+}
+
+TEST_P(registration_units, under_forbid_a_missing_registration_unit_is_a_sizing_error) {
+    open_with(exhaustion::forbid);
+    REMORA_ASSERT_OK(gather_raw(&ctx_[0]));
+    const auto before = pool_->available();
+    auto r = gather_raw(&ctx_[1]);
+    ASSERT_ERRC(r, errc::bad_state);
+    EXPECT_NE(r.error().message().find("registration"), std::string::npos) << r.error().what();
+    EXPECT_EQ(pool_->available(), before);
+    EXPECT_EQ(collect(client().cq(), 1, true).size(), 1u);
+    EXPECT_EQ(pool_->available(), pool_->capacity());
+}
+
+TEST_P(registration_units, a_parked_unregistered_gather_write_waits_for_the_registration_unit) {
+    open_with(exhaustion::backpressure);
+    REMORA_ASSERT_OK(gather_raw(&ctx_[0]));
+    EXPECT_ERRC(gather_raw(&ctx_[1], clk::now() + 100ms), errc::timed_out);
+    auto p = std::async(std::launch::async, [&] { return gather_raw(&ctx_[1], clk::now() + 10s); });
+    ASSERT_TRUE(eventually([&] { return client().parked() == 1; }));
+    auto first = collect(client().cq(), 1, true);
+    ASSERT_EQ(first.size(), 1u);
+    EXPECT_EQ(first[0].context, &ctx_[0]);
+    REMORA_ASSERT_OK(p.get());
+    auto got = collect(client().cq(), 1, true);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].context, &ctx_[1]);
+    EXPECT_EQ(pool_->available(), pool_->capacity());
+}
+
+TEST_P(registration_units, bad_input_is_refused_before_anything_is_taken) {
+    open_with(exhaustion::backpressure);
+    auto other = must(
+        domain::open({.provider = is_rdm(GetParam()) ? GetParam().substr(4) : GetParam(),
+                      .endpoint = is_rdm(GetParam()) ? endpoint_type::rdm : endpoint_type::msg}));
+    auto foreign = must(registration_cache::create(other));
+    EXPECT_ERRC(client().gather_write(segs_, raw_.span(), foreign), errc::invalid_argument);
+    EXPECT_ERRC(client().gather_write(segs_, std::span<std::byte>{}, *cache_),
+                errc::invalid_argument);
+    EXPECT_EQ(pool_->available(), pool_->capacity());
+    EXPECT_EQ(client().in_flight(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(providers, registration_units, testing::ValuesIn(multi_key_providers()),
                          provider_name);
