@@ -67,6 +67,11 @@ struct connection_impl {
     mutable std::mutex event_mu;
     std::optional<conn_event> pending_event;  // read by a CQ or channel wait, for next_event
     bool established = false;                 // FI_CONNECTED seen: later events are poll_events'
+    // The connection's end (closed or lost) was taken from the event queue: it is reported once,
+    // and later shutdown events are dropped. close() closes the endpoint, which may take the
+    // provider's own shutdown event with it: it queues one of its own instead (own_close_event).
+    bool ended = false;
+    bool own_close_event = false;
     // Asynchronous setup (connect_async, accept_async): true from the call until the outcome is
     // known (FI_CONNECTED, an error event, the deadline, close()). Receives may be posted
     // meanwhile; other operations are refused (check_open). Under event_mu, but read unlocked.
@@ -118,10 +123,12 @@ struct connection_impl {
     // RDM: opens the endpoint's address vector (setup calls it before opening the endpoint,
     // and binds the two before enabling it).
     result<void> setup_rdm();
-    // RDM close(): no more posts; the endpoint and its AV are closed (the provider writes
-    // nothing into the operations' memory from then on), and every operation still holding a
-    // record completes with errc::canceled through its CQ's reader, giving its entries back.
-    void close_rdm();
+    // close(), once a connected endpoint is shut down (RDM: at once): no more posts; the
+    // endpoint (and an RDM one's AV) is closed (the provider writes nothing into the operations'
+    // memory from then on), and every operation still holding a record completes through its
+    // CQ's reader, giving its entries back: with the status the provider gave it (connected
+    // endpoints: the shutdown's flush), else errc::canceled. Idempotent.
+    void close_endpoint();
     // Waits on the EQ for FI_CONNECTED; returns the event data (peer private data).
     result<void> await_connected(std::chrono::milliseconds timeout, bool client);
     // Marks an asynchronous setup under way (deadline: now + connect_timeout) and lets the
