@@ -170,6 +170,9 @@ result<connection_config> effective(const connection_config& in, const provider_
         return fail(errc::invalid_argument,
                     "connection_config: shared_channel given but channel mode is separate");
     }
+    if (c.service_timeout.count() <= 0) {
+        return fail(errc::invalid_argument, "connection_config: service_timeout must be > 0");
+    }
     if (c.connect_timeout.count() <= 0) {
         return fail(errc::invalid_argument, "connection_config: connect_timeout must be > 0");
     }
@@ -441,6 +444,18 @@ connection_extension& connection_impl::extension(const void* key,
     return *extensions.back().second;
 }
 
+std::chrono::steady_clock::time_point connection_impl::tick_extensions(
+    std::chrono::steady_clock::time_point now) {
+    ext_deadline.store(std::numeric_limits<std::int64_t>::max());  // before: posts lower it again
+    auto next = std::chrono::steady_clock::time_point::max();
+    std::lock_guard lock(ext_mu);
+    for (auto& [k, e] : extensions) {
+        next = std::min(next, e->tick(now));
+    }
+    expect_deadline(next);
+    return next;
+}
+
 std::size_t connection_impl::extensions_busy() const noexcept {
     std::lock_guard lock(ext_mu);
     std::size_t n = 0;
@@ -541,34 +556,13 @@ result<void> connection::close() {
             return {};  // the endpoint goes with the connection (see poll_setup_locked)
         }
     }
-    int ret = 0;
     if (c.open.exchange(false) && c.ep) {
-        ret = detail::ep_shutdown(c.ep.get());
+        int ret = detail::ep_shutdown(c.ep.get());
         c.cancel_receives();
-    }
-    // fi_shutdown does not end everything (sockets keeps a write that waits for the peer's
-    // acknowledgement until the link returns): the endpoint goes now, and what it still held
-    // completes canceled (close_endpoint). Also after the peer's close or loss (open is false
-    // then, the endpoint still there).
-    if (c.ep) {
-        c.close_endpoint();
-    }
-    {
-        // This side's conn_event::closed: the provider's own shutdown event may have gone with
-        // the endpoint, so close() queues one (once) unless the end is known already.
-        std::lock_guard lock(c.event_mu);
-        if (c.established && !c.ended && c.eq) {
-            c.ended = true;
-            fi_eq_cm_entry entry{};
-            c.own_close_event = detail::eq_write(c.eq.get(), FI_SHUTDOWN, &entry, sizeof(entry)) ==
-                                static_cast<ssize_t>(sizeof(entry));
-            if (!c.own_close_event) {
-                c.pending_event = conn_event::closed;  // next_event still reports it
-            }
+        detail::parked_gate(c).wake_owner(&c, errc::disconnected);
+        if (ret != 0 && ret != -FI_ENOTCONN) {
+            return fail(detail::fabric_error(ret, "fi_shutdown"));
         }
-    }
-    if (ret != 0 && ret != -FI_ENOTCONN) {
-        return fail(detail::fabric_error(ret, "fi_shutdown"));
     }
     return {};
 }

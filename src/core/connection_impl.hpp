@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -67,11 +68,6 @@ struct connection_impl {
     mutable std::mutex event_mu;
     std::optional<conn_event> pending_event;  // read by a CQ or channel wait, for next_event
     bool established = false;                 // FI_CONNECTED seen: later events are poll_events'
-    // The connection's end (closed or lost) was taken from the event queue: it is reported once,
-    // and later shutdown events are dropped. close() closes the endpoint, which may take the
-    // provider's own shutdown event with it: it queues one of its own instead (own_close_event).
-    bool ended = false;
-    bool own_close_event = false;
     // Asynchronous setup (connect_async, accept_async): true from the call until the outcome is
     // known (FI_CONNECTED, an error event, the deadline, close()). Receives may be posted
     // meanwhile; other operations are refused (check_open). Under event_mu, but read unlocked.
@@ -112,6 +108,22 @@ struct connection_impl {
                                     std::unique_ptr<connection_extension> (*make)());
     // The sum of the extensions' busy().
     std::size_t extensions_busy() const noexcept;
+    // The earliest deadline of an extension's request (steady_clock ticks; max: none). Readers
+    // of the connection's CQ call tick_extensions once it has passed; an extension that posts
+    // a request with a deadline lowers it (expect_deadline).
+    std::atomic<std::int64_t> ext_deadline{std::numeric_limits<std::int64_t>::max()};
+    void expect_deadline(std::chrono::steady_clock::time_point t) noexcept {
+        const std::int64_t v = t.time_since_epoch().count();
+        std::int64_t cur = ext_deadline.load(std::memory_order_relaxed);
+        while (v < cur && !ext_deadline.compare_exchange_weak(cur, v)) {
+        }
+    }
+    bool deadline_passed(std::chrono::steady_clock::time_point now) const noexcept {
+        return now.time_since_epoch().count() >= ext_deadline.load(std::memory_order_relaxed);
+    }
+    // Runs every extension's tick(now) and keeps the earliest deadline they return.
+    std::chrono::steady_clock::time_point tick_extensions(
+        std::chrono::steady_clock::time_point now);
 
     explicit connection_impl(std::shared_ptr<domain_impl> d);
     ~connection_impl();

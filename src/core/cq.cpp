@@ -528,6 +528,14 @@ inline void handed_out(const entry_source& from) noexcept {
 
 result<std::size_t> cq_impl::poll(std::span<completion> out) {
     auto r = poll_locked(out);
+    if (r && *r == 0 && conn != nullptr) {
+        // Requests past their deadline (connection_config::service_timeout) end now; their
+        // completions come with a later read.
+        const auto now = clock::now();
+        if (conn->deadline_passed(now)) {
+            conn->tick_extensions(now);
+        }
+    }
     deliver();  // last: a callback may destroy the connection owning this CQ
     return r;
 }
@@ -659,6 +667,20 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
         const bool lively = conn != nullptr || shared;
         if (lively && slice > 0) {
             wait_ms = std::min(wait_ms, slice);
+        }
+        if (conn != nullptr) {
+            // A request's deadline (connection_config::service_timeout) wakes the wait: its end
+            // is then read like any completion.
+            const auto now = clock::now();
+            if (conn->deadline_passed(now)) {
+                conn->tick_extensions(now);
+                continue;  // what it canceled is read now
+            }
+            const auto due = std::chrono::steady_clock::time_point(
+                std::chrono::steady_clock::duration(conn->ext_deadline.load()));
+            if (due < deadline) {
+                wait_ms = std::min(wait_ms, remaining_ms(due) + 1);
+            }
         }
         int rc = ::poll(p, watch_events ? 2 : 1, wait_ms);
         if (rc < 0 && errno != EINTR) {
