@@ -146,6 +146,14 @@ struct connection_config {
     /// send queue grows by service_depth, receives are sized to it), and a connection with a
     /// service depth carries only the service's messages: send and recv are refused.
     std::uint32_t service_depth = 0;
+    /// Client side of the target's service: a GPSPM flush or service atomic whose reply has not
+    /// come service_timeout after its post completes with errc::timed_out, and its queue entries
+    /// and slot come back (in_flight() drops); a reply that comes later is ignored. The target
+    /// may or may not have executed it (a flush's data may or may not be durable; an atomic may
+    /// or may not have changed the word): treat the connection as suspect. Noticed while the
+    /// connection's CQ is read or waited on (a wait wakes for it) or by its progress thread's
+    /// reads; must be > 0.
+    std::chrono::milliseconds service_timeout{30000};
     /// A budget shared with other connections: every operation also takes {sq 1, cq 1} (or
     /// {recv 1, cq 1} for a receive) from it at post and returns them when its completion is
     /// read (or the connection is destroyed). Exhaustion follows the pool's policy: would_block

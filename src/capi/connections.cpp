@@ -154,7 +154,7 @@ REMORA_API int remora_request_accept_async(remora_request* req, const struct rem
         if (int rc = conn_config_of(fn, cfg, cc)) {
             return rc;
         }
-        return give_conn(fn, req->q.accept_async(cc, bytes(pdata, pdata_len)), conn);
+        return give(fn, req->q.accept_async(cc, bytes(pdata, pdata_len)), conn);
     });
 }
 
@@ -210,7 +210,7 @@ REMORA_API int remora_connect_async(remora_domain* dom, const char* host, uint16
         if (int rc = conn_config_of(fn, cfg, cc)) {
             return rc;
         }
-        return give_conn(
+        return give(
             fn, remora::connection::connect_async(dom->d, host, port, cc, bytes(pdata, pdata_len)),
             conn);
     });

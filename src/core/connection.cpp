@@ -170,6 +170,9 @@ result<connection_config> effective(const connection_config& in, const provider_
         return fail(errc::invalid_argument,
                     "connection_config: shared_channel given but channel mode is separate");
     }
+    if (c.service_timeout.count() <= 0) {
+        return fail(errc::invalid_argument, "connection_config: service_timeout must be > 0");
+    }
     if (c.connect_timeout.count() <= 0) {
         return fail(errc::invalid_argument, "connection_config: connect_timeout must be > 0");
     }
@@ -453,6 +456,18 @@ connection_extension& connection_impl::extension(const void* key,
     return *extensions.back().second;
 }
 
+std::chrono::steady_clock::time_point connection_impl::tick_extensions(
+    std::chrono::steady_clock::time_point now) {
+    ext_deadline.store(std::numeric_limits<std::int64_t>::max());  // before: posts lower it again
+    auto next = std::chrono::steady_clock::time_point::max();
+    std::lock_guard lock(ext_mu);
+    for (auto& [k, e] : extensions) {
+        next = std::min(next, e->tick(now));
+    }
+    expect_deadline(next);
+    return next;
+}
+
 std::size_t connection_impl::extensions_busy() const noexcept {
     std::lock_guard lock(ext_mu);
     std::size_t n = 0;
@@ -539,7 +554,7 @@ completion_queue* connection::rcq() noexcept {
 result<void> connection::close() {
     auto& c = *impl_;
     if (c.rdm) {
-        c.close_rdm();
+        c.close_endpoint();
         return {};
     }
     {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -107,6 +108,22 @@ struct connection_impl {
                                     std::unique_ptr<connection_extension> (*make)());
     // The sum of the extensions' busy().
     std::size_t extensions_busy() const noexcept;
+    // The earliest deadline of an extension's request (steady_clock ticks; max: none). Readers
+    // of the connection's CQ call tick_extensions once it has passed; an extension that posts
+    // a request with a deadline lowers it (expect_deadline).
+    std::atomic<std::int64_t> ext_deadline{std::numeric_limits<std::int64_t>::max()};
+    void expect_deadline(std::chrono::steady_clock::time_point t) noexcept {
+        const std::int64_t v = t.time_since_epoch().count();
+        std::int64_t cur = ext_deadline.load(std::memory_order_relaxed);
+        while (v < cur && !ext_deadline.compare_exchange_weak(cur, v)) {
+        }
+    }
+    bool deadline_passed(std::chrono::steady_clock::time_point now) const noexcept {
+        return now.time_since_epoch().count() >= ext_deadline.load(std::memory_order_relaxed);
+    }
+    // Runs every extension's tick(now) and keeps the earliest deadline they return.
+    std::chrono::steady_clock::time_point tick_extensions(
+        std::chrono::steady_clock::time_point now);
 
     explicit connection_impl(std::shared_ptr<domain_impl> d);
     ~connection_impl();
@@ -118,12 +135,14 @@ struct connection_impl {
     // RDM: opens the endpoint's address vector (setup calls it before opening the endpoint,
     // and binds the two before enabling it).
     result<void> setup_rdm();
-    // RDM close(): no more posts; the endpoint and its AV are closed (the provider writes
-    // nothing into the operations' memory from then on), and every operation still holding a
-    // record completes with errc::canceled through its CQ's reader, giving its entries back.
-    void close_rdm();
+    // close(), once a connected endpoint is shut down (RDM: at once): no more posts; the
+    // endpoint (and an RDM one's AV) is closed (the provider writes nothing into the operations'
+    // memory from then on), and every operation still holding a record completes through its
+    // CQ's reader, giving its entries back: with the status the provider gave it (connected
+    // endpoints: the shutdown's flush), else errc::canceled. Idempotent.
+    void close_endpoint();
     // The progress thread lets go of this connection's own (unshared) CQs, if it watched them;
-    // teardown and close_rdm call it before closing the endpoint. Takes dom->progress_mu.
+    // teardown and close_endpoint call it before closing the endpoint. Takes dom->progress_mu.
     void unwatch_progress();
     // Waits on the EQ for FI_CONNECTED; returns the event data (peer private data).
     result<void> await_connected(std::chrono::milliseconds timeout, bool client);

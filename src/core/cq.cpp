@@ -425,6 +425,28 @@ bool cq_impl::pump(bool* reaped_out, bool deliver_now) {
     return added;
 }
 
+void cq_impl::drain_to_backlog() {
+    for (;;) {
+        fi_cq_data_entry entries[read_batch];
+        const ssize_t got = cq_read(cq.get(), entries, read_batch);
+        if (got > 0) {
+            for (ssize_t i = 0; i < got; ++i) {
+                const fi_cq_data_entry& d = entries[i];
+                backlog.push_back({d.op_context, d.flags, d.len, d.data, 0});
+            }
+            continue;
+        }
+        if (got == -FI_EAVAIL) {
+            fi_cq_err_entry err{};
+            if (cq_readerr(cq.get(), &err) == 1) {
+                backlog.push_back({err.op_context, err.flags, err.len, err.data, err.err});
+                continue;
+            }
+        }
+        return;  // dry, or nothing more can be read now
+    }
+}
+
 void cq_impl::drive() {
     if (!progress_owned()) {
         cq_drive(cq.get());
@@ -579,6 +601,14 @@ inline result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
 
 result<std::size_t> cq_impl::poll(std::span<completion> out) {
     auto r = poll_locked(out);
+    if (r && *r == 0 && conn != nullptr) {
+        // Requests past their deadline (connection_config::service_timeout) end now; their
+        // completions come with a later read.
+        const auto now = clock::now();
+        if (conn->deadline_passed(now)) {
+            conn->tick_extensions(now);
+        }
+    }
     deliver();  // last: a callback may destroy the connection owning this CQ
     return r;
 }
@@ -639,6 +669,20 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
         const bool lively = conn != nullptr || shared;
         if (lively && slice > 0) {
             wait_ms = std::min(wait_ms, slice);
+        }
+        if (conn != nullptr) {
+            // A request's deadline (connection_config::service_timeout) wakes the wait: its end
+            // is then read like any completion.
+            const auto now = clock::now();
+            if (conn->deadline_passed(now)) {
+                conn->tick_extensions(now);
+                continue;  // what it canceled is read now
+            }
+            const auto due = std::chrono::steady_clock::time_point(
+                std::chrono::steady_clock::duration(conn->ext_deadline.load()));
+            if (due < deadline) {
+                wait_ms = std::min(wait_ms, remaining_ms(due) + 1);
+            }
         }
         int rc = ::poll(p, watch_events ? 2 : 1, wait_ms);
         if (rc < 0 && errno != EINTR) {

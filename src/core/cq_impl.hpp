@@ -240,6 +240,11 @@ struct cq_impl final : callback_sink {
     // Callbacks read are deferred to deliver(); a read that finds nothing sets up no deferral.
     result<std::size_t> read_provider(completion* out, std::size_t n, std::size_t* consumed,
                                       entry_source* from, hand_out_batch* now = nullptr);
+    // Moves every entry the provider holds now (error entries included) to the end of the
+    // backlog, in order, for the CQ's reader; the caller holds reader_lock(). connection::close()
+    // on a connected endpoint keeps the statuses the shutdown gave this way before it closes the
+    // endpoint.
+    void drain_to_backlog();
     // Calls into the provider for the connections attached to a shared CQ: their events
     // (a disconnect cancels receives the provider does not flush).
     void drive_attached();

@@ -18,6 +18,7 @@
 // anything but the extension's destruction.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 
 namespace remora::detail {
@@ -31,6 +32,12 @@ class connection_extension {
 
     // Requests the extension has in flight for the application (see connection::in_flight).
     virtual std::size_t busy() const noexcept { return 0; }
+    // Called while the connection's CQ is read or waited on, and before a wait sleeps: ends
+    // requests past their deadline (through the CQ). Returns the next deadline of a request
+    // still waiting, or time_point::max() when there is none: a wait sleeps no longer than that.
+    virtual std::chrono::steady_clock::time_point tick(std::chrono::steady_clock::time_point) {
+        return std::chrono::steady_clock::time_point::max();
+    }
 };
 
 }  // namespace remora::detail

@@ -13,6 +13,7 @@
 
 #include "core/impl.hpp"
 #include "fabric/av.hpp"
+#include "fabric/cq.hpp"
 #include "fabric/endpoint.hpp"
 
 // RDM peers: an RDM endpoint with an address vector of its own behind the connection API
@@ -82,7 +83,7 @@ result<void> connection_impl::setup_rdm() {
     return {};
 }
 
-void connection_impl::close_rdm() {
+void connection_impl::close_endpoint() {
     if (closed.exchange(true)) {
         return;
     }
@@ -104,8 +105,27 @@ void connection_impl::close_rdm() {
     // After fi_close the provider neither touches the operations' memory nor reports them:
     // each record still taken completes here, canceled, through its CQ's reader (the backlog
     // is read before the provider; a provider entry for a record finished this way is dropped).
+    // A connected endpoint keeps the statuses its shutdown gave (tcp flushes everything it
+    // holds; sockets ends some operations disconnected): what the provider has read so far goes
+    // to the backlog first, then what closing the endpoint writes (tcp: canceled). The canceled
+    // entries below come after them, so an operation the provider reported keeps its status and
+    // the later duplicate is dropped (finish).
+    if (!rdm) {
+        for (cq_impl* q : qs) {
+            if (q != nullptr) {
+                q->drain_to_backlog();
+            }
+        }
+    }
     ep.reset();
     av.reset();
+    if (!rdm) {
+        for (cq_impl* q : qs) {
+            if (q != nullptr) {
+                q->drain_to_backlog();
+            }
+        }
+    }
     for (auto [rec, is_recv] : ops.taken()) {
         cq_impl* q = is_recv && rcq ? rcq.get() : cq.get();
         q->backlog.push_back({rec, is_recv ? std::uint64_t(FI_RECV) : 0, 0, 0, FI_ECANCELED});
@@ -116,13 +136,20 @@ void connection_impl::close_rdm() {
         }
     }
     for (cq_impl* q : qs) {
-        if (q != nullptr && q->progress_owned()) {
+        if (q == nullptr) {
+            continue;
+        }
+        if (q->progress_owned()) {
             q->pump();  // into the ring, and wakes its waiters
+        } else if (!q->polled && q->backlog_head < q->backlog.size()) {
+            cq_signal(q->cq.get());  // a reader blocked on the CQ's fd looks at the backlog
         }
     }
     parked_gate(*this).wake_owner(this, errc::disconnected);  // parked posts end (parked.cpp)
-    std::uint64_t one = 1;
-    [[maybe_unused]] ssize_t w = ::write(rdm_event.get(), &one, sizeof(one));
+    if (rdm_event.get() >= 0) {
+        std::uint64_t one = 1;
+        [[maybe_unused]] ssize_t w = ::write(rdm_event.get(), &one, sizeof(one));
+    }
 }
 
 }  // namespace detail

@@ -12,6 +12,7 @@
 #include "core/little_endian.hpp"
 
 #include "core/impl.hpp"
+#include "fabric/endpoint.hpp"
 
 namespace remora {
 namespace detail {
@@ -360,6 +361,8 @@ bool client_sent(void* context, completion& c) {
         // Failed, or sent into a connection that is gone: no reply will come.
         if (c.ok()) {
             c.status = make_error_code(errc::disconnected);
+        } else if (sl.expired) {
+            c.status = make_error_code(errc::timed_out);  // tick() canceled it
         }
         const bool report = deliver(s, ref.index, c, lock);
         settle(s, ref.index);
@@ -385,6 +388,27 @@ bool client_reply(void* context, completion& c) {
     auto& ref = *static_cast<service_conn::ref*>(context);
     service_conn& s = *ref.owner;
     std::unique_lock lock(s.mu);
+    if (s.recv_canceled[ref.index]) {
+        s.recv_canceled[ref.index] = false;
+        --s.recv_cancels;
+        if (!c.ok()) {
+            // tick() canceled this receive to end the oldest expired request whose send is done.
+            repost_reply(s, ref.index);
+            std::uint32_t oldest = s.depth;
+            for (std::uint32_t k = 0; k < s.depth; ++k) {
+                const service_conn::slot& sl = s.slots[k];
+                if (sl.busy && sl.expired && !sl.delivered && sl.pending == 1 &&
+                    (oldest == s.depth || sl.sequence < s.slots[oldest].sequence)) {
+                    oldest = k;
+                }
+            }
+            if (oldest == s.depth) {
+                return false;  // its reply came meanwhile
+            }
+            c.status = make_error_code(errc::timed_out);
+            return deliver(s, oldest, c, lock);
+        }
+    }
     if (!c.ok() && teardown_status(c)) {
         // The connection is going away: the receive fails one request still waiting for its
         // reply (every posted receive fails, and there are at least as many as such requests;
@@ -467,6 +491,7 @@ result<service_conn*> client_side(connection_impl& c) {
     }
     service_conn& sc = **s;
     sc.slots.resize(sc.depth);
+    sc.recv_canceled.assign(sc.depth, false);
     for (std::uint32_t i = sc.depth; i-- > 0;) {
         sc.free_slots.push_back(i);
     }
@@ -507,6 +532,9 @@ result<void> send_slot(connection_impl& c, service_conn& s, std::uint32_t i, ser
         service_conn::slot& sl = s.slots[i];
         sl.reserved = false;
         sl.sequence = s.next_sequence++;
+        sl.deadline = std::chrono::steady_clock::now() + c.config.service_timeout;
+        sl.expired = false;
+        c.expect_deadline(sl.deadline);
         sl.posted = false;
         sl.delivered = false;
         sl.pending = 2;
@@ -598,6 +626,81 @@ void release_request(connection_impl& c, std::uint32_t slot, bool notify) noexce
     std::lock_guard lock(s.mu);
     s.slots[slot].reserved = false;
     settle(s, slot, notify);
+}
+
+std::chrono::steady_clock::time_point persist_conn::tick(
+    std::chrono::steady_clock::time_point now) {
+    using tp = std::chrono::steady_clock::time_point;
+    std::lock_guard lock(svc_mu);
+    if (!svc || svc->target) {
+        return tp::max();
+    }
+    service_conn& s = *svc;
+    connection_impl& c = *s.conn;
+    std::lock_guard slots(s.mu);
+    tp next = tp::max();
+    std::size_t awaiting_reply = 0;  // expired requests whose send is done
+    bool canceled = false;
+    std::vector<std::pair<op_record*, bool>> taken;
+    for (std::uint32_t i = 0; i < s.depth; ++i) {
+        service_conn::slot& sl = s.slots[i];
+        if (!sl.busy || !sl.posted || sl.delivered) {
+            continue;
+        }
+        if (sl.deadline > now) {
+            next = std::min(next, sl.deadline);
+            continue;
+        }
+        sl.expired = true;
+        next =
+            std::min(next, now + std::chrono::milliseconds(100));  // looked at again until it ends
+        if (!c.ep) {
+            continue;  // closed: the close completes it
+        }
+        if (sl.pending == 2) {
+            // Its send is still with the provider: cancel it (client_sent ends the request).
+            if (taken.empty()) {
+                taken = c.ops.taken();
+            }
+            for (auto [rec, is_recv] : taken) {
+                if (!is_recv && rec->internal == &client_sent &&
+                    rec->user_context == &s.send_refs[i]) {
+                    canceled = ep_cancel(c.ep.as_fid(), rec) == 0 || canceled;
+                }
+            }
+        } else {
+            ++awaiting_reply;
+        }
+    }
+    // One reply receive canceled per expired request waiting for its reply: the receive's
+    // completion ends the oldest of them (client_reply).
+    for (std::uint32_t j = 0; j < s.depth && s.recv_cancels < awaiting_reply; ++j) {
+        if (s.recv_canceled[j] || !c.ep) {
+            continue;
+        }
+        if (taken.empty()) {
+            taken = c.ops.taken();
+        }
+        for (auto [rec, is_recv] : taken) {
+            if (is_recv && rec->user_context == &s.recv_refs[j]) {
+                if (ep_cancel(c.ep.as_fid(), rec) == 0) {
+                    s.recv_canceled[j] = true;
+                    ++s.recv_cancels;
+                    canceled = true;
+                }
+                break;
+            }
+        }
+    }
+    if (canceled) {
+        // The canceled completions come through the CQ's reader: make sure it reads.
+        for (cq_impl* q : {c.cq.get(), c.rcq.get()}) {
+            if (q != nullptr && q->progress_owned()) {
+                q->progress->kick(q);
+            }
+        }
+    }
+    return next;
 }
 
 std::size_t persist_conn::busy() const noexcept {

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -79,6 +80,11 @@ struct service_conn {
         bool (*hook)(void*, completion&) = nullptr;
         void* hook_context = nullptr;
         bool reserved = false;  // taken by reserve_request, not yet used by client_request
+        // connection_config::service_timeout: past this, the request ends errc::timed_out
+        // (persist_conn::tick): its send is canceled if still pending, else a reply receive is,
+        // and that receive's completion carries the timeout (client_reply).
+        std::chrono::steady_clock::time_point deadline{};
+        bool expired = false;
     };
     std::mutex mu;
     std::vector<slot> slots;
@@ -89,6 +95,9 @@ struct service_conn {
     // The connection failed (a reply receive was flushed, or could not be posted again): new
     // requests are refused, and a request whose send completes from now on fails.
     bool dead = false;
+    // Reply receives canceled by tick() to end expired requests, until their completion comes.
+    std::vector<bool> recv_canceled;
+    std::size_t recv_cancels = 0;
 
     std::byte* request_buf(std::uint32_t i) { return storage.data() + i * request_size; }
     std::byte* reply_buf(std::uint32_t i) {
@@ -112,6 +121,8 @@ struct persist_conn final : connection_extension {
 
     // Client side: service requests in flight (connection::in_flight counts them).
     std::size_t busy() const noexcept override;
+    // Client side: ends the requests past their connection_config::service_timeout.
+    std::chrono::steady_clock::time_point tick(std::chrono::steady_clock::time_point now) override;
 };
 
 // The connection's persistence state, attached on first use.

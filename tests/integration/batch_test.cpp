@@ -13,6 +13,7 @@ constexpr std::size_t burst = 16;
 constexpr std::size_t slot = 4096;
 
 struct burst_pair {
+    explicit burst_pair(connected_pair q) : p(std::move(q)) {}
     connected_pair p;
     buffer target{burst * slot}, local{2 * burst * slot};
     std::optional<memory_region> tmr, lmr;
@@ -21,8 +22,8 @@ struct burst_pair {
 
 // The target application never calls in: its progress thread serves the bursts.
 std::unique_ptr<burst_pair> make_pair(const std::string& provider) {
-    auto b = std::make_unique<burst_pair>(burst_pair{must(
-        connect_pair(provider, {.progress_thread = true}, {.sq_size = 2 * burst, .rq_size = 16}))});
+    auto b = std::make_unique<burst_pair>(must(
+        connect_pair(provider, {.progress_thread = true}, {.sq_size = 2 * burst, .rq_size = 16})));
     b->tmr.emplace(must(memory_region::create(b->p.server_domain, b->target.span(),
                                               usage::write_destination | usage::read_source)));
     b->lmr.emplace(must(memory_region::create(b->p.client_domain, b->local.span(),
