@@ -341,8 +341,8 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
                                                n2s(c.config.sq_size) + "); reap completions");
         }
         t->nrecs = nrecs;
-        // Undoing a step does not notify the gate (op_pool::give with wake false): units come last, as
-        // their undo would.
+        // Undoing a step does not notify the gate (op_pool::give with wake false): units come last,
+        // as their undo would.
         auto give_recs = [&] {
             for (std::size_t i = 0; i < nrecs; ++i) {
                 c.ops.give(t->recs[i], false);
