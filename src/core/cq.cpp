@@ -637,6 +637,16 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
             // reclaimed unsignalled operations) end the wait too: in_flight() dropped.
             return ready;
         }
+        if (conn != nullptr) {
+            // A request's deadline (connection_config::service_timeout) ends the wait's sleep
+            // (below) and is acted on here, before any sleep or fd-less back-off (shm): what it
+            // cancels is read on the next round like any completion.
+            const auto now = clock::now();
+            if (conn->deadline_passed(now)) {
+                conn->tick_extensions(now);
+                continue;
+            }
+        }
         bool notified = false;
         auto armed = trywait(&notified);
         if (!armed) {
@@ -671,13 +681,7 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
             wait_ms = std::min(wait_ms, slice);
         }
         if (conn != nullptr) {
-            // A request's deadline (connection_config::service_timeout) wakes the wait: its end
-            // is then read like any completion.
-            const auto now = clock::now();
-            if (conn->deadline_passed(now)) {
-                conn->tick_extensions(now);
-                continue;  // what it canceled is read now
-            }
+            // A request's deadline (connection_config::service_timeout) wakes the wait.
             const auto due = std::chrono::steady_clock::time_point(
                 std::chrono::steady_clock::duration(conn->ext_deadline.load()));
             if (due < deadline) {
