@@ -3,7 +3,8 @@
 # `remora serve`'s roles and limits as a user sees them: a read-only key reads and cannot put, a
 # read-write key puts; --idle-timeout evicts a client that sends no service request; a bounded
 # flood (silent connects, half-open handshakes, wrong keys under a low `ulimit -n`) leaves a
-# legitimate get working and serve's fds, RSS and CPU low (scripts/flood.sh).
+# legitimate get working and serve's fds, RSS and CPU low (scripts/flood.sh); a silent connect is
+# dropped at --handshake-timeout.
 #   serve_limits.sh REMORA PROVIDER
 set -u
 remora=$1
@@ -48,6 +49,36 @@ exec 3<&-
 wait "$holder"
 expect_run --stdout "^" -- r get -t "127.0.0.1:$port" -o 0 -n 5 || fail "get after the eviction"
 stop_serve
+
+# ---- --handshake-timeout: a TCP connect that never sends its connection request is dropped at
+# the deadline (the kernel holds it deferred, serve's sweep closes it), not before, and a
+# legitimate client still gets in. tcp only: as for the flood below.
+silent_for() {  # prints the seconds until serve closes a connect that sends nothing (max 15 s)
+    python3 - "$port" <<'PY'
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+t = time.monotonic()
+s.settimeout(15)
+try:
+    s.recv(1)
+except OSError:
+    pass
+print(f"{time.monotonic() - t:.2f}")
+PY
+}
+if [ "$provider" = tcp ]; then
+    for hs in 1 3; do
+        start_serve --region mem:64K --handshake-timeout $hs
+        took=$(silent_for)
+        python3 -c "import sys; t=float('$took'); sys.exit(0 if $hs - 0.2 <= t <= $hs + 3 else 1)" ||
+            fail "a silent connect under --handshake-timeout $hs was closed after $took s"
+        grep -q "dropped 1 TCP connects silent for $hs s" "$dir/serve.log" ||
+            fail "serve did not log the dropped silent connect"
+        expect_run --stdout "^" -- r get -t "127.0.0.1:$port" -o 0 -n 5 ||
+            fail "get after a dropped silent connect"
+        stop_serve
+    done
+fi
 
 # ---- a bounded flood under ulimit -n 128 (tcp: the sockets provider of libfabric 1.17 dies
 # with SIGSEGV inside libfabric under this flood, on main before these limits too)
