@@ -20,6 +20,9 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 
 namespace remora::detail {
 
@@ -38,6 +41,30 @@ class connection_extension {
     virtual std::chrono::steady_clock::time_point tick(std::chrono::steady_clock::time_point) {
         return std::chrono::steady_clock::time_point::max();
     }
+};
+
+// A connection's multi-part operations in flight (gather_write, publish), owned here from
+// admission until their last part is done: a connection destroyed first frees them with itself.
+// Op names the operation's state; each kind registers its own (connection_impl::extension).
+template <class Op>
+class owned_operations final : public connection_extension {
+  public:
+    Op* adopt(std::unique_ptr<Op> m) {
+        Op* p = m.get();
+        std::lock_guard lock(mu_);
+        live_.emplace(p, std::move(m));
+        return p;
+    }
+    // Takes `m` back: its last part is done.
+    std::unique_ptr<Op> release(Op* m) {
+        std::lock_guard lock(mu_);
+        auto node = live_.extract(m);
+        return std::move(node.mapped());
+    }
+
+  private:
+    std::mutex mu_;
+    std::unordered_map<Op*, std::unique_ptr<Op>> live_;
 };
 
 }  // namespace remora::detail

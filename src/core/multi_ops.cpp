@@ -37,7 +37,9 @@ struct multi_part {
 
 std::atomic<std::size_t> alive{0};  // multi_ops_alive()
 
-struct multi_registry;
+// A connection's multi-key operations in flight, owned here until their last part is done (or
+// the connection goes).
+using multi_registry = owned_operations<multi_op>;
 
 // The parts' shared state, from admission until the last part's completion.
 struct multi_op {
@@ -62,26 +64,6 @@ struct multi_op {
     bool report_success = true;
     std::size_t bytes = 0;
     multi_registry* registry;
-};
-
-// A connection's multi-key operations in flight, owned here until their last part is done (or
-// the connection goes).
-struct multi_registry final : connection_extension {
-    std::mutex mu;
-    std::unordered_map<multi_op*, std::unique_ptr<multi_op>> live;
-
-    multi_op* adopt(std::unique_ptr<multi_op> m) {
-        multi_op* p = m.get();
-        std::lock_guard lock(mu);
-        live.emplace(p, std::move(m));
-        return p;
-    }
-    // Takes `m` back: its last part is done.
-    std::unique_ptr<multi_op> release(multi_op* m) {
-        std::lock_guard lock(mu);
-        auto node = live.extract(m);
-        return std::move(node.mapped());
-    }
 };
 
 const char registry_key = 0;

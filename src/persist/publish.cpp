@@ -38,7 +38,7 @@ struct publish_part {
     std::uint32_t index = 0;
 };
 
-struct publish_registry;
+using publish_registry = owned_operations<publish_op>;
 
 std::atomic<std::size_t> alive{0};  // publish_ops_alive()
 
@@ -82,23 +82,6 @@ struct publish_op {
     std::size_t writes() const noexcept { return parts.size() - 2; }
     std::uint32_t atomic_index() const noexcept {
         return static_cast<std::uint32_t>(parts.size() - 1);
-    }
-};
-
-struct publish_registry final : connection_extension {
-    std::mutex mu;
-    std::unordered_map<publish_op*, std::unique_ptr<publish_op>> live;
-
-    publish_op* adopt(std::unique_ptr<publish_op> m) {
-        publish_op* p = m.get();
-        std::lock_guard lock(mu);
-        live.emplace(p, std::move(m));
-        return p;
-    }
-    std::unique_ptr<publish_op> release(publish_op* m) {
-        std::lock_guard lock(mu);
-        auto node = live.extract(m);
-        return std::move(node.mapped());
     }
 };
 
