@@ -3,8 +3,8 @@
 // client threads post parked writes over 8 connections into one shared slot pool of 8 writes,
 // while a reader per connection reaps completions. Asserted: no post fails, every posted write
 // completes exactly once (none lost or duplicated), every unit comes back. Printed: operations,
-// CPU per operation against one uncontended poster, and fairness (min/max operations per
-// client). REMORA_BENCH_SECONDS sets each phase's length (default 2).
+// CPU and context switches per operation against one uncontended poster, and fairness (min/max
+// operations per client). REMORA_BENCH_SECONDS sets each phase's length (default 2).
 #include <sys/resource.h>
 
 #include <atomic>
@@ -30,6 +30,13 @@ double cpu_seconds() {
            static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
+// Context switches of the whole process, voluntary (a thread slept: parked, waiting) and not.
+double context_switches() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_nvcsw + u.ru_nivcsw);
+}
+
 std::chrono::milliseconds phase_length() {
     const char* s = std::getenv("REMORA_BENCH_SECONDS");
     const int secs = s != nullptr ? std::atoi(s) : 2;
@@ -41,6 +48,7 @@ struct phase_result {
     std::uint64_t failures = 0;
     std::uint64_t lost_or_duplicated = 0;
     double cpu_per_op_us = 0;
+    double switches_per_op = 0;
     std::uint64_t min_ops = 0;
     std::uint64_t max_ops = 0;
     double wall_s = 0;
@@ -93,6 +101,7 @@ class parked_bench : public testing::TestWithParam<std::string> {
             });
         }
         const double cpu0 = cpu_seconds();
+        const double csw0 = context_switches();
         const auto t0 = clk::now();
         std::vector<std::thread> threads;
         for (std::size_t t = 0; t < posters; ++t) {
@@ -130,6 +139,7 @@ class parked_bench : public testing::TestWithParam<std::string> {
         }
         const double wall = std::chrono::duration<double>(clk::now() - t0).count();
         const double cpu = cpu_seconds() - cpu0;
+        const double csw = context_switches() - csw0;
         readers_stop = true;
         for (auto& th : readers) {
             th.join();
@@ -146,6 +156,7 @@ class parked_bench : public testing::TestWithParam<std::string> {
             res.max_ops = std::max(res.max_ops, posted[t].load());
         }
         res.cpu_per_op_us = res.ops != 0 ? cpu * 1e6 / static_cast<double>(res.ops) : 0;
+        res.switches_per_op = res.ops != 0 ? csw / static_cast<double>(res.ops) : 0;
         res.wall_s = wall;
         return res;
     }
@@ -163,9 +174,10 @@ class parked_bench : public testing::TestWithParam<std::string> {
 void print(const char* name, const std::string& provider, const phase_result& r) {
     std::printf(
         "[parked_bench %s] %s: %llu writes in %.2f s (%.0f/s), cpu %.2f us/op, "
-        "per client min %llu max %llu, failures %llu, lost or duplicated %llu\n",
+        "%.2f context switches/op, per client min %llu max %llu, failures %llu, lost or "
+        "duplicated %llu\n",
         provider.c_str(), name, static_cast<unsigned long long>(r.ops), r.wall_s,
-        static_cast<double>(r.ops) / r.wall_s, r.cpu_per_op_us,
+        static_cast<double>(r.ops) / r.wall_s, r.cpu_per_op_us, r.switches_per_op,
         static_cast<unsigned long long>(r.min_ops), static_cast<unsigned long long>(r.max_ops),
         static_cast<unsigned long long>(r.failures),
         static_cast<unsigned long long>(r.lost_or_duplicated));
