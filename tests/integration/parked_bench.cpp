@@ -205,6 +205,18 @@ TEST_P(parked_bench, thirty_two_clients_through_a_budget_of_eight) {
     EXPECT_EQ(loaded.lost_or_duplicated, 0u);
     EXPECT_GT(loaded.min_ops, 0u) << "a client never got a slot";
     EXPECT_EQ(pool_->available(), pool_->capacity());
+
+    // The same 32 posters on one connection (one reader): parks as much, but one reader reaps
+    // batches instead of eight waking per completion; separates the readers' cost from the
+    // back-pressure's.
+    const phase_result one = run(32, 1, length);
+    print("32 posters, 1 connection", GetParam(), one);
+    std::printf("[parked_bench %s] cpu per op 32 posters on 1 connection / uncontended: %.2f\n",
+                GetParam().c_str(), one.cpu_per_op_us / alone.cpu_per_op_us);
+    EXPECT_EQ(one.failures, 0u);
+    EXPECT_EQ(one.lost_or_duplicated, 0u);
+    EXPECT_GT(one.min_ops, 0u) << "a client never got a slot";
+    EXPECT_EQ(pool_->available(), pool_->capacity());
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, parked_bench, testing::ValuesIn(providers()), provider_name);
