@@ -43,6 +43,12 @@ static std::pair<error, conn_event> setup_failure(const error& e, std::vector<st
     if (e == errc::unreachable || e == errc::timed_out) {
         return {e, conn_event::unreachable};
     }
+    if (client && e.code().category() != make_error_code(errc::unreachable).category()) {
+        // A provider code with no errc of its own (tcp reports ENOPROTOOPT for a connect to
+        // 240.0.0.1): the request reached no peer.
+        return {error(errc::unreachable, "connect: no peer was reached (" + e.message() + ")"),
+                conn_event::unreachable};
+    }
     return {e, conn_event::lost};
 }
 
