@@ -12,10 +12,12 @@ class batch : public testing::TestWithParam<std::string> {};
 constexpr std::size_t burst = 16;
 constexpr std::size_t slot = 4096;
 
+// The buffers come first, so they are destroyed last: the target's progress thread may still be
+// writing into them until the connections are gone.
 struct burst_pair {
     explicit burst_pair(connected_pair q) : p(std::move(q)) {}
-    connected_pair p;
     buffer target{burst * slot}, local{2 * burst * slot};
+    connected_pair p;
     std::optional<memory_region> tmr, lmr;
     std::optional<remote_region> desc;
 };
