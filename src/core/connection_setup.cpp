@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <remora/connection.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <string>
 #include <utility>
@@ -43,9 +44,10 @@ static std::pair<error, conn_event> setup_failure(const error& e, std::vector<st
     if (e == errc::unreachable || e == errc::timed_out) {
         return {e, conn_event::unreachable};
     }
-    if (client && e.code().category() != make_error_code(errc::unreachable).category()) {
-        // A provider code with no errc of its own (tcp reports ENOPROTOOPT for a connect to
-        // 240.0.0.1): the request reached no peer.
+    if (client && e.code().category() != make_error_code(errc::unreachable).category() &&
+        e.code().value() == ENOPROTOOPT) {
+        // tcp reports ENOPROTOOPT (libfabric's codes are errno values) for a connect to an
+        // address no peer can hold (240.0.0.1): the request reached no peer.
         return {error(errc::unreachable, "connect: no peer was reached (" + e.message() + ")"),
                 conn_event::unreachable};
     }
