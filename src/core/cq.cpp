@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include "core/impl.hpp"
@@ -425,26 +426,30 @@ bool cq_impl::pump(bool* reaped_out, bool deliver_now) {
     return added;
 }
 
-void cq_impl::drain_to_backlog() {
+void cq_impl::read_all(const std::function<void(const raw_entry&)>& each) {
     for (;;) {
         fi_cq_data_entry entries[read_batch];
         const ssize_t got = cq_read(cq.get(), entries, read_batch);
         if (got > 0) {
             for (ssize_t i = 0; i < got; ++i) {
                 const fi_cq_data_entry& d = entries[i];
-                backlog.push_back({d.op_context, d.flags, d.len, d.data, 0});
+                each({d.op_context, d.flags, d.len, d.data, 0});
             }
             continue;
         }
         if (got == -FI_EAVAIL) {
             fi_cq_err_entry err{};
             if (cq_readerr(cq.get(), &err) == 1) {
-                backlog.push_back({err.op_context, err.flags, err.len, err.data, err.err});
+                each({err.op_context, err.flags, err.len, err.data, err.err});
                 continue;
             }
         }
         return;  // dry, or nothing more can be read now
     }
+}
+
+void cq_impl::drain_to_backlog() {
+    read_all([&](const raw_entry& e) { backlog.push_back(e); });
 }
 
 void cq_impl::drive() {

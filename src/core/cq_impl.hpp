@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -245,6 +246,9 @@ struct cq_impl final : callback_sink {
     // on a connected endpoint keeps the statuses the shutdown gave this way before it closes the
     // endpoint.
     void drain_to_backlog();
+    // Reads every entry the provider holds now (error entries included), in order, into `each`;
+    // the caller holds reader_lock(). drain_to_backlog and a shared CQ's detach use it.
+    void read_all(const std::function<void(const raw_entry&)>& each);
     // Calls into the provider for the connections attached to a shared CQ: their events
     // (a disconnect cancels receives the provider does not flush).
     void drive_attached();

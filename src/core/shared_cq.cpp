@@ -102,31 +102,11 @@ void cq_impl::detach_connection(std::size_t need) {
                 kept_backlog.push_back(backlog[i]);
             }
         }
-        for (;;) {
-            fi_cq_data_entry entries[read_batch];
-            const ssize_t got = cq_read(cq.get(), entries, read_batch);
-            if (got > 0) {
-                for (ssize_t i = 0; i < got; ++i) {
-                    const fi_cq_data_entry& d = entries[i];
-                    const raw_entry e{d.op_context, d.flags, d.len, d.data, 0};
-                    if (keep_or_drop(e)) {
-                        kept_backlog.push_back(e);
-                    }
-                }
-                continue;
+        read_all([&](const raw_entry& e) {
+            if (keep_or_drop(e)) {
+                kept_backlog.push_back(e);
             }
-            if (got == -FI_EAVAIL) {
-                fi_cq_err_entry err{};
-                if (cq_readerr(cq.get(), &err) == 1) {
-                    const raw_entry e{err.op_context, err.flags, err.len, err.data, err.err};
-                    if (keep_or_drop(e)) {
-                        kept_backlog.push_back(e);
-                    }
-                    continue;
-                }
-            }
-            break;  // dry (or an error reading: nothing more can be read now)
-        }
+        });
         backlog = std::move(kept_backlog);
         backlog_head = 0;
         pending = !backlog.empty();
