@@ -81,24 +81,7 @@ bool finish_multi(std::unique_ptr<multi_op> m, completion& c) {
     c.op = op::write;
     c.status = {};
     c.failed_part = 0;
-    c.bytes = m->bytes;
-    c.context = m->context;
-    for (std::size_t i = 0; i < m->status.size(); ++i) {
-        if (m->status[i]) {
-            c.status = m->status[i];
-            c.failed_part = static_cast<std::uint32_t>(i);
-            break;
-        }
-    }
-    auto* callback = m->callback;
-    const op_pool* pool = m->pool;
-    const bool report = m->report_success || !c.ok();
-    m.reset();  // the units go back before the application hears of it (it may post again)
-    if (callback != nullptr) {
-        run_callback(callback, c, pool);  // after the reader's lock (ops/done.hpp)
-        return false;
-    }
-    return report;
+    return report_parts(std::move(m), c);
 }
 
 bool part_done(void* context, completion& c) {

@@ -19,6 +19,8 @@
 
 #include <remora/completion_queue.hpp>
 
+#include <memory>
+
 #include "ops/op_pool.hpp"
 
 namespace remora::detail {
@@ -58,6 +60,33 @@ struct callback_sink {
 // done_callback's (counted in `from`'s undelivered until it runs), or run at once, inside a
 // completion scope, without one.
 void run_callback(void (*fn)(const completion&), const completion& c, const op_pool* from);
+
+// The one report of a multi-part operation (gather_write, publish) whose last part is done:
+// `c` gets its bytes and context, and the first failed part's status and index (failed_part).
+// The operation (`m`: its status per part, callback, pool, report_success) is freed first, so its
+// units are back before the application hears of it (it may post again); then its callback runs
+// (run_callback) or the CQ's reader sees `c`. Returns whether the reader sees it.
+template <class Op>
+bool report_parts(std::unique_ptr<Op> m, completion& c) {
+    c.bytes = m->bytes;
+    c.context = m->context;
+    for (std::size_t i = 0; i < m->status.size(); ++i) {
+        if (m->status[i]) {
+            c.status = m->status[i];
+            c.failed_part = static_cast<std::uint32_t>(i);
+            break;
+        }
+    }
+    auto* callback = m->callback;
+    const op_pool* pool = m->pool;
+    const bool report = m->report_success || !c.ok();
+    m.reset();
+    if (callback != nullptr) {
+        run_callback(callback, c, pool);  // after the reader's lock
+        return false;
+    }
+    return report;
+}
 
 // For its lifetime, done_callback on this thread hands callbacks to `sink` (null: runs them at
 // once, as without a scope).

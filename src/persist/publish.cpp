@@ -103,26 +103,9 @@ bool finish(publish_op* mp, completion& c) {
     c.op = op::publish;
     c.status = {};
     c.failed_part = 0;
-    c.bytes = m->bytes;
-    c.context = m->context;
     c.has_imm = false;
     c.imm = 0;
-    for (std::size_t i = 0; i < m->status.size(); ++i) {
-        if (m->status[i]) {
-            c.status = m->status[i];
-            c.failed_part = static_cast<std::uint32_t>(i);
-            break;
-        }
-    }
-    auto* callback = m->callback;
-    const op_pool* pool = m->pool;
-    const bool report = m->report_success || !c.ok();
-    m.reset();  // the units go back before the application hears of it (it may post again)
-    if (callback != nullptr) {
-        run_callback(callback, c, pool);  // after the reader's lock (ops/done.hpp)
-        return false;
-    }
-    return report;
+    return report_parts(std::move(m), c);
 }
 
 // Gives back the atomic's reserved entry (never posted).
