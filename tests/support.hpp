@@ -6,11 +6,14 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include <remora/remora.hpp>
 
@@ -76,6 +79,18 @@ T must(result<T> r, const char* what = "result") {
         std::abort();
     }
     return std::move(*r);
+}
+
+// A process killed with SIGKILL cannot close its shm endpoints: their regions (16 MiB each)
+// stay in /dev/shm, named after its process id. Call once it is reaped.
+inline void remove_shm_regions_of(pid_t pid) {
+    const std::string prefix = "remora_" + std::to_string(pid) + "_";
+    std::error_code ec;
+    for (const auto& f : std::filesystem::directory_iterator("/dev/shm", ec)) {
+        if (f.path().filename().string().starts_with(prefix)) {
+            std::filesystem::remove(f.path(), ec);
+        }
+    }
 }
 
 inline std::span<const std::byte> bytes_of(const std::string& s) {

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <remora/connection.hpp>
 
+#include <cstdio>
 #include <cstring>
+#include <random>
 
 #include <unistd.h>
 
@@ -333,12 +335,21 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     }
     if (rdm && dom->caps.provider == "shm") {
         // From the domain's source address shm names every process's endpoints alike
-        // ("fi_shm://127.0.0.1:0:N"), and two processes then collide (fi_enable: EBUSY): name
-        // each after the process and a counter instead.
+        // ("fi_shm://127.0.0.1:0:N"), and two processes then collide (fi_enable: EBUSY). The
+        // process id alone is not enough either: a process that dies without closing leaves
+        // its region in /dev/shm, and once the id is reused shm sees a live owner in it and
+        // refuses the name (EBUSY, seen in CI). So: process id (to find a dead process's
+        // regions), a random word drawn once per process, and a counter.
+        static const std::uint64_t nonce = [] {
+            std::random_device rd;
+            return (std::uint64_t{rd()} << 32) | rd();
+        }();
         static std::atomic<std::uint64_t> shm_endpoints{0};
-        const std::string name = "fi_shm://remora_" + std::to_string(::getpid()) + "_" +
-                                 std::to_string(shm_endpoints.fetch_add(1));
-        set_source_name(ep_info.get(), name.c_str());
+        char name[96];
+        std::snprintf(name, sizeof name, "fi_shm://remora_%ld_%016llx_%llu",
+                      static_cast<long>(::getpid()), static_cast<unsigned long long>(nonce),
+                      static_cast<unsigned long long>(shm_endpoints.fetch_add(1)));
+        set_source_name(ep_info.get(), name);
     }
     this->ep_info = std::move(ep_info);
     ret = open_endpoint(dom->domain.get(), this->ep_info.get(), ep);

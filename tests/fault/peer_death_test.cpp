@@ -141,6 +141,7 @@ class child_process {
             ::kill(pid_, SIGKILL);
             while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
             }
+            remove_shm_regions_of(pid_);
             pid_ = -1;
         }
         return status;

@@ -736,6 +736,7 @@ TEST_P(rdm, peer_death_mid_operation_is_bounded_and_close_returns_everything) {
             if (pid > 0) {  // never kill(-1, ...): that signals every process we may signal
                 ::kill(pid, SIGKILL);
                 ::waitpid(pid, nullptr, 0);
+                remove_shm_regions_of(pid);
             }
             ::close(fds[0]);
             ::close(fds[1]);
@@ -769,6 +770,7 @@ TEST_P(rdm, peer_death_mid_operation_is_bounded_and_close_returns_everything) {
     ::kill(child, SIGKILL);  // the peer dies
     reaper.pid = 0;
     ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+    remove_shm_regions_of(child);
 
     // Operations to the dead peer: each completes (with an error) or is still outstanding when
     // the user's timeout ends; either way nothing hangs.
