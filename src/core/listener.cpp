@@ -79,11 +79,13 @@ result<connection> accept_request(detail::request_impl* req, const connection_co
         (void)pep_reject(req->listener->pep.get(), req->info->handle, marker.data(), marker.size());
     };
     if (auto r = impl->setup(req->info.get(), config); !r) {
-        if (!impl->ep) {
+        if (!impl->endpoint_opened) {
             reject_now();
         }
-        // Otherwise the endpoint took the request's handle: rejecting it now breaks sockets'
-        // listener. Closing the endpoint tells the peer.
+        // Otherwise the endpoint took the request's handle, and closing it (setup did, if a
+        // later step failed) tells the peer: sockets frees the handle with the endpoint, so a
+        // reject after that freed it twice (heap corruption in its CM thread, found by the fault
+        // sweep with fi_ep_bind failing on the accepting side).
         req->answered = true;
         return fail(r.error());
     }
