@@ -634,8 +634,13 @@ class connection {
     /// on it together with the armed CQ fds.
     [[nodiscard]] int event_fd() const noexcept;
     [[nodiscard]] std::span<const std::byte> peer_private_data() const noexcept;
-    /// Disconnects; outstanding operations complete with errors (flushed; on RDM: errc::canceled,
-    /// see the file head). Idempotent. During an asynchronous setup it ends the setup (its outcome
+    /// Disconnects and closes the endpoint: every outstanding operation completes,
+    /// once, through the CQs as usual — with the status the shutdown gave it (tcp: canceled,
+    /// sockets: disconnected), else errc::canceled (on RDM: errc::canceled, see the file head) —
+    /// so reading the CQs until in_flight() is 0 ends, also when the peer stopped acknowledging
+    /// (sockets kept such a write in flight before, issue 13). This side's next_event() reports
+    /// conn_event::closed once (unless the peer's close or loss was reported already); the peer
+    /// sees its close. Idempotent. During an asynchronous setup it ends the setup (its outcome
     /// is conn_event::closed, setup_status() errc::canceled, receives posted early complete with
     /// errors); the endpoint, and with it the peer's side, goes when the connection is destroyed.
     result<void> close();

@@ -356,6 +356,7 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_endpoint"));
     }
+    endpoint_opened = true;
     // An RDM endpoint is bound to its address vector, a connected one to its event queue.
     // RDM: no reader may drive the CQs while the endpoint is bound to them but not enabled
     // (shm progresses every endpoint bound to a CQ it reads, and one not enabled yet has no
@@ -579,13 +580,34 @@ result<void> connection::close() {
             return {};  // the endpoint goes with the connection (see poll_setup_locked)
         }
     }
+    int ret = 0;
     if (c.open.exchange(false) && c.ep) {
-        int ret = detail::ep_shutdown(c.ep.get());
+        ret = detail::ep_shutdown(c.ep.get());
         c.cancel_receives();
-        detail::parked_gate(c).wake_owner(&c, errc::disconnected);
-        if (ret != 0 && ret != -FI_ENOTCONN) {
-            return fail(detail::fabric_error(ret, "fi_shutdown"));
+    }
+    // fi_shutdown does not end everything (sockets keeps a write that waits for the peer's
+    // acknowledgement until the link returns): the endpoint goes now, and what it still held
+    // completes canceled (close_endpoint). Also after the peer's close or loss (open is false
+    // then, the endpoint still there).
+    if (c.ep) {
+        c.close_endpoint();
+    }
+    {
+        // This side's conn_event::closed: the provider's own shutdown event may have gone with
+        // the endpoint, so close() queues one (once) unless the end is known already.
+        std::lock_guard lock(c.event_mu);
+        if (c.established && !c.ended && c.eq) {
+            c.ended = true;
+            fi_eq_cm_entry entry{};
+            c.own_close_event = detail::eq_write(c.eq.get(), FI_SHUTDOWN, &entry, sizeof(entry)) ==
+                                static_cast<ssize_t>(sizeof(entry));
+            if (!c.own_close_event) {
+                c.pending_event = conn_event::closed;  // next_event still reports it
+            }
         }
+    }
+    if (ret != 0 && ret != -FI_ENOTCONN) {
+        return fail(detail::fabric_error(ret, "fi_shutdown"));
     }
     return {};
 }

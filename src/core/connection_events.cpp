@@ -85,15 +85,19 @@ void connection_impl::poll_events() {
     }
     auto ev = read_eq(eq.get(), milliseconds(0), dom->caps.cm_data_size, nullptr);
     if (!ev) {
-        if (ev.error() == errc::timed_out) {
+        if (ev.error() == errc::timed_out || ended) {
             return;
         }
         pending_event = conn_event::lost;
     } else if (ev->event == FI_SHUTDOWN) {
+        if (ended && !std::exchange(own_close_event, false)) {
+            return;  // the end was reported already (close() queued one of its own)
+        }
         pending_event = conn_event::closed;
     } else {
         return;  // nothing else is expected on an established connection
     }
+    ended = true;
     open = false;
     cancel_receives();
     parked_gate(*this).wake_owner(this, errc::disconnected);  // parked posts end (parked.cpp)

@@ -68,6 +68,11 @@ struct connection_impl {
     mutable std::mutex event_mu;
     std::optional<conn_event> pending_event;  // read by a CQ or channel wait, for next_event
     bool established = false;                 // FI_CONNECTED seen: later events are poll_events'
+    // The connection's end (closed or lost) was taken from the event queue: it is reported once,
+    // and later shutdown events are dropped. close() closes the endpoint, which may take the
+    // provider's own shutdown event with it: it queues one of its own instead (own_close_event).
+    bool ended = false;
+    bool own_close_event = false;
     // Asynchronous setup (connect_async, accept_async): true from the call until the outcome is
     // known (FI_CONNECTED, an error event, the deadline, close()). Receives may be posted
     // meanwhile; other operations are refused (check_open). Under event_mu, but read unlocked.
@@ -141,6 +146,9 @@ struct connection_impl {
     // CQ's reader, giving its entries back: with the status the provider gave it (connected
     // endpoints: the shutdown's flush), else errc::canceled. Idempotent.
     void close_endpoint();
+    // setup opened the endpoint (fi_endpoint succeeded), even if a later step failed and closed
+    // it again: an accepting side's endpoint took the connection request's handle then.
+    bool endpoint_opened = false;
     // The progress thread lets go of this connection's own (unshared) CQs, if it watched them;
     // teardown and close_endpoint call it before closing the endpoint. Takes dom->progress_mu.
     void unwatch_progress();

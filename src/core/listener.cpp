@@ -79,11 +79,15 @@ result<connection> accept_request(detail::request_impl* req, const connection_co
         (void)pep_reject(req->listener->pep.get(), req->info->handle, marker.data(), marker.size());
     };
     if (auto r = impl->setup(req->info.get(), config); !r) {
-        if (!impl->ep) {
+        // Once the endpoint was opened it took the request's handle, and closing it (setup did,
+        // if a later step failed) tells the peer. Who frees the handle then differs (libfabric
+        // 1.17): tcp only on accept or reject (so it is rejected: the reject frees it and sends
+        // nothing); sockets with the endpoint, so a reject freed it a second time (heap
+        // corruption in its CM thread, found by the fault sweep with fi_ep_bind failing on the
+        // accepting side). Other providers: not rejected (a leak at worst, not a double free).
+        if (!impl->endpoint_opened || caps.provider == "tcp") {
             reject_now();
         }
-        // Otherwise the endpoint took the request's handle: rejecting it now breaks sockets'
-        // listener. Closing the endpoint tells the peer.
         req->answered = true;
         return fail(r.error());
     }

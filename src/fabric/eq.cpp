@@ -27,4 +27,11 @@ ssize_t eq_readerr(fid_eq* eq, fi_eq_err_entry* entry) {
     return fi_eq_readerr(eq, entry, 0);
 }
 
+ssize_t eq_write(fid_eq* eq, std::uint32_t event, const void* buf, std::size_t len) {
+    if (int r = injected(fabric_call::eq_write)) {
+        return r;
+    }
+    return fi_eq_write(eq, event, buf, len, 0);
+}
+
 }  // namespace remora::detail

@@ -21,5 +21,7 @@ int eq_open(fid_fabric* fabric, std::size_t size, eq_handle& out);
 // `timeout_ms` (0: do not block). Bytes read, -FI_EAGAIN / -FI_ETIMEDOUT, or -FI_EAVAIL.
 ssize_t eq_sread(fid_eq* eq, std::uint32_t* event, void* buf, std::size_t len, int timeout_ms);
 ssize_t eq_readerr(fid_eq* eq, fi_eq_err_entry* entry);
+// fi_eq_write: queues `event` with `buf` as its entry (the EQ's fd becomes readable).
+ssize_t eq_write(fid_eq* eq, std::uint32_t event, const void* buf, std::size_t len);
 
 }  // namespace remora::detail

@@ -68,9 +68,10 @@ enum class fabric_call : std::uint8_t {
     query_atomic,  // fi_query_atomic (native atomics, probed at domain open)
     dupinfo,       // fi_dupinfo: an armed one returns no fi_info (whatever the code)
     allocinfo,     // fi_allocinfo: the same
+    eq_write,      // fi_eq_write (close() reports its own conn_event::closed)
 };
 inline constexpr std::size_t fabric_call_count =
-    static_cast<std::size_t>(fabric_call::allocinfo) + 1;
+    static_cast<std::size_t>(fabric_call::eq_write) + 1;
 
 // The libfabric name ("fi_cq_read"); from_string takes it back (false for an unknown name).
 const char* to_string(fabric_call c) noexcept;

@@ -557,13 +557,6 @@ TEST_P(peer_death, in_flight_reads_and_writes_all_complete_when_the_server_dies)
 void large_writes_to_a_stopped_server(const std::string& provider, bool destroy) {
     constexpr std::size_t writes = 16;
     constexpr std::size_t size = 1 << 20;
-    if (provider == "sockets" && !destroy) {
-        // Defect A (issue 13) is still open: closing the endpoint in close() cured this but made
-        // the fault sweep's sockets_setup part crash inside libfabric (heap corruption in a
-        // sockets thread, 2 runs in 3), so close() still only shuts down; on sockets the writes
-        // then wait for the stopped peer (the test hung without this skip).
-        GTEST_SKIP() << "sockets: close() leaves writes awaiting a stopped peer (defect A)";
-    }
     pipe_pair to_child, from_child;
     child_process child;
     ASSERT_TRUE(child.start([&]() -> int {

@@ -21,10 +21,9 @@
 // (net.ipv4.tcp_retries2 = 15) before the providers hear of anything. Seen here (libfabric 1.17):
 // a healed link or a continued target loses nothing; a killed target or a reset ends the waiting
 // operation at once (tcp: canceled, sockets: disconnected); with the link down for good, close()
-// ends everything on tcp, tcp;ofi_rxm and net, while on sockets an operation waiting for the peer's
-// acknowledgement can stay in flight after close() until the connection is destroyed (see that
-// test); on tcp;ofi_rxm and net a flush whose target was killed or reset never completes by itself
-// (see expect_ended).
+// ends everything on every provider (on sockets, where fi_shutdown leaves an operation waiting for
+// the peer's acknowledgement, because close() closes the endpoint too); on tcp;ofi_rxm and net a
+// flush whose target was killed or reset never completes by itself (see expect_ended).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -533,18 +532,11 @@ TEST_P(twohost_test, link_down_for_good_close_ends_every_operation) {
     EXPECT_TRUE(a->end->posted) << a->end->message;
     EXPECT_FALSE(a->end->completed) << a->end->what << " completed with " << a->end->message;
     EXPECT_TRUE(a->end->status == errc::timed_out) << a->end->message;
-    // KNOWN DEFECT on sockets (libfabric 1.17): its writes and sends complete only when the
-    // peer acknowledges them, and fi_shutdown (all close() does on a connected endpoint) does
-    // not flush one still waiting for that acknowledgement. A write caught by the fault never
-    // completes after close(); a flush caught by it completes (canceled: close() cancels the
-    // receive its reply would land in) but its request's send stays in the provider. Either
-    // way in_flight() stays 1 until the link comes back or the connection is destroyed (when the
-    // link went down after the acknowledgement, nothing is stuck: 0 or 1 here), and a
-    // user looping "while in_flight() > 0" after close() waits out their own timeout. tcp
-    // flushes everything at shutdown. The fix belongs in connection::close()
-    // (src/core/connection.cpp): close the endpoint there and complete what is left canceled,
-    // as the RDM close does (peer.cpp close_rdm); then make `stuck` 0 for every provider.
-    const std::size_t stuck = GetParam() == "sockets" ? 1 : 0;
+    // On sockets (libfabric 1.17) writes and sends complete only when the peer acknowledges
+    // them, and fi_shutdown does not flush one still waiting for that acknowledgement: close()
+    // therefore closes the endpoint too and completes what is left canceled (as on RDM), so
+    // nothing stays in flight on any provider. tcp flushes everything at shutdown already.
+    const std::size_t stuck = 0;
     const auto late = close_and_drain(*a, stuck);
     for (auto s : late) {
         EXPECT_TRUE(is_disconnect(s)) << "late completion: " << s.message();
