@@ -35,10 +35,6 @@ void op_pool::reset(std::size_t sends, std::size_t service, std::size_t recvs) {
     }
 }
 
-queue op_pool::queue_of(std::size_t index) const noexcept {
-    return index < sends_ ? queue::send : index < sends_ + service_ ? queue::service : queue::recv;
-}
-
 namespace {
 
 void arm_taken(op_record* r) noexcept {
@@ -98,19 +94,6 @@ bool op_pool::take_n(queue q, std::size_t n, op_record** out) {
                 arm_taken(out[i]);
             }
             return true;
-        }
-    }
-}
-
-void op_pool::push_chain(std::size_t k, std::uint32_t first, std::uint32_t last,
-                         std::uint32_t n) noexcept {
-    free_list& f = free_[k];
-    std::uint64_t h = f.head.load(std::memory_order_relaxed);
-    for (;;) {
-        next_[last].store(top_in(h), std::memory_order_relaxed);
-        if (f.head.compare_exchange_weak(h, pack(first, free_in(h) + n, tag_in(h) + 1),
-                                         std::memory_order_release, std::memory_order_relaxed)) {
-            return;
         }
     }
 }
@@ -187,10 +170,19 @@ void op_pool::reclaim(std::uint64_t mark) {
 }
 
 void op_pool::give(op_record* r, bool wake) noexcept {
-    give_n(&r, 1, wake);
+    // give_n for one record, without its batching (every completion's path).
+    if (!r->in_use.exchange(false, std::memory_order_relaxed)) {
+        return;  // given back already (give_n says when)
+    }
+    r->delivering.store(false, std::memory_order_relaxed);
+    const auto i = static_cast<std::uint32_t>(r - records_.data());
+    push_chain(static_cast<std::size_t>(queue_of(i)), i, i, 1);
+    if (park_gate* g = gate.load(); wake && g != nullptr) {
+        g->notify();
+    }
 }
 
-void op_pool::give_n(op_record* const* rs, std::size_t n, bool wake) noexcept {
+void op_pool::give_batch(op_record* const* rs, std::size_t n, bool wake) noexcept {
     // One chain a queue, pushed with one CAS each (a batch is usually all one queue's).
     std::uint32_t first[queues];
     std::uint32_t last[queues];

@@ -100,8 +100,14 @@ class op_pool {
     // (its budget refused). Waking the parked head for it would make the head retry at once,
     // refuse itself the same way, wake itself again, and spin past its deadline.
     void give(op_record* r, bool wake = true) noexcept;
-    // Gives back rs[0..n), all of this pool, under one lock (a poll handing out a batch).
-    void give_n(op_record* const* rs, std::size_t n, bool wake = true) noexcept;
+    // Gives back rs[0..n), all of this pool (a poll handing out a batch): one CAS a queue.
+    void give_n(op_record* const* rs, std::size_t n, bool wake = true) noexcept {
+        if (n == 1) {
+            give(rs[0], wake);  // a poll that handed out one completion
+        } else {
+            give_batch(rs, n, wake);
+        }
+    }
     // Records of receives still posted (to cancel them on disconnect).
     std::vector<op_record*> posted_recvs();
     // Every record taken and not given back, with whether it is a receive's (RDM close).
@@ -171,14 +177,30 @@ class op_pool {
     static constexpr std::uint64_t tag_in(std::uint64_t h) noexcept { return h >> 40; }
     // Pushes the chain first..last (linked through next_) of `n` records of queue k.
     void push_chain(std::size_t k, std::uint32_t first, std::uint32_t last,
-                    std::uint32_t n) noexcept;
+                    std::uint32_t n) noexcept {
+        free_list& f = free_[k];
+        std::uint64_t h = f.head.load(std::memory_order_relaxed);
+        for (;;) {
+            next_[last].store(top_in(h), std::memory_order_relaxed);
+            if (f.head.compare_exchange_weak(h, pack(first, free_in(h) + n, tag_in(h) + 1),
+                                             std::memory_order_release,
+                                             std::memory_order_relaxed)) {
+                return;
+            }
+        }
+    }
+    void give_batch(op_record* const* rs, std::size_t n, bool wake) noexcept;
     free_list free_[queues];
     std::unique_ptr<std::atomic<std::uint32_t>[]> next_;  // one link a record
     std::vector<op_record> records_;  // sends, service sends, receives; never reallocated
     mutable std::mutex mu_;           // the quiet ring and the scans
     std::size_t sends_ = 0;
     std::size_t service_ = 0;
-    queue queue_of(std::size_t index) const noexcept;
+    queue queue_of(std::size_t index) const noexcept {
+        return index < sends_              ? queue::send
+               : index < sends_ + service_ ? queue::service
+                                           : queue::recv;
+    }
     struct quiet_entry {
         op_record* rec;
         std::uint64_t mark;
