@@ -118,9 +118,10 @@ enum class channel_mode : std::uint8_t {
     shared,    ///< CQ and RCQ share one channel: wait on the connection (or on the channel)
 };
 
-/// Depths beyond what the provider grants (its send, receive and completion queue sizes) are
-/// reduced to fit; config() reports the effective values. max_sge is never reduced: too many
-/// segments is an error.
+/// Depths beyond what the provider grants (its send, receive and completion queue sizes), or
+/// beyond 262,144 a queue (remora's own bound), are reduced to fit; config() reports the
+/// effective values. max_sge is never reduced: too many segments is an error, and so is a
+/// service_depth past either bound (errc::too_large).
 struct connection_config {
     std::uint32_t sq_size = 64;  ///< send-queue depth (sends, reads, writes, atomics in flight)
     std::uint32_t rq_size = 64;  ///< receive-queue depth (posted receives)

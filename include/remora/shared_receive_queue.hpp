@@ -45,8 +45,9 @@
 namespace remora {
 
 struct shared_receive_queue_config {
-    std::uint32_t size = 64;  ///< receives posted at once (clamped to the provider's rx size)
-    std::uint64_t tag = 0;    ///< completion::tag of its receives
+    /// Receives posted at once (clamped to the provider's rx size and to 262,144).
+    std::uint32_t size = 64;
+    std::uint64_t tag = 0;  ///< completion::tag of its receives
 };
 
 class shared_receive_queue {

@@ -16,7 +16,8 @@
 ///
 /// detail::unit_budget is the all-or-nothing reservation of K kinds of units against capacities
 /// that every budget of the library is written with: slot_pool's accounting, a shared CQ's
-/// reserved entries, a connection's operation records (src/ops/op_pool.hpp). It is in this
+/// reserved entries (a connection's operation records count themselves in their lock-free
+/// free lists, src/ops/op_pool.hpp). It is in this
 /// header only because slot_pool holds one by value; it is not part of the API.
 ///
 /// Threading: `units` is a value. A budget's calls may run concurrently (slot_pool's do). A

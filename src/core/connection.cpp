@@ -61,12 +61,20 @@ result<connection_config> effective(const connection_config& in, const provider_
         c.sq_size = static_cast<std::uint32_t>(caps.tx_size) - c.service_depth;
     }
     c.rq_size = std::min<std::uint32_t>(c.rq_size, static_cast<std::uint32_t>(caps.rx_size));
+    // And to the most records a queue of the connection's op_pool holds.
+    c.sq_size = std::min<std::uint32_t>(c.sq_size, detail::op_pool::max_queue);
+    c.rq_size = std::min<std::uint32_t>(c.rq_size, detail::op_pool::max_queue);
     const std::size_t sge_limit = std::min<std::size_t>(caps.iov_limit, max_segments);
     if (c.max_sge == 0 || c.max_sge > sge_limit) {
         return fail(errc::too_large, "connection_config: max_sge " + n2s(c.max_sge) +
                                          " must be 1.." + n2s(sge_limit) +
                                          " (the provider's iov limit, at most " +
                                          n2s(max_segments) + ")");
+    }
+    if (c.service_depth > detail::op_pool::max_queue) {
+        return fail(errc::too_large, "connection_config: service_depth " + n2s(c.service_depth) +
+                                         " exceeds remora's " + n2s(detail::op_pool::max_queue) +
+                                         " records a queue");
     }
     if (c.service_depth != 0) {
         // The service's messages are the connection's only receives, and its sends get entries

@@ -227,9 +227,17 @@ inline result<void> not_while_setting_up(const connection_impl& c, const char* w
 }
 result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind, bool recv,
                          const char* what);
-// `call` is the libfabric call that posted (its failure names it).
-result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what, bool recv,
-                    fabric_call call);
+// `call` is the libfabric call that posted (its failure names it). A failed post gives its
+// record back (submit_failed, out of line: the posting fast path is the test of `ret`).
+result<void> submit_failed(connection_impl& c, op_record* r, ssize_t ret, const char* what,
+                           bool recv, fabric_call call);
+inline result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const char* what,
+                           bool recv, fabric_call call) {
+    if (ret == 0) [[likely]] {
+        return {};
+    }
+    return submit_failed(c, r, ret, what, recv, call);
+}
 // Parked posts (src/core/parked.cpp): the gate this connection's parked posts wait on (its
 // budget's, or its own), and admission that waits there when opts.park_until is set.
 park_gate& parked_gate(connection_impl& c) noexcept;

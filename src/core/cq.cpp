@@ -141,7 +141,8 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
         c.tag = cq.tag;
         return true;  // a peer's write with immediate data: no local operation
     }
-    if (!rec->in_use || rec->delivering.load(std::memory_order_relaxed)) {
+    if (!rec->in_use.load(std::memory_order_relaxed) ||
+        rec->delivering.load(std::memory_order_relaxed)) {
         // Already finished: an RDM close() completed it (errc::canceled) before the provider's
         // own entry, read now, came through.
         return false;

@@ -33,7 +33,8 @@ result<shared_receive_queue> shared_receive_queue::create(const domain& dom,
     }
     auto impl = std::make_shared<srq_impl>();
     impl->dom = dom.impl();
-    impl->size = std::min<std::uint32_t>(cfg.size, static_cast<std::uint32_t>(caps.rx_size));
+    impl->size = std::min<std::uint32_t>(
+        {cfg.size, static_cast<std::uint32_t>(caps.rx_size), detail::op_pool::max_queue});
     auto q = shared_completion_queue::create(dom, {.size = impl->size, .tag = cfg.tag});
     if (!q) {
         return fail(q.error());

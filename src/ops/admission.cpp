@@ -6,16 +6,20 @@
 
 namespace remora::detail {
 
-result<op_record*> admit_op(op_pool& pool, queue q, const std::shared_ptr<budget>& shared,
-                            const units& need, const char* what, std::size_t depth) {
+error queue_full(queue q, const char* what, std::size_t depth) {
+    if (q == queue::service) {
+        return error(errc::would_block, std::string(what) + ": no queue entry left");
+    }
+    return error(errc::would_block,
+                 std::string(what) + ": " + (q == queue::recv ? "receive" : "send") +
+                     " queue full (depth " + std::to_string(depth) + "); reap completions");
+}
+
+result<op_record*> admit_op_full(op_pool& pool, queue q, const std::shared_ptr<budget>& shared,
+                                 const units& need, const char* what, std::size_t depth) {
     op_record* r = pool.take(q);
     if (r == nullptr) {
-        if (q == queue::service) {
-            return fail(errc::would_block, std::string(what) + ": no queue entry left");
-        }
-        return fail(errc::would_block,
-                    std::string(what) + ": " + (q == queue::recv ? "receive" : "send") +
-                        " queue full (depth " + std::to_string(depth) + "); reap completions");
+        return fail(queue_full(q, what, depth));
     }
     if (shared) {
         auto held = held_units::take(shared, need);

@@ -9,8 +9,9 @@
 // library-internal hook (the `done` function, ops/done.hpp). A failed post gives everything back
 // (release_failed).
 //
-// Data path cost: one lock (the pool's) to take a record; with a shared budget one virtual call
-// into it (and a shared_ptr copy for the holding). Nothing allocates.
+// Data path cost: one compare-and-swap (the pool's lock-free free list) to take a record; with
+// a shared budget one virtual call into it (and a shared_ptr copy for the holding). Nothing
+// allocates.
 #pragma once
 
 #include <cstddef>
@@ -28,8 +29,20 @@ namespace remora::detail {
 // A record of queue `q` and `need` units of `shared` when it is set, or nothing. Errors:
 // would_block when `q` is full (the message names `what`, the queue and its `depth`), or the
 // budget's own (prefixed with `what`).
-result<op_record*> admit_op(op_pool& pool, queue q, const std::shared_ptr<budget>& shared,
-                            const units& need, const char* what, std::size_t depth);
+result<op_record*> admit_op_full(op_pool& pool, queue q, const std::shared_ptr<budget>& shared,
+                                 const units& need, const char* what, std::size_t depth);
+// The refusal of a full queue `q` (admit_op's message).
+error queue_full(queue q, const char* what, std::size_t depth);
+inline result<op_record*> admit_op(op_pool& pool, queue q, const std::shared_ptr<budget>& shared,
+                                   const units& need, const char* what, std::size_t depth) {
+    if (!shared) [[likely]] {
+        if (op_record* r = pool.take(q); r != nullptr) [[likely]] {
+            return r;
+        }
+        return fail(queue_full(q, what, depth));
+    }
+    return admit_op_full(pool, q, shared, need, what, depth);
+}
 
 // The application's operation: its completion is reported (report_success, or failures only)
 // or goes to `callback` with `context`.

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // src/ops/op_pool.cpp — a connection's operation records: taking and giving them (the record
 // side of admission), the receives still posted, and the ring of unsignalled operations
-// (selective signalling). Everything runs under the budget's lock (budget_.exclusive).
+// (selective signalling). Taking and giving are lock-free (op_pool::free_list says how); the
+// ring and the scans run under the pool's mutex.
 #include <algorithm>
 #include <vector>
 
@@ -10,103 +11,129 @@
 namespace remora::detail {
 
 void op_pool::reset(std::size_t sends, std::size_t service, std::size_t recvs) {
-    budget_.exclusive([&](auto& l) {
-        records_ = std::vector<op_record>(sends + service + recvs);
-        sends_ = sends;
-        service_ = service;
-        l.reset({static_cast<std::uint32_t>(sends), static_cast<std::uint32_t>(service),
-                 static_cast<std::uint32_t>(recvs)});
-        for (auto& f : free_) {
-            f.clear();
+    std::lock_guard lock(mu_);
+    records_ = std::vector<op_record>(sends + service + recvs);
+    next_ = std::make_unique<std::atomic<std::uint32_t>[]>(records_.size());
+    sends_ = sends;
+    service_ = service;
+    const std::size_t sizes[queues] = {sends, service, recvs};
+    std::size_t first = 0;
+    for (std::size_t k = 0; k < queues; ++k) {
+        // Records first..first+n-1 in index order: the lowest is taken first.
+        const auto n = static_cast<std::uint32_t>(sizes[k]);
+        for (std::uint32_t j = 0; j < n; ++j) {
+            next_[first + j].store(j + 1 < n ? static_cast<std::uint32_t>(first + j + 1) : none,
+                                   std::memory_order_relaxed);
         }
-        for (std::size_t i = records_.size(); i-- > 0;) {
-            records_[i].owner = this;
-            free_[static_cast<std::size_t>(queue_of(i))].push_back(static_cast<std::uint32_t>(i));
-        }
-    });
+        free_[k].capacity = n;
+        free_[k].head.store(pack(n != 0 ? static_cast<std::uint32_t>(first) : none, n, 0),
+                            std::memory_order_release);
+        first += n;
+    }
+    for (auto& r : records_) {
+        r.owner = this;
+    }
 }
 
-queue op_pool::queue_of(std::size_t index) const noexcept {
-    return index < sends_ ? queue::send : index < sends_ + service_ ? queue::service : queue::recv;
+namespace {
+
+void arm_taken(op_record* r) noexcept {
+    r->in_use.store(true, std::memory_order_relaxed);
+    r->internal = nullptr;
+    r->unsignaled.store(false, std::memory_order_relaxed);
+    r->reclaims = false;
 }
+
+}  // namespace
 
 op_record* op_pool::take(queue q) {
-    const auto k = static_cast<std::size_t>(q);
-    return budget_.exclusive([&](auto& l) -> op_record* {
-        if (l.free(k) == 0) {
+    free_list& f = free_[static_cast<std::size_t>(q)];
+    std::uint64_t h = f.head.load(std::memory_order_acquire);
+    for (;;) {
+        const std::uint32_t top = top_in(h);
+        if (top == none) {
             return nullptr;  // that queue is full
         }
-        l.take_one(k);
-        op_record* r = &records_[free_[k].back()];
-        free_[k].pop_back();
-        r->in_use = true;
-        r->internal = nullptr;
-        r->unsignaled = false;
-        r->reclaims = false;
-        return r;
-    });
+        const std::uint32_t below = next_[top].load(std::memory_order_relaxed);
+        if (f.head.compare_exchange_weak(h, pack(below, free_in(h) - 1, tag_in(h) + 1),
+                                         std::memory_order_acquire, std::memory_order_acquire)) {
+            op_record* r = &records_[top];
+            arm_taken(r);
+            return r;
+        }
+    }
 }
 
 bool op_pool::take_n(queue q, std::size_t n, op_record** out) {
-    const auto k = static_cast<std::size_t>(q);
-    return budget_.exclusive([&](auto& l) {
-        if (l.free(k) < n) {
+    free_list& f = free_[static_cast<std::size_t>(q)];
+    std::uint64_t h = f.head.load(std::memory_order_acquire);
+    for (;;) {
+        if (free_in(h) < n) {
             return false;
         }
+        // Walk n links from the top; a link changed under us shows as a changed head (the CAS
+        // fails) or, before that, as an index out of range: read the head again.
+        std::uint32_t at = top_in(h);
+        bool torn = false;
         for (std::size_t i = 0; i < n; ++i) {
-            l.take_one(k);
-            op_record* r = &records_[free_[k].back()];
-            free_[k].pop_back();
-            r->in_use = true;
-            r->internal = nullptr;
-            r->unsignaled = false;
-            r->reclaims = false;
-            out[i] = r;
+            if (at >= records_.size()) {
+                torn = true;
+                break;
+            }
+            out[i] = &records_[at];
+            at = next_[at].load(std::memory_order_relaxed);
         }
-        return true;
-    });
+        if (torn) {
+            h = f.head.load(std::memory_order_acquire);
+            continue;
+        }
+        if (f.head.compare_exchange_weak(
+                h, pack(at, free_in(h) - static_cast<std::uint32_t>(n), tag_in(h) + 1),
+                std::memory_order_acquire, std::memory_order_acquire)) {
+            for (std::size_t i = 0; i < n; ++i) {
+                arm_taken(out[i]);
+            }
+            return true;
+        }
+    }
 }
 
 void op_pool::push_quiet(op_record* r) {
-    budget_.exclusive([&](auto&) {
-        if (quiet_.empty()) {
-            quiet_.resize(std::max<std::size_t>(2 * sends_, 2));
-        }
-        if (quiet_count_ == quiet_.size()) {
-            // Full of stale entries (records that completed with an error): keep the valid ones.
-            std::size_t kept = 0;
-            for (std::size_t i = 0; i < quiet_count_; ++i) {
-                const quiet_entry e = quiet_[(quiet_head_ + i) % quiet_.size()];
-                if (quiet_valid(e)) {
-                    quiet_[(quiet_head_ + kept++) % quiet_.size()] = e;
-                }
+    std::lock_guard lock(mu_);
+    if (quiet_.empty()) {
+        quiet_.resize(std::max<std::size_t>(2 * sends_, 2));
+    }
+    if (quiet_count_ == quiet_.size()) {
+        // Full of stale entries (records that completed with an error): keep the valid ones.
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < quiet_count_; ++i) {
+            const quiet_entry e = quiet_[(quiet_head_ + i) % quiet_.size()];
+            if (quiet_valid(e)) {
+                quiet_[(quiet_head_ + kept++) % quiet_.size()] = e;
             }
-            quiet_count_ = kept;
         }
-        r->unsignaled = true;
-        r->mark = quiet_next_++;
-        quiet_[(quiet_head_ + quiet_count_) % quiet_.size()] = {r, r->mark};
-        ++quiet_count_;
-    });
+        quiet_count_ = kept;
+    }
+    r->unsignaled.store(true, std::memory_order_relaxed);
+    r->mark = quiet_next_++;
+    quiet_[(quiet_head_ + quiet_count_) % quiet_.size()] = {r, r->mark};
+    ++quiet_count_;
 }
 
 void op_pool::unpush_quiet(op_record* r) {
-    budget_.exclusive([&](auto&) {
-        // The newest entry: posts and pushes are serialised, and reclaim takes older ones only.
-        if (quiet_count_ != 0 &&
-            quiet_[(quiet_head_ + quiet_count_ - 1) % quiet_.size()].rec == r) {
-            --quiet_count_;
-            --quiet_next_;
-        }
-        r->unsignaled = false;
-    });
+    std::lock_guard lock(mu_);
+    // The newest entry: posts and pushes are serialised, and reclaim takes older ones only.
+    if (quiet_count_ != 0 && quiet_[(quiet_head_ + quiet_count_ - 1) % quiet_.size()].rec == r) {
+        --quiet_count_;
+        --quiet_next_;
+    }
+    r->unsignaled.store(false, std::memory_order_relaxed);
 }
 
 void op_pool::mark_signalled(op_record* r) {
-    budget_.exclusive([&](auto&) {
-        r->reclaims = true;
-        r->mark = quiet_next_;
-    });
+    std::lock_guard lock(mu_);
+    r->reclaims = true;
+    r->mark = quiet_next_;
 }
 
 void op_pool::reclaim(std::uint64_t mark) {
@@ -115,8 +142,11 @@ void op_pool::reclaim(std::uint64_t mark) {
     // records back, and their units outside the lock (a parked acquirer may run).
     for (;;) {
         op_holdings back[16];
+        op_record* done[16];
         std::size_t n = 0;
-        const bool more = budget_.exclusive([&](auto& l) {
+        bool more = false;
+        {
+            std::lock_guard lock(mu_);
             while (quiet_count_ != 0 && n < 16) {
                 const quiet_entry e = quiet_[quiet_head_];
                 if (e.mark >= mark) {
@@ -125,20 +155,14 @@ void op_pool::reclaim(std::uint64_t mark) {
                 quiet_head_ = (quiet_head_ + 1) % quiet_.size();
                 --quiet_count_;
                 if (quiet_valid(e)) {
-                    e.rec->in_use = false;
-                    e.rec->unsignaled = false;
-                    back[n++] = std::move(e.rec->held);
-                    const auto i = static_cast<std::size_t>(e.rec - records_.data());
-                    const auto k = static_cast<std::size_t>(queue_of(i));
-                    free_[k].push_back(static_cast<std::uint32_t>(i));
-                    l.give_one(k);
+                    e.rec->unsignaled.store(false, std::memory_order_relaxed);
+                    back[n] = std::move(e.rec->held);
+                    done[n++] = e.rec;
                 }
             }
-            return n == 16;
-        });
-        if (park_gate* g = gate.load(); g != nullptr) {
-            g->notify();
+            more = n == 16;
         }
+        give_n(done, n);  // notifies the gate
         if (!more) {
             return;  // `back` releases on the way out, outside the lock
         }
@@ -146,60 +170,81 @@ void op_pool::reclaim(std::uint64_t mark) {
 }
 
 void op_pool::give(op_record* r, bool wake) noexcept {
-    give_n(&r, 1, wake);
+    // give_n for one record, without its batching (every completion's path).
+    if (!r->in_use.exchange(false, std::memory_order_relaxed)) {
+        return;  // given back already (give_n says when)
+    }
+    r->delivering.store(false, std::memory_order_relaxed);
+    const auto i = static_cast<std::uint32_t>(r - records_.data());
+    push_chain(static_cast<std::size_t>(queue_of(i)), i, i, 1);
+    if (park_gate* g = gate.load(); wake && g != nullptr) {
+        g->notify();
+    }
 }
 
-void op_pool::give_n(op_record* const* rs, std::size_t n, bool wake) noexcept {
-    budget_.exclusive([&](auto& l) {
-        for (std::size_t j = 0; j < n; ++j) {
-            op_record* r = rs[j];
-            if (!r->in_use) {
-                continue;
-            }
-            r->in_use = false;
-            r->delivering.store(false, std::memory_order_relaxed);
-            const auto i = static_cast<std::size_t>(r - records_.data());
-            const auto k = static_cast<std::size_t>(queue_of(i));
-            free_[k].push_back(static_cast<std::uint32_t>(i));
-            l.give_one(k);
+void op_pool::give_batch(op_record* const* rs, std::size_t n, bool wake) noexcept {
+    // One chain a queue, pushed with one CAS each (a batch is usually all one queue's).
+    std::uint32_t first[queues];
+    std::uint32_t last[queues];
+    std::uint32_t count[queues] = {0, 0, 0};
+    for (std::size_t j = 0; j < n; ++j) {
+        op_record* r = rs[j];
+        // The exchange makes a second give of the same record (an RDM close and the provider's
+        // own completion) a no-op, whichever thread makes it.
+        if (!r->in_use.exchange(false, std::memory_order_relaxed)) {
+            continue;
         }
-    });
+        r->delivering.store(false, std::memory_order_relaxed);
+        const auto i = static_cast<std::uint32_t>(r - records_.data());
+        const auto k = static_cast<std::size_t>(queue_of(i));
+        if (count[k]++ == 0) {
+            last[k] = i;
+        } else {
+            next_[i].store(first[k], std::memory_order_relaxed);
+        }
+        first[k] = i;
+    }
+    for (std::size_t k = 0; k < queues; ++k) {
+        if (count[k] != 0) {
+            push_chain(k, first[k], last[k], count[k]);
+        }
+    }
     if (park_gate* g = gate.load(); wake && g != nullptr) {
         g->notify();
     }
 }
 
 std::vector<op_record*> op_pool::posted_recvs() {
-    return budget_.exclusive([&](auto&) {
-        std::vector<op_record*> out;
-        for (std::size_t i = sends_ + service_; i < records_.size(); ++i) {
-            if (records_[i].in_use && !records_[i].delivering.load(std::memory_order_relaxed)) {
-                out.push_back(&records_[i]);
-            }
+    std::lock_guard lock(mu_);
+    std::vector<op_record*> out;
+    for (std::size_t i = sends_ + service_; i < records_.size(); ++i) {
+        if (records_[i].in_use.load(std::memory_order_relaxed) &&
+            !records_[i].delivering.load(std::memory_order_relaxed)) {
+            out.push_back(&records_[i]);
         }
-        return out;
-    });
+    }
+    return out;
 }
 
 std::vector<std::pair<op_record*, bool>> op_pool::taken() {
-    return budget_.exclusive([&](auto&) {
-        std::vector<std::pair<op_record*, bool>> out;
-        for (std::size_t i = 0; i < records_.size(); ++i) {
-            if (records_[i].in_use && !records_[i].delivering.load(std::memory_order_relaxed)) {
-                out.emplace_back(&records_[i], i >= sends_ + service_);
-            }
+    std::lock_guard lock(mu_);
+    std::vector<std::pair<op_record*, bool>> out;
+    for (std::size_t i = 0; i < records_.size(); ++i) {
+        if (records_[i].in_use.load(std::memory_order_relaxed) &&
+            !records_[i].delivering.load(std::memory_order_relaxed)) {
+            out.emplace_back(&records_[i], i >= sends_ + service_);
         }
-        return out;
-    });
+    }
+    return out;
 }
 
 std::size_t op_pool::in_use(queue q) const {
-    return budget_.exclusive(
-        [&](const auto& l) { return std::size_t{l.used(static_cast<std::size_t>(q))}; });
+    const free_list& f = free_[static_cast<std::size_t>(q)];
+    return f.capacity - free_in(f.head.load(std::memory_order_relaxed));
 }
 
 std::size_t op_pool::in_use() const {
-    return budget_.exclusive(
-        [&](const auto& l) { return std::size_t{l.used(0)} + l.used(1) + l.used(2); });
+    return in_use(queue::send) + in_use(queue::service) + in_use(queue::recv);
 }
+
 }  // namespace remora::detail

@@ -9,14 +9,18 @@
 // finish() (src/core/cq.cpp) does what every completion needs (tag, holdings, a retired pool,
 // reclaiming unsignalled records) and then calls rec->done in one line.
 //
-// Capacity: the record free lists are the identity of the entries; how many of each queue are
-// free is counted by a detail::unit_budget<3> (include/remora/units.hpp), whose lock is the
-// pool's lock, so the one all-or-nothing type accounts records too, at no extra lock.
+// Capacity: a queue's free records are a lock-free list (op_pool::free_list), whose head also
+// counts them: taking a record is the queue's admission check and its accounting in one atomic
+// compare-and-swap, and giving it back is one more (plus the exchange that makes a second give
+// of the same record a no-op). Posts take from any thread and completions give back from the
+// progress thread or a poller, so the list is multi-producer, multi-consumer. Only selective
+// signalling's ring and the close-time scans take the pool's mutex.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -54,11 +58,15 @@ struct op_record {
     std::uint64_t operands[2]{};
     remora::op kind = op::unknown;
     bool report_success = true;
-    bool in_use = false;
+    // Taken (op_pool::take) and not yet given back. Atomic: a completion (finish), close's scans
+    // and selective signalling's ring read it while another thread takes or gives the record;
+    // relaxed, since the free list's head orders the record's other fields (op_pool::free_list).
+    std::atomic<bool> in_use{false};
     // Selective signalling (connection_config::signal_every): an operation posted without a
     // completion keeps its record (and so its queue and CQ entries: an error still completes)
     // until a later signalled operation's completion reclaims it. `mark` orders them.
-    bool unsignaled = false;
+    // Atomic (relaxed) because the ring's stale entries read it while the record is retaken.
+    std::atomic<bool> unsignaled{false};
     bool reclaims = false;  // signalled while selective signalling is on: reclaims older ones
     std::uint64_t mark = 0;
     op_holdings held;  // returned when the completion is read (or the post fails)
@@ -74,10 +82,15 @@ struct op_record {
 enum class queue : std::uint8_t { send, service, recv };
 
 // A connection's records, one per queue entry. Taking one is the admission check; none free
-// means that queue is full (would_block). Fixed at setup: posting allocates nothing. The counts
-// are a unit_budget of the three queues; its lock guards the free lists and the ring too.
+// means that queue is full (would_block). Fixed at setup: posting allocates nothing. take, give
+// and the counts are lock-free (free_list); the ring of unsignalled operations and the scans
+// run under the pool's mutex.
 class op_pool {
   public:
+    // The most records of one queue (the free list's index and count fields): connection and
+    // shared-receive-queue depths are clamped to it, as to the provider's.
+    static constexpr std::uint32_t max_queue = std::uint32_t{1} << 18;
+    // Not concurrent with anything else on the pool (setup).
     void reset(std::size_t sends, std::size_t service, std::size_t recvs);
     op_record* take(queue q);
     // `n` records of queue `q` into out[0..n), all or nothing (false: none taken). A multi-key
@@ -87,8 +100,14 @@ class op_pool {
     // (its budget refused). Waking the parked head for it would make the head retry at once,
     // refuse itself the same way, wake itself again, and spin past its deadline.
     void give(op_record* r, bool wake = true) noexcept;
-    // Gives back rs[0..n), all of this pool, under one lock (a poll handing out a batch).
-    void give_n(op_record* const* rs, std::size_t n, bool wake = true) noexcept;
+    // Gives back rs[0..n), all of this pool (a poll handing out a batch): one CAS a queue.
+    void give_n(op_record* const* rs, std::size_t n, bool wake = true) noexcept {
+        if (n == 1) {
+            give(rs[0], wake);  // a poll that handed out one completion
+        } else {
+            give_batch(rs, n, wake);
+        }
+    }
     // Records of receives still posted (to cancel them on disconnect).
     std::vector<op_record*> posted_recvs();
     // Every record taken and not given back, with whether it is a receive's (RDM close).
@@ -125,12 +144,63 @@ class op_pool {
 
   private:
     static constexpr std::size_t queues = 3;
-    unit_budget<queues> budget_;               // free records of each queue; its lock is the pool's
-    std::vector<op_record> records_;           // sends, service sends, receives; never reallocated
-    std::vector<std::uint32_t> free_[queues];  // which records are free (identity)
+    // A queue's free records: a Treiber stack of record indices whose links are next_ and whose
+    // head is one 64-bit word {index of the top record (20 bits; `none` when empty), how many
+    // are free (20 bits), a tag (24 bits)}. Every successful push or pop adds one to the tag, so
+    // a compare-and-swap against a head read before another thread popped and pushed the same
+    // record fails (ABA) unless 2^24 operations on this queue passed between its load and its
+    // CAS while the index and count came back too.
+    // Memory ordering: a give writes the record (in_use, delivering, holdings moved out) and its
+    // link next_[i], then publishes them with a release CAS of the head; a take reads the head
+    // with acquire, so the link it reads for the top record (and the record's fields, once its
+    // CAS succeeds) are those its last giver wrote. The head is only ever changed by RMWs after
+    // reset, so each CAS continues the release sequence of every earlier give: a take
+    // synchronises with all of them, not only the latest. A link read for a record another
+    // thread popped meanwhile may be stale (a relaxed atomic: no data race); the tag then differs
+    // and the CAS fails and retries. Records are never freed, so a stale index is always safe to
+    // read.
+    struct free_list {
+        std::atomic<std::uint64_t> head{0};
+        std::uint32_t capacity = 0;
+    };
+    static constexpr std::uint32_t none = (1u << 20) - 1;
+    static constexpr std::uint64_t pack(std::uint32_t top, std::uint32_t count,
+                                        std::uint64_t tag) noexcept {
+        return std::uint64_t{top} | (std::uint64_t{count} << 20) | (tag << 40);
+    }
+    static constexpr std::uint32_t top_in(std::uint64_t h) noexcept {
+        return static_cast<std::uint32_t>(h & none);
+    }
+    static constexpr std::uint32_t free_in(std::uint64_t h) noexcept {
+        return static_cast<std::uint32_t>((h >> 20) & none);
+    }
+    static constexpr std::uint64_t tag_in(std::uint64_t h) noexcept { return h >> 40; }
+    // Pushes the chain first..last (linked through next_) of `n` records of queue k.
+    void push_chain(std::size_t k, std::uint32_t first, std::uint32_t last,
+                    std::uint32_t n) noexcept {
+        free_list& f = free_[k];
+        std::uint64_t h = f.head.load(std::memory_order_relaxed);
+        for (;;) {
+            next_[last].store(top_in(h), std::memory_order_relaxed);
+            if (f.head.compare_exchange_weak(h, pack(first, free_in(h) + n, tag_in(h) + 1),
+                                             std::memory_order_release,
+                                             std::memory_order_relaxed)) {
+                return;
+            }
+        }
+    }
+    void give_batch(op_record* const* rs, std::size_t n, bool wake) noexcept;
+    free_list free_[queues];
+    std::unique_ptr<std::atomic<std::uint32_t>[]> next_;  // one link a record
+    std::vector<op_record> records_;  // sends, service sends, receives; never reallocated
+    mutable std::mutex mu_;           // the quiet ring and the scans
     std::size_t sends_ = 0;
     std::size_t service_ = 0;
-    queue queue_of(std::size_t index) const noexcept;
+    queue queue_of(std::size_t index) const noexcept {
+        return index < sends_              ? queue::send
+               : index < sends_ + service_ ? queue::service
+                                           : queue::recv;
+    }
     struct quiet_entry {
         op_record* rec;
         std::uint64_t mark;
@@ -140,7 +210,8 @@ class op_pool {
     std::size_t quiet_count_ = 0;
     std::uint64_t quiet_next_ = 0;
     bool quiet_valid(const quiet_entry& e) const noexcept {
-        return e.rec->in_use && e.rec->unsignaled && e.rec->mark == e.mark;
+        return e.rec->in_use.load(std::memory_order_relaxed) &&
+               e.rec->unsignaled.load(std::memory_order_relaxed) && e.rec->mark == e.mark;
     }
 };
 
