@@ -112,10 +112,11 @@ void op_pool::mark_signalled(op_record* r) {
 void op_pool::reclaim(std::uint64_t mark) {
     // Every unsignalled operation posted before the signalled one whose completion is being read
     // is done (a connection's sends, writes and their completions are ordered): give their
-    // records back, and their units outside the lock (a parked acquirer may run).
+    // records back, and their units outside the lock (a parked acquirer may run), then wake.
     for (;;) {
         op_holdings back[16];
         std::size_t n = 0;
+        std::uint64_t announce = 0;  // records without budget units (give_n says why)
         const bool more = budget_.exclusive([&](auto& l) {
             while (quiet_count_ != 0 && n < 16) {
                 const quiet_entry e = quiet_[quiet_head_];
@@ -127,6 +128,7 @@ void op_pool::reclaim(std::uint64_t mark) {
                 if (quiet_valid(e)) {
                     e.rec->in_use = false;
                     e.rec->unsignaled = false;
+                    announce += e.rec->held.units ? 0 : 1;
                     back[n++] = std::move(e.rec->held);
                     const auto i = static_cast<std::size_t>(e.rec - records_.data());
                     const auto k = static_cast<std::size_t>(queue_of(i));
@@ -136,11 +138,15 @@ void op_pool::reclaim(std::uint64_t mark) {
             }
             return n == 16;
         });
+        for (std::size_t j = 0; j < n; ++j) {
+            back[j].units.reset();  // outside the lock; each notifies for its operation
+            back[j].bounce.reset();
+        }
         if (park_gate* g = gate.load(); g != nullptr) {
-            g->notify();
+            g->notify(announce);
         }
         if (!more) {
-            return;  // `back` releases on the way out, outside the lock
+            return;
         }
     }
 }
@@ -150,22 +156,37 @@ void op_pool::give(op_record* r, bool wake) noexcept {
 }
 
 void op_pool::give_n(op_record* const* rs, std::size_t n, bool wake) noexcept {
-    budget_.exclusive([&](auto& l) {
-        for (std::size_t j = 0; j < n; ++j) {
-            op_record* r = rs[j];
-            if (!r->in_use) {
-                continue;
+    constexpr std::size_t chunk = 16;
+    for (std::size_t at = 0; at < n; at += chunk) {
+        const std::size_t end = std::min(n, at + chunk);
+        // What the records still hold goes back after them, outside the lock. A record holding
+        // budget units is announced by their give-back (held_units notifies the budget's gate,
+        // which is this pool's: parked_gate): one wake per operation, not two.
+        op_holdings back[chunk];
+        std::uint64_t announce = 0;
+        budget_.exclusive([&](auto& l) {
+            for (std::size_t j = at; j < end; ++j) {
+                op_record* r = rs[j];
+                if (!r->in_use) {
+                    continue;
+                }
+                r->in_use = false;
+                r->delivering.store(false, std::memory_order_relaxed);
+                back[j - at] = std::move(r->held);
+                announce += back[j - at].units ? 0 : 1;
+                const auto i = static_cast<std::size_t>(r - records_.data());
+                const auto k = static_cast<std::size_t>(queue_of(i));
+                free_[k].push_back(static_cast<std::uint32_t>(i));
+                l.give_one(k);
             }
-            r->in_use = false;
-            r->delivering.store(false, std::memory_order_relaxed);
-            const auto i = static_cast<std::size_t>(r - records_.data());
-            const auto k = static_cast<std::size_t>(queue_of(i));
-            free_[k].push_back(static_cast<std::uint32_t>(i));
-            l.give_one(k);
+        });
+        for (std::size_t j = 0; j < end - at; ++j) {
+            back[j].units.reset();
+            back[j].bounce.reset();
         }
-    });
-    if (park_gate* g = gate.load(); wake && g != nullptr) {
-        g->notify();
+        if (park_gate* g = gate.load(); wake && g != nullptr) {
+            g->notify(announce);
+        }
     }
 }
 

@@ -37,6 +37,13 @@ double context_switches() {
     return static_cast<double>(u.ru_nvcsw + u.ru_nivcsw);
 }
 
+// The calling thread's context switches (for the split between posters, readers and the rest).
+double thread_switches() {
+    rusage u{};
+    getrusage(RUSAGE_THREAD, &u);
+    return static_cast<double>(u.ru_nvcsw + u.ru_nivcsw);
+}
+
 std::chrono::milliseconds phase_length() {
     const char* s = std::getenv("REMORA_BENCH_SECONDS");
     const int secs = s != nullptr ? std::atoi(s) : 2;
@@ -49,6 +56,8 @@ struct phase_result {
     std::uint64_t lost_or_duplicated = 0;
     double cpu_per_op_us = 0;
     double switches_per_op = 0;
+    double poster_switches_per_op = 0;  // the posting threads' own (parking, being woken)
+    double reader_switches_per_op = 0;  // the completion readers'
     std::uint64_t min_ops = 0;
     std::uint64_t max_ops = 0;
     double wall_s = 0;
@@ -81,9 +90,12 @@ class parked_bench : public testing::TestWithParam<std::string> {
         std::atomic<std::uint64_t> failures{0};
         std::atomic<bool> stop{false};
         std::atomic<bool> readers_stop{false};
+        std::atomic<std::uint64_t> poster_switches{0};
+        std::atomic<std::uint64_t> reader_switches{0};
         std::vector<std::thread> readers;
         for (std::size_t c = 0; c < conns; ++c) {
             readers.emplace_back([&, c] {
+                const double s0 = thread_switches();
                 auto& cq = side_->clients[c].cq();
                 while (!readers_stop.load()) {
                     auto got = cq.next(std::chrono::milliseconds(20));
@@ -98,6 +110,7 @@ class parked_bench : public testing::TestWithParam<std::string> {
                     }
                     ++completed[reinterpret_cast<std::uintptr_t>(got->context)];
                 }
+                reader_switches += static_cast<std::uint64_t>(thread_switches() - s0);
             });
         }
         const double cpu0 = cpu_seconds();
@@ -106,6 +119,7 @@ class parked_bench : public testing::TestWithParam<std::string> {
         std::vector<std::thread> threads;
         for (std::size_t t = 0; t < posters; ++t) {
             threads.emplace_back([&, t] {
+                const double s0 = thread_switches();
                 connection& conn = side_->clients[t % conns];
                 while (!stop.load(std::memory_order_relaxed)) {
                     auto r = conn.write(desc_, 64 * (t % 64), *smr_, 0, 64,
@@ -118,6 +132,7 @@ class parked_bench : public testing::TestWithParam<std::string> {
                     }
                     ++posted[t];
                 }
+                poster_switches += static_cast<std::uint64_t>(thread_switches() - s0);
             });
         }
         std::this_thread::sleep_for(length);  // the measured phase (a benchmark, not a sync)
@@ -157,6 +172,13 @@ class parked_bench : public testing::TestWithParam<std::string> {
         }
         res.cpu_per_op_us = res.ops != 0 ? cpu * 1e6 / static_cast<double>(res.ops) : 0;
         res.switches_per_op = res.ops != 0 ? csw / static_cast<double>(res.ops) : 0;
+        if (res.ops != 0) {
+            res.poster_switches_per_op =
+                static_cast<double>(poster_switches.load()) / static_cast<double>(res.ops);
+            // Readers run until after the drain: a little outside the measured window.
+            res.reader_switches_per_op =
+                static_cast<double>(reader_switches.load()) / static_cast<double>(res.ops);
+        }
         res.wall_s = wall;
         return res;
     }
@@ -174,10 +196,11 @@ class parked_bench : public testing::TestWithParam<std::string> {
 void print(const char* name, const std::string& provider, const phase_result& r) {
     std::printf(
         "[parked_bench %s] %s: %llu writes in %.2f s (%.0f/s), cpu %.2f us/op, "
-        "%.2f context switches/op, per client min %llu max %llu, failures %llu, lost or "
-        "duplicated %llu\n",
+        "%.2f context switches/op (posters %.2f, readers %.2f), per client min %llu max %llu, "
+        "failures %llu, lost or duplicated %llu\n",
         provider.c_str(), name, static_cast<unsigned long long>(r.ops), r.wall_s,
         static_cast<double>(r.ops) / r.wall_s, r.cpu_per_op_us, r.switches_per_op,
+        r.poster_switches_per_op, r.reader_switches_per_op,
         static_cast<unsigned long long>(r.min_ops), static_cast<unsigned long long>(r.max_ops),
         static_cast<unsigned long long>(r.failures),
         static_cast<unsigned long long>(r.lost_or_duplicated));
