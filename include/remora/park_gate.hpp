@@ -143,7 +143,7 @@ class park_gate {
     /// Sets `seen` to the snapshot the try is made after. Returns why the wait ended, if it did.
     errc await_try(node& n, clock::time_point deadline, std::uint64_t& seen, bool refused);
     bool may_try(const node& n) const noexcept {  ///< under mu_
-        return head_ == &n && (!n.tried || given_ != n.seen);
+        return head_ == &n && (!n.tried || given_ > n.seen);
     }
     static std::string ended(const char* what, errc end);
     /// Under mu_. `admitted` after waiting for a give-back (n.tried): the next head owes it one

@@ -286,8 +286,10 @@ void hand_out_batch::flush() noexcept {
 }
 
 result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::size_t* consumed,
-                                           entry_source* from, hand_out_batch* now) {
+                                           entry_source* from, hand_out_batch* now,
+                                           bool units_with_record) {
     n = std::min(n, read_batch);
+    const bool with_record = from == nullptr || units_with_record;
     // Where a reported completion came from goes with it, or is handed out now (a poll).
     auto keep = [&](std::size_t at, const entry_source& src) {
         if (from != nullptr) {
@@ -314,7 +316,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
                 c.imm = c.has_imm ? e.data : 0;
             }
             entry_source src{owner_of(e.context), nullptr};
-            if (finish(*this, c, e.context, e.flags, &src.held, from == nullptr)) {
+            if (finish(*this, c, e.context, e.flags, &src.held, with_record)) {
                 keep(emitted, src);
                 ++emitted;
             }
@@ -344,7 +346,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
             c.has_imm = (e.flags & FI_REMOTE_CQ_DATA) != 0;
             c.imm = c.has_imm ? e.data : 0;
             entry_source src{owner_of(e.op_context), nullptr};
-            if (finish(*this, c, e.op_context, e.flags, &src.held, from == nullptr)) {
+            if (finish(*this, c, e.op_context, e.flags, &src.held, with_record)) {
                 keep(emitted, src);
                 ++emitted;
             }
@@ -372,7 +374,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         c.bytes = err.len;
         c.status = status_from_fi(err.err);
         entry_source src{owner_of(err.op_context), nullptr};
-        if (!finish(*this, c, err.op_context, err.flags, &src.held, from == nullptr)) {
+        if (!finish(*this, c, err.op_context, err.flags, &src.held, with_record)) {
             return 0;
         }
         keep(0, src);
@@ -483,7 +485,8 @@ result<std::size_t> cq_impl::fill_stash() {
     if (stash_count == 0) {
         stash_head = 0;
         std::size_t consumed = 0;
-        auto r = read_provider(stash.data(), stash_capacity, &consumed, stash_from.data());
+        auto r = read_provider(stash.data(), stash_capacity, &consumed, stash_from.data(), nullptr,
+                               true);  // poll hands them out next (units with them)
         if (!r) {
             return r;
         }
