@@ -58,15 +58,21 @@ result<bool> park_gate::queue(queued_post p) {
         std::lock_guard lock(mu_);
         seen = given_;
         tried = head_ == nullptr;
+        if (tried) {
+            // Counted before the try (as enter() does): a give-back landing during it must move
+            // given_ past `seen`, or the post would be queued owing nothing and never tried.
+            ++waiters_;
+        }
     }
     if (tried) {
         // Nobody waits: try now, on the caller's thread (no hop to the worker when units are
         // free). A give-back after `seen` makes the worker try again.
         auto r = p.attempt();
-        if (r) {
-            return true;
-        }
-        if (!(r.error() == errc::would_block)) {
+        if (r || !(r.error() == errc::would_block)) {
+            --waiters_;
+            if (r) {
+                return true;
+            }
             return fail(r.error());
         }
     }
@@ -85,7 +91,9 @@ result<bool> park_gate::queue(queued_post p) {
         head_ = raw;
     }
     tail_ = raw;
-    ++waiters_;
+    if (!tried) {
+        ++waiters_;
+    }
     work_cv_.notify_one();  // a new deadline, or a head to try
     return false;
 }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // park_gate hand-off (include/remora/park_gate.hpp): a give-back of n admits n waiters, one
 // give-back wakes one waiter (the next head is not woken to find nothing), and a give-back that
-// lands while the head's admitted try runs passes to the next head. Threads post against a
-// counter of free units through the gate; every try is counted.
+// lands while the head's admitted try runs passes to the next head, and one that lands during a
+// queued post's first try is not lost. Threads post against a counter of free units through the
+// gate; every try is counted.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -170,6 +171,46 @@ TEST(park_gate, a_head_that_leaves_unadmitted_lets_the_next_try_at_once) {
     EXPECT_EQ(b.waiters[1]->tries.load(), 1);
     EXPECT_FALSE(b.waiters[2]->done.load());
     EXPECT_EQ(b.gate.waiting(), 1u);
+}
+
+TEST(park_gate, a_give_back_during_a_queued_posts_first_try_is_not_lost) {
+    std::mutex mu;
+    int free = 0;
+    int tries = 0;
+    std::atomic<bool> posted{false};
+    std::atomic<bool> ended{false};
+    int owner = 0;
+    park_gate gate;  // after what its queued post uses: it goes first
+    park_gate::queued_post q;
+    q.owner = &owner;
+    q.deadline = park_gate::clock::now() + 60s;
+    q.what = "post";
+    q.attempt = [&]() -> result<void> {
+        std::unique_lock lock(mu);
+        if (++tries == 1) {
+            // The first try (on the caller's thread, nobody waiting) finds nothing; a completion
+            // gives a unit back right after it looked, before the post is queued.
+            free = 1;
+            lock.unlock();
+            gate.notify(1);
+            return fail(errc::would_block, "no unit free");
+        }
+        if (free == 0) {
+            return fail(errc::would_block, "no unit free");
+        }
+        --free;
+        posted = true;
+        return {};
+    };
+    q.end = [&](const error&) { ended = true; };
+    auto r = gate.queue(std::move(q));
+    ASSERT_TRUE(r) << r.error().what();
+    EXPECT_FALSE(*r) << "queued, not posted by the caller's try";
+    // The gate's thread tries it again for that give-back and posts it.
+    ASSERT_TRUE(eventually([&] { return posted.load() || ended.load(); }));
+    EXPECT_TRUE(posted.load());
+    EXPECT_FALSE(ended.load());
+    EXPECT_EQ(gate.waiting(), 0u);
 }
 
 }  // namespace
