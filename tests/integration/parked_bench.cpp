@@ -3,8 +3,10 @@
 // client threads post parked writes over 8 connections into one shared slot pool of 8 writes,
 // while a reader per connection reaps completions. Asserted: no post fails, every posted write
 // completes exactly once (none lost or duplicated), every unit comes back. Printed: operations,
-// CPU and context switches per operation against one uncontended poster, and fairness (min/max
-// operations per client). REMORA_BENCH_SECONDS sets each phase's length (default 2).
+// CPU and context switches per operation (whole process, and the posters' and readers' own)
+// against one uncontended poster, and fairness (min/max operations per client). A second test
+// runs the 32 clients as queued posts (park_mode::queue, no thread each). REMORA_BENCH_SECONDS
+// sets each phase's length (default 2).
 #include <sys/resource.h>
 
 #include <atomic>
