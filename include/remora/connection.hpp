@@ -157,9 +157,10 @@ struct connection_config {
     std::chrono::milliseconds service_timeout{30000};
     /// A budget shared with other connections: every operation also takes {sq 1, cq 1} (or
     /// {recv 1, cq 1} for a receive) from it at post and returns them when its completion is
-    /// read (or the connection is destroyed). Exhaustion follows the pool's policy: would_block
-    /// under backpressure, bad_state under forbid (a sizing bug). The target service's and
-    /// receive pools' own messages do not draw on it. Any `budget` (units.hpp) serves; a
+    /// read (one poll() or next() reports is handed out with its queue entries, one wake for a
+    /// parked post) or the connection is destroyed. Exhaustion follows the pool's policy:
+    /// would_block under backpressure, bad_state under forbid (a sizing bug). The target service's
+    /// and receive pools' own messages do not draw on it. Any `budget` (units.hpp) serves; a
     /// std::shared_ptr<slot_pool> converts to this field.
     std::shared_ptr<budget> slots{};
     /// Complete on a CQ shared with other connections instead of one of the connection's own:

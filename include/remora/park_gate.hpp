@@ -5,11 +5,19 @@
 ///
 /// A park_gate is a FIFO of waiting threads. Only the head tries again: it takes a snapshot of the
 /// gate's give-back count, tries, and when the try still finds its units taken it sleeps on its
-/// own condition variable until something is given back (notify(), called after every give-back
-/// by the code that returns units or queue entries), its deadline passes, or someone ends it
-/// (wake_owner: cancel, close, destruction). So nothing spins, and a give-back that lands between
-/// a failed try and the sleep is not lost (the count has moved). When the head leaves, for any
-/// reason, the next waiter becomes the head and tries at once.
+/// own condition variable until something is given back (notify(n), called after every give-back
+/// by the code that returns units or queue entries, n saying how many operations' worth came
+/// back), its deadline passes, or someone ends it (wake_owner: cancel, close, destruction). So
+/// nothing spins, and a give-back that lands between a failed try and the sleep is not lost (the
+/// count has moved).
+///
+/// Hand-off: a head that was let in by a give-back and was admitted used one of them; the next
+/// waiter becomes the head owing that one, and is woken only when more came back than were used
+/// (a batch, or a give-back during the admitted try), else by the next give-back. So one
+/// give-back wakes one waiter, and a waiter is not woken to find nothing. A head that leaves
+/// otherwise (deadline, cancel, another error, or admitted without having waited for a
+/// give-back) lets the next one try at once. Counts may overstate (a wasted try, then the waiter
+/// sleeps again) but must never understate what came back.
 ///
 /// Every `budget` has one (units.hpp), shared by all the connections drawing on it; a connection
 /// without a shared budget has its own. A waiter names its owner (the connection), so a
@@ -62,10 +70,13 @@ class park_gate {
     /// on the calling thread: true when that posted it (nothing was queued).
     result<bool> queue(queued_post p);
 
-    /// Something was given back: the head waiter, if any, tries again.
-    void notify() noexcept {
-        if (waiters_.load() != 0) {
-            notify_slow();
+    /// `n` operations' worth of units or queue entries were given back (0: nothing, no wake); the
+    /// head waiter, if any, tries again. Pass `everyone` when what changed is not a count (a
+    /// connection came up): every waiter in turn tries.
+    static constexpr std::uint64_t everyone = std::uint64_t{1} << 32;
+    void notify(std::uint64_t n = 1) noexcept {
+        if (n != 0 && waiters_.load() != 0) {
+            notify_slow(n);
         }
     }
 
@@ -79,19 +90,21 @@ class park_gate {
         node self;
         self.owner = owner;
         enter(self);
+        std::uint64_t seen = 0;
+        bool refused = false;
+        std::string last;  // the last refusal, for the message if the wait ends
         for (;;) {
-            std::uint64_t seen = 0;
-            if (auto end = await_turn(self, deadline, seen); end != errc{}) {
-                return fail(end, ended(what, end));
+            if (auto end = await_try(self, deadline, seen, refused); end != errc{}) {
+                return fail(end, refused ? ended(what, end) + " (last refusal: " + last + ")"
+                                         : ended(what, end));
             }
             auto r = attempt();
             if (r || !(r.error() == errc::would_block)) {
-                leave(self);
+                leave(self, static_cast<bool>(r));
                 return r;
             }
-            if (auto end = await_give(self, deadline, seen); end != errc{}) {
-                return fail(end, ended(what, end) + " (last refusal: " + r.error().message() + ")");
-            }
+            refused = true;
+            last = r.error().message();
         }
     }
 
@@ -112,19 +125,30 @@ class park_gate {
         errc end{};  ///< set by wake_owner
         /// A queued post's (the worker owns such a node; null for a blocking waiter).
         std::unique_ptr<queued_post> queued;
-        std::uint64_t seen = 0;  ///< given_ when the worker last tried it
+        /// While `tried`: give-backs up to `seen` are accounted for (it tried after them and was
+        /// refused, or its predecessor used one); as the head it tries again once given_ passes
+        /// `seen`. Not `tried`: as the head it tries at once.
+        std::uint64_t seen = 0;
         bool tried = false;
     };
     void wake(node& n);   ///< its thread, or the worker for a queued post (under mu_)
     void work();          ///< the worker thread
     void start_worker();  ///< under mu_
-    void notify_slow() noexcept;
+    void notify_slow(std::uint64_t n) noexcept;
     void enter(node& n);
-    void leave(node& n);
-    errc await_turn(node& n, clock::time_point deadline, std::uint64_t& seen);
-    errc await_give(node& n, clock::time_point deadline, std::uint64_t seen);
+    /// `admitted`: its try succeeded (the next head may owe it a give-back: see unlink).
+    void leave(node& n, bool admitted);
+    /// Waits until `n` is the head and may try (under its own turn, a give-back it has not
+    /// accounted for); `refused`: its last try, after give-back `seen`, found its units taken.
+    /// Sets `seen` to the snapshot the try is made after. Returns why the wait ended, if it did.
+    errc await_try(node& n, clock::time_point deadline, std::uint64_t& seen, bool refused);
+    bool may_try(const node& n) const noexcept {  ///< under mu_
+        return head_ == &n && (!n.tried || given_ > n.seen);
+    }
     static std::string ended(const char* what, errc end);
-    void unlink(node& n);  ///< under mu_
+    /// Under mu_. `admitted` after waiting for a give-back (n.tried): the next head owes it one
+    /// (the hand-off); otherwise the next head tries at once.
+    void unlink(node& n, bool admitted = false);
 
     mutable std::mutex mu_;
     std::condition_variable left_;  ///< close_owner waits here for its waiters to leave

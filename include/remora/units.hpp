@@ -145,8 +145,14 @@ class held_units {
         if (from_) {
             auto from = std::move(from_);
             from_.reset();
-            from->give_units(std::exchange(held_, units{}));
-            from->gate_->notify();
+            const units back = std::exchange(held_, units{});
+            from->give_units(back);
+            // As many operations' worth as the most of any kind (a write's {sq 1, cq 1} is one).
+            std::uint32_t most = 1;
+            for (auto v : back.n) {
+                most = v > most ? v : most;
+            }
+            from->gate_->notify(most);
         }
     }
     /// Stops owning the units without giving them back; returns what was held. The budget keeps

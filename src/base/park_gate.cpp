@@ -6,9 +6,9 @@
 
 namespace remora::detail {
 
-void park_gate::notify_slow() noexcept {
+void park_gate::notify_slow(std::uint64_t n) noexcept {
     std::lock_guard lock(mu_);
-    ++given_;
+    given_ += n;
     if (head_ != nullptr) {
         wake(*head_);
     }
@@ -58,15 +58,21 @@ result<bool> park_gate::queue(queued_post p) {
         std::lock_guard lock(mu_);
         seen = given_;
         tried = head_ == nullptr;
+        if (tried) {
+            // Counted before the try (as enter() does): a give-back landing during it must move
+            // given_ past `seen`, or the post would be queued owing nothing and never tried.
+            ++waiters_;
+        }
     }
     if (tried) {
         // Nobody waits: try now, on the caller's thread (no hop to the worker when units are
         // free). A give-back after `seen` makes the worker try again.
         auto r = p.attempt();
-        if (r) {
-            return true;
-        }
-        if (!(r.error() == errc::would_block)) {
+        if (r || !(r.error() == errc::would_block)) {
+            --waiters_;
+            if (r) {
+                return true;
+            }
             return fail(r.error());
         }
     }
@@ -85,7 +91,9 @@ result<bool> park_gate::queue(queued_post p) {
         head_ = raw;
     }
     tail_ = raw;
-    ++waiters_;
+    if (!tried) {
+        ++waiters_;
+    }
     work_cv_.notify_one();  // a new deadline, or a head to try
     return false;
 }
@@ -117,14 +125,13 @@ void park_gate::work() {
             continue;
         }
         // The head is a queued post and something came back since it last tried: try it.
-        if (node* h = head_; h != nullptr && h->queued && (!h->tried || h->seen != given_)) {
-            h->seen = given_;
-            h->tried = true;
+        if (node* h = head_; h != nullptr && h->queued && may_try(*h)) {
+            const std::uint64_t snapshot = given_;
             lock.unlock();
             auto r = h->queued->attempt();
             lock.lock();
             if (r || !(r.error() == errc::would_block)) {
-                unlink(*h);
+                unlink(*h, static_cast<bool>(r));
                 lock.unlock();
                 std::unique_ptr<node> done(h);
                 if (!r) {
@@ -132,6 +139,9 @@ void park_gate::work() {
                 }
                 done.reset();
                 lock.lock();
+            } else {
+                h->seen = snapshot;
+                h->tried = true;
             }
             continue;
         }
@@ -161,28 +171,42 @@ void park_gate::enter(node& n) {
     ++waiters_;  // before the first try: a give-back after it notifies
 }
 
-void park_gate::unlink(node& n) {
+void park_gate::unlink(node& n, bool admitted) {
+    const bool was_head = n.prev == nullptr;
+    // Admitted after waiting for a give-back: it used one (given_ > n.seen, so seen + 1 <= given_).
+    const bool hand_off = admitted && n.tried;
+    const std::uint64_t used = n.seen + 1;
     (n.prev != nullptr ? n.prev->next : head_) = n.next;
     (n.next != nullptr ? n.next->prev : tail_) = n.prev;
-    const bool was_head = n.prev == nullptr;
     n.next = n.prev = nullptr;
     --waiters_;
     if (was_head && head_ != nullptr) {
-        wake(*head_);  // the next waiter's turn
+        // The next waiter's turn: it owes the give-back its predecessor used, and is woken now
+        // only if more came back (hand_off); otherwise it tries at once.
+        node& h = *head_;
+        h.tried = hand_off;
+        h.seen = hand_off ? used : 0;
+        if (may_try(h)) {
+            wake(h);
+        }
     }
     left_.notify_all();
 }
 
-void park_gate::leave(node& n) {
+void park_gate::leave(node& n, bool admitted) {
     std::lock_guard lock(mu_);
-    unlink(n);
+    unlink(n, admitted);
 }
 
-errc park_gate::await_turn(node& n, clock::time_point deadline, std::uint64_t& seen) {
+errc park_gate::await_try(node& n, clock::time_point deadline, std::uint64_t& seen, bool refused) {
     std::unique_lock lock(mu_);
-    while (n.end == errc::ok && head_ != &n) {
+    if (refused) {
+        n.seen = seen;  // give-backs up to the refused try's snapshot did not suffice
+        n.tried = true;
+    }
+    while (n.end == errc::ok && !may_try(n)) {
         if (n.cv.wait_until(lock, deadline) == std::cv_status::timeout && n.end == errc::ok &&
-            head_ != &n) {
+            !may_try(n)) {
             n.end = errc::timed_out;
         }
     }
@@ -191,21 +215,6 @@ errc park_gate::await_turn(node& n, clock::time_point deadline, std::uint64_t& s
         unlink(n);
     }
     seen = given_;  // the head's snapshot, taken before it tries
-    return end;
-}
-
-errc park_gate::await_give(node& n, clock::time_point deadline, std::uint64_t seen) {
-    std::unique_lock lock(mu_);
-    while (n.end == errc::ok && given_ == seen) {
-        if (n.cv.wait_until(lock, deadline) == std::cv_status::timeout && n.end == errc::ok &&
-            given_ == seen) {
-            n.end = errc::timed_out;
-        }
-    }
-    const errc end = n.end;
-    if (end != errc::ok) {
-        unlink(n);
-    }
     return end;
 }
 

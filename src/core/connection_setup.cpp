@@ -136,7 +136,7 @@ void connection_impl::poll_setup_locked() {
         setup_event = conn_event::established;
         setup_outcome = conn_event::established;
         setup_news = true;
-        parked_gate(*this).notify();  // posts parked for the setup try now
+        parked_gate(*this).notify(park_gate::everyone);  // posts parked for the setup try now
         // Reading FI_CONNECTED leaves the EQ's wait fd signalled on tcp: re-arm it (events
         // that arrive meanwhile are read by the next look).
         (void)trywait(dom->fabric.get(), eq.as_fid());

@@ -125,7 +125,7 @@ result<std::shared_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
 }
 
 bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t flags,
-            op_record** held) {
+            op_record** held, bool hand_out_now) {
     auto* rec = static_cast<op_record*>(op_context);
     c.op = (flags & FI_REMOTE_WRITE) != 0 ? op::remote_write
            : rec != nullptr               ? rec->kind
@@ -149,7 +149,7 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
     }
     c.tag = rec->owner->shared_rx && !cq.shared ? cq.tag : rec->owner->tag;
     // What the operation holds (shared budget units, a bounce buffer) goes back once this
-    // function is done, outside the record lock.
+    // function is done, outside the record lock, or with a record handed out now (below).
     op_holdings units_back = std::move(rec->held);
     if (rec->owner->retired.load(std::memory_order_relaxed)) {
         rec->owner->give(rec);
@@ -176,6 +176,11 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
         if (rec->delivering.load(std::memory_order_relaxed)) {
             if (held != nullptr) {
                 *held = rec;
+                if (hand_out_now) {
+                    // Still ours until this poll hands it out (done_report kept it): its
+                    // holdings go back with it.
+                    rec->held = std::move(units_back);
+                }
             }
         } else {
             owner->undelivered.fetch_add(1, std::memory_order_relaxed);  // given back already
@@ -282,8 +287,10 @@ void hand_out_batch::flush() noexcept {
 }
 
 result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::size_t* consumed,
-                                           entry_source* from, hand_out_batch* now) {
+                                           entry_source* from, hand_out_batch* now,
+                                           bool units_with_record) {
     n = std::min(n, read_batch);
+    const bool with_record = from == nullptr || units_with_record;
     // Where a reported completion came from goes with it, or is handed out now (a poll).
     auto keep = [&](std::size_t at, const entry_source& src) {
         if (from != nullptr) {
@@ -310,7 +317,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
                 c.imm = c.has_imm ? e.data : 0;
             }
             entry_source src{owner_of(e.context), nullptr};
-            if (finish(*this, c, e.context, e.flags, &src.held)) {
+            if (finish(*this, c, e.context, e.flags, &src.held, with_record)) {
                 keep(emitted, src);
                 ++emitted;
             }
@@ -340,7 +347,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
             c.has_imm = (e.flags & FI_REMOTE_CQ_DATA) != 0;
             c.imm = c.has_imm ? e.data : 0;
             entry_source src{owner_of(e.op_context), nullptr};
-            if (finish(*this, c, e.op_context, e.flags, &src.held)) {
+            if (finish(*this, c, e.op_context, e.flags, &src.held, with_record)) {
                 keep(emitted, src);
                 ++emitted;
             }
@@ -368,7 +375,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         c.bytes = err.len;
         c.status = status_from_fi(err.err);
         entry_source src{owner_of(err.op_context), nullptr};
-        if (!finish(*this, c, err.op_context, err.flags, &src.held)) {
+        if (!finish(*this, c, err.op_context, err.flags, &src.held, with_record)) {
             return 0;
         }
         keep(0, src);
@@ -479,7 +486,8 @@ result<std::size_t> cq_impl::fill_stash() {
     if (stash_count == 0) {
         stash_head = 0;
         std::size_t consumed = 0;
-        auto r = read_provider(stash.data(), stash_capacity, &consumed, stash_from.data());
+        auto r = read_provider(stash.data(), stash_capacity, &consumed, stash_from.data(), nullptr,
+                               true);  // poll hands them out next (units with them)
         if (!r) {
             return r;
         }

@@ -239,8 +239,12 @@ struct cq_impl final : callback_sink {
     // `consumed`. Where each reported one came from goes to from[i] (kept with the entry until
     // it is handed out), or, with `from` null, into `now`: the caller hands them out at once.
     // Callbacks read are deferred to deliver(); a read that finds nothing sets up no deferral.
+    // What a reported operation holds (budget units) goes back with its record when it is handed
+    // out (with `now`, or `units_with_record`: the stash the same reader hands out next), else
+    // as it is read (finish()).
     result<std::size_t> read_provider(completion* out, std::size_t n, std::size_t* consumed,
-                                      entry_source* from, hand_out_batch* now = nullptr);
+                                      entry_source* from, hand_out_batch* now = nullptr,
+                                      bool units_with_record = false);
     // Moves every entry the provider holds now (error entries included) to the end of the
     // backlog, in order, for the CQ's reader; the caller holds reader_lock(). connection::close()
     // on a connected endpoint keeps the statuses the shutdown gave this way before it closes the

@@ -24,8 +24,11 @@ int remaining_ms(clock::time_point deadline);
 // completion is for the caller to see (false: delivered to its callback, a success of an
 // operation posted with completion_mode::on_error, or one of a connection being destroyed).
 // A reported completion whose record stays taken until it is handed out sets *held to it.
+// What the operation holds (budget units, a bounce buffer) goes back when finish() returns, or,
+// with `hand_out_now` (the caller hands *held out before it returns: a poll), with the record
+// then (op_pool::give_n: one wake of a parked post per operation).
 bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t flags,
-            op_record** held = nullptr);
+            op_record** held = nullptr, bool hand_out_now = false);
 
 // The op_pool (connection) an operation context belongs to; null for a peer's write with
 // immediate data.

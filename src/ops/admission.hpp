@@ -66,10 +66,9 @@ inline void arm_internal(op_record& r, bool (*hook)(void*, completion&), void* c
     r.done = &done_internal;
 }
 
-// A post that failed: the record and what it holds go back (the holdings after the record,
-// outside the pool's lock).
+// A post that failed: the record and what it holds go back (give: the holdings after the
+// record, outside the pool's lock).
 inline void release_failed(op_record& r) noexcept {
-    op_holdings back = std::move(r.held);
     r.owner->give(&r);
 }
 

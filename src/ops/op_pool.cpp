@@ -139,9 +139,8 @@ void op_pool::mark_signalled(op_record* r) {
 void op_pool::reclaim(std::uint64_t mark) {
     // Every unsignalled operation posted before the signalled one whose completion is being read
     // is done (a connection's sends, writes and their completions are ordered): give their
-    // records back, and their units outside the lock (a parked acquirer may run).
+    // records back (give_n returns what they hold and wakes, outside the lock).
     for (;;) {
-        op_holdings back[16];
         op_record* done[16];
         std::size_t n = 0;
         bool more = false;
@@ -156,61 +155,83 @@ void op_pool::reclaim(std::uint64_t mark) {
                 --quiet_count_;
                 if (quiet_valid(e)) {
                     e.rec->unsignaled.store(false, std::memory_order_relaxed);
-                    back[n] = std::move(e.rec->held);
                     done[n++] = e.rec;
                 }
             }
             more = n == 16;
         }
-        give_n(done, n);  // notifies the gate
+        give_n(done, n);
         if (!more) {
-            return;  // `back` releases on the way out, outside the lock
+            return;
         }
     }
 }
 
+// What a record still holds (budget units, a bounce buffer) is moved out before the record is
+// pushed (once pushed, another thread may take it) and released after, outside the CAS. A
+// record holding budget units is announced by their give-back (held_units notifies the
+// budget's gate, which is this pool's parked gate): one wake per operation, not two; `announce`
+// counts the records that held none.
 void op_pool::give(op_record* r, bool wake) noexcept {
     // give_n for one record, without its batching (every completion's path).
     if (!r->in_use.exchange(false, std::memory_order_relaxed)) {
-        return;  // given back already (give_n says when)
+        return;  // given back already (give_batch says when)
     }
     r->delivering.store(false, std::memory_order_relaxed);
+    op_holdings back = std::move(r->held);
+    const std::uint64_t announce = back.units ? 0 : 1;
     const auto i = static_cast<std::uint32_t>(r - records_.data());
     push_chain(static_cast<std::size_t>(queue_of(i)), i, i, 1);
+    back.units.reset();
+    back.bounce.reset();
     if (park_gate* g = gate.load(); wake && g != nullptr) {
-        g->notify();
+        g->notify(announce);
     }
 }
 
 void op_pool::give_batch(op_record* const* rs, std::size_t n, bool wake) noexcept {
-    // One chain a queue, pushed with one CAS each (a batch is usually all one queue's).
-    std::uint32_t first[queues];
-    std::uint32_t last[queues];
-    std::uint32_t count[queues] = {0, 0, 0};
-    for (std::size_t j = 0; j < n; ++j) {
-        op_record* r = rs[j];
-        // The exchange makes a second give of the same record (an RDM close and the provider's
-        // own completion) a no-op, whichever thread makes it.
-        if (!r->in_use.exchange(false, std::memory_order_relaxed)) {
-            continue;
+    // One chain a queue per 16 records, pushed with one CAS each (a batch is usually all one
+    // queue's).
+    constexpr std::size_t chunk = 16;
+    for (std::size_t at = 0; at < n; at += chunk) {
+        const std::size_t end = std::min(n, at + chunk);
+        op_holdings back[chunk];
+        std::size_t held = 0;
+        std::uint64_t announce = 0;
+        std::uint32_t first[queues];
+        std::uint32_t last[queues];
+        std::uint32_t count[queues] = {0, 0, 0};
+        for (std::size_t j = at; j < end; ++j) {
+            op_record* r = rs[j];
+            // The exchange makes a second give of the same record (an RDM close and the
+            // provider's own completion) a no-op, whichever thread makes it.
+            if (!r->in_use.exchange(false, std::memory_order_relaxed)) {
+                continue;
+            }
+            r->delivering.store(false, std::memory_order_relaxed);
+            back[held] = std::move(r->held);
+            announce += back[held++].units ? 0 : 1;
+            const auto i = static_cast<std::uint32_t>(r - records_.data());
+            const auto k = static_cast<std::size_t>(queue_of(i));
+            if (count[k]++ == 0) {
+                last[k] = i;
+            } else {
+                next_[i].store(first[k], std::memory_order_relaxed);
+            }
+            first[k] = i;
         }
-        r->delivering.store(false, std::memory_order_relaxed);
-        const auto i = static_cast<std::uint32_t>(r - records_.data());
-        const auto k = static_cast<std::size_t>(queue_of(i));
-        if (count[k]++ == 0) {
-            last[k] = i;
-        } else {
-            next_[i].store(first[k], std::memory_order_relaxed);
+        for (std::size_t k = 0; k < queues; ++k) {
+            if (count[k] != 0) {
+                push_chain(k, first[k], last[k], count[k]);
+            }
         }
-        first[k] = i;
-    }
-    for (std::size_t k = 0; k < queues; ++k) {
-        if (count[k] != 0) {
-            push_chain(k, first[k], last[k], count[k]);
+        for (std::size_t j = 0; j < held; ++j) {
+            back[j].units.reset();
+            back[j].bounce.reset();
         }
-    }
-    if (park_gate* g = gate.load(); wake && g != nullptr) {
-        g->notify();
+        if (park_gate* g = gate.load(); wake && g != nullptr) {
+            g->notify(announce);
+        }
     }
 }
 

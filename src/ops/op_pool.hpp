@@ -99,6 +99,9 @@ class op_pool {
     // `wake` false: a record taken and returned untouched by a post that failed its admission
     // (its budget refused). Waking the parked head for it would make the head retry at once,
     // refuse itself the same way, wake itself again, and spin past its deadline.
+    // What a record still holds (op_holdings: budget units, a bounce buffer) goes back after it
+    // (outside any lock); the gate is notified once per operation (by its units' give-back when it
+    // held some, else here).
     void give(op_record* r, bool wake = true) noexcept;
     // Gives back rs[0..n), all of this pool (a poll handing out a batch): one CAS a queue.
     void give_n(op_record* const* rs, std::size_t n, bool wake = true) noexcept {

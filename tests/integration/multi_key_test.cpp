@@ -69,11 +69,13 @@ class multi_key_test : public testing::TestWithParam<std::string> {
         return true;
     }
 
-    std::optional<connected_pair> pair_;
+    // The buffers outlive the connections: the target's progress thread may still be writing
+    // a part into them when the test ends (TSan saw it).
     std::vector<buffer> targets_;
+    buffer src_{parts * part_len};
+    std::optional<connected_pair> pair_;
     std::vector<memory_region> tmrs_;
     std::vector<remote_region> descs_;
-    buffer src_{parts * part_len};
     std::optional<memory_region> smr_;
     remote_segment segs_[parts];
 };

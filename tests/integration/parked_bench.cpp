@@ -3,8 +3,10 @@
 // client threads post parked writes over 8 connections into one shared slot pool of 8 writes,
 // while a reader per connection reaps completions. Asserted: no post fails, every posted write
 // completes exactly once (none lost or duplicated), every unit comes back. Printed: operations,
-// CPU and context switches per operation against one uncontended poster, and fairness (min/max
-// operations per client). REMORA_BENCH_SECONDS sets each phase's length (default 2).
+// CPU and context switches per operation (whole process, and the posters' and readers' own)
+// against one uncontended poster, and fairness (min/max operations per client). A second test
+// runs the 32 clients as queued posts (park_mode::queue, no thread each). REMORA_BENCH_SECONDS
+// sets each phase's length (default 2).
 #include <sys/resource.h>
 
 #include <atomic>
@@ -37,6 +39,13 @@ double context_switches() {
     return static_cast<double>(u.ru_nvcsw + u.ru_nivcsw);
 }
 
+// The calling thread's context switches (for the split between posters, readers and the rest).
+double thread_switches() {
+    rusage u{};
+    getrusage(RUSAGE_THREAD, &u);
+    return static_cast<double>(u.ru_nvcsw + u.ru_nivcsw);
+}
+
 std::chrono::milliseconds phase_length() {
     const char* s = std::getenv("REMORA_BENCH_SECONDS");
     const int secs = s != nullptr ? std::atoi(s) : 2;
@@ -49,6 +58,8 @@ struct phase_result {
     std::uint64_t lost_or_duplicated = 0;
     double cpu_per_op_us = 0;
     double switches_per_op = 0;
+    double poster_switches_per_op = 0;  // the posting threads' own (parking, being woken)
+    double reader_switches_per_op = 0;  // the completion readers'
     std::uint64_t min_ops = 0;
     std::uint64_t max_ops = 0;
     double wall_s = 0;
@@ -81,9 +92,12 @@ class parked_bench : public testing::TestWithParam<std::string> {
         std::atomic<std::uint64_t> failures{0};
         std::atomic<bool> stop{false};
         std::atomic<bool> readers_stop{false};
+        std::atomic<std::uint64_t> poster_switches{0};
+        std::atomic<std::uint64_t> reader_switches{0};
         std::vector<std::thread> readers;
         for (std::size_t c = 0; c < conns; ++c) {
             readers.emplace_back([&, c] {
+                const double s0 = thread_switches();
                 auto& cq = side_->clients[c].cq();
                 while (!readers_stop.load()) {
                     auto got = cq.next(std::chrono::milliseconds(20));
@@ -98,6 +112,7 @@ class parked_bench : public testing::TestWithParam<std::string> {
                     }
                     ++completed[reinterpret_cast<std::uintptr_t>(got->context)];
                 }
+                reader_switches += static_cast<std::uint64_t>(thread_switches() - s0);
             });
         }
         const double cpu0 = cpu_seconds();
@@ -106,6 +121,7 @@ class parked_bench : public testing::TestWithParam<std::string> {
         std::vector<std::thread> threads;
         for (std::size_t t = 0; t < posters; ++t) {
             threads.emplace_back([&, t] {
+                const double s0 = thread_switches();
                 connection& conn = side_->clients[t % conns];
                 while (!stop.load(std::memory_order_relaxed)) {
                     auto r = conn.write(desc_, 64 * (t % 64), *smr_, 0, 64,
@@ -118,6 +134,7 @@ class parked_bench : public testing::TestWithParam<std::string> {
                     }
                     ++posted[t];
                 }
+                poster_switches += static_cast<std::uint64_t>(thread_switches() - s0);
             });
         }
         std::this_thread::sleep_for(length);  // the measured phase (a benchmark, not a sync)
@@ -157,6 +174,124 @@ class parked_bench : public testing::TestWithParam<std::string> {
         }
         res.cpu_per_op_us = res.ops != 0 ? cpu * 1e6 / static_cast<double>(res.ops) : 0;
         res.switches_per_op = res.ops != 0 ? csw / static_cast<double>(res.ops) : 0;
+        if (res.ops != 0) {
+            res.poster_switches_per_op =
+                static_cast<double>(poster_switches.load()) / static_cast<double>(res.ops);
+            // Readers run until after the drain: a little outside the measured window.
+            res.reader_switches_per_op =
+                static_cast<double>(reader_switches.load()) / static_cast<double>(res.ops);
+        }
+        res.wall_s = wall;
+        return res;
+    }
+
+    // `clients` without a thread each (park_mode::queue): every client keeps one write posted or
+    // queued; its callback, on its connection's reader, counts it and posts the client's next.
+    // Client c is on connection c % `conns`.
+    struct queued_client;
+    struct queued_shared {
+        parked_bench* bench;
+        std::atomic<bool> stop{false};
+        std::atomic<std::uint64_t> failures{0};
+    };
+    struct queued_client {
+        queued_shared* shared;
+        connection* conn;
+        std::size_t id;
+        std::atomic<std::uint64_t> posted{0};
+        std::atomic<std::uint64_t> completed{0};
+    };
+    static void post_queued(queued_client& q) {
+        auto r =
+            q.conn->write(q.shared->bench->desc_, 64 * (q.id % 64), *q.shared->bench->smr_, 0, 64,
+                          {.context = &q,
+                           .callback = &queued_done,
+                           .park_until = clk::now() + std::chrono::seconds(10),
+                           .park = park_mode::queue});
+        if (!r) {
+            ++q.shared->failures;
+            std::fprintf(stderr, "client %zu: %s\n", q.id, r.error().what().c_str());
+            return;
+        }
+        ++q.posted;
+    }
+    static void queued_done(const completion& c) {
+        auto& q = *static_cast<queued_client*>(c.context);
+        if (!c.ok()) {
+            ++q.shared->failures;
+            std::fprintf(stderr, "client %zu: completion %s\n", q.id, c.status.message().c_str());
+        }
+        ++q.completed;
+        if (!q.shared->stop.load()) {
+            post_queued(q);
+        }
+    }
+    phase_result run_queued(std::size_t clients, std::size_t conns,
+                            std::chrono::milliseconds length) {
+        queued_shared shared{this};
+        std::vector<queued_client> qs(clients);
+        std::atomic<bool> readers_stop{false};
+        std::atomic<std::uint64_t> reader_switches{0};
+        std::vector<std::thread> readers;
+        for (std::size_t c = 0; c < conns; ++c) {
+            readers.emplace_back([&, c] {
+                const double s0 = thread_switches();
+                auto& cq = side_->clients[c].cq();
+                while (!readers_stop.load()) {
+                    // Callbacks run in here; nothing is reported (every write has one).
+                    auto got = cq.next(std::chrono::milliseconds(20));
+                    if (!got && !(got.error() == errc::timed_out)) {
+                        ++shared.failures;
+                    }
+                }
+                reader_switches += static_cast<std::uint64_t>(thread_switches() - s0);
+            });
+        }
+        const double cpu0 = cpu_seconds();
+        const double csw0 = context_switches();
+        const auto t0 = clk::now();
+        for (std::size_t t = 0; t < clients; ++t) {
+            qs[t].shared = &shared;
+            qs[t].conn = &side_->clients[t % conns];
+            qs[t].id = t;
+            post_queued(qs[t]);
+        }
+        std::this_thread::sleep_for(length);  // the measured phase (a benchmark, not a sync)
+        shared.stop = true;
+        auto all_done = [&] {
+            for (auto& q : qs) {
+                if (q.completed.load() < q.posted.load())
+                    return false;
+            }
+            return true;
+        };
+        const auto drain_deadline = clk::now() + std::chrono::seconds(10);
+        while (!all_done() && clk::now() < drain_deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        const double wall = std::chrono::duration<double>(clk::now() - t0).count();
+        const double cpu = cpu_seconds() - cpu0;
+        const double csw = context_switches() - csw0;
+        readers_stop = true;
+        for (auto& th : readers) {
+            th.join();
+        }
+        phase_result res;
+        res.failures = shared.failures.load();
+        res.min_ops = ~std::uint64_t{0};
+        for (auto& q : qs) {
+            const std::uint64_t p = q.posted.load();
+            const std::uint64_t d = q.completed.load();
+            res.ops += p;
+            res.lost_or_duplicated += p > d ? p - d : d - p;
+            res.min_ops = std::min(res.min_ops, p);
+            res.max_ops = std::max(res.max_ops, p);
+        }
+        res.cpu_per_op_us = res.ops != 0 ? cpu * 1e6 / static_cast<double>(res.ops) : 0;
+        res.switches_per_op = res.ops != 0 ? csw / static_cast<double>(res.ops) : 0;
+        res.reader_switches_per_op = res.ops != 0 ? static_cast<double>(reader_switches.load()) /
+                                                        static_cast<double>(res.ops)
+                                                  : 0;
         res.wall_s = wall;
         return res;
     }
@@ -174,10 +309,11 @@ class parked_bench : public testing::TestWithParam<std::string> {
 void print(const char* name, const std::string& provider, const phase_result& r) {
     std::printf(
         "[parked_bench %s] %s: %llu writes in %.2f s (%.0f/s), cpu %.2f us/op, "
-        "%.2f context switches/op, per client min %llu max %llu, failures %llu, lost or "
-        "duplicated %llu\n",
+        "%.2f context switches/op (posters %.2f, readers %.2f), per client min %llu max %llu, "
+        "failures %llu, lost or duplicated %llu\n",
         provider.c_str(), name, static_cast<unsigned long long>(r.ops), r.wall_s,
         static_cast<double>(r.ops) / r.wall_s, r.cpu_per_op_us, r.switches_per_op,
+        r.poster_switches_per_op, r.reader_switches_per_op,
         static_cast<unsigned long long>(r.min_ops), static_cast<unsigned long long>(r.max_ops),
         static_cast<unsigned long long>(r.failures),
         static_cast<unsigned long long>(r.lost_or_duplicated));
@@ -216,6 +352,29 @@ TEST_P(parked_bench, thirty_two_clients_through_a_budget_of_eight) {
     EXPECT_EQ(one.failures, 0u);
     EXPECT_EQ(one.lost_or_duplicated, 0u);
     EXPECT_GT(one.min_ops, 0u) << "a client never got a slot";
+    EXPECT_EQ(pool_->available(), pool_->capacity());
+}
+
+// The same 32 clients over 8 connections without a thread each (park_mode::queue): they wait in
+// the budget's FIFO as queued posts, posted by the gate's one thread or by the callback that
+// frees a unit; separates the cost of 32 sleeping threads from the back-pressure's.
+TEST_P(parked_bench, thirty_two_queued_clients_through_a_budget_of_eight) {
+    const auto length = phase_length();
+    const phase_result alone = run(1, 1, length);
+    print("uncontended (1 poster, 1 connection)", GetParam(), alone);
+    EXPECT_EQ(alone.failures, 0u);
+    EXPECT_EQ(alone.lost_or_duplicated, 0u);
+
+    const phase_result queued = run_queued(32, connections, length);
+    print("32 queued clients, 8 connections", GetParam(), queued);
+    std::printf("[parked_bench %s] cpu per op queued / uncontended: %.2f; fairness max/min: %.2f\n",
+                GetParam().c_str(), queued.cpu_per_op_us / alone.cpu_per_op_us,
+                queued.min_ops != 0
+                    ? static_cast<double>(queued.max_ops) / static_cast<double>(queued.min_ops)
+                    : 0.0);
+    EXPECT_EQ(queued.failures, 0u);
+    EXPECT_EQ(queued.lost_or_duplicated, 0u);
+    EXPECT_GT(queued.min_ops, 0u) << "a client never got a slot";
     EXPECT_EQ(pool_->available(), pool_->capacity());
 }
 

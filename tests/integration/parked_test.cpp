@@ -205,9 +205,12 @@ TEST_P(parked_test, a_post_from_a_completion_callback_does_not_park) {
     // Two connections: the callback of one posts, with park_until, on the other, whose only
     // entry is taken. It must not wait on the thread that reads completions: would_block.
     open({.sq_size = 1});
+    // Its own target bytes (declared first: they outlive the connection): two targets' progress
+    // threads writing the same bytes at once is a race in the test (TSan saw it).
+    buffer target2{4096};
     auto second = must(connect_pair(GetParam(), {}, {.sq_size = 1}));
     auto tmr2 =
-        must(memory_region::create(second.server_domain, target_.span(), usage::write_destination));
+        must(memory_region::create(second.server_domain, target2.span(), usage::write_destination));
     auto smr2 = must(memory_region::create(second.client_domain, src_.span(), usage::write_source));
     const auto d2 = must(tmr2.describe());
     REMORA_ASSERT_OK(second.client->write(d2, 0, smr2, 0, 64));  // its one entry
@@ -240,10 +243,11 @@ TEST_P(parked_test, a_shared_budget_parks_across_connections_and_wakes_on_its_un
     auto pool = must(slot_pool::create({.capacity = units{}.with(unit::sq, 1).with(unit::cq, 1),
                                         .policy = exhaustion::backpressure}));
     open({.sq_size = 4, .slots = pool});
+    buffer target2{4096};  // its own target bytes (see a_post_from_a_completion_callback...)
     auto second = must(connect_pair(GetParam(), {}, {.sq_size = 4, .slots = pool}));
     auto smr2 = must(memory_region::create(second.client_domain, src_.span(), usage::write_source));
     auto tmr2 =
-        must(memory_region::create(second.server_domain, target_.span(), usage::write_destination));
+        must(memory_region::create(second.server_domain, target2.span(), usage::write_destination));
     const auto d2 = must(tmr2.describe());
     REMORA_ASSERT_OK(write(&ctx_[0]));
     EXPECT_ERRC(second.client->write(d2, 0, smr2, 0, 64), errc::would_block);
