@@ -28,7 +28,8 @@ subset=(channels_test ops_test slot_pool_test slots_test
         shared_cq_lifecycle_test delivery_test
         signalling_test signalling_pools_test stress_test accounting_test
         next_test api_test
-        domain_close_test persistence_test overload_test budget_test bounce_test)
+        domain_close_test persistence_test overload_test budget_test bounce_test
+        op_pool_test park_gate_test multi_key_test)
 [ $# -gt 0 ] && subset=("$@")
 binaries=()
 for entry in "${subset[@]}"; do
