@@ -85,8 +85,10 @@ std::map<void*, int> reap_until_idle(connection& c, completion_queue& q,
 }
 
 struct one_sided {
-    connected_pair p;
+    // The buffers outlive the connections: a target's progress thread may still be sending from
+    // one while the pair is torn down (TSan in CI: a freed buffer read by sendmsg).
     buffer target{1 << 16}, local{1 << 16};
+    connected_pair p;
     std::optional<memory_region> tmr, lmr;
     remote_region desc;
     static connection_config config(bool progress) {
