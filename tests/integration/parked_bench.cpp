@@ -86,6 +86,47 @@ class parked_bench : public testing::TestWithParam<std::string> {
             must(memory_region::create(side_->client_dom, src_.span(), usage::write_source)));
     }
 
+    // The end of a phase: waits (at most 10 s) until every posted write has completed, stops the
+    // completion readers, and tallies per-client counts (`counts(i)`: {posted, completed}) with the
+    // process's CPU time and context switches since cpu0/csw0.
+    template <class Counts>
+    static phase_result settle(std::size_t clients, Counts counts, clk::time_point t0, double cpu0,
+                               double csw0, std::atomic<bool>& readers_stop,
+                               std::vector<std::thread>& readers) {
+        auto all_done = [&] {
+            for (std::size_t i = 0; i < clients; ++i) {
+                const auto [p, d] = counts(i);
+                if (d < p)
+                    return false;
+            }
+            return true;
+        };
+        const auto drain_deadline = clk::now() + std::chrono::seconds(10);
+        while (!all_done() && clk::now() < drain_deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        const double wall = std::chrono::duration<double>(clk::now() - t0).count();
+        const double cpu = cpu_seconds() - cpu0;
+        const double csw = context_switches() - csw0;
+        readers_stop = true;
+        for (auto& th : readers) {
+            th.join();
+        }
+        phase_result res;
+        res.min_ops = ~std::uint64_t{0};
+        for (std::size_t i = 0; i < clients; ++i) {
+            const auto [p, d] = counts(i);
+            res.ops += p;
+            res.lost_or_duplicated += p > d ? p - d : d - p;
+            res.min_ops = std::min(res.min_ops, p);
+            res.max_ops = std::max(res.max_ops, p);
+        }
+        res.cpu_per_op_us = res.ops != 0 ? cpu * 1e6 / static_cast<double>(res.ops) : 0;
+        res.switches_per_op = res.ops != 0 ? csw / static_cast<double>(res.ops) : 0;
+        res.wall_s = wall;
+        return res;
+    }
+
     // `posters` threads, poster t on connection t % `conns`, for `length`.
     phase_result run(std::size_t posters, std::size_t conns, std::chrono::milliseconds length) {
         std::vector<std::atomic<std::uint64_t>> posted(posters), completed(posters);
@@ -142,38 +183,13 @@ class parked_bench : public testing::TestWithParam<std::string> {
         for (auto& th : threads) {
             th.join();
         }
-        // Drain: every posted write completes.
-        auto all_done = [&] {
-            for (std::size_t t = 0; t < posters; ++t) {
-                if (completed[t].load() < posted[t].load())
-                    return false;
-            }
-            return true;
-        };
-        const auto drain_deadline = clk::now() + std::chrono::seconds(10);
-        while (!all_done() && clk::now() < drain_deadline) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-        const double wall = std::chrono::duration<double>(clk::now() - t0).count();
-        const double cpu = cpu_seconds() - cpu0;
-        const double csw = context_switches() - csw0;
-        readers_stop = true;
-        for (auto& th : readers) {
-            th.join();
-        }
-        phase_result res;
+        phase_result res = settle(
+            posters,
+            [&](std::size_t t) {
+                return std::pair{posted[t].load(), completed[t].load()};
+            },
+            t0, cpu0, csw0, readers_stop, readers);
         res.failures = failures.load();
-        res.min_ops = ~std::uint64_t{0};
-        for (std::size_t t = 0; t < posters; ++t) {
-            res.ops += posted[t].load();
-            res.lost_or_duplicated += posted[t].load() > completed[t].load()
-                                          ? posted[t].load() - completed[t].load()
-                                          : completed[t].load() - posted[t].load();
-            res.min_ops = std::min(res.min_ops, posted[t].load());
-            res.max_ops = std::max(res.max_ops, posted[t].load());
-        }
-        res.cpu_per_op_us = res.ops != 0 ? cpu * 1e6 / static_cast<double>(res.ops) : 0;
-        res.switches_per_op = res.ops != 0 ? csw / static_cast<double>(res.ops) : 0;
         if (res.ops != 0) {
             res.poster_switches_per_op =
                 static_cast<double>(poster_switches.load()) / static_cast<double>(res.ops);
@@ -181,7 +197,6 @@ class parked_bench : public testing::TestWithParam<std::string> {
             res.reader_switches_per_op =
                 static_cast<double>(reader_switches.load()) / static_cast<double>(res.ops);
         }
-        res.wall_s = wall;
         return res;
     }
 
@@ -258,41 +273,16 @@ class parked_bench : public testing::TestWithParam<std::string> {
         }
         std::this_thread::sleep_for(length);  // the measured phase (a benchmark, not a sync)
         shared.stop = true;
-        auto all_done = [&] {
-            for (auto& q : qs) {
-                if (q.completed.load() < q.posted.load())
-                    return false;
-            }
-            return true;
-        };
-        const auto drain_deadline = clk::now() + std::chrono::seconds(10);
-        while (!all_done() && clk::now() < drain_deadline) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-        const double wall = std::chrono::duration<double>(clk::now() - t0).count();
-        const double cpu = cpu_seconds() - cpu0;
-        const double csw = context_switches() - csw0;
-        readers_stop = true;
-        for (auto& th : readers) {
-            th.join();
-        }
-        phase_result res;
+        phase_result res = settle(
+            qs.size(),
+            [&](std::size_t i) {
+                return std::pair{qs[i].posted.load(), qs[i].completed.load()};
+            },
+            t0, cpu0, csw0, readers_stop, readers);
         res.failures = shared.failures.load();
-        res.min_ops = ~std::uint64_t{0};
-        for (auto& q : qs) {
-            const std::uint64_t p = q.posted.load();
-            const std::uint64_t d = q.completed.load();
-            res.ops += p;
-            res.lost_or_duplicated += p > d ? p - d : d - p;
-            res.min_ops = std::min(res.min_ops, p);
-            res.max_ops = std::max(res.max_ops, p);
-        }
-        res.cpu_per_op_us = res.ops != 0 ? cpu * 1e6 / static_cast<double>(res.ops) : 0;
-        res.switches_per_op = res.ops != 0 ? csw / static_cast<double>(res.ops) : 0;
         res.reader_switches_per_op = res.ops != 0 ? static_cast<double>(reader_switches.load()) /
                                                         static_cast<double>(res.ops)
                                                   : 0;
-        res.wall_s = wall;
         return res;
     }
 
