@@ -130,6 +130,10 @@ class park_gate {
         /// `seen`. Not `tried`: as the head it tries at once.
         std::uint64_t seen = 0;
         bool tried = false;
+        /// The thread running this node's try (its own, or the worker for a queued post), while
+        /// the try runs without mu_: wake_owner and waiting wait for the outcome (admitted and
+        /// gone, or refused and still parked) instead of counting a post that is being posted.
+        std::thread::id trying{};
     };
     void wake(node& n);   ///< its thread, or the worker for a queued post (under mu_)
     void work();          ///< the worker thread
@@ -149,9 +153,13 @@ class park_gate {
     /// Under mu_. `admitted` after waiting for a give-back (n.tried): the next head owes it one
     /// (the hand-off); otherwise the next head tries at once.
     void unlink(node& n, bool admitted = false);
+    /// Under mu_: waits until no try of `owner`'s nodes (nullptr: anyone's) runs on another
+    /// thread; a try on this thread (a callback inside a post) is not waited for.
+    void await_tries(std::unique_lock<std::mutex>& lock, const void* owner) const;
 
     mutable std::mutex mu_;
-    std::condition_variable left_;  ///< close_owner waits here for its waiters to leave
+    /// close_owner waits here for its waiters to leave, wake_owner/waiting for tries to end
+    mutable std::condition_variable left_;
     node* head_ = nullptr;
     node* tail_ = nullptr;
     std::uint64_t given_ = 0;  ///< give-backs seen (under mu_)

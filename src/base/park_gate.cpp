@@ -127,9 +127,11 @@ void park_gate::work() {
         // The head is a queued post and something came back since it last tried: try it.
         if (node* h = head_; h != nullptr && h->queued && may_try(*h)) {
             const std::uint64_t snapshot = given_;
+            h->trying = std::this_thread::get_id();
             lock.unlock();
             auto r = h->queued->attempt();
             lock.lock();
+            h->trying = {};
             if (r || !(r.error() == errc::would_block)) {
                 unlink(*h, static_cast<bool>(r));
                 lock.unlock();
@@ -142,6 +144,7 @@ void park_gate::work() {
             } else {
                 h->seen = snapshot;
                 h->tried = true;
+                left_.notify_all();  // still parked: a wake_owner waiting for the try counts it
             }
             continue;
         }
@@ -203,6 +206,8 @@ errc park_gate::await_try(node& n, clock::time_point deadline, std::uint64_t& se
     if (refused) {
         n.seen = seen;  // give-backs up to the refused try's snapshot did not suffice
         n.tried = true;
+        n.trying = {};
+        left_.notify_all();  // still parked: a wake_owner waiting for the try counts it
     }
     while (n.end == errc::ok && !may_try(n)) {
         if (n.cv.wait_until(lock, deadline) == std::cv_status::timeout && n.end == errc::ok &&
@@ -213,6 +218,8 @@ errc park_gate::await_try(node& n, clock::time_point deadline, std::uint64_t& se
     const errc end = n.end;
     if (end != errc::ok) {
         unlink(n);
+    } else {
+        n.trying = std::this_thread::get_id();  // until leave() or the next await_try
     }
     seen = given_;  // the head's snapshot, taken before it tries
     return end;
@@ -226,8 +233,23 @@ std::string park_gate::ended(const char* what, errc end) {
     return std::string(what) + ": parked waiting for units; " + why + "; nothing was posted";
 }
 
+void park_gate::await_tries(std::unique_lock<std::mutex>& lock, const void* owner) const {
+    const auto self = std::this_thread::get_id();
+    left_.wait(lock, [&] {
+        for (const node* p = head_; p != nullptr; p = p->next) {
+            if ((owner == nullptr || p->owner == owner) && p->trying != std::thread::id{} &&
+                p->trying != self) {
+                return false;
+            }
+        }
+        return true;
+    });
+}
+
 std::size_t park_gate::wake_owner(const void* owner, errc code) {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    // A post being tried now is not counted (nor ended) before its try says whether it posted.
+    await_tries(lock, owner);
     std::size_t n = 0;
     for (node* p = head_; p != nullptr; p = p->next) {
         if ((owner == nullptr || p->owner == owner) && p->end == errc::ok) {
@@ -271,7 +293,8 @@ void park_gate::close_owner(const void* owner, errc code) {
 }
 
 std::size_t park_gate::waiting(const void* owner) const {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    await_tries(lock, owner);
     std::size_t n = 0;
     for (node* p = head_; p != nullptr; p = p->next) {
         n += owner == nullptr || p->owner == owner ? 1 : 0;
