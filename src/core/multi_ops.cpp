@@ -145,13 +145,14 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
     std::size_t total = 0;
     for (std::size_t i = 0; i < dst.size(); ++i) {
         const remote_segment& s = dst[i];
-        const std::string part = "gather_write: part " + n2s(i) + ": ";
+        // The part's name only for an error: built per part, it cost each call N allocations.
+        auto part = [i] { return "gather_write: part " + n2s(i) + ": "; };
         if (s.region == nullptr || s.length == 0) {
             return fail(errc::invalid_argument,
-                        part + (s.region == nullptr ? "no remote region" : "zero length"));
+                        part() + (s.region == nullptr ? "no remote region" : "zero length"));
         }
         if (auto r = s.region->check(s.offset, s.length, usage::write_destination); !r) {
-            return fail(r.error().code(), part + r.error().message());
+            return fail(r.error().code(), part() + r.error().message());
         }
         total += s.length;
     }

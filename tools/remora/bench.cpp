@@ -109,6 +109,37 @@ result<figures> summarize(std::vector<std::uint32_t>& lat, std::uint64_t ops, do
     return f;
 }
 
+// One read of the connection's CQs (and first a wait, when blocking).
+result<std::size_t> reaper::operator()(bool want_recv, std::span<completion> out) {
+    std::size_t n = 0;
+    auto poll_into = [&](completion_queue& q) -> result<void> {
+        auto r = q.poll(out.subspan(n));
+        if (!r)
+            return fail(r.error());
+        n += *r;
+        return {};
+    };
+    if (blocking_) {
+        if (shared_channel_) {
+            auto ev = c_.wait(100ms);
+            if (!ev && !(ev.error() == errc::timed_out))
+                return fail(ev.error());
+        } else {
+            completion_queue& q = want_recv && rcq_ != nullptr ? *rcq_ : cq_;
+            auto w = q.wait(100ms);
+            if (!w && !(w.error() == errc::timed_out))
+                return fail(w.error());
+        }
+    }
+    if (auto r = poll_into(cq_); !r)
+        return fail(r.error());
+    if (rcq_ != nullptr && n < out.size()) {
+        if (auto r = poll_into(*rcq_); !r)
+            return fail(r.error());
+    }
+    return n;
+}
+
 namespace {
 
 bool rdm(const setup& s) {
@@ -132,7 +163,7 @@ progress_policy target_policy(const setup& s) {
 
 connection_config config_for(const setup& s, bool target) {
     connection_config c;
-    c.sq_size = std::max(16u, s.qd * 2);
+    c.sq_size = std::max({16u, s.qd * 2, s.parts});  // --op gather: a write per part at once
     c.rq_size = std::max(16u, s.qd * 2);
     if (!target && s.shared_cq && s.connections > 16 && (s.op == "write" || s.op == "read")) {
         // One shared CQ holds every connection's entries, at most the provider's CQ depth (tcp:
@@ -148,7 +179,8 @@ connection_config config_for(const setup& s, bool target) {
     // target), as the plain libfabric baseline does; the service's requests still need the
     // progress thread.
     c.progress_thread =
-        target && (persistence_op(s.op) || (!rdm(s) && (s.op == "write" || s.op == "read")));
+        target && (persistence_op(s.op) ||
+                   (!rdm(s) && (s.op == "write" || s.op == "read" || s.op == "gather")));
     // One service request per operation in flight (a flush or an atomic without native support).
     if (persistence_op(s.op))
         c.service_depth = std::max(1u, s.qd);
@@ -175,56 +207,6 @@ connection_config client_config(const setup& s, bool remote) {
 bool quiet_writes(const setup& s) {
     return s.signal_every > 1 && s.op == "write";
 }
-
-// Reaps completions of one connection the configured way. Built once per polling thread: the
-// choices (wait mode, channel, which CQs) are made here, not per poll, so the bench's own loop
-// costs no more than the plain-libfabric baseline's.
-class reaper {
-  public:
-    reaper(connection& c, const setup& s)
-        : c_(c),
-          blocking_(s.wait == "blocking"),
-          shared_channel_(c.config().channel == channel_mode::shared),
-          cq_(c.cq()),
-          rcq_(c.rcq()) {}
-
-    // Returns how many completions it wrote into out.
-    result<std::size_t> operator()(bool want_recv, std::span<completion> out) {
-        std::size_t n = 0;
-        auto poll_into = [&](completion_queue& q) -> result<void> {
-            auto r = q.poll(out.subspan(n));
-            if (!r)
-                return fail(r.error());
-            n += *r;
-            return {};
-        };
-        if (blocking_) {
-            if (shared_channel_) {
-                auto ev = c_.wait(100ms);
-                if (!ev && !(ev.error() == errc::timed_out))
-                    return fail(ev.error());
-            } else {
-                completion_queue& q = want_recv && rcq_ != nullptr ? *rcq_ : cq_;
-                auto w = q.wait(100ms);
-                if (!w && !(w.error() == errc::timed_out))
-                    return fail(w.error());
-            }
-        }
-        if (auto r = poll_into(cq_); !r)
-            return fail(r.error());
-        if (rcq_ != nullptr && n < out.size()) {
-            if (auto r = poll_into(*rcq_); !r)
-                return fail(r.error());
-        }
-        return n;
-    }
-
-  private:
-    connection& c_;
-    const bool blocking_, shared_channel_;
-    completion_queue& cq_;
-    completion_queue* const rcq_;
-};
 
 // What an RDM target hands its client: its peer address and its region's descriptor.
 struct peer_offer {
@@ -284,6 +266,17 @@ class target {
         if (!mr)
             return fail(mr.error());
         mr_ = std::move(*mr);
+        if (s.op == "gather") {
+            // A region of its own per part: each part of a gather_write carries another key.
+            segment_mem_.resize(s.parts);
+            for (auto& m : segment_mem_) {
+                m.resize(s.size);
+                auto r = memory_region::create(*dom_, m, usage::write_destination);
+                if (!r)
+                    return fail(r.error());
+                segment_mr_.push_back(std::move(*r));
+            }
+        }
         msg_.resize(std::max<std::size_t>(s.size, request_size) * s.qd * 2 * s.connections);
         auto mm = memory_region::create(*dom_, msg_, usage::send | usage::receive);
         if (!mm)
@@ -292,6 +285,19 @@ class target {
         return {};
     }
     std::uint16_t port() const { return lst_->port(); }
+
+    // --op gather: the descriptors of the part regions, handed over in memory (the connection's
+    // private data carries one descriptor), as the user's own exchange would carry them.
+    result<std::vector<remote_region>> segments() const {
+        std::vector<remote_region> out;
+        for (const memory_region& m : segment_mr_) {
+            auto d = m.describe();
+            if (!d)
+                return fail(d.error());
+            out.push_back(*d);
+        }
+        return out;
+    }
 
     // Accepts one connection (the client connects concurrently) and serves it on a thread.
     result<void> accept_and_serve(const setup& s, unsigned index) {
@@ -404,19 +410,14 @@ class target {
     std::optional<listener> lst_;
     std::vector<std::byte> mem_, msg_;
     std::optional<memory_region> mr_, msg_mr_;
+    std::vector<std::vector<std::byte>> segment_mem_;  // --op gather: a buffer per part
+    std::vector<memory_region> segment_mr_;
     std::optional<persistent_region> region_;
     std::optional<target_service> service_;
     remote_region desc_;
     std::vector<std::unique_ptr<connection>> conns_;
     std::vector<std::thread> threads_;
     std::atomic<bool> stop_{false};
-};
-
-struct client_result {
-    std::vector<std::uint32_t> lat_ns;
-    std::uint64_t ops = 0;
-    std::optional<error> failure;
-    void fail(const error& e) { failure = e; }
 };
 
 // Callback mode: each completion lands here, on the thread that polls (the client's own).
@@ -1053,7 +1054,20 @@ void show_progress(const setup& s, clock::time_point t0, clock::time_point end,
     fmt::print(stderr, "\r{}\r", std::string(60, ' '));
 }
 
-result<figures> run_one(const setup& s) {
+// What run_one measured: the result and, for --op gather, the two it is compared with, measured
+// in the same run.
+struct measured {
+    figures f;
+    std::optional<figures> together, one;  // --op gather: its writes posted together; one write
+};
+
+result<measured> run_one(const setup& s) {
+    const bool gathering = s.op == "gather";
+    if (gathering && (s.qd != 1 || s.connections != 1 || s.callbacks || s.coroutines ||
+                      s.shared_cq || !s.target.empty()))
+        return fail(errc::invalid_argument,
+                    "--op gather times one operation at a time (--qd 1), on one connection to "
+                    "the loopback target, read by poll()");
     if (s.coroutines && (s.op == "send" || s.op == "gpspm"))
         return fail(errc::invalid_argument,
                     "--completion coroutine covers one-sided, flush and atomic operations");
@@ -1115,13 +1129,24 @@ result<figures> run_one(const setup& s) {
     std::vector<remote_region> remotes;
     if (auto r = connect_all(s, t ? &*t : nullptr, *cd, scq, conns, remotes); !r)
         return fail(r.error());
+    std::vector<remote_region> segments;  // --op gather: a region per part
+    if (gathering) {
+        auto g = t->segments();
+        if (!g)
+            return fail(g.error());
+        segments = std::move(*g);
+    }
     std::vector<client_result> results(s.connections);
+    gather_result gathered;
     const double cpu0 = cpu_seconds();
     const auto t0 = clock::now();
     const auto end = t0 + std::chrono::duration_cast<clock::duration>(
                               std::chrono::duration<double>(run_limit_s(s)));
     std::vector<std::thread> clients;
-    if (s.shared_cq) {
+    if (gathering) {
+        clients.emplace_back(
+            [&] { run_gather(conns.front(), segments, s, end, op_budget(s), gathered); });
+    } else if (s.shared_cq) {
         clients.emplace_back([&] { run_shared(conns, remotes, scq, s, end, results); });
     } else if (s.one_reader) {
         clients.emplace_back([&] { run_one_reader(conns, remotes, s, end, results); });
@@ -1139,6 +1164,12 @@ result<figures> run_one(const setup& s) {
     bar.join();
     const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
     const double cpu = cpu_seconds() - cpu0;
+    for (auto& c : conns)
+        (void)c.close();
+    if (t)
+        t->stop();
+    if (gathering)
+        results.front() = std::move(gathered.timed[gather_all]);
     std::vector<std::uint32_t> lat;
     std::uint64_t ops = 0;
     for (auto& r : results) {
@@ -1147,14 +1178,31 @@ result<figures> run_one(const setup& s) {
         lat.insert(lat.end(), r.lat_ns.begin(), r.lat_ns.end());
         ops += r.ops;
     }
-    for (auto& c : conns)
-        (void)c.close();
-    if (t)
-        t->stop();
     if (s.count != 0 && ops != s.count)
         return fail(errc::timed_out, fmt::format("--count {}: {} operations completed in {:.0f} s",
                                                  s.count, ops, seconds));
-    return summarize(lat, ops, seconds, cpu, s.size);
+    if (!gathering) {
+        auto f = summarize(lat, ops, seconds, cpu, s.size);
+        if (!f)
+            return fail(f.error());
+        return measured{.f = *f, .together = {}, .one = {}};
+    }
+    // --op gather: each kind's figures over the time it ran (QD 1: ops/s is 1 / mean latency).
+    measured m;
+    for (std::size_t k = 0; k < gather_kinds; ++k) {
+        client_result& r = k == gather_all ? results.front() : gathered.timed[k];
+        if (r.failure)
+            return fail(*r.failure);
+        auto f = summarize(r.lat_ns, gathered.wall_s[k], gathered.cpu_s[k],
+                           k == one_write ? s.size : s.size * s.parts);
+        if (!f)
+            return fail(f.error());
+        if (k == gather_all)
+            m.f = *f;
+        else
+            (k == writes_together ? m.together : m.one) = *f;
+    }
+    return m;
 }
 
 std::vector<setup> suite(const bench_options& o) {
@@ -1181,6 +1229,7 @@ std::vector<setup> suite(const bench_options& o) {
         s.target_progress = o.target_progress;
         s.target_spin_us = o.target_spin_us;
         s.more = o.more;
+        s.parts = o.parts;
         // The suites choose their own signalling and CQs (the slots suite compares them).
         s.signal_every = o.suite.empty() ? o.signal_every : 1;
         s.shared_cq = o.suite.empty() && o.shared_cq;
@@ -1342,6 +1391,8 @@ std::vector<setup> suite(const bench_options& o) {
 // The op column: the operation, how it completes, how its buffer is registered.
 std::string label(const setup& s) {
     std::string l = s.op;
+    if (s.op == "gather")
+        l += fmt::format(" x{}", s.parts);
     if (s.callbacks)
         l += "+cb";
     if (s.coroutines)
@@ -1480,9 +1531,10 @@ int run_bench(const bench_options& o) {
                        s.signal_every, s.signal_every, s.qd);
             s.qd = s.signal_every;
         }
-        auto f = run_one(s);
-        if (!f)
-            return report("bench", f.error());
+        auto m = run_one(s);
+        if (!m)
+            return report("bench", m.error());
+        const figures* f = &m->f;
         // A paired result (the slots suite): the ratio to the result before it.
         std::optional<figures> versus;
         if (!s.versus.empty() && !plotted.empty())
@@ -1533,6 +1585,15 @@ int run_bench(const bench_options& o) {
                                               ? std::int64_t{s.target_spin_us}
                                               : std::int64_t{domain_config{}.progress_spin.count()};
             }
+            if (m->together) {
+                j["parts"] = s.parts;
+                j["writes_together"] = as_json(*m->together);
+                j["one_write"] = as_json(*m->one);
+                j["ratio_p50_writes_together"] = f->p50_us / m->together->p50_us;
+                j["ratio_p99_writes_together"] = f->p99_us / m->together->p99_us;
+                j["ratio_p50_one_write"] = f->p50_us / m->one->p50_us;
+                j["ratio_p99_one_write"] = f->p99_us / m->one->p99_us;
+            }
             if (base) {
                 j["baseline"] = as_json(*base);
                 j["ratio_ops_per_s"] = f->ops_per_s / base->ops_per_s;
@@ -1546,6 +1607,20 @@ int run_bench(const bench_options& o) {
             fmt::print("{}\n", j.dump());
         } else {
             row(prov, s, *f);
+            if (m->together) {
+                // --op gather: its writes posted together, then one write, from the same run.
+                setup plain = s;
+                plain.op = fmt::format("write x{}", s.parts);
+                row(prov, plain, *m->together);
+                plain.op = "write x1";
+                row(prov, plain, *m->one);
+                auto ratio = [&](const std::string& what, const figures& b) {
+                    fmt::print("{:<{}} {} / {}: p50 x{:.3f}, p99 x{:.3f}\n", "ratio", pw, label(s),
+                               what, f->p50_us / b.p50_us, f->p99_us / b.p99_us);
+                };
+                ratio(fmt::format("write x{} together (its slowest part)", s.parts), *m->together);
+                ratio("write x1", *m->one);
+            }
             if (base) {
                 setup plain = s;  // the baseline reads its CQ directly, registers once
                 plain.callbacks = false;

@@ -2,8 +2,11 @@
 // tools/remora/bench_internal.hpp — what bench.cpp and baseline.cpp share.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,7 +34,8 @@ struct setup {
     unsigned target_spin_us = 0;  // its progress_spin in us; 0: the default
     bool pin = false;             // --pin: target threads on one CPU, client threads on another
     bool one_reader = false;      // --suite fanin: one thread polls every connection's own CQ
-    bool more = false;  // --more: a round's reposts go as one burst (op_options::more, FI_MORE)
+    bool more = false;   // --more: a round's reposts go as one burst (op_options::more, FI_MORE)
+    unsigned parts = 4;  // --op gather: remote segments (regions) per gather_write
 };
 
 // The operations connection i posts under --count (s.count split evenly over the connections,
@@ -46,6 +50,52 @@ inline std::uint64_t op_budget(const setup& s, unsigned i = 0) {
 inline double run_limit_s(const setup& s) {
     return s.count == 0 ? s.duration : 3600.0;
 }
+
+// Reaps completions of one connection the configured way. Built once per polling thread: the
+// choices (wait mode, channel, which CQs) are made here, not per poll, so the bench's own loop
+// costs no more than the plain-libfabric baseline's.
+class reaper {
+  public:
+    reaper(connection& c, const setup& s)
+        : c_(c),
+          blocking_(s.wait == "blocking"),
+          shared_channel_(c.config().channel == channel_mode::shared),
+          cq_(c.cq()),
+          rcq_(c.rcq()) {}
+
+    // Returns how many completions it wrote into out.
+    result<std::size_t> operator()(bool want_recv, std::span<completion> out);
+
+  private:
+    connection& c_;
+    const bool blocking_, shared_channel_;
+    completion_queue& cq_;
+    completion_queue* const rcq_;
+};
+
+// What one client connection measured: each timed operation's latency, the operations known
+// complete, and the first failure.
+struct client_result {
+    std::vector<std::uint32_t> lat_ns;
+    std::uint64_t ops = 0;
+    std::optional<error> failure;
+    void fail(const error& e) { failure = e; }
+};
+
+// --op gather (bench_gather.cpp): the three operations it times in each round, QD 1, post to
+// completion: (a) one gather_write over the segments, (b) the same writes posted back to back,
+// until the last completes, (c) one write of one segment's size.
+enum gather_kind : std::size_t { gather_all, writes_together, one_write, gather_kinds };
+struct gather_result {
+    client_result timed[gather_kinds];  // each kind's latencies, count and first failure
+    double cpu_s[gather_kinds] = {};    // process CPU time (every thread) while each kind ran
+    double wall_s[gather_kinds] = {};   // wall time each kind ran
+};
+// Runs rounds of the three on `c` (segments: distinct regions of the target, s.size bytes
+// each) until `budget` rounds are done or `end` has passed; the first failure ends the run.
+void run_gather(connection& c, std::span<const remote_region> segments, const setup& s,
+                std::chrono::steady_clock::time_point end, std::uint64_t budget,
+                gather_result& out);
 
 // --pin: the CPU of the target's threads (0) and of the client's (1, or 0 on one CPU).
 enum class side { target, client };

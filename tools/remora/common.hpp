@@ -54,6 +54,7 @@ struct bench_options {
     unsigned target_spin_us = 0;  // adaptive's progress_spin; 0: the library default
     bool pin = false;             // target threads on one CPU, client threads on another
     bool more = false;            // reposts after one CQ read go as a burst (FI_MORE)
+    unsigned parts = 4;           // --op gather: remote segments per gather_write
 };
 int run_bench(const bench_options& o);
 // --suite connect (bench_connect.cpp): many connections set up at once from one thread.

@@ -152,11 +152,18 @@ int main(int argc, char** argv) {
                      "Operation(s): write, read, send (ping-pong), gpspm (send/recv flush "
                      "request), flush-raw (write + read-after-write flush), flush-gpspm (write + "
                      "flush to persistence through the target service), atomic-write, cas, "
-                     "fetch-add")
+                     "fetch-add, gather (gather_write of --parts segments, each a region of its "
+                     "own, timed in the same run against its writes posted together and one "
+                     "write; QD 1)")
         ->check(CLI::IsMember({"write", "read", "send", "gpspm", "flush-raw", "flush-gpspm",
-                               "atomic-write", "cas", "fetch-add"}));
+                               "atomic-write", "cas", "fetch-add", "gather"}));
     bench->add_option("-s,--size", sizes, "Transfer size(s) in bytes")
         ->check(CLI::Range(1, 1 << 26));
+    bench
+        ->add_option("--parts", bo.parts,
+                     "--op gather: remote segments per gather_write, --size bytes each")
+        ->check(CLI::Range(1, 64))
+        ->capture_default_str();
     bench->add_option("-q,--qd", bo.qd, "Operations in flight per connection")
         ->check(CLI::Range(1, 64))
         ->capture_default_str();
@@ -253,6 +260,7 @@ int main(int argc, char** argv) {
         "  remora bench --op gpspm --wait blocking --rcq --channel shared --connections 8\n"
         "  remora bench --op write --qd 16 --signal-every 16\n"
         "  remora bench --op write --connections 8 --shared-cq\n"
+        "  remora bench --op gather --parts 4 --size 8 --size 4096\n"
         "  remora bench --suite channels --provider sockets --json\n"
         "  remora bench --suite persistence --plot persistence.png\n"
         "  remora bench --suite connect --setups 500 --provider tcp\n"
