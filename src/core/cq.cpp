@@ -400,24 +400,21 @@ bool cq_impl::pump(bool* reaped_out, bool deliver_now) {
     {
         std::lock_guard lock(owned_mu);
         for (;;) {
-            const std::size_t room = owned.size() - owned_count;
-            if (room == 0) {
+            if (owned_count == owned.size()) {
                 break;  // the application holds a full CQ's worth: the provider's CQ is empty
             }
-            completion batch[16];
-            entry_source from[16];
+            // Read straight into the ring's free run after its tail (no batch to construct and
+            // copy on every look): slots past owned_count are not the ring's until counted.
+            const std::size_t tail = (owned_head + owned_count) % owned.size();
+            const std::size_t run = tail >= owned_head ? owned.size() - tail : owned_head - tail;
             std::size_t consumed = 0;
-            auto r = read_provider(batch, std::min<std::size_t>(room, 16), &consumed, from);
+            auto r = read_provider(&owned[tail], std::min<std::size_t>(run, 16), &consumed,
+                                   &owned_from[tail]);
             if (!r || consumed == 0) {
                 break;
             }
             reaped_here = true;
-            for (std::size_t i = 0; i < *r; ++i) {
-                const std::size_t at = (owned_head + owned_count) % owned.size();
-                owned[at] = batch[i];
-                owned_from[at] = from[i];
-                ++owned_count;
-            }
+            owned_count += *r;
             added = added || *r != 0;
         }
     }
