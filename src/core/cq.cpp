@@ -87,6 +87,21 @@ remora::op op_from_flags(std::uint64_t f) {
     return op::unknown;
 }
 
+// Ends `c`'s requests past their deadline (connection_config::service_timeout); true if one had
+// passed. Reads the clock only while a request has a deadline: an idle poller pays one load.
+bool tick_if_due(connection_impl& c) {
+    if (c.ext_deadline.load(std::memory_order_relaxed) ==
+        std::numeric_limits<std::int64_t>::max()) {
+        return false;
+    }
+    const auto now = clock::now();
+    if (!c.deadline_passed(now)) {
+        return false;
+    }
+    c.tick_extensions(now);
+    return true;
+}
+
 }  // namespace
 
 clock::time_point deadline_after(std::chrono::milliseconds timeout) {
@@ -613,12 +628,7 @@ inline result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
 result<std::size_t> cq_impl::poll(std::span<completion> out) {
     auto r = poll_locked(out);
     if (r && *r == 0 && conn != nullptr) {
-        // Requests past their deadline (connection_config::service_timeout) end now; their
-        // completions come with a later read.
-        const auto now = clock::now();
-        if (conn->deadline_passed(now)) {
-            conn->tick_extensions(now);
-        }
+        tick_if_due(*conn);  // what it ends comes with a later read
     }
     deliver();  // last: a callback may destroy the connection owning this CQ
     return r;
@@ -652,9 +662,7 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
             // A request's deadline (connection_config::service_timeout) ends the wait's sleep
             // (below) and is acted on here, before any sleep or fd-less back-off (shm): what it
             // cancels is read on the next round like any completion.
-            const auto now = clock::now();
-            if (conn->deadline_passed(now)) {
-                conn->tick_extensions(now);
+            if (tick_if_due(*conn)) {
                 continue;
             }
         }
