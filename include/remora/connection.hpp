@@ -510,9 +510,11 @@ class connection {
     // ---- parked posts ----
     /// Ends every post of this connection parked in op_options::park_until with errc::canceled
     /// (each returns it once, having taken nothing); returns how many. Posts parked afterwards
-    /// wait as usual. May run on any thread, concurrently with the parked posts.
+    /// wait as usual. May run on any thread, concurrently with the parked posts. A parked post
+    /// whose try is under way (its units just came back) is neither counted nor ended: the call
+    /// waits for that try (one post) and counts it only if it is refused and parks again.
     std::size_t cancel_parked();
-    /// Posts of this connection parked now.
+    /// Posts of this connection parked now (a try under way is waited for, as in cancel_parked).
     [[nodiscard]] std::size_t parked() const;
 
     // ---- atomics on 8-byte aligned words (usage::atomic_target) ----

@@ -109,11 +109,12 @@ class park_gate {
     }
 
     /// Ends every waiter of `owner` (all waiters when null) with `code` (canceled, disconnected):
-    /// each returns it once. Returns how many were waiting.
+    /// each returns it once. Returns how many were waiting. A waiter whose try runs on another
+    /// thread is waited for first (its try decides: posted and gone, or refused and ended here).
     std::size_t wake_owner(const void* owner, errc code);
     /// wake_owner(owner, code), then waits until they have all left the gate (destruction).
     void close_owner(const void* owner, errc code);
-    /// Waiters now (of `owner`; all when null).
+    /// Waiters now (of `owner`; all when null), after any try running on another thread ends.
     [[nodiscard]] std::size_t waiting(const void* owner = nullptr) const;
 
   private:

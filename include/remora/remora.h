@@ -861,7 +861,8 @@ REMORA_API int remora_srq_info(const remora_srq* srq, size_t* depth, size_t* pos
 /** @name Parked posts of a connection */
 /** @{ */
 
-/** Ends every parked post of conn with REMORA_E_CANCELED; *n how many (may be NULL). */
+/** Ends every parked post of conn with REMORA_E_CANCELED; *n how many (may be NULL). A post
+ * whose try is under way is waited for and counted only if it parks again. */
 REMORA_API int remora_conn_cancel_parked(remora_conn* conn, size_t* n);
 /** Posts of conn parked now. */
 REMORA_API int remora_conn_parked(const remora_conn* conn, size_t* n);
