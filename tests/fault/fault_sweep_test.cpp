@@ -94,6 +94,11 @@ struct sweep_param {
     phase part;
 };
 
+// What GoogleTest (and ctest's listing) prints for a case: provider and phase, not its bytes.
+void PrintTo(const sweep_param& p, std::ostream* os) {
+    *os << p.provider << ' ' << to_string(p.part);
+}
+
 std::string param_name(const testing::TestParamInfo<sweep_param>& p) {
     std::string n = p.param.provider + "_" + to_string(p.param.part);
     for (char& ch : n) {

@@ -20,11 +20,19 @@ struct channel_case {
     bool blocking;
 };
 
-std::string case_name(const testing::TestParamInfo<channel_case>& i) {
-    const auto& c = i.param;
+std::string name_of(const channel_case& c) {
     return c.provider + (c.rcq ? "_cq_rcq" : "_cq_only") +
            (c.mode == channel_mode::shared ? "_shared" : "_separate") +
            (c.blocking ? "_blocking" : "_busy");
+}
+
+std::string case_name(const testing::TestParamInfo<channel_case>& i) {
+    return name_of(i.param);
+}
+
+// What GoogleTest (and ctest's listing) prints for a case: its name, not its bytes.
+void PrintTo(const channel_case& c, std::ostream* os) {
+    *os << name_of(c);
 }
 
 std::vector<channel_case> all_cases() {
