@@ -452,16 +452,20 @@ namespace {
 
 result<void> post_recv(detail::connection_impl& c, std::span<const local_segment> dst,
                        const op_options& opts) {
-    if (auto r = detail::check_open(c, "recv", true); !r) {
-        return r;
+    if (!c.open.load()) [[unlikely]] {  // open: check_open passes (the posting fast path)
+        if (auto r = detail::check_open(c, "recv", true); !r) {
+            return r;
+        }
     }
     if (c.srq) {
         return fail(errc::bad_state,
                     "recv: this connection takes its messages from its shared_receive_queue; "
                     "post receives there");
     }
-    if (auto r = detail::check_messaging(c, "recv"); !r) {
-        return r;
+    if (c.config.service_depth != 0) [[unlikely]] {  // check_messaging refuses only then
+        if (auto r = detail::check_messaging(c, "recv"); !r) {
+            return r;
+        }
     }
     if (opts.report != completion_mode::always) {
         return fail(errc::invalid_argument,
