@@ -404,7 +404,7 @@ std::size_t cq_impl::owned_ready() {
     return owned_count;
 }
 
-bool cq_impl::pump(bool* reaped_out, bool deliver_now) {
+bool cq_impl::pump(bool* reaped_out, bool deliver_now, bool drain) {
     if (shared && detaching.load() != 0) {
         return false;  // a connection is being destroyed: see retire_connection
     }
@@ -422,15 +422,21 @@ bool cq_impl::pump(bool* reaped_out, bool deliver_now) {
             // copy on every look): slots past owned_count are not the ring's until counted.
             const std::size_t tail = (owned_head + owned_count) % owned.size();
             const std::size_t run = tail >= owned_head ? owned.size() - tail : owned_head - tail;
+            const std::size_t want = std::min<std::size_t>(run, 16);
+            const bool from_backlog = backlog_head < backlog.size();
             std::size_t consumed = 0;
-            auto r = read_provider(&owned[tail], std::min<std::size_t>(run, 16), &consumed,
-                                   &owned_from[tail]);
+            auto r = read_provider(&owned[tail], want, &consumed, &owned_from[tail]);
             if (!r || consumed == 0) {
                 break;
             }
             reaped_here = true;
             owned_count += *r;
             added = added || *r != 0;
+            if (!drain && consumed < want && !from_backlog) {
+                // The provider had no more than this (or an error entry next): a looping reader
+                // finds the rest on its next look, sooner than another read here would.
+                break;
+            }
         }
     }
     if (deliver_now) {
