@@ -404,7 +404,7 @@ std::size_t cq_impl::owned_ready() {
     return owned_count;
 }
 
-bool cq_impl::pump(bool* reaped_out, bool deliver_now) {
+bool cq_impl::pump(bool* reaped_out, bool deliver_now, bool drain) {
     if (shared && detaching.load() != 0) {
         return false;  // a connection is being destroyed: see retire_connection
     }
@@ -420,17 +420,24 @@ bool cq_impl::pump(bool* reaped_out, bool deliver_now) {
             }
             // Read straight into the ring's free run after its tail (no batch to construct and
             // copy on every look): slots past owned_count are not the ring's until counted.
-            const std::size_t tail = (owned_head + owned_count) % owned.size();
+            const std::size_t end = owned_head + owned_count;  // < 2 * size: no division
+            const std::size_t tail = end >= owned.size() ? end - owned.size() : end;
             const std::size_t run = tail >= owned_head ? owned.size() - tail : owned_head - tail;
+            const std::size_t want = std::min<std::size_t>(run, 16);
             std::size_t consumed = 0;
-            auto r = read_provider(&owned[tail], std::min<std::size_t>(run, 16), &consumed,
-                                   &owned_from[tail]);
+            auto r = read_provider(&owned[tail], want, &consumed, &owned_from[tail]);
             if (!r || consumed == 0) {
                 break;
             }
             reaped_here = true;
             owned_count += *r;
             added = added || *r != 0;
+            if (!drain && consumed < want) {
+                // The provider (or the backlog) had no more than this, or an error entry comes
+                // next: a looping reader finds the rest on its next look, sooner than another
+                // read here would.
+                break;
+            }
         }
     }
     if (deliver_now) {
@@ -572,7 +579,9 @@ inline result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
         while (n < out.size() && owned_count != 0) {
             out[n++] = owned[owned_head];
             handed.add(owned_from[owned_head]);
-            owned_head = (owned_head + 1) % owned.size();
+            if (++owned_head == owned.size()) {
+                owned_head = 0;
+            }
             --owned_count;
         }
         if (owned_count == 0) {

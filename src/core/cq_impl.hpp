@@ -223,7 +223,9 @@ struct cq_impl final : callback_sink {
     // Progress thread: reads the provider's CQ into the ring; true if anything was added.
     // *reaped: entries were read (reported or not). Runs the callbacks read (deliver) unless
     // `deliver_now` is false: then the caller must call deliver() once its locks are released.
-    bool pump(bool* reaped = nullptr, bool deliver_now = true);
+    // `drain` false (a loop that looks again at once): stops after a read that returned fewer
+    // entries than asked for instead of reading until one returns none.
+    bool pump(bool* reaped = nullptr, bool deliver_now = true, bool drain = true);
     std::size_t owned_ready();
     // Calls into the provider (a zero-length read) unless the progress thread owns this CQ.
     void drive();
@@ -311,8 +313,8 @@ class progress_engine {
   private:
     progress_engine() = default;
     void run();
-    // busy: reads every watched CQ once; true if entries were read.
-    bool poll_once();
+    // busy: reads every watched CQ in a loop until stopped.
+    void run_busy();
     progress_policy policy_ = progress_policy::blocking;
     std::chrono::microseconds spin_{0};
     fid_cntr* rma_events_ = nullptr;

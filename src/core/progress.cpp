@@ -111,34 +111,31 @@ void progress_engine::unwatch(cq_impl* cq) {
     watched_.erase(std::remove(watched_.begin(), watched_.end(), cq), watched_.end());
 }
 
-bool progress_engine::poll_once() {
-    bool traffic = false;
-    if (kicks_.exchange(false)) {
-        // Every watched CQ is read below: the kicked ones too.
-        std::lock_guard k(kick_mu_);
-        kicked_.clear();
-    }
-    {
-        std::lock_guard lock(mu_);
+void progress_engine::run_busy() {
+    // Reads every CQ in a loop: the provider progresses on each read, with no fd in the way. The
+    // loop holds mu_ across rounds (no lock per look): a waiting watch or unwatch (waiting_) gets
+    // it between two rounds (std::mutex is not fair: yield before re-taking it).
+    std::unique_lock lock(mu_);
+    while (!stop_.load(std::memory_order_relaxed)) {
+        if (kicks_.load(std::memory_order_relaxed) && kicks_.exchange(false)) {
+            // Every watched CQ is read below: the kicked ones too.
+            std::lock_guard k(kick_mu_);
+            kicked_.clear();
+        }
         for (cq_impl* cq : watched_) {
-            bool reaped = false;
-            cq->pump(&reaped);
-            traffic = traffic || reaped;
+            cq->pump(nullptr, true, false);
+        }
+        if (waiting_.load(std::memory_order_relaxed) != 0) {
+            lock.unlock();
+            std::this_thread::yield();
+            lock.lock();
         }
     }
-    // A waiting watch or unwatch gets mu_ (std::mutex is not fair; this loop re-takes it at once).
-    if (waiting_.load(std::memory_order_relaxed) != 0) {
-        std::this_thread::yield();
-    }
-    return traffic;
 }
 
 void progress_engine::run() {
     if (policy_ == progress_policy::busy) {
-        // Read every CQ in a loop: the provider progresses on each read, with no fd in the way.
-        while (!stop_.load(std::memory_order_relaxed)) {
-            poll_once();
-        }
+        run_busy();
         return;
     }
     epoll_event evs[16];
@@ -210,25 +207,36 @@ void progress_engine::run() {
             bool traffic = false;
             {
                 std::lock_guard lock(mu_);
-                fds.clear();  // capacity kept: no allocation once grown
-                fds.push_back({wake_.get(), POLLIN, 0});
-                for (cq_impl* cq : watched_) {
-                    fds.push_back({cq->fd, POLLIN, 0});
-                }
-                if (::poll(fds.data(), fds.size(), 0) > 0) {
-                    traffic = true;
-                    if (fds[0].revents != 0) {
-                        woken();
+                if (watched_.size() != polled_.size()) {
+                    fds.clear();  // capacity kept: no allocation once grown
+                    fds.push_back({wake_.get(), POLLIN, 0});
+                    for (cq_impl* cq : watched_) {
+                        if (!cq->polled) {
+                            fds.push_back({cq->fd, POLLIN, 0});
+                        }
                     }
+                    if (::poll(fds.data(), fds.size(), 0) > 0) {
+                        traffic = true;
+                        if (fds[0].revents != 0) {
+                            woken();
+                        }
+                    }
+                } else if (kicks_.load(std::memory_order_relaxed)) {
+                    // No CQ fd to look at (shm): no poll(2) per round; a kick is the one wake-up
+                    // to serve here (a stop ends the loop).
+                    traffic = true;
+                    woken();
                 }
                 unsettled.clear();  // read below like every other CQ
                 for (cq_impl* cq : watched_) {
                     bool reaped = false;
-                    cq->pump(&reaped);
+                    cq->pump(&reaped, true, false);
                     traffic = traffic || reaped;
                 }
             }
-            if (rma_events_ != nullptr) {
+            if (rma_events_ != nullptr && !traffic) {
+                // Only a round without other signs reads the counter (a read is a provider call):
+                // a round with them extends the spin anyway, and a later read sees the move.
                 const std::uint64_t now_seen = cntr_value(rma_events_);
                 if (now_seen != rma_seen) {
                     rma_seen = now_seen;
