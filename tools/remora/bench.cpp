@@ -184,9 +184,10 @@ connection_config config_for(const setup& s, bool target) {
     // One service request per operation in flight (a flush or an atomic without native support).
     if (persistence_op(s.op))
         c.service_depth = std::max(1u, s.qd);
-    if (!target && s.signal_every > 1) {
+    if (s.signal_every > 1 && (!target || s.op == "send")) {
         // Room for up to N - 1 unsignalled operations awaiting reclaim besides the qd in flight
-        // (sends are counted by their replies, not by their entries).
+        // (sends are counted by their replies, not by their entries). A send target signals
+        // one reply in N too, as plain libfabric's target (the baseline) signals none.
         c.signal_every = s.signal_every;
         c.sq_size = std::max(c.sq_size, s.qd + s.signal_every);
     }
@@ -1550,11 +1551,12 @@ int run_bench(const bench_options& o) {
         const std::string& prov = s.provider;
         // The baselines cover what plain libfabric code in baseline.cpp (MSG) and
         // baseline_rdm.cpp (RDM) does. MSG: two, the target as remora's in this run and
-        // busy-polling; RDM: one, its target busy-polls.
+        // busy-polling; RDM: one, its target busy-polls. Its sends ask for no completion, so a
+        // send under --signal-every compares too (a write there is timed without latency).
         std::optional<figures> base, busy_base;
         if (o.baseline && (s.op == "write" || s.op == "read" || s.op == "send") &&
-            s.connections == 1 && !s.rcq && s.channel == "separate" && s.signal_every == 1 &&
-            !s.shared_cq) {
+            s.connections == 1 && !s.rcq && s.channel == "separate" &&
+            (s.signal_every == 1 || s.op == "send") && !s.shared_cq) {
             auto b = rdm(s) ? run_baseline_rdm(s) : run_baseline(s, false);
             if (!b)
                 return report("bench --baseline", b.error());
