@@ -81,8 +81,10 @@ class parked_bench : public testing::TestWithParam<std::string> {
     static constexpr std::uint32_t sq_size = 64;
     // Client connections [0, connections) draw on pool_ (8 writes: the back-pressure);
     // [connections, 2 * connections) on ample_ (every connection's whole queue: a poster there
-    // waits only for its own connection's 64 entries).
+    // waits only for its own connection's 64 entries); [2 * connections, 3 * connections) on
+    // pool_ too, completing on one shared CQ (one reader for the 8).
     static constexpr std::size_t ample = connections;
+    static constexpr std::size_t on_shared_cq = 2 * connections;
 
     static std::shared_ptr<slot_pool> make_pool(std::uint32_t writes) {
         return must(
@@ -98,6 +100,14 @@ class parked_bench : public testing::TestWithParam<std::string> {
             servers_.push_back(
                 must(side_->add({.progress_thread = true},
                                 {.sq_size = sq_size, .slots = i < connections ? pool_ : ample_})));
+        }
+        // A connection reserves its send and receive queues on the shared CQ (tcp's has 512
+        // entries at most): 32 and 1 here, ample beside the budget of 8.
+        connection_config cfg{.sq_size = 32, .rq_size = 1, .slots = pool_};
+        shared_ = must(shared_completion_queue::create(side_->client_dom, {.size = 1024}));
+        cfg.shared_cq = shared_;
+        for (std::size_t i = 0; i < connections; ++i) {
+            servers_.push_back(must(side_->add({.progress_thread = true}, cfg)));
         }
         tmr_.emplace(
             must(memory_region::create(side_->dom, target_.span(), usage::write_destination)));
@@ -162,10 +172,11 @@ class parked_bench : public testing::TestWithParam<std::string> {
         std::atomic<std::uint64_t> poster_switches{0};
         std::atomic<std::uint64_t> reader_switches{0};
         std::vector<std::thread> readers;
-        for (std::size_t c = 0; c < conns; ++c) {
+        const bool shared = first == on_shared_cq;
+        for (std::size_t c = 0; c < (shared ? 1 : conns); ++c) {
             readers.emplace_back([&, c] {
                 const double s0 = thread_switches();
-                auto& cq = side_->clients[first + c].cq();
+                auto& cq = shared ? shared_.queue() : side_->clients[first + c].cq();
                 while (!readers_stop.load()) {
                     auto got = cq.next(std::chrono::milliseconds(20));
                     if (!got) {
@@ -314,6 +325,7 @@ class parked_bench : public testing::TestWithParam<std::string> {
 
     std::shared_ptr<slot_pool> pool_;
     std::shared_ptr<slot_pool> ample_;
+    shared_completion_queue shared_;
     std::optional<server_side> side_;
     std::vector<connection> servers_;
     buffer target_{4096};
@@ -369,7 +381,8 @@ void check(const phase_result& r, const slot_pool& pool) {
 // The phases separate what the loaded case (32 posters, 8 connections, budget 8) adds to the
 // uncontended one: connections alone (1 poster on 8), posters without the budget's back-pressure
 // (8, then 32, on 8 connections whose budget covers their queues: a poster waits only for its
-// own connection's 64 entries), then the budget of 8 (32 posters on 8 connections, and on 1).
+// own connection's 64 entries), then the budget of 8 (32 posters on 8 connections, the same 8
+// completing on one shared CQ read by one thread, and all 32 on 1 connection).
 TEST_P(parked_bench, thirty_two_clients_through_a_budget_of_eight) {
     const auto length = phase_length();
     const phase_result alone = run(1, 1, length);
@@ -387,6 +400,7 @@ TEST_P(parked_bench, thirty_two_clients_through_a_budget_of_eight) {
         {"(b) 8 posters, 8 connections, ample budget", 8, connections, ample},
         {"(c) 32 posters, 8 connections, ample budget", 32, connections, ample},
         {"32 posters, 8 connections, budget 8", 32, connections, 0},
+        {"(d) 32 posters, 8 connections on one shared CQ, budget 8", 32, connections, on_shared_cq},
         // One reader reaping batches instead of eight waking per completion.
         {"32 posters, 1 connection, budget 8", 32, 1, 0},
     };
