@@ -89,7 +89,6 @@ class park_gate {
         -> decltype(attempt()) {
         node self;
         self.owner = owner;
-        enter(self);
         std::uint64_t seen = 0;
         bool refused = false;
         std::string last;  // the last refusal, for the message if the wait ends
@@ -140,11 +139,11 @@ class park_gate {
     void work();          ///< the worker thread
     void start_worker();  ///< under mu_
     void notify_slow(std::uint64_t n) noexcept;
-    void enter(node& n);
     /// `admitted`: its try succeeded (the next head may owe it a give-back: see unlink).
     void leave(node& n, bool admitted);
     /// Waits until `n` is the head and may try (under its own turn, a give-back it has not
-    /// accounted for); `refused`: its last try, after give-back `seen`, found its units taken.
+    /// accounted for); `refused`: its last try, after give-back `seen`, found its units taken;
+    /// otherwise `n` is new and enters the FIFO here (under the same lock).
     /// Sets `seen` to the snapshot the try is made after. Returns why the wait ended, if it did.
     errc await_try(node& n, clock::time_point deadline, std::uint64_t& seen, bool refused);
     bool may_try(const node& n) const noexcept {  ///< under mu_

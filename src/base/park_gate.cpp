@@ -59,8 +59,8 @@ result<bool> park_gate::queue(queued_post p) {
         seen = given_;
         tried = head_ == nullptr;
         if (tried) {
-            // Counted before the try (as enter() does): a give-back landing during it must move
-            // given_ past `seen`, or the post would be queued owing nothing and never tried.
+            // Counted before the try (as a blocking waiter is): a give-back landing during it must
+            // move given_ past `seen`, or the post would be queued owing nothing and never tried.
             ++waiters_;
         }
     }
@@ -162,18 +162,6 @@ void park_gate::work() {
     }
 }
 
-void park_gate::enter(node& n) {
-    std::lock_guard lock(mu_);
-    n.prev = tail_;
-    if (tail_ != nullptr) {
-        tail_->next = &n;
-    } else {
-        head_ = &n;
-    }
-    tail_ = &n;
-    ++waiters_;  // before the first try: a give-back after it notifies
-}
-
 void park_gate::unlink(node& n, bool admitted) {
     const bool was_head = n.prev == nullptr;
     // Admitted after waiting for a give-back: it used one (given_ > n.seen, so seen + 1 <= given_).
@@ -203,7 +191,17 @@ void park_gate::leave(node& n, bool admitted) {
 
 errc park_gate::await_try(node& n, clock::time_point deadline, std::uint64_t& seen, bool refused) {
     std::unique_lock lock(mu_);
-    if (refused) {
+    if (!refused) {
+        // Enters the FIFO (one lock with the wait for its turn).
+        n.prev = tail_;
+        if (tail_ != nullptr) {
+            tail_->next = &n;
+        } else {
+            head_ = &n;
+        }
+        tail_ = &n;
+        ++waiters_;  // before the first try: a give-back after it notifies
+    } else {
         n.seen = seen;  // give-backs up to the refused try's snapshot did not suffice
         n.tried = true;
         n.trying = {};

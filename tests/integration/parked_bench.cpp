@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Overload through back-pressure (issue 12's figures, printed, not asserted as timings): 32
 // client threads post parked writes over 8 connections into one shared slot pool of 8 writes,
-// while a reader per connection reaps completions. Asserted: no post fails, every posted write
+// while a reader per connection reaps completions. Phases beside it separate its costs: 1 poster
+// on 8 connections, 8 and 32 posters on 8 connections with an ample budget (no shared
+// back-pressure), and 32 posters on 1 connection. Asserted: no post fails, every posted write
 // completes exactly once (none lost or duplicated), every unit comes back. Printed: operations,
 // CPU and context switches per operation (whole process, and the posters' and readers' own)
-// against one uncontended poster, and fairness (min/max operations per client). A second test
-// runs the 32 clients as queued posts (park_mode::queue, no thread each). REMORA_BENCH_SECONDS
-// sets each phase's length (default 2).
+// and their ratios to one uncontended poster, and fairness (max/min operations per client). A
+// second test runs the 32 clients as queued posts (park_mode::queue, no thread each).
+// REMORA_BENCH_SECONDS sets each phase's length (default 2); REMORA_BENCH_PHASE runs only the
+// phases whose name contains it (and the uncontended one).
 #include <sys/resource.h>
 
 #include <atomic>
@@ -32,11 +35,16 @@ double cpu_seconds() {
            static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-// Context switches of the whole process, voluntary (a thread slept: parked, waiting) and not.
-double context_switches() {
+// Context switches of the whole process: all, and the voluntary ones (a thread slept: parked,
+// waiting for a completion), which depend less on what else runs on the machine.
+struct switches {
+    double all = 0;
+    double voluntary = 0;
+};
+switches context_switches() {
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
-    return static_cast<double>(u.ru_nvcsw + u.ru_nivcsw);
+    return {static_cast<double>(u.ru_nvcsw + u.ru_nivcsw), static_cast<double>(u.ru_nvcsw)};
 }
 
 // The calling thread's context switches (for the split between posters, readers and the rest).
@@ -58,6 +66,7 @@ struct phase_result {
     std::uint64_t lost_or_duplicated = 0;
     double cpu_per_op_us = 0;
     double switches_per_op = 0;
+    double voluntary_per_op = 0;
     double poster_switches_per_op = 0;  // the posting threads' own (parking, being woken)
     double reader_switches_per_op = 0;  // the completion readers'
     std::uint64_t min_ops = 0;
@@ -69,15 +78,36 @@ class parked_bench : public testing::TestWithParam<std::string> {
   protected:
     static constexpr std::size_t connections = 8;
     static constexpr std::uint32_t budget_writes = 8;
+    static constexpr std::uint32_t sq_size = 64;
+    // Client connections [0, connections) draw on pool_ (8 writes: the back-pressure);
+    // [connections, 2 * connections) on ample_ (every connection's whole queue: a poster there
+    // waits only for its own connection's 64 entries); [2 * connections, 3 * connections) on
+    // pool_ too, completing on one shared CQ (one reader for the 8).
+    static constexpr std::size_t ample = connections;
+    static constexpr std::size_t on_shared_cq = 2 * connections;
+
+    static std::shared_ptr<slot_pool> make_pool(std::uint32_t writes) {
+        return must(
+            slot_pool::create({.capacity = units{}.with(unit::sq, writes).with(unit::cq, writes),
+                               .policy = exhaustion::backpressure}));
+    }
 
     void SetUp() override {
-        pool_ = must(slot_pool::create(
-            {.capacity = units{}.with(unit::sq, budget_writes).with(unit::cq, budget_writes),
-             .policy = exhaustion::backpressure}));
+        pool_ = make_pool(budget_writes);
+        ample_ = make_pool(sq_size * connections);
         side_.emplace(server_side::open(GetParam()));
-        for (std::size_t i = 0; i < connections; ++i) {
+        for (std::size_t i = 0; i < 2 * connections; ++i) {
             servers_.push_back(
-                must(side_->add({.progress_thread = true}, {.sq_size = 64, .slots = pool_})));
+                must(side_->add({.progress_thread = true},
+                                {.sq_size = sq_size, .slots = i < connections ? pool_ : ample_})));
+        }
+        // A connection reserves its send and receive queues on the shared CQ (tcp's has 512
+        // entries at most): 32 and 1 here, ample beside the budget of 8.
+        connection_config cfg{.sq_size = 32, .rq_size = 1, .slots = pool_};
+        shared_ = must(shared_completion_queue::create(side_->client_dom, {.size = 1024}));
+        cfg.shared_cq = shared_;
+        for (std::size_t i = 0; i < connections; ++i) {
+            servers_.push_back(must(side_->add({.progress_thread = true}, cfg)));
         }
         tmr_.emplace(
             must(memory_region::create(side_->dom, target_.span(), usage::write_destination)));
@@ -91,7 +121,7 @@ class parked_bench : public testing::TestWithParam<std::string> {
     // process's CPU time and context switches since cpu0/csw0.
     template <class Counts>
     static phase_result settle(std::size_t clients, Counts counts, clk::time_point t0, double cpu0,
-                               double csw0, std::atomic<bool>& readers_stop,
+                               switches csw0, std::atomic<bool>& readers_stop,
                                std::vector<std::thread>& readers) {
         auto all_done = [&] {
             for (std::size_t i = 0; i < clients; ++i) {
@@ -107,7 +137,7 @@ class parked_bench : public testing::TestWithParam<std::string> {
         }
         const double wall = std::chrono::duration<double>(clk::now() - t0).count();
         const double cpu = cpu_seconds() - cpu0;
-        const double csw = context_switches() - csw0;
+        const switches csw1 = context_switches();
         readers_stop = true;
         for (auto& th : readers) {
             th.join();
@@ -122,13 +152,19 @@ class parked_bench : public testing::TestWithParam<std::string> {
             res.max_ops = std::max(res.max_ops, p);
         }
         res.cpu_per_op_us = res.ops != 0 ? cpu * 1e6 / static_cast<double>(res.ops) : 0;
-        res.switches_per_op = res.ops != 0 ? csw / static_cast<double>(res.ops) : 0;
+        if (res.ops != 0) {
+            res.switches_per_op = (csw1.all - csw0.all) / static_cast<double>(res.ops);
+            res.voluntary_per_op = (csw1.voluntary - csw0.voluntary) / static_cast<double>(res.ops);
+        }
         res.wall_s = wall;
         return res;
     }
 
-    // `posters` threads, poster t on connection t % `conns`, for `length`.
-    phase_result run(std::size_t posters, std::size_t conns, std::chrono::milliseconds length) {
+    // `posters` threads for `length`; poster t's k-th write goes on client connection
+    // first + (t + k * posters) % `conns` (a poster of its own connection when there are as many
+    // posters as connections or more; 1 poster turns through them all).
+    phase_result run(std::size_t posters, std::size_t conns, std::chrono::milliseconds length,
+                     std::size_t first = 0) {
         std::vector<std::atomic<std::uint64_t>> posted(posters), completed(posters);
         std::atomic<std::uint64_t> failures{0};
         std::atomic<bool> stop{false};
@@ -136,10 +172,11 @@ class parked_bench : public testing::TestWithParam<std::string> {
         std::atomic<std::uint64_t> poster_switches{0};
         std::atomic<std::uint64_t> reader_switches{0};
         std::vector<std::thread> readers;
-        for (std::size_t c = 0; c < conns; ++c) {
+        const bool shared = first == on_shared_cq;
+        for (std::size_t c = 0; c < (shared ? 1 : conns); ++c) {
             readers.emplace_back([&, c] {
                 const double s0 = thread_switches();
-                auto& cq = side_->clients[c].cq();
+                auto& cq = shared ? shared_.queue() : side_->clients[first + c].cq();
                 while (!readers_stop.load()) {
                     auto got = cq.next(std::chrono::milliseconds(20));
                     if (!got) {
@@ -157,14 +194,14 @@ class parked_bench : public testing::TestWithParam<std::string> {
             });
         }
         const double cpu0 = cpu_seconds();
-        const double csw0 = context_switches();
+        const switches csw0 = context_switches();
         const auto t0 = clk::now();
         std::vector<std::thread> threads;
         for (std::size_t t = 0; t < posters; ++t) {
             threads.emplace_back([&, t] {
                 const double s0 = thread_switches();
-                connection& conn = side_->clients[t % conns];
-                while (!stop.load(std::memory_order_relaxed)) {
+                for (std::size_t k = 0; !stop.load(std::memory_order_relaxed); ++k) {
+                    connection& conn = side_->clients[first + (t + k * posters) % conns];
                     auto r = conn.write(desc_, 64 * (t % 64), *smr_, 0, 64,
                                         {.context = reinterpret_cast<void*>(t),
                                          .park_until = clk::now() + std::chrono::seconds(10)});
@@ -263,7 +300,7 @@ class parked_bench : public testing::TestWithParam<std::string> {
             });
         }
         const double cpu0 = cpu_seconds();
-        const double csw0 = context_switches();
+        const switches csw0 = context_switches();
         const auto t0 = clk::now();
         for (std::size_t t = 0; t < clients; ++t) {
             qs[t].shared = &shared;
@@ -287,6 +324,8 @@ class parked_bench : public testing::TestWithParam<std::string> {
     }
 
     std::shared_ptr<slot_pool> pool_;
+    std::shared_ptr<slot_pool> ample_;
+    shared_completion_queue shared_;
     std::optional<server_side> side_;
     std::vector<connection> servers_;
     buffer target_{4096};
@@ -296,53 +335,83 @@ class parked_bench : public testing::TestWithParam<std::string> {
     remote_region desc_;
 };
 
-void print(const char* name, const std::string& provider, const phase_result& r) {
+void print(const char* name, const std::string& provider, const phase_result& r,
+           const phase_result* alone = nullptr) {
     std::printf(
         "[parked_bench %s] %s: %llu writes in %.2f s (%.0f/s), cpu %.2f us/op, "
-        "%.2f context switches/op (posters %.2f, readers %.2f), per client min %llu max %llu, "
+        "%.2f context switches/op (%.2f voluntary; posters %.2f, readers %.2f), per client min "
+        "%llu max %llu, "
         "failures %llu, lost or duplicated %llu\n",
         provider.c_str(), name, static_cast<unsigned long long>(r.ops), r.wall_s,
         static_cast<double>(r.ops) / r.wall_s, r.cpu_per_op_us, r.switches_per_op,
-        r.poster_switches_per_op, r.reader_switches_per_op,
+        r.voluntary_per_op, r.poster_switches_per_op, r.reader_switches_per_op,
         static_cast<unsigned long long>(r.min_ops), static_cast<unsigned long long>(r.max_ops),
         static_cast<unsigned long long>(r.failures),
         static_cast<unsigned long long>(r.lost_or_duplicated));
+    if (alone != nullptr) {
+        std::printf(
+            "[parked_bench %s] %s / uncontended: cpu per op x%.2f, switches per op x%.2f "
+            "(voluntary x%.2f); "
+            "fairness max/min: %.2f\n",
+            provider.c_str(), name, r.cpu_per_op_us / alone->cpu_per_op_us,
+            r.switches_per_op / alone->switches_per_op,
+            r.voluntary_per_op / alone->voluntary_per_op,
+            r.min_ops != 0 ? static_cast<double>(r.max_ops) / static_cast<double>(r.min_ops) : 0.0);
+    }
+}
+
+// REMORA_BENCH_PHASE, when set, runs only the phases whose name contains it (beside the
+// uncontended baseline): to count one phase's system calls (strace -f -c) or instructions.
+bool selected(const char* name) {
+    const char* only = std::getenv("REMORA_BENCH_PHASE");
+    return only == nullptr || std::string(name).find(only) != std::string::npos;
+}
+
+// Correctness, the only thing asserted: no post failed, every posted write completed once, every
+// client posted, and every unit came back.
+void check(const phase_result& r, const slot_pool& pool) {
+    EXPECT_EQ(r.failures, 0u);
+    EXPECT_EQ(r.lost_or_duplicated, 0u);
+    EXPECT_GT(r.min_ops, 0u) << "a client never got a slot";
+    EXPECT_EQ(pool.available(), pool.capacity());
 }
 
 }  // namespace
 
+// The phases separate what the loaded case (32 posters, 8 connections, budget 8) adds to the
+// uncontended one: connections alone (1 poster on 8), posters without the budget's back-pressure
+// (8, then 32, on 8 connections whose budget covers their queues: a poster waits only for its
+// own connection's 64 entries), then the budget of 8 (32 posters on 8 connections, the same 8
+// completing on one shared CQ read by one thread, and all 32 on 1 connection).
 TEST_P(parked_bench, thirty_two_clients_through_a_budget_of_eight) {
     const auto length = phase_length();
     const phase_result alone = run(1, 1, length);
     print("uncontended (1 poster, 1 connection)", GetParam(), alone);
-    EXPECT_EQ(alone.failures, 0u);
-    EXPECT_EQ(alone.lost_or_duplicated, 0u);
-    EXPECT_GT(alone.ops, 0u);
-    EXPECT_EQ(pool_->available(), pool_->capacity());
+    check(alone, *pool_);
 
-    const phase_result loaded = run(32, connections, length);
-    print("32 posters, 8 connections", GetParam(), loaded);
-    std::printf("[parked_bench %s] cpu per op loaded / uncontended: %.2f; fairness max/min: %.2f\n",
-                GetParam().c_str(), loaded.cpu_per_op_us / alone.cpu_per_op_us,
-                loaded.min_ops != 0
-                    ? static_cast<double>(loaded.max_ops) / static_cast<double>(loaded.min_ops)
-                    : 0.0);
-    EXPECT_EQ(loaded.failures, 0u);
-    EXPECT_EQ(loaded.lost_or_duplicated, 0u);
-    EXPECT_GT(loaded.min_ops, 0u) << "a client never got a slot";
-    EXPECT_EQ(pool_->available(), pool_->capacity());
-
-    // The same 32 posters on one connection (one reader): parks as much, but one reader reaps
-    // batches instead of eight waking per completion; separates the readers' cost from the
-    // back-pressure's.
-    const phase_result one = run(32, 1, length);
-    print("32 posters, 1 connection", GetParam(), one);
-    std::printf("[parked_bench %s] cpu per op 32 posters on 1 connection / uncontended: %.2f\n",
-                GetParam().c_str(), one.cpu_per_op_us / alone.cpu_per_op_us);
-    EXPECT_EQ(one.failures, 0u);
-    EXPECT_EQ(one.lost_or_duplicated, 0u);
-    EXPECT_GT(one.min_ops, 0u) << "a client never got a slot";
-    EXPECT_EQ(pool_->available(), pool_->capacity());
+    struct phase {
+        const char* name;
+        std::size_t posters;
+        std::size_t conns;
+        std::size_t first;
+    };
+    const phase phases[] = {
+        {"(a) 1 poster, 8 connections, ample budget", 1, connections, ample},
+        {"(b) 8 posters, 8 connections, ample budget", 8, connections, ample},
+        {"(c) 32 posters, 8 connections, ample budget", 32, connections, ample},
+        {"32 posters, 8 connections, budget 8", 32, connections, 0},
+        {"(d) 32 posters, 8 connections on one shared CQ, budget 8", 32, connections, on_shared_cq},
+        // One reader reaping batches instead of eight waking per completion.
+        {"32 posters, 1 connection, budget 8", 32, 1, 0},
+    };
+    for (const phase& p : phases) {
+        if (!selected(p.name)) {
+            continue;
+        }
+        const phase_result r = run(p.posters, p.conns, length, p.first);
+        print(p.name, GetParam(), r, &alone);
+        check(r, p.first == ample ? *ample_ : *pool_);
+    }
 }
 
 // The same 32 clients over 8 connections without a thread each (park_mode::queue): they wait in
@@ -352,20 +421,14 @@ TEST_P(parked_bench, thirty_two_queued_clients_through_a_budget_of_eight) {
     const auto length = phase_length();
     const phase_result alone = run(1, 1, length);
     print("uncontended (1 poster, 1 connection)", GetParam(), alone);
-    EXPECT_EQ(alone.failures, 0u);
-    EXPECT_EQ(alone.lost_or_duplicated, 0u);
+    check(alone, *pool_);
 
-    const phase_result queued = run_queued(32, connections, length);
-    print("32 queued clients, 8 connections", GetParam(), queued);
-    std::printf("[parked_bench %s] cpu per op queued / uncontended: %.2f; fairness max/min: %.2f\n",
-                GetParam().c_str(), queued.cpu_per_op_us / alone.cpu_per_op_us,
-                queued.min_ops != 0
-                    ? static_cast<double>(queued.max_ops) / static_cast<double>(queued.min_ops)
-                    : 0.0);
-    EXPECT_EQ(queued.failures, 0u);
-    EXPECT_EQ(queued.lost_or_duplicated, 0u);
-    EXPECT_GT(queued.min_ops, 0u) << "a client never got a slot";
-    EXPECT_EQ(pool_->available(), pool_->capacity());
+    const char* name = "32 queued clients, 8 connections, budget 8";
+    if (selected(name)) {
+        const phase_result queued = run_queued(32, connections, length);
+        print(name, GetParam(), queued, &alone);
+        check(queued, *pool_);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, parked_bench, testing::ValuesIn(providers()), provider_name);
