@@ -1631,10 +1631,11 @@ int run_bench(const bench_options& o) {
                 ratio("write x1", *m->one);
             }
             if (base) {
-                setup plain = s;  // the baseline reads its CQ directly, registers once
-                plain.callbacks = false;
+                setup plain = s;          // the baseline reads its CQ directly, registers once, and
+                plain.callbacks = false;  // asks for no send completion (selective completion)
                 plain.coroutines = false;
                 plain.registration = "pre";
+                plain.signal_every = 1;
                 plain.op = s.op + "/same";
                 row("fi:" + prov, plain, *base);
                 plain.op = s.op + "/busy";
