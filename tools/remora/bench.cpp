@@ -1631,8 +1631,10 @@ int run_bench(const bench_options& o) {
                 ratio("write x1", *m->one);
             }
             if (base) {
-                setup plain = s;          // the baseline reads its CQ directly, registers once, and
-                plain.callbacks = false;  // asks for no send completion (selective completion)
+                // The baseline reads its CQ directly, registers once, and asks for no send
+                // completion (selective completion), whatever --signal-every says.
+                setup plain = s;
+                plain.callbacks = false;
                 plain.coroutines = false;
                 plain.registration = "pre";
                 plain.signal_every = 1;
