@@ -225,8 +225,22 @@ inline result<void> not_while_setting_up(const connection_impl& c, const char* w
     }
     return {};
 }
-result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind, bool recv,
-                         const char* what);
+result<op_record*> admit_full(connection_impl& c, const op_options& opts, remora::op kind,
+                              bool recv, const char* what);
+// Admission of an application's operation (admit_full: what refuses it, parking, a shared
+// budget). Inline fast path: without at_post, parking or connection_config::slots nothing but a
+// full queue refuses, so a record taken is the outcome.
+inline result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind,
+                                bool recv, const char* what) {
+    if (opts.report != completion_mode::at_post && opts.park != park_mode::queue &&
+        opts.park_until == std::chrono::steady_clock::time_point{} && !c.config.slots) [[likely]] {
+        if (op_record* r = c.ops.take(recv ? queue::recv : queue::send); r != nullptr) [[likely]] {
+            arm_user(*r, opts.context, opts.callback, kind, opts.report == completion_mode::always);
+            return r;
+        }
+    }
+    return admit_full(c, opts, kind, recv, what);
+}
 // `call` is the libfabric call that posted (its failure names it). A failed post gives its
 // record back (submit_failed, out of line: the posting fast path is the test of `ret`).
 result<void> submit_failed(connection_impl& c, op_record* r, ssize_t ret, const char* what,

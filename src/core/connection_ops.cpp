@@ -152,8 +152,8 @@ result<void> check_imm(const connection_impl& c, std::uint64_t imm) {
 // Admission: the operation's record is its send- or receive-queue entry (and CQ entry). Every
 // operation is posted with FI_COMPLETION so its record always comes back; on_error only hides
 // successes from the application.
-result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind, bool recv,
-                         const char* what) {
+result<op_record*> admit_full(connection_impl& c, const op_options& opts, remora::op kind,
+                              bool recv, const char* what) {
     if (opts.report == completion_mode::at_post &&
         ((kind != op::write && kind != op::send) || opts.callback != nullptr)) {
         return fail(errc::invalid_argument,
@@ -218,8 +218,12 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
     }
     const usage remote_need =
         kind == rma_kind::read ? usage::read_source : usage::write_destination;
-    if (auto r = remote.check(remote_offset, g.bytes, remote_need); !r) {
-        return fail(r.error().code(), std::string(what) + ": " + r.error().message());
+    // remote_region::check, called only when it refuses.
+    if (remote_offset > remote.length() || g.bytes > remote.length() - remote_offset ||
+        !has_all(remote.usages(), remote_need)) [[unlikely]] {
+        if (auto r = remote.check(remote_offset, g.bytes, remote_need); !r) {
+            return fail(r.error().code(), std::string(what) + ": " + r.error().message());
+        }
     }
     if (kind == rma_kind::write_imm) {
         if (auto r = check_imm(c, imm); !r) {
@@ -370,47 +374,51 @@ result<void> queue_rma(detail::connection_impl& c, detail::rma_kind kind,
         });
 }
 
+// Every overload's posting: queued (park_mode::queue) or posted now. Inlined into each, so the
+// one-segment overloads call post_rma directly.
+[[gnu::always_inline]] inline result<void> rma(detail::connection_impl& c, detail::rma_kind kind,
+                                               std::span<const local_segment> local,
+                                               const remote_region& remote,
+                                               std::uint64_t remote_offset, std::uint64_t imm,
+                                               const op_options& opts) {
+    if (opts.park == park_mode::queue) {
+        return queue_rma(c, kind, local, remote, remote_offset, imm, opts);
+    }
+    return detail::post_rma(c, kind, local, remote, remote_offset, imm, opts);
+}
+
 }  // namespace
 
 result<void> connection::read(std::span<const local_segment> dst, const remote_region& src,
                               std::uint64_t src_offset, op_options opts) {
-    if (opts.park == park_mode::queue) {
-        return queue_rma(*impl_, detail::rma_kind::read, dst, src, src_offset, 0, opts);
-    }
-    return detail::post_rma(*impl_, detail::rma_kind::read, dst, src, src_offset, 0, opts);
+    return rma(*impl_, detail::rma_kind::read, dst, src, src_offset, 0, opts);
 }
 result<void> connection::read(const memory_region& dst, std::size_t dst_offset,
                               const remote_region& src, std::uint64_t src_offset,
                               std::size_t length, op_options opts) {
     const local_segment seg{&dst, dst_offset, length};
-    return read({&seg, 1}, src, src_offset, opts);
+    return rma(*impl_, detail::rma_kind::read, {&seg, 1}, src, src_offset, 0, opts);
 }
 result<void> connection::write(std::span<const local_segment> src, const remote_region& dst,
                                std::uint64_t dst_offset, op_options opts) {
-    if (opts.park == park_mode::queue) {
-        return queue_rma(*impl_, detail::rma_kind::write, src, dst, dst_offset, 0, opts);
-    }
-    return detail::post_rma(*impl_, detail::rma_kind::write, src, dst, dst_offset, 0, opts);
+    return rma(*impl_, detail::rma_kind::write, src, dst, dst_offset, 0, opts);
 }
 result<void> connection::write(const remote_region& dst, std::uint64_t dst_offset,
                                const memory_region& src, std::size_t src_offset, std::size_t length,
                                op_options opts) {
     const local_segment seg{&src, src_offset, length};
-    return write({&seg, 1}, dst, dst_offset, opts);
+    return rma(*impl_, detail::rma_kind::write, {&seg, 1}, dst, dst_offset, 0, opts);
 }
 result<void> connection::write_with_imm(std::span<const local_segment> src,
                                         const remote_region& dst, std::uint64_t dst_offset,
                                         std::uint64_t imm, op_options opts) {
-    if (opts.park == park_mode::queue) {
-        return queue_rma(*impl_, detail::rma_kind::write_imm, src, dst, dst_offset, imm, opts);
-    }
-    return detail::post_rma(*impl_, detail::rma_kind::write_imm, src, dst, dst_offset, imm, opts);
+    return rma(*impl_, detail::rma_kind::write_imm, src, dst, dst_offset, imm, opts);
 }
 result<void> connection::write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
                                         const memory_region& src, std::size_t src_offset,
                                         std::size_t length, std::uint64_t imm, op_options opts) {
     const local_segment seg{&src, src_offset, length};
-    return write_with_imm({&seg, 1}, dst, dst_offset, imm, opts);
+    return rma(*impl_, detail::rma_kind::write_imm, {&seg, 1}, dst, dst_offset, imm, opts);
 }
 
 namespace {
@@ -423,30 +431,35 @@ result<void> queue_send(detail::connection_impl& c, std::span<const local_segmen
          imm](const op_options& o) { return detail::post_send(*impl, segs, with_imm, imm, o); });
 }
 
+// As rma(), for the sends.
+[[gnu::always_inline]] inline result<void> message(detail::connection_impl& c,
+                                                   std::span<const local_segment> src,
+                                                   bool with_imm, std::uint64_t imm,
+                                                   const op_options& opts) {
+    if (opts.park == park_mode::queue) {
+        return queue_send(c, src, with_imm, imm, opts);
+    }
+    return detail::post_send(c, src, with_imm, imm, opts);
+}
+
 }  // namespace
 
 result<void> connection::send(std::span<const local_segment> src, op_options opts) {
-    if (opts.park == park_mode::queue) {
-        return queue_send(*impl_, src, false, 0, opts);
-    }
-    return detail::post_send(*impl_, src, false, 0, opts);
+    return message(*impl_, src, false, 0, opts);
 }
 result<void> connection::send(const memory_region& src, std::size_t offset, std::size_t length,
                               op_options opts) {
     const local_segment seg{&src, offset, length};
-    return send({&seg, 1}, opts);
+    return message(*impl_, {&seg, 1}, false, 0, opts);
 }
 result<void> connection::send_with_imm(std::span<const local_segment> src, std::uint64_t imm,
                                        op_options opts) {
-    if (opts.park == park_mode::queue) {
-        return queue_send(*impl_, src, true, imm, opts);
-    }
-    return detail::post_send(*impl_, src, true, imm, opts);
+    return message(*impl_, src, true, imm, opts);
 }
 result<void> connection::send_with_imm(const memory_region& src, std::size_t offset,
                                        std::size_t length, std::uint64_t imm, op_options opts) {
     const local_segment seg{&src, offset, length};
-    return send_with_imm({&seg, 1}, imm, opts);
+    return message(*impl_, {&seg, 1}, true, imm, opts);
 }
 namespace {
 

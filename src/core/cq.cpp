@@ -165,7 +165,10 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
     c.tag = rec->owner->shared_rx && !cq.shared ? cq.tag : rec->owner->tag;
     // What the operation holds (shared budget units, a bounce buffer) goes back once this
     // function is done, outside the record lock, or with a record handed out now (below).
-    op_holdings units_back = std::move(rec->held);
+    op_holdings units_back;
+    if (rec->held) [[unlikely]] {
+        units_back = std::move(rec->held);
+    }
     if (rec->owner->retired.load(std::memory_order_relaxed)) {
         rec->owner->give(rec);
         return false;
@@ -191,7 +194,7 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
         if (rec->delivering.load(std::memory_order_relaxed)) {
             if (held != nullptr) {
                 *held = rec;
-                if (hand_out_now) {
+                if (hand_out_now && units_back) {
                     // Still ours until this poll hands it out (done_report kept it): its
                     // holdings go back with it.
                     rec->held = std::move(units_back);

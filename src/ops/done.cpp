@@ -8,22 +8,16 @@ namespace remora::detail {
 namespace {
 
 thread_local int completion_depth = 0;
-thread_local callback_sink* deferral_sink = nullptr;
 
 }  // namespace
+
+constinit thread_local callback_sink* deferral_sink = nullptr;
 
 completion_scope::completion_scope() noexcept {
     ++completion_depth;
 }
 completion_scope::~completion_scope() {
     --completion_depth;
-}
-
-callback_deferral::callback_deferral(callback_sink* sink) noexcept : previous_(deferral_sink) {
-    deferral_sink = sink;
-}
-callback_deferral::~callback_deferral() {
-    deferral_sink = previous_;
 }
 
 bool in_completion() noexcept {

@@ -90,10 +90,15 @@ bool report_parts(std::unique_ptr<Op> m, completion& c) {
 
 // For its lifetime, done_callback on this thread hands callbacks to `sink` (null: runs them at
 // once, as without a scope).
+// The active scope's sink (done.cpp; constinit: read without a TLS init call, as every poll
+// sets it).
+extern constinit thread_local callback_sink* deferral_sink;
 class callback_deferral {
   public:
-    explicit callback_deferral(callback_sink* sink) noexcept;
-    ~callback_deferral();
+    explicit callback_deferral(callback_sink* sink) noexcept : previous_(deferral_sink) {
+        deferral_sink = sink;
+    }
+    ~callback_deferral() { deferral_sink = previous_; }
     callback_deferral(const callback_deferral&) = delete;
     callback_deferral& operator=(const callback_deferral&) = delete;
 

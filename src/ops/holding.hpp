@@ -79,6 +79,9 @@ class op_holding {
 struct op_holdings {
     op_holding units;
     op_holding bounce;
+
+    // Holds anything (most operations hold nothing: moving them out is then skipped).
+    explicit operator bool() const noexcept { return units || bounce; }
 };
 
 }  // namespace remora::detail
