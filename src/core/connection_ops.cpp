@@ -515,21 +515,28 @@ result<void> post_recv(detail::connection_impl& c, std::span<const local_segment
     }
     return r;
 }
+
+// As rma(), for the receives.
+[[gnu::always_inline]] inline result<void> receive(detail::connection_impl& c,
+                                                   std::span<const local_segment> dst,
+                                                   const op_options& opts) {
+    if (opts.park == park_mode::queue) {
+        return detail::post_or_queue(
+            c, opts, op::recv, "recv",
+            [impl = &c, segs = std::vector<local_segment>(dst.begin(), dst.end())](
+                const op_options& o) { return post_recv(*impl, segs, o); });
+    }
+    return post_recv(c, dst, opts);
+}
 }  // namespace
 
 result<void> connection::recv(std::span<const local_segment> dst, op_options opts) {
-    if (opts.park == park_mode::queue) {
-        return detail::post_or_queue(
-            *impl_, opts, op::recv, "recv",
-            [impl = impl_.get(), segs = std::vector<local_segment>(dst.begin(), dst.end())](
-                const op_options& o) { return post_recv(*impl, segs, o); });
-    }
-    return post_recv(*impl_, dst, opts);
+    return receive(*impl_, dst, opts);
 }
 result<void> connection::recv(const memory_region& dst, std::size_t offset, std::size_t length,
                               op_options opts) {
     const local_segment seg{&dst, offset, length};
-    return recv({&seg, 1}, opts);
+    return receive(*impl_, {&seg, 1}, opts);
 }
 
 }  // namespace remora

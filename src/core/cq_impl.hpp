@@ -72,10 +72,13 @@ class hand_out_batch {
     hand_out_batch(const hand_out_batch&) = delete;
     hand_out_batch& operator=(const hand_out_batch&) = delete;
     ~hand_out_batch() {
+        if (n_ == 0) {
+            return;  // a poll that found nothing pays no call
+        }
         if (n_ == 1) {
             held_[0]->owner->give(held_[0]);  // one handed out: no runs to find
-        } else if (n_ != 0) {
-            flush();  // a poll that found nothing pays no call
+        } else {
+            flush();
         }
     }
 
