@@ -178,15 +178,18 @@ void op_pool::give(op_record* r, bool wake) noexcept {
         return;  // given back already (give_batch says when)
     }
     r->delivering.store(false, std::memory_order_relaxed);
-    op_holdings back;
-    if (r->held) [[unlikely]] {
-        back = std::move(r->held);
-    }
-    const std::uint64_t announce = back.units ? 0 : 1;
     const auto i = static_cast<std::uint32_t>(r - records_.data());
-    push_chain(static_cast<std::size_t>(queue_of(i)), i, i, 1);
-    back.units.reset();
-    back.bounce.reset();
+    const auto q = static_cast<std::size_t>(queue_of(i));
+    std::uint64_t announce = 1;
+    if (!r->held) [[likely]] {
+        push_chain(q, i, i, 1);  // holds nothing beside the record
+    } else {
+        op_holdings back = std::move(r->held);
+        announce = back.units ? 0 : 1;
+        push_chain(q, i, i, 1);
+        back.units.reset();
+        back.bounce.reset();
+    }
     if (park_gate* g = gate.load(); wake && g != nullptr) {
         g->notify(announce);
     }
