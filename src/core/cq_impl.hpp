@@ -307,9 +307,9 @@ class progress_engine {
     // where driving it on the spot could deadlock (tcp delivers a message that waited for a
     // receive only when the provider is called after the post).
     void kick(cq_impl* cq);
-    // For tests and diagnostics: how many times the thread went to sleep in epoll (adaptive:
-    // once each time a spin ran out), and how many polling rounds saw the domain's remote-access
-    // counter move (a peer's read or write kept the spin going).
+    // For tests and diagnostics: how many times the thread went to sleep, in epoll or in the
+    // provider's wait (adaptive: once each time a spin ran out), and how many polling rounds saw
+    // the domain's remote-access counter move (a peer's read or write kept the spin going).
     std::uint64_t sleeps() const noexcept { return sleeps_.load(std::memory_order_relaxed); }
     std::uint64_t remote_signs() const noexcept {
         return remote_signs_.load(std::memory_order_relaxed);
@@ -320,6 +320,9 @@ class progress_engine {
     void run();
     // busy: reads every watched CQ in a loop until stopped.
     void run_busy();
+    // Returns once the thread is out of the provider's wait on `cq` (signalled again every
+    // millisecond: libfabric 1.17's sread can miss a signal that lands as it goes to sleep).
+    void interrupt_wait(cq_impl* cq);
     progress_policy policy_ = progress_policy::blocking;
     std::chrono::microseconds spin_{0};
     fid_cntr* rma_events_ = nullptr;
@@ -336,6 +339,10 @@ class progress_engine {
     std::vector<cq_impl*> kicked_;
     std::atomic<bool> kicks_{false};  // kicked_ may be non-empty
     std::atomic<bool> stop_{false};
+    // blocking, one CQ watched: the CQ the thread waits for inside the provider (fi_cq_sread),
+    // set before and cleared after it holds provider_wait_ across that wait.
+    std::atomic<cq_impl*> in_provider_{nullptr};
+    std::timed_mutex provider_wait_;
     std::thread thread_;
 };
 

@@ -271,6 +271,7 @@ result<domain> domain::open(const domain_config& config) {
     // whatever it reports; sockets runs its own progress threads.
     c.target_needs_progress =
         prov == "tcp" || prov == "net" || c.data_progress == progress_model::manual;
+    impl->cq_sread_waits = prov == "tcp" || prov == "net";
 
     if (prov == "sockets" && config.endpoint == endpoint_type::msg) {
         impl->liveness_interval = std::chrono::milliseconds(100);

@@ -42,6 +42,9 @@ struct domain_impl {
     // The provider's CQs have no wait fd (shm): they are opened without a wait object and
     // polled (waits back off between looks; the progress thread looks every tick).
     bool cq_polled = false;
+    // fi_cq_sread asking for no entry waits for one without reading it (the util CQ: tcp, net):
+    // a blocking progress thread with one CQ waits in the provider that way (progress.cpp).
+    bool cq_sread_waits = false;
     // adaptive on shm (domain.cpp says why there only): counts the peers' reads and writes of every
     // endpoint of the domain (FI_REMOTE_READ | FI_REMOTE_WRITE), which leave no CQ entry on this
     // side. The progress thread reads it while polling: a change is traffic and extends the spin.

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "core/impl.hpp"
@@ -49,6 +50,12 @@ progress_engine::~progress_engine() {
     stop_.store(true);
     std::uint64_t one = 1;
     [[maybe_unused]] ssize_t w = ::write(wake_.get(), &one, sizeof(one));
+    {
+        std::lock_guard lock(mu_);
+        if (cq_impl* cq = in_provider_.load()) {
+            interrupt_wait(cq);
+        }
+    }
     if (thread_.joinable()) {
         thread_.join();
     }
@@ -68,6 +75,9 @@ result<void> progress_engine::watch(cq_impl* cq) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = cq;
+    if (cq_impl* q = in_provider_.load()) {
+        interrupt_wait(q);  // two CQs to wait for: the thread waits in epoll from now on
+    }
     if (cq->polled) {
         polled_.push_back(cq);  // nothing to block on: looked at every tick
         // The thread may be blocked without a timeout (no polled CQ until now): wake it.
@@ -93,12 +103,25 @@ void progress_engine::kick(cq_impl* cq) {
     kicks_.store(true);
     std::uint64_t one = 1;
     [[maybe_unused]] ssize_t w = ::write(wake_.get(), &one, sizeof(one));
+    if (in_provider_.load() == cq) {  // seq_cst with run()'s store, then load of kicks_
+        interrupt_wait(cq);
+    }
+}
+
+void progress_engine::interrupt_wait(cq_impl* cq) {
+    do {
+        cq_signal(cq->cq.get());
+    } while (!provider_wait_.try_lock_for(std::chrono::milliseconds(1)));
+    provider_wait_.unlock();
 }
 
 void progress_engine::unwatch(cq_impl* cq) {
     waiting_.fetch_add(1);
     std::unique_lock lock(mu_);
     waiting_.fetch_sub(1);
+    if (in_provider_.load() == cq) {
+        interrupt_wait(cq);  // out of the provider before the CQ may close
+    }
     {
         std::lock_guard k(kick_mu_);
         kicked_.erase(std::remove(kicked_.begin(), kicked_.end(), cq), kicked_.end());
@@ -184,6 +207,41 @@ void progress_engine::run() {
             }
         }
     };
+    // blocking with a single CQ to wait for (one with a wait fd whose sread waits, nothing
+    // polled): the thread sleeps in the provider's own wait (fi_cq_sread) as a plain libfabric
+    // target does, not in epoll on the provider's fd (for tcp itself an epoll fd: one nested
+    // wake-up less per event), then drives the CQ as after an epoll wake-up. Stop, kicks, watch
+    // and unwatch interrupt it with fi_cq_signal (interrupt_wait). False: wait in epoll.
+    auto wait_in_provider = [&] {
+        std::unique_lock lock(mu_);
+        cq_impl* cq = watched_.size() == 1 && polled_.empty() ? watched_.front() : nullptr;
+        if (cq == nullptr || cq->shared || !cq->dom->cq_sread_waits) {
+            return false;
+        }
+        {
+            // Stored before kicks_ and stop_ are read (seq_cst): a kick or stop from now on
+            // interrupts the wait, one before it is seen here.
+            in_provider_.store(cq);
+            std::unique_lock waiting(provider_wait_);
+            if (!kicks_.load() && !stop_.load()) {
+                lock.unlock();  // watch and unwatch take mu_, then interrupt the wait
+                sleeps_.fetch_add(1, std::memory_order_relaxed);
+                (void)cq_wait_entry(cq->cq.get(), 100);
+                in_provider_.store(nullptr);
+                waiting.unlock();
+                lock.lock();
+            } else {
+                in_provider_.store(nullptr);
+            }
+        }
+        if (kicks_.load(std::memory_order_relaxed)) {
+            woken();
+        }
+        if (watched(cq)) {
+            drive(cq);
+        }
+        return true;
+    };
     // blocking sleeps in epoll until a CQ fd fires. adaptive sleeps the same way, but after each
     // sign of traffic it polls for `spin`: it reads every CQ in a loop as `busy` does, which
     // serves the provider at once, and extends the spin on the next sign. Reading is what
@@ -257,6 +315,9 @@ void progress_engine::run() {
             if (!traffic || waiting_.load(std::memory_order_relaxed) != 0) {
                 std::this_thread::yield();
             }
+            continue;
+        }
+        if (!adaptive && unsettled.empty() && wait_in_provider()) {
             continue;
         }
         if (!armed) {

@@ -39,6 +39,10 @@ int cq_signal(fid_cq* cq) {
     return fi_cq_signal(cq);
 }
 
+int cq_wait_entry(fid_cq* cq, int timeout_ms) {
+    return static_cast<int>(fi_cq_sread(cq, nullptr, 0, nullptr, timeout_ms));
+}
+
 namespace fabric_fault {
 namespace {
 

@@ -26,6 +26,11 @@ int wait_fd(fid* f, int* fd);
 // progress) are pending.
 int trywait(fid_fabric* fabric, fid* f);
 int cq_signal(fid_cq* cq);
+// Blocks in the provider's own wait (fi_cq_sread asking for no entry) until `cq` holds an entry,
+// fi_cq_signal is called, or `timeout_ms` passes; reads none. 0 when an entry waits, else
+// -FI_EAGAIN or another -FI_* code. Only for CQs whose sread waits when asked for none (the util
+// CQ of tcp and net; sockets' spins): domain_impl::cq_sread_waits.
+int cq_wait_entry(fid_cq* cq, int timeout_ms);
 
 namespace fabric_fault {
 ssize_t cq_read_slow(fid_cq* cq, fi_cq_data_entry* buf, std::size_t count);
