@@ -342,7 +342,7 @@ class progress_engine {
     // blocking, one CQ watched: the CQ the thread waits for inside the provider (fi_cq_sread),
     // set before and cleared after it holds provider_wait_ across that wait.
     std::atomic<cq_impl*> in_provider_{nullptr};
-    std::timed_mutex provider_wait_;
+    std::mutex provider_wait_;
     std::thread thread_;
 };
 

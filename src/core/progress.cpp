@@ -109,9 +109,16 @@ void progress_engine::kick(cq_impl* cq) {
 }
 
 void progress_engine::interrupt_wait(cq_impl* cq) {
-    do {
-        cq_signal(cq->cq.get());
-    } while (!provider_wait_.try_lock_for(std::chrono::milliseconds(1)));
+    // try_lock in a loop: TSan (GCC 12) does not see timed_mutex::try_lock_for's lock.
+    for (int i = 0;; ++i) {
+        if (i % 20 == 0) {
+            cq_signal(cq->cq.get());  // again each millisecond (see the declaration)
+        }
+        if (provider_wait_.try_lock()) {
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
     provider_wait_.unlock();
 }
 
