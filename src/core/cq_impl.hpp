@@ -314,6 +314,20 @@ class progress_engine {
     std::uint64_t remote_signs() const noexcept {
         return remote_signs_.load(std::memory_order_relaxed);
     }
+    // blocking with one CQ: the waits made in the provider (fi_cq_sread), those that ran out
+    // their safety timeout (provider_wait_ms: nothing woke them), and whether the thread gave
+    // that wait up for epoll after it failed.
+    std::uint64_t provider_waits() const noexcept {
+        return provider_waits_.load(std::memory_order_relaxed);
+    }
+    std::uint64_t provider_wait_timeouts() const noexcept {
+        return provider_wait_timeouts_.load(std::memory_order_relaxed);
+    }
+    bool provider_wait_off() const noexcept { return provider_wait_off_.load(); }
+    // A wait in the provider ends on an entry or on interrupt_wait's signal; the timeout is a
+    // safety net only (a control that forgot to interrupt costs this long, and shows in
+    // provider_wait_timeouts).
+    static constexpr int provider_wait_ms = 1000;
 
   private:
     progress_engine() = default;
@@ -328,6 +342,9 @@ class progress_engine {
     fid_cntr* rma_events_ = nullptr;
     std::atomic<std::uint64_t> sleeps_{0};
     std::atomic<std::uint64_t> remote_signs_{0};
+    std::atomic<std::uint64_t> provider_waits_{0};
+    std::atomic<std::uint64_t> provider_wait_timeouts_{0};
+    std::atomic<bool> provider_wait_off_{false};
     unique_fd epfd_;
     unique_fd wake_;  // eventfd to stop the thread
     std::mutex mu_;

@@ -222,7 +222,7 @@ void progress_engine::run() {
     auto wait_in_provider = [&] {
         std::unique_lock lock(mu_);
         cq_impl* cq = watched_.size() == 1 && polled_.empty() ? watched_.front() : nullptr;
-        if (cq == nullptr || cq->shared || !cq->dom->cq_sread_waits) {
+        if (cq == nullptr || cq->shared || !cq->dom->cq_sread_waits || provider_wait_off_) {
             return false;
         }
         {
@@ -233,8 +233,21 @@ void progress_engine::run() {
             if (!kicks_.load() && !stop_.load()) {
                 lock.unlock();  // watch and unwatch take mu_, then interrupt the wait
                 sleeps_.fetch_add(1, std::memory_order_relaxed);
-                (void)cq_wait_entry(cq->cq.get(), 100);
+                provider_waits_.fetch_add(1, std::memory_order_relaxed);
+                const auto t0 = std::chrono::steady_clock::now();
+                const int r = cq_wait_entry(cq->cq.get(), provider_wait_ms);
                 in_provider_.store(nullptr);
+                // tcp's sread says -FI_EAGAIN for a signal as for its timeout: the time tells.
+                if (std::chrono::steady_clock::now() - t0 >=
+                    std::chrono::milliseconds(provider_wait_ms)) {
+                    provider_wait_timeouts_.fetch_add(1, std::memory_order_relaxed);
+                }
+                if (r < 0 && r != -FI_EAGAIN && r != -FI_ETIMEDOUT && r != -FI_ECANCELED &&
+                    r != -FI_EAVAIL && r != -FI_EINTR) {
+                    // The wait itself failed (not an entry, a signal or the timeout): waiting
+                    // there again could fail at once and spin. epoll from now on.
+                    provider_wait_off_ = true;
+                }
                 waiting.unlock();
                 lock.lock();
             } else {

@@ -51,6 +51,7 @@ const char* to_string(fabric_call c) noexcept {
         "fi_dupinfo",
         "fi_allocinfo",
         "fi_eq_write",
+        "fi_cq_sread",
     };
     const auto i = static_cast<std::size_t>(c);
     return i < fabric_call_count ? names[i] : "unknown";

@@ -69,9 +69,10 @@ enum class fabric_call : std::uint8_t {
     dupinfo,       // fi_dupinfo: an armed one returns no fi_info (whatever the code)
     allocinfo,     // fi_allocinfo: the same
     eq_write,      // fi_eq_write (close() reports its own conn_event::closed)
+    cq_sread,      // fi_cq_sread for no entry: a blocking progress thread's wait (one CQ)
 };
 inline constexpr std::size_t fabric_call_count =
-    static_cast<std::size_t>(fabric_call::eq_write) + 1;
+    static_cast<std::size_t>(fabric_call::cq_sread) + 1;
 
 // The libfabric name ("fi_cq_read"); from_string takes it back (false for an unknown name).
 const char* to_string(fabric_call c) noexcept;

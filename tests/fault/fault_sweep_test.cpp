@@ -57,6 +57,7 @@ phase phase_of(fabric_call c) {
         case fabric_call::cq_read:
         case fabric_call::cq_readerr:
         case fabric_call::cq_signal:
+        case fabric_call::cq_sread:
         case fabric_call::trywait:
         case fabric_call::eq_read:
         case fabric_call::eq_readerr:

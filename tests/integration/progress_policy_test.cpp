@@ -16,6 +16,7 @@
 
 #include "core/cq_impl.hpp"
 #include "core/domain_impl.hpp"
+#include "fabric/fault.hpp"
 #include "support.hpp"
 
 namespace remora::test {
@@ -230,15 +231,21 @@ INSTANTIATE_TEST_SUITE_P(policies, progress_policies, testing::ValuesIn(cases())
                              return i.param.provider + "_" + to_string(i.param.policy);
                          });
 
-// The target domain's progress thread (tests only): its sleeps and its remote-access signs.
+// The target domain's progress thread (tests only): its sleeps and its remote-access signs, and
+// blocking's waits in the provider.
 struct progress_counts {
     std::uint64_t sleeps = 0;
     std::uint64_t remote_signs = 0;
+    std::uint64_t provider_waits = 0;
+    std::uint64_t provider_wait_timeouts = 0;
+    bool provider_wait_off = false;
 };
 progress_counts counts_of(const domain& d) {
     std::lock_guard lock(d.impl()->progress_mu);
     const auto& e = d.impl()->progress;
-    return e ? progress_counts{e->sleeps(), e->remote_signs()} : progress_counts{};
+    return e ? progress_counts{e->sleeps(), e->remote_signs(), e->provider_waits(),
+                               e->provider_wait_timeouts(), e->provider_wait_off()}
+             : progress_counts{};
 }
 
 // adaptive under a stream of one-sided reads only: the target reads no completion for them, yet
@@ -301,6 +308,113 @@ TEST_P(adaptive_one_sided, keeps_polling_while_reads_stream_then_sleeps) {
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, adaptive_one_sided, testing::Values("shm"));
+
+// One write and one read from `c` to `desc`, each awaited; false (with a failure) if either fails.
+void write_then_read(connection& c, const memory_region& lmr, const remote_region& desc) {
+    REMORA_ASSERT_OK(c.write(desc, 64, lmr, 0, 8));
+    auto w = collect(c.cq(), 1, true);
+    ASSERT_EQ(w.size(), 1u) << "the write did not complete";
+    ASSERT_TRUE(w[0].ok()) << w[0].status.message();
+    REMORA_ASSERT_OK(c.read(lmr, 1024, desc, 64, 8));
+    auto r = collect(c.cq(), 1, true);
+    ASSERT_EQ(r.size(), 1u) << "the read did not complete";
+    ASSERT_TRUE(r[0].ok()) << r[0].status.message();
+}
+
+// Until the thread has gone back to wait in the provider (10 s is only an upper bound).
+std::uint64_t await_provider_wait(const domain& d, std::uint64_t after) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (counts_of(d).provider_waits <= after && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(1ms);  // polling the counter, not a synchronisation
+    return counts_of(d).provider_waits;
+}
+
+// blocking, tcp, one CQ: the thread sleeps in the provider's own wait (fi_cq_sread), as plain
+// libfabric's sleeping target does. Whatever changes what it must watch interrupts that wait:
+// a second connection (watch: its operations are served at once, not after the wait's safety
+// timeout) and a connection closing (unwatch: returns once the thread is out, before the CQ
+// closes). Each missed interrupt would show as one wait that ran out its timeout
+// (progress_engine::provider_wait_ms); a stalled machine may cause one, not one per cycle.
+TEST(blocking_provider_wait, watch_and_unwatch_interrupt_it) {
+    constexpr int cycles = 6;
+    std::uint64_t timed_out = 0;
+    for (int cycle = 0; cycle < cycles; ++cycle) {
+        buffer target(4096), local(4096), target2(4096);  // outlive the connections
+        auto p = must(pair_with("tcp", progress_policy::blocking));
+        auto tmr = must(memory_region::create(p.target_domain, target.span(),
+                                              usage::write_destination | usage::read_source));
+        auto lmr = must(memory_region::create(p.client_domain, local.span(),
+                                              usage::write_source | usage::read_destination));
+        auto desc = must(tmr.describe());
+        write_then_read(*p.client, lmr, desc);
+        if (HasFatalFailure())
+            return;
+        ASSERT_GT(await_provider_wait(p.target_domain, 0), 0u)
+            << "a blocking thread with one CQ on tcp waits in the provider";
+        const std::uint64_t before = counts_of(p.target_domain).provider_wait_timeouts;
+        // watch: a second connection of the same target domain, served by the same thread.
+        auto client2 = std::async(std::launch::async, [&] {
+            return connection::connect(p.client_domain, "127.0.0.1", p.lst->port());
+        });
+        auto req = request_while_connecting(*p.lst, client2);
+        REMORA_ASSERT_OK(req);
+        std::optional<connection> target_conn2(must(req->accept({.progress_thread = true})));
+        std::optional<connection> c2(must(client2.get()));
+        auto tmr2 = must(memory_region::create(p.target_domain, target2.span(),
+                                               usage::write_destination | usage::read_source));
+        write_then_read(*c2, lmr, must(tmr2.describe()));
+        if (HasFatalFailure())
+            return;
+        c2.reset();
+        target_conn2.reset();
+        // unwatch while the thread waits in the provider on the first connection's CQ (back
+        // there after the first connection's next operations: with two CQs it slept in epoll).
+        const std::uint64_t waits = counts_of(p.target_domain).provider_waits;
+        write_then_read(*p.client, lmr, desc);
+        if (HasFatalFailure())
+            return;
+        ASSERT_GT(await_provider_wait(p.target_domain, waits), waits);
+        p.target.reset();
+        timed_out += counts_of(p.target_domain).provider_wait_timeouts - before;
+    }
+    EXPECT_LE(timed_out, 1u) << "waits in the provider ran out their timeout in " << cycles
+                             << " cycles of watch and unwatch: an interrupt was missed";
+}
+
+// A provider's wait that fails (not an entry, a signal or its timeout) is given up for epoll:
+// the thread neither spins on the failing call nor stops serving. fi_cq_sread fails every time
+// here; the operations are still served and the idle thread sleeps.
+TEST(blocking_provider_wait, a_failing_wait_falls_back_to_epoll) {
+    namespace fault = detail::fabric_fault;
+    const unsigned fired_before = fault::fired(detail::fabric_call::cq_sread);
+    fault::arm(detail::fabric_call::cq_sread, -FI_EIO, 1'000'000);
+    struct disarm_at_exit {
+        ~disarm_at_exit() { detail::fabric_fault::disarm(); }
+    } disarm;
+    buffer target(4096), local(4096);  // outlive the connections
+    auto p = must(pair_with("tcp", progress_policy::blocking));
+    auto tmr = must(memory_region::create(p.target_domain, target.span(),
+                                          usage::write_destination | usage::read_source));
+    auto lmr = must(memory_region::create(p.client_domain, local.span(),
+                                          usage::write_source | usage::read_destination));
+    auto desc = must(tmr.describe());
+    for (int round = 0; round < 20; ++round) {
+        write_then_read(*p.client, lmr, desc);
+        if (HasFatalFailure())
+            return;
+    }
+    EXPECT_GT(fault::fired(detail::fabric_call::cq_sread), fired_before)
+        << "the thread waited in the provider";
+    EXPECT_TRUE(counts_of(p.target_domain).provider_wait_off);
+    const auto tids = progress_tids();
+    ASSERT_EQ(tids.size(), 1u);
+    std::this_thread::sleep_for(200ms);  // quiet
+    const double before = thread_cpu_ms(tids[0]);
+    const double share = runnable_share(tids[0], 1s);
+    const double used = thread_cpu_ms(tids[0]) - before;
+    EXPECT_LT(used, 50.0) << "the thread spins on its failing wait: " << used << " ms in 1 s";
+    EXPECT_LT(share, 0.05) << "runnable in " << share * 100 << " % of samples";
+}
 
 // Which domains open the remote-access counter: adaptive ones on shm only (domain.cpp says why);
 // never busy and blocking (nothing reads it).
