@@ -120,9 +120,13 @@ struct provider_caps {
 ///             (adaptive backs off when other threads want the core). CPU:
 ///             polling for at most progress_spin after the last sign of traffic; an idle domain
 ///             uses none.
-///   blocking  The thread arms its CQs and sleeps in epoll between events: no CPU while idle,
-///             but every one-sided operation that needs the target's progress pays a thread
-///             wake-up (on tcp over loopback, about 7 us on an 8-byte read).
+///   blocking  The thread sleeps between events: no CPU while idle, but every one-sided
+///             operation that needs the target's progress pays a thread wake-up (on tcp over
+///             loopback, about 7 us on an 8-byte read). Serving a single CQ on tcp or net it
+///             sleeps in the provider's own wait (fi_cq_sread), as a plain libfabric target that
+///             sleeps does; otherwise (several CQs, sockets, a shared CQ) it arms its CQs and
+///             sleeps in epoll on their fds. A new connection, a closing one and a stop wake
+///             it with fi_cq_signal.
 ///
 /// The policy is the domain's, not a connection's: one thread serves every connection of the
 /// domain, and it either sleeps or it does not. Connections that need another policy go in a
