@@ -120,6 +120,22 @@ result<progress_pair> pair_with(const std::string& provider, progress_policy pol
     return progress_pair{*td, *cd, std::move(*l), std::move(*s), std::move(*c)};
 }
 
+// A target region the client may write and read, the client's local region, and the target
+// region's description.
+struct one_sided_regions {
+    memory_region target;
+    memory_region local;
+    remote_region desc;
+};
+one_sided_regions one_sided(const progress_pair& p, buffer& target, buffer& local) {
+    auto tmr = must(memory_region::create(p.target_domain, target.span(),
+                                          usage::write_destination | usage::read_source));
+    auto lmr = must(memory_region::create(p.client_domain, local.span(),
+                                          usage::write_source | usage::read_destination));
+    auto desc = must(tmr.describe());
+    return {std::move(tmr), std::move(lmr), std::move(desc)};
+}
+
 struct policy_case {
     std::string provider;
     progress_policy policy;
@@ -148,11 +164,7 @@ TEST_P(progress_policies, serves_one_sided_operations_while_the_target_sleeps) {
     buffer target(4096), local(4096);
     auto p = must(pair_with(GetParam().provider, GetParam().policy));
     EXPECT_EQ(p.target_domain.progress(), GetParam().policy);
-    auto tmr = must(memory_region::create(p.target_domain, target.span(),
-                                          usage::write_destination | usage::read_source));
-    auto lmr = must(memory_region::create(p.client_domain, local.span(),
-                                          usage::write_source | usage::read_destination));
-    auto desc = must(tmr.describe());
+    auto [tmr, lmr, desc] = one_sided(p, target, local);
     for (int round = 0; round < 100; ++round) {
         const auto v = static_cast<std::byte>(round + 1);
         std::memset(local.bytes.data(), static_cast<int>(v), 8);
@@ -341,11 +353,7 @@ TEST(blocking_provider_wait, watch_and_unwatch_interrupt_it) {
     for (int cycle = 0; cycle < cycles; ++cycle) {
         buffer target(4096), local(4096), target2(4096);  // outlive the connections
         auto p = must(pair_with("tcp", progress_policy::blocking));
-        auto tmr = must(memory_region::create(p.target_domain, target.span(),
-                                              usage::write_destination | usage::read_source));
-        auto lmr = must(memory_region::create(p.client_domain, local.span(),
-                                              usage::write_source | usage::read_destination));
-        auto desc = must(tmr.describe());
+        auto [tmr, lmr, desc] = one_sided(p, target, local);
         write_then_read(*p.client, lmr, desc);
         if (HasFatalFailure())
             return;
@@ -393,11 +401,7 @@ TEST(blocking_provider_wait, a_failing_wait_falls_back_to_epoll) {
     } disarm;
     buffer target(4096), local(4096);  // outlive the connections
     auto p = must(pair_with("tcp", progress_policy::blocking));
-    auto tmr = must(memory_region::create(p.target_domain, target.span(),
-                                          usage::write_destination | usage::read_source));
-    auto lmr = must(memory_region::create(p.client_domain, local.span(),
-                                          usage::write_source | usage::read_destination));
-    auto desc = must(tmr.describe());
+    auto [tmr, lmr, desc] = one_sided(p, target, local);
     for (int round = 0; round < 20; ++round) {
         write_then_read(*p.client, lmr, desc);
         if (HasFatalFailure())
