@@ -28,7 +28,8 @@ int trywait(fid_fabric* fabric, fid* f);
 int cq_signal(fid_cq* cq);
 // Blocks in the provider's own wait (fi_cq_sread asking for no entry) until `cq` holds an entry,
 // fi_cq_signal is called, or `timeout_ms` passes; reads none. 0 when an entry waits, else
-// -FI_EAGAIN or another -FI_* code. Only for CQs whose sread waits when asked for none (the util
+// -FI_EAGAIN (tcp in 1.17 says it for a signal as for the timeout: only the elapsed time tells
+// them apart) or another -FI_* code. Only for CQs whose sread waits when asked for none (the util
 // CQ of tcp and net; sockets' spins): domain_impl::cq_sread_waits.
 int cq_wait_entry(fid_cq* cq, int timeout_ms);
 
