@@ -28,6 +28,23 @@
 /// connect_admitted then fails with errc::rejected and a message naming the reason; on either
 /// side admission_refusal_of(error) returns the reason.
 ///
+/// RDM peers (connection::open_peer) have no connection request: the same token travels in an
+/// attach handshake instead, over the attached pair's own messages (library-internal sends and
+/// receives, accounted as every queue entry, also on a connection with a service_depth; the
+/// application's CQ reads never see them). The target speaks first, so every message reaches a
+/// peer that has attached its sender already:
+///   1. the client attaches the target's address, then gives the target its own local_address
+///      (any way it likes) and calls prove_admission();
+///   2. the target attaches the client's address and calls attach_request::receive(): it sends
+///      "RMAC" | u8 version (1) | 16-byte random challenge;
+///   3. the client answers with a token whose payload is the challenge followed by its own
+///      payload (so a token answers one challenge only);
+///   4. the target checks it (attach_request::check, with one gate per key it accepts) and
+///      answers "RMAA" | accept data (e.g. the descriptor of the client's role) or
+///      "RMAR" | reason.
+/// Receives are directed at the attached peer (provider_caps::directed_receive): a message from
+/// any other sender is never taken. A handshake that fails leaves the connection to be closed.
+///
 /// What this does not do (docs/security.md): it does not authenticate the target to the client,
 /// and it protects nothing after admission — on tcp and sockets the traffic, including the memory
 /// key in a region's descriptor, is neither encrypted nor integrity-protected.
@@ -159,5 +176,64 @@ std::optional<admission_refusal> admission_refusal_of(const error& e) noexcept;
                                                   std::string_view identity,
                                                   const connection_config& config = {},
                                                   std::span<const std::byte> payload = {});
+
+/// The longest accept data an RDM target may send (attach_request::accept).
+inline constexpr std::size_t admission_max_accept_data = 512;
+
+/// The target's side of one RDM attach handshake (see the file comment). Move-only; one per
+/// attached connection, used from one thread.
+class attach_request {
+  public:
+    /// Sends a fresh challenge to the peer `conn` is attached to and waits for its token, at
+    /// most `timeout`. errc::bad_state when `conn` is not an attached RDM peer, errc::timed_out
+    /// when no token came (e.g. the client never called prove_admission, or attached the
+    /// target only after the challenge was sent), the provider's failure otherwise. `conn` must
+    /// outlive the request.
+    [[nodiscard]] static result<attach_request> receive(
+        connection& conn, std::chrono::milliseconds timeout = std::chrono::seconds(5));
+
+    /// The token's check by `gate` (admission_gate::check), and that it answers this request's
+    /// challenge (else errc::access_denied, admission_refusal::replayed). On success the
+    /// admitted peer's payload is the client's own (the challenge taken off).
+    [[nodiscard]] result<admitted_peer> check(admission_gate& gate) const;
+    /// Tells the client it is admitted, with `data` (at most admission_max_accept_data bytes,
+    /// else errc::too_large and nothing is sent), which prove_admission returns to it.
+    [[nodiscard]] result<void> accept(std::span<const std::byte> data = {});
+    /// Tells the client it is refused, and why. The caller then closes the connection.
+    [[nodiscard]] result<void> reject(admission_refusal reason);
+
+    attach_request(attach_request&&) noexcept = default;
+    attach_request& operator=(attach_request&&) noexcept = default;
+
+  private:
+    attach_request(connection& conn, std::chrono::steady_clock::time_point deadline)
+        : conn_(&conn), deadline_(deadline) {}
+    result<void> answer(std::span<const std::byte> message);
+    connection* conn_;
+    std::chrono::steady_clock::time_point deadline_;
+    std::array<std::byte, 16> challenge_{};
+    std::vector<std::byte> token_;
+    bool answered_ = false;
+};
+
+/// The client's side of an RDM attach handshake: `conn` is attached to the target already, and
+/// the target has (or will have, within `timeout`) attached `conn`'s local_address. Waits for
+/// the target's challenge, sends a token for `key`, `identity` and `payload`, and returns the
+/// target's accept data. Errors: errc::rejected when the target refuses ("the target refused
+/// admission: <reason>", the reject's bytes in error::data()), errc::timed_out when the
+/// target does not answer in time, errc::invalid_argument for an identity over 64 bytes or a
+/// payload over 256, errc::malformed_descriptor for an answer that is not a handshake message.
+/// After a failure close the connection.
+[[nodiscard]] result<std::vector<std::byte>> prove_admission(
+    connection& conn, const admission_key& key, std::string_view identity,
+    std::span<const std::byte> payload = {},
+    std::chrono::milliseconds timeout = std::chrono::seconds(5));
+
+/// The target's side for one key: attach_request::receive, check with `gate`, then accept with
+/// `accept_data` or reject with the reason. Returns the admitted peer, or the refusal
+/// (errc::access_denied, admission_refusal_of() names the reason) after telling the client.
+[[nodiscard]] result<admitted_peer> admit_peer(
+    connection& conn, admission_gate& gate, std::span<const std::byte> accept_data = {},
+    std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
 }  // namespace remora

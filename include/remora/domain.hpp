@@ -78,6 +78,11 @@ struct provider_caps {
     bool rx_cq_data = false;       ///< immediate data consumes a posted receive (FI_RX_CQ_DATA)
     bool shared_rx = false;        ///< shared receive contexts are available
     bool rma_pmem = false;         ///< provider advertises FI_RMA_PMEM
+    /// RDM: a received message counts only from the attached peer. A message from any other
+    /// sender is held by the provider (tcp;ofi_rxm) or completes the receive it took with
+    /// errc::access_denied and nothing received (shm, net, sockets: post the receive again).
+    /// True on shm, tcp;ofi_rxm, net and sockets; false on MSG (one peer per endpoint anyway).
+    bool directed_receive = false;
     progress_model control_progress = progress_model::unspecified;
     progress_model data_progress = progress_model::unspecified;
     remora::mr_mode mr_mode = remora::mr_mode::none;

@@ -123,6 +123,7 @@ result<std::shared_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
     cq->size = size;
     cq->tag = tag;
     cq->polled = dom->cq_polled;
+    cq->check_source = dom->source_checked;
     cq->self = cq;
     int ret = cq_open(dom->domain.get(), size, cq->cq, !cq->polled);
     if (ret != 0) {
@@ -304,6 +305,20 @@ void hand_out_batch::flush() noexcept {
     n_ = 0;
 }
 
+void cq_impl::refuse_stranger(completion& c, void* op_context, std::uint64_t source) {
+    const auto* rec = static_cast<const op_record*>(op_context);
+    if (rec == nullptr || rec->owner == nullptr ||
+        !rec->owner->check_source.load(std::memory_order_relaxed) ||
+        rec->owner->source.load(std::memory_order_relaxed) == source) {
+        return;
+    }
+    c.status = make_error_code(errc::access_denied);
+    c.bytes = 0;
+    c.has_imm = false;
+    c.imm = 0;
+    strangers.fetch_add(1, std::memory_order_relaxed);
+}
+
 result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::size_t* consumed,
                                            entry_source* from, hand_out_batch* now,
                                            bool units_with_record) {
@@ -350,7 +365,9 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         return emitted;
     }
     fi_cq_data_entry entries[read_batch];
-    ssize_t got = cq_read(cq.get(), entries, n);
+    fi_addr_t sources[read_batch];
+    ssize_t got =
+        check_source ? cq_readfrom(cq.get(), entries, n, sources) : cq_read(cq.get(), entries, n);
     if (consumed != nullptr) {
         *consumed = got > 0 ? static_cast<std::size_t>(got) : 0;
     }
@@ -364,6 +381,9 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
             c.bytes = e.len;
             c.has_imm = (e.flags & FI_REMOTE_CQ_DATA) != 0;
             c.imm = c.has_imm ? e.data : 0;
+            if (check_source && (e.flags & FI_RECV) != 0) [[unlikely]] {
+                refuse_stranger(c, e.op_context, sources[i]);
+            }
             entry_source src{owner_of(e.op_context), nullptr};
             if (finish(*this, c, e.op_context, e.flags, &src.held, with_record)) {
                 keep(emitted, src);

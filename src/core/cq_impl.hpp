@@ -92,6 +92,10 @@ struct cq_impl final : callback_sink {
     cq_handle cq;
     int fd = -1;          // the CQ's wait fd (owned by libfabric); -1 when polled
     bool polled = false;  // no wait object (domain_impl::cq_polled): look again, never block
+    // RDM with FI_SOURCE: entries are read with their source, and a received message from anyone
+    // but its connection's attached peer fails its receive (op_pool::check_source).
+    bool check_source = false;
+    std::atomic<std::uint64_t> strangers{0};  // such messages refused
     cq_kind kind = cq_kind::cq;
     std::size_t size = 0;
     std::uint64_t tag = 0;
@@ -249,6 +253,9 @@ struct cq_impl final : callback_sink {
     // What a reported operation holds (budget units) goes back with its record when it is handed
     // out (with `now`, or `units_with_record`: the stash the same reader hands out next), else
     // as it is read (finish()).
+    // A receive's entry from `source`: when it is not the receiving connection's attached peer,
+    // the completion becomes errc::access_denied with nothing received (counted in strangers).
+    void refuse_stranger(completion& c, void* op_context, std::uint64_t source);
     result<std::size_t> read_provider(completion* out, std::size_t n, std::size_t* consumed,
                                       entry_source* from, hand_out_batch* now = nullptr,
                                       bool units_with_record = false);

@@ -175,15 +175,27 @@ result<domain> domain::open(const domain_config& config) {
     impl->policy = config.progress;
     impl->spin = config.progress_spin;
 
-    auto base = pick(config.provider, config.node, base_caps, config.endpoint);
+    // RDM: a received message counts only from the attached peer. FI_SOURCE gives each
+    // message's sender (checked as the CQ is read: cq_impl::refuse_stranger), FI_DIRECTED_RECV
+    // keeps others' messages from matching a receive where the provider honours it (tcp;ofi_rxm;
+    // shm, net and sockets match them anyway). A provider without FI_SOURCE opens without the
+    // check and says so in caps().directed_receive.
+    const std::uint64_t rdm_caps = FI_DIRECTED_RECV | FI_SOURCE;
+    const std::uint64_t first_caps =
+        base_caps | (config.endpoint == endpoint_type::rdm ? rdm_caps : 0);
+    auto base = pick(config.provider, config.node, first_caps, config.endpoint);
+    if (!base && first_caps != base_caps) {
+        base = pick(config.provider, config.node, base_caps, config.endpoint);
+    }
     if (!base) {
         return fail(base.error());
     }
     std::string prov = (*base)->fabric_attr->prov_name;
+    const std::uint64_t want_caps = base_caps | ((*base)->caps & rdm_caps);
     // Native atomics: ask again with FI_ATOMIC. Providers without them (tcp) don't answer.
     bool atomics = false;
     {
-        auto with_atomics = pick(prov, config.node, base_caps | FI_ATOMIC, config.endpoint);
+        auto with_atomics = pick(prov, config.node, want_caps | FI_ATOMIC, config.endpoint);
         if (with_atomics && prov == (*with_atomics)->fabric_attr->prov_name) {
             atomics = true;
             *base = std::move(*with_atomics);
@@ -205,7 +217,7 @@ result<domain> domain::open(const domain_config& config) {
     // the fault sweep's setup (fault_sweep_test sockets_setup); tcp;ofi_rxm does not offer it.
     bool rma_events = false;
     if (config.progress == progress_policy::adaptive && prov == "shm") {
-        const std::uint64_t caps = base_caps | (atomics ? FI_ATOMIC : 0) | FI_RMA_EVENT;
+        const std::uint64_t caps = want_caps | (atomics ? FI_ATOMIC : 0) | FI_RMA_EVENT;
         auto with_events = pick(prov, config.node, caps, config.endpoint);
         if (with_events && prov == (*with_events)->fabric_attr->prov_name &&
             ((*with_events)->caps & FI_RMA_EVENT) != 0) {
@@ -262,6 +274,8 @@ result<domain> domain::open(const domain_config& config) {
     c.rx_cq_data = (info->rx_attr->mode & FI_RX_CQ_DATA) != 0 || (info->mode & FI_RX_CQ_DATA) != 0;
     c.shared_rx = info->domain_attr->max_ep_srx_ctx != 0;
     c.rma_pmem = (info->caps & FI_RMA_PMEM) != 0;
+    impl->source_checked = config.endpoint == endpoint_type::rdm && (info->caps & FI_SOURCE) != 0;
+    c.directed_receive = impl->source_checked;
     c.control_progress = to_model(info->domain_attr->control_progress);
     c.data_progress = to_model(info->domain_attr->data_progress);
     c.mr_mode = to_mr_mode(info->domain_attr->mr_mode);

@@ -42,6 +42,8 @@ struct domain_impl {
     // The provider's CQs have no wait fd (shm): they are opened without a wait object and
     // polled (waits back off between looks; the progress thread looks every tick).
     bool cq_polled = false;
+    // RDM opened with FI_SOURCE: CQs read each message's source (cq_impl::check_source).
+    bool source_checked = false;
     // fi_cq_sread asking for no entry waits for one without reading it (the util CQ: tcp, net):
     // a blocking progress thread with one CQ waits in the provider that way (progress.cpp).
     bool cq_sread_waits = false;

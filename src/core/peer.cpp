@@ -218,6 +218,15 @@ result<void> connection::attach(std::span<const std::byte> peer_address) {
                         " (its addresses are " + std::to_string(c.local_addr.size()) +
                         " bytes long here; pass the peer's local_address)");
     }
+    if (c.dom->source_checked) {
+        // Entry 0 is this endpoint's own address: shm reports a sender that is in no entry as
+        // entry 0, which must not be the peer's.
+        fi_addr_t self = FI_ADDR_NOTAVAIL;
+        if (const int r = av_insert(c.av.get(), c.local_addr.data(), &self); r != 1) {
+            return fail(fabric_error(r < 0 ? r : -FI_EINVAL,
+                                     "attach: fi_av_insert of the endpoint's own address"));
+        }
+    }
     fi_addr_t addr = FI_ADDR_NOTAVAIL;
     const int ret = av_insert(c.av.get(), peer_address.data(), &addr);
     if (ret != 1) {
@@ -228,6 +237,12 @@ result<void> connection::attach(std::span<const std::byte> peer_address) {
         return fail(fabric_error(ret, "attach: fi_av_insert of the peer's address"));
     }
     c.peer = addr;
+    // Receives take the attached peer's messages only (FI_DIRECTED_RECV where the provider
+    // honours it), and a message from anyone else fails its receive as the CQ is read
+    // (cq_impl::refuse_stranger). Receives are refused before attach, so all of them check.
+    c.recv_from = c.dom->source_checked ? addr : FI_ADDR_UNSPEC;
+    c.ops.source.store(addr, std::memory_order_relaxed);
+    c.ops.check_source.store(c.dom->source_checked, std::memory_order_relaxed);
     c.attached = true;
     c.open = true;
     return {};

@@ -69,7 +69,7 @@ bool has_diverted(fid_cq* cq) {
 
 }  // namespace
 
-ssize_t cq_read_slow(fid_cq* cq, fi_cq_data_entry* buf, std::size_t count) {
+ssize_t cq_read_slow(fid_cq* cq, fi_cq_data_entry* buf, std::size_t count, fi_addr_t* src) {
     {
         std::lock_guard lock(diverted_mu);
         if (has_diverted(cq)) {
@@ -79,7 +79,8 @@ ssize_t cq_read_slow(fid_cq* cq, fi_cq_data_entry* buf, std::size_t count) {
     if (int r = take(fabric_call::cq_read)) {
         return r;
     }
-    const ssize_t got = fi_cq_read(cq, buf, count);
+    const ssize_t got =
+        src != nullptr ? fi_cq_readfrom(cq, buf, count, src) : fi_cq_read(cq, buf, count);
     int err = 0;
     if (got <= 0 || !take_error_entry(&err)) {
         return got;

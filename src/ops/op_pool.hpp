@@ -127,6 +127,11 @@ class op_pool {
 
     // The connection's tag, reported in every completion of its records.
     std::uint64_t tag = 0;
+    // RDM: a received message counts only from this source (the attached peer's address vector
+    // entry); one from anyone else completes its receive with errc::access_denied. Set at attach,
+    // before any receive is posted.
+    std::atomic<bool> check_source{false};
+    std::atomic<std::uint64_t> source{0};
     // A shared receive queue's records: their receives complete on the CQ of whichever
     // connection a message arrived on; a private CQ's tag (that connection's) is reported then.
     bool shared_rx = false;

@@ -3,8 +3,11 @@
 
 #include <remora/target_service.hpp>
 
+#include <sodium.h>
+
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -248,6 +251,11 @@ bool target_request(void* context, completion& c) {
     if (!c.ok() && teardown_status(c)) {
         return false;  // flushed: the connection is going away
     }
+    if (c.status == errc::access_denied) {
+        // An RDM message from someone but the attached peer: not a request, never answered.
+        repost_request(s, ref.index);
+        return false;
+    }
     service_reply rp;
     // A message that did not fit the receive (c fails with a size error) is refused too.
     auto rq = c.ok() ? decode_request({s.request_buf(ref.index), c.bytes})
@@ -309,7 +317,6 @@ void settle(service_conn& s, std::uint32_t i, bool notify = true) {
         sl.busy = false;
         sl.hook = nullptr;
         sl.hook_context = nullptr;
-        ++sl.generation;
         --s.busy;
         s.free_slots.push_back(i);
         // A post parked for a request slot (connection::publish) may go now.
@@ -409,6 +416,12 @@ bool client_reply(void* context, completion& c) {
             return deliver(s, oldest, c, lock);
         }
     }
+    if (c.status == errc::access_denied) {
+        // An RDM message from someone but the target asked: not a reply, dropped.
+        ++s.bad_replies;
+        repost_reply(s, ref.index);
+        return false;
+    }
     if (!c.ok() && teardown_status(c)) {
         // The connection is going away: the receive fails one request still waiting for its
         // reply (every posted receive fails, and there are at least as many as such requests;
@@ -430,10 +443,8 @@ bool client_reply(void* context, completion& c) {
     std::uint32_t i = 0;
     bool ok = rp.has_value();
     if (ok) {
-        i = static_cast<std::uint32_t>(rp->id & 0xffffffffu);
-        const auto generation = static_cast<std::uint32_t>(rp->id >> 32);
-        ok = i < s.depth && s.slots[i].busy && !s.slots[i].delivered &&
-             s.slots[i].generation == generation &&
+        i = static_cast<std::uint32_t>(rp->id & ((std::uint64_t{1} << s.index_bits) - 1));
+        ok = i < s.depth && s.slots[i].busy && !s.slots[i].delivered && s.slots[i].id == rp->id &&
              (s.slots[i].kind == service_op::flush) == (rp->op == service_op::flush);
     }
     // Repost before the slot can be reused, so a new request always finds a receive.
@@ -490,6 +501,12 @@ result<service_conn*> client_side(connection_impl& c) {
         return fail(s.error());
     }
     service_conn& sc = **s;
+    if (sodium_init() < 0) {
+        return fail(errc::not_supported, "libsodium failed to initialise (request ids)");
+    }
+    static_assert(crypto_shorthash_KEYBYTES == 16);
+    randombytes_buf(sc.id_key.data(), sc.id_key.size());
+    sc.index_bits = static_cast<unsigned>(std::bit_width(sc.depth));
     sc.slots.resize(sc.depth);
     sc.recv_canceled.assign(sc.depth, false);
     for (std::uint32_t i = sc.depth; i-- > 0;) {
@@ -525,6 +542,20 @@ result<std::uint32_t> take_slot(service_conn& s) {
     return i;
 }
 
+// Request `sequence`'s id for slot i (service_conn::id_key).
+std::uint64_t make_request_id(const service_conn& s, std::uint64_t sequence, std::uint32_t i) {
+    unsigned char in[8];
+    for (int b = 0; b < 8; ++b) {
+        in[b] = static_cast<unsigned char>(sequence >> (8 * b));
+    }
+    unsigned char out[crypto_shorthash_BYTES];
+    crypto_shorthash(out, in, sizeof in, s.id_key.data());
+    std::uint64_t h = 0;
+    std::memcpy(&h, out, sizeof h);
+    const std::uint64_t mask = (std::uint64_t{1} << s.index_bits) - 1;
+    return (h & ~mask) | i;
+}
+
 // Sends slot i's request (taken, filled in but for its id and sequence).
 result<void> send_slot(connection_impl& c, service_conn& s, std::uint32_t i, service_request rq) {
     {
@@ -538,7 +569,8 @@ result<void> send_slot(connection_impl& c, service_conn& s, std::uint32_t i, ser
         sl.posted = false;
         sl.delivered = false;
         sl.pending = 2;
-        rq.id = (static_cast<std::uint64_t>(sl.generation) << 32) | i;
+        sl.id = make_request_id(s, sl.sequence, i);
+        rq.id = sl.id;
     }
     encode(rq, std::span<std::byte, request_size>(s.request_buf(i), request_size));
     auto r = post_internal(c, queue::service, s.request_buf(i), request_size, desc_of(s),

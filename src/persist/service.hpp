@@ -66,8 +66,8 @@ struct service_conn {
         bool busy = false;
         bool posted = false;  // its request's send was accepted by the provider
         bool delivered = false;
-        int pending = 0;  // the send's completion and the reply (or failure) still to come
-        std::uint32_t generation = 0;
+        int pending = 0;       // the send's completion and the reply (or failure) still to come
+        std::uint64_t id = 0;  // the id its request carries, unpredictable (make_request_id)
         void* user_context = nullptr;
         void (*callback)(const completion&) = nullptr;
         bool report_success = true;
@@ -92,6 +92,11 @@ struct service_conn {
     std::size_t busy = 0;
     std::uint64_t bad_replies = 0;
     std::uint64_t next_sequence = 0;
+    // Request ids: the slot's index in the low index_bits, above it a keyed hash (SipHash) of
+    // the request's sequence number under a random key of this connection's. A sender that did
+    // not see the request cannot name it: a forged reply matches nothing and is dropped.
+    std::array<unsigned char, 16> id_key{};
+    unsigned index_bits = 0;
     // The connection failed (a reply receive was flushed, or could not be posted again): new
     // requests are refused, and a request whose send completes from now on fails.
     bool dead = false;
