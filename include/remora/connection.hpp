@@ -26,8 +26,11 @@
 /// connected remora peer) and calls attach() with the other's; from then on every operation goes to
 /// that peer, exactly as on a connected endpoint, and remote_region descriptors are exchanged the
 /// same way. One endpoint per peer relation, by design: each peer gets its own queues and
-/// accounting (many peers on one endpoint belongs to the shared-receive work). Receives take a
-/// message from whoever sends to the endpoint's address (there is no FI_DIRECTED_RECV filter). The
+/// accounting (many peers on one endpoint belongs to the shared-receive work). Receives count only
+/// messages from the attached peer (provider_caps::directed_receive): anyone else's is held by the
+/// provider (tcp;ofi_rxm) or completes the receive it took with errc::access_denied and nothing
+/// received (shm, net, sockets; post the receive again). Attaching is local: to admit only peers
+/// that hold a key, run the attach handshake of admission.hpp before anything else. The
 /// differences:
 ///   - no connection events: next_event() reports conn_event::closed once after close(), else
 ///     times out; event_fd() is an eventfd close() signals.
