@@ -354,7 +354,9 @@ enum class conn_event : std::uint8_t {
     established,  ///< an asynchronous setup (connect_async, accept_async) succeeded
     closed,       ///< the peer or this side closed the connection; also a peer process that died
                   /// (its kernel closes its sockets, which tcp and sockets report as a close)
-    lost,         ///< the connection failed (an error the provider reports on it: network error)
+    lost,         ///< the connection failed (an error the provider reports on it: network error),
+                  ///< or an operation on it failed because the transport is gone (reset,
+                  ///< broken pipe), whether or not the provider reports the end itself
     rejected,     ///< the peer rejected the request
     refused,      ///< nobody listens at the address
     unreachable,  ///< the address cannot be reached (connect timed out)

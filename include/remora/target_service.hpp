@@ -26,6 +26,7 @@
 /// regions must outlive the service and every connection it serves.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -74,6 +75,12 @@ class target_service {
     /// one-sided reads and writes: this counts only what reaches the service (flushes, service
     /// atomics), e.g. to evict idle clients. May run concurrently with requests being answered.
     [[nodiscard]] std::uint64_t requests(const connection& conn) const;
+    /// How long the oldest reply on `conn` has waited for the peer to take it (its send not yet
+    /// complete; zero when none waits). A peer that stops posting receives for its replies, or
+    /// stops reading its socket (hung, stopped), shows here as a wait that only grows: close such
+    /// a connection (remora serve does after --reply-timeout). Zero when this service does not
+    /// serve `conn`. May run concurrently with requests being answered.
+    [[nodiscard]] std::chrono::milliseconds reply_wait(const connection& conn) const;
 
   private:
     explicit target_service(std::shared_ptr<detail::service_core> core);

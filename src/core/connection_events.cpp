@@ -85,8 +85,16 @@ void connection_impl::poll_events() {
     }
     auto ev = read_eq(eq.get(), milliseconds(0), dom->caps.cm_data_size, nullptr);
     if (!ev) {
-        if (ev.error() == errc::timed_out || ended) {
+        if (ended) {
             return;
+        }
+        if (ev.error() == errc::timed_out) {
+            // No shutdown event, but an operation failed because the transport is gone: lost
+            // all the same (tcp posts no shutdown while a message it cannot place blocks the
+            // socket, and the dead socket keeps every wait in the domain awake until closed).
+            if (!ops.transport_lost.load(std::memory_order_relaxed)) {
+                return;
+            }
         }
         pending_event = conn_event::lost;
     } else if (ev->event == FI_SHUTDOWN) {

@@ -305,6 +305,13 @@ void hand_out_batch::flush() noexcept {
     n_ = 0;
 }
 
+void cq_impl::note_transport_loss(void* op_context, int fi_errno) {
+    auto* rec = static_cast<op_record*>(op_context);
+    if (rec != nullptr && rec->owner != nullptr && transport_lost(fi_errno)) {
+        rec->owner->transport_lost.store(true, std::memory_order_relaxed);
+    }
+}
+
 void cq_impl::refuse_stranger(completion& c, void* op_context, std::uint64_t source) {
     const auto* rec = static_cast<const op_record*>(op_context);
     if (rec == nullptr || rec->owner == nullptr ||
@@ -345,6 +352,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
             c.bytes = e.len;
             if (e.err != 0) {
                 c.status = status_from_fi(e.err);
+                note_transport_loss(e.context, e.err);
             } else {
                 c.has_imm = (e.flags & FI_REMOTE_CQ_DATA) != 0;
                 c.imm = c.has_imm ? e.data : 0;
@@ -412,6 +420,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         c = completion{};
         c.bytes = err.len;
         c.status = status_from_fi(err.err);
+        note_transport_loss(err.op_context, err.err);
         entry_source src{owner_of(err.op_context), nullptr};
         if (!finish(*this, c, err.op_context, err.flags, &src.held, with_record)) {
             return 0;

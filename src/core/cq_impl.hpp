@@ -256,6 +256,9 @@ struct cq_impl final : callback_sink {
     // A receive's entry from `source`: when it is not the receiving connection's attached peer,
     // the completion becomes errc::access_denied with nothing received (counted in strangers).
     void refuse_stranger(completion& c, void* op_context, std::uint64_t source);
+    // An error entry whose error says the transport is gone marks its connection's pool
+    // (op_pool::transport_lost).
+    static void note_transport_loss(void* op_context, int fi_errno);
     result<std::size_t> read_provider(completion* out, std::size_t n, std::size_t* consumed,
                                       entry_source* from, hand_out_batch* now = nullptr,
                                       bool units_with_record = false);
@@ -331,6 +334,11 @@ class progress_engine {
         return provider_wait_timeouts_.load(std::memory_order_relaxed);
     }
     bool provider_wait_off() const noexcept { return provider_wait_off_.load(); }
+    // Wake-ups from epoll that found nothing to read (a readable fd with nothing behind it);
+    // four in a row and the thread backs off (1 to 8 ms) before it waits again.
+    std::uint64_t empty_wakes() const noexcept {
+        return empty_wakes_total_.load(std::memory_order_relaxed);
+    }
     // A wait in the provider ends on an entry or on interrupt_wait's signal; the timeout is a
     // safety net only (a control that forgot to interrupt costs this long, and shows in
     // provider_wait_timeouts).
@@ -352,6 +360,7 @@ class progress_engine {
     std::atomic<std::uint64_t> provider_waits_{0};
     std::atomic<std::uint64_t> provider_wait_timeouts_{0};
     std::atomic<bool> provider_wait_off_{false};
+    std::atomic<std::uint64_t> empty_wakes_total_{0};
     unique_fd epfd_;
     unique_fd wake_;  // eventfd to stop the thread
     std::mutex mu_;

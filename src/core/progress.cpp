@@ -176,13 +176,19 @@ void progress_engine::run() {
     std::vector<cq_impl*> unsettled;
     // This thread is each watched CQ's only reader: read (which drives the provider's progress)
     // until it is empty, then arm it; a failed arm means more arrived, so read again.
+    // Whether the drives since it was last cleared read any entry (a wake-up with nothing to
+    // read is counted in empty_wakes below).
+    bool drove_entries = false;
     auto drive = [&](cq_impl* cq) {
+        bool reaped = false;
         if (cq->polled) {
-            cq->pump();  // no wait object to arm: looked at again next tick
+            cq->pump(&reaped);  // no wait object to arm: looked at again next tick
+            drove_entries = drove_entries || reaped;
             return;
         }
         for (int round = 0; round < 32; ++round) {
-            cq->pump();
+            cq->pump(&reaped);
+            drove_entries = drove_entries || reaped;
             const int armed = detail::trywait(cq->dom->fabric.get(), cq->cq.as_fid());
             if (armed == 0 || cq->owned_ready() >= cq->owned.size()) {
                 return;
@@ -279,7 +285,8 @@ void progress_engine::run() {
     const bool adaptive = policy_ == progress_policy::adaptive;
     clock::time_point spin_until{};
     std::vector<pollfd> fds;
-    bool armed = true;  // every watched CQ armed (trywait) since the last polling read
+    bool armed = true;    // every watched CQ armed (trywait) since the last polling read
+    int empty_wakes = 0;  // wake-ups in a row that found nothing to read
     while (!stop_.load(std::memory_order_relaxed)) {
         if (adaptive && clock::now() < spin_until) {
             bool traffic = false;
@@ -293,11 +300,11 @@ void progress_engine::run() {
                             fds.push_back({cq->fd, POLLIN, 0});
                         }
                     }
-                    if (::poll(fds.data(), fds.size(), 0) > 0) {
+                    // A readable CQ fd is not traffic by itself (a dead peer's socket stays
+                    // readable with nothing to read): what the pumps below read is.
+                    if (::poll(fds.data(), fds.size(), 0) > 0 && fds[0].revents != 0) {
                         traffic = true;
-                        if (fds[0].revents != 0) {
-                            woken();
-                        }
+                        woken();
                     }
                 } else if (kicks_.load(std::memory_order_relaxed)) {
                     // No CQ fd to look at (shm): no poll(2) per round; a kick is the one wake-up
@@ -357,7 +364,17 @@ void progress_engine::run() {
         const timespec tick_ts{0, 100'000};
         const timespec settle_ts{0, 1'000'000};
         const timespec* timeout = tick ? &tick_ts : !unsettled.empty() ? &settle_ts : nullptr;
+        if (empty_wakes >= 4) {
+            // The wait keeps returning with nothing to read: an fd that stays readable (tcp keeps
+            // a dead peer's socket in the domain's wait set, hung up, until its endpoint is
+            // closed). Sleep before waiting again, 1 ms doubling to 8 ms, so it costs no core;
+            // any entry read ends the back-off.
+            const long ms = 1L << std::min(empty_wakes - 4, 3);
+            const timespec pause{0, ms * 1'000'000};
+            ::nanosleep(&pause, nullptr);
+        }
         sleeps_.fetch_add(1, std::memory_order_relaxed);
+        drove_entries = false;
         int n = epoll_pwait2(epfd_.get(), evs, 16, timeout, nullptr);
         if (n < 0 && errno == ENOSYS) {  // kernels before 5.11: millisecond ticks
             n = epoll_wait(epfd_.get(), evs, 16, timeout == nullptr ? -1 : 1);
@@ -373,14 +390,19 @@ void progress_engine::run() {
                 drive(cq);
             }
         }
+        bool kicked = false;
         for (int i = 0; i < n; ++i) {
             auto* cq = static_cast<cq_impl*>(evs[i].data.ptr);
             if (cq == nullptr) {
                 woken();
+                kicked = true;
             } else if (watched(cq)) {
                 drive(cq);
             }
         }
+        const bool empty = n > 0 && !kicked && !drove_entries;
+        empty_wakes = empty ? empty_wakes + 1 : 0;
+        empty_wakes_total_.fetch_add(empty ? 1 : 0, std::memory_order_relaxed);
         bool remote = false;
         if (rma_events_ != nullptr) {
             // A CQ without an fd (shm) wakes only on the tick: the counter says whether the
@@ -389,7 +411,7 @@ void progress_engine::run() {
             remote = now_seen != rma_seen;
             rma_seen = now_seen;
         }
-        if (adaptive && (n > 0 || remote)) {
+        if (adaptive && ((n > 0 && !empty) || remote)) {
             spin_until = clock::now() + spin_;
         }
     }

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // src/fabric/error.cpp — libfabric's error numbers as remora errors.
+#include <cerrno>
+
 #include <remora/result.hpp>
 
 #include "fabric/fabric.hpp"
@@ -24,6 +26,19 @@ namespace detail {
 
 const char* fabric_strerror(long ret) noexcept {
     return fi_strerror(static_cast<int>(ret < 0 ? -ret : ret));
+}
+
+bool transport_lost(int fi_errno) noexcept {
+    switch (fi_errno < 0 ? -fi_errno : fi_errno) {
+        case FI_ECONNRESET:
+        case FI_ECONNABORTED:
+        case FI_ENOTCONN:
+        case FI_ESHUTDOWN:
+        case EPIPE:
+            return true;
+        default:
+            return false;
+    }
 }
 
 std::error_code status_from_fi(int e) {

@@ -126,6 +126,9 @@ error fabric_error(int ret, const std::string& what);
 // Maps an FI_* errno (positive) from a completion or event to remora's status code; FI_EOTHER
 // (unspecified) is errc::provider_error.
 std::error_code status_from_fi(int fi_errno);
+// Whether a failed operation's error says the transport to the peer is gone (reset, aborted,
+// not connected, shut down, broken pipe), as opposed to an error of that operation alone.
+bool transport_lost(int fi_errno) noexcept;
 // fi_strerror of a code of either sign.
 const char* fabric_strerror(long ret) noexcept;
 

@@ -132,6 +132,10 @@ class op_pool {
     // before any receive is posted.
     std::atomic<bool> check_source{false};
     std::atomic<std::uint64_t> source{0};
+    // An operation of this pool failed because the transport to the peer is gone (set as the
+    // CQ is read): the connection reports conn_event::lost even if the provider never posts
+    // its shutdown event (tcp does not while a message it cannot place blocks the socket).
+    std::atomic<bool> transport_lost{false};
     // A shared receive queue's records: their receives complete on the CQ of whichever
     // connection a message arrived on; a private CQ's tag (that connection's) is reported then.
     bool shared_rx = false;

@@ -294,6 +294,9 @@ bool target_request(void* context, completion& c) {
     if (!sent) {
         s.core->refused.fetch_add(rp.status == 0 ? 1 : 0, std::memory_order_relaxed);
         repost_request(s, ref.index);
+    } else {
+        const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+        s.reply_since[ref.index].store(now == 0 ? 1 : now, std::memory_order_relaxed);
     }
     return false;
 }
@@ -301,6 +304,7 @@ bool target_request(void* context, completion& c) {
 bool target_reply_sent(void* context, completion& c) {
     auto& ref = *static_cast<service_conn::ref*>(context);
     service_conn& s = *ref.owner;
+    s.reply_since[ref.index].store(0, std::memory_order_relaxed);
     // A reply that failed (other than by the connection going away) gives its slot back too.
     if (c.ok() || !teardown_status(c)) {
         repost_request(s, ref.index);
@@ -852,6 +856,7 @@ result<void> target_service::serve_impl(connection& conn,
     }
     detail::service_conn& sc = **s;
     sc.core = core_;
+    sc.reply_since = std::make_unique<std::atomic<std::int64_t>[]>(sc.depth);
     if (grants != nullptr) {
         sc.granted.emplace();
         for (const remote_region& g : *grants) {
@@ -880,6 +885,31 @@ std::uint64_t target_service::requests(const connection& conn) const {
     detail::persist_conn& p = detail::persist_of(*conn.impl());
     std::lock_guard lock(p.svc_mu);
     return p.svc && p.svc->target ? p.svc->answered.load(std::memory_order_relaxed) : 0;
+}
+
+std::chrono::milliseconds target_service::reply_wait(const connection& conn) const {
+    if (conn.impl() == nullptr) {
+        return {};
+    }
+    detail::persist_conn& p = detail::persist_of(*conn.impl());
+    std::lock_guard lock(p.svc_mu);
+    if (!p.svc || !p.svc->target) {
+        return {};
+    }
+    std::int64_t oldest = 0;
+    for (std::uint32_t i = 0; i < p.svc->depth; ++i) {
+        const std::int64_t t = p.svc->reply_since[i].load(std::memory_order_relaxed);
+        if (t != 0 && (oldest == 0 || t < oldest)) {
+            oldest = t;
+        }
+    }
+    if (oldest == 0) {
+        return {};
+    }
+    const auto since =
+        std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(oldest));
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 since);
 }
 
 std::uint64_t target_service::refused() const noexcept {

@@ -60,6 +60,10 @@ struct service_conn {
     // nullopt: every exposed region.
     std::optional<std::vector<std::uint64_t>> granted;
     std::atomic<std::uint64_t> answered{0};  // target side: requests answered on this connection
+    // Target side: per slot, when its reply was posted (steady_clock ticks; 0: none waiting),
+    // cleared when the reply's send completes. A peer that stops taking replies shows here
+    // (target_service::reply_wait). Sized with the slots, read by any thread.
+    std::unique_ptr<std::atomic<std::int64_t>[]> reply_since;
 
     // Client side: one slot per request in flight.
     struct slot {

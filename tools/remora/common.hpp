@@ -73,6 +73,7 @@ struct serve_options {
     unsigned max_clients = 64;     // clients connected at once; more are rejected as overloaded
     double handshake_timeout = 5;  // seconds an accepted peer has to complete the connection
     double idle_timeout = 0;       // seconds without a service request before eviction; 0: off
+    double reply_timeout = 10;     // seconds a reply may wait for the client to take it
     unsigned fd_reserve = 32;      // refuse new clients (overloaded) when fewer fds are left
 };
 int run_serve(const serve_options& o);

@@ -78,6 +78,12 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(0.0, 86400.0))
         ->capture_default_str();
     serve
+        ->add_option("--reply-timeout", so.reply_timeout,
+                     "Close a client whose oldest service reply has waited this many seconds for "
+                     "it to take it (it posts no receives, or has stopped reading)")
+        ->check(CLI::Range(0.1, 86400.0))
+        ->capture_default_str();
+    serve
         ->add_option("--fd-reserve", so.fd_reserve,
                      "Refuse new clients as overloaded when fewer file descriptors are left "
                      "(a client holds about 8)")
@@ -90,9 +96,9 @@ int main(int argc, char** argv) {
         "read-only client's descriptor allows remote reads only, and the target service\n"
         "refuses its flushes and atomics. Admission does not encrypt the traffic: see\n"
         "docs/security.md.\n"
-        "Limits: --max-clients, --handshake-timeout, --idle-timeout, --fd-reserve; a client\n"
-        "refused for load is told \"the target is at its limit\". SIGINT/SIGTERM close the\n"
-        "connections, persist the region and exit 0.\n"
+        "Limits: --max-clients, --handshake-timeout, --idle-timeout, --reply-timeout,\n"
+        "--fd-reserve; a client refused for load is told \"the target is at its limit\".\n"
+        "SIGINT/SIGTERM close the connections, persist the region and exit 0.\n"
         "Clients get the region's descriptor when they connect. A file region is persistent:\n"
         "clients flush to durability through the service (GPSPM, msync).\n"
         "Examples:\n"

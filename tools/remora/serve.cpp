@@ -249,6 +249,8 @@ int run_serve(const serve_options& o) {
     const auto handshake =
         std::chrono::milliseconds(static_cast<std::int64_t>(o.handshake_timeout * 1000));
     const auto idle = std::chrono::milliseconds(static_cast<std::int64_t>(o.idle_timeout * 1000));
+    const auto reply_limit =
+        std::chrono::milliseconds(static_cast<std::int64_t>(o.reply_timeout * 1000));
 
     struct sigaction sa {};
     sa.sa_handler = on_signal;
@@ -378,6 +380,19 @@ int run_serve(const serve_options& o) {
             if (const auto n = service->requests(it->conn); n != it->requests) {
                 it->requests = n;
                 it->last_seen = now;
+            }
+            // A client that takes no replies (no receives posted, or stopped reading) holds
+            // its slot and the target's send queue for good otherwise: closed, and told so in
+            // the log (it reads nothing, so nothing sent would reach it).
+            if (const auto waited = service->reply_wait(it->conn); waited >= reply_limit) {
+                log_line(
+                    fmt::format("client {} closed: a reply waited {:.1f} s for it to take "
+                                "it (--reply-timeout)",
+                                it->id, std::chrono::duration<double>(waited).count()));
+                (void)it->conn.close();
+                it = clients.erase(it);
+                trim_pending = true;
+                continue;
             }
             if (idle > 0ms && now - it->last_seen >= idle) {
                 log_line(
