@@ -3,10 +3,12 @@
 // admitted with a key, then sends service requests (flushes of its region) as fast as the target
 // takes them for SECONDS, and never posts a receive for their replies. Then, by MODE:
 //   exit   it exits at once (_exit: no close, no shutdown of its connection);
-//   stop   it stops itself (SIGSTOP) with the connection open, until killed.
+//   stop   it stops itself (SIGSTOP) with the connection open, until killed; it stops as soon
+//          as the target has taken nothing for 500 ms (backed up: a reply waits), or at SECONDS.
 //
 //   serve_flooder PROVIDER HOST:PORT KEYFILE SECONDS MODE
-// Prints "sent N" on stderr before it exits or stops. Exit status 2 when it cannot connect.
+// Prints "sent N" (", the target backed up" when it did) on stderr before it exits or stops. Exit
+// status 2 when it cannot connect.
 #include <unistd.h>
 
 #include <chrono>
@@ -74,11 +76,22 @@ int main(int argc, char** argv) {
     }
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(std::atoi(argv[4]));
     std::size_t sent = 0;
+    auto last_sent = std::chrono::steady_clock::now();
+    bool backed_up = false;
     while (std::chrono::steady_clock::now() < end) {
         auto r = conn->send(*mr, (sent % batch) * detail::request_size, detail::request_size);
         if (r) {
             ++sent;
+            last_sent = std::chrono::steady_clock::now();
             continue;
+        }
+        // The target has taken nothing for 500 ms: its replies fill the socket, it has stopped
+        // reading requests. A stopping flooder stops here, so the target has a reply waiting.
+        if (std::chrono::steady_clock::now() - last_sent > std::chrono::milliseconds(500)) {
+            backed_up = true;
+            if (mode == "stop") {
+                break;
+            }
         }
         if (!(r.error() == errc::would_block)) {
             break;  // the target closed the connection
@@ -87,7 +100,7 @@ int main(int argc, char** argv) {
         (void)conn->cq().poll(c);  // the sends' completions only: there are no receives
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    std::fprintf(stderr, "sent %zu\n", sent);
+    std::fprintf(stderr, "sent %zu%s\n", sent, backed_up ? ", the target backed up" : "");
     if (mode == "stop") {
         ::raise(SIGSTOP);
     }
