@@ -56,30 +56,37 @@ constexpr std::uint32_t service_depth = 4;  // service requests in flight (we us
 void run_server(std::promise<std::uint16_t>& port, const std::string& path,
                 std::promise<void>& served) {
     auto dom = must(remora::domain::open(), "server: open domain");
-    auto region = must(
-        remora::persistent_region::open(dom, {.path = path, .size = region_size, .create = true}),
-        "server: open " + path);
-    std::printf("server: %zu-byte region backed by %s (%s)\n", region.memory().size(), path.c_str(),
-                region.is_dax() ? "DAX, MAP_SYNC" : "page cache, persisted by msync");
+    {
+        // The region holds its file alone while it is open (a lease: another open would make it
+        // stop); the file is read below, once the region is closed.
+        auto region = must(remora::persistent_region::open(
+                               dom, {.path = path, .size = region_size, .create = true}),
+                           "server: open " + path);
+        std::printf("server: %zu-byte region backed by %s (%s)\n", region.memory().size(),
+                    path.c_str(),
+                    region.is_dax() ? "DAX, MAP_SYNC" : "page cache, persisted by msync");
 
-    // Exposing the region lets peers flush it through this service; the descriptor says so.
-    auto service = must(remora::target_service::create(), "server: create service");
-    const remora::remote_region desc = must(service.expose(region), "server: expose");
-    const auto wire = desc.serialize();
+        // Exposing the region lets peers flush it through this service; the descriptor says so.
+        auto service = must(remora::target_service::create(), "server: create service");
+        const remora::remote_region desc = must(service.expose(region), "server: expose");
+        const auto wire = desc.serialize();
 
-    auto lst = must(remora::listener::create(dom, "127.0.0.1", 0), "server: listen");
-    port.set_value(lst.port());
-    auto req = must(lst.get_request(10s), "server: get_request");
-    auto conn = must(req.accept({.progress_thread = true, .service_depth = service_depth}, wire),
-                     "server: accept");
-    // From here the progress thread answers the client's flush requests.
-    must(service.serve(conn), "server: serve");
-    served.set_value();
+        auto lst = must(remora::listener::create(dom, "127.0.0.1", 0), "server: listen");
+        port.set_value(lst.port());
+        auto req = must(lst.get_request(10s), "server: get_request");
+        auto conn =
+            must(req.accept({.progress_thread = true, .service_depth = service_depth}, wire),
+                 "server: accept");
+        // From here the progress thread answers the client's flush requests.
+        must(service.serve(conn), "server: serve");
+        served.set_value();
 
-    example::wait_for_close(conn, "server");
-    if (service.requests() != 1 || service.refused() != 0) {
-        die("server: expected 1 answered flush request, got " + std::to_string(service.requests()) +
-            " (" + std::to_string(service.refused()) + " refused)");
+        example::wait_for_close(conn, "server");
+        if (service.requests() != 1 || service.refused() != 0) {
+            die("server: expected 1 answered flush request, got " +
+                std::to_string(service.requests()) + " (" + std::to_string(service.refused()) +
+                " refused)");
+        }
     }
     const std::string in_file = example::read_file(path, message_offset, message.size());
     if (in_file != message) {

@@ -8,8 +8,23 @@
 ///    metadata durable). A file created here is fsync'ed with its directory before use; or
 ///  - anonymous memory (no path): volatile; flushes to persistence are refused with
 ///    errc::not_supported, flushes for visibility work.
-/// Opening never truncates a file. With `create` a missing file is created and a short one is
-/// extended to `size`; without it a missing or short file is an error.
+/// Opening never truncates a file. With `create` a missing file is created (mode 0600) and a
+/// short one is extended to `size`; without it a missing or short file is an error. Every open
+/// allocates all of the region's blocks (a sparse file too), so a full file system is an error
+/// here and never a SIGBUS on a later write; a file this open created is removed if it fails.
+///
+/// A file-backed region holds its file alone (`exclusive`, the default):
+///  - an exclusive lock: a second region on the same file, in this process or another, is
+///    refused with errc::bad_state naming the holder's pid;
+///  - a write lease: the kernel breaks it before another process's open or truncate(2) of the
+///    file completes, and makes that process wait (/proc/sys/fs/lease-break-time, 45 s by
+///    default). revoked() then turns true: stop serving and destroy the region within that time,
+///    and the other process's change lands after the mapping is gone, never under it. The break
+///    is signalled with SIGURG, ignored unless the application handles SIGURG. The lease needs
+///    the file's owner (or CAP_LEASE) and a file nobody else has open; either missing is
+///    errc::bad_state at open. Processes that already mapped the file are not covered.
+/// `exclusive = false` skips both (file systems without leases, such as NFS): then a truncation
+/// of the file by anyone kills this process with SIGBUS on its next access.
 ///
 /// The region's descriptor (describe) states whether it is persistent and which flush methods
 /// reach durability: read-after-write only when the operator declares that placed writes are
@@ -44,6 +59,8 @@ struct persistent_region_config {
     /// (CPU caches in the persistence domain, e.g. eADR, and a DAX mapping). Refused unless the
     /// mapping is DAX.
     bool apm_durable = false;
+    /// Lock the file and hold its lease (see above); false: neither.
+    bool exclusive = true;
 };
 
 namespace detail {
@@ -63,6 +80,10 @@ class persistent_region {
     [[nodiscard]] bool is_persistent() const noexcept;  ///< file-backed
     [[nodiscard]] bool is_dax() const noexcept;         ///< mapped with MAP_SYNC
     [[nodiscard]] const std::string& path() const noexcept;
+    /// True once another process opened or truncated the file (its lease is breaking): the
+    /// region must be destroyed before the lease-break time runs out. Always false for a volatile
+    /// or non-exclusive region. One fcntl; any thread.
+    [[nodiscard]] bool revoked() const noexcept;
 
     /// Makes [offset, offset + length) durable (msync of the covering pages). errc::out_of_range
     /// outside the region, errc::not_supported for a volatile region.

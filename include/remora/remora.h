@@ -260,6 +260,7 @@ struct remora_pregion_cfg {
     bool create;      /**< create a missing file or extend a short one */
     unsigned usage;   /**< enum remora_usage; 0: READ_SRC | WRITE_DST | ATOMIC | FLUSH */
     bool apm_durable; /**< the operator declares placed writes durable (DAX only) */
+    bool unguarded;   /**< no lock or lease on the file (persistent_region_config::exclusive) */
 };
 
 /** Opens a persistent (file-backed) or volatile region, registered on `dom`. */
@@ -271,6 +272,11 @@ REMORA_API void remora_pregion_delete(remora_pregion* region);
 REMORA_API int remora_pregion_mr(const remora_pregion* region, const remora_mr** mr);
 /** Makes [offset, offset + len) durable (msync); NOT_SUPPORTED for a volatile region. */
 REMORA_API int remora_pregion_persist(const remora_pregion* region, uint64_t offset, uint64_t len);
+/**
+ * Sets `*revoked` once another process opened or truncated the region's file (its lease is
+ * breaking): delete the region before the lease-break time runs out (persistent_region::revoked).
+ */
+REMORA_API int remora_pregion_revoked(const remora_pregion* region, bool* revoked);
 /** The descriptor of [offset, offset + len) (len 0: to the end), stating persistence. */
 REMORA_API int remora_pregion_describe(const remora_pregion* region, size_t offset, size_t len,
                                        remora_remote** remote);

@@ -269,6 +269,7 @@ REMORA_API int remora_pregion_open(remora_domain* dom, const struct remora_pregi
             pc.uses = static_cast<remora::usage>(c.usage);
         }
         pc.apm_durable = c.apm_durable;
+        pc.exclusive = !c.unguarded;
         return give(fn, remora::persistent_region::open(dom->d, pc), region);
     });
 }
@@ -289,6 +290,16 @@ REMORA_API int remora_pregion_persist(const remora_pregion* region, uint64_t off
         if (auto r = region->p.persist(offset, len); !r) {
             return fail(r.error(), fn);
         }
+        return 0;
+    });
+}
+
+REMORA_API int remora_pregion_revoked(const remora_pregion* region, bool* revoked) {
+    static constexpr const char* fn = "remora_pregion_revoked";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, region);
+        REMORA_CAPI_NOT_NULL(fn, revoked);
+        *revoked = region->p.revoked();
         return 0;
     });
 }

@@ -54,7 +54,8 @@ result<eq_event> read_eq(fid_eq* eq, milliseconds timeout, std::size_t max_data,
             return fail(error(status_from_fi(err.err),
                               std::string("connection event error: ") + fabric_strerror(err.err)));
         }
-        if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT) {
+        // A signal (SIGTERM's handler, SIGCONT after a stop) ends the wait early: not an error.
+        if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT || n == -FI_EINTR) {
             if (steady_clock::now() >= deadline) {
                 return fail(errc::timed_out, "no connection event within " +
                                                  std::to_string(timeout.count()) + " ms");

@@ -76,6 +76,7 @@ class unique_fd {
     unique_fd& operator=(unique_fd&& o) noexcept;
     ~unique_fd();
     int get() const noexcept { return fd_; }
+    int release() noexcept { return std::exchange(fd_, -1); }
 
   private:
     int fd_ = -1;

@@ -73,6 +73,7 @@ std::error_code status_from_fi(int e) {
             return make_error_code(errc::invalid_argument);
         case FI_EMSGSIZE:
         case FI_ETOOSMALL:
+        case FI_ETRUNC:  // a message longer than its receive
             return make_error_code(errc::too_large);
         case FI_EACCES:
         case FI_EPERM:

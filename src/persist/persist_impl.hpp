@@ -23,11 +23,14 @@ struct persistent_impl {
     bool dax = false;
     bool apm_durable = false;
     std::string path;
+    int fd = -1;             // the file, held open for its lock and lease (exclusive)
+    bool exclusive = false;  // locked and leased: revoked() watches the lease
     std::optional<memory_region> region;
     std::atomic<int> served{0};  // target services exposing this region
 
     ~persistent_impl();
     result<void> persist(std::uint64_t offset, std::uint64_t length) const;
+    bool revoked() const noexcept;
     persistence offered(bool served) const;
 };
 
@@ -70,6 +73,10 @@ struct service_reply {
 inline constexpr std::uint32_t service_magic = 0x56534d52;  // "RMSV"
 inline constexpr std::uint8_t service_version = 1;
 inline constexpr std::size_t request_size = 48;
+// What a target receives a request into: a longer message than a request, up to this size, is
+// received whole and answered as malformed (a provider that cannot place a message in its receive
+// may close the connection instead: tcp does).
+inline constexpr std::size_t request_room = 256;
 inline constexpr std::size_t reply_size = 32;
 
 void encode(const service_request& r, std::span<std::byte, request_size> out) noexcept;

@@ -2,12 +2,19 @@
 #include <remora/persistent_region.hpp>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
 
 #include "core/impl.hpp"
 #include "persist/persist_impl.hpp"
@@ -20,6 +27,14 @@ persistent_impl::~persistent_impl() {
     if (base != nullptr) {
         ::munmap(base, mapped);
     }
+    if (fd >= 0) {
+        ::close(fd);  // releases the lock and the lease, after the mapping is gone
+    }
+}
+
+bool persistent_impl::revoked() const noexcept {
+    // During a lease break the kernel reports the type the lease must be brought down to.
+    return exclusive && ::fcntl(fd, F_GETLEASE) != F_WRLCK;
 }
 
 }  // namespace detail
@@ -30,6 +45,70 @@ std::string sys_error(const std::string& what, int err) {
     return what + ": " + std::strerror(err);
 }
 
+// The pid holding a flock or a lease on the file (dev, ino), from /proc/locks; nullopt when none
+// is listed (or /proc is not mounted).
+std::optional<long> lock_holder(dev_t dev, ino_t ino) {
+    std::ifstream locks("/proc/locks");
+    char id[64];
+    std::snprintf(id, sizeof id, "%02x:%02x:%llu", major(dev), minor(dev),
+                  static_cast<unsigned long long>(ino));
+    std::string line;
+    while (std::getline(locks, line)) {
+        // "1: FLOCK  ADVISORY  WRITE 6699 fe:00:10952993 0 EOF"; "1: -> ..." are waiters.
+        std::istringstream in(line);
+        std::string n, kind, mode, type, where;
+        long pid = 0;
+        if (in >> n >> kind && kind != "->" && (kind == "FLOCK" || kind == "LEASE") &&
+            in >> mode >> type >> pid >> where && where == id) {
+            return pid;
+        }
+    }
+    return std::nullopt;
+}
+
+std::string in_use(const std::string& path, std::optional<long> pid) {
+    return "persistent_region: " + path + " is already served by another region" +
+           (pid ? " (pid " + std::to_string(*pid) + ")" : std::string()) +
+           "; a file backs one region at a time";
+}
+
+// Deletes a file this open created unless the open succeeds.
+struct created_file {
+    std::string path;
+    bool keep = false;
+    ~created_file() {
+        if (!path.empty() && !keep) {
+            ::unlink(path.c_str());
+        }
+    }
+};
+
+// The file alone: an exclusive lock (a second region on it is refused, naming the holder), and a
+// write lease, which the kernel breaks before anyone else's open or truncate(2) of the file goes
+// through: revoked() turns true and the opener waits (lease-break-time) for the region to close,
+// so a truncation can never land under the mapping. The break is signalled with SIGURG, whose
+// default action is to ignore it; revoked() polls the lease.
+result<void> take_file(int fd, const std::string& path, const struct stat& st) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK) {
+            return fail(errc::bad_state, in_use(path, lock_holder(st.st_dev, st.st_ino)));
+        }
+        return fail(errc::invalid_argument, sys_error("persistent_region: lock " + path, errno));
+    }
+    if (::fcntl(fd, F_SETSIG, SIGURG) != 0 || ::fcntl(fd, F_SETLEASE, F_WRLCK) != 0) {
+        const int e = errno;
+        const std::string why =
+            e == EAGAIN ? "it is open elsewhere; a region needs the file to itself "
+                          "(a truncation under the mapping would kill this process)"
+            : e == EACCES || e == EPERM
+                ? "only the file's owner (or a process with CAP_LEASE) can hold its lease"
+                : "the file system offers no leases";
+        return fail(errc::bad_state, sys_error("persistent_region: lease on " + path, e) + ": " +
+                                         why + "; `exclusive = false` opens it unguarded");
+    }
+    return {};
+}
+
 }  // namespace
 
 persistent_region::persistent_region(std::unique_ptr<detail::persistent_impl> impl)
@@ -37,6 +116,28 @@ persistent_region::persistent_region(std::unique_ptr<detail::persistent_impl> im
 persistent_region::persistent_region(persistent_region&&) noexcept = default;
 persistent_region& persistent_region::operator=(persistent_region&&) noexcept = default;
 persistent_region::~persistent_region() = default;
+
+namespace {
+
+// What every region does once mapped: the durability declaration and the registration.
+result<void> finish(detail::persistent_impl& impl, const domain& dom,
+                    const persistent_region_config& config) {
+    if (config.apm_durable && !impl.dax) {
+        return fail(errc::invalid_argument,
+                    "persistent_region: apm_durable needs a DAX mapping (MAP_SYNC); writes into "
+                    "the page cache are not durable when placed");
+    }
+    impl.apm_durable = config.apm_durable;
+    auto mr =
+        memory_region::create(dom, {static_cast<std::byte*>(impl.base), impl.mapped}, config.uses);
+    if (!mr) {
+        return fail(mr.error());
+    }
+    impl.region.emplace(std::move(*mr));
+    return {};
+}
+
+}  // namespace
 
 result<persistent_region> persistent_region::open(const domain& dom,
                                                   const persistent_region_config& config) {
@@ -61,8 +162,17 @@ result<persistent_region> persistent_region::open(const domain& dom,
         impl->base = p;
         impl->mapped = size;
     } else {
+        if (config.exclusive) {
+            // Refused before opening: an open would break the holder's lease.
+            struct stat held {};
+            if (::stat(config.path.c_str(), &held) == 0) {
+                if (auto pid = lock_holder(held.st_dev, held.st_ino)) {
+                    return fail(errc::bad_state, in_use(config.path, pid));
+                }
+            }
+        }
         const int flags = O_RDWR | O_CLOEXEC | (config.create ? O_CREAT | O_EXCL : 0);
-        detail::unique_fd fd(::open(config.path.c_str(), flags, 0644));
+        detail::unique_fd fd(::open(config.path.c_str(), flags, 0600));
         bool created = fd.get() >= 0 && config.create;
         if (fd.get() < 0 && config.create && errno == EEXIST) {
             fd = detail::unique_fd(::open(config.path.c_str(), O_RDWR | O_CLOEXEC));
@@ -73,6 +183,7 @@ result<persistent_region> persistent_region::open(const domain& dom,
                                                               (config.create ? "" : " (no create)"),
                                                           errno));
         }
+        created_file undo{created ? config.path : std::string()};
         struct stat st {};
         if (::fstat(fd.get(), &st) != 0) {
             return fail(errc::invalid_argument,
@@ -82,6 +193,11 @@ result<persistent_region> persistent_region::open(const domain& dom,
             return fail(errc::invalid_argument,
                         "persistent_region: " + config.path + " is not a regular file");
         }
+        if (config.exclusive) {
+            if (auto r = take_file(fd.get(), config.path, st); !r) {
+                return fail(r.error());
+            }
+        }
         const auto file_size = static_cast<std::size_t>(st.st_size);
         if (size == 0) {
             size = file_size;
@@ -90,22 +206,23 @@ result<persistent_region> persistent_region::open(const domain& dom,
             return fail(errc::invalid_argument,
                         "persistent_region: " + config.path + " is empty; give a size and create");
         }
-        if (file_size < size) {
-            if (!config.create) {
-                return fail(errc::invalid_argument,
-                            "persistent_region: " + config.path + " has " +
-                                std::to_string(file_size) + " bytes, " + std::to_string(size) +
-                                " asked (create extends it; remora never truncates)");
-            }
-            // Allocate the blocks now, so a full disk fails here and not as SIGBUS on a write.
-            if (int e = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(size)); e != 0) {
-                return fail(errc::invalid_argument,
-                            sys_error("persistent_region: extend " + config.path, e));
-            }
-            if (::fsync(fd.get()) != 0) {
-                return fail(errc::invalid_argument,
-                            sys_error("persistent_region: fsync " + config.path, errno));
-            }
+        if (file_size < size && !config.create) {
+            return fail(errc::invalid_argument,
+                        "persistent_region: " + config.path + " has " + std::to_string(file_size) +
+                            " bytes, " + std::to_string(size) +
+                            " asked (create extends it; remora never truncates)");
+        }
+        // Every block of the region allocated now, whether the file grows or was made sparse
+        // beforehand: a full file system fails here and not as SIGBUS on a write.
+        if (int e = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(size)); e != 0) {
+            return fail(errc::invalid_argument,
+                        sys_error("persistent_region: allocate " + std::to_string(size) +
+                                      " bytes of " + config.path,
+                                  e));
+        }
+        if (::fsync(fd.get()) != 0) {
+            return fail(errc::invalid_argument,
+                        sys_error("persistent_region: fsync " + config.path, errno));
         }
         if (created) {
             // A new file is durable only once its directory entry is.
@@ -135,19 +252,20 @@ result<persistent_region> persistent_region::open(const domain& dom,
         impl->base = p;
         impl->mapped = size;
         impl->persistent = true;
+        // A fork()ed child would hold the file through its copy of the mapping (and keep the
+        // lease from ever being released); registered memory is not shared with children anyway.
+        (void)::madvise(p, size, MADV_DONTFORK);
+        impl->exclusive = config.exclusive;
+        impl->fd = fd.release();
+        if (auto r = finish(*impl, dom, config); !r) {
+            return fail(r.error());  // the file this open created is deleted with `undo`
+        }
+        undo.keep = true;
+        return persistent_region(std::move(impl));
     }
-    if (config.apm_durable && !impl->dax) {
-        return fail(errc::invalid_argument,
-                    "persistent_region: apm_durable needs a DAX mapping (MAP_SYNC); writes into "
-                    "the page cache are not durable when placed");
+    if (auto r = finish(*impl, dom, config); !r) {
+        return fail(r.error());
     }
-    impl->apm_durable = config.apm_durable;
-    auto mr = memory_region::create(dom, {static_cast<std::byte*>(impl->base), impl->mapped},
-                                    config.uses);
-    if (!mr) {
-        return fail(mr.error());
-    }
-    impl->region.emplace(std::move(*mr));
     return persistent_region(std::move(impl));
 }
 
@@ -165,6 +283,9 @@ bool persistent_region::is_dax() const noexcept {
 }
 const std::string& persistent_region::path() const noexcept {
     return impl_->path;
+}
+bool persistent_region::revoked() const noexcept {
+    return impl_->revoked();
 }
 
 result<void> persistent_region::persist(std::uint64_t offset, std::uint64_t length) const {

@@ -205,7 +205,7 @@ result<std::unique_ptr<service_conn>> make_service_conn(connection_impl& c, bool
     s->conn = &c;
     s->target = target;
     s->depth = depth;
-    s->storage.assign(depth * (request_size + reply_size), std::byte{0});
+    s->storage.assign(depth * (request_room + reply_size), std::byte{0});
     auto mr = memory_region::create(c.dom_handle, s->storage, usage::send | usage::receive);
     if (!mr) {
         return fail(mr.error());
@@ -238,7 +238,7 @@ bool target_request(void* context, completion& c);
 // (a transient refusal), and after that the connection is taken to be going away.
 void repost_request(service_conn& s, std::uint32_t i) {
     for (int attempt = 0; attempt < 2; ++attempt) {
-        if (post_internal(*s.conn, queue::recv, s.request_buf(i), request_size, desc_of(s),
+        if (post_internal(*s.conn, queue::recv, s.request_buf(i), request_room, desc_of(s),
                           target_request, &s.recv_refs[i])) {
             return;
         }
@@ -866,7 +866,7 @@ result<void> target_service::serve_impl(connection& conn,
     p.svc = std::move(*s);  // before posting: the receives' records point into it
     for (std::uint32_t j = 0; j < sc.depth; ++j) {
         if (auto r = detail::post_internal(c, detail::queue::recv, sc.request_buf(j),
-                                           detail::request_size, detail::desc_of(sc),
+                                           detail::request_room, detail::desc_of(sc),
                                            detail::target_request, &sc.recv_refs[j]);
             !r) {
             return r;

@@ -108,9 +108,9 @@ struct service_conn {
     std::vector<bool> recv_canceled;
     std::size_t recv_cancels = 0;
 
-    std::byte* request_buf(std::uint32_t i) { return storage.data() + i * request_size; }
+    std::byte* request_buf(std::uint32_t i) { return storage.data() + i * request_room; }
     std::byte* reply_buf(std::uint32_t i) {
-        return storage.data() + depth * request_size + i * reply_size;
+        return storage.data() + depth * request_room + i * reply_size;
     }
 };
 

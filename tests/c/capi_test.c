@@ -9,6 +9,8 @@
  */
 #define _POSIX_C_SOURCE 200809L /* mkstemp, pread, poll */
 
+#include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdalign.h>
 #include <stdatomic.h>
@@ -206,11 +208,37 @@ static void test_flush(void) {
     CHECK(fd >= 0);
     pair_domains(&rp.p);
     {
+        /* unguarded: this test reads the file through its own descriptor while it is served */
         const struct remora_pregion_cfg fcfg = {
-            .size = sizeof fcfg, .path = pfile, .len = 8192, .create = true};
+            .size = sizeof fcfg, .path = pfile, .len = 8192, .create = true, .unguarded = true};
         const struct remora_pregion_cfg mcfg = {.size = sizeof mcfg, .len = 8192};
         OK(remora_pregion_open(rp.p.sdom, &fcfg, &file));
         OK(remora_pregion_open(rp.p.sdom, &mcfg, &mem));
+    }
+    {
+        /* guarded (the default): the file held alone; another open breaks the lease, and the
+         * region says so before that open can complete */
+        char gfile[64] = "/tmp/remora-capi-guard-XXXXXX";
+        int gfd = mkstemp(gfile);
+        CHECK(gfd >= 0);
+        close(gfd);
+        const struct remora_pregion_cfg gcfg = {
+            .size = sizeof gcfg, .path = gfile, .len = 4096, .create = true};
+        remora_pregion* guarded = NULL;
+        remora_pregion* second = NULL;
+        bool revoked = true;
+        OK(remora_pregion_open(rp.p.sdom, &gcfg, &guarded));
+        OK(remora_pregion_revoked(guarded, &revoked));
+        CHECK(!revoked);
+        EXPECT_CODE(remora_pregion_open(rp.p.sdom, &gcfg, &second), REMORA_E_BAD_STATE,
+                    "is already served by another region");
+        OK(remora_pregion_revoked(guarded, &revoked));
+        CHECK(!revoked);
+        CHECK(open(gfile, O_RDONLY | O_NONBLOCK) == -1 && errno == EWOULDBLOCK);
+        OK(remora_pregion_revoked(guarded, &revoked));
+        CHECK(revoked);
+        remora_pregion_delete(guarded);
+        unlink(gfile);
     }
     OK(remora_service_new(&svc));
     OK(remora_service_expose(svc, NULL, file, &fdesc));

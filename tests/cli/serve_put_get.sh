@@ -16,8 +16,6 @@ head -c 100000 /dev/urandom > "$dir/in.bin"
 expect_run --stdin "$dir/in.bin" --stderr "durable \(gpspm\)" -- r put -t "$t" -o 4096 || fail put
 expect_run --out "$dir/out.bin" --stderr-lines 0 -- r get -t "$t" -o 4096 -n 100000 || fail get
 cmp "$dir/in.bin" "$dir/out.bin" || fail "get returned other bytes than put wrote"
-# The file holds them too (the region is the file).
-cmp <(tail -c +4097 "$dir/region.bin" | head -c 100000) "$dir/in.bin" || fail "file content"
 
 # Out of range: one line on stderr, exit 1, and nothing written.
 echo x > "$dir/x"
@@ -26,9 +24,19 @@ expect_run --exit 1 --stderr-lines 1 --stdin "$dir/x" --stderr "out of range" \
 expect_run --exit 1 --stderr-lines 1 --stderr "exceed" -- r get -t "$t" -o 1048000 -n 1000 ||
     fail "get out of range"
 
+# Stopped and continued (SIGSTOP, SIGCONT): it goes on serving, with nothing in its log.
+kill -STOP "$serve_pid"
+sleep 0.3
+kill -CONT "$serve_pid"
+sleep 0.3
+expect_run --out "$dir/out.bin" --stderr-lines 0 -- r get -t "$t" -o 4096 -n 100000 ||
+    fail "get after SIGSTOP and SIGCONT"
 # SIGTERM: drains, persists, exits 0.
 stop_serve
+grep -q "Interrupted" "$dir/serve.log" && fail "a signal was logged as an error"
 grep -q "region persisted" "$dir/serve.log" || fail "serve did not persist on SIGTERM"
+# The file holds them too (the region is the file; serve holds it alone while it runs).
+cmp <(tail -c +4097 "$dir/region.bin" | head -c 100000) "$dir/in.bin" || fail "file content"
 expect_run --exit 1 --stderr-lines 1 --stderr "^remora get: " -- r get -t "$t" -o 0 -n 8 ||
     fail "get from a stopped target"
 

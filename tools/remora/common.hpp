@@ -65,7 +65,8 @@ struct serve_options {
     std::string listen = "127.0.0.1:7471";
     std::string region = "mem:64M";
     bool create = false;
-    unsigned depth = 64;  // the most service requests in flight a client may ask for
+    bool unguarded = false;  // no lock or lease on the region file
+    unsigned depth = 64;     // the most service requests in flight a client may ask for
     // [ro=|rw=]FILE, one per key: a client proving a key gets that key's role (FILE alone: rw).
     // Empty: no admission (anyone who reaches the port connects, with --access's role).
     std::vector<std::string> key_files;

@@ -49,6 +49,9 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     serve->add_flag("--create", so.create,
                     "Create the file, or extend a short one (never truncates)");
+    serve->add_flag("--unguarded", so.unguarded,
+                    "Neither lock the region file nor hold its lease (file systems without "
+                    "leases): a truncation by another process then kills serve with SIGBUS");
     serve->add_option("--depth", so.depth, "Most service requests in flight per client")
         ->check(CLI::Range(1, 1024))
         ->capture_default_str();

@@ -7,6 +7,7 @@
 #include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -179,6 +180,7 @@ int run_serve(const serve_options& o) {
     auto cfg = parse_region(o.region, o.create);
     if (!cfg)
         return report("serve", cfg.error());
+    cfg->exclusive = !o.unguarded;
     auto addr = split_address(o.listen);
     if (!addr)
         return report("serve", addr.error());
@@ -209,6 +211,12 @@ int run_serve(const serve_options& o) {
     auto region = persistent_region::open(*dom, *cfg);
     if (!region)
         return report("serve", region.error());
+    if (struct stat st{}; region->is_persistent() && ::stat(region->path().c_str(), &st) == 0 &&
+                          (st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
+        std::fprintf(stderr,
+                     "remora serve: WARNING: %s is open to other users (mode %03o): they can "
+                     "read the region, and opening the file stops this target\n",
+                     region->path().c_str(), static_cast<unsigned>(st.st_mode & 0777));
     auto service = target_service::create();
     if (!service)
         return report("serve", service.error());
@@ -286,8 +294,19 @@ int run_serve(const serve_options& o) {
     // Back-off after a failing listener (e.g. out of file descriptors): no spinning.
     auto backoff = 0ms;
     bool trim_pending = false;
+    bool revoked = false;
     auto last_silent_sweep = std::chrono::steady_clock::now();
     while (!stop_requested) {
+        // Another process opened or is truncating the region's file: it waits until the
+        // region is closed, so stop now, before the file can change under the mapping.
+        if (region->revoked()) {
+            revoked = true;
+            log_line(
+                fmt::format("remora serve: another process opened {}; stopping before the "
+                            "file can change under the region",
+                            region->path()));
+            break;
+        }
         auto req = lst->get_request(100ms);
         if (req) {
             backoff = 0ms;
@@ -431,7 +450,7 @@ int run_serve(const serve_options& o) {
     log_line(fmt::format("remora serve: stopped after {} service requests ({} refused){}",
                          service->requests(), service->refused(),
                          region->is_persistent() ? "; region persisted" : ""));
-    return 0;
+    return revoked ? 1 : 0;
 }
 
 // The client's side of connect_target: the key from --key-file, and who we say we are.
