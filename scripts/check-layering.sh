@@ -16,6 +16,10 @@
 #   capi    src/capi/ (the C API): the public C++ API only (include/remora/*.hpp) and its own
 #           capi.hpp; nothing from src/ (base, fabric, ops, core, slots, persist, access).
 #   remora.h include/remora/remora.h is C: it includes no C++ header of the library.
+# Third, the one door (src/core/door.hpp): no code outside src/fabric/ and door.hpp posts or
+# cancels on an endpoint itself (ep_post, ep_send, ep_recv, ep_write, ep_read, ep_atomic,
+# ep_fetch_atomic, ep_compare_atomic, ep_cancel), and slots/, persist/ and access/ include no
+# fabric header.
 # Exit 0 when clean; 1 with one file:line: text per offence.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -87,8 +91,20 @@ check_includes ops '^src/ops/' \
     "core/|slots/|persist/|remora/(?!(result|units|park_gate|completion_queue)\.hpp)"
 check_includes core "^(src/core/|$core_public$)" "slots/|persist/|$upper_public"
 check_includes capi '^src/capi/' 'base/|fabric/|ops/|core/|slots/|persist/|access/'
+check_includes 'slots, persist or access' '^src/(slots|persist|access)/' 'fabric/'
 check_includes remora.h '^include/remora/remora\.h$' 'remora/.*\.hpp'
 if [[ $layers -ne 0 ]]; then
     exit 1
 fi
-echo "check-layering: ok (${#files[@]} files outside src/fabric; base, ops and core include nothing above them; capi only the public API)"
+door=0
+while IFS= read -r hit; do
+    echo "$hit"
+    door=1
+done < <(git ls-files --cached --others --exclude-standard -- 'src/*.cpp' 'src/*.hpp' |
+    grep -Ev '^(src/fabric/|src/core/door\.hpp$)' | sort -u |
+    xargs grep -nP '\bep_(post|send|recv|write|read|atomic|fetch_atomic|compare_atomic|cancel)\s*\(' || true)
+if [[ $door -ne 0 ]]; then
+    echo "check-layering: a post or cancel outside the door (use door() or cancel_op() in src/core/door.hpp)" >&2
+    exit 1
+fi
+echo "check-layering: ok (${#files[@]} files outside src/fabric; base, ops and core include nothing above them; capi only the public API; every post through the door)"

@@ -71,7 +71,7 @@ void connection_impl::cancel_receives() {
         return;
     }
     for (op_record* r : ops.posted_recvs()) {
-        ep_cancel(ep.as_fid(), r);
+        (void)cancel_op(*this, r);
     }
 }
 

@@ -23,6 +23,7 @@
 #include "core/cq_impl.hpp"
 #include "core/domain_impl.hpp"
 #include "core/extension.hpp"
+#include "fabric/endpoint.hpp"
 #include "fabric/fabric.hpp"
 #include "ops/admission.hpp"
 #include "ops/holding.hpp"
@@ -355,53 +356,9 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
                       const op_options& opts, op_holding* bounce = nullptr);
 result<void> post_send(connection_impl& c, std::span<const local_segment> local, bool with_imm,
                        std::uint64_t imm, const op_options& opts, op_holding* bounce = nullptr);
-// op_options::more: FI_MORE on this post (connection.hpp says what ends the burst).
-inline std::uint64_t more_flag(const op_options& opts) noexcept {
-    return opts.more ? FI_MORE : 0;
-}
-
-// Posts a write or send through `post(flags)`, adding FI_COMPLETION, or with selective
-// signalling on and the operation eligible (no callback, completion_mode::on_error or at_post,
-// at most the inject size so its buffer is free at once, and fewer than signal_every - 1
-// unsignalled in a row) FI_INJECT without a completion. at_post always injects.
-// A bounce buffer (write_copy, send_copy) is held by the operation's slot until its completion,
-// unless the operation is injected: the provider has copied it when the post returns, and it
-// goes back to its pool then.
-template <class Post>
-result<void> post_maybe_quiet(connection_impl& c, op_record* r, std::size_t bytes,
-                              const op_options& opts, std::uint64_t flags, const char* what,
-                              op_holding* bounce, fabric_call call, Post&& post) {
-    const bool at_post = opts.report == completion_mode::at_post;
-    if (at_post) {
-        flags |= FI_INJECT;  // the bytes are the provider's when the post returns
-    }
-    if (c.config.signal_every <= 1) {
-        if (bounce != nullptr && !at_post) {
-            r->held.bounce = std::move(*bounce);
-        }
-        return submit(c, r, post_to_peer(c, [&] { return post(flags | FI_COMPLETION); }), what,
-                      false, call);
-    }
-    std::lock_guard lock(c.signal_mu);
-    const bool quiet = opts.callback == nullptr && opts.report != completion_mode::always &&
-                       bytes <= c.dom->caps.inject_size &&
-                       c.since_signal + 1 < c.config.signal_every;
-    if (bounce != nullptr && !quiet && !at_post) {
-        r->held.bounce = std::move(*bounce);
-    }
-    if (quiet) {
-        c.ops.push_quiet(r);
-    } else {
-        c.ops.mark_signalled(r);
-    }
-    const ssize_t ret = post_to_peer(
-        c, [&] { return post(quiet ? (flags | FI_INJECT) : (flags | FI_COMPLETION)); });
-    if (ret == 0) {
-        c.since_signal = quiet ? c.since_signal + 1 : 0;
-    } else if (quiet) {
-        c.ops.unpush_quiet(r);
-    }
-    return submit(c, r, ret, what, false, call);
+// op_options::more: post_more on this post (connection.hpp says what ends the burst).
+inline post_flags more_flag(const op_options& opts) noexcept {
+    return opts.more ? post_more : 0;
 }
 
 // First byte of the private data of every reject() remora sends.

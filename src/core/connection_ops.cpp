@@ -244,22 +244,20 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
         return fail(rec.error());
     }
 
+    fabric_post p{.kind = kind == rma_kind::read ? post_kind::read : post_kind::write,
+                  .flags = (kind == rma_kind::write_imm ? post_remote_data : 0) | more_flag(opts),
+                  .iov = g.iov,
+                  .desc = g.desc,
+                  .count = g.count,
+                  .remote = rma,
+                  .data = imm,
+                  .context = *rec};
     if (kind == rma_kind::read) {
         // A read's destination must outlive it: always signalled.
-        return submit(c, *rec,
-                      post_to_peer(c,
-                                   [&] {
-                                       return ep_read(c.ep.get(), c.peer, g.iov, g.desc, g.count,
-                                                      rma, *rec, FI_COMPLETION | more_flag(opts));
-                                   }),
-                      what, false, fabric_call::post_read);
+        p.flags |= post_completion;
+        return door(c, p, what);
     }
-    const std::uint64_t flags =
-        (kind == rma_kind::write_imm ? FI_REMOTE_CQ_DATA : 0) | more_flag(opts);
-    return post_maybe_quiet(
-        c, *rec, g.bytes, opts, flags, what, bounce, fabric_call::post_write, [&](std::uint64_t f) {
-            return ep_write(c.ep.get(), c.peer, g.iov, g.desc, g.count, rma, imm, *rec, f);
-        });
+    return door_maybe_quiet(c, p, g.bytes, opts, what, bounce);
 }
 
 namespace {
@@ -307,11 +305,14 @@ result<void> post_send(connection_impl& c, std::span<const local_segment> local,
         return fail(rec.error());
     }
 
-    return post_maybe_quiet(
-        c, *rec, g.bytes, opts, (with_imm ? FI_REMOTE_CQ_DATA : 0) | more_flag(opts), what, bounce,
-        fabric_call::post_send, [&](std::uint64_t f) {
-            return ep_send(c.ep.get(), c.peer, g.iov, g.desc, g.count, imm, *rec, f);
-        });
+    fabric_post p{.kind = post_kind::send,
+                  .flags = (with_imm ? post_remote_data : 0) | more_flag(opts),
+                  .iov = g.iov,
+                  .desc = g.desc,
+                  .count = g.count,
+                  .data = imm,
+                  .context = *rec};
+    return door_maybe_quiet(c, p, g.bytes, opts, what, bounce);
 }
 
 result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t len, void* desc,
@@ -329,12 +330,12 @@ result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t l
     op_record* r = *admitted;
     arm_internal(*r, hook, context, recv ? op::recv : op::send);
     iovec iov{buf, len};
-    const ssize_t ret = post_to_peer(c, [&] {
-        return recv ? ep_recv(c.ep.get(), c.recv_from, &iov, &desc, 1, r, FI_COMPLETION)
-                    : ep_send(c.ep.get(), c.peer, &iov, &desc, 1, 0, r, FI_COMPLETION);
-    });
-    auto res =
-        submit(c, r, ret, what, recv, recv ? fabric_call::post_recv : fabric_call::post_send);
+    fabric_post p{.kind = recv ? post_kind::recv : post_kind::send,
+                  .iov = &iov,
+                  .desc = &desc,
+                  .count = 1,
+                  .context = r};
+    auto res = door(c, p, what);
     if (res && recv) {
         // tcp delivers a message that arrived before this receive only when the provider is
         // called after the post, and a progress thread asleep on the CQ's fd is not woken by it.
@@ -492,14 +493,12 @@ result<void> post_recv(detail::connection_impl& c, std::span<const local_segment
     if (!rec) {
         return fail(rec.error());
     }
-    auto r = detail::submit(c, *rec,
-                            detail::post_to_peer(c,
-                                                 [&] {
-                                                     return detail::ep_recv(c.ep.get(), c.recv_from,
-                                                                            g.iov, g.desc, g.count,
-                                                                            *rec, FI_COMPLETION);
-                                                 }),
-                            "recv", true, detail::fabric_call::post_recv);
+    detail::fabric_post p{.kind = detail::post_kind::recv,
+                          .iov = g.iov,
+                          .desc = g.desc,
+                          .count = g.count,
+                          .context = *rec};
+    auto r = detail::door(c, p, "recv");
     if (!r) {
         return r;
     } else if (detail::cq_impl* q = c.rcq ? c.rcq.get() : c.cq.get(); q->progress_owned()) {

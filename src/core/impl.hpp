@@ -4,11 +4,13 @@
 //   ../ops/              the operations layer: op_record / op_pool, admission, done, holdings
 //   cq_impl.hpp          completion queues (private and shared), channels, the progress thread
 //   connection_impl.hpp  connections and the posting steps their operations share
+//   door.hpp             the one door: every post of every layer, and cancel
 //   extension.hpp        what a layer above attaches to a connection (persistence)
 #pragma once
 
 #include "core/connection_impl.hpp"
 #include "core/cq_impl.hpp"
+#include "core/door.hpp"
 #include "core/domain_impl.hpp"
 #include "core/extension.hpp"
 #include "ops/admission.hpp"

@@ -214,14 +214,15 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
         const remote_segment& s = dst[i];
         iovec iov{lr.memory.data() + at, s.length};
         void* desc = lr.desc;
-        const remote_iov rma{s.region->address() + s.offset, s.length, s.region->key()};
-        const ssize_t ret = post_to_peer(c, [&] {
-            return ep_write(c.ep.get(), c.peer, &iov, &desc, 1, rma, 0, recs[i], FI_COMPLETION);
-        });
-        if (ret != 0) {
+        fabric_post p{.kind = post_kind::write,
+                      .iov = &iov,
+                      .desc = &desc,
+                      .count = 1,
+                      .remote = {s.region->address() + s.offset, s.length, s.region->key()},
+                      .context = recs[i]};
+        if (auto err = door(c, p, what); !err) {
             // Parts i.. are not posted: their records go back; the operation is reported here,
             // by this return, and its posted parts complete silently.
-            auto err = submit(c, recs[i], ret, what, false, fabric_call::post_write);
             for (std::size_t j = i + 1; j < n; ++j) {
                 release_failed(*recs[j]);
             }

@@ -97,8 +97,13 @@ result<void> shared_receive_queue::recv(const memory_region& dst, std::size_t of
     arm_user(**rec, opts.context, opts.callback, op::recv, true);
     iovec iov{r.memory.data() + offset, length};
     void* desc = r.desc;
-    const ssize_t ret =
-        ep_recv(impl_->srx.get(), FI_ADDR_UNSPEC, &iov, &desc, 1, *rec, FI_COMPLETION);
+    const fabric_post p{.kind = post_kind::recv,
+                        .addr = FI_ADDR_UNSPEC,
+                        .iov = &iov,
+                        .desc = &desc,
+                        .count = 1,
+                        .context = *rec};
+    const ssize_t ret = door_shared_rx(impl_->srx.get(), p);
     if (ret != 0) {
         release_failed(**rec);
         if (ret == -FI_EAGAIN) {

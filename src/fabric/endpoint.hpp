@@ -2,7 +2,8 @@
 // src/fabric/endpoint.hpp — endpoints: open, bind, enable; connection management (connect,
 // accept, reject, shutdown, passive endpoints); cancel; and the posts (messages, RMA, atomics).
 //
-// The posts are inline (the data path) and build their fi_msg* struct here, once: callers pass
+// The posts are inline (the data path) and build their fi_msg* struct here, once. Above this
+// layer only ep_post() (at the end) is called: the ep_* posts are its cases. They take
 // iovecs, descriptors, the remote range, the context (remora's op_record) and the flags
 // (FI_COMPLETION, FI_INJECT, FI_MORE, FI_REMOTE_CQ_DATA), and the peer's fi_addr_t: on an RDM
 // endpoint the address vector's entry for the peer (FI_ADDR_UNSPEC for a receive from anyone), on
@@ -175,6 +176,90 @@ inline ssize_t ep_compare_atomic(fid_ep* ep, fi_addr_t dest, std::uint64_t* swap
     void* cmp_desc = nullptr;
     fi_ioc out{result, 1};
     return fi_compare_atomicmsg(ep, &msg, &cmp, &cmp_desc, 1, &out, &result_desc, 1, flags);
+}
+
+// ---- the one post ----------------------------------------------------------------------------
+// Every operation of every layer reaches the provider through ep_post(): the work names its kind,
+// its local segments, the remote range or word, immediate data, operands and flags, and its context
+// (the op_record whose `done` its completion runs). Layers above say which flags in remora's words
+// (post_flags); they are libfabric's bits underneath, so nothing is translated on the data path.
+
+enum class post_kind : std::uint8_t {
+    send,
+    recv,
+    write,
+    read,
+    atomic_write,
+    fetch_add,
+    compare_swap
+};
+
+using post_flags = std::uint64_t;
+inline constexpr post_flags post_completion = FI_COMPLETION;       // a completion entry is wanted
+inline constexpr post_flags post_inject = FI_INJECT;               // the data is copied at the post
+inline constexpr post_flags post_more = FI_MORE;                   // more posts follow at once
+inline constexpr post_flags post_remote_data = FI_REMOTE_CQ_DATA;  // `data` goes to the peer's CQ
+
+struct fabric_post {
+    post_kind kind = post_kind::send;
+    post_flags flags = post_completion;
+    // The peer: on an RDM endpoint its address-vector entry (a receive: the sender it takes, or
+    // FI_ADDR_UNSPEC); on a connected endpoint ignored (0).
+    std::uint64_t addr = 0;
+    const iovec* iov = nullptr;  // local segments: sends, receives, RMA
+    void** desc = nullptr;
+    std::size_t count = 0;
+    remote_iov remote{};                // RMA: the remote range; atomics: the word (len 1)
+    std::uint64_t data = 0;             // immediate data, with post_remote_data
+    std::uint64_t* operands = nullptr;  // atomics: [0] operand or swap value, [1] compare value
+    void* result = nullptr;             // fetch_add, compare_swap: where the old value goes
+    void* result_desc = nullptr;
+    void* context = nullptr;  // the op_record
+};
+
+// The seam's name for a post of `kind` (fault.hpp).
+constexpr fabric_call post_call(post_kind kind) noexcept {
+    switch (kind) {
+        case post_kind::send:
+            return fabric_call::post_send;
+        case post_kind::recv:
+            return fabric_call::post_recv;
+        case post_kind::write:
+            return fabric_call::post_write;
+        case post_kind::read:
+            return fabric_call::post_read;
+        case post_kind::atomic_write:
+            return fabric_call::post_atomic;
+        case post_kind::fetch_add:
+            return fabric_call::post_fetch_atomic;
+        case post_kind::compare_swap:
+            break;
+    }
+    return fabric_call::post_compare_atomic;
+}
+
+inline ssize_t ep_post(fid_ep* ep, const fabric_post& p) {
+    switch (p.kind) {
+        case post_kind::send:
+            return ep_send(ep, p.addr, p.iov, p.desc, p.count, p.data, p.context, p.flags);
+        case post_kind::recv:
+            return ep_recv(ep, p.addr, p.iov, p.desc, p.count, p.context, p.flags);
+        case post_kind::write:
+            return ep_write(ep, p.addr, p.iov, p.desc, p.count, p.remote, p.data, p.context,
+                            p.flags);
+        case post_kind::read:
+            return ep_read(ep, p.addr, p.iov, p.desc, p.count, p.remote, p.context, p.flags);
+        case post_kind::atomic_write:
+            return ep_atomic(ep, p.addr, FI_ATOMIC_WRITE, p.operands, p.remote.addr, p.remote.key,
+                             p.context, p.flags);
+        case post_kind::fetch_add:
+            return ep_fetch_atomic(ep, p.addr, FI_SUM, p.operands, p.result, p.result_desc,
+                                   p.remote.addr, p.remote.key, p.context, p.flags);
+        case post_kind::compare_swap:
+            break;
+    }
+    return ep_compare_atomic(ep, p.addr, p.operands, p.operands + 1, p.result, p.result_desc,
+                             p.remote.addr, p.remote.key, p.context, p.flags);
 }
 
 }  // namespace remora::detail

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "core/impl.hpp"
-#include "fabric/endpoint.hpp"
 #include "persist/service.hpp"
 
 namespace remora {
@@ -85,27 +84,18 @@ result<void> native_atomic(connection_impl& c, atomic_kind kind, const char* wha
     // The operands live in the record: the provider may read them until completion.
     r->operands[0] = kind == atomic_kind::compare_swap ? arg1 : arg0;  // swap value / operand
     r->operands[1] = arg0;                                             // compare value
-    const std::uint64_t addr = dst.address() + dst_offset;
-    const ssize_t ret = post_to_peer(c, [&]() -> ssize_t {
-        if (kind == atomic_kind::write) {
-            return ep_atomic(c.ep.get(), c.peer, FI_ATOMIC_WRITE, &r->operands[0], addr, dst.key(),
-                             r, FI_COMPLETION);
-        } else {
-            const region_impl& res = *result->impl();
-            void* out = res.memory.data() + result_offset;
-            if (kind == atomic_kind::fetch_add) {
-                return ep_fetch_atomic(c.ep.get(), c.peer, FI_SUM, &r->operands[0], out, res.desc,
-                                       addr, dst.key(), r, FI_COMPLETION);
-            } else {
-                return ep_compare_atomic(c.ep.get(), c.peer, &r->operands[0], &r->operands[1], out,
-                                         res.desc, addr, dst.key(), r, FI_COMPLETION);
-            }
-        }
-    });
-    return submit(c, r, ret, what, false,
-                  kind == atomic_kind::write       ? fabric_call::post_atomic
-                  : kind == atomic_kind::fetch_add ? fabric_call::post_fetch_atomic
-                                                   : fabric_call::post_compare_atomic);
+    fabric_post p{.kind = kind == atomic_kind::write       ? post_kind::atomic_write
+                          : kind == atomic_kind::fetch_add ? post_kind::fetch_add
+                                                           : post_kind::compare_swap,
+                  .remote = {dst.address() + dst_offset, 1, dst.key()},
+                  .operands = r->operands,
+                  .context = r};
+    if (kind != atomic_kind::write) {
+        const region_impl& res = *result->impl();
+        p.result = res.memory.data() + result_offset;
+        p.result_desc = res.desc;
+    }
+    return door(c, p, what);
 }
 
 result<void> atomic(connection_impl& c, atomic_kind kind, const char* what,
@@ -292,15 +282,13 @@ result<void> connection::flush(const remote_region& dst, std::uint64_t offset, s
     }
     iovec iov{p.scratch_bytes.data(), n};
     void* desc = (*scratch)->impl()->desc;
-    const detail::remote_iov rma{dst.address() + at, n, dst.key()};
-    return detail::submit(c, *rec,
-                          detail::post_to_peer(c,
-                                               [&] {
-                                                   return detail::ep_read(c.ep.get(), c.peer, &iov,
-                                                                          &desc, 1, rma, *rec,
-                                                                          FI_COMPLETION);
-                                               }),
-                          "flush", false, detail::fabric_call::post_read);
+    detail::fabric_post read{.kind = detail::post_kind::read,
+                             .iov = &iov,
+                             .desc = &desc,
+                             .count = 1,
+                             .remote = {dst.address() + at, n, dst.key()},
+                             .context = *rec};
+    return detail::door(c, read, "flush");
 }
 
 }  // namespace remora

@@ -24,7 +24,6 @@
 
 #include "core/extension.hpp"
 #include "core/impl.hpp"
-#include "fabric/endpoint.hpp"
 #include "persist/service.hpp"
 
 namespace remora {
@@ -157,14 +156,14 @@ bool start_atomic(publish_op* m, completion& c) {
         }
         op_record* r = m->atomic_rec;
         r->operands[0] = m->value;
-        const ssize_t ret = post_to_peer(conn, [&] {
-            return ep_atomic(conn.ep.get(), conn.peer, FI_ATOMIC_WRITE, &r->operands[0], m->address,
-                             m->key, r, FI_COMPLETION);
-        });
-        if (ret == 0) {
+        fabric_post p{.kind = post_kind::atomic_write,
+                      .remote = {m->address, 1, m->key},
+                      .operands = r->operands,
+                      .context = r};
+        auto err = door(conn, p, "publish");
+        if (err) {
             return false;  // the atomic's completion reports (m may be gone already)
         }
-        auto err = submit(conn, r, ret, "publish", false, fabric_call::post_atomic);
         m->status[m->atomic_index()] = err.error().code();
         return finish(m, c);
     }
@@ -410,12 +409,13 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
         const remote_segment& s = data[i];
         iovec iov{lr.memory.data() + at, s.length};
         void* desc = lr.desc;
-        const remote_iov rma{s.region->address() + s.offset, s.length, s.region->key()};
-        const ssize_t ret = post_to_peer(c, [&] {
-            return ep_write(c.ep.get(), c.peer, &iov, &desc, 1, rma, 0, t.recs[i], FI_COMPLETION);
-        });
-        if (ret != 0) {
-            auto err = submit(c, t.recs[i], ret, what, false, fabric_call::post_write);
+        fabric_post p{.kind = post_kind::write,
+                      .iov = &iov,
+                      .desc = &desc,
+                      .count = 1,
+                      .remote = {s.region->address() + s.offset, s.length, s.region->key()},
+                      .context = t.recs[i]};
+        if (auto err = door(c, p, what); !err) {
             return abandon(i, err.error());
         }
         at += s.length;
@@ -427,13 +427,14 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
             static_cast<std::size_t>(std::min<std::uint64_t>(8, dr.length() - from));
         iovec iov{persist_of(c).scratch_bytes.data(), len};
         void* desc = scratch->impl()->desc;
-        const remote_iov rma{dr.address() + from, len, dr.key()};
-        const ssize_t ret = post_to_peer(c, [&] {
-            return ep_read(c.ep.get(), c.peer, &iov, &desc, 1, rma, flush_rec, FI_COMPLETION);
-        });
-        if (ret != 0) {
-            auto err = submit(c, flush_rec, ret, what, false, fabric_call::post_read);
-            flush_rec = nullptr;  // given back by submit
+        fabric_post p{.kind = post_kind::read,
+                      .iov = &iov,
+                      .desc = &desc,
+                      .count = 1,
+                      .remote = {dr.address() + from, len, dr.key()},
+                      .context = flush_rec};
+        if (auto err = door(c, p, what); !err) {
+            flush_rec = nullptr;  // given back by the door
             return abandon(n, err.error());
         }
     } else {

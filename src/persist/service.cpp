@@ -15,7 +15,6 @@
 #include "core/little_endian.hpp"
 
 #include "core/impl.hpp"
-#include "fabric/endpoint.hpp"
 
 namespace remora {
 namespace detail {
@@ -701,7 +700,7 @@ std::chrono::steady_clock::time_point persist_conn::tick(
             for (auto [rec, is_recv] : taken) {
                 if (!is_recv && rec->internal == &client_sent &&
                     rec->user_context == &s.send_refs[i]) {
-                    canceled = ep_cancel(c.ep.as_fid(), rec) == 0 || canceled;
+                    canceled = cancel_op(c, rec) || canceled;
                 }
             }
         } else {
@@ -719,7 +718,7 @@ std::chrono::steady_clock::time_point persist_conn::tick(
         }
         for (auto [rec, is_recv] : taken) {
             if (is_recv && rec->user_context == &s.recv_refs[j]) {
-                if (ep_cancel(c.ep.as_fid(), rec) == 0) {
+                if (cancel_op(c, rec)) {
                     s.recv_canceled[j] = true;
                     ++s.recv_cancels;
                     canceled = true;

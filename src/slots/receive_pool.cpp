@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "core/impl.hpp"
-#include "fabric/endpoint.hpp"
 
 namespace remora {
 namespace detail {
@@ -162,7 +161,7 @@ bool receive_pool_impl::cancel_posted(connection_impl& c, const receive_slot* on
         for (op_record* r : c.ops.posted_recvs()) {
             if (r->internal == &receive_pool_impl::on_receive &&
                 (only == nullptr || r->user_context == only)) {
-                canceled = ep_cancel(c.ep.as_fid(), r) == 0 || canceled;
+                canceled = cancel_op(c, r) || canceled;
                 if (only != nullptr) {
                     break;
                 }
