@@ -10,8 +10,8 @@
 
 #include "core/connection_impl.hpp"
 #include "core/cq_impl.hpp"
-#include "core/door.hpp"
 #include "core/domain_impl.hpp"
+#include "core/door.hpp"
 #include "core/extension.hpp"
 #include "ops/admission.hpp"
 #include "ops/done.hpp"
