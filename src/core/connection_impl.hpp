@@ -166,6 +166,10 @@ struct connection_impl {
     void teardown();
 };
 
+// Validates and completes a connection_config against the provider's limits
+// (connection_config.cpp).
+result<connection_config> effective_config(const connection_config& in, const provider_caps& caps);
+
 // Posts a library-internal send or receive of [buf, buf + len) (registered with `desc`) on `c`
 // with an entry from `q`; its completion goes to hook(context, c). A receive posted here does
 // not drive the provider (it may run inside a completion hook).

@@ -259,6 +259,11 @@ struct cq_impl final : callback_sink {
     // An error entry whose error says the transport is gone marks its connection's pool
     // (op_pool::transport_lost).
     static void note_transport_loss(void* op_context, int fi_errno);
+    // The one translation of a provider entry (data or error; `source`: the sender of a
+    // receive on a CQ that checks it, else null) into `c`, then finish(): true when `c` is
+    // reported, its origin in `src`.
+    bool take_entry(completion& c, const raw_entry& e, const std::uint64_t* source,
+                    entry_source& src, bool with_record);
     result<std::size_t> read_provider(completion* out, std::size_t n, std::size_t* consumed,
                                       entry_source* from, hand_out_batch* now = nullptr,
                                       bool units_with_record = false);

@@ -39,7 +39,7 @@ bool done_report(op_record& r, completion& c) {
     const bool report = r.report_success || !c.ok();
     if (report && deferral_sink != nullptr) {
         // Read by a CQ's reader: the record stays taken until poll hands the completion out
-        // (finish() passes it on with the entry; cq.cpp hand_out_batch gives it back).
+        // (finish() passes it on with the entry; cq_impl.cpp hand_out_batch gives it back).
         r.delivering.store(true, std::memory_order_relaxed);
         return true;
     }

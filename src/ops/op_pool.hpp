@@ -6,7 +6,7 @@
 // DESIGN.md): admission (ops/admission.hpp) takes a record and, all or nothing, the units it
 // needs, and chooses the record's `done` function: report to the CQ's reader, run the user's
 // callback (a coroutine resumes through co_op's callback), or run a library-internal hook.
-// finish() (src/core/cq.cpp) does what every completion needs (tag, holdings, a retired pool,
+// finish() (src/core/cq_impl.cpp) does what every completion needs (tag, holdings, a retired pool,
 // reclaiming unsignalled records) and then calls rec->done in one line.
 //
 // Capacity: a queue's free records are a lock-free list (op_pool::free_list), whose head also

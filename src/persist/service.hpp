@@ -137,6 +137,15 @@ struct persist_conn final : connection_extension {
 // The connection's persistence state, attached on first use.
 persist_conn& persist_of(connection_impl& c);
 
+// The service state of connection `c` in the target (`target`) or client role: its buffers,
+// registered, and its receives' contexts. errc::not_supported without a service depth.
+result<std::unique_ptr<service_conn>> make_service_conn(connection_impl& c, bool target);
+// The registration descriptor of the service's buffers.
+void* desc_of(service_conn& s);
+// A receive that failed because the connection is going away (as opposed to one message that
+// did not fit, after which the connection still works).
+bool teardown_status(const completion& c);
+
 // Creates the connection's service state in the client role on first use (posts its reply
 // receives). errc::not_supported without a service depth, bad_state if it serves.
 result<service_conn*> client_side(connection_impl& c);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Fuzzes the target service's message decoders (src/persist/service.cpp): the same bytes go to
+// Fuzzes the target service's message decoders (src/persist/service_wire.cpp): the same bytes go to
 // decode_request (what a target reads from a client) and decode_reply (what a client reads from
 // a target). Contract: no crash or UB; a rejection is errc::invalid_argument with a message; an
 // accepted message has the exact size and encode() gives back the same bytes.

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <remora/completion_queue.hpp>
+
+#include "core/impl.hpp"
+
+// The public completion_queue handle and the names of ops and CQ kinds.
+
+namespace remora {
+
+const char* to_string(op o) noexcept {
+    switch (o) {
+        case op::read:
+            return "read";
+        case op::write:
+            return "write";
+        case op::send:
+            return "send";
+        case op::recv:
+            return "recv";
+        case op::remote_write:
+            return "remote_write";
+        case op::atomic:
+            return "atomic";
+        case op::flush:
+            return "flush";
+        case op::publish:
+            return "publish";
+        case op::unknown:
+            break;
+    }
+    return "unknown";
+}
+const char* to_string(cq_kind k) noexcept {
+    return k == cq_kind::cq ? "cq" : "rcq";
+}
+
+// ---------------------------------------------------------------- public handles
+
+result<std::size_t> completion_queue::poll(std::span<completion> out) {
+    return impl_->poll(out);
+}
+
+result<std::size_t> completion_queue::wait(std::chrono::milliseconds timeout) {
+    if (impl_->channel) {
+        return fail(errc::bad_state,
+                    "this CQ's completion channel is shared: wait on the connection or channel");
+    }
+    return impl_->wait(timeout);
+}
+
+result<completion> completion_queue::next(std::chrono::milliseconds timeout) {
+    if (impl_->channel) {
+        return fail(errc::bad_state,
+                    "this CQ's completion channel is shared: wait on the connection or channel");
+    }
+    const auto deadline = detail::deadline_after(timeout);
+    completion c;
+    for (;;) {
+        auto n = impl_->poll({&c, 1});
+        if (!n) {
+            return fail(n.error());
+        }
+        if (*n == 1) {
+            return c;
+        }
+        // Rounded up: a wait of the truncated remainder could end before the deadline.
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left <= std::chrono::milliseconds(0)) {
+            return fail(errc::timed_out, std::string("no completion on the ") +
+                                             to_string(impl_->kind) + " within " +
+                                             std::to_string(timeout.count()) + " ms");
+        }
+        auto w = impl_->wait(left);
+        if (!w) {
+            return fail(w.error());  // timed_out included: nothing came in time
+        }
+    }
+}
+
+int completion_queue::fd() const noexcept {
+    return impl_->wait_fd();
+}
+result<bool> completion_queue::arm() {
+    auto r = impl_->trywait();
+    impl_->deliver();
+    return r;
+}
+cq_kind completion_queue::kind() const noexcept {
+    return impl_->kind;
+}
+std::size_t completion_queue::size() const noexcept {
+    return impl_->size;
+}
+std::uint64_t completion_queue::tag() const noexcept {
+    return impl_->tag;
+}
+}  // namespace remora

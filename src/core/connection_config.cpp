@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// connection_config validated and completed against the provider's limits.
+#include <remora/connection.hpp>
+
+#include <string>
+
+#include "core/impl.hpp"
+#include "core/srq_impl.hpp"
+
+namespace remora::detail {
+
+namespace {
+
+std::string n2s(std::size_t v) {
+    return std::to_string(v);
+}
+
+}  // namespace
+
+// Validates and completes a connection_config against the provider's limits.
+result<connection_config> effective_config(const connection_config& in, const provider_caps& caps) {
+    connection_config c = in;
+    if (c.sq_size == 0 || c.rq_size == 0) {
+        return fail(errc::invalid_argument, "connection_config: sq_size and rq_size must be > 0");
+    }
+    // Depths beyond what the provider grants are clamped (config() reports the effective
+    // values); the per-operation factor (max_sge) never is: it is refused below.
+    if (c.sq_size + c.service_depth > caps.tx_size) {
+        if (c.service_depth >= caps.tx_size) {
+            return fail(errc::too_large,
+                        "connection_config: service_depth " + n2s(c.service_depth) +
+                            " leaves no room in the provider's send queue of " + n2s(caps.tx_size));
+        }
+        c.sq_size = static_cast<std::uint32_t>(caps.tx_size) - c.service_depth;
+    }
+    c.rq_size = std::min<std::uint32_t>(c.rq_size, static_cast<std::uint32_t>(caps.rx_size));
+    // And to the most records a queue of the connection's op_pool holds.
+    c.sq_size = std::min<std::uint32_t>(c.sq_size, detail::op_pool::max_queue);
+    c.rq_size = std::min<std::uint32_t>(c.rq_size, detail::op_pool::max_queue);
+    const std::size_t sge_limit = std::min<std::size_t>(caps.iov_limit, max_segments);
+    if (c.max_sge == 0 || c.max_sge > sge_limit) {
+        return fail(errc::too_large, "connection_config: max_sge " + n2s(c.max_sge) +
+                                         " must be 1.." + n2s(sge_limit) +
+                                         " (the provider's iov limit, at most " +
+                                         n2s(max_segments) + ")");
+    }
+    if (c.service_depth > detail::op_pool::max_queue) {
+        return fail(errc::too_large, "connection_config: service_depth " + n2s(c.service_depth) +
+                                         " exceeds remora's " + n2s(detail::op_pool::max_queue) +
+                                         " records a queue");
+    }
+    if (c.service_depth != 0) {
+        // The service's messages are the connection's only receives, and its sends get entries
+        // of their own beside the application's.
+        c.rq_size = c.service_depth;
+        if (c.rq_size > caps.rx_size) {
+            return fail(errc::too_large,
+                        "connection_config: service_depth " + n2s(c.service_depth) +
+                            " exceeds the provider's receive queue of " + n2s(caps.rx_size));
+        }
+    }
+    if (c.srq) {
+        if (c.service_depth != 0) {
+            return fail(errc::invalid_argument,
+                        "connection_config: srq cannot be combined with service_depth (the "
+                        "target service needs receives of its own)");
+        }
+        // Its receives complete on the queue's CQ, which is sized for all of them: the
+        // connection reserves nothing there and keeps one (unused) receive record.
+        if (c.channel == channel_mode::shared || c.progress_thread) {
+            return fail(errc::invalid_argument,
+                        "connection_config: srq cannot be combined with channel_mode::shared or "
+                        "progress_thread (its CQ is waited on and read by its own reader)");
+        }
+        c.rq_size = 1;
+        c.rcq = true;
+        c.shared_rcq = shared_completion_queue{};
+    }
+    if (c.shared_rcq) {
+        c.rcq = true;
+    }
+    for (const auto* shared : {&c.shared_cq, &c.shared_rcq}) {
+        if (c.progress_thread && *shared && shared->impl()->progress == nullptr) {
+            return fail(errc::invalid_argument,
+                        "connection_config: progress_thread needs its shared CQs to be read by "
+                        "the progress thread too (shared_cq_config::progress_thread)");
+        }
+    }
+    if (c.signal_every == 0) {
+        return fail(errc::invalid_argument, "connection_config: signal_every must be >= 1");
+    }
+    if (c.signal_every > 1 && c.slots) {
+        // Unsignalled operations keep their units until a later signalled one completes; on a
+        // budget shared with other connections they could hold every unit that later one needs.
+        return fail(errc::invalid_argument,
+                    "connection_config: signal_every > 1 cannot be combined with a shared slot "
+                    "pool (unsignalled operations could hold every unit of it)");
+    }
+    if ((c.shared_cq || c.shared_rcq) && c.channel == channel_mode::shared) {
+        return fail(errc::invalid_argument,
+                    "connection_config: a shared CQ is waited on itself; channel_mode::shared "
+                    "cannot be combined with shared_cq or shared_rcq");
+    }
+    if (!c.shared_cq && c.cq_size == 0 && caps.cq_size != 0 &&
+        c.sq_size + c.service_depth + (c.rcq ? 0 : c.rq_size) > caps.cq_size) {
+        // The CQ cannot hold every entry: reduce the application's depths to fit it.
+        const auto room = static_cast<std::uint32_t>(caps.cq_size) -
+                          std::min<std::uint32_t>(c.service_depth * (c.rcq ? 1 : 2),
+                                                  static_cast<std::uint32_t>(caps.cq_size));
+        if (room < (c.rcq ? 1u : 2u)) {
+            return fail(errc::too_large, "connection_config: the provider's CQ of " +
+                                             n2s(caps.cq_size) + " cannot hold this service_depth");
+        }
+        if (c.rcq) {
+            c.sq_size = std::min(c.sq_size, room);
+        } else if (c.service_depth == 0) {
+            const std::uint32_t total = c.sq_size + c.rq_size;
+            c.sq_size = std::max<std::uint32_t>(
+                1, static_cast<std::uint32_t>(std::uint64_t(c.sq_size) * room / total));
+            c.rq_size = std::max<std::uint32_t>(1, room - c.sq_size);
+        } else {
+            c.sq_size = std::min(c.sq_size, room);
+        }
+    }
+    const std::uint32_t need = cq_entries(c, cq_kind::cq);
+    if (c.shared_cq) {
+        c.cq_size = static_cast<std::uint32_t>(c.shared_cq.size());  // fit checked on attach
+    } else if (c.cq_size == 0) {
+        c.cq_size = need;
+    } else if (c.cq_size < need) {
+        return fail(errc::invalid_argument,
+                    "connection_config: cq_size " + n2s(c.cq_size) + " cannot hold " + n2s(need) +
+                        " completions (send queue" + (c.rcq ? "" : " + receive queue") +
+                        "); it could overflow");
+    }
+    if (c.srq) {
+        c.rcq_size = c.srq.impl()->size;
+    } else if (c.shared_rcq) {
+        c.rcq_size = static_cast<std::uint32_t>(c.shared_rcq.size());
+    } else if (c.rcq) {
+        if (c.rcq_size == 0) {
+            c.rcq_size = c.rq_size;
+        } else if (c.rcq_size < c.rq_size) {
+            return fail(errc::invalid_argument, "connection_config: rcq_size " + n2s(c.rcq_size) +
+                                                    " cannot hold the receive queue of " +
+                                                    n2s(c.rq_size) + "; it could overflow");
+        }
+    } else {
+        c.rcq_size = 0;
+    }
+    c.signal_every = std::min(c.signal_every, c.sq_size);  // the bound: one signal per queue
+    if (c.shared_channel && c.channel != channel_mode::shared) {
+        return fail(errc::invalid_argument,
+                    "connection_config: shared_channel given but channel mode is separate");
+    }
+    if (c.service_timeout.count() <= 0) {
+        return fail(errc::invalid_argument, "connection_config: service_timeout must be > 0");
+    }
+    if (c.connect_timeout.count() <= 0) {
+        return fail(errc::invalid_argument, "connection_config: connect_timeout must be > 0");
+    }
+    return c;
+}
+
+}  // namespace remora::detail

@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <remora/completion_channel.hpp>
+#include <remora/completion_queue.hpp>
+#include <remora/domain.hpp>
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "core/impl.hpp"
+#include "fabric/cq.hpp"
+
+#include "core/cq_read.hpp"
+
+// Completion queues: trywait, poll and wait (with the connection's request deadlines).
+
+namespace remora::detail {
+
+namespace {
+
+// passed. Reads the clock only while a request has a deadline: an idle poller pays one load.
+bool tick_if_due(connection_impl& c) {
+    if (c.ext_deadline.load(std::memory_order_relaxed) ==
+        std::numeric_limits<std::int64_t>::max()) {
+        return false;
+    }
+    const auto now = clock::now();
+    if (!c.deadline_passed(now)) {
+        return false;
+    }
+    c.tick_extensions(now);
+    return true;
+}
+
+}  // namespace
+
+int remaining_ms(clock::time_point deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+    return static_cast<int>(std::max<std::chrono::milliseconds::rep>(0, left.count()));
+}
+
+result<bool> cq_impl::trywait(bool* notified) {
+    if (unreported.exchange(false)) {
+        // The caller's last poll ran callbacks (or cleared a silent reap) and returned what it
+        // reported: that is news, so do not let the caller sleep on it.
+        if (notified != nullptr) {
+            *notified = true;
+        }
+        return false;
+    }
+    if (progress_owned()) {
+        pump(nullptr, false);  // see fill_stash
+        // The eventfd stays readable while the ring holds entries. With the ring empty, clear
+        // what a reap that reported nothing left there (or every wait would return at once);
+        // anything the thread adds after this signals it again. A signal cleared here is news
+        // the caller has not seen (the thread reaped entries since the last look): not armed,
+        // and a wait returns it as a no_completion wake-up instead of sleeping through it.
+        std::lock_guard lock(owned_mu);
+        if (owned_count == 0) {
+            std::uint64_t v;
+            if (::read(notify.get(), &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v))) {
+                if (notified != nullptr) {
+                    *notified = true;
+                }
+                return false;
+            }
+        }
+        return owned_count == 0;
+    }
+    // A shared CQ arms under its read lock: a drain cannot slip entries into the backlog
+    // between the check and the arming.
+    std::unique_lock lock(read_mu, std::defer_lock);
+    if (shared) {
+        if (detaching.load() != 0) {
+            return false;  // see fill_stash
+        }
+        lock.lock();
+    }
+    if (stash_count != 0 || backlog_head < backlog.size() || polled) {
+        return false;  // a polled CQ has nothing to block on: look again
+    }
+    int ret = detail::trywait(dom->fabric.get(), cq.as_fid());
+    if (ret == 0) {
+        return true;
+    }
+    if (ret == -FI_EAGAIN) {
+        return false;
+    }
+    return fail(fabric_error(ret, "fi_trywait"));
+}
+
+inline result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
+    std::size_t n = 0;
+    if (progress_owned()) {
+        if (shared && detaching.load() != 0) {
+            return 0;  // see fill_stash
+        }
+        // Ring first (older), then the provider directly: a busy-polling application makes
+        // progress itself instead of waiting for the thread to be scheduled.
+        std::lock_guard lock(owned_mu);
+        hand_out_batch handed;  // gives back before the lock goes (a pool may be detaching)
+        while (n < out.size() && owned_count != 0) {
+            out[n++] = owned[owned_head];
+            handed.add(owned_from[owned_head]);
+            if (++owned_head == owned.size()) {
+                owned_head = 0;
+            }
+            --owned_count;
+        }
+        if (owned_count == 0) {
+            std::uint64_t v;
+            if (::read(notify.get(), &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v)) && n == 0) {
+                unreported = true;  // the thread reaped entries that reported nothing
+            }
+        }
+        if (n < out.size()) {
+            std::size_t consumed = 0;
+            auto r = read_provider(out.data() + n, out.size() - n, &consumed, nullptr, &handed);
+            if (r) {
+                n += *r;
+                if (consumed > *r) {
+                    unreported = true;
+                }
+            } else if (n == 0) {
+                return r;
+            }
+        }
+        return n;
+    }
+    std::unique_lock lock(read_mu, std::defer_lock);
+    if (shared) {
+        if (detaching.load() != 0) {
+            return 0;  // see fill_stash
+        }
+        lock.lock();
+    }
+    hand_out_batch handed;  // gives back before the lock goes (a pool may be detaching)
+    while (n < out.size() && stash_count != 0) {
+        handed.add(stash_from[stash_head]);
+        out[n++] = stash_pop();
+    }
+    while (n < out.size()) {
+        const std::size_t want = std::min<std::size_t>(out.size() - n, read_batch);
+        std::size_t consumed = 0;
+        auto r = read_provider(out.data() + n, want, &consumed, nullptr, &handed);
+        if (!r) {
+            return n != 0 ? result<std::size_t>(n) : r;
+        }
+        n += *r;
+        if (consumed > *r) {
+            unreported = true;  // callbacks ran: a wait after this poll must not sleep
+        }
+        if (*r < want) {
+            break;  // drained: another fi_cq_read would only cost a progress call
+        }
+    }
+    return n;
+}
+
+result<std::size_t> cq_impl::poll(std::span<completion> out) {
+    auto r = poll_locked(out);
+    if (r && *r == 0 && conn != nullptr) {
+        tick_if_due(*conn);  // what it ends comes with a later read
+    }
+    deliver();  // last: a callback may destroy the connection owning this CQ
+    return r;
+}
+
+void poll_backoff::pause(clock::time_point deadline) {
+    if (++rounds <= 64) {
+        std::this_thread::yield();
+        return;
+    }
+    const auto step =
+        std::chrono::microseconds(std::min<long>(1000, 10L << std::min(rounds - 64, 7)));
+    const auto left = deadline - clock::now();
+    std::this_thread::sleep_for(
+        std::min<clock::duration>(step, std::max<clock::duration>(left, {})));
+}
+
+result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
+    const auto deadline = deadline_after(timeout);
+    poll_backoff backoff;
+    for (;;) {
+        auto ready = fill_stash();
+        const bool reaped_now = reaped;
+        deliver();  // callbacks read here run now, outside the CQ's lock
+        if (!ready || *ready != 0 || reaped_now) {
+            // Entries reaped without a completion to report (callbacks, hidden successes,
+            // reclaimed unsignalled operations) end the wait too: in_flight() dropped.
+            return ready;
+        }
+        if (conn != nullptr) {
+            // A request's deadline (connection_config::service_timeout) ends the wait's sleep
+            // (below) and is acted on here, before any sleep or fd-less back-off (shm): what it
+            // cancels is read on the next round like any completion.
+            if (tick_if_due(*conn)) {
+                continue;
+            }
+        }
+        bool notified = false;
+        auto armed = trywait(&notified);
+        if (!armed) {
+            return fail(armed.error());
+        }
+        if (notified) {
+            deliver();
+            return std::size_t{0};  // the progress thread reaped since the caller last looked
+        }
+        if (!*armed) {
+            if (clock::now() >= deadline) {
+                return fail(errc::timed_out, std::string("no completion on the ") +
+                                                 to_string(kind) + " within " +
+                                                 std::to_string(timeout.count()) + " ms");
+            }
+            if (polled && !progress_owned()) {
+                // Nothing to block on: spin a little, then back off up to 1 ms between looks.
+                backoff.pause(deadline);
+            }
+            continue;  // the provider says completions are (about to be) ready: read again
+        }
+        // The connection's event queue wakes the wait too: a disconnect cancels what the
+        // provider did not flush, and those completions then land here. Providers that notice a
+        // dead peer only when called into (sockets) get a liveness slice; a shared CQ's wait
+        // uses the slice to read its connections' events.
+        const bool watch_events = conn != nullptr && dom->watch_disconnects && conn->arm_events();
+        pollfd p[2] = {{wait_fd(), POLLIN, 0}, {watch_events ? conn->eq_fd : -1, POLLIN, 0}};
+        int wait_ms = remaining_ms(deadline);
+        const auto slice = static_cast<int>(dom->liveness_interval.count());
+        const bool lively = conn != nullptr || shared;
+        if (lively && slice > 0) {
+            wait_ms = std::min(wait_ms, slice);
+        }
+        if (conn != nullptr) {
+            // A request's deadline (connection_config::service_timeout) wakes the wait.
+            const auto due = std::chrono::steady_clock::time_point(
+                std::chrono::steady_clock::duration(conn->ext_deadline.load()));
+            if (due < deadline) {
+                wait_ms = std::min(wait_ms, remaining_ms(due) + 1);
+            }
+        }
+        int rc = ::poll(p, watch_events ? 2 : 1, wait_ms);
+        if (rc < 0 && errno != EINTR) {
+            return fail(errc::provider_error,
+                        std::string("poll on CQ fd: ") + std::strerror(errno));
+        }
+        if (rc <= 0 && lively && clock::now() < deadline) {
+            if (conn != nullptr) {
+                conn->drive();
+            } else {
+                drive_attached();
+            }
+            continue;
+        }
+        if (rc <= 0) {
+            return fail(errc::timed_out, std::string("no completion on the ") + to_string(kind) +
+                                             " within " + std::to_string(timeout.count()) + " ms");
+        }
+        if (watch_events && (p[1].revents & POLLIN) != 0) {
+            conn->poll_events();
+            if ((p[0].revents & POLLIN) == 0) {
+                continue;
+            }
+        }
+        auto woke = fill_stash();  // 0 here is a no_completion wake-up
+        if (woke && *woke == 0 && progress_owned()) {
+            // This wake-up reports what the progress thread signalled (e.g. it ran a callback
+            // after the caller's last poll): consume the signal, or the next wait would report
+            // the same news again instead of sleeping.
+            std::lock_guard lock(owned_mu);
+            if (owned_count == 0) {
+                std::uint64_t v;
+                [[maybe_unused]] ssize_t rd = ::read(notify.get(), &v, sizeof(v));
+            }
+        }
+        deliver();  // last: a callback may destroy the connection owning this CQ
+        return woke;
+    }
+}
+
+}  // namespace remora::detail

@@ -1,0 +1,461 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The client side of a connection's service messages: request slots and their ids, sending a
+// request, matching its reply (only from the peer asked, only with an id in flight), expiry.
+#include "persist/service.hpp"
+
+#include <remora/target_service.hpp>
+
+#include <sodium.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "core/little_endian.hpp"
+
+#include "core/impl.hpp"
+
+namespace remora::detail {
+
+namespace {
+
+// ---- client side
+
+// Frees a slot whose send completion and delivery are both done. Caller holds s.mu.
+void settle(service_conn& s, std::uint32_t i, bool notify = true) {
+    service_conn::slot& sl = s.slots[i];
+    if (--sl.pending == 0) {
+        sl.busy = false;
+        sl.hook = nullptr;
+        sl.hook_context = nullptr;
+        --s.busy;
+        s.free_slots.push_back(i);
+        // A post parked for a request slot (connection::publish) may go now.
+        if (park_gate* g = s.conn->ops.gate.load(); notify && g != nullptr) {
+            g->notify();
+        }
+    }
+}
+
+// Turns `c` into slot i's completion for the application. Returns whether poll() reports it
+// (false: its callback ran, or a success with completion_mode::on_error). Caller holds s.mu;
+// the lock is released around the callback.
+bool deliver(service_conn& s, std::uint32_t i, completion& c, std::unique_lock<std::mutex>& lock) {
+    service_conn::slot& sl = s.slots[i];
+    sl.delivered = true;
+    c.op = sl.kind == service_op::flush ? op::flush : op::atomic;
+    c.context = sl.user_context;
+    c.bytes = 0;
+    c.has_imm = false;
+    c.imm = 0;
+    auto* callback = sl.callback;
+    auto* hook = sl.hook;
+    void* hook_context = sl.hook_context;
+    const bool report = sl.report_success || !c.ok();
+    settle(s, i);
+    if (hook != nullptr) {
+        lock.unlock();  // the hook may send the operation's next request
+        const bool seen = hook(hook_context, c);
+        lock.lock();
+        return seen;
+    }
+    if (callback != nullptr) {
+        lock.unlock();
+        run_callback(callback, c, &s.conn->ops);  // after the CQ reader's lock (ops/done.hpp)
+        lock.lock();
+        return false;
+    }
+    return report;
+}
+
+bool client_reply(void* context, completion& c);
+
+bool client_sent(void* context, completion& c) {
+    auto& ref = *static_cast<service_conn::ref*>(context);
+    service_conn& s = *ref.owner;
+    std::unique_lock lock(s.mu);
+    service_conn::slot& sl = s.slots[ref.index];
+    if (!sl.delivered && (!c.ok() || s.dead)) {
+        // Failed, or sent into a connection that is gone: no reply will come.
+        if (c.ok()) {
+            c.status = make_error_code(errc::disconnected);
+        } else if (sl.expired) {
+            c.status = make_error_code(errc::timed_out);  // tick() canceled it
+        }
+        const bool report = deliver(s, ref.index, c, lock);
+        settle(s, ref.index);
+        return report;
+    }
+    settle(s, ref.index);
+    return false;
+}
+
+// Posts reply receive `j` again, tried twice (a transient refusal); a second failure means the
+// connection is gone. Caller holds s.mu (post_internal never takes it).
+void repost_reply(service_conn& s, std::uint32_t j) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        if (post_internal(*s.conn, queue::recv, s.reply_buf(j), reply_size, desc_of(s),
+                          client_reply, &s.recv_refs[j])) {
+            return;
+        }
+    }
+    s.dead = true;
+}
+
+bool client_reply(void* context, completion& c) {
+    auto& ref = *static_cast<service_conn::ref*>(context);
+    service_conn& s = *ref.owner;
+    std::unique_lock lock(s.mu);
+    if (s.recv_canceled[ref.index]) {
+        s.recv_canceled[ref.index] = false;
+        --s.recv_cancels;
+        if (!c.ok()) {
+            // tick() canceled this receive to end the oldest expired request whose send is done.
+            repost_reply(s, ref.index);
+            std::uint32_t oldest = s.depth;
+            for (std::uint32_t k = 0; k < s.depth; ++k) {
+                const service_conn::slot& sl = s.slots[k];
+                if (sl.busy && sl.expired && !sl.delivered && sl.pending == 1 &&
+                    (oldest == s.depth || sl.sequence < s.slots[oldest].sequence)) {
+                    oldest = k;
+                }
+            }
+            if (oldest == s.depth) {
+                return false;  // its reply came meanwhile
+            }
+            c.status = make_error_code(errc::timed_out);
+            return deliver(s, oldest, c, lock);
+        }
+    }
+    if (c.status == errc::access_denied) {
+        // An RDM message from someone but the target asked: not a reply, dropped.
+        ++s.bad_replies;
+        repost_reply(s, ref.index);
+        return false;
+    }
+    if (!c.ok() && teardown_status(c)) {
+        // The connection is going away: the receive fails one request still waiting for its
+        // reply (every posted receive fails, and there are at least as many as such requests;
+        // requests whose send completes later fail then, see client_sent).
+        s.dead = true;
+        for (std::uint32_t i = 0; i < s.depth; ++i) {
+            if (s.slots[i].busy && s.slots[i].posted && !s.slots[i].delivered) {
+                return deliver(s, i, c, lock);
+            }
+        }
+        return false;
+    }
+    std::optional<service_reply> rp;
+    if (c.ok()) {
+        if (auto d = decode_reply({s.reply_buf(ref.index), c.bytes})) {
+            rp = *d;
+        }
+    }
+    std::uint32_t i = 0;
+    bool ok = rp.has_value();
+    if (ok) {
+        i = static_cast<std::uint32_t>(rp->id & ((std::uint64_t{1} << s.index_bits) - 1));
+        ok = i < s.depth && s.slots[i].busy && !s.slots[i].delivered && s.slots[i].id == rp->id &&
+             (s.slots[i].kind == service_op::flush) == (rp->op == service_op::flush);
+    }
+    // Repost before the slot can be reused, so a new request always finds a receive.
+    repost_reply(s, ref.index);
+    if (!c.ok()) {
+        // The provider failed a reply's receive: its bytes cannot be read, but a reply was
+        // lost. The target answers in order, so it was the oldest request still waiting: that
+        // one fails with the receive's status rather than wait for a reply that will not come.
+        std::uint32_t oldest = s.depth;
+        for (std::uint32_t k = 0; k < s.depth; ++k) {
+            const service_conn::slot& sl = s.slots[k];
+            if (sl.busy && sl.posted && !sl.delivered &&
+                (oldest == s.depth || sl.sequence < s.slots[oldest].sequence)) {
+                oldest = k;
+            }
+        }
+        if (oldest != s.depth) {
+            return deliver(s, oldest, c, lock);
+        }
+    }
+    if (!ok) {
+        ++s.bad_replies;  // malformed, oversize or not an answer to anything we asked: ignored
+        return false;
+    }
+    service_conn::slot& sl = s.slots[i];
+    if (rp->status != 0) {
+        c.status = make_error_code(static_cast<errc>(rp->status));
+    } else if (sl.result != nullptr) {
+        std::memcpy(sl.result, &rp->value, 8);  // both sides are little-endian here
+    }
+    return deliver(s, i, c, lock);
+}
+
+}  // namespace
+
+persist_conn& persist_of(connection_impl& c) {
+    static constexpr char key = 0;  // its address names the extension
+    return static_cast<persist_conn&>(
+        c.extension(&key, [] { return std::unique_ptr<connection_extension>(new persist_conn); }));
+}
+
+result<service_conn*> client_side(connection_impl& c) {
+    persist_conn& p = persist_of(c);
+    std::lock_guard lock(p.svc_mu);
+    if (p.svc) {
+        if (p.svc->target) {
+            return fail(errc::bad_state,
+                        "this connection serves the target service; it cannot also call it");
+        }
+        return p.svc.get();
+    }
+    auto s = make_service_conn(c, false);
+    if (!s) {
+        return fail(s.error());
+    }
+    service_conn& sc = **s;
+    if (sodium_init() < 0) {
+        return fail(errc::not_supported, "libsodium failed to initialise (request ids)");
+    }
+    static_assert(crypto_shorthash_KEYBYTES == 16);
+    randombytes_buf(sc.id_key.data(), sc.id_key.size());
+    sc.index_bits = static_cast<unsigned>(std::bit_width(sc.depth));
+    sc.slots.resize(sc.depth);
+    sc.recv_canceled.assign(sc.depth, false);
+    for (std::uint32_t i = sc.depth; i-- > 0;) {
+        sc.free_slots.push_back(i);
+    }
+    // Installed before anything is posted: the receives' records point into it.
+    p.svc = std::move(*s);
+    for (std::uint32_t j = 0; j < sc.depth; ++j) {
+        if (auto r = post_internal(c, queue::recv, sc.reply_buf(j), reply_size, desc_of(sc),
+                                   client_reply, &sc.recv_refs[j]);
+            !r) {
+            return fail(r.error());
+        }
+    }
+    return &sc;
+}
+
+namespace {
+
+// Takes a free request slot (caller holds s.mu).
+result<std::uint32_t> take_slot(service_conn& s) {
+    if (s.dead) {
+        return fail(errc::disconnected, "the connection to the target's service is lost");
+    }
+    if (s.free_slots.empty()) {
+        return fail(errc::would_block, "service requests in flight reach service_depth " +
+                                           std::to_string(s.depth) + "; reap completions");
+    }
+    const std::uint32_t i = s.free_slots.back();
+    s.free_slots.pop_back();
+    ++s.busy;
+    s.slots[i].busy = true;
+    return i;
+}
+
+// Request `sequence`'s id for slot i (service_conn::id_key).
+std::uint64_t make_request_id(const service_conn& s, std::uint64_t sequence, std::uint32_t i) {
+    unsigned char in[8];
+    for (int b = 0; b < 8; ++b) {
+        in[b] = static_cast<unsigned char>(sequence >> (8 * b));
+    }
+    unsigned char out[crypto_shorthash_BYTES];
+    crypto_shorthash(out, in, sizeof in, s.id_key.data());
+    std::uint64_t h = 0;
+    std::memcpy(&h, out, sizeof h);
+    const std::uint64_t mask = (std::uint64_t{1} << s.index_bits) - 1;
+    return (h & ~mask) | i;
+}
+
+// Sends slot i's request (taken, filled in but for its id and sequence).
+result<void> send_slot(connection_impl& c, service_conn& s, std::uint32_t i, service_request rq) {
+    {
+        std::lock_guard lock(s.mu);
+        service_conn::slot& sl = s.slots[i];
+        sl.reserved = false;
+        sl.sequence = s.next_sequence++;
+        sl.deadline = std::chrono::steady_clock::now() + c.config.service_timeout;
+        sl.expired = false;
+        c.expect_deadline(sl.deadline);
+        sl.posted = false;
+        sl.delivered = false;
+        sl.pending = 2;
+        sl.id = make_request_id(s, sl.sequence, i);
+        rq.id = sl.id;
+    }
+    encode(rq, std::span<std::byte, request_size>(s.request_buf(i), request_size));
+    auto r = post_internal(c, queue::service, s.request_buf(i), request_size, desc_of(s),
+                           client_sent, &s.send_refs[i]);
+    std::lock_guard lock(s.mu);
+    service_conn::slot& sl = s.slots[i];
+    if (!r) {
+        sl.pending = 1;
+        settle(s, i);
+    } else {
+        sl.posted = true;
+    }
+    return r;
+}
+
+}  // namespace
+
+result<void> client_request(connection_impl& c, service_request rq, std::byte* result,
+                            const op_options& opts) {
+    if (opts.report == completion_mode::at_post) {
+        return fail(errc::invalid_argument,
+                    "completion_mode::at_post is for writes and sends, not service requests");
+    }
+    auto sp = client_side(c);
+    if (!sp) {
+        return fail(sp.error());
+    }
+    service_conn& s = **sp;
+    std::uint32_t i;
+    {
+        std::lock_guard lock(s.mu);
+        auto t = take_slot(s);
+        if (!t) {
+            return fail(t.error());
+        }
+        i = *t;
+        service_conn::slot& sl = s.slots[i];
+        sl.user_context = opts.context;
+        sl.callback = opts.callback;
+        sl.report_success = opts.report == completion_mode::always;
+        sl.kind = rq.op;
+        sl.result = result;
+    }
+    return send_slot(c, s, i, rq);
+}
+
+result<std::uint32_t> reserve_request(connection_impl& c) {
+    auto sp = client_side(c);
+    if (!sp) {
+        return fail(sp.error());
+    }
+    service_conn& s = **sp;
+    std::lock_guard lock(s.mu);
+    auto t = take_slot(s);
+    if (t) {
+        s.slots[*t].reserved = true;
+        s.slots[*t].pending = 1;  // release_request settles it
+    }
+    return t;
+}
+
+result<void> hook_request(connection_impl& c, std::uint32_t slot, service_request rq,
+                          bool (*hook)(void*, completion&), void* context) {
+    service_conn& s = *persist_of(c).svc;  // reserve_request created it
+    {
+        std::lock_guard lock(s.mu);
+        service_conn::slot& sl = s.slots[slot];
+        sl.user_context = nullptr;
+        sl.callback = nullptr;
+        sl.hook = hook;
+        sl.hook_context = context;
+        sl.report_success = true;
+        sl.kind = rq.op;
+        sl.result = nullptr;
+        if (s.dead) {
+            settle(s, slot);
+            return fail(errc::disconnected, "the connection to the target's service is lost");
+        }
+    }
+    return send_slot(c, s, slot, rq);
+}
+
+void release_request(connection_impl& c, std::uint32_t slot, bool notify) noexcept {
+    service_conn& s = *persist_of(c).svc;
+    std::lock_guard lock(s.mu);
+    s.slots[slot].reserved = false;
+    settle(s, slot, notify);
+}
+
+std::chrono::steady_clock::time_point persist_conn::tick(
+    std::chrono::steady_clock::time_point now) {
+    using tp = std::chrono::steady_clock::time_point;
+    std::lock_guard lock(svc_mu);
+    if (!svc || svc->target) {
+        return tp::max();
+    }
+    service_conn& s = *svc;
+    connection_impl& c = *s.conn;
+    std::lock_guard slots(s.mu);
+    tp next = tp::max();
+    std::size_t awaiting_reply = 0;  // expired requests whose send is done
+    bool canceled = false;
+    std::vector<std::pair<op_record*, bool>> taken;
+    for (std::uint32_t i = 0; i < s.depth; ++i) {
+        service_conn::slot& sl = s.slots[i];
+        if (!sl.busy || !sl.posted || sl.delivered) {
+            continue;
+        }
+        if (sl.deadline > now) {
+            next = std::min(next, sl.deadline);
+            continue;
+        }
+        sl.expired = true;
+        next =
+            std::min(next, now + std::chrono::milliseconds(100));  // looked at again until it ends
+        if (!c.ep) {
+            continue;  // closed: the close completes it
+        }
+        if (sl.pending == 2) {
+            // Its send is still with the provider: cancel it (client_sent ends the request).
+            if (taken.empty()) {
+                taken = c.ops.taken();
+            }
+            for (auto [rec, is_recv] : taken) {
+                if (!is_recv && rec->internal == &client_sent &&
+                    rec->user_context == &s.send_refs[i]) {
+                    canceled = cancel_op(c, rec) || canceled;
+                }
+            }
+        } else {
+            ++awaiting_reply;
+        }
+    }
+    // One reply receive canceled per expired request waiting for its reply: the receive's
+    // completion ends the oldest of them (client_reply).
+    for (std::uint32_t j = 0; j < s.depth && s.recv_cancels < awaiting_reply; ++j) {
+        if (s.recv_canceled[j] || !c.ep) {
+            continue;
+        }
+        if (taken.empty()) {
+            taken = c.ops.taken();
+        }
+        for (auto [rec, is_recv] : taken) {
+            if (is_recv && rec->user_context == &s.recv_refs[j]) {
+                if (cancel_op(c, rec)) {
+                    s.recv_canceled[j] = true;
+                    ++s.recv_cancels;
+                    canceled = true;
+                }
+                break;
+            }
+        }
+    }
+    if (canceled) {
+        // The canceled completions come through the CQ's reader: make sure it reads.
+        for (cq_impl* q : {c.cq.get(), c.rcq.get()}) {
+            if (q != nullptr && q->progress_owned()) {
+                q->progress->kick(q);
+            }
+        }
+    }
+    return next;
+}
+
+std::size_t persist_conn::busy() const noexcept {
+    std::lock_guard lock(svc_mu);
+    if (!svc || svc->target) {
+        return 0;
+    }
+    std::lock_guard slots(svc->mu);
+    return svc->busy;
+}
+
+}  // namespace remora::detail
