@@ -57,6 +57,9 @@ struct bench_options {
     unsigned parts = 4;           // --op gather: remote segments per gather_write
 };
 int run_bench(const bench_options& o);
+// The names --op accepts (bench_config.cpp) and --suite accepts (bench_suites.cpp).
+std::vector<std::string> bench_ops();
+std::vector<std::string> bench_suites();
 // --suite connect (bench_connect.cpp): many connections set up at once from one thread.
 int run_connect_bench(const bench_options& o);
 
