@@ -14,16 +14,17 @@ constexpr std::pair<std::string_view, progress_policy> policies[] = {
     {"busy", progress_policy::busy},
     {"adaptive", progress_policy::adaptive},
     {"blocking", progress_policy::blocking}};
+constexpr std::pair<std::string_view, completion_style> completion_styles[] = {
+    {"poll", completion_style::poll},
+    {"callback", completion_style::callback},
+    {"coroutine", completion_style::coroutine}};
 constexpr std::pair<std::string_view, channel_mode> channels[] = {
     {"separate", channel_mode::separate}, {"shared", channel_mode::shared}};
 
 }  // namespace
 
 std::vector<std::string> bench_ops() {
-    std::vector<std::string> out;
-    for (const op_info& o : op_table)
-        out.emplace_back(o.name);
-    return out;
+    return names_of(op_table);
 }
 
 endpoint_type endpoint_of(const std::string& e) {
@@ -95,7 +96,7 @@ setup setup_of(const bench_options& o) {
     s.wait = o.wait;
     s.channel = o.channel;
     s.rcq = o.rcq;
-    set_completion(s, completion_style_of(o.completion));
+    set_completion(s, pick(completion_styles, o.completion, completion_style::poll));
     s.registration = o.registration;
     s.connections = o.connections;
     s.qd = o.qd;

@@ -4,10 +4,31 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace remora::tool {
+
+// The entry of `table` (entries with a `name`) named `name`, or nullptr.
+template <class T, std::size_t N>
+constexpr const T* find_named(const T (&table)[N], std::string_view name) {
+    for (const T& e : table) {
+        if (e.name == name)
+            return &e;
+    }
+    return nullptr;
+}
+
+// The names of the entries of `table`, in its order (what the command line accepts).
+template <class T, std::size_t N>
+std::vector<std::string> names_of(const T (&table)[N]) {
+    std::vector<std::string> out;
+    for (const T& e : table)
+        out.emplace_back(e.name);
+    return out;
+}
 
 // How the client posts an operation (client::post_with).
 enum class op_kind {
@@ -54,14 +75,8 @@ inline constexpr op_info op_table[] = {
 // The entry of the operation named `name` (the command line admits only these; anything else,
 // such as the table's "write x4" or "write/same" rows, is treated as a send).
 constexpr const op_info& op_of(std::string_view name) {
-    const op_info* send = nullptr;
-    for (const op_info& o : op_table) {
-        if (o.name == name)
-            return o;
-        if (o.kind == op_kind::send)
-            send = &o;
-    }
-    return *send;
+    const op_info* o = find_named(op_table, name);
+    return o != nullptr ? *o : *find_named(op_table, "send");
 }
 
 // The value a name stands for in `names`, or `otherwise`.
@@ -87,12 +102,5 @@ constexpr registration_mode registration_of(std::string_view name) {
 
 // How the client learns of its completions (--completion).
 enum class completion_style { poll, callback, coroutine };
-inline constexpr std::pair<std::string_view, completion_style> completion_styles[] = {
-    {"poll", completion_style::poll},
-    {"callback", completion_style::callback},
-    {"coroutine", completion_style::coroutine}};
-constexpr completion_style completion_style_of(std::string_view name) {
-    return pick(completion_styles, name, completion_style::poll);
-}
 
 }  // namespace remora::tool

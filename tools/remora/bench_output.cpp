@@ -3,8 +3,10 @@
 // plot of the results (gnuplot).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 

@@ -141,14 +141,6 @@ constexpr suite suites[] = {
      fanin},
 };
 
-const suite* find(const std::string& name) {
-    for (const suite& s : suites) {
-        if (s.name == name)
-            return &s;
-    }
-    return nullptr;
-}
-
 // The base setup with what the row sets.
 setup apply(setup s, const row& r) {
     s.op = r.op;
@@ -177,21 +169,18 @@ setup apply(setup s, const row& r) {
 }  // namespace
 
 std::vector<std::string> bench_suites() {
-    std::vector<std::string> out;
-    for (const suite& s : suites)
-        out.emplace_back(s.name);
-    return out;
+    return names_of(suites);
 }
 
 suite_runner runner_of(const std::string& name) {
-    const suite* s = find(name);
+    const suite* s = find_named(suites, name);
     return s != nullptr ? s->run : nullptr;
 }
 
 std::vector<setup> setups_of(const bench_options& o) {
     const setup base = setup_of(o);
     std::vector<setup> out;
-    if (const suite* s = find(o.suite)) {
+    if (const suite* s = find_named(suites, o.suite)) {
         for (const row& r : s->rows)
             out.push_back(apply(base, r));
         return out;
