@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // `remora bench --baseline`: the same workload through plain libfabric calls, in the same run,
 // so remora's overhead is a measured ratio. Deliberately written against libfabric directly
-// (the one place in the tools that is); it mirrors bench.cpp: a loopback target thread that
-// answers sends, and a client that keeps `qd` operations in flight. The client busy-polls
-// fi_cq_read or blocks in fi_cq_sread as the run says. The target runs in one of two
-// arrangements: as remora's (a one-sided target blocks: it only drives progress; a send target
-// reaps as the client does), or busy-polling its CQ, the fastest plain libfabric offers on a
-// provider whose target must call in (tcp). CQs use FI_WAIT_FD, as remora's do.
+// (the one place in the tools that is); it mirrors bench_target.cpp and bench_client.cpp: a
+// loopback target thread that answers sends, and a client that keeps `qd` operations in
+// flight. The client busy-polls fi_cq_read or blocks in fi_cq_sread as the run says. The
+// target runs in one of two arrangements: as remora's (a one-sided target blocks: it only
+// drives progress; a send target reaps as the client does), or busy-polling its CQ, the fastest
+// plain libfabric offers on a provider whose target must call in (tcp). CQs use FI_WAIT_FD, as
+// remora's do.
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>

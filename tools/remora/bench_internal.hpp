@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// tools/remora/bench_internal.hpp — what bench.cpp and baseline.cpp share.
+// tools/remora/bench_internal.hpp — what the bench's files (bench*.cpp, baseline*.cpp) share.
 #pragma once
 
 #include <chrono>
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_ops.hpp"
 #include "common.hpp"
 
 namespace remora::tool {
@@ -51,6 +52,11 @@ inline double run_limit_s(const setup& s) {
     return s.count == 0 ? s.duration : 3600.0;
 }
 
+// --wait blocking: completions are waited for (otherwise polled in a loop).
+inline bool blocking_wait(const setup& s) {
+    return s.wait == "blocking";
+}
+
 // Reaps completions of one connection the configured way. Built once per polling thread: the
 // choices (wait mode, channel, which CQs) are made here, not per poll, so the bench's own loop
 // costs no more than the plain-libfabric baseline's.
@@ -58,7 +64,7 @@ class reaper {
   public:
     reaper(connection& c, const setup& s)
         : c_(c),
-          blocking_(s.wait == "blocking"),
+          blocking_(blocking_wait(s)),
           shared_channel_(c.config().channel == channel_mode::shared),
           cq_(c.cq()),
           rcq_(c.rcq()) {}
@@ -116,8 +122,7 @@ class pinned {
 // Operations that go through remora's persistence layer (flush, atomics): their target exposes
 // a file-backed region through a target_service.
 inline bool persistence_op(const std::string& op) {
-    return op == "flush-raw" || op == "flush-gpspm" || op == "atomic-write" || op == "cas" ||
-           op == "fetch-add";
+    return op_of(op).persistence;
 }
 
 struct figures {
@@ -143,5 +148,84 @@ result<figures> summarize(std::vector<std::uint32_t>& lat_ns, std::uint64_t ops,
 result<figures> run_baseline(const setup& s, bool busy_target);
 // The same over reliable datagram endpoints (FI_EP_RDM, an address vector; baseline_rdm.cpp).
 result<figures> run_baseline_rdm(const setup& s);
+
+// --- Options to setups (bench_config.cpp) ---
+
+constexpr std::size_t request_size = 16;  // gpspm flush request: offset + length
+
+endpoint_type endpoint_of(const std::string& e);
+inline bool rdm(const setup& s) {
+    return endpoint_of(s.endpoint) == endpoint_type::rdm;
+}
+// The completion channels of a connection (--channel).
+channel_mode channel_of(const setup& s);
+// The loopback target's progress policy (--target-progress; the library default when unset).
+progress_policy target_policy(const setup& s);
+// The configuration of a connection of the loopback target's (target) or the client's.
+connection_config config_for(const setup& s, bool target);
+// A client connection's configuration: to the loopback target, or to a `remora serve`
+// (remote), which serves flushes and atomics to one request per operation in flight.
+connection_config client_config(const setup& s, bool remote);
+// Writes under --signal-every N > 1: posted with completion_mode::on_error, up to N - 1 in a row
+// without a completion (see class client).
+bool quiet_writes(const setup& s);
+// Completions through poll(), per-operation callbacks or coroutines.
+void set_completion(setup& s, completion_style how);
+// The setup the options describe (their first --op and --size); a suite's rows start from it.
+setup setup_of(const bench_options& o);
+// Refuses a setup whose options do not go together (the message names them).
+result<void> validate(const setup& s);
+
+// --- Suites (bench_suites.cpp) ---
+
+// The setups to run: the rows of o.suite, or every --op at every --size.
+std::vector<setup> setups_of(const bench_options& o);
+// A suite that runs on its own instead of as rows of results (--suite connect), or nullptr.
+using suite_runner = int (*)(const bench_options&);
+suite_runner runner_of(const std::string& suite);
+
+// --- Running one setup (bench_run.cpp) ---
+
+// What run_one measured: the result and, for --op gather, the two it is compared with, measured
+// in the same run.
+struct measured {
+    figures f;
+    std::optional<figures> together, one;  // --op gather: its writes posted together; one write
+};
+result<measured> run_one(const setup& s);
+
+// --- Output (bench_output.cpp) ---
+
+// The op column: the operation, how it completes, how its buffer is registered.
+std::string label(const setup& s);
+// Draws ops/s and latency (p50, p99) per result into a PNG with gnuplot.
+result<void> plot(const std::vector<std::pair<setup, figures>>& rows, const std::string& png);
+
+// What a result is compared with: the result before it (a suite's paired rows, setup::versus)
+// and plain libfabric (--baseline: the target as remora's in this run, and busy-polling).
+struct compared {
+    std::optional<figures> versus, base, busy_base;
+};
+
+// Prints the results: a table (with the ratio rows) or one JSON object per result.
+class printer {
+  public:
+    // provider: the one the run uses (the automatic choice resolved), for the column's width.
+    printer(const bench_options& o, const std::string& provider);
+    // The loopback target's progress policy and the column names (nothing under --json).
+    void header() const;
+    void print(const setup& s, const measured& m, const compared& vs);
+    // The note on "-" in the latency columns, when one was printed.
+    void footer() const;
+
+  private:
+    void json(const setup& s, const measured& m, const compared& vs) const;
+    void table(const setup& s, const measured& m, const compared& vs);
+    void row(const std::string& prov, const setup& s, const figures& f);
+
+    const bench_options& o_;
+    const std::size_t pw_;     // the provider column's width
+    bool no_latency_ = false;  // a latency column printed "-"
+};
 
 }  // namespace remora::tool

@@ -30,7 +30,7 @@ int run_info(const info_options& o);
 struct bench_options {
     std::string provider;                   // empty: automatic
     std::string endpoint = "msg";           // msg (connections) or rdm (peers over an AV)
-    std::vector<std::string> ops{"write"};  // see bench.cpp
+    std::vector<std::string> ops{"write"};  // see bench_ops.hpp
     std::vector<std::size_t> sizes{8};
     unsigned qd = 1;
     unsigned connections = 1;
@@ -43,7 +43,7 @@ struct bench_options {
     std::string registration = "pre";  // pre, per-op or cache
     unsigned signal_every = 1;         // selective signalling of the client connections
     bool shared_cq = false;            // client connections on one shared_completion_queue
-    std::string suite;                 // "", "default", "channels", "persistence", "slots"
+    std::string suite;                 // "" or a suite of bench_suites.cpp's table
     unsigned setups = 500;             // --suite connect: connections set up at once
     std::string target;                // HOST:PORT of a `remora serve`; empty: loopback
     std::string key_file;              // with target: the serve's admission key
@@ -57,6 +57,9 @@ struct bench_options {
     unsigned parts = 4;           // --op gather: remote segments per gather_write
 };
 int run_bench(const bench_options& o);
+// The names --op accepts (bench_config.cpp) and --suite accepts (bench_suites.cpp).
+std::vector<std::string> bench_ops();
+std::vector<std::string> bench_suites();
 // --suite connect (bench_connect.cpp): many connections set up at once from one thread.
 int run_connect_bench(const bench_options& o);
 

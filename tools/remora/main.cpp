@@ -164,8 +164,7 @@ int main(int argc, char** argv) {
                      "fetch-add, gather (gather_write of --parts segments, each a region of its "
                      "own, timed in the same run against its writes posted together and one "
                      "write; QD 1)")
-        ->check(CLI::IsMember({"write", "read", "send", "gpspm", "flush-raw", "flush-gpspm",
-                               "atomic-write", "cas", "fetch-add", "gather"}));
+        ->check(CLI::IsMember(bench_ops()));
     bench->add_option("-s,--size", sizes, "Transfer size(s) in bytes")
         ->check(CLI::Range(1, 1 << 26));
     bench
@@ -218,7 +217,7 @@ int main(int argc, char** argv) {
     bench->add_flag("--shared-cq", bo.shared_cq,
                     "Client connections complete on one shared CQ, read by one thread");
     bench->add_option("--suite", bo.suite, "A predefined set of results")
-        ->check(CLI::IsMember({"default", "channels", "persistence", "slots", "connect", "fanin"}));
+        ->check(CLI::IsMember(bench_suites()));
     bench
         ->add_option("--setups", bo.setups,
                      "--suite connect: connections set up at once from one thread (connect_async)")
@@ -299,7 +298,5 @@ int main(int argc, char** argv) {
         bo.ops = ops;
     if (bo.suite.empty() && argc == 2)
         bo.suite = "default";  // plain `remora bench`
-    if (bo.suite == "connect")
-        return run_connect_bench(bo);
     return run_bench(bo);
 }
