@@ -25,9 +25,9 @@
 #include "core/extension.hpp"
 #include "fabric/endpoint.hpp"
 #include "fabric/fabric.hpp"
-#include "ops/admission.hpp"
 #include "ops/holding.hpp"
 #include "ops/op_pool.hpp"
+#include "ops/reservation.hpp"
 
 namespace remora::detail {
 
@@ -209,16 +209,16 @@ ssize_t post_to_peer(connection_impl& c, Post&& post) {
     return ret;
 }
 
-// Posting steps shared by every operation: the connection is open; admission (ops/admission.hpp)
-// takes the operation's record (its queue and CQ entries) and its connection_config::slots
-// units, all or nothing, and arms its `done`; submit turns the provider's return into the result
-// and gives the record back on failure.
-// `receive`: a receive may also be posted while an asynchronous setup is under way (it is kept
-// and takes the first messages); every other operation is refused then (errc::bad_state).
+// Posting steps shared by every operation: the connection is open; reservation
+// (ops/reservation.hpp) takes the operation's record (its queue and CQ entries) and its
+// connection_config::slots units, all or nothing, and arms its `done`; submit turns the provider's
+// return into the result and gives the record back on failure. `receive`: a receive may also be
+// posted while an asynchronous setup is under way (it is kept and takes the first messages); every
+// other operation is refused then (errc::bad_state).
 result<void> check_open(const connection_impl& c, const char* what, bool receive = false);
 // check_open for an operation that offers parking: a parked post (opts.park_until set, blocking
 // or park_mode::queue) also passes while an asynchronous setup is under way, and waits for its
-// outcome in admit_parked / post_or_queue (establishment: it proceeds; failure: it ends with the
+// outcome in reserve_parked / post_or_queue (establishment: it proceeds; failure: it ends with the
 // setup's error). Without park_until it is check_open.
 result<void> check_open_for(const connection_impl& c, const op_options& opts, const char* what);
 // While an asynchronous setup is under way: errc::would_block for a parked post's try (it waits
@@ -230,13 +230,13 @@ inline result<void> not_while_setting_up(const connection_impl& c, const char* w
     }
     return {};
 }
-result<op_record*> admit_full(connection_impl& c, const op_options& opts, remora::op kind,
-                              bool recv, const char* what);
-// Admission of an application's operation (admit_full: what refuses it, parking, a shared
+result<op_record*> reserve_full(connection_impl& c, const op_options& opts, remora::op kind,
+                                bool recv, const char* what);
+// Reservation of an application's operation (reserve_full: what refuses it, parking, a shared
 // budget). Inline fast path: without at_post, parking or connection_config::slots nothing but a
 // full queue refuses, so a record taken is the outcome.
-inline result<op_record*> admit(connection_impl& c, const op_options& opts, remora::op kind,
-                                bool recv, const char* what) {
+inline result<op_record*> reserve_entries(connection_impl& c, const op_options& opts,
+                                          remora::op kind, bool recv, const char* what) {
     if (opts.report != completion_mode::at_post && opts.park != park_mode::queue &&
         opts.park_until == std::chrono::steady_clock::time_point{} && !c.config.slots) [[likely]] {
         if (op_record* r = c.ops.take(recv ? queue::recv : queue::send); r != nullptr) [[likely]] {
@@ -244,7 +244,7 @@ inline result<op_record*> admit(connection_impl& c, const op_options& opts, remo
             return r;
         }
     }
-    return admit_full(c, opts, kind, recv, what);
+    return reserve_full(c, opts, kind, recv, what);
 }
 // `call` is the libfabric call that posted (its failure names it). A failed post gives its
 // record back (submit_failed, out of line: the posting fast path is the test of `ret`).
@@ -258,18 +258,18 @@ inline result<void> submit(connection_impl& c, op_record* r, ssize_t ret, const 
     return submit_failed(c, r, ret, what, recv, call);
 }
 // Parked posts (src/core/parked.cpp): the gate this connection's parked posts wait on (its
-// budget's, or its own), and admission that waits there when opts.park_until is set.
+// budget's, or its own), and reservation that waits there when opts.park_until is set.
 park_gate& parked_gate(connection_impl& c) noexcept;
-// attempt() is the admission (a result: the record or records); it runs once without
+// attempt() is the reservation (a result: the record or records); it runs once without
 // opts.park_until, and inside a completion callback (which must not wait: a refusal stays
 // would_block, saying why); otherwise it runs as the gate's head until it gives anything but
 // would_block, the connection closes (disconnected), the deadline passes (timed_out) or
 // connection::cancel_parked() ends it (canceled).
 template <class Attempt>
-auto admit_parked(connection_impl& c, const op_options& opts, const char* what, Attempt&& attempt,
-                  bool receive = false) -> decltype(attempt()) {
+auto reserve_parked(connection_impl& c, const op_options& opts, const char* what, Attempt&& attempt,
+                    bool receive = false) -> decltype(attempt()) {
     if (opts.park == park_mode::queue) {
-        // The operations that offer it run post_or_queue, which clears it before admission.
+        // The operations that offer it run post_or_queue, which clears it before reservation.
         return fail(errc::invalid_argument,
                     std::string(what) +
                         ": park_mode::queue is offered on read, write, write_with_imm, send, "
@@ -304,7 +304,7 @@ auto admit_parked(connection_impl& c, const op_options& opts, const char* what, 
     });
 }
 // op_options::park == park_mode::queue (connection.hpp): `again(opts)` is the whole post without
-// parking (it validates, admits and posts, or gives would_block); it is tried at once when
+// parking (it validates, reserves and posts, or gives would_block); it is tried at once when
 // nobody waits, else queued on the connection's gate, whose worker tries it again after
 // give-backs. An operation never posted reports through its callback (`kind`, the context).
 template <class Again>

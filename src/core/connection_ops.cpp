@@ -7,7 +7,7 @@
 #include "fabric/cq.hpp"
 #include "fabric/endpoint.hpp"
 
-// A connection's operation builders: gather and check the arguments, admit (take the
+// A connection's operation builders: gather and check the arguments, reserve (take the
 // operation's record: its queue and CQ entries), post to the provider, submit the outcome.
 
 namespace remora {
@@ -130,7 +130,7 @@ result<void> check_open(const connection_impl& c, const char* what, bool receive
 result<void> check_open_for(const connection_impl& c, const op_options& opts, const char* what) {
     if (opts.park_until != std::chrono::steady_clock::time_point{} && !c.open.load() &&
         c.connecting.load()) {
-        return {};  // parked: waits for the setup's outcome (admit_parked, post_or_queue)
+        return {};  // parked: waits for the setup's outcome (reserve_parked, post_or_queue)
     }
     return check_open(c, what);
 }
@@ -149,11 +149,11 @@ result<void> check_imm(const connection_impl& c, std::uint64_t imm) {
     return {};
 }
 
-// Admission: the operation's record is its send- or receive-queue entry (and CQ entry). Every
+// Reservation: the operation's record is its send- or receive-queue entry (and CQ entry). Every
 // operation is posted with FI_COMPLETION so its record always comes back; on_error only hides
 // successes from the application.
-result<op_record*> admit_full(connection_impl& c, const op_options& opts, remora::op kind,
-                              bool recv, const char* what) {
+result<op_record*> reserve_full(connection_impl& c, const op_options& opts, remora::op kind,
+                                bool recv, const char* what) {
     if (opts.report == completion_mode::at_post &&
         ((kind != op::write && kind != op::send) || opts.callback != nullptr)) {
         return fail(errc::invalid_argument,
@@ -163,12 +163,12 @@ result<op_record*> admit_full(connection_impl& c, const op_options& opts, remora
     }
     static constexpr units send_need = units{}.with(unit::sq, 1).with(unit::cq, 1);
     static constexpr units recv_need = units{}.with(unit::recv, 1).with(unit::cq, 1);
-    auto r = admit_parked(
+    auto r = reserve_parked(
         c, opts, what,
         [&] {
-            return admit_op(c.ops, recv ? queue::recv : queue::send, c.config.slots,
-                            recv ? recv_need : send_need, what,
-                            recv ? c.config.rq_size : c.config.sq_size);
+            return reserve_op(c.ops, recv ? queue::recv : queue::send, c.config.slots,
+                              recv ? recv_need : send_need, what,
+                              recv ? c.config.rq_size : c.config.sq_size);
         },
         recv);
     if (r) {
@@ -239,7 +239,7 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
             return r;
         }
     }
-    auto rec = admit(c, opts, kind == rma_kind::read ? op::read : op::write, false, what);
+    auto rec = reserve_entries(c, opts, kind == rma_kind::read ? op::read : op::write, false, what);
     if (!rec) {
         return fail(rec.error());
     }
@@ -300,7 +300,7 @@ result<void> post_send(connection_impl& c, std::span<const local_segment> local,
             return r;
         }
     }
-    auto rec = admit(c, opts, op::send, false, what);
+    auto rec = reserve_entries(c, opts, op::send, false, what);
     if (!rec) {
         return fail(rec.error());
     }
@@ -322,8 +322,8 @@ result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t l
     if (auto r = check_open(c, what); !r) {
         return r;
     }
-    auto admitted = admit_op(c.ops, q, nullptr, units{}, what,
-                             recv ? c.config.rq_size : c.config.service_depth);
+    auto admitted = reserve_op(c.ops, q, nullptr, units{}, what,
+                               recv ? c.config.rq_size : c.config.service_depth);
     if (!admitted) {
         return fail(admitted.error());
     }
@@ -489,7 +489,7 @@ result<void> post_recv(detail::connection_impl& c, std::span<const local_segment
     if (auto r = detail::gather(c, dst, usage::receive, "recv", g); !r) {
         return r;
     }
-    auto rec = detail::admit(c, opts, op::recv, true, "recv");
+    auto rec = detail::reserve_entries(c, opts, op::recv, true, "recv");
     if (!rec) {
         return fail(rec.error());
     }

@@ -3,7 +3,7 @@
 // writes, persistence's flushes, publishes and atomics, the target service's messages) reaches
 // the provider through door(), and a posted operation is canceled through cancel_op().
 //
-// The caller has admitted the operation (admission.hpp: its record holds its queue and CQ
+// The caller has reserved the operation (reservation.hpp: its record holds its queue and CQ
 // entries and its `done`) and names the work (fabric_post: kind, segments, remote range or word,
 // data, operands, flags, the record as context). door() addresses it to the connection's peer,
 // posts it through the fabric layer's ep_post(), tries again while an RDM provider sets up the path
@@ -16,7 +16,7 @@
 
 namespace remora::detail {
 
-// Posts `p` (its context: an admitted op_record) on `c`. A failure names `what` and the call.
+// Posts `p` (its context: a reserved op_record) on `c`. A failure names `what` and the call.
 inline result<void> door(connection_impl& c, fabric_post& p, const char* what) {
     const bool recv = p.kind == post_kind::recv;
     p.addr = recv ? c.recv_from : c.peer;
@@ -69,7 +69,7 @@ inline result<void> door_maybe_quiet(connection_impl& c, fabric_post& p, std::si
 }
 
 // A receive on a shared receive context (shared_receive_queue: no connection; its records are
-// the queue's own, admitted by the caller). Returns the provider's value.
+// the queue's own, reserved by the caller). Returns the provider's value.
 inline ssize_t door_shared_rx(fid_ep* srx, const fabric_post& p) {
     return ep_post(srx, p);
 }

@@ -44,7 +44,7 @@ class connection_extension {
 };
 
 // A connection's multi-part operations in flight (gather_write, publish), owned here from
-// admission until their last part is done: a connection destroyed first frees them with itself.
+// reservation until their last part is done: a connection destroyed first frees them with itself.
 // Op names the operation's state; each kind registers its own (connection_impl::extension).
 template <class Op>
 class owned_operations final : public connection_extension {

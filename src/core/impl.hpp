@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // src/core/impl.hpp — the state behind remora's public handles (remora::detail), by concern:
 //   domain_impl.hpp      domain, memory regions, unique_fd, deadline_after, endpoint_hints
-//   ../ops/              the operations layer: op_record / op_pool, admission, done, holdings
+//   ../ops/              the operations layer: op_record / op_pool, reservation, done, holdings
 //   cq_impl.hpp          completion queues (private and shared), channels, the progress thread
 //   connection_impl.hpp  connections and the posting steps their operations share
 //   door.hpp             the one door: every post of every layer, and cancel
@@ -13,7 +13,7 @@
 #include "core/domain_impl.hpp"
 #include "core/door.hpp"
 #include "core/extension.hpp"
-#include "ops/admission.hpp"
 #include "ops/done.hpp"
 #include "ops/holding.hpp"
 #include "ops/op_pool.hpp"
+#include "ops/reservation.hpp"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // src/core/multi_ops.cpp — multi-key operations: one operation whose parts go to several remote
-// regions (connection::gather_write). Its parts are admitted in one all-or-nothing step (the
+// regions (connection::gather_write). Its parts are reserved in one all-or-nothing step (the
 // records: op_pool::take_n; the shared budget's units: one held_units for all of them), posted
 // one by one, and complete once: each part's record is armed with an internal hook that counts
 // it down, and the last one reports the whole operation (ops/done.hpp: done_internal).
@@ -41,7 +41,7 @@ std::atomic<std::size_t> alive{0};  // multi_ops_alive()
 // the connection goes).
 using multi_registry = owned_operations<multi_op>;
 
-// The parts' shared state, from admission until the last part's completion.
+// The parts' shared state, from reservation until the last part's completion.
 struct multi_op {
     multi_op(std::size_t n, multi_registry& r) : parts(n), status(n), registry(&r) {
         for (std::size_t i = 0; i < n; ++i) {
@@ -162,7 +162,7 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
                                             n2s(lr.memory.size()) + " bytes");
     }
 
-    // Admission: every part's record and every part's units, or nothing.
+    // Reservation: every part's record and every part's units, or nothing.
     const std::size_t n = dst.size();
     op_record* recs[connection::max_gather_parts];
     units need;
@@ -171,7 +171,7 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
     for (std::size_t k = 0; k < unit_kinds; ++k) {
         need.n[k] += extra.n[k];
     }
-    auto admitted = admit_parked(c, opts, what, [&]() -> result<held_units> {
+    auto admitted = reserve_parked(c, opts, what, [&]() -> result<held_units> {
         if (!c.ops.take_n(queue::send, n, recs)) {
             return fail(errc::would_block, "gather_write: " + n2s(n) +
                                                " send-queue entries are not free (depth " +

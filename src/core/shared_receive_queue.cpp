@@ -6,7 +6,7 @@
 #include "core/impl.hpp"
 #include "core/srq_impl.hpp"
 #include "fabric/endpoint.hpp"
-#include "ops/admission.hpp"
+#include "ops/reservation.hpp"
 
 // Shared receive queues: a shared receive context of the provider, the records of the receives
 // posted to it, and the completion queue they complete on.
@@ -89,8 +89,8 @@ result<void> shared_receive_queue::recv(const memory_region& dst, std::size_t of
         return fail(errc::access_denied,
                     "shared_receive_queue::recv: region not registered for usage::receive");
     }
-    auto rec = admit_op(impl_->ops, queue::recv, nullptr, units{}, "shared_receive_queue::recv",
-                        impl_->size);
+    auto rec = reserve_op(impl_->ops, queue::recv, nullptr, units{}, "shared_receive_queue::recv",
+                          impl_->size);
     if (!rec) {
         return fail(rec.error());
     }

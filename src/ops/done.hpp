@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // src/ops/done.hpp — the one completion path of an operation (remora::detail).
 //
-// Every record carries one `done` function, chosen at admission (ops/admission.hpp), and finish()
-// (src/core/cq_impl.cpp) calls it. The record is given back before anything of the caller runs (a
-// callback may post into the freed entry): at once, or, for what the application has not got
-// yet, when poll hands the completion out or just before the callback is called. Each returns
+// Every record carries one `done` function, chosen at reservation (ops/reservation.hpp), and
+// finish() (src/core/cq_impl.cpp) calls it. The record is given back before anything of the caller
+// runs (a callback may post into the freed entry): at once, or, for what the application has not
+// got yet, when poll hands the completion out or just before the callback is called. Each returns
 // whether the CQ's reader sees the completion:
 //   done_report    completion_mode::always reports; on_error and at_post report failures only;
 //                  under a callback_deferral (a CQ reader) a reported record stays taken until

@@ -2,7 +2,7 @@
 // src/ops/holding.hpp — what an operation holds beside its queue entries, type-erased.
 //
 // An operation may hold something from post to completion beside its record: units of a shared
-// budget (connection_config::slots: a held_units, taken by admission, ops/admission.cpp), a
+// budget (connection_config::slots: a held_units, taken by reservation, ops/reservation.cpp), a
 // bounce buffer (write_copy, send_copy: a pooled_buffer, lent by the slots layer). The record
 // keeps each in an op_holding, which the operations and endpoint layers move and destroy
 // (destroying gives it back) without naming its type: the value lives inline (no allocation on

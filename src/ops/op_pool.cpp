@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // src/ops/op_pool.cpp — a connection's operation records: taking and giving them (the record
-// side of admission), the receives still posted, and the ring of unsignalled operations
+// side of reservation), the receives still posted, and the ring of unsignalled operations
 // (selective signalling). Taking and giving are lock-free (op_pool::free_list says how); the
 // ring and the scans run under the pool's mutex.
 #include <algorithm>

@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // src/ops/op_pool.hpp — the operations layer: the operation record (the slot) and a
-// connection's records (op_pool), with admission and selective signalling (remora::detail).
+// connection's records (op_pool), with reservation and selective signalling (remora::detail).
 //
 // Note — one completion object per operation, one path (the Linux RDMA core's ib_cqe lesson,
-// DESIGN.md): admission (ops/admission.hpp) takes a record and, all or nothing, the units it
+// DESIGN.md): reservation (ops/reservation.hpp) takes a record and, all or nothing, the units it
 // needs, and chooses the record's `done` function: report to the CQ's reader, run the user's
 // callback (a coroutine resumes through co_op's callback), or run a library-internal hook.
 // finish() (src/core/cq_impl.cpp) does what every completion needs (tag, holdings, a retired pool,
 // reclaiming unsignalled records) and then calls rec->done in one line.
 //
 // Capacity: a queue's free records are a lock-free list (op_pool::free_list), whose head also
-// counts them: taking a record is the queue's admission check and its accounting in one atomic
+// counts them: taking a record is the queue's reservation check and its accounting in one atomic
 // compare-and-swap, and giving it back is one more (plus the exchange that makes a second give
 // of the same record a no-op). Posts take from any thread and completions give back from the
 // progress thread or a poller, so the list is multi-producer, multi-consumer. Only selective
@@ -36,7 +36,7 @@ namespace remora::detail {
 class op_pool;
 struct op_record;
 
-// What happens to an operation's completion, chosen at admission (ops/done.hpp): called by
+// What happens to an operation's completion, chosen at reservation (ops/done.hpp): called by
 // finish() once the record is no longer needed but for its fields; gives the record back and
 // returns whether the CQ's reader sees the completion.
 using done_fn = bool (*)(op_record& r, completion& c);
@@ -48,7 +48,7 @@ using done_fn = bool (*)(op_record& r, completion& c);
 struct op_record {
     fi_context2 fi{};  // first: the provider's context area
     op_pool* owner = nullptr;
-    done_fn done = nullptr;  // set at admission: see ops/done.hpp
+    done_fn done = nullptr;  // set at reservation: see ops/done.hpp
     void* user_context = nullptr;
     void (*callback)(const completion&) = nullptr;
     // Library-internal operations (the target service's messages): the completion goes here with
@@ -81,7 +81,7 @@ struct op_record {
 // the target service's messages (service_depth), or receives (rq_size).
 enum class queue : std::uint8_t { send, service, recv };
 
-// A connection's records, one per queue entry. Taking one is the admission check; none free
+// A connection's records, one per queue entry. Taking one is the reservation check; none free
 // means that queue is full (would_block). Fixed at setup: posting allocates nothing. take, give
 // and the counts are lock-free (free_list); the ring of unsignalled operations and the scans
 // run under the pool's mutex.
@@ -96,7 +96,7 @@ class op_pool {
     // `n` records of queue `q` into out[0..n), all or nothing (false: none taken). A multi-key
     // operation's parts (src/core/multi_ops.cpp).
     bool take_n(queue q, std::size_t n, op_record** out);
-    // `wake` false: a record taken and returned untouched by a post that failed its admission
+    // `wake` false: a record taken and returned untouched by a post that failed its reservation
     // (its budget refused). Waking the parked head for it would make the head retry at once,
     // refuse itself the same way, wake itself again, and spin past its deadline.
     // What a record still holds (op_holdings: budget units, a bounce buffer) goes back after it

@@ -76,7 +76,7 @@ result<void> native_atomic(connection_impl& c, atomic_kind kind, const char* wha
                            const remote_region& dst, std::uint64_t dst_offset, std::uint64_t arg0,
                            std::uint64_t arg1, const memory_region* result,
                            std::size_t result_offset, const op_options& opts) {
-    auto rec = admit(c, opts, op::atomic, false, what);
+    auto rec = reserve_entries(c, opts, op::atomic, false, what);
     if (!rec) {
         return fail(rec.error());
     }
@@ -276,7 +276,7 @@ result<void> connection::flush(const remote_region& dst, std::uint64_t offset, s
     detail::persist_conn& p = detail::persist_of(c);
     const std::uint64_t at = std::min(offset, dst.length() - 1);
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(8, dst.length() - at));
-    auto rec = detail::admit(c, opts, op::flush, false, "flush");
+    auto rec = detail::reserve_entries(c, opts, op::flush, false, "flush");
     if (!rec) {
         return fail(rec.error());
     }

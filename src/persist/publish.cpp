@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // src/persist/publish.cpp — connection::publish: data writes, their flush and the 8-byte atomic
-// write that publishes them, admitted together and completing once.
+// write that publishes them, reserved together and completing once.
 //
-// Admission takes everything at once (ops/admission.hpp): the send-queue records of the writes,
+// Reservation takes everything at once (ops/reservation.hpp): the send-queue records of the writes,
 // of a read-after-write flush and of a native atomic (op_pool::take_n) with their units of the
 // shared budget (one held_units), and the target service's request slots of a GPSPM flush and of
 // a service atomic (reserve_request). Phase 1 posts the writes and the flush; each part's
@@ -190,7 +190,7 @@ bool part_done(void* context, completion& c) {
     return start_atomic(m, c);
 }
 
-// What admission took.
+// What reservation took.
 struct taken {
     op_record* recs[connection::max_gather_parts + 2] = {};
     std::size_t nrecs = 0;
@@ -293,12 +293,12 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
         scratch = *s;
     }
 
-    // Admission: every record, every unit and every service slot, or nothing.
+    // Reservation: every record, every unit and every service slot, or nothing.
     units need;
     need[unit::sq] = static_cast<std::uint32_t>(nrecs);
     need[unit::cq] = static_cast<std::uint32_t>(nrecs);
     const std::size_t slots_needed = (gpspm ? 1 : 0) + (native ? 0 : 1);
-    auto admitted = admit_parked(c, opts, what, [&]() -> result<std::unique_ptr<taken>> {
+    auto admitted = reserve_parked(c, opts, what, [&]() -> result<std::unique_ptr<taken>> {
         auto t = std::make_unique<taken>();
         if (!c.ops.take_n(queue::send, nrecs, t->recs)) {
             return fail(errc::would_block, "publish: " + n2s(nrecs) +

@@ -164,7 +164,7 @@ result<void> client_request(connection_impl& c, service_request rq, std::byte* r
 result<std::uint32_t> reserve_request(connection_impl& c);
 result<void> hook_request(connection_impl& c, std::uint32_t slot, service_request rq,
                           bool (*hook)(void*, completion&), void* context);
-// `notify`: false to undo a reservation of a failed admission (see op_pool::give's `wake`).
+// `notify`: false to undo a reservation of a failed reservation (see op_pool::give's `wake`).
 void release_request(connection_impl& c, std::uint32_t slot, bool notify = true) noexcept;
 
 // connection::publish operations whose state is allocated now, on every connection: 0 once each

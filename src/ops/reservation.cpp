@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// src/ops/admission.cpp — taking an operation's record and its budget units, all or nothing.
-#include "ops/admission.hpp"
+// src/ops/reservation.cpp — taking an operation's record and its budget units, all or nothing.
+#include "ops/reservation.hpp"
 
 #include <string>
 
@@ -15,8 +15,8 @@ error queue_full(queue q, const char* what, std::size_t depth) {
                      " queue full (depth " + std::to_string(depth) + "); reap completions");
 }
 
-result<op_record*> admit_op_full(op_pool& pool, queue q, const std::shared_ptr<budget>& shared,
-                                 const units& need, const char* what, std::size_t depth) {
+result<op_record*> reserve_op_full(op_pool& pool, queue q, const std::shared_ptr<budget>& shared,
+                                   const units& need, const char* what, std::size_t depth) {
     op_record* r = pool.take(q);
     if (r == nullptr) {
         return fail(queue_full(q, what, depth));

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// src/ops/admission.hpp — admission: what an operation takes before it is posted
+// src/ops/reservation.hpp — reservation: what an operation takes before it is posted
 // (remora::detail).
 //
 // An operation takes its record (its send-, service- or receive-queue entry, and so its CQ
@@ -29,19 +29,19 @@ namespace remora::detail {
 // A record of queue `q` and `need` units of `shared` when it is set, or nothing. Errors:
 // would_block when `q` is full (the message names `what`, the queue and its `depth`), or the
 // budget's own (prefixed with `what`).
-result<op_record*> admit_op_full(op_pool& pool, queue q, const std::shared_ptr<budget>& shared,
-                                 const units& need, const char* what, std::size_t depth);
-// The refusal of a full queue `q` (admit_op's message).
+result<op_record*> reserve_op_full(op_pool& pool, queue q, const std::shared_ptr<budget>& shared,
+                                   const units& need, const char* what, std::size_t depth);
+// The refusal of a full queue `q` (reserve_op's message).
 error queue_full(queue q, const char* what, std::size_t depth);
-inline result<op_record*> admit_op(op_pool& pool, queue q, const std::shared_ptr<budget>& shared,
-                                   const units& need, const char* what, std::size_t depth) {
+inline result<op_record*> reserve_op(op_pool& pool, queue q, const std::shared_ptr<budget>& shared,
+                                     const units& need, const char* what, std::size_t depth) {
     if (!shared) [[likely]] {
         if (op_record* r = pool.take(q); r != nullptr) [[likely]] {
             return r;
         }
         return fail(queue_full(q, what, depth));
     }
-    return admit_op_full(pool, q, shared, need, what, depth);
+    return reserve_op_full(pool, q, shared, need, what, depth);
 }
 
 // The application's operation: its completion is reported (report_success, or failures only)
