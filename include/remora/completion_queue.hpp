@@ -91,23 +91,23 @@ class completion_queue {
     /// Writes up to out.size() completions; returns the count written (0: none to report).
     /// Completions consumed by callbacks are not counted; after such a poll the next wait() or
     /// arm() does not block (see the head of this file).
-    [[nodiscard]] result<std::size_t> poll(std::span<completion> out);
+    result<std::size_t> poll(std::span<completion> out);
     /// Blocks until completions are ready or the channel fires (returns the ready count, 0 for a
     /// no_completion wake-up), or fails with errc::timed_out. Refused with errc::bad_state when
     /// this CQ's channel is shared: wait on the connection or the channel instead.
-    [[nodiscard]] result<std::size_t> wait(std::chrono::milliseconds timeout);
+    result<std::size_t> wait(std::chrono::milliseconds timeout);
     /// The next completion to report, within `timeout`: polls, and blocks on the CQ's channel
     /// between polls (no_completion wake-ups and entries consumed by callbacks are absorbed), so
     /// nobody hand-rolls that loop. errc::timed_out when none came in time (a timeout of 0 only
     /// polls); errc::bad_state when this CQ's channel is shared, as for wait(); a provider error
     /// as poll() or wait() report it.
-    [[nodiscard]] result<completion> next(std::chrono::milliseconds timeout);
+    result<completion> next(std::chrono::milliseconds timeout);
 
     /// For the caller's own epoll: fd() becomes readable when the CQ may have completions. Call
     /// arm() before blocking on it: false means completions may already be ready, or the last
     /// poll ran callbacks: re-check, poll first.
     [[nodiscard]] int fd() const noexcept;
-    [[nodiscard]] result<bool> arm();
+    result<bool> arm();
 
     [[nodiscard]] cq_kind kind() const noexcept;
     [[nodiscard]] std::size_t size() const noexcept;   ///< effective depth
@@ -148,8 +148,8 @@ struct shared_cq_config {
 class shared_completion_queue {
   public:
     shared_completion_queue() = default;  ///< empty handle
-    [[nodiscard]] static result<shared_completion_queue> create(const domain& dom,
-                                                                const shared_cq_config& cfg = {});
+    static result<shared_completion_queue> create(const domain& dom,
+                                                  const shared_cq_config& cfg = {});
 
     explicit operator bool() const noexcept { return impl_ != nullptr; }
     [[nodiscard]] completion_queue& queue() const noexcept;  ///< poll, wait, fd, arm

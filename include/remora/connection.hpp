@@ -378,10 +378,9 @@ class connection {
     /// reject private data is in error::data(); also when the peer's accept() fails),
     /// errc::unreachable (the host does not resolve, or no route reaches it), errc::timed_out
     /// after config.connect_timeout (nobody answered the request).
-    [[nodiscard]] static result<connection> connect(const domain& dom, const std::string& host,
-                                                    std::uint16_t port,
-                                                    const connection_config& config = {},
-                                                    std::span<const std::byte> private_data = {});
+    static result<connection> connect(const domain& dom, const std::string& host,
+                                      std::uint16_t port, const connection_config& config = {},
+                                      std::span<const std::byte> private_data = {});
     // ---- asynchronous setup ----
     /// connect_async checks its arguments and sends the request like connect(), then returns at
     /// once (the same errors for what fails before the request is sent; sockets refuses a
@@ -424,13 +423,14 @@ class connection {
     ///
     /// Threading: as the connection's (next_event and the channel's wait may run on other
     /// threads than the posts; peer_private_data() is valid once established).
-    [[nodiscard]] static result<connection> connect_async(
-        const domain& dom, const std::string& host, std::uint16_t port,
-        const connection_config& config = {}, std::span<const std::byte> private_data = {});
+    static result<connection> connect_async(const domain& dom, const std::string& host,
+                                            std::uint16_t port,
+                                            const connection_config& config = {},
+                                            std::span<const std::byte> private_data = {});
     /// Success once established (and for a connection set up by connect or accept), the setup's
     /// error once it failed (also errc::canceled after close() during setup), and
     /// errc::would_block while it is under way.
-    [[nodiscard]] result<void> setup_status() const;
+    result<void> setup_status() const;
     [[nodiscard]] bool is_connecting() const noexcept;
     /// When an asynchronous setup under way gives up (errc::timed_out).
     [[nodiscard]] std::chrono::steady_clock::time_point setup_deadline() const noexcept;
@@ -439,8 +439,7 @@ class connection {
     /// Opens an RDM endpoint on `dom` (opened with endpoint_type::rdm) with its own address
     /// vector, enabled, with no peer yet: operations fail with errc::bad_state ("no peer
     /// attached") until attach(). errc::not_supported on a msg domain (use connect / listener).
-    [[nodiscard]] static result<connection> open_peer(const domain& dom,
-                                                      const connection_config& config = {});
+    static result<connection> open_peer(const domain& dom, const connection_config& config = {});
     /// This endpoint's address (the provider's name for it, opaque bytes): give it to the peer
     /// for its attach(). Empty on a connected endpoint.
     [[nodiscard]] std::span<const std::byte> local_address() const noexcept;
@@ -450,32 +449,28 @@ class connection {
     /// the endpoint is closed, errc::not_supported on a connected endpoint. An address that is
     /// well-formed but names nobody is not detected here: operations to it fail or never
     /// complete (see the file head). Not concurrent with operations on this connection.
-    [[nodiscard]] result<void> attach(std::span<const std::byte> peer_address);
+    result<void> attach(std::span<const std::byte> peer_address);
 
     connection(connection&&) noexcept;
     connection& operator=(connection&&) noexcept;
     ~connection();
 
     // ---- one-sided ----
-    [[nodiscard]] result<void> read(std::span<const local_segment> dst, const remote_region& src,
-                                    std::uint64_t src_offset, op_options opts = {});
-    [[nodiscard]] result<void> read(const memory_region& dst, std::size_t dst_offset,
-                                    const remote_region& src, std::uint64_t src_offset,
-                                    std::size_t length, op_options opts = {});
-    [[nodiscard]] result<void> write(std::span<const local_segment> src, const remote_region& dst,
-                                     std::uint64_t dst_offset, op_options opts = {});
-    [[nodiscard]] result<void> write(const remote_region& dst, std::uint64_t dst_offset,
-                                     const memory_region& src, std::size_t src_offset,
-                                     std::size_t length, op_options opts = {});
+    result<void> read(std::span<const local_segment> dst, const remote_region& src,
+                      std::uint64_t src_offset, op_options opts = {});
+    result<void> read(const memory_region& dst, std::size_t dst_offset, const remote_region& src,
+                      std::uint64_t src_offset, std::size_t length, op_options opts = {});
+    result<void> write(std::span<const local_segment> src, const remote_region& dst,
+                       std::uint64_t dst_offset, op_options opts = {});
+    result<void> write(const remote_region& dst, std::uint64_t dst_offset, const memory_region& src,
+                       std::size_t src_offset, std::size_t length, op_options opts = {});
     /// The peer gets an op::remote_write completion carrying `imm` (on its RCQ if it has one).
     /// `imm` must fit caps().cq_data_size bytes.
-    [[nodiscard]] result<void> write_with_imm(std::span<const local_segment> src,
-                                              const remote_region& dst, std::uint64_t dst_offset,
-                                              std::uint64_t imm, op_options opts = {});
-    [[nodiscard]] result<void> write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
-                                              const memory_region& src, std::size_t src_offset,
-                                              std::size_t length, std::uint64_t imm,
-                                              op_options opts = {});
+    result<void> write_with_imm(std::span<const local_segment> src, const remote_region& dst,
+                                std::uint64_t dst_offset, std::uint64_t imm, op_options opts = {});
+    result<void> write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
+                                const memory_region& src, std::size_t src_offset,
+                                std::size_t length, std::uint64_t imm, op_options opts = {});
     // ---- multi-key: one operation over several remote regions ----
     /// Writes consecutive pieces of the local range of `src` starting at src_offset into the
     /// remote segments, in order: part i carries dst[i].length bytes, starting where part i - 1
@@ -494,9 +489,8 @@ class connection {
     /// operation (the parts' shared state). The local range must be registered already: no
     /// registration units are drawn.
     static constexpr std::size_t max_gather_parts = 64;
-    [[nodiscard]] result<void> gather_write(std::span<const remote_segment> dst,
-                                            const memory_region& src, std::size_t src_offset,
-                                            op_options opts = {});
+    result<void> gather_write(std::span<const remote_segment> dst, const memory_region& src,
+                              std::size_t src_offset, op_options opts = {});
     /// The same from memory the caller has not registered: `src` is registered through `cache`
     /// (registration_cache.hpp: reused while cached, usage::write_source) and the registration is
     /// held by the operation until it completes. With connection_config::slots the operation also
@@ -508,9 +502,8 @@ class connection {
     /// error) with nothing taken; one made for a refused post stays in the cache for the next.
     /// `src` must stay valid until the completion; `cache` must be of the connection's domain
     /// (errc::invalid_argument otherwise) and outlive the call. The rest as gather_write.
-    [[nodiscard]] result<void> gather_write(std::span<const remote_segment> dst,
-                                            std::span<std::byte> src, registration_cache& cache,
-                                            op_options opts = {});
+    result<void> gather_write(std::span<const remote_segment> dst, std::span<std::byte> src,
+                              registration_cache& cache, op_options opts = {});
 
     // ---- parked posts ----
     /// Ends every post of this connection parked in op_options::park_until with errc::canceled
@@ -528,15 +521,15 @@ class connection {
     /// respect to every other service atomic); otherwise errc::not_supported. atomics() says
     /// which. compare_swap and fetch_add write the word's previous value into `result`
     /// (8 bytes at result_offset, usage::read_destination) before they complete.
-    [[nodiscard]] result<void> atomic_write(const remote_region& dst, std::uint64_t dst_offset,
-                                            std::uint64_t value, op_options opts = {});
-    [[nodiscard]] result<void> compare_swap(const remote_region& dst, std::uint64_t dst_offset,
-                                            std::uint64_t expected, std::uint64_t desired,
-                                            const memory_region& result, std::size_t result_offset,
-                                            op_options opts = {});
-    [[nodiscard]] result<void> fetch_add(const remote_region& dst, std::uint64_t dst_offset,
-                                         std::uint64_t addend, const memory_region& result,
-                                         std::size_t result_offset, op_options opts = {});
+    result<void> atomic_write(const remote_region& dst, std::uint64_t dst_offset,
+                              std::uint64_t value, op_options opts = {});
+    result<void> compare_swap(const remote_region& dst, std::uint64_t dst_offset,
+                              std::uint64_t expected, std::uint64_t desired,
+                              const memory_region& result, std::size_t result_offset,
+                              op_options opts = {});
+    result<void> fetch_add(const remote_region& dst, std::uint64_t dst_offset, std::uint64_t addend,
+                           const memory_region& result, std::size_t result_offset,
+                           op_options opts = {});
     [[nodiscard]] atomic_path atomics() const noexcept;
 
     // ---- flush ----
@@ -552,12 +545,10 @@ class connection {
     /// atomics) complete where their reply arrives: on the RCQ when the connection has one; the
     /// request's own send completion is read from the CQ and holds the request's slot until then,
     /// so read both queues.
-    [[nodiscard]] result<void> flush(const remote_region& dst, std::uint64_t offset,
-                                     std::uint64_t length, flush_options how = {},
-                                     op_options opts = {});
+    result<void> flush(const remote_region& dst, std::uint64_t offset, std::uint64_t length,
+                       flush_options how = {}, op_options opts = {});
     /// The method flush() would use (automatic resolved), or why none can.
-    [[nodiscard]] result<flush_method> flush_method_for(const remote_region& dst,
-                                                        flush_options how = {}) const;
+    result<flush_method> flush_method_for(const remote_region& dst, flush_options how = {}) const;
 
     // ---- write + flush + atomic publish, admitted together ----
     /// Writes the local range of `src` from src_offset into the remote segments (as
@@ -595,24 +586,22 @@ class connection {
     /// reports nothing more (parts already posted complete silently). Allocates one small record
     /// per operation. The flag word itself is not flushed: flush it afterwards if it must be
     /// durable. Threading: as any post.
-    [[nodiscard]] result<void> publish(std::span<const remote_segment> data,
-                                       const memory_region& src, std::size_t src_offset,
-                                       const remote_region& flag, std::uint64_t flag_offset,
-                                       std::uint64_t value, flush_options how = {},
-                                       op_options opts = {});
+    result<void> publish(std::span<const remote_segment> data, const memory_region& src,
+                         std::size_t src_offset, const remote_region& flag,
+                         std::uint64_t flag_offset, std::uint64_t value, flush_options how = {},
+                         op_options opts = {});
 
     // ---- two-sided ----
-    [[nodiscard]] result<void> send(std::span<const local_segment> src, op_options opts = {});
-    [[nodiscard]] result<void> send(const memory_region& src, std::size_t offset,
-                                    std::size_t length, op_options opts = {});
-    [[nodiscard]] result<void> send_with_imm(std::span<const local_segment> src, std::uint64_t imm,
-                                             op_options opts = {});
-    [[nodiscard]] result<void> send_with_imm(const memory_region& src, std::size_t offset,
-                                             std::size_t length, std::uint64_t imm,
-                                             op_options opts = {});
-    [[nodiscard]] result<void> recv(std::span<const local_segment> dst, op_options opts = {});
-    [[nodiscard]] result<void> recv(const memory_region& dst, std::size_t offset,
-                                    std::size_t length, op_options opts = {});
+    result<void> send(std::span<const local_segment> src, op_options opts = {});
+    result<void> send(const memory_region& src, std::size_t offset, std::size_t length,
+                      op_options opts = {});
+    result<void> send_with_imm(std::span<const local_segment> src, std::uint64_t imm,
+                               op_options opts = {});
+    result<void> send_with_imm(const memory_region& src, std::size_t offset, std::size_t length,
+                               std::uint64_t imm, op_options opts = {});
+    result<void> recv(std::span<const local_segment> dst, op_options opts = {});
+    result<void> recv(const memory_region& dst, std::size_t offset, std::size_t length,
+                      op_options opts = {});
 
     // ---- from unregistered memory, through a bounce buffer ----
     /// Copies `data` into a buffer of connection_config::bounce and posts the write or send from
@@ -621,9 +610,9 @@ class connection {
     /// buffer, the send-queue and CQ entries, slot units) is taken at once or nothing is:
     /// errc::would_block when the pool or the queue is exhausted, errc::too_large when `data`
     /// exceeds the pool's buffer_size, errc::bad_state without a pool.
-    [[nodiscard]] result<void> write_copy(const remote_region& dst, std::uint64_t dst_offset,
-                                          std::span<const std::byte> data, op_options opts = {});
-    [[nodiscard]] result<void> send_copy(std::span<const std::byte> data, op_options opts = {});
+    result<void> write_copy(const remote_region& dst, std::uint64_t dst_offset,
+                            std::span<const std::byte> data, op_options opts = {});
+    result<void> send_copy(std::span<const std::byte> data, op_options opts = {});
 
     // ---- completions ----
     [[nodiscard]] completion_queue& cq() noexcept;
@@ -632,11 +621,11 @@ class connection {
     /// channel shared by several connections (connection_config::shared_channel) it waits on that
     /// channel and may report another connection's CQ: dispatch by channel_event::tag. Refused
     /// with errc::bad_state for separate channels.
-    [[nodiscard]] result<channel_event> wait(std::chrono::milliseconds timeout);
+    result<channel_event> wait(std::chrono::milliseconds timeout);
 
     // ---- connection management ----
     /// Next connection event (closed, lost) or errc::timed_out; event_fd() for epoll.
-    [[nodiscard]] result<conn_event> next_event(std::chrono::milliseconds timeout);
+    result<conn_event> next_event(std::chrono::milliseconds timeout);
     /// Readable while an event is pending (read it with next_event(0ms)); not readable when none
     /// is. A peer's close reaches it while the connection progresses: with progress_thread, or
     /// while the application reads or arms its CQs (tcp notices the close only then), so block

@@ -162,7 +162,7 @@ struct domain_config {
 
 class domain {
   public:
-    [[nodiscard]] static result<domain> open(const domain_config& config = {});
+    static result<domain> open(const domain_config& config = {});
 
     /// Empty handles (closed, or moved from) report empty caps and node.
     [[nodiscard]] const provider_caps& caps() const noexcept;
@@ -186,7 +186,7 @@ class domain {
     /// Without close(), the domain closes silently when its last holder goes.
     /// Threading: not concurrently with other calls on this handle object (copies are separate
     /// holders and make it bad_state).
-    [[nodiscard]] result<void> close();
+    result<void> close();
 
     /// Internal: other remora objects reach the provider through these.
     explicit domain(std::shared_ptr<detail::domain_impl> impl) : impl_(std::move(impl)) {}

@@ -55,16 +55,16 @@ class shared_receive_queue {
     shared_receive_queue() = default;  ///< empty handle
     /// errc::not_supported where the domain's provider has no shared receive context (RDM
     /// domains included), errc::invalid_argument for size 0.
-    [[nodiscard]] static result<shared_receive_queue> create(
-        const domain& dom, const shared_receive_queue_config& cfg = {});
+    static result<shared_receive_queue> create(const domain& dom,
+                                               const shared_receive_queue_config& cfg = {});
 
     explicit operator bool() const noexcept { return impl_ != nullptr; }
     /// Posts a receive into [offset, offset + length) of `dst` (usage::receive): checked like
     /// connection::recv (errc::out_of_range, access_denied; invalid_argument for a report other
     /// than completion_mode::always); errc::would_block when `size` receives are posted.
     /// op_options::park_until is not supported here (invalid_argument).
-    [[nodiscard]] result<void> recv(const memory_region& dst, std::size_t offset,
-                                    std::size_t length, op_options opts = {});
+    result<void> recv(const memory_region& dst, std::size_t offset, std::size_t length,
+                      op_options opts = {});
     [[nodiscard]] completion_queue& cq() const noexcept;     ///< its receives complete here
     [[nodiscard]] std::size_t size() const noexcept;         ///< effective
     [[nodiscard]] std::size_t posted() const noexcept;       ///< receives posted, not yet reaped
