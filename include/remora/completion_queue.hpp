@@ -17,17 +17,18 @@
 /// progress thread and for a shared_completion_queue's queue(). wait() blocks until the
 /// CQ's channel fires or the timeout passes and returns how many completions are ready; 0 is the
 /// documented *no_completion* wake-up: providers may signal a channel for an event that produces no
-/// completion (tcp signals both CQs of a connection for one socket event). It is not an error; poll
-/// and wait again. No completion is lost between a poll that found nothing and a wait: wait() arms
-/// the channel with fi_trywait before it blocks. A CQ read by the library's progress thread also
-/// returns 0 when the thread reaped entries that report nothing (callbacks, reclaimed unsignalled
-/// operations) since the last wait or arm, so `while (in_flight()) wait(...)` cannot sleep through
-/// a reap that landed between the check and the wait.
+/// completion. It is not an error; poll and wait again. No completion is lost between a poll that
+/// found nothing and a wait: wait() arms the channel with fi_trywait before it blocks. A CQ read by
+/// the library's progress thread also returns 0 when the thread reaped entries that report nothing
+/// (callbacks, reclaimed unsignalled operations) since the last wait or arm, so a loop that waits
+/// while in_flight() > 0 cannot sleep through a reap that landed between the check and the wait.
 ///
 /// A CQ may also be shared by several connections (shared_completion_queue below): it keeps one
 /// budget, and attaching a connection whose queue entries could overflow it fails.
 ///
-/// Threading: one thread at a time polls or waits on a CQ (its progress owner).
+/// Threading: one thread at a time polls or waits on a CQ (its progress owner). Where callbacks
+/// run and what they may do (post, poll, close or destroy a connection, on a private or a shared
+/// CQ) is op_options::callback's contract (connection.hpp).
 #pragma once
 
 #include <chrono>
@@ -61,8 +62,8 @@ struct completion {
     remora::op op = op::unknown;
     std::error_code
         status;  ///< empty on success; errc::canceled, errc::disconnected, ... otherwise
-    /// Bytes received for recv; for remote_write what the provider reports (sockets: the write's
-    /// length; tcp 1.17: 0); for other operations the provider's report (often 0).
+    /// Bytes received for recv; for remote_write and other operations what the provider reports
+    /// (may be 0; docs/providers.md).
     std::size_t bytes = 0;
     std::uint64_t imm = 0;  ///< immediate data when has_imm
     bool has_imm = false;
@@ -124,8 +125,9 @@ struct shared_cq_config {
     /// Entries. Clamped to the provider's CQ size; size() reports the effective value.
     std::uint32_t size = 1024;
     /// Read by the domain's library progress thread (see connection_config::progress_thread):
-    /// the target side of tcp, and the target service, make progress while the application
-    /// sleeps. Otherwise the application's polls and waits drive it.
+    /// a target whose provider needs progress (caps().target_needs_progress), and the target
+    /// service, make progress while the application sleeps. Otherwise the application's polls and
+    /// waits drive it.
     bool progress_thread = false;
     std::uint64_t tag = 0;  ///< reported for a peer's write with immediate data (see completion)
 };
@@ -142,9 +144,8 @@ struct shared_cq_config {
 /// flushed operations. Every completion carries its connection's tag.
 ///
 /// Threading: as completion_queue (one poller or waiter at a time); connections may attach and
-/// detach from any thread meanwhile. Do not destroy a connection from inside a completion
-/// callback of its own shared CQ. The handle is shared: copies refer to the same CQ, which lives
-/// while a handle or an attached connection does.
+/// detach from any thread meanwhile; callbacks as op_options::callback says. The handle is
+/// shared: copies refer to the same CQ, which lives while a handle or an attached connection does.
 class shared_completion_queue {
   public:
     shared_completion_queue() = default;  ///< empty handle
