@@ -13,7 +13,7 @@
 ///   32-byte HMAC-SHA-512-256 (libsodium crypto_auth) under the key over every byte before it.
 /// The payload is the application's own connect data (e.g. `remora serve`'s service depth): it is
 /// covered by the HMAC, so nobody without the key can change it. The whole token must fit in
-/// caps().cm_data_size (256 on tcp and sockets: private data is used, no extra round trip).
+/// caps().cm_data_size (the connect request's private data: no extra round trip).
 ///
 /// A token is admitted once: its HMAC verifies (constant-time compare), its timestamp is within
 /// admission_config::window of the target's clock, and its nonce was not seen before. Nonces of

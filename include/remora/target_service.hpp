@@ -6,7 +6,7 @@
 ///  - flush (GPSPM): persist a range of an exposed persistent region (msync), then reply — the
 ///    request arrives after the connection's earlier writes, so they are covered;
 ///  - atomic_write, compare_swap, fetch_add on an 8-byte aligned word of an exposed region, for
-///    providers without native atomics (tcp). They are atomic with respect to each other (CPU
+///    providers without native atomics. They are atomic with respect to each other (CPU
 ///    atomics on the target's memory, across all connections) and ordered after the connection's
 ///    earlier writes.
 /// Every request is validated against the region (key, range, alignment, usage, persistence);
