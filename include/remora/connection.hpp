@@ -202,7 +202,7 @@ struct connection_config {
 /// the send queue, the target service's depth, and the receive queue unless it has a receive CQ)
 /// or on its receive CQ (cq_kind::rcq: the receive queue; 0 without one). A private CQ is sized to
 /// this and a shared one reserves it, so size a shared CQ with the sum over the connections that
-/// will attach to it (as rdma_rw_mr_factor says what an RDMA operation needs). Depths are taken as
+/// will attach to it. Depths are taken as
 /// given: the provider may reduce them at setup, and config() then reports what was reserved.
 [[nodiscard]] std::uint32_t cq_entries(const connection_config& c, cq_kind kind) noexcept;
 
@@ -254,8 +254,7 @@ enum class park_mode : std::uint8_t {
 };
 
 struct op_options {
-    /// Which outcomes are reported (named `report`, not `completion`, so it does not hide the
-    /// type remora::completion inside code that names both).
+    /// Which outcomes are reported.
     completion_mode report = completion_mode::always;
     void* context = nullptr;  ///< returned in the completion
     /// When set, the operation's completion goes to this function instead of to poll(): it runs
@@ -391,7 +390,7 @@ class connection {
     /// thread can set up hundreds of connections.
     ///
     /// While being set up, receives may be posted: they are kept and take the first messages
-    /// the peer sends (librpma's rpma_conn_req_recv). Parked posts (op_options::park_until,
+    /// the peer sends. Parked posts (op_options::park_until,
     /// blocking or park_mode::queue) of read, write, write_with_imm, send, send_with_imm,
     /// gather_write and publish wait for the outcome in the connection's parked FIFO, having
     /// taken nothing (parked() counts them): once established they proceed as any parked post;
