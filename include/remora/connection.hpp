@@ -238,12 +238,12 @@ const char* to_string(atomic_path p) noexcept;
 enum class completion_mode : std::uint8_t {
     always,    ///< a completion is reported on success and on error
     on_error,  ///< only an error is reported; the operation still holds its queue entries until
-               // the library reaps its completion (signalled underneath, unless
-               // connection_config::signal_every lets it go unsignalled)
-    // Writes and sends of at most caps().inject_size bytes: the provider copies the bytes at
-    // post (inject), so the operation is complete for the caller when the post returns; only
-    // an error is reported later, like on_error. Larger ones: errc::too_large; other operations,
-    // or with a callback: errc::invalid_argument. co_op_at_post awaits one without suspending.
+               ///< the library reaps its completion (signalled underneath, unless
+               ///< connection_config::signal_every lets it go unsignalled)
+    /// Writes and sends of at most caps().inject_size bytes: the provider copies the bytes at
+    /// post (inject), so the operation is complete for the caller when the post returns; only
+    /// an error is reported later, like on_error. Larger ones: errc::too_large; other operations,
+    /// or with a callback: errc::invalid_argument. co_op_at_post awaits one without suspending.
     at_post,
 };
 
