@@ -312,21 +312,18 @@ struct op_options {
     /// descriptor and the segment list are copied. Offered on read, write, write_with_imm, send,
     /// send_with_imm, recv, gather_write and publish; elsewhere errc::invalid_argument.
     park_mode park = park_mode::block;
-    /// Batching hint (libfabric's FI_MORE): the caller will post another operation on this
-    /// connection right after this one, so the provider may hold this one back and hand the
-    /// burst to the fabric at once (one doorbell, one system call). Set it on every post of a
-    /// burst but the last: the burst ends with the connection's next post without `more`
-    /// (any operation: the ones that do not offer `more` always post without it). Offered on
-    /// read, write, write_with_imm, send and send_with_imm; ignored when the post fails (nothing
-    /// was posted, the burst is as before). It changes no outcome: every operation completes
-    /// and reports as without it.
-    ///
-    /// A burst left open (its last post had `more`, and no post followed): a provider that defers
-    /// on FI_MORE (a NIC ringing its doorbell once per burst) may keep its operations until the
-    /// connection's next post without `more`: end every burst with one, or do not set `more`.
-    /// Which providers defer: docs/providers.md; what it gains: docs/performance.md.
-    /// Threading: a burst is one thread's run of posts on one connection; posts from other
-    /// threads in between end it or join it, as the provider sees them.
+    /// Batching hint (libfabric's FI_MORE): another post on this connection follows at once, so
+    /// the provider may hold this one back and hand the burst to the fabric together (one
+    /// doorbell, one system call). Set it on every post of a burst but the last: the burst ends
+    /// with the connection's next post without `more` (any operation; those that do not offer
+    /// `more` always post without it). Offered on read, write, write_with_imm, send and
+    /// send_with_imm; ignored when the post fails (the burst stays as it was). It changes no
+    /// outcome: every operation completes and reports as without it. A burst left open (no post
+    /// after one with `more`) may be kept by a provider that defers on FI_MORE until the
+    /// connection's next post without it: end every burst, or do not set `more` (which providers
+    /// defer: docs/providers.md; gains: docs/performance.md). Threading: a burst is one thread's
+    /// run of posts on one connection; posts from other threads in between end it or join it, as
+    /// the provider sees them.
     bool more = false;
 };
 
@@ -390,10 +387,10 @@ class connection {
     /// thread can set up hundreds of connections.
     ///
     /// While being set up, receives may be posted: they are kept and take the first messages
-    /// the peer sends. Parked posts (op_options::park_until,
-    /// blocking or park_mode::queue) of read, write, write_with_imm, send, send_with_imm,
-    /// gather_write and publish wait for the outcome in the connection's parked FIFO, having
-    /// taken nothing (parked() counts them): once established they proceed as any parked post;
+    /// the peer sends. Parked posts (op_options::park_until, blocking or park_mode::queue) of
+    /// read, write, write_with_imm, send, send_with_imm, gather_write and publish wait for the
+    /// outcome in the connection's parked FIFO, having taken nothing (parked() counts them):
+    /// once established they proceed as any parked post;
     /// a failed setup ends them with its code (rejected, connection_refused, timed_out,
     /// canceled for close(); a provider error as disconnected), the blocking ones by their
     /// return, the queued ones through their callback; their own park_until still bounds them.
