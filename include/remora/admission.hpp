@@ -13,7 +13,7 @@
 ///   32-byte HMAC-SHA-512-256 (libsodium crypto_auth) under the key over every byte before it.
 /// The payload is the application's own connect data (e.g. `remora serve`'s service depth): it is
 /// covered by the HMAC, so nobody without the key can change it. The whole token must fit in
-/// caps().cm_data_size (256 on tcp and sockets: private data is used, no extra round trip).
+/// caps().cm_data_size (the connect request's private data: no extra round trip).
 ///
 /// A token is admitted once: its HMAC verifies (constant-time compare), its timestamp is within
 /// admission_config::window of the target's clock, and its nonce was not seen before. Nonces of
@@ -90,13 +90,13 @@ class admission_key {
     static constexpr std::size_t size = 32;
 
     /// A fresh random key (libsodium randombytes).
-    [[nodiscard]] static result<admission_key> generate();
+    static result<admission_key> generate();
     /// Exactly `size` bytes (else errc::invalid_argument). The caller zeroes its own copy.
-    [[nodiscard]] static result<admission_key> from_bytes(std::span<const std::byte> bytes);
+    static result<admission_key> from_bytes(std::span<const std::byte> bytes);
     /// A key file: exactly 32 raw bytes (e.g. `head -c 32 /dev/urandom > F; chmod 600 F`), a
     /// regular file not readable or writable by group or others. errc::invalid_argument when it
     /// is missing, unreadable or of another size; errc::access_denied when its mode is too open.
-    [[nodiscard]] static result<admission_key> load(const std::string& path);
+    static result<admission_key> load(const std::string& path);
     /// Writes the key to a new file with mode 0600; never overwrites (errc::invalid_argument if
     /// the path exists).
     result<void> save(const std::string& path) const;
@@ -118,7 +118,7 @@ inline constexpr std::size_t admission_max_identity = 64;
 
 /// A token proving `key`, naming `identity` (at most 64 bytes) and carrying `payload`.
 /// errc::invalid_argument for a longer identity or a payload over 65535 bytes.
-[[nodiscard]] result<std::vector<std::byte>> make_admission_token(
+result<std::vector<std::byte>> make_admission_token(
     const admission_key& key, std::string_view identity, std::span<const std::byte> payload = {},
     std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
@@ -136,20 +136,19 @@ struct admitted_peer {
 class admission_gate {
   public:
     /// errc::invalid_argument for a zero window or replay cache.
-    [[nodiscard]] static result<admission_gate> create(admission_key key,
-                                                       const admission_config& config = {});
+    static result<admission_gate> create(admission_key key, const admission_config& config = {});
     admission_gate(admission_gate&&) noexcept;
     admission_gate& operator=(admission_gate&&) noexcept;
     ~admission_gate();
 
     /// Checks a token and, when it is admitted, remembers its nonce. A refusal is
     /// errc::access_denied with the reason in admission_refusal_of() and nothing remembered.
-    [[nodiscard]] result<admitted_peer> check(
+    result<admitted_peer> check(
         std::span<const std::byte> token,
         std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
     /// check() on the request's private data; on a refusal, also rejects the request with
     /// reject_data(reason) (the caller then drops it). On success the caller accepts it.
-    [[nodiscard]] result<admitted_peer> admit(connection_request& request);
+    result<admitted_peer> admit(connection_request& request);
 
     /// Nonces remembered now (expired ones are dropped on the next check of a token whose HMAC
     /// verifies).
@@ -171,11 +170,10 @@ std::optional<admission_refusal> admission_refusal_of(const error& e) noexcept;
 /// refuses admission makes it fail with errc::rejected, "the target refused admission: <reason>",
 /// and the reject's bytes in error::data(). errc::too_large when the token would not fit in the
 /// provider's cm_data_size (nothing is sent). Other failures are connect's.
-[[nodiscard]] result<connection> connect_admitted(const domain& dom, const std::string& host,
-                                                  std::uint16_t port, const admission_key& key,
-                                                  std::string_view identity,
-                                                  const connection_config& config = {},
-                                                  std::span<const std::byte> payload = {});
+result<connection> connect_admitted(const domain& dom, const std::string& host, std::uint16_t port,
+                                    const admission_key& key, std::string_view identity,
+                                    const connection_config& config = {},
+                                    std::span<const std::byte> payload = {});
 
 /// The longest accept data an RDM target may send (attach_request::accept).
 inline constexpr std::size_t admission_max_accept_data = 512;
@@ -189,18 +187,18 @@ class attach_request {
     /// when no token came (e.g. the client never called prove_admission, or attached the
     /// target only after the challenge was sent), the provider's failure otherwise. `conn` must
     /// outlive the request.
-    [[nodiscard]] static result<attach_request> receive(
+    static result<attach_request> receive(
         connection& conn, std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
     /// The token's check by `gate` (admission_gate::check), and that it answers this request's
     /// challenge (else errc::access_denied, admission_refusal::replayed). On success the
     /// admitted peer's payload is the client's own (the challenge taken off).
-    [[nodiscard]] result<admitted_peer> check(admission_gate& gate) const;
+    result<admitted_peer> check(admission_gate& gate) const;
     /// Tells the client it is admitted, with `data` (at most admission_max_accept_data bytes,
     /// else errc::too_large and nothing is sent), which prove_admission returns to it.
-    [[nodiscard]] result<void> accept(std::span<const std::byte> data = {});
+    result<void> accept(std::span<const std::byte> data = {});
     /// Tells the client it is refused, and why. The caller then closes the connection.
-    [[nodiscard]] result<void> reject(admission_refusal reason);
+    result<void> reject(admission_refusal reason);
 
     attach_request(attach_request&&) noexcept = default;
     attach_request& operator=(attach_request&&) noexcept = default;
@@ -224,7 +222,7 @@ class attach_request {
 /// target does not answer in time, errc::invalid_argument for an identity over 64 bytes or a
 /// payload over 256, errc::malformed_descriptor for an answer that is not a handshake message.
 /// After a failure close the connection.
-[[nodiscard]] result<std::vector<std::byte>> prove_admission(
+result<std::vector<std::byte>> prove_admission(
     connection& conn, const admission_key& key, std::string_view identity,
     std::span<const std::byte> payload = {},
     std::chrono::milliseconds timeout = std::chrono::seconds(5));
@@ -232,8 +230,8 @@ class attach_request {
 /// The target's side for one key: attach_request::receive, check with `gate`, then accept with
 /// `accept_data` or reject with the reason. Returns the admitted peer, or the refusal
 /// (errc::access_denied, admission_refusal_of() names the reason) after telling the client.
-[[nodiscard]] result<admitted_peer> admit_peer(
-    connection& conn, admission_gate& gate, std::span<const std::byte> accept_data = {},
-    std::chrono::milliseconds timeout = std::chrono::seconds(5));
+result<admitted_peer> admit_peer(connection& conn, admission_gate& gate,
+                                 std::span<const std::byte> accept_data = {},
+                                 std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
 }  // namespace remora

@@ -65,10 +65,9 @@ class buffer_pool {
     explicit buffer_pool(const bounce_buffers& b) : impl_(b.pool()) {}
     /// As connection_config::bounce: the same pool.
     operator bounce_buffers() const noexcept { return bounce_buffers(impl_); }
-    [[nodiscard]] static result<buffer_pool> create(const domain& dom,
-                                                    const buffer_pool_config& cfg = {});
+    static result<buffer_pool> create(const domain& dom, const buffer_pool_config& cfg = {});
 
-    [[nodiscard]] result<pooled_buffer> try_get();
+    result<pooled_buffer> try_get();
     [[nodiscard]] std::size_t available() const noexcept;
     [[nodiscard]] std::size_t capacity() const noexcept;
     [[nodiscard]] std::size_t buffer_size() const noexcept;

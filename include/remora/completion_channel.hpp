@@ -49,7 +49,7 @@ struct channel_event {
 class completion_channel {
   public:
     completion_channel() = default;  ///< empty handle
-    [[nodiscard]] static result<completion_channel> create();
+    static result<completion_channel> create();
 
     explicit operator bool() const noexcept { return impl_ != nullptr; }
     /// Readable when some attached CQ may have completions; add it to your own epoll.
@@ -57,7 +57,7 @@ class completion_channel {
     /// Blocks until an attached CQ fires or the timeout passes (errc::timed_out). With no CQ
     /// attached it waits out the timeout. A CQ whose last poll ran callbacks is reported at once,
     /// once, with ready == 0 (see completion_queue.hpp), so a poll-then-wait loop re-checks.
-    [[nodiscard]] result<channel_event> wait(std::chrono::milliseconds timeout);
+    result<channel_event> wait(std::chrono::milliseconds timeout);
     [[nodiscard]] std::size_t attached() const noexcept;
 
     [[nodiscard]] const std::shared_ptr<detail::channel_impl>& impl() const noexcept {

@@ -17,17 +17,18 @@
 /// progress thread and for a shared_completion_queue's queue(). wait() blocks until the
 /// CQ's channel fires or the timeout passes and returns how many completions are ready; 0 is the
 /// documented *no_completion* wake-up: providers may signal a channel for an event that produces no
-/// completion (tcp signals both CQs of a connection for one socket event). It is not an error; poll
-/// and wait again. No completion is lost between a poll that found nothing and a wait: wait() arms
-/// the channel with fi_trywait before it blocks. A CQ read by the library's progress thread also
-/// returns 0 when the thread reaped entries that report nothing (callbacks, reclaimed unsignalled
-/// operations) since the last wait or arm, so `while (in_flight()) wait(...)` cannot sleep through
-/// a reap that landed between the check and the wait.
+/// completion. It is not an error; poll and wait again. No completion is lost between a poll that
+/// found nothing and a wait: wait() arms the channel with fi_trywait before it blocks. A CQ read by
+/// the library's progress thread also returns 0 when the thread reaped entries that report nothing
+/// (callbacks, reclaimed unsignalled operations) since the last wait or arm, so a loop that waits
+/// while in_flight() > 0 cannot sleep through a reap that landed between the check and the wait.
 ///
 /// A CQ may also be shared by several connections (shared_completion_queue below): it keeps one
 /// budget, and attaching a connection whose queue entries could overflow it fails.
 ///
-/// Threading: one thread at a time polls or waits on a CQ (its progress owner).
+/// Threading: one thread at a time polls or waits on a CQ (its progress owner). Where callbacks
+/// run and what they may do (post, poll, close or destroy a connection, on a private or a shared
+/// CQ) is op_options::callback's contract (connection.hpp).
 #pragma once
 
 #include <chrono>
@@ -61,8 +62,8 @@ struct completion {
     remora::op op = op::unknown;
     std::error_code
         status;  ///< empty on success; errc::canceled, errc::disconnected, ... otherwise
-    /// Bytes received for recv; for remote_write what the provider reports (sockets: the write's
-    /// length; tcp 1.17: 0); for other operations the provider's report (often 0).
+    /// Bytes received for recv; for remote_write and other operations what the provider reports
+    /// (may be 0; docs/providers.md).
     std::size_t bytes = 0;
     std::uint64_t imm = 0;  ///< immediate data when has_imm
     bool has_imm = false;
@@ -91,23 +92,23 @@ class completion_queue {
     /// Writes up to out.size() completions; returns the count written (0: none to report).
     /// Completions consumed by callbacks are not counted; after such a poll the next wait() or
     /// arm() does not block (see the head of this file).
-    [[nodiscard]] result<std::size_t> poll(std::span<completion> out);
+    result<std::size_t> poll(std::span<completion> out);
     /// Blocks until completions are ready or the channel fires (returns the ready count, 0 for a
     /// no_completion wake-up), or fails with errc::timed_out. Refused with errc::bad_state when
     /// this CQ's channel is shared: wait on the connection or the channel instead.
-    [[nodiscard]] result<std::size_t> wait(std::chrono::milliseconds timeout);
+    result<std::size_t> wait(std::chrono::milliseconds timeout);
     /// The next completion to report, within `timeout`: polls, and blocks on the CQ's channel
     /// between polls (no_completion wake-ups and entries consumed by callbacks are absorbed), so
     /// nobody hand-rolls that loop. errc::timed_out when none came in time (a timeout of 0 only
     /// polls); errc::bad_state when this CQ's channel is shared, as for wait(); a provider error
     /// as poll() or wait() report it.
-    [[nodiscard]] result<completion> next(std::chrono::milliseconds timeout);
+    result<completion> next(std::chrono::milliseconds timeout);
 
     /// For the caller's own epoll: fd() becomes readable when the CQ may have completions. Call
     /// arm() before blocking on it: false means completions may already be ready, or the last
     /// poll ran callbacks: re-check, poll first.
     [[nodiscard]] int fd() const noexcept;
-    [[nodiscard]] result<bool> arm();
+    result<bool> arm();
 
     [[nodiscard]] cq_kind kind() const noexcept;
     [[nodiscard]] std::size_t size() const noexcept;   ///< effective depth
@@ -124,8 +125,9 @@ struct shared_cq_config {
     /// Entries. Clamped to the provider's CQ size; size() reports the effective value.
     std::uint32_t size = 1024;
     /// Read by the domain's library progress thread (see connection_config::progress_thread):
-    /// the target side of tcp, and the target service, make progress while the application
-    /// sleeps. Otherwise the application's polls and waits drive it.
+    /// a target whose provider needs progress (caps().target_needs_progress), and the target
+    /// service, make progress while the application sleeps. Otherwise the application's polls and
+    /// waits drive it.
     bool progress_thread = false;
     std::uint64_t tag = 0;  ///< reported for a peer's write with immediate data (see completion)
 };
@@ -142,14 +144,13 @@ struct shared_cq_config {
 /// flushed operations. Every completion carries its connection's tag.
 ///
 /// Threading: as completion_queue (one poller or waiter at a time); connections may attach and
-/// detach from any thread meanwhile. Do not destroy a connection from inside a completion
-/// callback of its own shared CQ. The handle is shared: copies refer to the same CQ, which lives
-/// while a handle or an attached connection does.
+/// detach from any thread meanwhile; callbacks as op_options::callback says. The handle is
+/// shared: copies refer to the same CQ, which lives while a handle or an attached connection does.
 class shared_completion_queue {
   public:
     shared_completion_queue() = default;  ///< empty handle
-    [[nodiscard]] static result<shared_completion_queue> create(const domain& dom,
-                                                                const shared_cq_config& cfg = {});
+    static result<shared_completion_queue> create(const domain& dom,
+                                                  const shared_cq_config& cfg = {});
 
     explicit operator bool() const noexcept { return impl_ != nullptr; }
     [[nodiscard]] completion_queue& queue() const noexcept;  ///< poll, wait, fd, arm

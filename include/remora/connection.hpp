@@ -11,54 +11,53 @@
 /// send or receive queue gives errc::would_block: reap completions and retry.
 ///
 /// A write's completion means its source memory may be reused, not that the data is visible in
-/// the target's memory (tcp completes a write once it is sent): a read after the writes makes
-/// them visible (the read-after-write flush). Memory used by an operation must stay allocated
-/// and registered until the operation completes or the connection is closed.
+/// the target's memory: a read after the writes makes them visible (the read-after-write flush).
+/// Memory used by an operation must stay allocated and registered until the operation completes
+/// or the connection is closed.
 ///
 /// Threading: posting may run from several threads at once; the CQs follow completion_queue's
 /// rule (one progress owner each); close() and the destructor must not race with other calls.
 /// A moved-from connection may only be destroyed or assigned to.
 ///
-/// RDM peers (a domain opened with endpoint_type::rdm: shm, tcp;ofi_rxm, net and sockets, tested
-/// here; efa and verbs;ofi_rxm by design): open_peer opens one
-/// RDM endpoint with its own address vector and the same CQ / RCQ / channel setup as a connected
-/// endpoint; each side gives the other its local_address() (any way it likes: a file, a socket, a
-/// connected remora peer) and calls attach() with the other's; from then on every operation goes to
-/// that peer, exactly as on a connected endpoint, and remote_region descriptors are exchanged the
-/// same way. One endpoint per peer relation, by design: each peer gets its own queues and
-/// accounting (many peers on one endpoint belongs to the shared-receive work). Receives count only
-/// messages from the attached peer (provider_caps::directed_receive): anyone else's is held by the
-/// provider (tcp;ofi_rxm) or completes the receive it took with errc::access_denied and nothing
-/// received (shm, net, sockets; post the receive again). Attaching is local: to admit only peers
-/// that hold a key, run the attach handshake of admission.hpp before anything else. The
-/// differences:
+/// Callbacks (op_options::callback) run on the thread that reads the CQ and must not block; what
+/// they may do (post, poll, close or destroy a connection, their own included) is stated there.
+///
+/// RDM peers (a domain opened with endpoint_type::rdm): open_peer opens one RDM endpoint with its
+/// own address vector and the same CQ / RCQ / channel setup as a connected endpoint; each side
+/// gives the other its local_address() (any way it likes: a file, a socket, a connected remora
+/// peer) and calls attach() with the other's; from then on every operation goes to that peer,
+/// exactly as on a connected endpoint, and remote_region descriptors are exchanged the same way.
+/// One endpoint per peer relation: each peer gets its own queues and accounting. Receives count
+/// only messages from the attached peer (provider_caps::directed_receive): anyone else's is held
+/// by the provider or completes the receive it took with errc::access_denied and nothing
+/// received (post the receive again); which of the two is the provider's (docs/providers.md).
+/// Attaching is local: to admit only peers that hold a key, run the attach handshake of
+/// admission.hpp before anything else. The differences:
 ///   - no connection events: next_event() reports conn_event::closed once after close(), else
 ///     times out; event_fd() is an eventfd close() signals.
 ///   - a one-sided target still needs its endpoint (its address is what the initiator
-///     attaches) and, where caps().target_needs_progress (shm and tcp;ofi_rxm report manual
-///     data progress), connection_config::progress_thread or an application reading its CQs.
-///   - shm's CQs have no wait fd (caps().cq_wait_fd false): waits and channels poll them with
-///     a back-off (up to 1 ms between looks), the progress thread every 100 us; cq().fd() is -1
-///     unless the progress thread owns the CQ.
+///     attaches) and, where caps().target_needs_progress, connection_config::progress_thread or
+///     an application reading its CQs.
+///   - where caps().cq_wait_fd is false, CQs are polled, not blocked on (see that field);
+///     cq().fd() is -1 unless the progress thread owns the CQ.
 ///   - close() closes the endpoint at once (the provider then writes nothing into the
 ///     operations' memory) and completes every operation not yet reaped with errc::canceled,
 ///     through the CQs as usual: read them until in_flight() is 0.
-///   - the first operation to a newly attached peer may give errc::would_block: the provider
-///     sets up its path to the peer then (tcp;ofi_rxm connects, shm exchanges a request), which
-///     needs the peer to progress too; the post retries for up to 50 ms before giving up.
-///   - a peer that goes away is not announced (no event). Seen here on loopback (libfabric
-///     1.17, peer process killed, rdm_test peer_death_*): writes and reads posted afterwards
-///     complete within a second with errc::disconnected on shm, tcp;ofi_rxm and net (in one run
-///     of several, one write on tcp;ofi_rxm / net still reported success); sockets refuses the
-///     posts at once with errc::disconnected. A receive posted before stays posted until
-///     close(). Bound waits with a timeout; close() returns the rest.
-///     A peer destroyed inside the same process is not a case to rely on: shm then touches the
-///     unmapped peer region on the next post (it crashed in libfabric here).
+///   - the first operation to a newly attached peer may give errc::would_block while the
+///     provider sets up its path to the peer, which needs the peer to progress too; the post
+///     retries for up to 50 ms before giving up.
+///   - a peer that goes away is not announced (no event), and operations posted afterwards
+///     have no guaranteed outcome: they fail with errc::disconnected (from the post or in their
+///     completion) on the providers tested (docs/providers.md), or may not complete. A receive
+///     posted before stays posted until close(). Bound waits with a timeout; close() returns the
+///     rest. Destroying the peer's endpoint in the same process while this one
+///     still posts to it is not supported.
 ///
 /// Accounting: every operation holds a send- or receive-queue entry and a completion-queue entry
 /// from post to the reading of its completion (completion_mode::on_error only hides successes).
-/// A peer's write_with_imm is not accounted on tcp and sockets (it consumes no receive there):
-/// a target that accepts them must bound them by its own protocol.
+/// A peer's write_with_imm that consumes no posted receive (provider-dependent,
+/// docs/providers.md) is not accounted: a target that accepts them must bound them by its own
+/// protocol.
 #pragma once
 
 #include <chrono>
@@ -138,8 +137,8 @@ struct connection_config {
     std::uint32_t max_sge = 1;  ///< scatter-gather entries per operation; at most the iov limit
     std::chrono::milliseconds connect_timeout{5000};
     /// Run the domain's library-owned progress thread for this connection, so one-sided reads
-    /// and writes from the peer land while the application does not call into remora (target
-    /// side on tcp), and the target service's requests are answered (any provider). The
+    /// and writes from the peer land while the application does not call into remora (where
+    /// caps().target_needs_progress), and the target service's requests are answered. The
     /// application still polls its own CQs. How the thread waits (busy, adaptive, blocking) is
     /// the domain's choice, for all its connections: domain_config::progress.
     bool progress_thread = false;
@@ -203,7 +202,7 @@ struct connection_config {
 /// the send queue, the target service's depth, and the receive queue unless it has a receive CQ)
 /// or on its receive CQ (cq_kind::rcq: the receive queue; 0 without one). A private CQ is sized to
 /// this and a shared one reserves it, so size a shared CQ with the sum over the connections that
-/// will attach to it (as rdma_rw_mr_factor says what an RDMA operation needs). Depths are taken as
+/// will attach to it. Depths are taken as
 /// given: the provider may reduce them at setup, and config() then reports what was reserved.
 [[nodiscard]] std::uint32_t cq_entries(const connection_config& c, cq_kind kind) noexcept;
 
@@ -230,8 +229,8 @@ struct flush_options {
 
 /// How this connection's atomics reach the target.
 enum class atomic_path : std::uint8_t {
-    native,   ///< the provider's atomics (sockets, verbs, ...)
-    service,  ///< a request to the target's service (tcp has no atomics)
+    native,   ///< the provider's atomics (caps().native_atomics)
+    service,  ///< a request to the target's service (a provider without native atomics)
     none,     ///< neither: atomics are refused with errc::not_supported
 };
 const char* to_string(atomic_path p) noexcept;
@@ -239,12 +238,12 @@ const char* to_string(atomic_path p) noexcept;
 enum class completion_mode : std::uint8_t {
     always,    ///< a completion is reported on success and on error
     on_error,  ///< only an error is reported; the operation still holds its queue entries until
-               // the library reaps its completion (signalled underneath, unless
-               // connection_config::signal_every lets it go unsignalled)
-    // Writes and sends of at most caps().inject_size bytes: the provider copies the bytes at
-    // post (inject), so the operation is complete for the caller when the post returns; only
-    // an error is reported later, like on_error. Larger ones: errc::too_large; other operations,
-    // or with a callback: errc::invalid_argument. co_op_at_post awaits one without suspending.
+               ///< the library reaps its completion (signalled underneath, unless
+               ///< connection_config::signal_every lets it go unsignalled)
+    /// Writes and sends of at most caps().inject_size bytes: the provider copies the bytes at
+    /// post (inject), so the operation is complete for the caller when the post returns; only
+    /// an error is reported later, like on_error. Larger ones: errc::too_large; other operations,
+    /// or with a callback: errc::invalid_argument. co_op_at_post awaits one without suspending.
     at_post,
 };
 
@@ -255,8 +254,7 @@ enum class park_mode : std::uint8_t {
 };
 
 struct op_options {
-    /// Which outcomes are reported (named `report`, not `completion`, so it does not hide the
-    /// type remora::completion inside code that names both).
+    /// Which outcomes are reported.
     completion_mode report = completion_mode::always;
     void* context = nullptr;  ///< returned in the completion
     /// When set, the operation's completion goes to this function instead of to poll(): it runs
@@ -314,25 +312,18 @@ struct op_options {
     /// descriptor and the segment list are copied. Offered on read, write, write_with_imm, send,
     /// send_with_imm, recv, gather_write and publish; elsewhere errc::invalid_argument.
     park_mode park = park_mode::block;
-    /// Batching hint (libfabric's FI_MORE): the caller will post another operation on this
-    /// connection right after this one, so the provider may hold this one back and hand the
-    /// burst to the fabric at once (one doorbell, one system call). Set it on every post of a
-    /// burst but the last: the burst ends with the connection's next post without `more`
-    /// (any operation: the ones that do not offer `more` always post without it). Offered on
-    /// read, write, write_with_imm, send and send_with_imm; ignored when the post fails (nothing
-    /// was posted, the burst is as before). It changes no outcome: every operation completes
-    /// and reports as without it.
-    ///
-    /// A burst left open (its last post had `more`, and no post followed): on the providers
-    /// libfabric 1.17 offers here (tcp, sockets, shm, tcp;ofi_rxm, net) FI_MORE defers nothing
-    /// (measured: the same system calls and instructions per post with and without it), so the
-    /// open burst's operations go out and complete as any post does, with the CQ's reads, the
-    /// progress thread or the provider's own threads (tested). A provider that does defer on
-    /// FI_MORE (a NIC ringing its doorbell once per burst) may keep them until the next post
-    /// without `more` on the connection: end every burst with one, or do not set `more`.
-    /// Measured gain on tcp and sockets, 8 B and 4 KiB at queue depth 16: none (README).
-    /// Threading: a burst is one thread's run of posts on one connection; posts from other
-    /// threads in between end it or join it, as the provider sees them.
+    /// Batching hint (libfabric's FI_MORE): another post on this connection follows at once, so
+    /// the provider may hold this one back and hand the burst to the fabric together (one
+    /// doorbell, one system call). Set it on every post of a burst but the last: the burst ends
+    /// with the connection's next post without `more` (any operation; those that do not offer
+    /// `more` always post without it). Offered on read, write, write_with_imm, send and
+    /// send_with_imm; ignored when the post fails (the burst stays as it was). It changes no
+    /// outcome: every operation completes and reports as without it. A burst left open (no post
+    /// after one with `more`) may be kept by a provider that defers on FI_MORE until the
+    /// connection's next post without it: end every burst, or do not set `more` (which providers
+    /// defer: docs/providers.md; gains: docs/performance.md). Threading: a burst is one thread's
+    /// run of posts on one connection; posts from other threads in between end it or join it, as
+    /// the provider sees them.
     bool more = false;
 };
 
@@ -352,8 +343,8 @@ struct local_segment {
 
 enum class conn_event : std::uint8_t {
     established,  ///< an asynchronous setup (connect_async, accept_async) succeeded
-    closed,       ///< the peer or this side closed the connection; also a peer process that died
-                  /// (its kernel closes its sockets, which tcp and sockets report as a close)
+    closed,       ///< the peer or this side closed the connection; also a peer process that died,
+                  ///< where the provider reports that as a close (docs/providers.md)
     lost,         ///< the connection failed (an error the provider reports on it: network error),
                   ///< or an operation on it failed because the transport is gone (reset,
                   ///< broken pipe), whether or not the provider reports the end itself
@@ -378,29 +369,28 @@ class connection {
     /// reject private data is in error::data(); also when the peer's accept() fails),
     /// errc::unreachable (the host does not resolve, or no route reaches it), errc::timed_out
     /// after config.connect_timeout (nobody answered the request).
-    [[nodiscard]] static result<connection> connect(const domain& dom, const std::string& host,
-                                                    std::uint16_t port,
-                                                    const connection_config& config = {},
-                                                    std::span<const std::byte> private_data = {});
+    static result<connection> connect(const domain& dom, const std::string& host,
+                                      std::uint16_t port, const connection_config& config = {},
+                                      std::span<const std::byte> private_data = {});
     // ---- asynchronous setup ----
     /// connect_async checks its arguments and sends the request like connect(), then returns at
-    /// once (the same errors for what fails before the request is sent; sockets refuses a
-    /// connect to a port nobody listens on inside the call: errc::connection_refused at once,
-    /// where tcp reports conn_event::refused). The connection is being
-    /// set up until its outcome is known (is_connecting()); the outcome is reported once as a
-    /// connection event (next_event(), readable on event_fd()): conn_event::established, or the
-    /// failure (see conn_event) with its error in setup_status(): errc::rejected with the peer's
-    /// reject private data in error::data(), errc::connection_refused (nobody listens),
-    /// errc::timed_out (not established within config.connect_timeout, counted from this call).
-    /// With channel_mode::shared (often a completion channel shared by many connections being
-    /// set up), the channel's wait() also reports it once: a channel_event whose `setup` is set
-    /// (see completion_channel.hpp), so one thread can set up hundreds of connections.
+    /// once (the same errors for what fails before the request is sent; nobody listening is
+    /// errc::connection_refused from the call or conn_event::refused later, as the provider
+    /// finds out: docs/providers.md). The connection is being set up until its outcome is known
+    /// (is_connecting()); the outcome is reported once as a connection event (next_event(),
+    /// readable on event_fd()): conn_event::established, or the failure (see conn_event) with its
+    /// error in setup_status(): errc::rejected with the peer's reject private data in
+    /// error::data(), errc::connection_refused (nobody listens), errc::timed_out (not established
+    /// within config.connect_timeout, counted from this call). With channel_mode::shared (often a
+    /// completion channel shared by many connections being set up), the channel's wait() also
+    /// reports it once: a channel_event whose `setup` is set (see completion_channel.hpp), so one
+    /// thread can set up hundreds of connections.
     ///
     /// While being set up, receives may be posted: they are kept and take the first messages
-    /// the peer sends (librpma's rpma_conn_req_recv). Parked posts (op_options::park_until,
-    /// blocking or park_mode::queue) of read, write, write_with_imm, send, send_with_imm,
-    /// gather_write and publish wait for the outcome in the connection's parked FIFO, having
-    /// taken nothing (parked() counts them): once established they proceed as any parked post;
+    /// the peer sends. Parked posts (op_options::park_until, blocking or park_mode::queue) of
+    /// read, write, write_with_imm, send, send_with_imm, gather_write and publish wait for the
+    /// outcome in the connection's parked FIFO, having taken nothing (parked() counts them):
+    /// once established they proceed as any parked post;
     /// a failed setup ends them with its code (rejected, connection_refused, timed_out,
     /// canceled for close(); a provider error as disconnected), the blocking ones by their
     /// return, the queued ones through their callback; their own park_until still bounds them.
@@ -413,10 +403,9 @@ class connection {
     /// any time: it closes the endpoint (the peer sees a failed or closed connection) and
     /// returns at once.
     ///
-    /// Progress: tcp sends the request (and finishes the setup) only while the connection is
-    /// looked at: next_event, a channel wait, or next_event(0ms) whenever event_fd() is readable
-    /// (it is when the setup has work to do); leave it alone and the peer sees nothing. sockets
-    /// progresses on its own threads.
+    /// Progress: the setup is guaranteed to advance only while the connection is looked at:
+    /// next_event, a channel wait, or next_event(0ms) whenever event_fd() is readable (it is when
+    /// the setup has work to do); left alone, the request may never reach the peer.
     ///
     /// Nothing fires at the deadline by itself: it is noticed while somebody looks (next_event,
     /// a channel wait, both bound their sleep by it). An application that epolls event_fd()
@@ -424,13 +413,14 @@ class connection {
     ///
     /// Threading: as the connection's (next_event and the channel's wait may run on other
     /// threads than the posts; peer_private_data() is valid once established).
-    [[nodiscard]] static result<connection> connect_async(
-        const domain& dom, const std::string& host, std::uint16_t port,
-        const connection_config& config = {}, std::span<const std::byte> private_data = {});
+    static result<connection> connect_async(const domain& dom, const std::string& host,
+                                            std::uint16_t port,
+                                            const connection_config& config = {},
+                                            std::span<const std::byte> private_data = {});
     /// Success once established (and for a connection set up by connect or accept), the setup's
     /// error once it failed (also errc::canceled after close() during setup), and
     /// errc::would_block while it is under way.
-    [[nodiscard]] result<void> setup_status() const;
+    result<void> setup_status() const;
     [[nodiscard]] bool is_connecting() const noexcept;
     /// When an asynchronous setup under way gives up (errc::timed_out).
     [[nodiscard]] std::chrono::steady_clock::time_point setup_deadline() const noexcept;
@@ -439,8 +429,7 @@ class connection {
     /// Opens an RDM endpoint on `dom` (opened with endpoint_type::rdm) with its own address
     /// vector, enabled, with no peer yet: operations fail with errc::bad_state ("no peer
     /// attached") until attach(). errc::not_supported on a msg domain (use connect / listener).
-    [[nodiscard]] static result<connection> open_peer(const domain& dom,
-                                                      const connection_config& config = {});
+    static result<connection> open_peer(const domain& dom, const connection_config& config = {});
     /// This endpoint's address (the provider's name for it, opaque bytes): give it to the peer
     /// for its attach(). Empty on a connected endpoint.
     [[nodiscard]] std::span<const std::byte> local_address() const noexcept;
@@ -450,32 +439,28 @@ class connection {
     /// the endpoint is closed, errc::not_supported on a connected endpoint. An address that is
     /// well-formed but names nobody is not detected here: operations to it fail or never
     /// complete (see the file head). Not concurrent with operations on this connection.
-    [[nodiscard]] result<void> attach(std::span<const std::byte> peer_address);
+    result<void> attach(std::span<const std::byte> peer_address);
 
     connection(connection&&) noexcept;
     connection& operator=(connection&&) noexcept;
     ~connection();
 
     // ---- one-sided ----
-    [[nodiscard]] result<void> read(std::span<const local_segment> dst, const remote_region& src,
-                                    std::uint64_t src_offset, op_options opts = {});
-    [[nodiscard]] result<void> read(const memory_region& dst, std::size_t dst_offset,
-                                    const remote_region& src, std::uint64_t src_offset,
-                                    std::size_t length, op_options opts = {});
-    [[nodiscard]] result<void> write(std::span<const local_segment> src, const remote_region& dst,
-                                     std::uint64_t dst_offset, op_options opts = {});
-    [[nodiscard]] result<void> write(const remote_region& dst, std::uint64_t dst_offset,
-                                     const memory_region& src, std::size_t src_offset,
-                                     std::size_t length, op_options opts = {});
+    result<void> read(std::span<const local_segment> dst, const remote_region& src,
+                      std::uint64_t src_offset, op_options opts = {});
+    result<void> read(const memory_region& dst, std::size_t dst_offset, const remote_region& src,
+                      std::uint64_t src_offset, std::size_t length, op_options opts = {});
+    result<void> write(std::span<const local_segment> src, const remote_region& dst,
+                       std::uint64_t dst_offset, op_options opts = {});
+    result<void> write(const remote_region& dst, std::uint64_t dst_offset, const memory_region& src,
+                       std::size_t src_offset, std::size_t length, op_options opts = {});
     /// The peer gets an op::remote_write completion carrying `imm` (on its RCQ if it has one).
     /// `imm` must fit caps().cq_data_size bytes.
-    [[nodiscard]] result<void> write_with_imm(std::span<const local_segment> src,
-                                              const remote_region& dst, std::uint64_t dst_offset,
-                                              std::uint64_t imm, op_options opts = {});
-    [[nodiscard]] result<void> write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
-                                              const memory_region& src, std::size_t src_offset,
-                                              std::size_t length, std::uint64_t imm,
-                                              op_options opts = {});
+    result<void> write_with_imm(std::span<const local_segment> src, const remote_region& dst,
+                                std::uint64_t dst_offset, std::uint64_t imm, op_options opts = {});
+    result<void> write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
+                                const memory_region& src, std::size_t src_offset,
+                                std::size_t length, std::uint64_t imm, op_options opts = {});
     // ---- multi-key: one operation over several remote regions ----
     /// Writes consecutive pieces of the local range of `src` starting at src_offset into the
     /// remote segments, in order: part i carries dst[i].length bytes, starting where part i - 1
@@ -494,9 +479,8 @@ class connection {
     /// operation (the parts' shared state). The local range must be registered already: no
     /// registration units are drawn.
     static constexpr std::size_t max_gather_parts = 64;
-    [[nodiscard]] result<void> gather_write(std::span<const remote_segment> dst,
-                                            const memory_region& src, std::size_t src_offset,
-                                            op_options opts = {});
+    result<void> gather_write(std::span<const remote_segment> dst, const memory_region& src,
+                              std::size_t src_offset, op_options opts = {});
     /// The same from memory the caller has not registered: `src` is registered through `cache`
     /// (registration_cache.hpp: reused while cached, usage::write_source) and the registration is
     /// held by the operation until it completes. With connection_config::slots the operation also
@@ -508,9 +492,8 @@ class connection {
     /// error) with nothing taken; one made for a refused post stays in the cache for the next.
     /// `src` must stay valid until the completion; `cache` must be of the connection's domain
     /// (errc::invalid_argument otherwise) and outlive the call. The rest as gather_write.
-    [[nodiscard]] result<void> gather_write(std::span<const remote_segment> dst,
-                                            std::span<std::byte> src, registration_cache& cache,
-                                            op_options opts = {});
+    result<void> gather_write(std::span<const remote_segment> dst, std::span<std::byte> src,
+                              registration_cache& cache, op_options opts = {});
 
     // ---- parked posts ----
     /// Ends every post of this connection parked in op_options::park_until with errc::canceled
@@ -528,15 +511,15 @@ class connection {
     /// respect to every other service atomic); otherwise errc::not_supported. atomics() says
     /// which. compare_swap and fetch_add write the word's previous value into `result`
     /// (8 bytes at result_offset, usage::read_destination) before they complete.
-    [[nodiscard]] result<void> atomic_write(const remote_region& dst, std::uint64_t dst_offset,
-                                            std::uint64_t value, op_options opts = {});
-    [[nodiscard]] result<void> compare_swap(const remote_region& dst, std::uint64_t dst_offset,
-                                            std::uint64_t expected, std::uint64_t desired,
-                                            const memory_region& result, std::size_t result_offset,
-                                            op_options opts = {});
-    [[nodiscard]] result<void> fetch_add(const remote_region& dst, std::uint64_t dst_offset,
-                                         std::uint64_t addend, const memory_region& result,
-                                         std::size_t result_offset, op_options opts = {});
+    result<void> atomic_write(const remote_region& dst, std::uint64_t dst_offset,
+                              std::uint64_t value, op_options opts = {});
+    result<void> compare_swap(const remote_region& dst, std::uint64_t dst_offset,
+                              std::uint64_t expected, std::uint64_t desired,
+                              const memory_region& result, std::size_t result_offset,
+                              op_options opts = {});
+    result<void> fetch_add(const remote_region& dst, std::uint64_t dst_offset, std::uint64_t addend,
+                           const memory_region& result, std::size_t result_offset,
+                           op_options opts = {});
     [[nodiscard]] atomic_path atomics() const noexcept;
 
     // ---- flush ----
@@ -552,12 +535,10 @@ class connection {
     /// atomics) complete where their reply arrives: on the RCQ when the connection has one; the
     /// request's own send completion is read from the CQ and holds the request's slot until then,
     /// so read both queues.
-    [[nodiscard]] result<void> flush(const remote_region& dst, std::uint64_t offset,
-                                     std::uint64_t length, flush_options how = {},
-                                     op_options opts = {});
+    result<void> flush(const remote_region& dst, std::uint64_t offset, std::uint64_t length,
+                       flush_options how = {}, op_options opts = {});
     /// The method flush() would use (automatic resolved), or why none can.
-    [[nodiscard]] result<flush_method> flush_method_for(const remote_region& dst,
-                                                        flush_options how = {}) const;
+    result<flush_method> flush_method_for(const remote_region& dst, flush_options how = {}) const;
 
     // ---- write + flush + atomic publish, admitted together ----
     /// Writes the local range of `src` from src_offset into the remote segments (as
@@ -595,24 +576,22 @@ class connection {
     /// reports nothing more (parts already posted complete silently). Allocates one small record
     /// per operation. The flag word itself is not flushed: flush it afterwards if it must be
     /// durable. Threading: as any post.
-    [[nodiscard]] result<void> publish(std::span<const remote_segment> data,
-                                       const memory_region& src, std::size_t src_offset,
-                                       const remote_region& flag, std::uint64_t flag_offset,
-                                       std::uint64_t value, flush_options how = {},
-                                       op_options opts = {});
+    result<void> publish(std::span<const remote_segment> data, const memory_region& src,
+                         std::size_t src_offset, const remote_region& flag,
+                         std::uint64_t flag_offset, std::uint64_t value, flush_options how = {},
+                         op_options opts = {});
 
     // ---- two-sided ----
-    [[nodiscard]] result<void> send(std::span<const local_segment> src, op_options opts = {});
-    [[nodiscard]] result<void> send(const memory_region& src, std::size_t offset,
-                                    std::size_t length, op_options opts = {});
-    [[nodiscard]] result<void> send_with_imm(std::span<const local_segment> src, std::uint64_t imm,
-                                             op_options opts = {});
-    [[nodiscard]] result<void> send_with_imm(const memory_region& src, std::size_t offset,
-                                             std::size_t length, std::uint64_t imm,
-                                             op_options opts = {});
-    [[nodiscard]] result<void> recv(std::span<const local_segment> dst, op_options opts = {});
-    [[nodiscard]] result<void> recv(const memory_region& dst, std::size_t offset,
-                                    std::size_t length, op_options opts = {});
+    result<void> send(std::span<const local_segment> src, op_options opts = {});
+    result<void> send(const memory_region& src, std::size_t offset, std::size_t length,
+                      op_options opts = {});
+    result<void> send_with_imm(std::span<const local_segment> src, std::uint64_t imm,
+                               op_options opts = {});
+    result<void> send_with_imm(const memory_region& src, std::size_t offset, std::size_t length,
+                               std::uint64_t imm, op_options opts = {});
+    result<void> recv(std::span<const local_segment> dst, op_options opts = {});
+    result<void> recv(const memory_region& dst, std::size_t offset, std::size_t length,
+                      op_options opts = {});
 
     // ---- from unregistered memory, through a bounce buffer ----
     /// Copies `data` into a buffer of connection_config::bounce and posts the write or send from
@@ -621,9 +600,9 @@ class connection {
     /// buffer, the send-queue and CQ entries, slot units) is taken at once or nothing is:
     /// errc::would_block when the pool or the queue is exhausted, errc::too_large when `data`
     /// exceeds the pool's buffer_size, errc::bad_state without a pool.
-    [[nodiscard]] result<void> write_copy(const remote_region& dst, std::uint64_t dst_offset,
-                                          std::span<const std::byte> data, op_options opts = {});
-    [[nodiscard]] result<void> send_copy(std::span<const std::byte> data, op_options opts = {});
+    result<void> write_copy(const remote_region& dst, std::uint64_t dst_offset,
+                            std::span<const std::byte> data, op_options opts = {});
+    result<void> send_copy(std::span<const std::byte> data, op_options opts = {});
 
     // ---- completions ----
     [[nodiscard]] completion_queue& cq() noexcept;
@@ -632,22 +611,22 @@ class connection {
     /// channel shared by several connections (connection_config::shared_channel) it waits on that
     /// channel and may report another connection's CQ: dispatch by channel_event::tag. Refused
     /// with errc::bad_state for separate channels.
-    [[nodiscard]] result<channel_event> wait(std::chrono::milliseconds timeout);
+    result<channel_event> wait(std::chrono::milliseconds timeout);
 
     // ---- connection management ----
     /// Next connection event (closed, lost) or errc::timed_out; event_fd() for epoll.
-    [[nodiscard]] result<conn_event> next_event(std::chrono::milliseconds timeout);
+    result<conn_event> next_event(std::chrono::milliseconds timeout);
     /// Readable while an event is pending (read it with next_event(0ms)); not readable when none
-    /// is. A peer's close reaches it while the connection progresses: with progress_thread, or
-    /// while the application reads or arms its CQs (tcp notices the close only then), so block
-    /// on it together with the armed CQ fds.
+    /// is. A peer's close is guaranteed to reach it only while the connection progresses: with
+    /// progress_thread, or while the application reads or arms its CQs, so block on it together
+    /// with the armed CQ fds.
     [[nodiscard]] int event_fd() const noexcept;
     [[nodiscard]] std::span<const std::byte> peer_private_data() const noexcept;
-    /// Disconnects and closes the endpoint: every outstanding operation completes,
-    /// once, through the CQs as usual — with the status the shutdown gave it (tcp: canceled,
-    /// sockets: disconnected), else errc::canceled (on RDM: errc::canceled, see the file head) —
-    /// so reading the CQs until in_flight() is 0 ends, also when the peer stopped acknowledging
-    /// (sockets kept such a write in flight before, issue 13). This side's next_event() reports
+    /// Disconnects and closes the endpoint: every outstanding operation completes, once, through
+    /// the CQs as usual — with the status the provider's shutdown gave it (errc::canceled or
+    /// errc::disconnected, docs/providers.md), else errc::canceled (always errc::canceled on
+    /// RDM) — so reading the CQs until in_flight() is 0 ends, also when the peer stopped
+    /// acknowledging. This side's next_event() reports
     /// conn_event::closed once (unless the peer's close or loss was reported already); the peer
     /// sees its close. Idempotent. During an asynchronous setup it ends the setup (its outcome
     /// is conn_event::closed, setup_status() errc::canceled, receives posted early complete with
@@ -664,8 +643,8 @@ class connection {
     /// completion a wait() read, or the progress thread's ring holds, still takes its entries),
     /// so in_flight() never exceeds the queues' depths. Receives the library keeps posted for
     /// the target service's messages are not counted. Provider entries that belong to no
-    /// operation of the application (sockets writes an error entry without context when a peer
-    /// goes away) are dropped, never reported.
+    /// operation of the application (an error entry without context) are dropped, never
+    /// reported.
     [[nodiscard]] std::size_t in_flight() const noexcept;
     [[nodiscard]] const domain& dom() const noexcept;
 

@@ -10,8 +10,7 @@
 ///   endpoint_type::msg  connected endpoints (FI_EP_MSG, like an RC queue pair): listener and
 ///                       connection::connect.
 ///   endpoint_type::rdm  reliable datagram endpoints (FI_EP_RDM) with an address vector:
-///                       connection::open_peer + attach (see connection.hpp). Same-host peers over
-///                       shm, tcp;ofi_rxm and net over IP, efa, verbs;ofi_rxm.
+///                       connection::open_peer + attach (see connection.hpp).
 /// Either way the operations, completion queues, channels and accounting are the same.
 ///
 /// Provider choice: domain_config::provider if set (matched exactly: "tcp", "shm",
@@ -59,7 +58,7 @@ enum class progress_model { automatic, manual, unspecified };
 enum class endpoint_type : std::uint8_t { msg, rdm };
 const char* to_string(endpoint_type t) noexcept;
 
-/// What the opened provider can do (measured through fi_getinfo/fi_getopt, never assumed).
+/// What the opened provider can do (asked of fi_getinfo/fi_getopt, never assumed).
 struct provider_caps {
     std::string provider;                         ///< "tcp", "sockets", "verbs", ...
     std::string fabric;                           ///< fabric name, e.g. "127.0.0.1/32"
@@ -74,26 +73,29 @@ struct provider_caps {
     std::size_t cq_size = 0;  ///< max completion-queue depth
     std::size_t iov_limit = 0;
     std::size_t rma_iov_limit = 0;
-    std::size_t cq_data_size = 0;  ///< bytes of immediate data (4 on verbs, 8 on tcp)
+    std::size_t cq_data_size = 0;  ///< bytes of immediate data
     bool rx_cq_data = false;       ///< immediate data consumes a posted receive (FI_RX_CQ_DATA)
     bool shared_rx = false;        ///< shared receive contexts are available
     bool rma_pmem = false;         ///< provider advertises FI_RMA_PMEM
-    /// RDM: a received message counts only from the attached peer. A message from any other
-    /// sender is held by the provider (tcp;ofi_rxm) or completes the receive it took with
-    /// errc::access_denied and nothing received (shm, net, sockets: post the receive again).
-    /// True on shm, tcp;ofi_rxm, net and sockets; false on MSG (one peer per endpoint anyway).
+    /// RDM: a received message counts only from the attached peer (the provider reports each
+    /// message's source, FI_SOURCE). A message from any other sender is held by the provider or
+    /// completes the receive it took with errc::access_denied and nothing received (post the
+    /// receive again); which, per provider: docs/providers.md. False on MSG (one peer per
+    /// endpoint anyway).
     bool directed_receive = false;
     progress_model control_progress = progress_model::unspecified;
     progress_model data_progress = progress_model::unspecified;
     remora::mr_mode mr_mode = remora::mr_mode::none;
     std::size_t mr_key_size = 0;
-    /// True when the target side must call into libfabric for one-sided traffic to land
-    /// (tcp, net and every provider reporting manual data progress: shm and tcp;ofi_rxm on rdm);
-    /// then run a progress thread on the target (connection_config::progress_thread).
+    /// True when the target side must call into libfabric for one-sided traffic to land (every
+    /// provider reporting manual data progress, and those that progress only inside libfabric
+    /// calls whatever they report: docs/providers.md); then run a progress thread on the target
+    /// (connection_config::progress_thread).
     bool target_needs_progress = false;
-    /// The provider's CQs can be blocked on through an fd. False on shm: its CQs are polled
-    /// (completion_queue::wait and channels look again after a short back-off, up to 1 ms; the
-    /// progress thread looks every millisecond), and completion_queue::fd() is -1 unless the
+    /// The provider's CQs can be blocked on through an fd. When false, the CQs are polled:
+    /// completion_queue::wait, next and channels look again after a back-off growing to 1 ms
+    /// between looks; the progress thread, while it sleeps, looks every 100 us (every 1 ms on
+    /// kernels without epoll_pwait2, before Linux 5.11); completion_queue::fd() is -1 unless the
     /// progress thread owns the CQ (then it is the thread's eventfd).
     bool cq_wait_fd = true;
 };
@@ -104,31 +106,27 @@ struct provider_caps {
 ///
 ///   busy      The thread polls its CQs (which drives the provider) in a loop and never sleeps
 ///             or yields, as a plain libfabric target that busy-polls its CQ. Lowest latency for
-///             one-sided operations on providers that need the target to call in (tcp: an
-///             8-byte read is served without a wake-up), at the price of one core at 100 % for as
-///             long as the thread runs, traffic or not. For a dedicated core: on a machine with
-///             more runnable threads than cores it competes with the application for the CPU,
-///             and latency becomes the scheduler's time slice (milliseconds, measured).
+///             one-sided operations on providers that need the target to call in (no wake-up),
+///             at the price of one core for as long as the thread runs, traffic or not. For a
+///             dedicated core: with more runnable threads than cores it competes with the
+///             application for the CPU, and latency becomes the scheduler's time slice.
 ///   adaptive  Sleeps like `blocking`; after each sign of traffic (the thread woke on a CQ fd,
 ///             a CQ fd was readable, or it read entries) it polls like `busy` for progress_spin
 ///             more. A burst is served at `busy` latency after its first operation, which pays
 ///             the wake-up. A peer's one-sided reads and writes produce no entry on the
-///             target; other signs show them: on shm (CQs without an fd) the domain binds
-///             a remote-access counter (FI_RMA_EVENT) to its endpoints and a change is
-///             traffic; on tcp (its counter stays 0 in 1.17) the CQ fd, checked each round, is
-///             readable for about half of them, enough to keep a stream's spin going (0-3
-///             sleeps in 5,000 8-byte reads, measured); sockets and net serve them on their own
-///             threads. tcp;ofi_rxm has neither sign: a stream of only those lets the thread
-///             sleep about once per spin. While polling, a round
-///             that found nothing yields the CPU (sched_yield) to other runnable threads; on a
-///             loaded machine a yield can outlast the spin, and the thread then sleeps at once
-///             (adaptive backs off when other threads want the core). CPU:
-///             polling for at most progress_spin after the last sign of traffic; an idle domain
-///             uses none.
+///             target; other signs show them: a readable CQ fd (checked each round), and, where CQs
+///             have no fd (shm), a remote-access counter (FI_RMA_EVENT) the domain binds to its
+///             endpoints, whose change is traffic. Where neither shows them, a stream of only
+///             one-sided operations may let the thread sleep between them (per provider:
+///             docs/providers.md). While polling, a round that found nothing yields the CPU
+///             (sched_yield) to other runnable threads; a yield that outlasts the spin puts the
+///             thread to sleep at once (adaptive backs off when other threads want the core).
+///             CPU: polling for at most progress_spin after the last sign of traffic; an idle
+///             domain uses none.
 ///   blocking  The thread sleeps between events: no CPU while idle, but every one-sided
-///             operation that needs the target's progress pays a thread wake-up (on tcp over
-///             loopback, about 7 us on an 8-byte read). Serving a single CQ on tcp or net it
-///             sleeps in the provider's own wait (fi_cq_sread), as a plain libfabric target that
+///             operation that needs the target's progress pays a thread wake-up
+///             (docs/performance.md). Serving a single CQ on tcp or net it sleeps in the
+///             provider's own wait (fi_cq_sread), as a plain libfabric target that
 ///             sleeps does; otherwise (several CQs, sockets, a shared CQ) it arms its CQs and
 ///             sleeps in epoll on their fds. A new connection, a closing one and a stop wake
 ///             it with fi_cq_signal.
@@ -150,8 +148,8 @@ struct domain_config {
     std::string provider;            ///< empty: FI_PROVIDER, else automatic (see the file head)
     std::string node = "127.0.0.1";  // local address selecting the NIC
     /// How the library progress thread waits (see progress_policy). The default, adaptive: no
-    /// CPU when idle, and a stream of requests served without wake-ups (README, "Progress
-    /// policy", has the measurements and when to pick the others).
+    /// CPU when idle, and a stream of requests served without wake-ups (docs/performance.md has
+    /// the figures and when to pick the others).
     progress_policy progress = progress_policy::adaptive;
     /// adaptive: how long the thread keeps polling after the last sign of traffic. Between 1 us
     /// and 1 s, else domain::open fails with errc::invalid_argument. Ignored by the other
@@ -162,7 +160,7 @@ struct domain_config {
 
 class domain {
   public:
-    [[nodiscard]] static result<domain> open(const domain_config& config = {});
+    static result<domain> open(const domain_config& config = {});
 
     /// Empty handles (closed, or moved from) report empty caps and node.
     [[nodiscard]] const provider_caps& caps() const noexcept;
@@ -186,7 +184,7 @@ class domain {
     /// Without close(), the domain closes silently when its last holder goes.
     /// Threading: not concurrently with other calls on this handle object (copies are separate
     /// holders and make it bad_state).
-    [[nodiscard]] result<void> close();
+    result<void> close();
 
     /// Internal: other remora objects reach the provider through these.
     explicit domain(std::shared_ptr<detail::domain_impl> impl) : impl_(std::move(impl)) {}

@@ -38,14 +38,14 @@ class connection_request {
     /// Accepts and waits (up to config.connect_timeout) until the connection is established.
     /// An invalid config fails the accept and rejects the request (the client's connect fails
     /// with errc::rejected); private data over the limit (errc::too_large) leaves it answerable.
-    [[nodiscard]] result<connection> accept(const connection_config& config = {},
-                                            std::span<const std::byte> private_data = {});
+    result<connection> accept(const connection_config& config = {},
+                              std::span<const std::byte> private_data = {});
     /// Accepts and returns at once: the connection is being set up (see connection::connect_async
     /// for the events, the errors, the receives kept until established and the deadline). Post
     /// receives before the client's first message can arrive by posting them right here, before
     /// waiting for conn_event::established. Errors before the accept is sent are accept()'s.
-    [[nodiscard]] result<connection> accept_async(const connection_config& config = {},
-                                                  std::span<const std::byte> private_data = {});
+    result<connection> accept_async(const connection_config& config = {},
+                                    std::span<const std::byte> private_data = {});
     result<void> reject(std::span<const std::byte> private_data = {});
 
     explicit connection_request(std::unique_ptr<detail::request_impl> impl);
@@ -56,8 +56,7 @@ class connection_request {
 
 class listener {
   public:
-    [[nodiscard]] static result<listener> create(const domain& dom, const std::string& host,
-                                                 std::uint16_t port);
+    static result<listener> create(const domain& dom, const std::string& host, std::uint16_t port);
     listener(listener&&) noexcept;
     listener& operator=(listener&&) noexcept;
     ~listener();
@@ -65,7 +64,7 @@ class listener {
     [[nodiscard]] std::uint16_t port() const noexcept;
     [[nodiscard]] int fd() const noexcept;  ///< readable when a request may be waiting
     /// The next connection request, or errc::timed_out.
-    [[nodiscard]] result<connection_request> get_request(std::chrono::milliseconds timeout);
+    result<connection_request> get_request(std::chrono::milliseconds timeout);
 
     /// Bounds TCP connects that never send a byte (port scanners, floods): the kernel hands the
     /// provider a connection only once its first data arrived (TCP_DEFER_ACCEPT on the
@@ -76,7 +75,7 @@ class listener {
     /// errc::not_supported when no listening TCP socket of this listener's port is found in this
     /// process; errc::invalid_argument for a zero duration. Call it before connects arrive;
     /// not concurrently with get_request().
-    [[nodiscard]] result<void> defer_silent_connects(std::chrono::milliseconds silent);
+    result<void> defer_silent_connects(std::chrono::milliseconds silent);
     /// The kernel hands a deferred connect over anyway once its SYN-ACK retries are spent, and
     /// the provider then holds it (an fd, forever: tcp and sockets have no timeout for a
     /// connection request that never arrives). This shuts down (SHUT_RDWR, so the provider sees
@@ -84,7 +83,7 @@ class listener {
     /// received no byte at all for at least `silent`. Connections that sent anything (every
     /// remora client) are left alone. Returns how many it shut down; errc::not_supported as
     /// above. Call it periodically (e.g. once a second) from the thread that owns the listener.
-    [[nodiscard]] result<std::size_t> drop_silent_connects(std::chrono::milliseconds silent);
+    result<std::size_t> drop_silent_connects(std::chrono::milliseconds silent);
 
   private:
     explicit listener(std::shared_ptr<detail::listener_impl> impl);

@@ -46,8 +46,7 @@ class memory_region {
   public:
     /// Registers `memory` for `uses` (at least one). Fails with invalid_argument for an empty
     /// span or no usage, and with the provider's error when registration is refused.
-    [[nodiscard]] static result<memory_region> create(const domain& dom,
-                                                      std::span<std::byte> memory, usage uses);
+    static result<memory_region> create(const domain& dom, std::span<std::byte> memory, usage uses);
     memory_region(memory_region&&) noexcept;
     memory_region& operator=(memory_region&&) noexcept;
     ~memory_region();
@@ -60,8 +59,7 @@ class memory_region {
     /// The descriptor a peer needs to access [offset, offset + length) of this region remotely,
     /// granting only the remote usages this region has (read_source, write_destination,
     /// atomic_target, flush_target). length 0 means "to the end".
-    [[nodiscard]] result<remote_region> describe(std::size_t offset = 0,
-                                                 std::size_t length = 0) const;
+    result<remote_region> describe(std::size_t offset = 0, std::size_t length = 0) const;
 
     [[nodiscard]] detail::region_impl* impl() const noexcept { return impl_.get(); }
 

@@ -69,8 +69,8 @@ struct persistent_impl;
 
 class persistent_region {
   public:
-    [[nodiscard]] static result<persistent_region> open(const domain& dom,
-                                                        const persistent_region_config& config);
+    static result<persistent_region> open(const domain& dom,
+                                          const persistent_region_config& config);
     persistent_region(persistent_region&&) noexcept;
     persistent_region& operator=(persistent_region&&) noexcept;
     ~persistent_region();
@@ -87,11 +87,10 @@ class persistent_region {
 
     /// Makes [offset, offset + length) durable (msync of the covering pages). errc::out_of_range
     /// outside the region, errc::not_supported for a volatile region.
-    [[nodiscard]] result<void> persist(std::uint64_t offset, std::uint64_t length) const;
+    result<void> persist(std::uint64_t offset, std::uint64_t length) const;
 
     /// The descriptor of [offset, offset + length) (length 0: to the end), stating persistence.
-    [[nodiscard]] result<remote_region> describe(std::size_t offset = 0,
-                                                 std::size_t length = 0) const;
+    result<remote_region> describe(std::size_t offset = 0, std::size_t length = 0) const;
 
     [[nodiscard]] detail::persistent_impl* impl() const noexcept { return impl_.get(); }
 

@@ -102,8 +102,7 @@ struct receive_pool_stats {
 
 class receive_pool {
   public:
-    [[nodiscard]] static result<receive_pool> create(const domain& dom,
-                                                     const receive_pool_config& config = {});
+    static result<receive_pool> create(const domain& dom, const receive_pool_config& config = {});
     receive_pool(receive_pool&&) noexcept;
     receive_pool& operator=(receive_pool&&) noexcept;
     ~receive_pool();
@@ -112,13 +111,13 @@ class receive_pool {
     /// give now is owed and posted as slots return. errc::invalid_argument if the connection's
     /// rq_size is smaller than per_connection or it has a service depth; errc::bad_state if it
     /// is attached already.
-    [[nodiscard]] result<void> attach(connection& conn);
+    result<void> attach(connection& conn);
     /// Stops posting on `conn` and cancels its receives; their slots come back as their canceled
     /// completions are read, or when the connection is destroyed.
     void detach(connection& conn) noexcept;
 
     /// The next message from any attached connection, in arrival order; errc::timed_out.
-    [[nodiscard]] result<message> next(std::chrono::milliseconds timeout);
+    result<message> next(std::chrono::milliseconds timeout);
 
     [[nodiscard]] receive_pool_stats stats() const;
 

@@ -52,13 +52,12 @@ struct registration_cache_stats {
 
 class registration_cache {
   public:
-    [[nodiscard]] static result<registration_cache> create(const domain& dom,
-                                                           std::size_t capacity = 64);
+    static result<registration_cache> create(const domain& dom, std::size_t capacity = 64);
     registration_cache(registration_cache&&) noexcept;
     registration_cache& operator=(registration_cache&&) noexcept;
     ~registration_cache();
 
-    [[nodiscard]] result<cached_region> get(std::span<std::byte> memory, usage uses);
+    result<cached_region> get(std::span<std::byte> memory, usage uses);
     /// Drops every cached registration overlapping `memory` (call before freeing it).
     void invalidate(std::span<const std::byte> memory) noexcept;
     [[nodiscard]] registration_cache_stats stats() const;

@@ -158,8 +158,8 @@ struct remora_caps {
     char provider[32];          /**< provider name, NUL-terminated */
     int endpoint;               /**< enum remora_endpoint */
     bool native_atomics;        /**< the provider has atomics (else the target service does them) */
-    bool target_needs_progress; /**< one-sided access needs the target to progress (tcp) */
-    bool cq_wait_fd;            /**< CQs can be blocked on through an fd (false on shm) */
+    bool target_needs_progress; /**< one-sided access needs the target to progress */
+    bool cq_wait_fd;            /**< CQs can be blocked on through an fd */
     size_t inject_size;         /**< bytes a write or send may inject */
     size_t cm_data_size;        /**< private data limit of connect and accept */
     size_t max_msg_size;        /**< largest message */
@@ -353,8 +353,9 @@ REMORA_API int remora_cq_wait(remora_cq* cq, int timeout_ms, size_t* ready);
 /** The next completion within the timeout (polls, and waits between polls). */
 REMORA_API int remora_cq_next(remora_cq* cq, int timeout_ms, struct remora_completion* out);
 /**
- * The fd for the caller's own epoll (readable when completions may be ready; -1 on shm unless
- * a progress thread owns the CQ). Call remora_cq_arm() before blocking on it.
+ * The fd for the caller's own epoll (readable when completions may be ready; -1 when the
+ * caps' cq_wait_fd is false, unless a progress thread owns the CQ). Call remora_cq_arm() before
+ * blocking on it.
  */
 REMORA_API int remora_cq_fd(const remora_cq* cq, int* fd);
 /**

@@ -44,9 +44,8 @@ class remote_region {
 
     remote_region() = default;
     /// Validating constructor for descriptors built by hand.
-    [[nodiscard]] static result<remote_region> make(std::uint64_t address, std::uint64_t length,
-                                                    std::uint64_t key, usage uses,
-                                                    bool virtual_addressing);
+    static result<remote_region> make(std::uint64_t address, std::uint64_t length,
+                                      std::uint64_t key, usage uses, bool virtual_addressing);
 
     [[nodiscard]] std::uint64_t address() const noexcept { return address_; }
     [[nodiscard]] std::uint64_t length() const noexcept { return length_; }
@@ -55,16 +54,16 @@ class remote_region {
     [[nodiscard]] bool virtual_addressing() const noexcept { return virt_; }
     [[nodiscard]] remora::persistence persistence() const noexcept { return persist_; }
     /// A copy stating `p` (the target side sets this; see persistent_region::describe).
-    [[nodiscard]] result<remote_region> with_persistence(remora::persistence p) const;
+    result<remote_region> with_persistence(remora::persistence p) const;
 
     /// A sub-range of this descriptor; grants nothing beyond it. errc::out_of_range when the
     /// range is not inside, errc::invalid_argument for an empty one.
-    [[nodiscard]] result<remote_region> slice(std::uint64_t offset, std::uint64_t length) const;
+    result<remote_region> slice(std::uint64_t offset, std::uint64_t length) const;
     /// Checks that [offset, offset + length) lies inside and that `need` is granted.
-    [[nodiscard]] result<void> check(std::uint64_t offset, std::uint64_t length, usage need) const;
+    result<void> check(std::uint64_t offset, std::uint64_t length, usage need) const;
 
     [[nodiscard]] std::array<std::byte, serialized_size> serialize() const noexcept;
-    [[nodiscard]] static result<remote_region> parse(std::span<const std::byte> bytes);
+    static result<remote_region> parse(std::span<const std::byte> bytes);
 
     friend bool operator==(const remote_region&, const remote_region&) = default;
 

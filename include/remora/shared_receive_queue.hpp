@@ -11,18 +11,17 @@
 /// Completions: by default the receives complete on the queue's own completion queue, cq() (a
 /// shared_completion_queue of `size` entries: it cannot overflow, since at most `size` receives
 /// are posted), with completion::tag = the queue's tag; which connection a message came from is
-/// not told there (the libfabric MSG providers report the receive, not the endpoint). A
+/// not told there (libfabric's MSG providers report the receive, not the endpoint). A
 /// connection set up with connection_config::rcq = true as well gets a receive CQ of its own
 /// (sized `size`): the queue's receives that its messages consume complete there, with the
-/// connection's tag — which connection, at the price of one CQ each to read (tcp and sockets
-/// both report a shared-context receive on the CQ of the endpoint the message arrived on). A
-/// CQ read drives the provider for its connections (tcp delivers only while it is called).
+/// connection's tag — which connection, at the price of one CQ each to read. A CQ read drives
+/// the provider for its connections.
 ///
-/// Providers (libfabric 1.17, seen here): tcp and sockets connected (msg) endpoints support it
-/// (domain max_ep_srx_ctx 8192 and 128); the RDM providers shm, tcp;ofi_rxm and net do not
-/// (create() fails with errc::not_supported there, and on any msg provider without it). Where it
-/// is not supported, receive_pool (receive_pool.hpp) is the answer: library buffers lent to each
-/// connection's own receive queue.
+/// Connected (msg) endpoints only: create() fails with errc::not_supported on an RDM domain and
+/// where the provider has no shared receive context (caps().shared_rx false; which providers
+/// have one: docs/providers.md). There receive_pool
+/// (receive_pool.hpp) is the answer: library buffers lent to each connection's own receive
+/// queue.
 ///
 /// A connection with an srq posts no receives of its own: connection::recv is refused
 /// (errc::bad_state), its disconnect cancels nothing of the queue's, and its receive-queue
@@ -55,16 +54,16 @@ class shared_receive_queue {
     shared_receive_queue() = default;  ///< empty handle
     /// errc::not_supported where the domain's provider has no shared receive context (RDM
     /// domains included), errc::invalid_argument for size 0.
-    [[nodiscard]] static result<shared_receive_queue> create(
-        const domain& dom, const shared_receive_queue_config& cfg = {});
+    static result<shared_receive_queue> create(const domain& dom,
+                                               const shared_receive_queue_config& cfg = {});
 
     explicit operator bool() const noexcept { return impl_ != nullptr; }
     /// Posts a receive into [offset, offset + length) of `dst` (usage::receive): checked like
     /// connection::recv (errc::out_of_range, access_denied; invalid_argument for a report other
     /// than completion_mode::always); errc::would_block when `size` receives are posted.
     /// op_options::park_until is not supported here (invalid_argument).
-    [[nodiscard]] result<void> recv(const memory_region& dst, std::size_t offset,
-                                    std::size_t length, op_options opts = {});
+    result<void> recv(const memory_region& dst, std::size_t offset, std::size_t length,
+                      op_options opts = {});
     [[nodiscard]] completion_queue& cq() const noexcept;     ///< its receives complete here
     [[nodiscard]] std::size_t size() const noexcept;         ///< effective
     [[nodiscard]] std::size_t posted() const noexcept;       ///< receives posted, not yet reaped

@@ -126,13 +126,13 @@ class slot_pool : public std::enable_shared_from_this<slot_pool>, public budget 
     /// errc::timed_out / errc::canceled. Runs exactly once; see Threading.
     using callback = void (*)(void* ctx, result<lease> r);
 
-    [[nodiscard]] static result<std::shared_ptr<slot_pool>> create(const slot_pool_config& cfg);
+    static result<std::shared_ptr<slot_pool>> create(const slot_pool_config& cfg);
 
     /// All of `need` now, or nothing (nothing is taken on failure): errc::would_block
     /// (backpressure; also while requests are parked, which go first), errc::bad_state (forbid:
     /// the pool was sized wrong; the message names demand and capacity), errc::too_large if it
     /// can never fit, errc::invalid_argument for an empty demand.
-    [[nodiscard]] result<lease> try_acquire(const units& need);
+    result<lease> try_acquire(const units& need);
     /// Backpressure: like try_acquire, but a request that cannot be met now is parked in FIFO
     /// order and `done` runs later with its lease, or with errc::timed_out at `deadline` (by the
     /// pool's timer thread, see Deadlines), or with errc::canceled by cancel_all(). On success
@@ -144,8 +144,8 @@ class slot_pool : public std::enable_shared_from_this<slot_pool>, public budget 
     /// Refused (not parked, `done` never runs) with too_large, with would_block when
     /// max_waiters are parked (or the pool's timer thread cannot be started), with bad_state
     /// under forbid, and with invalid_argument for an empty demand or a null `done`.
-    [[nodiscard]] result<acquired> acquire(const units& need, callback done, void* ctx,
-                                           clock::time_point deadline = clock::time_point::max());
+    result<acquired> acquire(const units& need, callback done, void* ctx,
+                             clock::time_point deadline = clock::time_point::max());
     /// Completes now, with errc::timed_out, the parked requests whose deadline is at or before
     /// `now`, then grants those they were blocking; returns how many timed out. Not needed for
     /// deadlines to fire (the timer thread does that); a manual "now" for callers that want one.

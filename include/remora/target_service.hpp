@@ -6,7 +6,7 @@
 ///  - flush (GPSPM): persist a range of an exposed persistent region (msync), then reply — the
 ///    request arrives after the connection's earlier writes, so they are covered;
 ///  - atomic_write, compare_swap, fetch_add on an 8-byte aligned word of an exposed region, for
-///    providers without native atomics (tcp). They are atomic with respect to each other (CPU
+///    providers without native atomics. They are atomic with respect to each other (CPU
 ///    atomics on the target's memory, across all connections) and ordered after the connection's
 ///    earlier writes.
 /// Every request is validated against the region (key, range, alignment, usage, persistence);
@@ -45,21 +45,21 @@ struct service_core;
 
 class target_service {
   public:
-    [[nodiscard]] static result<target_service> create();
+    static result<target_service> create();
     target_service(target_service&&) noexcept;
     target_service& operator=(target_service&&) noexcept;
     ~target_service();
 
     /// Lets peers flush (GPSPM) and run service atomics on `region`. Returns its descriptor,
     /// which states persistence::gpspm for a persistent region.
-    [[nodiscard]] result<remote_region> expose(const persistent_region& region);
+    result<remote_region> expose(const persistent_region& region);
     /// The same for plain registered memory: service atomics and visibility flushes only.
-    [[nodiscard]] result<remote_region> expose(const memory_region& region);
+    result<remote_region> expose(const memory_region& region);
 
     /// Answers `conn`'s service messages from now on: posts conn.config().service_depth
     /// receives. errc::invalid_argument without a service depth; errc::bad_state when the
     /// connection already serves or calls a service.
-    [[nodiscard]] result<void> serve(connection& conn);
+    result<void> serve(connection& conn);
     /// The same, but `conn` may name only the `grants` (descriptors this service's expose()
     /// returned): a request for any other exposed region is refused with errc::access_denied,
     /// as for an unknown key. Per-client access: expose a read-only and a read-write
@@ -67,7 +67,7 @@ class target_service {
     /// with that grant; what a request may do is still bounded by the region's usage (a
     /// read_source-only registration refuses flushes and atomics). errc::invalid_argument when
     /// a grant is not exposed here (nothing changes).
-    [[nodiscard]] result<void> serve(connection& conn, std::span<const remote_region> grants);
+    result<void> serve(connection& conn, std::span<const remote_region> grants);
 
     [[nodiscard]] std::uint64_t requests() const noexcept;  ///< answered so far
     [[nodiscard]] std::uint64_t refused() const noexcept;   ///< of which with an error

@@ -107,7 +107,7 @@ class budget {
     std::unique_ptr<detail::park_gate> gate_ = std::make_unique<detail::park_gate>();
     /// All of `need` now, or nothing (nothing is taken on failure); the error says why
     /// (the implementation's policy decides the code: slot_pool gives would_block or bad_state).
-    [[nodiscard]] virtual result<void> take_units(const units& need) = 0;
+    virtual result<void> take_units(const units& need) = 0;
     /// Returns units take_units() gave out. Never fails; may run the budget's waiters.
     virtual void give_units(const units& u) noexcept = 0;
 };
@@ -119,7 +119,7 @@ class held_units {
   public:
     held_units() = default;
     /// All of `need` from `from` (non-null), or the budget's error (nothing taken).
-    [[nodiscard]] static result<held_units> take(std::shared_ptr<budget> from, const units& need) {
+    static result<held_units> take(std::shared_ptr<budget> from, const units& need) {
         if (auto r = from->take_units(need); !r) {
             return fail(r.error());
         }
