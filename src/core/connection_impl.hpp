@@ -197,7 +197,7 @@ class rdm_retry {
     std::chrono::steady_clock::time_point deadline_{};
 };
 template <class Post>
-ssize_t post_to_peer(connection_impl& c, Post&& post) {
+[[gnu::always_inline]] inline ssize_t post_to_peer(connection_impl& c, Post&& post) {
     ssize_t ret = post();
     if (ret != -FI_EAGAIN || !c.rdm) [[likely]] {
         return ret;

@@ -17,10 +17,12 @@
 namespace remora::detail {
 
 // Posts `p` (its context: a reserved op_record) on `c`. A failure names `what` and the call.
-inline result<void> door(connection_impl& c, fabric_post& p, const char* what) {
+[[gnu::always_inline]] inline result<void> door(connection_impl& c, fabric_post& p,
+                                                const char* what) {
     const bool recv = p.kind == post_kind::recv;
     p.addr = recv ? c.recv_from : c.peer;
-    const ssize_t ret = post_to_peer(c, [&] { return ep_post(c.ep.get(), p); });
+    const ssize_t ret = post_to_peer(
+        c, [&]() __attribute__((always_inline)) { return ep_post(c.ep.get(), p); });
     return submit(c, static_cast<op_record*>(p.context), ret, what, recv, post_call(p.kind));
 }
 
@@ -31,8 +33,10 @@ inline result<void> door(connection_impl& c, fabric_post& p, const char* what) {
 // A bounce buffer (write_copy, send_copy) is held by the operation's slot until its completion,
 // unless the operation is injected: the provider has copied it when the post returns, and it
 // goes back to its pool then.
-inline result<void> door_maybe_quiet(connection_impl& c, fabric_post& p, std::size_t bytes,
-                                     const op_options& opts, const char* what, op_holding* bounce) {
+[[gnu::always_inline]] inline result<void> door_maybe_quiet(connection_impl& c, fabric_post& p,
+                                                            std::size_t bytes,
+                                                            const op_options& opts,
+                                                            const char* what, op_holding* bounce) {
     op_record* r = static_cast<op_record*>(p.context);
     const bool at_post = opts.report == completion_mode::at_post;
     if (at_post) {
@@ -59,7 +63,8 @@ inline result<void> door_maybe_quiet(connection_impl& c, fabric_post& p, std::si
     }
     p.flags = (p.flags & ~post_completion) | (quiet ? post_inject : post_completion);
     p.addr = c.peer;
-    const ssize_t ret = post_to_peer(c, [&] { return ep_post(c.ep.get(), p); });
+    const ssize_t ret = post_to_peer(
+        c, [&]() __attribute__((always_inline)) { return ep_post(c.ep.get(), p); });
     if (ret == 0) {
         c.since_signal = quiet ? c.since_signal + 1 : 0;
     } else if (quiet) {

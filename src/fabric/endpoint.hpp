@@ -238,7 +238,7 @@ constexpr fabric_call post_call(post_kind kind) noexcept {
     return fabric_call::post_compare_atomic;
 }
 
-inline ssize_t ep_post(fid_ep* ep, const fabric_post& p) {
+[[gnu::always_inline]] inline ssize_t ep_post(fid_ep* ep, const fabric_post& p) {
     switch (p.kind) {
         case post_kind::send:
             return ep_send(ep, p.addr, p.iov, p.desc, p.count, p.data, p.context, p.flags);
