@@ -68,7 +68,7 @@ if [[ $found -ne 0 ]]; then
 fi
 
 upper_public='remora/(slot_pool|buffer_pool|receive_pool|registration_cache|persistent_region|target_service)\.hpp'
-core_public='include/remora/(connection|completion_queue|completion_channel|domain|memory_region|remote_region|listener|flags|coro)\.hpp'
+core_public='include/remora/(connection|op_options|completion_queue|completion_channel|domain|memory_region|remote_region|listener|flags|coro)\.hpp'
 layers=0
 # check_includes GROUP FILE_REGEX FORBIDDEN_INCLUDE_REGEX (Perl regex, on the included path)
 check_includes() {

@@ -16,14 +16,20 @@
 
 namespace remora::detail {
 
+// Addresses `p` to the connection's peer and posts it (again while an RDM provider sets up the
+// path): the provider's value.
+[[gnu::always_inline]] inline ssize_t door_post(connection_impl& c, fabric_post& p) {
+    p.addr = p.kind == post_kind::recv ? c.recv_from : c.peer;
+    return post_to_peer(
+        c, [&]() __attribute__((always_inline)) { return ep_post(c.ep.get(), p); });
+}
+
 // Posts `p` (its context: a reserved op_record) on `c`. A failure names `what` and the call.
 [[gnu::always_inline]] inline result<void> door(connection_impl& c, fabric_post& p,
                                                 const char* what) {
-    const bool recv = p.kind == post_kind::recv;
-    p.addr = recv ? c.recv_from : c.peer;
-    const ssize_t ret = post_to_peer(
-        c, [&]() __attribute__((always_inline)) { return ep_post(c.ep.get(), p); });
-    return submit(c, static_cast<op_record*>(p.context), ret, what, recv, post_call(p.kind));
+    const ssize_t ret = door_post(c, p);
+    return submit(c, static_cast<op_record*>(p.context), ret, what, p.kind == post_kind::recv,
+                  post_call(p.kind));
 }
 
 // Posts a write or send with a completion, or, with selective signalling on and the operation
@@ -62,9 +68,7 @@ namespace remora::detail {
         c.ops.mark_signalled(r);
     }
     p.flags = (p.flags & ~post_completion) | (quiet ? post_inject : post_completion);
-    p.addr = c.peer;
-    const ssize_t ret = post_to_peer(
-        c, [&]() __attribute__((always_inline)) { return ep_post(c.ep.get(), p); });
+    const ssize_t ret = door_post(c, p);
     if (ret == 0) {
         c.since_signal = quiet ? c.since_signal + 1 : 0;
     } else if (quiet) {
