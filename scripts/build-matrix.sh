@@ -3,7 +3,8 @@
 # Builds remora as its users do, with warnings as errors (REMORA_WERROR): each build type given
 # (default Release) with GCC and with Debian's clang 14, the library, examples and the remora
 # command. The tests are built and run by scripts/test.sh (RelWithDebInfo and the sanitizer's
-# Debug build); REMORA_MATRIX_TESTS=ON builds them here too.
+# Debug build); REMORA_MATRIX_TESTS=ON builds them here too. REMORA_MATRIX_COMPILERS chooses the
+# compilers (default "g++ clang++-14").
 #   scripts/build-matrix.sh [BUILD_TYPE...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +12,7 @@ bash scripts/install-deps.sh
 types=("$@")
 [ ${#types[@]} -gt 0 ] || types=(Release)
 for type in "${types[@]}"; do
-    for cxx in g++ clang++-14; do
+    for cxx in ${REMORA_MATRIX_COMPILERS:-g++ clang++-14}; do
         build=build-matrix/$type-$cxx
         cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="$type" -DCMAKE_CXX_COMPILER="$cxx" \
             -DREMORA_WERROR=ON -DREMORA_TESTS="${REMORA_MATRIX_TESTS:-OFF}" >/dev/null

@@ -32,6 +32,9 @@ for i in $(seq "$runs"); do
     grep -E "tests passed, [0-9]+ tests failed out of" "$log" || true
     if [ $rc -ne 0 ]; then
         echo "stress: run $i of $runs FAILED after ${took}s (ctest -j$jobs beside $(nproc) CPU hogs):"
+        # What each failed test printed (its failures and their context), then the summary.
+        grep -E -B3 -A12 '(Failure|Which is|Expected|FAILED +\]|Exception|Sanitizer)' "$log" |
+            tail -n 80 || true
         sed -n '/tests failed out of/,$p' "$log"
         exit 1
     fi

@@ -287,8 +287,12 @@ void dead_peer_left_open(const policy_case& param, bool unplaced) {
         EXPECT_LT(process_used, 150.0) << what << ": the process used " << process_used
                                        << " ms of CPU in 2 s (getrusage), sampling included";
     }
-    EXPECT_LT(share, 0.05) << what << ": runnable in " << share * 100
-                           << " % of samples beside a dead peer's open connection";
+    // Behind an unplaced message the thread wakes up to 125 times a second (the back-off's
+    // 8 ms), and on a loaded machine each wake-up waits a while for a core, which the samples
+    // see as runnable now and then. A poller, yielding or not, is runnable in nearly all of them.
+    const double runnable_limit = unplaced ? 0.25 : 0.05;
+    EXPECT_LT(share, runnable_limit) << what << ": runnable in " << share * 100
+                                     << " % of samples beside a dead peer's open connection";
     if (!unplaced) {
         auto ev = p.target->next_event(0ms);
         ASSERT_TRUE(ev.has_value()) << ev.error().what();
