@@ -3,7 +3,7 @@
 /// remora/coro.hpp — C++20 coroutines over remora's operations.
 ///
 ///   remora::task copy(connection& c, ...) {
-///       auto n = co_await remora::co_op(c, [&](op_options o) {
+///       auto n = co_await remora::co_op([&](op_options o) {
 ///           return c.write(dst, 0, src, 0, len, o);
 ///       });
 ///       if (!n) { ... n.error() ... }
@@ -33,24 +33,49 @@
 #include <utility>
 
 #include <remora/completion_queue.hpp>
-#include <remora/connection.hpp>
+#include <remora/op_options.hpp>
 #include <remora/result.hpp>
 
 namespace remora {
 
+/// How co_op posts and awaits an operation.
+struct await_options {
+    /// Parked under back-pressure without blocking the thread until then (op_options::park_until
+    /// with park_mode::queue): while the operation's units are taken, the coroutine stays
+    /// suspended in the FIFO, and resumes with its completion once it has been admitted and has
+    /// completed, or with errc::timed_out / canceled / disconnected if it never was. It then
+    /// resumes on the thread of that FIFO (the library's), or on the CQ reader's as usual.
+    /// Default: no parking (a post that finds no units fails at once).
+    std::chrono::steady_clock::time_point park_until{};
+    /// A write or send that completes at post (completion_mode::at_post: its bytes are
+    /// injected): awaiting it never suspends and yields 0, or the post's error; a later
+    /// transfer error is reported to the CQ like on_error's (with no context).
+    bool at_post = false;
+};
+
+/// The awaitable co_op returns.
 template <class Post>
 class op_awaiter {
   public:
-    explicit op_awaiter(Post post, std::chrono::steady_clock::time_point park_until = {})
-        : post_(std::move(post)), park_until_(park_until) {}
-    bool await_ready() const noexcept { return false; }
+    op_awaiter(Post post, await_options how) : post_(std::move(post)), how_(how) {}
+    bool await_ready() {
+        if (!how_.at_post) {
+            return false;
+        }
+        op_options o;
+        o.report = completion_mode::at_post;
+        if (auto r = post_(o); !r) {
+            out_ = tl::unexpected<error>(r.error());
+        }
+        return true;  ///< done at post: never suspends
+    }
     bool await_suspend(std::coroutine_handle<> h) {
         handle_ = h;
         op_options o;
         o.context = this;
         o.callback = &op_awaiter::on_complete;
-        if (park_until_ != std::chrono::steady_clock::time_point{}) {
-            o.park_until = park_until_;
+        if (how_.park_until != std::chrono::steady_clock::time_point{}) {
+            o.park_until = how_.park_until;
             o.park = park_mode::queue;
         }
         auto r = post_(o);
@@ -75,55 +100,16 @@ class op_awaiter {
         self->handle_.resume();
     }
     Post post_;
-    std::chrono::steady_clock::time_point park_until_;
+    await_options how_;
     std::coroutine_handle<> handle_;
     result<std::size_t> out_{std::size_t{0}};
 };
 
-/// An awaitable operation: `post` receives the op_options to pass to a connection call.
+/// An awaitable operation: `post` receives the op_options to pass to a connection call (it must
+/// pass them on unchanged), and is called once, when the coroutine awaits.
 template <class Post>
-op_awaiter<Post> co_op(connection& /*conn*/, Post post) {
-    return op_awaiter<Post>(std::move(post));
-}
-
-/// The same, parked under back-pressure without blocking the thread (op_options::park_until and
-/// park_mode::queue): when the operation's units are taken, the coroutine stays suspended while
-/// it waits in the FIFO, and resumes with its completion once it has been admitted and has
-/// completed, or with errc::timed_out / canceled / disconnected if it never was. It then
-/// resumes on the thread of that FIFO (the library's), or on the CQ reader's as usual.
-template <class Post>
-op_awaiter<Post> co_op_parked(connection& /*conn*/, std::chrono::steady_clock::time_point until,
-                              Post post) {
-    return op_awaiter<Post>(std::move(post), until);
-}
-
-/// A write or send that completes at post (completion_mode::at_post: its bytes are injected):
-/// awaiting it never suspends. It yields 0, or the post's error; a later transfer error is
-/// reported to the CQ like on_error's (with the options' context, here none).
-template <class Post>
-class at_post_awaiter {
-  public:
-    explicit at_post_awaiter(Post post) : post_(std::move(post)) {}
-    bool await_ready() noexcept {
-        op_options o;
-        o.report = completion_mode::at_post;
-        auto r = post_(o);
-        if (!r) {
-            out_ = tl::unexpected<error>(r.error());
-        }
-        return true;
-    }
-    void await_suspend(std::coroutine_handle<>) noexcept {}
-    result<std::size_t> await_resume() { return std::move(out_); }
-
-  private:
-    Post post_;
-    result<std::size_t> out_{std::size_t{0}};
-};
-
-template <class Post>
-at_post_awaiter<Post> co_op_at_post(connection& /*conn*/, Post post) {
-    return at_post_awaiter<Post>(std::move(post));
+op_awaiter<Post> co_op(Post post, await_options how = {}) {
+    return op_awaiter<Post>(std::move(post), how);
 }
 
 class task {

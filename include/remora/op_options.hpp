@@ -53,7 +53,8 @@ enum class completion_mode : std::uint8_t {
     /// Writes and sends of at most caps().inject_size bytes: the provider copies the bytes at
     /// post (inject), so the operation is complete for the caller when the post returns; only
     /// an error is reported later, like on_error. Larger ones: errc::too_large; other operations,
-    /// or with a callback: errc::invalid_argument. co_op_at_post awaits one without suspending.
+    /// or with a callback: errc::invalid_argument. co_op with await_options::at_post awaits one
+    /// without suspending.
     at_post,
 };
 
@@ -109,18 +110,19 @@ struct op_options {
     /// parked ones.
     std::chrono::steady_clock::time_point park_until{};
     /// park_mode::queue: a parked post that has no thread to wait on (a callback-driven or
-    /// coroutine application; co_op_parked in coro.hpp). Needs park_until and a callback. The call
-    /// checks its arguments and returns at once: success means the operation was posted or
-    /// queued. A queued one waits in the same FIFO as the blocking ones (counted by parked(), not
-    /// by in_flight() until it is posted) and is posted, once it is the head and its units come
-    /// back, on the library's thread of that FIFO (started on first use); its callback then runs
-    /// once with its completion, as for any post. If it is never posted, the callback still runs
-    /// once, on that thread, with a completion of the operation's kind and context whose status
-    /// is timed_out (at park_until), canceled (cancel_parked), disconnected (close, destruction)
-    /// or the error a later try met (a bad_state budget...). Its buffers, regions and remote
-    /// regions' memory must stay valid until then, as for any operation in flight; the remote
-    /// descriptor and the segment list are copied. Offered on read, write, write_with_imm, send,
-    /// send_with_imm, recv, gather_write and publish; elsewhere errc::invalid_argument.
+    /// coroutine application; co_op with await_options::park_until in coro.hpp). Needs park_until
+    /// and a callback. The call checks its arguments and returns at once: success means the
+    /// operation was posted or queued. A queued one waits in the same FIFO as the blocking ones
+    /// (counted by parked(), not by in_flight() until it is posted) and is posted, once it is the
+    /// head and its units come back, on the library's thread of that FIFO (started on first use);
+    /// its callback then runs once with its completion, as for any post. If it is never posted, the
+    /// callback still runs once, on that thread, with a completion of the operation's kind and
+    /// context whose status is timed_out (at park_until), canceled (cancel_parked), disconnected
+    /// (close, destruction) or the error a later try met (a bad_state budget...). Its buffers,
+    /// regions and remote regions' memory must stay valid until then, as for any operation in
+    /// flight; the remote descriptor and the segment list are copied. Offered on read, write,
+    /// write_with_imm, send, send_with_imm, recv, gather_write and publish; elsewhere
+    /// errc::invalid_argument.
     park_mode park = park_mode::block;
     /// Batching hint (libfabric's FI_MORE): another post on this connection follows at once, so
     /// the provider may hold this one back and hand the burst to the fabric together (one

@@ -174,7 +174,7 @@ result<connection_config> effective_config(const connection_config& in, const pr
 // with an entry from `q`; its completion goes to hook(context, c). A receive posted here does
 // not drive the provider (it may run inside a completion hook).
 result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t len, void* desc,
-                           bool (*hook)(void*, completion&), void* context);
+                           hook_fn hook, void* context);
 
 // RDM providers answer a post with -FI_EAGAIN while they set up the path to a new peer
 // (tcp;ofi_rxm connects on the first post, shm exchanges a connection request) or while the
@@ -343,7 +343,7 @@ result<void> post_or_queue(connection_impl& c, const op_options& opts, remora::o
         done.op = kind;
         done.status = e.code();
         done.context = context;
-        run_callback(callback, done, pool);
+        run_callback(callback, done, pool, nullptr);  // on the gate's thread: no reader's lock
     };
     auto r = g.queue(std::move(q));
     if (!r) {

@@ -316,7 +316,7 @@ result<void> post_send(connection_impl& c, std::span<const local_segment> local,
 }
 
 result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t len, void* desc,
-                           bool (*hook)(void*, completion&), void* context) {
+                           hook_fn hook, void* context) {
     const bool recv = q == queue::recv;
     const char* what = recv ? "service receive" : "service send";
     if (auto r = check_open(c, what); !r) {

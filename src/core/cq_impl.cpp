@@ -74,7 +74,7 @@ result<std::shared_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
 }
 
 bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t flags,
-            op_record** held, bool hand_out_now) {
+            callback_sink* sink, op_record** held, bool hand_out_now) {
     auto* rec = static_cast<op_record*>(op_context);
     c.op = (flags & FI_REMOTE_WRITE) != 0 ? op::remote_write
            : rec != nullptr               ? rec->kind
@@ -111,7 +111,7 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
         rec->owner->reclaim(rec->mark);
     }
     // Counted (connection::in_flight) until the application has the completion: a reported one
-    // keeps its record taken until poll hands it out (done_report under a callback_deferral),
+    // keeps its record taken until poll hands it out (done_report, read with a sink),
     // a callback its record until it is called (done_callback); an internal hook gives its record
     // back first, so the pool's `undelivered` counts what it reports or defers.
     const op_pool* owner = rec->owner;
@@ -119,7 +119,7 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
     if (internal) {
         owner->undelivered.fetch_add(1, std::memory_order_relaxed);
     }
-    const bool seen = rec->done(*rec, c);  // the one dispatch: report, callback or hook
+    const bool seen = rec->done(*rec, c, sink);  // the one dispatch: report, callback or hook
     if (internal) {
         if (!seen) {
             owner->undelivered.fetch_sub(1, std::memory_order_relaxed);
@@ -274,7 +274,8 @@ inline bool cq_impl::take_entry(completion& c, const raw_entry& e, const std::ui
         }
     }
     src = {owner_of(e.context), nullptr};
-    return finish(*this, c, e.context, e.flags, &src.held, with_record);
+    // Callbacks read go to this CQ's deliveries: they run in deliver(), after the caller's lock.
+    return finish(*this, c, e.context, e.flags, this, &src.held, with_record);
 }
 
 result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::size_t* consumed,
@@ -292,7 +293,6 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
     };
     if (backlog_head < backlog.size()) {
         // What a detaching connection's drain read for the others comes first (it is older).
-        callback_deferral defer_callbacks(this);  // they run in deliver(), after the caller's lock
         std::size_t taken = 0;
         std::size_t emitted = 0;
         while (backlog_head < backlog.size() && taken < n) {
@@ -321,7 +321,6 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         *consumed = got > 0 ? static_cast<std::size_t>(got) : 0;
     }
     if (got > 0) {
-        callback_deferral defer_callbacks(this);  // they run in deliver(), after the caller's lock
         std::size_t emitted = 0;
         for (ssize_t i = 0; i < got; ++i) {
             const fi_cq_data_entry& e = entries[i];
@@ -349,7 +348,6 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         if (consumed != nullptr) {
             *consumed = 1;
         }
-        callback_deferral defer_callbacks(this);
         // An error entry without a code is still an error (fabric/cq.hpp gives it FI_EOTHER).
         entry_source src;
         if (!take_entry(out[0],

@@ -148,7 +148,7 @@ struct cq_impl final : callback_sink {
 
     // User callbacks never run under read_mu or owned_mu (a callback may destroy a connection,
     // whose teardown takes them, or wait for an application lock that a destroying thread holds
-    // while it takes them). read_provider hands them to defer() (a callback_deferral), and the
+    // while it takes them). read_provider hands them to defer() (finish()'s sink), and the
     // reader runs them with deliver() once its lock is released: one thread at a time (the
     // `deliverer`), in the order read, FIFO. A reader that finds another thread delivering leaves
     // its callbacks to it; that thread then wakes the CQ's waiters.
@@ -249,7 +249,7 @@ struct cq_impl final : callback_sink {
     // are for the caller (callbacks and dropped ones are not), and how many were read in
     // `consumed`. Where each reported one came from goes to from[i] (kept with the entry until
     // it is handed out), or, with `from` null, into `now`: the caller hands them out at once.
-    // Callbacks read are deferred to deliver(); a read that finds nothing sets up no deferral.
+    // Callbacks read are deferred to deliver() (this CQ is finish()'s callback sink).
     // What a reported operation holds (budget units) goes back with its record when it is handed
     // out (with `now`, or `units_with_record`: the stash the same reader hands out next), else
     // as it is read (finish()).

@@ -26,9 +26,10 @@ int remaining_ms(clock::time_point deadline);
 // A reported completion whose record stays taken until it is handed out sets *held to it.
 // What the operation holds (budget units, a bounce buffer) goes back when finish() returns, or,
 // with `hand_out_now` (the caller hands *held out before it returns: a poll), with the record
-// then (op_pool::give_n: one wake of a parked post per operation).
+// then (op_pool::give_n: one wake of a parked post per operation). `sink`: where user callbacks
+// go until the reader's lock is released (the reading CQ), null to run them at once.
 bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t flags,
-            op_record** held = nullptr, bool hand_out_now = false);
+            callback_sink* sink, op_record** held = nullptr, bool hand_out_now = false);
 
 // The op_pool (connection) an operation context belongs to; null for a peer's write with
 // immediate data.

@@ -74,24 +74,24 @@ multi_registry& registry_of(connection_impl& c) {
 }
 
 // The operation's outcome, once every part is done. Returns whether the CQ's reader sees it.
-bool finish_multi(std::unique_ptr<multi_op> m, completion& c) {
+bool finish_multi(std::unique_ptr<multi_op> m, completion& c, callback_sink* sink) {
     if (m->abandoned.load()) {
         return false;  // the post already returned the error
     }
     c.op = op::write;
     c.status = {};
     c.failed_part = 0;
-    return report_parts(std::move(m), c);
+    return report_parts(std::move(m), c, sink);
 }
 
-bool part_done(void* context, completion& c) {
+bool part_done(void* context, completion& c, callback_sink* sink) {
     auto* part = static_cast<multi_part*>(context);
     multi_op* m = part->op;
     m->status[part->index] = c.status;
     if (m->left.fetch_sub(1) != 1) {
         return false;  // not the last part
     }
-    return finish_multi(m->registry->release(m), c);
+    return finish_multi(m->registry->release(m), c, sink);
 }
 
 std::string n2s(std::size_t v) {

@@ -35,14 +35,14 @@ struct control_state final : connection_extension {
     std::atomic<std::uint64_t> strangers{0};  // others' messages the receive took, ignored
 };
 
-bool control_sent(void* context, completion& c) {
+bool control_sent(void* context, completion& c, callback_sink* /*sink*/) {
     auto& s = *static_cast<control_state*>(context);
     s.send_status = c.status;
     s.sent.store(true, std::memory_order_release);
     return false;
 }
 
-bool control_received(void* context, completion& c) {
+bool control_received(void* context, completion& c, callback_sink* /*sink*/) {
     auto& s = *static_cast<control_state*>(context);
     if (c.status == errc::access_denied) {
         // Someone but the attached peer (cq_impl::refuse_stranger): wait for the peer's.

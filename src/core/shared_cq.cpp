@@ -91,7 +91,7 @@ void cq_impl::detach_connection(std::size_t need) {
             const op_pool* src = owner_of(e.context);
             if (src != nullptr && src->retired.load()) {
                 completion ignored;
-                finish(*this, ignored, e.context, e.flags);
+                finish(*this, ignored, e.context, e.flags, nullptr);  // retired: no callback
                 return false;
             }
             return true;

@@ -11,8 +11,6 @@ thread_local int completion_depth = 0;
 
 }  // namespace
 
-constinit thread_local callback_sink* deferral_sink = nullptr;
-
 completion_scope::completion_scope() noexcept {
     ++completion_depth;
 }
@@ -24,20 +22,21 @@ bool in_completion() noexcept {
     return completion_depth > 0;
 }
 
-void run_callback(void (*fn)(const completion&), const completion& c, const op_pool* from) {
-    if (deferral_sink != nullptr) {
+void run_callback(void (*fn)(const completion&), const completion& c, const op_pool* from,
+                  callback_sink* sink) {
+    if (sink != nullptr) {
         from->undelivered.fetch_add(1, std::memory_order_relaxed);
-        deferral_sink->defer(fn, c, from, nullptr);
+        sink->defer(fn, c, from, nullptr);
         return;
     }
     completion_scope scope;
     fn(c);
 }
 
-bool done_report(op_record& r, completion& c) {
+bool done_report(op_record& r, completion& c, callback_sink* sink) {
     c.context = r.user_context;
     const bool report = r.report_success || !c.ok();
-    if (report && deferral_sink != nullptr) {
+    if (report && sink != nullptr) {
         // Read by a CQ's reader: the record stays taken until poll hands the completion out
         // (finish() passes it on with the entry; cq_impl.cpp hand_out_batch gives it back).
         r.delivering.store(true, std::memory_order_relaxed);
@@ -47,15 +46,15 @@ bool done_report(op_record& r, completion& c) {
     return report;
 }
 
-bool done_callback(op_record& r, completion& c) {
+bool done_callback(op_record& r, completion& c, callback_sink* sink) {
     c.context = r.user_context;
-    auto* callback = r.callback;
+    auto* callback = r.target.callback;
     op_pool* owner = r.owner;
-    if (deferral_sink != nullptr) {
+    if (sink != nullptr) {
         // The record stays taken (its entries, in_flight()) until the sink calls the callback,
         // and gives it back just before (the callback may post into the freed entry).
         r.delivering.store(true, std::memory_order_relaxed);
-        deferral_sink->defer(callback, c, owner, &r);
+        sink->defer(callback, c, owner, &r);
         return false;
     }
     owner->give(&r);
@@ -64,12 +63,12 @@ bool done_callback(op_record& r, completion& c) {
     return false;
 }
 
-bool done_internal(op_record& r, completion& c) {
-    auto* hook = r.internal;
+bool done_internal(op_record& r, completion& c, callback_sink* sink) {
+    auto* hook = r.target.hook;
     void* context = r.user_context;
     r.owner->give(&r);
     completion_scope scope;
-    return hook(context, c);
+    return hook(context, c, sink);
 }
 
 }  // namespace remora::detail

@@ -39,7 +39,7 @@ namespace {
 
 void arm_taken(op_record* r) noexcept {
     r->in_use.store(true, std::memory_order_relaxed);
-    r->internal = nullptr;
+    r->target.hook = nullptr;
     r->unsignaled.store(false, std::memory_order_relaxed);
     r->reclaims = false;
 }

@@ -35,11 +35,17 @@ namespace remora::detail {
 
 class op_pool;
 struct op_record;
+struct callback_sink;
 
 // What happens to an operation's completion, chosen at reservation (ops/done.hpp): called by
 // finish() once the record is no longer needed but for its fields; gives the record back and
-// returns whether the CQ's reader sees the completion.
-using done_fn = bool (*)(op_record& r, completion& c);
+// returns whether the CQ's reader sees the completion. `sink`: where a user callback goes while
+// the CQ's reader holds its lock (the reading CQ), or null to run it at once.
+using done_fn = bool (*)(op_record& r, completion& c, callback_sink* sink);
+// A library-internal operation's completion (the target service's messages, a multi-part
+// operation's parts): it may rewrite `c` and returns whether the CQ's reader sees it; a user
+// callback it reaches goes to `sink` as done_fn's does (run_callback).
+using hook_fn = bool (*)(void* context, completion& c, callback_sink* sink);
 
 // The libfabric context of every operation remora posts: it lives from post to completion and
 // stands for the operation's send-queue or receive-queue entry, and so for its completion-queue
@@ -50,10 +56,12 @@ struct op_record {
     op_pool* owner = nullptr;
     done_fn done = nullptr;  // set at reservation: see ops/done.hpp
     void* user_context = nullptr;
-    void (*callback)(const completion&) = nullptr;
-    // Library-internal operations (the target service's messages): the completion goes here with
-    // user_context; it may rewrite it and returns whether the application sees it.
-    bool (*internal)(void* context, completion& c) = nullptr;
+    // What `done` calls with the completion: the user's callback (done_callback) or a
+    // library-internal hook with user_context (done_internal); unused by done_report.
+    union target_fn {
+        void (*callback)(const completion&);
+        hook_fn hook;
+    } target{nullptr};
     // Operands of a native compare-and-swap or fetch-add: they must live until completion.
     std::uint64_t operands[2]{};
     remora::op kind = op::unknown;

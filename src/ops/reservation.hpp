@@ -49,21 +49,24 @@ inline result<op_record*> reserve_op(op_pool& pool, queue q, const std::shared_p
 inline void arm_user(op_record& r, void* context, void (*callback)(const completion&),
                      remora::op kind, bool report_success) noexcept {
     r.user_context = context;
-    r.callback = callback;
+    r.target.callback = callback;
     r.kind = kind;
     r.report_success = report_success;
     r.done = callback != nullptr ? &done_callback : &done_report;
 }
 
 // A library-internal operation: its completion goes to hook(context, c).
-inline void arm_internal(op_record& r, bool (*hook)(void*, completion&), void* context,
-                         remora::op kind) noexcept {
+inline void arm_internal(op_record& r, hook_fn hook, void* context, remora::op kind) noexcept {
     r.user_context = context;
-    r.callback = nullptr;
-    r.internal = hook;
+    r.target.hook = hook;
     r.kind = kind;
     r.report_success = true;
     r.done = &done_internal;
+}
+
+// Whether `r` is a library-internal operation armed with `hook` (to find one's records).
+inline bool armed_with(const op_record& r, hook_fn hook) noexcept {
+    return r.done == &done_internal && r.target.hook == hook;
 }
 
 // A post that failed: the record and what it holds go back (give: the holdings after the

@@ -97,14 +97,14 @@ std::string n2s(std::size_t v) {
 }
 
 // The operation's one report. Returns whether the CQ's reader sees `c`.
-bool finish(publish_op* mp, completion& c) {
+bool finish(publish_op* mp, completion& c, callback_sink* sink) {
     std::unique_ptr<publish_op> m = mp->registry->release(mp);
     c.op = op::publish;
     c.status = {};
     c.failed_part = 0;
     c.has_imm = false;
     c.imm = 0;
-    return report_parts(std::move(m), c);
+    return report_parts(std::move(m), c, sink);
 }
 
 // Gives back the atomic's reserved entry (never posted).
@@ -119,7 +119,7 @@ void drop_atomic(publish_op& m) {
     }
 }
 
-bool atomic_done(void* context, completion& c) {
+bool atomic_done(void* context, completion& c, callback_sink* sink) {
     auto* part = static_cast<publish_part*>(context);
     publish_op* m = part->op;
     int expected = atomic_reserved;
@@ -127,11 +127,11 @@ bool atomic_done(void* context, completion& c) {
         return false;  // completed before it was posted (RDM close): phase 1 sees it dropped
     }
     m->status[part->index] = c.status;
-    return finish(m, c);
+    return finish(m, c, sink);
 }
 
 // Phase 2: every write and the flush are done.
-bool start_atomic(publish_op* m, completion& c) {
+bool start_atomic(publish_op* m, completion& c, callback_sink* sink) {
     if (m->abandoned.load()) {
         m->registry->release(m);  // the call reported it and gave the atomic's entry back
         return false;
@@ -141,18 +141,18 @@ bool start_atomic(publish_op* m, completion& c) {
     connection_impl& conn = *m->conn;
     if (failed) {
         drop_atomic(*m);
-        return finish(m, c);
+        return finish(m, c, sink);
     }
     if (!conn.open.load() || conn.closed.load()) {
         drop_atomic(*m);
         m->status[m->atomic_index()] = make_error_code(errc::disconnected);
-        return finish(m, c);
+        return finish(m, c, sink);
     }
     if (m->native) {
         int expected = atomic_reserved;
         if (!m->atomic_state.compare_exchange_strong(expected, atomic_posted)) {
             m->status[m->atomic_index()] = make_error_code(errc::canceled);
-            return finish(m, c);
+            return finish(m, c, sink);
         }
         op_record* r = m->atomic_rec;
         r->operands[0] = m->value;
@@ -165,7 +165,7 @@ bool start_atomic(publish_op* m, completion& c) {
             return false;  // the atomic's completion reports (m may be gone already)
         }
         m->status[m->atomic_index()] = err.error().code();
-        return finish(m, c);
+        return finish(m, c, sink);
     }
     service_request rq;
     rq.op = service_op::atomic_write;
@@ -177,17 +177,17 @@ bool start_atomic(publish_op* m, completion& c) {
         return false;
     }
     m->status[m->atomic_index()] = r.error().code();
-    return finish(m, c);
+    return finish(m, c, sink);
 }
 
-bool part_done(void* context, completion& c) {
+bool part_done(void* context, completion& c, callback_sink* sink) {
     auto* part = static_cast<publish_part*>(context);
     publish_op* m = part->op;
     m->status[part->index] = c.status;
     if (m->left.fetch_sub(1) != 1) {
         return false;
     }
-    return start_atomic(m, c);
+    return start_atomic(m, c, sink);
 }
 
 // What reservation took.

@@ -18,6 +18,7 @@
 #include <remora/memory_region.hpp>
 
 #include "core/extension.hpp"
+#include "ops/op_pool.hpp"  // hook_fn
 #include "persist/persist_impl.hpp"
 
 namespace remora::detail {
@@ -81,7 +82,7 @@ struct service_conn {
         // A multi-part operation's part (connection::publish): its completion goes to
         // hook(hook_context, c), which says whether the CQ's reader sees it, instead of to
         // callback / the reader. Set only by hook_request.
-        bool (*hook)(void*, completion&) = nullptr;
+        hook_fn hook = nullptr;
         void* hook_context = nullptr;
         bool reserved = false;  // taken by reserve_request, not yet used by client_request
         // connection_config::service_timeout: past this, the request ends errc::timed_out
@@ -162,8 +163,8 @@ result<void> client_request(connection_impl& c, service_request rq, std::byte* r
 // that will not be sent. A reserved slot counts in in_flight() until it is given back or its
 // request completes.
 result<std::uint32_t> reserve_request(connection_impl& c);
-result<void> hook_request(connection_impl& c, std::uint32_t slot, service_request rq,
-                          bool (*hook)(void*, completion&), void* context);
+result<void> hook_request(connection_impl& c, std::uint32_t slot, service_request rq, hook_fn hook,
+                          void* context);
 // `notify`: false to undo a reservation of a failed reservation (see op_pool::give's `wake`).
 void release_request(connection_impl& c, std::uint32_t slot, bool notify = true) noexcept;
 

@@ -43,7 +43,8 @@ void settle(service_conn& s, std::uint32_t i, bool notify = true) {
 // Turns `c` into slot i's completion for the application. Returns whether poll() reports it
 // (false: its callback ran, or a success with completion_mode::on_error). Caller holds s.mu;
 // the lock is released around the callback.
-bool deliver(service_conn& s, std::uint32_t i, completion& c, std::unique_lock<std::mutex>& lock) {
+bool deliver(service_conn& s, std::uint32_t i, completion& c, std::unique_lock<std::mutex>& lock,
+             callback_sink* sink) {
     service_conn::slot& sl = s.slots[i];
     sl.delivered = true;
     c.op = sl.kind == service_op::flush ? op::flush : op::atomic;
@@ -58,22 +59,22 @@ bool deliver(service_conn& s, std::uint32_t i, completion& c, std::unique_lock<s
     settle(s, i);
     if (hook != nullptr) {
         lock.unlock();  // the hook may send the operation's next request
-        const bool seen = hook(hook_context, c);
+        const bool seen = hook(hook_context, c, sink);
         lock.lock();
         return seen;
     }
     if (callback != nullptr) {
         lock.unlock();
-        run_callback(callback, c, &s.conn->ops);  // after the CQ reader's lock (ops/done.hpp)
+        run_callback(callback, c, &s.conn->ops, sink);  // after the CQ reader's lock (done.hpp)
         lock.lock();
         return false;
     }
     return report;
 }
 
-bool client_reply(void* context, completion& c);
+bool client_reply(void* context, completion& c, callback_sink* sink);
 
-bool client_sent(void* context, completion& c) {
+bool client_sent(void* context, completion& c, callback_sink* sink) {
     auto& ref = *static_cast<service_conn::ref*>(context);
     service_conn& s = *ref.owner;
     std::unique_lock lock(s.mu);
@@ -85,7 +86,7 @@ bool client_sent(void* context, completion& c) {
         } else if (sl.expired) {
             c.status = make_error_code(errc::timed_out);  // tick() canceled it
         }
-        const bool report = deliver(s, ref.index, c, lock);
+        const bool report = deliver(s, ref.index, c, lock, sink);
         settle(s, ref.index);
         return report;
     }
@@ -105,7 +106,7 @@ void repost_reply(service_conn& s, std::uint32_t j) {
     s.dead = true;
 }
 
-bool client_reply(void* context, completion& c) {
+bool client_reply(void* context, completion& c, callback_sink* sink) {
     auto& ref = *static_cast<service_conn::ref*>(context);
     service_conn& s = *ref.owner;
     std::unique_lock lock(s.mu);
@@ -127,7 +128,7 @@ bool client_reply(void* context, completion& c) {
                 return false;  // its reply came meanwhile
             }
             c.status = make_error_code(errc::timed_out);
-            return deliver(s, oldest, c, lock);
+            return deliver(s, oldest, c, lock, sink);
         }
     }
     if (c.status == errc::access_denied) {
@@ -143,7 +144,7 @@ bool client_reply(void* context, completion& c) {
         s.dead = true;
         for (std::uint32_t i = 0; i < s.depth; ++i) {
             if (s.slots[i].busy && s.slots[i].posted && !s.slots[i].delivered) {
-                return deliver(s, i, c, lock);
+                return deliver(s, i, c, lock, sink);
             }
         }
         return false;
@@ -176,7 +177,7 @@ bool client_reply(void* context, completion& c) {
             }
         }
         if (oldest != s.depth) {
-            return deliver(s, oldest, c, lock);
+            return deliver(s, oldest, c, lock, sink);
         }
     }
     if (!ok) {
@@ -189,7 +190,7 @@ bool client_reply(void* context, completion& c) {
     } else if (sl.result != nullptr) {
         std::memcpy(sl.result, &rp->value, 8);  // both sides are little-endian here
     }
-    return deliver(s, i, c, lock);
+    return deliver(s, i, c, lock, sink);
 }
 
 }  // namespace
@@ -346,8 +347,8 @@ result<std::uint32_t> reserve_request(connection_impl& c) {
     return t;
 }
 
-result<void> hook_request(connection_impl& c, std::uint32_t slot, service_request rq,
-                          bool (*hook)(void*, completion&), void* context) {
+result<void> hook_request(connection_impl& c, std::uint32_t slot, service_request rq, hook_fn hook,
+                          void* context) {
     service_conn& s = *persist_of(c).svc;  // reserve_request created it
     {
         std::lock_guard lock(s.mu);
@@ -409,7 +410,7 @@ std::chrono::steady_clock::time_point persist_conn::tick(
                 taken = c.ops.taken();
             }
             for (auto [rec, is_recv] : taken) {
-                if (!is_recv && rec->internal == &client_sent &&
+                if (!is_recv && armed_with(*rec, &client_sent) &&
                     rec->user_context == &s.send_refs[i]) {
                     canceled = cancel_op(c, rec) || canceled;
                 }

@@ -134,8 +134,8 @@ bool teardown_status(const completion& c) {
 
 namespace {
 
-bool target_reply_sent(void* context, completion& c);
-bool target_request(void* context, completion& c);
+bool target_reply_sent(void* context, completion& c, callback_sink* /*sink*/);
+bool target_request(void* context, completion& c, callback_sink* /*sink*/);
 
 // Posts request receive `i` again (the slot is free: its reply was sent or is lost). The slot's
 // receive-queue entry was given back, so only the provider can refuse: the post is tried twice
@@ -149,7 +149,7 @@ void repost_request(service_conn& s, std::uint32_t i) {
     }
 }
 
-bool target_request(void* context, completion& c) {
+bool target_request(void* context, completion& c, callback_sink* /*sink*/) {
     auto& ref = *static_cast<service_conn::ref*>(context);
     service_conn& s = *ref.owner;
     if (!c.ok() && teardown_status(c)) {
@@ -205,7 +205,7 @@ bool target_request(void* context, completion& c) {
     return false;
 }
 
-bool target_reply_sent(void* context, completion& c) {
+bool target_reply_sent(void* context, completion& c, callback_sink* /*sink*/) {
     auto& ref = *static_cast<service_conn::ref*>(context);
     service_conn& s = *ref.owner;
     s.reply_since[ref.index].store(0, std::memory_order_relaxed);

@@ -86,7 +86,7 @@ struct receive_pool_impl : std::enable_shared_from_this<receive_pool_impl> {
 
     // Pairs free slots with connections owed receives and posts them (outside the lock).
     void dispatch();
-    static bool on_receive(void* context, completion& c);
+    static bool on_receive(void* context, completion& c, callback_sink* /*sink*/);
     void give_back(receive_slot* s);
     void forget(connection_impl& c);  // the connection is being destroyed
     // First step of destroying `c` (before its endpoint closes): no post, rebalance or detach
@@ -159,7 +159,7 @@ bool receive_pool_impl::cancel_posted(connection_impl& c, const receive_slot* on
     bool canceled = false;
     if (c.ep) {
         for (op_record* r : c.ops.posted_recvs()) {
-            if (r->internal == &receive_pool_impl::on_receive &&
+            if (armed_with(*r, &receive_pool_impl::on_receive) &&
                 (only == nullptr || r->user_context == only)) {
                 canceled = cancel_op(c, r) || canceled;
                 if (only != nullptr) {
@@ -244,7 +244,7 @@ void receive_pool_impl::dispatch() {
     }
 }
 
-bool receive_pool_impl::on_receive(void* context, completion& c) {
+bool receive_pool_impl::on_receive(void* context, completion& c, callback_sink* /*sink*/) {
     auto* s = static_cast<receive_slot*>(context);
     receive_pool_impl& p = *s->pool;
     std::shared_ptr<receive_pool_impl> last;  // dropped at return: the pool may go with it

@@ -603,19 +603,19 @@ struct exchange {
 // Awaits a send of `send_len` bytes, then a receive into a 256-byte buffer.
 task send_then_recv(connection& c, const memory_region& out, std::size_t send_len,
                     const memory_region& in, exchange& x) {
-    x.sent = co_await co_op(c, [&](op_options o) { return c.send(out, 0, send_len, o); });
-    x.received = co_await co_op(c, [&](op_options o) { return c.recv(in, 0, 256, o); });
+    x.sent = co_await co_op([&](op_options o) { return c.send(out, 0, send_len, o); });
+    x.received = co_await co_op([&](op_options o) { return c.recv(in, 0, 256, o); });
 }
 // Awaits a receive, then answers with a send of `send_len` bytes.
 task recv_then_send(connection& c, const memory_region& in, const memory_region& out,
                     std::size_t send_len, exchange& x) {
-    x.received = co_await co_op(c, [&](op_options o) { return c.recv(in, 0, 256, o); });
-    x.sent = co_await co_op(c, [&](op_options o) { return c.send(out, 0, send_len, o); });
+    x.received = co_await co_op([&](op_options o) { return c.recv(in, 0, 256, o); });
+    x.sent = co_await co_op([&](op_options o) { return c.send(out, 0, send_len, o); });
 }
 
 // Awaits one receive into a 256-byte buffer.
 task recv_only(connection& c, const memory_region& in, exchange& x) {
-    x.received = co_await co_op(c, [&](op_options o) { return c.recv(in, 0, 256, o); });
+    x.received = co_await co_op([&](op_options o) { return c.recv(in, 0, 256, o); });
 }
 
 // coro.hpp: co_op yields the completion's byte count: a coroutine awaiting a receive gets the

@@ -453,8 +453,8 @@ result<std::size_t> coro_result{std::size_t{0}};
 task parked_writer(connection& c, const remote_region& d, const memory_region& m,
                    clk::time_point until) {
     coro_state = 1;
-    coro_result =
-        co_await co_op_parked(c, until, [&](op_options o) { return c.write(d, 0, m, 0, 64, o); });
+    coro_result = co_await co_op([&](op_options o) { return c.write(d, 0, m, 0, 64, o); },
+                                 {.park_until = until});
     coro_state = 2;
 }
 }  // namespace

@@ -392,8 +392,7 @@ TEST_P(rdm, callback_and_coroutine_complete_operations) {
                                          }}));
     std::size_t read_bytes = 0;
     auto coro = [&]() -> task {
-        auto n = co_await co_op(*p.a,
-                                [&](op_options o) { return p.a->read(lmr, 1024, desc, 0, 64, o); });
+        auto n = co_await co_op([&](op_options o) { return p.a->read(lmr, 1024, desc, 0, 64, o); });
         EXPECT_TRUE(n.has_value());
         read_bytes = n ? 64 : 0;  // a read's completion reports no byte count
     };

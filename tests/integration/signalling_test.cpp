@@ -272,10 +272,11 @@ TEST_P(signalling, peer_death_returns_every_unit) {
 // completion_mode::at_post: the bytes are injected, the write is done for the caller when the
 // post returns; only writes and sends of at most the inject size may ask for it.
 task inject_twice(connection& c, const remote_region& dst, memory_region& src, bool& ok) {
-    auto a = co_await co_op_at_post(c, [&](op_options o) { return c.write(dst, 0, src, 0, 8, o); });
-    auto big = co_await co_op_at_post(c, [&](op_options o) {
-        return c.write(dst, 0, src, 0, c.dom().caps().inject_size + 1, o);
-    });
+    auto a = co_await co_op([&](op_options o) { return c.write(dst, 0, src, 0, 8, o); },
+                            {.at_post = true});
+    auto big = co_await co_op(
+        [&](op_options o) { return c.write(dst, 0, src, 0, c.dom().caps().inject_size + 1, o); },
+        {.at_post = true});
     ok = a.has_value() && !big.has_value() && big.error() == errc::too_large;
 }
 

@@ -53,8 +53,8 @@ task copy_rounds(connection& c, const remote_region& dst, memory_region& src, in
                  std::atomic<int>& done, std::atomic<int>& errors) {
     for (int i = 0; i < rounds; ++i) {
         std::memcpy(src.data(), &i, sizeof i);
-        auto w = co_await co_op(c, [&](op_options o) { return c.write(dst, 0, src, 0, 64, o); });
-        auto r = co_await co_op(c, [&](op_options o) { return c.read(src, 64, dst, 0, 64, o); });
+        auto w = co_await co_op([&](op_options o) { return c.write(dst, 0, src, 0, 64, o); });
+        auto r = co_await co_op([&](op_options o) { return c.read(src, 64, dst, 0, 64, o); });
         int back = -1;
         std::memcpy(&back, src.data() + 64, sizeof back);
         if (!w || !r || back != i) {
@@ -64,7 +64,7 @@ task copy_rounds(connection& c, const remote_region& dst, memory_region& src, in
     }
     // A post that fails resumes at once with its error.
     auto bad =
-        co_await co_op(c, [&](op_options o) { return c.write(dst, dst.length(), src, 0, 64, o); });
+        co_await co_op([&](op_options o) { return c.write(dst, dst.length(), src, 0, 64, o); });
     if (bad || !(bad.error() == errc::out_of_range)) {
         ++errors;
     }

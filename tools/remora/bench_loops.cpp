@@ -49,14 +49,14 @@ bool overdue(const setup& s, clock::time_point now, clock::time_point end, clock
 // loop; they resume on this thread, inside the CQ polls below. `posts_left`: the connection's
 // --count budget, shared by its coroutines.
 template <class PostWith>
-task slot_loop(connection& c, unsigned k, clock::time_point end, client_result& out,
+task slot_loop(unsigned k, clock::time_point end, client_result& out,
                std::vector<clock::time_point>& started, PostWith& post_with,
                std::uint64_t& posts_left) {
     for (;;) {
         if (posts_left == 0)
             co_return;
         --posts_left;
-        auto r = co_await co_op(c, [&](op_options o) { return post_with(k, o); });
+        auto r = co_await co_op([&](op_options o) { return post_with(k, o); });
         const auto now = clock::now();
         if (!r) {
             out.fail(r.error());
@@ -78,7 +78,7 @@ void run_coroutines(connection& c, const setup& s, clock::time_point end, client
     std::vector<task> tasks;
     std::uint64_t posts_left = budget;
     for (unsigned k = 0; k < s.qd; ++k)
-        tasks.push_back(slot_loop(c, k, end, out, started, post_with, posts_left));
+        tasks.push_back(slot_loop(k, end, out, started, post_with, posts_left));
     completion done[16];
     reaper reap(c, s);
     auto all_done = [&] {
