@@ -235,8 +235,10 @@ result<op_record*> reserve_full(connection_impl& c, const op_options& opts, remo
 // Reservation of an application's operation (reserve_full: what refuses it, parking, a shared
 // budget). Inline fast path: without at_post, parking or connection_config::slots nothing but a
 // full queue refuses, so a record taken is the outcome.
-inline result<op_record*> reserve_entries(connection_impl& c, const op_options& opts,
-                                          remora::op kind, bool recv, const char* what) {
+[[gnu::always_inline]] inline result<op_record*> reserve_entries(connection_impl& c,
+                                                                 const op_options& opts,
+                                                                 remora::op kind, bool recv,
+                                                                 const char* what) {
     if (opts.report != completion_mode::at_post && opts.park != park_mode::queue &&
         opts.park_until == std::chrono::steady_clock::time_point{} && !c.config.slots) [[likely]] {
         if (op_record* r = c.ops.take(recv ? queue::recv : queue::send); r != nullptr) [[likely]] {

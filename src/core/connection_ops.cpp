@@ -200,9 +200,12 @@ result<void> check_at_post(const connection_impl& c, const op_options& opts, std
 
 }  // namespace
 
-result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_segment> local,
-                      const remote_region& remote, std::uint64_t remote_offset, std::uint64_t imm,
-                      const op_options& opts, op_holding* bounce) {
+// post_rma's body: inlined into the public one-segment calls, where the kind and the segment
+// count are constants.
+[[gnu::always_inline]] inline result<void> post_rma_inline(
+    connection_impl& c, rma_kind kind, std::span<const local_segment> local,
+    const remote_region& remote, std::uint64_t remote_offset, std::uint64_t imm,
+    const op_options& opts, op_holding* bounce) {
     const char* what = kind == rma_kind::read    ? "read"
                        : kind == rma_kind::write ? "write"
                                                  : "write_with_imm";
@@ -258,6 +261,12 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
         return door(c, p, what);
     }
     return door_maybe_quiet(c, p, g.bytes, opts, what, bounce);
+}
+
+result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_segment> local,
+                      const remote_region& remote, std::uint64_t remote_offset, std::uint64_t imm,
+                      const op_options& opts, op_holding* bounce) {
+    return post_rma_inline(c, kind, local, remote, remote_offset, imm, opts, bounce);
 }
 
 namespace {
@@ -385,7 +394,7 @@ result<void> queue_rma(detail::connection_impl& c, detail::rma_kind kind,
     if (opts.park == park_mode::queue) {
         return queue_rma(c, kind, local, remote, remote_offset, imm, opts);
     }
-    return detail::post_rma(c, kind, local, remote, remote_offset, imm, opts);
+    return detail::post_rma_inline(c, kind, local, remote, remote_offset, imm, opts, nullptr);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@
 #include "core/cq_read.hpp"
 
 // Completion queues: open, read the provider (one translation of an entry, then finish() maps it
-// back to its operation), deliveries, the stash and the backlog. Waiting and polling:
+// back to its operation), poll (which inlines that read), deliveries and the backlog. Waiting:
 // cq_wait.cpp; the public handle: completion_queue.cpp.
 
 namespace remora::detail {
@@ -43,8 +43,6 @@ remora::op op_from_flags(std::uint64_t f) {
         return op::send;
     return op::unknown;
 }
-
-// Ends `c`'s requests past their deadline (connection_config::service_timeout); true if one had
 
 }  // namespace
 
@@ -73,13 +71,15 @@ result<std::shared_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
     return cq;
 }
 
-bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t flags,
-            callback_sink* sink, op_record** held, bool hand_out_now) {
+namespace {
+
+// finish(), inlined into the CQ's read loop (take_entry).
+[[gnu::always_inline]] inline bool finish_entry(const cq_impl& cq, completion& c, void* op_context,
+                                                std::uint64_t flags, callback_sink* sink,
+                                                entry_source* src, hand_out when) {
     auto* rec = static_cast<op_record*>(op_context);
-    c.op = (flags & FI_REMOTE_WRITE) != 0 ? op::remote_write
-           : rec != nullptr               ? rec->kind
-                                          : op_from_flags(flags);
-    if (rec == nullptr) {
+    if (rec == nullptr) [[unlikely]] {
+        c.op = (flags & FI_REMOTE_WRITE) != 0 ? op::remote_write : op_from_flags(flags);
         if (!c.ok() || (flags & (FI_REMOTE_CQ_DATA | FI_REMOTE_WRITE)) == 0) {
             // No operation of ours and not a peer's write with immediate data: an error entry
             // without context (sockets writes one when a peer goes away with operations in
@@ -90,13 +90,43 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
         c.tag = cq.tag;
         return true;  // a peer's write with immediate data: no local operation
     }
+    c.op = (flags & FI_REMOTE_WRITE) != 0 ? op::remote_write : rec->kind;
     if (!rec->in_use.load(std::memory_order_relaxed) ||
-        rec->delivering.load(std::memory_order_relaxed)) {
+        rec->delivering.load(std::memory_order_relaxed)) [[unlikely]] {
         // Already finished: an RDM close() completed it (errc::canceled) before the provider's
         // own entry, read now, came through.
         return false;
     }
-    c.tag = rec->owner->shared_rx && !cq.shared ? cq.tag : rec->owner->tag;
+    op_pool* const pool = rec->owner;
+    c.tag = pool->shared_rx && !cq.shared ? cq.tag : pool->tag;
+    if (rec->done == &done_report && !rec->held && !rec->reclaims &&
+        !pool->retired.load(std::memory_order_relaxed)) [[likely]] {
+        // The plain reported operation (done_report, inline): the common completion.
+        c.context = rec->user_context;
+        const bool report = rec->report_success || !c.ok();
+        if (report && when != hand_out::now && sink != nullptr) {
+            rec->delivering.store(true, std::memory_order_relaxed);  // until it is handed out
+            if (src != nullptr) {
+                src->held = rec;
+            }
+            return true;
+        }
+        pool->give(rec);
+        if (!report) {
+            return false;
+        }
+        if (when == hand_out::now) {
+            // The caller hands it out before it returns: nothing stays to count.
+            if (src != nullptr) {
+                src->pool = nullptr;
+            }
+        } else {
+            pool->undelivered.fetch_add(1, std::memory_order_relaxed);  // given back already
+        }
+        return true;
+    }
+    op_record** held = src != nullptr ? &src->held : nullptr;
+    const bool hand_out_now = when != hand_out::later;
     // What the operation holds (shared budget units, a bounce buffer) goes back once this
     // function is done, outside the record lock, or with a record handed out now (below).
     op_holdings units_back;
@@ -139,6 +169,13 @@ bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t fl
         }
     }
     return seen;
+}
+
+}  // namespace
+
+bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t flags,
+            callback_sink* sink, entry_source* src, hand_out when) {
+    return finish_entry(cq, c, op_context, flags, sink, src, when);
 }
 
 void cq_impl::defer(void (*fn)(const completion&), const completion& c, const op_pool* from,
@@ -259,8 +296,9 @@ void cq_impl::refuse_stranger(completion& c, void* op_context, std::uint64_t sou
     strangers.fetch_add(1, std::memory_order_relaxed);
 }
 
-inline bool cq_impl::take_entry(completion& c, const raw_entry& e, const std::uint64_t* source,
-                                entry_source& src, bool with_record) {
+[[gnu::always_inline]] inline bool cq_impl::take_entry(completion& c, const raw_entry& e,
+                                                       const std::uint64_t* source,
+                                                       entry_source& src, hand_out when) {
     c = completion{};
     c.bytes = e.len;
     if (e.err != 0) [[unlikely]] {
@@ -275,14 +313,22 @@ inline bool cq_impl::take_entry(completion& c, const raw_entry& e, const std::ui
     }
     src = {owner_of(e.context), nullptr};
     // Callbacks read go to this CQ's deliveries: they run in deliver(), after the caller's lock.
-    return finish(*this, c, e.context, e.flags, this, &src.held, with_record);
+    return finish_entry(*this, c, e.context, e.flags, this, &src, when);
 }
 
 result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::size_t* consumed,
                                            entry_source* from, hand_out_batch* now,
                                            bool units_with_record) {
+    return read_entries(out, n, consumed, from, now, units_with_record);
+}
+
+[[gnu::always_inline]] inline result<std::size_t> cq_impl::read_entries(
+    completion* out, std::size_t n, std::size_t* consumed, entry_source* from, hand_out_batch* now,
+    bool units_with_record) {
     n = std::min(n, read_batch);
-    const bool with_record = from == nullptr || units_with_record;
+    const hand_out when = from == nullptr     ? hand_out::now
+                          : units_with_record ? hand_out::next
+                                              : hand_out::later;
     // Where a reported completion came from goes with it, or is handed out now (a poll).
     auto keep = [&](std::size_t at, const entry_source& src) {
         if (from != nullptr) {
@@ -299,7 +345,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
             const raw_entry e = backlog[backlog_head++];
             ++taken;
             entry_source src;
-            if (take_entry(out[emitted], e, nullptr, src, with_record)) {
+            if (take_entry(out[emitted], e, nullptr, src, when)) {
                 keep(emitted, src);
                 ++emitted;
             }
@@ -326,7 +372,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
             const fi_cq_data_entry& e = entries[i];
             entry_source src;
             if (take_entry(out[emitted], {e.op_context, e.flags, e.len, e.data, 0},
-                           check_source ? &sources[i] : nullptr, src, with_record)) {
+                           check_source ? &sources[i] : nullptr, src, when)) {
                 keep(emitted, src);
                 ++emitted;
             }
@@ -352,13 +398,91 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         entry_source src;
         if (!take_entry(out[0],
                         {err.op_context, err.flags, err.len, 0, err.err != 0 ? err.err : FI_EOTHER},
-                        nullptr, src, with_record)) {
+                        nullptr, src, when)) {
             return 0;
         }
         keep(0, src);
         return 1;
     }
     return fail(fabric_error(static_cast<int>(got), "fi_cq_read"));
+}
+
+inline result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
+    std::size_t n = 0;
+    if (progress_owned()) {
+        if (shared && detaching.load() != 0) {
+            return 0;  // see fill_stash
+        }
+        // Ring first (older), then the provider directly: a busy-polling application makes
+        // progress itself instead of waiting for the thread to be scheduled.
+        std::lock_guard lock(owned_mu);
+        hand_out_batch handed;  // gives back before the lock goes (a pool may be detaching)
+        while (n < out.size() && owned_count != 0) {
+            out[n++] = owned[owned_head];
+            handed.add(owned_from[owned_head]);
+            if (++owned_head == owned.size()) {
+                owned_head = 0;
+            }
+            --owned_count;
+        }
+        if (owned_count == 0) {
+            std::uint64_t v;
+            if (::read(notify.get(), &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v)) && n == 0) {
+                unreported = true;  // the thread reaped entries that reported nothing
+            }
+        }
+        if (n < out.size()) {
+            std::size_t consumed = 0;
+            auto r =
+                read_entries(out.data() + n, out.size() - n, &consumed, nullptr, &handed, false);
+            if (r) {
+                n += *r;
+                if (consumed > *r) {
+                    unreported = true;
+                }
+            } else if (n == 0) {
+                return r;
+            }
+        }
+        return n;
+    }
+    std::unique_lock lock(read_mu, std::defer_lock);
+    if (shared) {
+        if (detaching.load() != 0) {
+            return 0;  // see fill_stash
+        }
+        lock.lock();
+    }
+    hand_out_batch handed;  // gives back before the lock goes (a pool may be detaching)
+    while (n < out.size() && stash_count != 0) {
+        handed.add(stash_from[stash_head]);
+        out[n++] = stash_pop();
+    }
+    while (n < out.size()) {
+        const std::size_t want = std::min<std::size_t>(out.size() - n, read_batch);
+        std::size_t consumed = 0;
+        auto r = read_entries(out.data() + n, want, &consumed, nullptr, &handed, false);
+        if (!r) {
+            return n != 0 ? result<std::size_t>(n) : r;
+        }
+        n += *r;
+        if (consumed > *r) {
+            unreported = true;  // callbacks ran: a wait after this poll must not sleep
+        }
+        if (*r < want) {
+            break;  // drained: another fi_cq_read would only cost a progress call
+        }
+    }
+    return n;
+}
+
+result<std::size_t> cq_impl::poll(std::span<completion> out) {
+    auto r = poll_locked(out);
+    if (r && *r == 0 && conn != nullptr) {
+        tick_if_due(*conn);  // what it ends comes with a later read
+    }
+    deliver();  // last: a callback may destroy the connection owning this CQ
+    return r;
 }
 
 std::size_t cq_impl::owned_ready() {
@@ -445,37 +569,6 @@ void cq_impl::drive() {
     if (!progress_owned()) {
         cq_drive(cq.get());
     }
-}
-
-result<std::size_t> cq_impl::fill_stash() {
-    reaped = false;
-    if (progress_owned()) {
-        // Drain the provider into the ring from this thread: safe, since waiters sleep on the
-        // eventfd, and it saves the owner thread a wake-up on the way.
-        bool r = false;
-        pump(&r, false);  // the caller delivers, outside its own locks (a channel's)
-        reaped = r;
-        return owned_ready();
-    }
-    std::unique_lock lock(read_mu, std::defer_lock);
-    if (shared) {
-        if (detaching.load() != 0) {
-            return 0;  // a connection is being destroyed: nothing is lost, ask again
-        }
-        lock.lock();
-    }
-    if (stash_count == 0) {
-        stash_head = 0;
-        std::size_t consumed = 0;
-        auto r = read_provider(stash.data(), stash_capacity, &consumed, stash_from.data(), nullptr,
-                               true);  // poll hands them out next (units with them)
-        if (!r) {
-            return r;
-        }
-        stash_count = *r;
-        reaped = consumed != 0;
-    }
-    return stash_count;
 }
 
 }  // namespace remora::detail

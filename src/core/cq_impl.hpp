@@ -51,6 +51,11 @@ struct entry_source {
     op_record* held = nullptr;
 };
 
+// When the caller hands a reported completion out: `later` (a ring keeps it until the
+// application polls), `next` (the stash the same reader hands out on its next poll) or `now` (a
+// poll reading the provider straight into its output, before it returns).
+enum class hand_out : std::uint8_t { later, next, now };
+
 // What a poll hands out as it returns (cq_impl::poll_locked): the records of reported operations
 // go back to their pools under one pool lock per run of the same pool, when flushed (by the
 // destructor at the latest, which the poll runs under its reader lock: a detaching connection's
@@ -263,10 +268,14 @@ struct cq_impl final : callback_sink {
     // receive on a CQ that checks it, else null) into `c`, then finish(): true when `c` is
     // reported, its origin in `src`.
     bool take_entry(completion& c, const raw_entry& e, const std::uint64_t* source,
-                    entry_source& src, bool with_record);
+                    entry_source& src, hand_out when);
     result<std::size_t> read_provider(completion* out, std::size_t n, std::size_t* consumed,
                                       entry_source* from, hand_out_batch* now = nullptr,
                                       bool units_with_record = false);
+    // read_provider's body, inlined into poll (the busy poller's loop).
+    inline result<std::size_t> read_entries(completion* out, std::size_t n, std::size_t* consumed,
+                                            entry_source* from, hand_out_batch* now,
+                                            bool units_with_record);
     // Moves every entry the provider holds now (error entries included) to the end of the
     // backlog, in order, for the CQ's reader; the caller holds reader_lock(). connection::close()
     // on a connected endpoint keeps the statuses the shutdown gave this way before it closes the

@@ -20,13 +20,11 @@
 
 #include "core/cq_read.hpp"
 
-// Completion queues: trywait, poll and wait (with the connection's request deadlines).
+// Completion queues: fill_stash, trywait and wait (with the connection's request deadlines). poll
+// is in cq_impl.cpp, beside the read it inlines.
 
 namespace remora::detail {
 
-namespace {
-
-// passed. Reads the clock only while a request has a deadline: an idle poller pays one load.
 bool tick_if_due(connection_impl& c) {
     if (c.ext_deadline.load(std::memory_order_relaxed) ==
         std::numeric_limits<std::int64_t>::max()) {
@@ -40,11 +38,40 @@ bool tick_if_due(connection_impl& c) {
     return true;
 }
 
-}  // namespace
-
 int remaining_ms(clock::time_point deadline) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
     return static_cast<int>(std::max<std::chrono::milliseconds::rep>(0, left.count()));
+}
+
+result<std::size_t> cq_impl::fill_stash() {
+    reaped = false;
+    if (progress_owned()) {
+        // Drain the provider into the ring from this thread: safe, since waiters sleep on the
+        // eventfd, and it saves the owner thread a wake-up on the way.
+        bool r = false;
+        pump(&r, false);  // the caller delivers, outside its own locks (a channel's)
+        reaped = r;
+        return owned_ready();
+    }
+    std::unique_lock lock(read_mu, std::defer_lock);
+    if (shared) {
+        if (detaching.load() != 0) {
+            return 0;  // a connection is being destroyed: nothing is lost, ask again
+        }
+        lock.lock();
+    }
+    if (stash_count == 0) {
+        stash_head = 0;
+        std::size_t consumed = 0;
+        auto r = read_provider(stash.data(), stash_capacity, &consumed, stash_from.data(), nullptr,
+                               true);  // poll hands them out next (units with them)
+        if (!r) {
+            return r;
+        }
+        stash_count = *r;
+        reaped = consumed != 0;
+    }
+    return stash_count;
 }
 
 result<bool> cq_impl::trywait(bool* notified) {
@@ -95,83 +122,6 @@ result<bool> cq_impl::trywait(bool* notified) {
         return false;
     }
     return fail(fabric_error(ret, "fi_trywait"));
-}
-
-inline result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
-    std::size_t n = 0;
-    if (progress_owned()) {
-        if (shared && detaching.load() != 0) {
-            return 0;  // see fill_stash
-        }
-        // Ring first (older), then the provider directly: a busy-polling application makes
-        // progress itself instead of waiting for the thread to be scheduled.
-        std::lock_guard lock(owned_mu);
-        hand_out_batch handed;  // gives back before the lock goes (a pool may be detaching)
-        while (n < out.size() && owned_count != 0) {
-            out[n++] = owned[owned_head];
-            handed.add(owned_from[owned_head]);
-            if (++owned_head == owned.size()) {
-                owned_head = 0;
-            }
-            --owned_count;
-        }
-        if (owned_count == 0) {
-            std::uint64_t v;
-            if (::read(notify.get(), &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v)) && n == 0) {
-                unreported = true;  // the thread reaped entries that reported nothing
-            }
-        }
-        if (n < out.size()) {
-            std::size_t consumed = 0;
-            auto r = read_provider(out.data() + n, out.size() - n, &consumed, nullptr, &handed);
-            if (r) {
-                n += *r;
-                if (consumed > *r) {
-                    unreported = true;
-                }
-            } else if (n == 0) {
-                return r;
-            }
-        }
-        return n;
-    }
-    std::unique_lock lock(read_mu, std::defer_lock);
-    if (shared) {
-        if (detaching.load() != 0) {
-            return 0;  // see fill_stash
-        }
-        lock.lock();
-    }
-    hand_out_batch handed;  // gives back before the lock goes (a pool may be detaching)
-    while (n < out.size() && stash_count != 0) {
-        handed.add(stash_from[stash_head]);
-        out[n++] = stash_pop();
-    }
-    while (n < out.size()) {
-        const std::size_t want = std::min<std::size_t>(out.size() - n, read_batch);
-        std::size_t consumed = 0;
-        auto r = read_provider(out.data() + n, want, &consumed, nullptr, &handed);
-        if (!r) {
-            return n != 0 ? result<std::size_t>(n) : r;
-        }
-        n += *r;
-        if (consumed > *r) {
-            unreported = true;  // callbacks ran: a wait after this poll must not sleep
-        }
-        if (*r < want) {
-            break;  // drained: another fi_cq_read would only cost a progress call
-        }
-    }
-    return n;
-}
-
-result<std::size_t> cq_impl::poll(std::span<completion> out) {
-    auto r = poll_locked(out);
-    if (r && *r == 0 && conn != nullptr) {
-        tick_if_due(*conn);  // what it ends comes with a later read
-    }
-    deliver();  // last: a callback may destroy the connection owning this CQ
-    return r;
 }
 
 void poll_backoff::pause(clock::time_point deadline) {

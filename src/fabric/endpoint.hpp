@@ -64,8 +64,9 @@ inline fi_msg msg_message(const iovec* iov, void** desc, std::size_t count, fi_a
     return msg;
 }
 
-inline ssize_t ep_send(fid_ep* ep, fi_addr_t dest, const iovec* iov, void** desc, std::size_t count,
-                       std::uint64_t data, void* context, std::uint64_t flags) {
+[[gnu::always_inline]] inline ssize_t ep_send(fid_ep* ep, fi_addr_t dest, const iovec* iov,
+                                              void** desc, std::size_t count, std::uint64_t data,
+                                              void* context, std::uint64_t flags) {
     if (int r = injected(fabric_call::post_send)) {
         return r;
     }
@@ -73,8 +74,9 @@ inline ssize_t ep_send(fid_ep* ep, fi_addr_t dest, const iovec* iov, void** desc
     return fi_sendmsg(ep, &msg, flags);
 }
 
-inline ssize_t ep_recv(fid_ep* ep, fi_addr_t src, const iovec* iov, void** desc, std::size_t count,
-                       void* context, std::uint64_t flags) {
+[[gnu::always_inline]] inline ssize_t ep_recv(fid_ep* ep, fi_addr_t src, const iovec* iov,
+                                              void** desc, std::size_t count, void* context,
+                                              std::uint64_t flags) {
     if (int r = injected(fabric_call::post_recv)) {
         return r;
     }
@@ -97,9 +99,10 @@ inline fi_msg_rma rma_message(const iovec* iov, void** desc, std::size_t count, 
     return msg;
 }
 
-inline ssize_t ep_write(fid_ep* ep, fi_addr_t dest, const iovec* iov, void** desc,
-                        std::size_t count, remote_iov remote, std::uint64_t data, void* context,
-                        std::uint64_t flags) {
+[[gnu::always_inline]] inline ssize_t ep_write(fid_ep* ep, fi_addr_t dest, const iovec* iov,
+                                               void** desc, std::size_t count, remote_iov remote,
+                                               std::uint64_t data, void* context,
+                                               std::uint64_t flags) {
     if (int r = injected(fabric_call::post_write)) {
         return r;
     }
@@ -108,8 +111,9 @@ inline ssize_t ep_write(fid_ep* ep, fi_addr_t dest, const iovec* iov, void** des
     return fi_writemsg(ep, &msg, flags);
 }
 
-inline ssize_t ep_read(fid_ep* ep, fi_addr_t dest, const iovec* iov, void** desc, std::size_t count,
-                       remote_iov remote, void* context, std::uint64_t flags) {
+[[gnu::always_inline]] inline ssize_t ep_read(fid_ep* ep, fi_addr_t dest, const iovec* iov,
+                                              void** desc, std::size_t count, remote_iov remote,
+                                              void* context, std::uint64_t flags) {
     if (int r = injected(fabric_call::post_read)) {
         return r;
     }

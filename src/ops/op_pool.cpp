@@ -172,12 +172,8 @@ void op_pool::reclaim(std::uint64_t mark) {
 // record holding budget units is announced by their give-back (held_units notifies the
 // budget's gate, which is this pool's parked gate): one wake per operation, not two; `announce`
 // counts the records that held none.
-void op_pool::give(op_record* r, bool wake) noexcept {
-    // give_n for one record, without its batching (every completion's path).
-    if (!r->in_use.exchange(false, std::memory_order_relaxed)) {
-        return;  // given back already (give_batch says when)
-    }
-    r->delivering.store(false, std::memory_order_relaxed);
+void op_pool::give_rest(op_record* r, bool wake) noexcept {
+    // give_n for one record, without its batching; give() took it (in_use cleared).
     const auto i = static_cast<std::uint32_t>(r - records_.data());
     const auto q = static_cast<std::size_t>(queue_of(i));
     std::uint64_t announce = 1;

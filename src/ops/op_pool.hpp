@@ -110,7 +110,21 @@ class op_pool {
     // What a record still holds (op_holdings: budget units, a bounce buffer) goes back after it
     // (outside any lock); the gate is notified once per operation (by its units' give-back when it
     // held some, else here).
-    void give(op_record* r, bool wake = true) noexcept;
+    // Inline: every completion's path; what holds more than the record goes out of line.
+    void give(op_record* r, bool wake = true) noexcept {
+        // The exchange makes a second give of the same record (an RDM close and the provider's
+        // own completion) a no-op, whichever thread makes it.
+        if (!r->in_use.exchange(false, std::memory_order_relaxed)) {
+            return;
+        }
+        r->delivering.store(false, std::memory_order_relaxed);
+        if (r->held || gate.load() != nullptr) [[unlikely]] {
+            give_rest(r, wake);
+            return;
+        }
+        const auto i = static_cast<std::uint32_t>(r - records_.data());
+        push_chain(static_cast<std::size_t>(queue_of(i)), i, i, 1);
+    }
     // Gives back rs[0..n), all of this pool (a poll handing out a batch): one CAS a queue.
     void give_n(op_record* const* rs, std::size_t n, bool wake = true) noexcept {
         if (n == 1) {
@@ -210,6 +224,8 @@ class op_pool {
         }
     }
     void give_batch(op_record* const* rs, std::size_t n, bool wake) noexcept;
+    // give() of a record that holds something or whose connection has a gate to notify.
+    void give_rest(op_record* r, bool wake) noexcept;
     free_list free_[queues];
     std::unique_ptr<std::atomic<std::uint32_t>[]> next_;  // one link a record
     std::vector<op_record> records_;  // sends, service sends, receives; never reallocated
