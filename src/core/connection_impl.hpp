@@ -24,6 +24,7 @@
 #include "core/domain_impl.hpp"
 #include "core/extension.hpp"
 #include "fabric/endpoint.hpp"
+#include "fabric/eq.hpp"
 #include "fabric/fabric.hpp"
 #include "ops/holding.hpp"
 #include "ops/op_pool.hpp"
@@ -137,7 +138,7 @@ struct connection_impl {
 
     // Creates CQs, channel and endpoint for `info` (client: from fi_getinfo; server: from the
     // connection request) and enables it.
-    result<void> setup(const fi_info* info, const connection_config& cfg);
+    result<void> setup(const fabric_info* info, const connection_config& cfg);
     // RDM: opens the endpoint's address vector (setup calls it before opening the endpoint,
     // and binds the two before enabling it).
     result<void> setup_rdm();
@@ -199,11 +200,11 @@ class rdm_retry {
 template <class Post>
 [[gnu::always_inline]] inline ssize_t post_to_peer(connection_impl& c, Post&& post) {
     ssize_t ret = post();
-    if (ret != -FI_EAGAIN || !c.rdm) [[likely]] {
+    if (ret != -fabric_errno::again || !c.rdm) [[likely]] {
         return ret;
     }
     rdm_retry retry;
-    while (ret == -FI_EAGAIN && retry.again(c)) {
+    while (ret == -fabric_errno::again && retry.again(c)) {
         ret = post();
     }
     return ret;
@@ -371,8 +372,8 @@ inline constexpr std::byte reject_marker{0x52};
 // Reads one event from an EQ with a timeout. Returns the event number and fills `buf`; an error
 // event is returned as the error (with its err_data copied into `err_data`).
 struct eq_event {
-    std::uint32_t event = 0;
-    fi_info* info = nullptr;  // FI_CONNREQ only; owner must free
+    cm_event event{};
+    fabric_info* info = nullptr;  // a connection request's only; owner must free
     std::vector<std::byte> data;
 };
 result<eq_event> read_eq(fid_eq* eq, std::chrono::milliseconds timeout, std::size_t max_data,

@@ -29,17 +29,17 @@ namespace remora::detail {
 namespace {
 
 remora::op op_from_flags(std::uint64_t f) {
-    if (f & FI_REMOTE_WRITE)
+    if (f & cq_flag_remote_write)
         return op::remote_write;
-    if (f & FI_RECV)
+    if (f & cq_flag_recv)
         return op::recv;
-    if (f & FI_ATOMIC)
+    if (f & cq_flag_atomic)
         return op::atomic;
-    if (f & FI_READ)
+    if (f & cq_flag_read)
         return op::read;
-    if (f & FI_WRITE)
+    if (f & cq_flag_write)
         return op::write;
-    if (f & FI_SEND)
+    if (f & cq_flag_send)
         return op::send;
     return op::unknown;
 }
@@ -76,11 +76,11 @@ result<std::shared_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
 bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t flags,
             op_record** held, bool hand_out_now) {
     auto* rec = static_cast<op_record*>(op_context);
-    c.op = (flags & FI_REMOTE_WRITE) != 0 ? op::remote_write
-           : rec != nullptr               ? rec->kind
-                                          : op_from_flags(flags);
+    c.op = (flags & cq_flag_remote_write) != 0 ? op::remote_write
+           : rec != nullptr                    ? rec->kind
+                                               : op_from_flags(flags);
     if (rec == nullptr) {
-        if (!c.ok() || (flags & (FI_REMOTE_CQ_DATA | FI_REMOTE_WRITE)) == 0) {
+        if (!c.ok() || (flags & (cq_flag_remote_data | cq_flag_remote_write)) == 0) {
             // No operation of ours and not a peer's write with immediate data: an error entry
             // without context (sockets writes one when a peer goes away with operations in
             // flight). The application posted nothing it could belong to: never reported.
@@ -267,9 +267,9 @@ inline bool cq_impl::take_entry(completion& c, const raw_entry& e, const std::ui
         c.status = status_from_fi(e.err);
         note_transport_loss(e.context, e.err);
     } else {
-        c.has_imm = (e.flags & FI_REMOTE_CQ_DATA) != 0;
+        c.has_imm = (e.flags & cq_flag_remote_data) != 0;
         c.imm = c.has_imm ? e.data : 0;
-        if (source != nullptr && (e.flags & FI_RECV) != 0) [[unlikely]] {
+        if (source != nullptr && (e.flags & cq_flag_recv) != 0) [[unlikely]] {
             refuse_stranger(c, e.context, *source);
         }
     }
@@ -313,7 +313,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         }
         return emitted;
     }
-    fi_cq_data_entry entries[read_batch];
+    cq_entry entries[read_batch];
     fi_addr_t sources[read_batch];
     ssize_t got =
         check_source ? cq_readfrom(cq.get(), entries, n, sources) : cq_read(cq.get(), entries, n);
@@ -324,7 +324,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         callback_deferral defer_callbacks(this);  // they run in deliver(), after the caller's lock
         std::size_t emitted = 0;
         for (ssize_t i = 0; i < got; ++i) {
-            const fi_cq_data_entry& e = entries[i];
+            const cq_entry& e = entries[i];
             entry_source src;
             if (take_entry(out[emitted], {e.op_context, e.flags, e.len, e.data, 0},
                            check_source ? &sources[i] : nullptr, src, with_record)) {
@@ -334,13 +334,13 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         }
         return emitted;
     }
-    if (got == -FI_EAGAIN) {
+    if (got == -fabric_errno::again) {
         return 0;
     }
-    if (got == -FI_EAVAIL) {
-        fi_cq_err_entry err{};
+    if (got == -fabric_errno::avail) {
+        cq_error_entry err{};
         ssize_t r = cq_readerr(cq.get(), &err);
-        if (r == -FI_EAGAIN) {
+        if (r == -fabric_errno::again) {
             return 0;
         }
         if (r < 0) {
@@ -353,7 +353,8 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         // An error entry without a code is still an error (fabric/cq.hpp gives it FI_EOTHER).
         entry_source src;
         if (!take_entry(out[0],
-                        {err.op_context, err.flags, err.len, 0, err.err != 0 ? err.err : FI_EOTHER},
+                        {err.op_context, err.flags, err.len, 0,
+                         err.err != 0 ? err.err : fabric_errno::other},
                         nullptr, src, with_record)) {
             return 0;
         }
@@ -419,17 +420,17 @@ bool cq_impl::pump(bool* reaped_out, bool deliver_now, bool drain) {
 
 void cq_impl::read_all(const std::function<void(const raw_entry&)>& each) {
     for (;;) {
-        fi_cq_data_entry entries[read_batch];
+        cq_entry entries[read_batch];
         const ssize_t got = cq_read(cq.get(), entries, read_batch);
         if (got > 0) {
             for (ssize_t i = 0; i < got; ++i) {
-                const fi_cq_data_entry& d = entries[i];
+                const cq_entry& d = entries[i];
                 each({d.op_context, d.flags, d.len, d.data, 0});
             }
             continue;
         }
-        if (got == -FI_EAVAIL) {
-            fi_cq_err_entry err{};
+        if (got == -fabric_errno::avail) {
+            cq_error_entry err{};
             if (cq_readerr(cq.get(), &err) == 1) {
                 each({err.op_context, err.flags, err.len, err.data, err.err});
                 continue;

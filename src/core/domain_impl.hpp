@@ -85,7 +85,4 @@ class unique_fd {
 // now() + timeout, with the timeout clamped to [0, one year] (no overflow, no negative waits).
 std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds timeout);
 
-// Builds fi_getinfo hints for remora's endpoints on `dom` (same provider and NIC).
-info_ptr endpoint_hints(const domain_impl& dom);
-
 }  // namespace remora::detail

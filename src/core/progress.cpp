@@ -193,7 +193,7 @@ void progress_engine::run() {
             if (armed == 0 || cq->owned_ready() >= cq->owned.size()) {
                 return;
             }
-            if (armed != -FI_EAGAIN) {
+            if (armed != -fabric_errno::again) {
                 break;  // not armed (an error): driven again in a millisecond, never left asleep
             }
         }
@@ -248,8 +248,9 @@ void progress_engine::run() {
                     std::chrono::milliseconds(provider_wait_ms)) {
                     provider_wait_timeouts_.fetch_add(1, std::memory_order_relaxed);
                 }
-                if (r < 0 && r != -FI_EAGAIN && r != -FI_ETIMEDOUT && r != -FI_ECANCELED &&
-                    r != -FI_EAVAIL && r != -FI_EINTR) {
+                if (r < 0 && r != -fabric_errno::again && r != -fabric_errno::timed_out &&
+                    r != -fabric_errno::canceled && r != -fabric_errno::avail &&
+                    r != -fabric_errno::interrupted) {
                     // The wait itself failed (not an entry, a signal or the timeout): waiting
                     // there again could fail at once and spin. epoll from now on.
                     provider_wait_off_ = true;

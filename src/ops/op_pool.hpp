@@ -46,7 +46,7 @@ using done_fn = bool (*)(op_record& r, completion& c);
 // entry (a connection's CQs are sized for all its records). Completions map back through it to
 // the user's context and callback; a disconnect cancels the receives still holding one.
 struct op_record {
-    fi_context2 fi{};  // first: the provider's context area
+    provider_context fi{};  // first: the provider's context area
     op_pool* owner = nullptr;
     done_fn done = nullptr;  // set at reservation: see ops/done.hpp
     void* user_context = nullptr;
