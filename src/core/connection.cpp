@@ -241,7 +241,7 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
     }
     if (ret == 0 && rcq) {
         // Receives always complete; with a shared receive context tcp (1.17) reports nothing
-        // for them under FI_SELECTIVE_COMPLETION, whatever the post's flags.
+        // for them under bind_selective_completion, whatever the post's flags.
         ret =
             ep_bind(ep.get(), rcq->cq.as_fid(), bind_recv | (srq ? 0 : bind_selective_completion));
     }

@@ -56,7 +56,7 @@ struct connection_impl {
     av_handle av;
     ep_handle ep;
     fi_addr_t peer = 0;
-    fi_addr_t recv_from = 0;  // FI_ADDR_UNSPEC on RDM: a receive takes a message from anyone
+    fi_addr_t recv_from = 0;  // fabric_addr_unspec on RDM: a receive takes anyone's message
     std::atomic<bool> attached{false};
     std::atomic<bool> closed{false};  // close() ran (RDM: the endpoint is gone)
     std::vector<std::byte> local_addr;
@@ -69,7 +69,7 @@ struct connection_impl {
     channel_source source{nullptr, this};
     mutable std::mutex event_mu;
     std::optional<conn_event> pending_event;  // read by a CQ or channel wait, for next_event
-    bool established = false;                 // FI_CONNECTED seen: later events are poll_events'
+    bool established = false;                 // connected: later events are poll_events'
     // The connection's end (closed or lost) was taken from the event queue: it is reported once,
     // and later shutdown events are dropped. close() closes the endpoint, which may take the
     // provider's own shutdown event with it: it queues one of its own instead (own_close_event).
@@ -177,7 +177,7 @@ result<connection_config> effective_config(const connection_config& in, const pr
 result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t len, void* desc,
                            bool (*hook)(void*, completion&), void* context);
 
-// RDM providers answer a post with -FI_EAGAIN while they set up the path to a new peer
+// RDM providers answer a post with -fabric_errno::again while they set up the path to a new peer
 // (tcp;ofi_rxm connects on the first post, shm exchanges a connection request) or while the
 // peer's incoming queue is full (shm: its command queue, until the peer's progress drains it):
 // the queue entry is remora's already, so drive the provider and post again, for up to

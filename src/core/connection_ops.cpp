@@ -150,7 +150,7 @@ result<void> check_imm(const connection_impl& c, std::uint64_t imm) {
 }
 
 // Reservation: the operation's record is its send- or receive-queue entry (and CQ entry). Every
-// operation is posted with FI_COMPLETION so its record always comes back; on_error only hides
+// operation is posted with post_completion so its record always comes back; on_error only hides
 // successes from the application.
 result<op_record*> reserve_full(connection_impl& c, const op_options& opts, remora::op kind,
                                 bool recv, const char* what) {

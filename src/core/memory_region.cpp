@@ -32,7 +32,7 @@ detail::mr_access access_for(usage u) {
     return a;
 }
 
-// A requested key for providers that take ours (no FI_MR_PROV_KEY): random (libsodium's
+// A requested key for providers that take ours (no mr_mode::prov_key): random (libsodium's
 // randombytes), limited to the provider's mr_key_size, never 0. A counter would make every
 // region's key known in advance (1 on every start).
 std::uint64_t random_key(std::size_t key_size) {
@@ -71,7 +71,7 @@ result<memory_region> memory_region::create(const domain& dom, std::span<std::by
     impl->uses = uses;
     detail::domain_impl& d = *impl->dom;
     const bool prov_key = has_all(d.caps.mr_mode, mr_mode::prov_key);
-    // A random key may collide with one in use (-FI_ENOKEY): draw again, a few times.
+    // A random key may collide with one in use (fabric_errno::key_in_use): draw again, a few times.
     int ret = 0;
     for (int attempt = 0; attempt < 8; ++attempt) {
         const std::uint64_t requested = prov_key ? 0 : random_key(d.caps.mr_key_size);

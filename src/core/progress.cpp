@@ -169,7 +169,7 @@ void progress_engine::run() {
         return;
     }
     epoll_event evs[16];
-    // CQs whose provider kept refusing to arm (fi_trywait: -FI_EAGAIN) although reading them
+    // CQs whose provider kept refusing to arm (trywait: fabric_errno::again) although reading them
     // yields nothing: tcp does that while a message waits for a receive the application has not
     // posted yet. They are driven again every millisecond instead of spinning on one of them,
     // which would starve every other CQ of this thread.
@@ -243,7 +243,7 @@ void progress_engine::run() {
                 const auto t0 = std::chrono::steady_clock::now();
                 const int r = cq_wait_entry(cq->cq.get(), provider_wait_ms);
                 in_provider_.store(nullptr);
-                // tcp's sread says -FI_EAGAIN for a signal as for its timeout: the time tells.
+                // tcp's sread says fabric_errno::again for a signal and a timeout: the time tells.
                 if (std::chrono::steady_clock::now() - t0 >=
                     std::chrono::milliseconds(provider_wait_ms)) {
                     provider_wait_timeouts_.fetch_add(1, std::memory_order_relaxed);
