@@ -6,6 +6,12 @@
 # plain-libfabric baselines, tools/remora/baseline.cpp (MSG) and baseline_rdm.cpp (RDM), and the
 # header they share (baseline_raw.hpp), are excepted by name.
 #
+# Nor does the library outside src/fabric (src/ and include/) speak libfabric's vocabulary in
+# code: no FI_* name (an identifier FI_[A-Z]...) and none of the types fi_info, fi_cq_*, fi_eq_*,
+# fi_context*. src/fabric gives them remora's names (fabric_info, fabric_errno, cq_flag_*,
+# cm_event, provider_context, ...). Comments and string literals may name them (to explain a
+# provider's behaviour, or which call failed): they are not code.
+#
 # Second, includes follow the layers of DESIGN.md (each depends only on those below it):
 #   base    src/base/, include/remora/{result,units,park_gate}.hpp: nothing of the library's but base.
 #   ops     src/ops/: base, fabric, and the vocabulary of completions (remora/completion_queue.hpp:
@@ -55,6 +61,9 @@ for f in "${files[@]}"; do
         }
         if ($out =~ /\bfi_[a-z_]+\s*\(/) {
             chomp $raw; print "$ARGV:$.: $raw\n"; $bad = 1;
+        } elsif ($ARGV =~ m{^(src|include)/} &&
+                 $out =~ /\b(FI_[A-Z]\w*|fi_info|fi_cq_\w+|fi_eq_\w+|fi_context\w*)\b/) {
+            chomp $raw; print "$ARGV:$.: $raw ($1: libfabric vocabulary)\n"; $bad = 1;
         }
         END { exit($bad) }
     ' "$f"; then
@@ -63,7 +72,7 @@ for f in "${files[@]}"; do
 done
 
 if [[ $found -ne 0 ]]; then
-    echo "check-layering: only src/fabric/ may include <rdma/...> or call fi_* (see README, Layout)" >&2
+    echo "check-layering: only src/fabric/ may include <rdma/...>, call fi_* or, in src/ and include/, name FI_* constants or fi_info, fi_cq_*, fi_eq_*, fi_context types (see README, Layout)" >&2
     exit 1
 fi
 
@@ -107,4 +116,4 @@ if [[ $door -ne 0 ]]; then
     echo "check-layering: a post or cancel outside the door (use door() or cancel_op() in src/core/door.hpp)" >&2
     exit 1
 fi
-echo "check-layering: ok (${#files[@]} files outside src/fabric; base, ops and core include nothing above them; capi only the public API; every post through the door)"
+echo "check-layering: ok (${#files[@]} files outside src/fabric; no libfabric vocabulary in the library's code outside it; base, ops and core include nothing above them; capi only the public API; every post through the door)"

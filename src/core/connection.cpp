@@ -50,7 +50,7 @@ domain connection_impl::make_domain_handle(const std::shared_ptr<domain_impl>& d
     return domain(d);
 }
 
-result<void> connection_impl::setup(const fi_info* info, const connection_config& cfg) {
+result<void> connection_impl::setup(const fabric_info* info, const connection_config& cfg) {
     auto eff = effective_config(cfg, dom->caps);
     if (!eff) {
         return fail(eff.error());
@@ -177,24 +177,13 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     }
     ops.reset(config.sq_size, config.service_depth, config.rq_size);
 
-    info_ptr ep_info = dup_info(info);
-    if (!ep_info || ep_info->tx_attr == nullptr || ep_info->rx_attr == nullptr) {
-        // sockets hands connection requests fi_dupinfo cannot copy: start from the
-        // domain's and keep the request's handle.
-        info_ptr base = dup_info(dom->info.get());
-        if (!base) {
-            return fail(errc::provider_error, "fi_dupinfo failed: out of memory");
-        }
-        base->handle = info->handle;
-        ep_info = std::move(base);
-    }
-    ep_info->tx_attr->size = config.sq_size + config.service_depth;
-    ep_info->rx_attr->size = config.rq_size;
-    ep_info->tx_attr->iov_limit = config.max_sge;
-    ep_info->rx_attr->iov_limit = config.max_sge;
-    ep_info->tx_attr->rma_iov_limit = 1;
-    if (srq) {
-        ep_info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+    info_ptr ep_info = endpoint_info(info, dom->info.get(),
+                                     {.tx = config.sq_size + config.service_depth,
+                                      .rx = config.rq_size,
+                                      .max_sge = config.max_sge,
+                                      .shared_rx = srq != nullptr});
+    if (!ep_info) {
+        return fail(errc::provider_error, "fi_dupinfo failed: out of memory");
     }
     if (rdm && dom->caps.provider == "shm") {
         // From the domain's source address shm names every process's endpoints alike
@@ -248,12 +237,13 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
     }
     if (ret == 0) {
         ret = ep_bind(ep.get(), cq->cq.as_fid(),
-                      FI_TRANSMIT | FI_SELECTIVE_COMPLETION | (rcq ? 0 : FI_RECV));
+                      bind_transmit | bind_selective_completion | (rcq ? 0 : bind_recv));
     }
     if (ret == 0 && rcq) {
         // Receives always complete; with a shared receive context tcp (1.17) reports nothing
-        // for them under FI_SELECTIVE_COMPLETION, whatever the post's flags.
-        ret = ep_bind(ep.get(), rcq->cq.as_fid(), FI_RECV | (srq ? 0 : FI_SELECTIVE_COMPLETION));
+        // for them under bind_selective_completion, whatever the post's flags.
+        ret =
+            ep_bind(ep.get(), rcq->cq.as_fid(), bind_recv | (srq ? 0 : bind_selective_completion));
     }
     if (ret == 0 && srq) {
         ret = ep_bind(ep.get(), &srq->srx.get()->fid, 0);
@@ -271,7 +261,7 @@ result<void> connection_impl::setup(const fi_info* info, const connection_config
         // endpoint bound to it; shm crashed driving one not enabled yet. Best effort: an
         // endpoint the provider refuses it to keeps working, its one-sided traffic unseen.
         [[maybe_unused]] const int counted =
-            ep_bind(ep.get(), dom->rma_events.as_fid(), FI_REMOTE_READ | FI_REMOTE_WRITE);
+            ep_bind(ep.get(), dom->rma_events.as_fid(), bind_remote_read | bind_remote_write);
     }
     return {};
 }
@@ -461,15 +451,13 @@ result<void> connection::close() {
         std::lock_guard lock(c.event_mu);
         if (c.established && !c.ended && c.eq) {
             c.ended = true;
-            fi_eq_cm_entry entry{};
-            c.own_close_event = detail::eq_write(c.eq.get(), FI_SHUTDOWN, &entry, sizeof(entry)) ==
-                                static_cast<ssize_t>(sizeof(entry));
+            c.own_close_event = detail::eq_write_shutdown(c.eq.get());
             if (!c.own_close_event) {
                 c.pending_event = conn_event::closed;  // next_event still reports it
             }
         }
     }
-    if (ret != 0 && ret != -FI_ENOTCONN) {
+    if (ret != 0 && ret != -detail::fabric_errno::not_connected) {
         return fail(detail::fabric_error(ret, "fi_shutdown"));
     }
     return {};

@@ -21,7 +21,7 @@ using namespace std::chrono;
 
 result<eq_event> read_eq(fid_eq* eq, milliseconds timeout, std::size_t max_data,
                          std::vector<std::byte>* err_data) {
-    std::vector<std::byte> buf(sizeof(fi_eq_cm_entry) + max_data);
+    std::vector<std::byte> buf(cm_entry_size + max_data);
     std::uint32_t event = 0;
     const auto deadline = deadline_after(timeout);
     for (;;) {
@@ -32,17 +32,15 @@ result<eq_event> read_eq(fid_eq* eq, milliseconds timeout, std::size_t max_data,
         ssize_t n = eq_sread(eq, &event, buf.data(), buf.size(), static_cast<int>(left));
         if (n >= 0) {
             eq_event ev;
-            ev.event = event;
-            if (static_cast<std::size_t>(n) >= sizeof(fi_eq_cm_entry)) {
-                fi_eq_cm_entry entry;
-                std::memcpy(&entry, buf.data(), sizeof(entry));
-                ev.info = entry.info;
-                ev.data.assign(buf.begin() + sizeof(fi_eq_cm_entry), buf.begin() + n);
+            ev.event = static_cast<cm_event>(event);
+            if (static_cast<std::size_t>(n) >= cm_entry_size) {
+                ev.info = cm_entry_info(buf.data());
+                ev.data.assign(buf.begin() + cm_entry_size, buf.begin() + n);
             }
             return ev;
         }
-        if (n == -FI_EAVAIL) {
-            fi_eq_err_entry err{};
+        if (n == -fabric_errno::avail) {
+            eq_error_entry err{};
             ssize_t r = eq_readerr(eq, &err);
             if (r < 0) {
                 return fail(fabric_error(static_cast<int>(r), "fi_eq_readerr"));
@@ -55,7 +53,8 @@ result<eq_event> read_eq(fid_eq* eq, milliseconds timeout, std::size_t max_data,
                               std::string("connection event error: ") + fabric_strerror(err.err)));
         }
         // A signal (SIGTERM's handler, SIGCONT after a stop) ends the wait early: not an error.
-        if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT || n == -FI_EINTR) {
+        if (n == -fabric_errno::again || n == -fabric_errno::timed_out ||
+            n == -fabric_errno::interrupted) {
             if (steady_clock::now() >= deadline) {
                 return fail(errc::timed_out, "no connection event within " +
                                                  std::to_string(timeout.count()) + " ms");
@@ -98,7 +97,7 @@ void connection_impl::poll_events() {
             }
         }
         pending_event = conn_event::lost;
-    } else if (ev->event == FI_SHUTDOWN) {
+    } else if (ev->event == cm_event::shutdown) {
         if (ended && !std::exchange(own_close_event, false)) {
             return;  // the end was reported already (close() queued one of its own)
         }

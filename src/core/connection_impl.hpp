@@ -24,6 +24,7 @@
 #include "core/domain_impl.hpp"
 #include "core/extension.hpp"
 #include "fabric/endpoint.hpp"
+#include "fabric/eq.hpp"
 #include "fabric/fabric.hpp"
 #include "ops/holding.hpp"
 #include "ops/op_pool.hpp"
@@ -55,7 +56,7 @@ struct connection_impl {
     av_handle av;
     ep_handle ep;
     fi_addr_t peer = 0;
-    fi_addr_t recv_from = 0;  // FI_ADDR_UNSPEC on RDM: a receive takes a message from anyone
+    fi_addr_t recv_from = 0;  // fabric_addr_unspec on RDM: a receive takes anyone's message
     std::atomic<bool> attached{false};
     std::atomic<bool> closed{false};  // close() ran (RDM: the endpoint is gone)
     std::vector<std::byte> local_addr;
@@ -68,7 +69,7 @@ struct connection_impl {
     channel_source source{nullptr, this};
     mutable std::mutex event_mu;
     std::optional<conn_event> pending_event;  // read by a CQ or channel wait, for next_event
-    bool established = false;                 // FI_CONNECTED seen: later events are poll_events'
+    bool established = false;                 // connected: later events are poll_events'
     // The connection's end (closed or lost) was taken from the event queue: it is reported once,
     // and later shutdown events are dropped. close() closes the endpoint, which may take the
     // provider's own shutdown event with it: it queues one of its own instead (own_close_event).
@@ -137,7 +138,7 @@ struct connection_impl {
 
     // Creates CQs, channel and endpoint for `info` (client: from fi_getinfo; server: from the
     // connection request) and enables it.
-    result<void> setup(const fi_info* info, const connection_config& cfg);
+    result<void> setup(const fabric_info* info, const connection_config& cfg);
     // RDM: opens the endpoint's address vector (setup calls it before opening the endpoint,
     // and binds the two before enabling it).
     result<void> setup_rdm();
@@ -176,7 +177,7 @@ result<connection_config> effective_config(const connection_config& in, const pr
 result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t len, void* desc,
                            hook_fn hook, void* context);
 
-// RDM providers answer a post with -FI_EAGAIN while they set up the path to a new peer
+// RDM providers answer a post with -fabric_errno::again while they set up the path to a new peer
 // (tcp;ofi_rxm connects on the first post, shm exchanges a connection request) or while the
 // peer's incoming queue is full (shm: its command queue, until the peer's progress drains it):
 // the queue entry is remora's already, so drive the provider and post again, for up to
@@ -199,11 +200,11 @@ class rdm_retry {
 template <class Post>
 [[gnu::always_inline]] inline ssize_t post_to_peer(connection_impl& c, Post&& post) {
     ssize_t ret = post();
-    if (ret != -FI_EAGAIN || !c.rdm) [[likely]] {
+    if (ret != -fabric_errno::again || !c.rdm) [[likely]] {
         return ret;
     }
     rdm_retry retry;
-    while (ret == -FI_EAGAIN && retry.again(c)) {
+    while (ret == -fabric_errno::again && retry.again(c)) {
         ret = post();
     }
     return ret;
@@ -373,8 +374,8 @@ inline constexpr std::byte reject_marker{0x52};
 // Reads one event from an EQ with a timeout. Returns the event number and fills `buf`; an error
 // event is returned as the error (with its err_data copied into `err_data`).
 struct eq_event {
-    std::uint32_t event = 0;
-    fi_info* info = nullptr;  // FI_CONNREQ only; owner must free
+    cm_event event{};
+    fabric_info* info = nullptr;  // a connection request's only; owner must free
     std::vector<std::byte> data;
 };
 result<eq_event> read_eq(fid_eq* eq, std::chrono::milliseconds timeout, std::size_t max_data,

@@ -73,7 +73,7 @@ result<void> posted(ssize_t ret, const connection_impl& c, const char* what, boo
     if (ret == 0) {
         return {};
     }
-    if (ret == -FI_EAGAIN && c.rdm) {
+    if (ret == -fabric_errno::again && c.rdm) {
         return fail(errc::would_block,
                     std::string(what) +
                         ": the provider cannot take it yet (on a new RDM peer it "
@@ -81,7 +81,7 @@ result<void> posted(ssize_t ret, const connection_impl& c, const char* what, boo
                         "progress: its application reading its CQ, or its "
                         "progress_thread); reap completions and retry");
     }
-    if (ret == -FI_EAGAIN) {
+    if (ret == -fabric_errno::again) {
         return fail(errc::would_block,
                     std::string(what) + ": " + (recv ? "receive" : "send") + " queue full (depth " +
                         n2s(recv ? c.config.rq_size : c.config.sq_size) + "); reap completions");
@@ -90,11 +90,11 @@ result<void> posted(ssize_t ret, const connection_impl& c, const char* what, boo
         return fail(errc::disconnected, std::string(what) + ": connection is closed");
     }
     switch (-ret) {
-        case FI_ENOTCONN:
-        case FI_ECONNRESET:
-        case FI_ECONNABORTED:
+        case fabric_errno::not_connected:
+        case fabric_errno::connection_reset:
+        case fabric_errno::connection_aborted:
         case EPIPE:
-        case FI_ENOENT:  // sockets, once its peer is gone
+        case fabric_errno::no_entry:  // sockets, once its peer is gone
             return fail(errc::disconnected, std::string(what) + ": the connection is lost (" +
                                                 to_string(call) + ": " + fabric_strerror(ret) +
                                                 ")");
@@ -150,7 +150,7 @@ result<void> check_imm(const connection_impl& c, std::uint64_t imm) {
 }
 
 // Reservation: the operation's record is its send- or receive-queue entry (and CQ entry). Every
-// operation is posted with FI_COMPLETION so its record always comes back; on_error only hides
+// operation is posted with post_completion so its record always comes back; on_error only hides
 // successes from the application.
 result<op_record*> reserve_full(connection_impl& c, const op_options& opts, remora::op kind,
                                 bool recv, const char* what) {

@@ -66,9 +66,10 @@ result<void> connection_impl::await_connected(milliseconds timeout, bool client)
         }
         return fail(setup_failure(e, std::move(err_data), client).first);
     }
-    if (ev->event != FI_CONNECTED) {
+    if (ev->event != cm_event::connected) {
         return fail(errc::provider_error,
-                    "expected FI_CONNECTED, got event " + std::to_string(ev->event));
+                    "expected FI_CONNECTED, got event " +
+                        std::to_string(static_cast<std::uint32_t>(ev->event)));
     }
     peer_data = std::move(ev->data);
     {
@@ -126,7 +127,7 @@ void connection_impl::poll_setup_locked() {
     }
     std::vector<std::byte> err_data;
     auto ev = read_eq(eq.get(), milliseconds(0), dom->caps.cm_data_size, &err_data);
-    if (ev && ev->event == FI_CONNECTED) {
+    if (ev && ev->event == cm_event::connected) {
         if (client) {  // an accepted connection keeps the request's private data
             peer_data = std::move(ev->data);
         }
@@ -144,10 +145,11 @@ void connection_impl::poll_setup_locked() {
     }
     if (ev) {
         info_ptr ignored(ev->info);
-        fail_setup_locked(error(errc::provider_error, std::string(client ? "connect" : "accept") +
-                                                          ": expected FI_CONNECTED, got event " +
-                                                          std::to_string(ev->event)),
-                          conn_event::lost);
+        fail_setup_locked(
+            error(errc::provider_error, std::string(client ? "connect" : "accept") +
+                                            ": expected FI_CONNECTED, got event " +
+                                            std::to_string(static_cast<std::uint32_t>(ev->event))),
+            conn_event::lost);
     } else if (ev.error() != errc::timed_out) {
         auto [e, what] = setup_failure(ev.error(), std::move(err_data), client);
         fail_setup_locked(std::move(e), what);
@@ -191,7 +193,7 @@ result<std::unique_ptr<connection_impl>> start_connect(const domain& dom, const 
                                          " bytes exceeds the " + caps.provider + " limit of " +
                                          std::to_string(caps.cm_data_size) + " bytes");
     }
-    info_ptr hints = endpoint_hints(*dom.impl());
+    info_ptr hints = endpoint_hints(dom.impl()->info.get());
     if (!hints) {
         return fail(errc::provider_error, "connect: fi_allocinfo failed: out of memory");
     }
@@ -213,7 +215,7 @@ result<std::unique_ptr<connection_impl>> start_connect(const domain& dom, const 
             return fail(r.error());
         }
     }
-    ret = ep_connect(impl->ep.get(), info->dest_addr, private_data.data(), private_data.size());
+    ret = ep_connect(impl->ep.get(), info.get(), private_data.data(), private_data.size());
     if (ret != 0) {
         impl->connecting = false;
         return fail(fabric_error(ret, "fi_connect to " + host + ":" + service));

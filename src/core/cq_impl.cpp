@@ -29,17 +29,17 @@ namespace remora::detail {
 namespace {
 
 remora::op op_from_flags(std::uint64_t f) {
-    if (f & FI_REMOTE_WRITE)
+    if (f & cq_flag_remote_write)
         return op::remote_write;
-    if (f & FI_RECV)
+    if (f & cq_flag_recv)
         return op::recv;
-    if (f & FI_ATOMIC)
+    if (f & cq_flag_atomic)
         return op::atomic;
-    if (f & FI_READ)
+    if (f & cq_flag_read)
         return op::read;
-    if (f & FI_WRITE)
+    if (f & cq_flag_write)
         return op::write;
-    if (f & FI_SEND)
+    if (f & cq_flag_send)
         return op::send;
     return op::unknown;
 }
@@ -79,8 +79,8 @@ namespace {
                                                 entry_source* src, hand_out when) {
     auto* rec = static_cast<op_record*>(op_context);
     if (rec == nullptr) [[unlikely]] {
-        c.op = (flags & FI_REMOTE_WRITE) != 0 ? op::remote_write : op_from_flags(flags);
-        if (!c.ok() || (flags & (FI_REMOTE_CQ_DATA | FI_REMOTE_WRITE)) == 0) {
+        c.op = (flags & cq_flag_remote_write) != 0 ? op::remote_write : op_from_flags(flags);
+        if (!c.ok() || (flags & (cq_flag_remote_data | cq_flag_remote_write)) == 0) {
             // No operation of ours and not a peer's write with immediate data: an error entry
             // without context (sockets writes one when a peer goes away with operations in
             // flight). The application posted nothing it could belong to: never reported.
@@ -90,7 +90,7 @@ namespace {
         c.tag = cq.tag;
         return true;  // a peer's write with immediate data: no local operation
     }
-    c.op = (flags & FI_REMOTE_WRITE) != 0 ? op::remote_write : rec->kind;
+    c.op = (flags & cq_flag_remote_write) != 0 ? op::remote_write : rec->kind;
     if (!rec->in_use.load(std::memory_order_relaxed) ||
         rec->delivering.load(std::memory_order_relaxed)) [[unlikely]] {
         // Already finished: an RDM close() completed it (errc::canceled) before the provider's
@@ -305,9 +305,9 @@ void cq_impl::refuse_stranger(completion& c, void* op_context, std::uint64_t sou
         c.status = status_from_fi(e.err);
         note_transport_loss(e.context, e.err);
     } else {
-        c.has_imm = (e.flags & FI_REMOTE_CQ_DATA) != 0;
+        c.has_imm = (e.flags & cq_flag_remote_data) != 0;
         c.imm = c.has_imm ? e.data : 0;
-        if (source != nullptr && (e.flags & FI_RECV) != 0) [[unlikely]] {
+        if (source != nullptr && (e.flags & cq_flag_recv) != 0) [[unlikely]] {
             refuse_stranger(c, e.context, *source);
         }
     }
@@ -359,7 +359,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         }
         return emitted;
     }
-    fi_cq_data_entry entries[read_batch];
+    cq_entry entries[read_batch];
     fi_addr_t sources[read_batch];
     ssize_t got =
         check_source ? cq_readfrom(cq.get(), entries, n, sources) : cq_read(cq.get(), entries, n);
@@ -369,7 +369,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
     if (got > 0) {
         std::size_t emitted = 0;
         for (ssize_t i = 0; i < got; ++i) {
-            const fi_cq_data_entry& e = entries[i];
+            const cq_entry& e = entries[i];
             entry_source src;
             if (take_entry(out[emitted], {e.op_context, e.flags, e.len, e.data, 0},
                            check_source ? &sources[i] : nullptr, src, when)) {
@@ -379,13 +379,13 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         }
         return emitted;
     }
-    if (got == -FI_EAGAIN) {
+    if (got == -fabric_errno::again) {
         return 0;
     }
-    if (got == -FI_EAVAIL) {
-        fi_cq_err_entry err{};
+    if (got == -fabric_errno::avail) {
+        cq_error_entry err{};
         ssize_t r = cq_readerr(cq.get(), &err);
-        if (r == -FI_EAGAIN) {
+        if (r == -fabric_errno::again) {
             return 0;
         }
         if (r < 0) {
@@ -397,7 +397,8 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         // An error entry without a code is still an error (fabric/cq.hpp gives it FI_EOTHER).
         entry_source src;
         if (!take_entry(out[0],
-                        {err.op_context, err.flags, err.len, 0, err.err != 0 ? err.err : FI_EOTHER},
+                        {err.op_context, err.flags, err.len, 0,
+                         err.err != 0 ? err.err : fabric_errno::other},
                         nullptr, src, when)) {
             return 0;
         }
@@ -541,17 +542,17 @@ bool cq_impl::pump(bool* reaped_out, bool deliver_now, bool drain) {
 
 void cq_impl::read_all(const std::function<void(const raw_entry&)>& each) {
     for (;;) {
-        fi_cq_data_entry entries[read_batch];
+        cq_entry entries[read_batch];
         const ssize_t got = cq_read(cq.get(), entries, read_batch);
         if (got > 0) {
             for (ssize_t i = 0; i < got; ++i) {
-                const fi_cq_data_entry& d = entries[i];
+                const cq_entry& d = entries[i];
                 each({d.op_context, d.flags, d.len, d.data, 0});
             }
             continue;
         }
-        if (got == -FI_EAVAIL) {
-            fi_cq_err_entry err{};
+        if (got == -fabric_errno::avail) {
+            cq_error_entry err{};
             if (cq_readerr(cq.get(), &err) == 1) {
                 each({err.op_context, err.flags, err.len, err.data, err.err});
                 continue;

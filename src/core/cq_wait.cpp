@@ -118,7 +118,7 @@ result<bool> cq_impl::trywait(bool* notified) {
     if (ret == 0) {
         return true;
     }
-    if (ret == -FI_EAGAIN) {
+    if (ret == -fabric_errno::again) {
         return false;
     }
     return fail(fabric_error(ret, "fi_trywait"));

@@ -1,10 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <remora/domain.hpp>
 
-#include <cstdlib>
-#include <cstring>
-#include <span>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,112 +16,35 @@ namespace detail {
 
 namespace {
 
-constexpr std::uint64_t base_caps =
-    FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
-// The mr_mode bits remora can honour. FI_MR_ENDPOINT is not offered yet: every provider remora
-// targets (verbs, tcp, sockets, shm) works without it.
-constexpr int supported_mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-
-info_ptr make_hints(const std::string& provider, std::uint64_t caps, endpoint_type type) {
-    info_ptr hints = alloc_info();
-    if (!hints) {
-        return hints;
-    }
-    hints->caps = caps;
-    hints->mode = 0;
-    hints->ep_attr->type = type == endpoint_type::rdm ? FI_EP_RDM : FI_EP_MSG;
-    hints->domain_attr->mr_mode = supported_mr_mode;
-    hints->domain_attr->threading = FI_THREAD_SAFE;
-    hints->domain_attr->resource_mgmt = FI_RM_ENABLED;
-    if (!provider.empty()) {
-        hints->fabric_attr->prov_name = strdup(provider.c_str());
-    }
-    return hints;
-}
-
-progress_model to_model(fi_progress p) {
+progress_model to_model(fabric_progress p) {
     switch (p) {
-        case FI_PROGRESS_AUTO:
+        case fabric_progress::automatic:
             return progress_model::automatic;
-        case FI_PROGRESS_MANUAL:
+        case fabric_progress::manual:
             return progress_model::manual;
-        default:
-            return progress_model::unspecified;
+        case fabric_progress::unspecified:
+            break;
     }
+    return progress_model::unspecified;
 }
 
-remora::mr_mode to_mr_mode(int m) {
+remora::mr_mode to_mr_mode(const mr_needs& m) {
     remora::mr_mode r = remora::mr_mode::none;
-    if (m & FI_MR_LOCAL)
+    if (m.local)
         r |= remora::mr_mode::local;
-    if (m & FI_MR_VIRT_ADDR)
+    if (m.virt_addr)
         r |= remora::mr_mode::virt_addr;
-    if (m & FI_MR_ALLOCATED)
+    if (m.allocated)
         r |= remora::mr_mode::allocated;
-    if (m & FI_MR_PROV_KEY)
+    if (m.prov_key)
         r |= remora::mr_mode::prov_key;
-    if (m & FI_MR_ENDPOINT)
+    if (m.endpoint)
         r |= remora::mr_mode::endpoint;
     return r;
 }
 
-// Provider preference when none is named: hardware first, then the software providers.
-int rank(const char* prov, endpoint_type type) {
-    static const char* const msg_order[] = {"verbs", "tcp", "sockets"};
-    static const char* const rdm_order[] = {"verbs;ofi_rxm", "efa", "tcp;ofi_rxm",
-                                            "net",           "shm", "sockets"};
-    const std::span<const char* const> order = type == endpoint_type::rdm
-                                                   ? std::span<const char* const>(rdm_order)
-                                                   : std::span<const char* const>(msg_order);
-    for (std::size_t i = 0; i < order.size(); ++i) {
-        if (std::strcmp(prov, order[i]) == 0) {
-            return static_cast<int>(i);
-        }
-    }
-    return 100;
-}
-
-result<info_ptr> pick(const std::string& provider, const std::string& node, std::uint64_t caps,
-                      endpoint_type type) {
-    const char* kind = type == endpoint_type::rdm ? "RDM" : "connected";
-    info_ptr hints = make_hints(provider, caps, type);
-    if (!hints) {
-        return fail(errc::provider_error, "fi_allocinfo failed");
-    }
-    info_ptr all;
-    int ret = getinfo(node.c_str(), nullptr, FI_SOURCE, hints.get(), all);
-    if (ret != 0) {
-        return fail(
-            fabric_error(ret, std::string("fi_getinfo: no provider offers ") + kind + " endpoints" +
-                                  (provider.empty() ? std::string() : " for '" + provider + "'") +
-                                  " on " + node));
-    }
-    const fi_info* best = nullptr;
-    for (const fi_info* i = all.get(); i != nullptr; i = i->next) {
-        const char* name = i->fabric_attr->prov_name;
-        if (!provider.empty() && provider != name) {
-            continue;  // "tcp" also matches "tcp;ofi_rxm" in libfabric's filter: ask exactly
-        }
-        // Connected endpoints come from core providers only (a utility provider layered over
-        // one, "x;ofi_rxm", offers RDM).
-        if (type == endpoint_type::msg && std::strchr(name, ';') != nullptr) {
-            continue;
-        }
-        if (best == nullptr || rank(name, type) < rank(best->fabric_attr->prov_name, type)) {
-            best = i;
-        }
-    }
-    if (best == nullptr) {
-        return fail(errc::not_supported,
-                    std::string("no ") +
-                        (provider.empty() ? "core provider" : "provider '" + provider + "'") +
-                        " offers " + kind + " endpoints on " + node);
-    }
-    info_ptr chosen = dup_info(best);
-    if (!chosen) {
-        return fail(errc::provider_error, "fi_dupinfo failed: out of memory");
-    }
-    return chosen;
+fabric_endpoint to_fabric(endpoint_type t) {
+    return t == endpoint_type::rdm ? fabric_endpoint::rdm : fabric_endpoint::msg;
 }
 
 }  // namespace
@@ -135,14 +54,6 @@ domain_impl::~domain_impl() {
     rma_events.reset();  // after the thread that reads it; endpoints bound to it are closed
     domain.reset();
     fabric.reset();
-}
-
-info_ptr endpoint_hints(const domain_impl& dom) {
-    info_ptr hints = make_hints(dom.caps.provider, dom.info->caps, dom.caps.endpoint);
-    if (hints) {
-        hints->domain_attr->name = strdup(dom.info->domain_attr->name);
-    }
-    return hints;
 }
 
 }  // namespace detail
@@ -186,27 +97,32 @@ result<domain> domain::open(const domain_config& config) {
     // keeps others' messages from matching a receive where the provider honours it (tcp;ofi_rxm;
     // shm, net and sockets match them anyway). A provider without FI_SOURCE opens without the
     // check and says so in caps().directed_receive.
-    const std::uint64_t rdm_caps = FI_DIRECTED_RECV | FI_SOURCE;
-    const std::uint64_t first_caps =
-        base_caps | (config.endpoint == endpoint_type::rdm ? rdm_caps : 0);
-    auto base = pick(config.provider, config.node, first_caps, config.endpoint);
-    if (!base && first_caps != base_caps) {
-        base = pick(config.provider, config.node, base_caps, config.endpoint);
+    const fabric_endpoint type = to_fabric(config.endpoint);
+    const bool rdm = config.endpoint == endpoint_type::rdm;
+    auto base =
+        pick_provider(config.provider, config.node, {.source = rdm, .directed_receive = rdm}, type);
+    if (!base && rdm) {
+        base = pick_provider(config.provider, config.node, {}, type);
     }
     if (!base) {
         return fail(base.error());
     }
-    std::string prov = (*base)->fabric_attr->prov_name;
-    const std::uint64_t want_caps = base_caps | ((*base)->caps & rdm_caps);
+    const provider_offer first = describe(base->get());
+    std::string prov = first.provider;
+    provider_wants wants{.source = first.caps.source,
+                         .directed_receive = first.caps.directed_receive};
     // Native atomics: ask again with FI_ATOMIC. Providers without them (tcp) don't answer.
     bool atomics = false;
     {
-        auto with_atomics = pick(prov, config.node, want_caps | FI_ATOMIC, config.endpoint);
-        if (with_atomics && prov == (*with_atomics)->fabric_attr->prov_name) {
+        provider_wants with = wants;
+        with.atomics = true;
+        auto with_atomics = pick_provider(prov, config.node, with, type);
+        if (with_atomics && prov == describe(with_atomics->get()).provider) {
             atomics = true;
             *base = std::move(*with_atomics);
         } else if (!with_atomics && !(with_atomics.error() == errc::not_supported) &&
-                   with_atomics.error().code() != std::error_code(FI_ENODATA, fabric_category())) {
+                   with_atomics.error().code() !=
+                       std::error_code(fabric_errno::no_data, fabric_category())) {
             // "None offers atomics" is an answer; any other failure (out of memory) is not: a
             // domain opened without atomics then would not match its peers'.
             return fail(error(with_atomics.error().code(),
@@ -223,18 +139,23 @@ result<domain> domain::open(const domain_config& config) {
     // the fault sweep's setup (fault_sweep_test sockets_setup); tcp;ofi_rxm does not offer it.
     bool rma_events = false;
     if (config.progress == progress_policy::adaptive && prov == "shm") {
-        const std::uint64_t caps = want_caps | (atomics ? FI_ATOMIC : 0) | FI_RMA_EVENT;
-        auto with_events = pick(prov, config.node, caps, config.endpoint);
-        if (with_events && prov == (*with_events)->fabric_attr->prov_name &&
-            ((*with_events)->caps & FI_RMA_EVENT) != 0) {
-            rma_events = true;
-            *base = std::move(*with_events);
+        provider_wants with = wants;
+        with.atomics = atomics;
+        with.rma_events = true;
+        auto with_events = pick_provider(prov, config.node, with, type);
+        if (with_events) {
+            const provider_offer o = describe(with_events->get());
+            if (prov == o.provider && o.caps.rma_events) {
+                rma_events = true;
+                *base = std::move(*with_events);
+            }
         }
     }
     impl->info = std::move(*base);
-    fi_info* info = impl->info.get();
+    fabric_info* info = impl->info.get();
+    const provider_offer offer = describe(info);
 
-    int ret = open_fabric(info->fabric_attr, impl->fabric);
+    int ret = open_fabric(info, impl->fabric);
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_fabric for " + prov));
     }
@@ -251,7 +172,8 @@ result<domain> domain::open(const domain_config& config) {
     {
         cq_handle probe;
         ret = cq_open(impl->domain.get(), 1, probe, true);
-        if (ret == -FI_ENOSYS || ret == -FI_EINVAL || ret == -FI_EOPNOTSUPP) {
+        if (ret == -fabric_errno::not_implemented || ret == -fabric_errno::invalid ||
+            ret == -fabric_errno::not_supported) {
             ret = cq_open(impl->domain.get(), 1, probe, false);
             impl->cq_polled = ret == 0;
         }
@@ -263,29 +185,28 @@ result<domain> domain::open(const domain_config& config) {
     provider_caps& c = impl->caps;
     c.provider = prov;
     c.endpoint = config.endpoint;
-    c.fabric = info->fabric_attr->name ? info->fabric_attr->name : "";
-    c.nic = info->domain_attr->name ? info->domain_attr->name : "";
-    c.native_atomics =
-        atomics && (info->caps & FI_ATOMIC) != 0 && has_word_atomics(impl->domain.get());
-    c.inject_size = info->tx_attr->inject_size;
-    c.max_msg_size = info->ep_attr->max_msg_size;
-    c.tx_size = info->tx_attr->size;
-    c.rx_size = info->rx_attr->size;
-    // fi_info reports no CQ depth limit; a CQ serving one full send and receive queue is the
-    // depth remora asks for at most.
-    c.cq_size = info->tx_attr->size + info->rx_attr->size;
-    c.iov_limit = std::min(info->tx_attr->iov_limit, info->rx_attr->iov_limit);
-    c.rma_iov_limit = info->tx_attr->rma_iov_limit;
-    c.cq_data_size = info->domain_attr->cq_data_size;
-    c.rx_cq_data = (info->rx_attr->mode & FI_RX_CQ_DATA) != 0 || (info->mode & FI_RX_CQ_DATA) != 0;
-    c.shared_rx = info->domain_attr->max_ep_srx_ctx != 0;
-    c.rma_pmem = (info->caps & FI_RMA_PMEM) != 0;
-    impl->source_checked = config.endpoint == endpoint_type::rdm && (info->caps & FI_SOURCE) != 0;
+    c.fabric = offer.fabric;
+    c.nic = offer.nic;
+    c.native_atomics = atomics && offer.caps.atomics && has_word_atomics(impl->domain.get());
+    c.inject_size = offer.inject_size;
+    c.max_msg_size = offer.max_msg_size;
+    c.tx_size = offer.tx_size;
+    c.rx_size = offer.rx_size;
+    // The provider reports no CQ depth limit; a CQ serving one full send and receive queue is
+    // the depth remora asks for at most.
+    c.cq_size = offer.tx_size + offer.rx_size;
+    c.iov_limit = offer.iov_limit;
+    c.rma_iov_limit = offer.rma_iov_limit;
+    c.cq_data_size = offer.cq_data_size;
+    c.rx_cq_data = offer.rx_cq_data;
+    c.shared_rx = offer.shared_rx;
+    c.rma_pmem = offer.rma_pmem;
+    impl->source_checked = rdm && offer.caps.source;
     c.directed_receive = impl->source_checked;
-    c.control_progress = to_model(info->domain_attr->control_progress);
-    c.data_progress = to_model(info->domain_attr->data_progress);
-    c.mr_mode = to_mr_mode(info->domain_attr->mr_mode);
-    c.mr_key_size = info->domain_attr->mr_key_size;
+    c.control_progress = to_model(offer.control_progress);
+    c.data_progress = to_model(offer.data_progress);
+    c.mr_mode = to_mr_mode(offer.mr);
+    c.mr_key_size = offer.mr_key_size;
     c.cq_wait_fd = !impl->cq_polled;
     // Software providers over sockets: tcp progresses only inside fi_cq_read/fi_eq_read calls,
     // whatever it reports; sockets runs its own progress threads.

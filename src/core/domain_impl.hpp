@@ -48,9 +48,9 @@ struct domain_impl {
     // a blocking progress thread with one CQ waits in the provider that way (progress.cpp).
     bool cq_sread_waits = false;
     // adaptive on shm (domain.cpp says why there only): counts the peers' reads and writes of every
-    // endpoint of the domain (FI_REMOTE_READ | FI_REMOTE_WRITE), which leave no CQ entry on this
-    // side. The progress thread reads it while polling: a change is traffic and extends the spin.
-    // Empty elsewhere.
+    // endpoint of the domain (bind_remote_read | bind_remote_write), which leave no CQ entry on
+    // this side. The progress thread reads it while polling: a change is traffic and extends the
+    // spin. Empty elsewhere.
     cntr_handle rma_events;
 
     ~domain_impl();
@@ -61,7 +61,7 @@ struct region_impl {
     std::span<std::byte> memory;
     usage uses = usage::none;
     mr_handle mr;
-    void* desc = nullptr;  // fi_mr_desc, for FI_MR_LOCAL providers
+    void* desc = nullptr;  // mr_desc, for mr_mode::local providers
     std::uint64_t key = 0;
 };
 
@@ -84,8 +84,5 @@ class unique_fd {
 
 // now() + timeout, with the timeout clamped to [0, one year] (no overflow, no negative waits).
 std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds timeout);
-
-// Builds fi_getinfo hints for remora's endpoints on `dom` (same provider and NIC).
-info_ptr endpoint_hints(const domain_impl& dom);
 
 }  // namespace remora::detail

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // src/core/impl.hpp — the state behind remora's public handles (remora::detail), by concern:
-//   domain_impl.hpp      domain, memory regions, unique_fd, deadline_after, endpoint_hints
+//   domain_impl.hpp      domain, memory regions, unique_fd, deadline_after
 //   ../ops/              the operations layer: op_record / op_pool, reservation, done, holdings
 //   cq_impl.hpp          completion queues (private and shared), channels, the progress thread
 //   connection_impl.hpp  connections and the posting steps their operations share

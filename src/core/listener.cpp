@@ -76,7 +76,7 @@ result<connection> accept_request(detail::request_impl* req, const connection_co
     auto impl = std::make_unique<connection_impl>(req->listener->dom);
     auto reject_now = [&] {
         std::vector<std::byte> marker{reject_marker};
-        (void)pep_reject(req->listener->pep.get(), req->info->handle, marker.data(), marker.size());
+        (void)pep_reject(req->listener->pep.get(), req->info.get(), marker.data(), marker.size());
     };
     if (auto r = impl->setup(req->info.get(), config); !r) {
         // Once the endpoint was opened it took the request's handle, and closing it (setup did,
@@ -141,8 +141,8 @@ result<void> connection_request::reject(std::span<const std::byte> private_data)
     data.reserve(private_data.size() + 1);
     data.push_back(detail::reject_marker);
     data.insert(data.end(), private_data.begin(), private_data.end());
-    int ret = detail::pep_reject(impl_->listener->pep.get(), impl_->info->handle, data.data(),
-                                 data.size());
+    int ret =
+        detail::pep_reject(impl_->listener->pep.get(), impl_->info.get(), data.data(), data.size());
     if (ret != 0) {
         return fail(detail::fabric_error(ret, "fi_reject"));
     }
@@ -168,18 +168,18 @@ result<listener> listener::create(const domain& dom, const std::string& host, st
     }
     auto impl = std::make_shared<listener_impl>();
     impl->dom = dom.impl();
-    info_ptr hints = endpoint_hints(*impl->dom);
+    info_ptr hints = endpoint_hints(impl->dom->info.get());
     if (!hints) {
         return fail(errc::provider_error, "listen: fi_allocinfo failed: out of memory");
     }
     const std::string service = std::to_string(port);
-    int ret = getinfo(host.c_str(), service.c_str(), FI_SOURCE, hints.get(), impl->info);
+    int ret = getinfo(host.c_str(), service.c_str(), getinfo_source, hints.get(), impl->info);
     if (ret != 0) {
         return fail(errc::unreachable, "listen: cannot use " + host + ":" + service + " on " +
                                            dom.caps().provider +
                                            " (fi_getinfo: " + fabric_strerror(ret) + ")");
     }
-    fi_info* info = impl->info.get();
+    fabric_info* info = impl->info.get();
 
     ret = eq_open(impl->dom->fabric.get(), 64, impl->eq);
     if (ret != 0) {
@@ -233,7 +233,7 @@ result<connection_request> listener::get_request(std::chrono::milliseconds timeo
         if (!ev) {
             return fail(ev.error());
         }
-        if (ev->event != FI_CONNREQ) {
+        if (ev->event != cm_event::connreq) {
             info_ptr ignored(ev->info);
             continue;  // not for the listener (should not happen); keep waiting
         }

@@ -10,28 +10,29 @@
 namespace remora {
 namespace {
 
-std::uint64_t access_for(usage u) {
-    std::uint64_t a = 0;
+detail::mr_access access_for(usage u) {
+    using namespace detail;
+    mr_access a = 0;
     if (any(u & usage::read_source))
-        a |= FI_REMOTE_READ;
+        a |= mr_access_remote_read;
     if (any(u & usage::read_destination))
-        a |= FI_READ;
+        a |= mr_access_read;
     if (any(u & usage::write_source))
-        a |= FI_WRITE;
+        a |= mr_access_write;
     if (any(u & usage::write_destination))
-        a |= FI_REMOTE_WRITE;
+        a |= mr_access_remote_write;
     if (any(u & usage::send))
-        a |= FI_SEND;
+        a |= mr_access_send;
     if (any(u & usage::receive))
-        a |= FI_RECV;
+        a |= mr_access_recv;
     if (any(u & usage::atomic_target))
-        a |= FI_REMOTE_READ | FI_REMOTE_WRITE;
+        a |= mr_access_remote_read | mr_access_remote_write;
     if (any(u & usage::flush_target))
-        a |= FI_REMOTE_READ;
+        a |= mr_access_remote_read;
     return a;
 }
 
-// A requested key for providers that take ours (no FI_MR_PROV_KEY): random (libsodium's
+// A requested key for providers that take ours (no mr_mode::prov_key): random (libsodium's
 // randombytes), limited to the provider's mr_key_size, never 0. A counter would make every
 // region's key known in advance (1 on every start).
 std::uint64_t random_key(std::size_t key_size) {
@@ -70,13 +71,13 @@ result<memory_region> memory_region::create(const domain& dom, std::span<std::by
     impl->uses = uses;
     detail::domain_impl& d = *impl->dom;
     const bool prov_key = has_all(d.caps.mr_mode, mr_mode::prov_key);
-    // A random key may collide with one in use (-FI_ENOKEY): draw again, a few times.
+    // A random key may collide with one in use (fabric_errno::key_in_use): draw again, a few times.
     int ret = 0;
     for (int attempt = 0; attempt < 8; ++attempt) {
         const std::uint64_t requested = prov_key ? 0 : random_key(d.caps.mr_key_size);
         ret = detail::mr_reg(d.domain.get(), memory.data(), memory.size(), access_for(uses),
                              requested, impl->mr);
-        if (prov_key || ret != -FI_ENOKEY)
+        if (prov_key || ret != -detail::fabric_errno::key_in_use)
             break;
     }
     if (ret != 0) {
@@ -85,7 +86,7 @@ result<memory_region> memory_region::create(const domain& dom, std::span<std::by
     }
     impl->desc = detail::mr_desc(impl->mr.get());
     impl->key = detail::mr_key(impl->mr.get());
-    if (impl->key == FI_KEY_NOTAVAIL) {
+    if (impl->key == detail::mr_key_unavailable) {
         return fail(errc::not_supported, "memory_region: provider uses raw keys (FI_MR_RAW)");
     }
     return memory_region(std::move(impl));

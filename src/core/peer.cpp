@@ -15,6 +15,7 @@
 #include "fabric/av.hpp"
 #include "fabric/cq.hpp"
 #include "fabric/endpoint.hpp"
+#include "fabric/info.hpp"
 
 // RDM peers: an RDM endpoint with an address vector of its own behind the connection API
 // (open_peer, local_address, attach), and what differs from a connected endpoint: no event
@@ -128,7 +129,7 @@ void connection_impl::close_endpoint() {
     }
     for (auto [rec, is_recv] : ops.taken()) {
         cq_impl* q = is_recv && rcq ? rcq.get() : cq.get();
-        q->backlog.push_back({rec, is_recv ? std::uint64_t(FI_RECV) : 0, 0, 0, FI_ECANCELED});
+        q->backlog.push_back({rec, is_recv ? cq_flag_recv : 0, 0, 0, fabric_errno::canceled});
     }
     for (auto& l : locks) {
         if (l.owns_lock()) {
@@ -166,7 +167,7 @@ result<connection> connection::open_peer(const domain& dom, const connection_con
     }
     auto impl = std::make_unique<connection_impl>(dom.impl());
     impl->rdm = true;
-    impl->recv_from = FI_ADDR_UNSPEC;
+    impl->recv_from = fabric_addr_unspec;
     impl->rdm_event = unique_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (impl->rdm_event.get() < 0) {
         return fail(errc::provider_error,
@@ -178,7 +179,7 @@ result<connection> connection::open_peer(const domain& dom, const connection_con
     std::vector<std::byte> name(256);
     std::size_t len = name.size();
     int ret = getname(impl->ep.as_fid(), name.data(), &len);
-    if (ret == -FI_ETOOSMALL) {
+    if (ret == -fabric_errno::too_small) {
         name.resize(len);
         ret = getname(impl->ep.as_fid(), name.data(), &len);
     }
@@ -210,7 +211,7 @@ result<void> connection::attach(std::span<const std::byte> peer_address) {
                     "attach: a peer is already attached (one RDM endpoint serves one peer; open "
                     "another with open_peer)");
     }
-    const std::uint32_t format = c.dom->info->addr_format;
+    const std::uint32_t format = describe(c.dom->info.get()).addr_format;
     if (!address_plausible(format, peer_address, c.local_addr)) {
         return fail(errc::invalid_argument,
                     "attach: " + std::to_string(peer_address.size()) + " bytes are not a " +
@@ -221,16 +222,16 @@ result<void> connection::attach(std::span<const std::byte> peer_address) {
     if (c.dom->source_checked) {
         // Entry 0 is this endpoint's own address: shm reports a sender that is in no entry as
         // entry 0, which must not be the peer's.
-        fi_addr_t self = FI_ADDR_NOTAVAIL;
+        fi_addr_t self = fabric_addr_notavail;
         if (const int r = av_insert(c.av.get(), c.local_addr.data(), &self); r != 1) {
-            return fail(fabric_error(r < 0 ? r : -FI_EINVAL,
+            return fail(fabric_error(r < 0 ? r : -fabric_errno::invalid,
                                      "attach: fi_av_insert of the endpoint's own address"));
         }
     }
-    fi_addr_t addr = FI_ADDR_NOTAVAIL;
+    fi_addr_t addr = fabric_addr_notavail;
     const int ret = av_insert(c.av.get(), peer_address.data(), &addr);
     if (ret != 1) {
-        if (ret == 0 || ret == -FI_EINVAL) {
+        if (ret == 0 || ret == -fabric_errno::invalid) {
             return fail(errc::invalid_argument,
                         "attach: " + c.dom->caps.provider + " refused the peer's address");
         }
@@ -240,7 +241,7 @@ result<void> connection::attach(std::span<const std::byte> peer_address) {
     // Receives take the attached peer's messages only (FI_DIRECTED_RECV where the provider
     // honours it), and a message from anyone else fails its receive as the CQ is read
     // (cq_impl::refuse_stranger). Receives are refused before attach, so all of them check.
-    c.recv_from = c.dom->source_checked ? addr : FI_ADDR_UNSPEC;
+    c.recv_from = c.dom->source_checked ? addr : fabric_addr_unspec;
     c.ops.source.store(addr, std::memory_order_relaxed);
     c.ops.check_source.store(c.dom->source_checked, std::memory_order_relaxed);
     c.attached = true;

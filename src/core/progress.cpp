@@ -169,7 +169,7 @@ void progress_engine::run() {
         return;
     }
     epoll_event evs[16];
-    // CQs whose provider kept refusing to arm (fi_trywait: -FI_EAGAIN) although reading them
+    // CQs whose provider kept refusing to arm (trywait: fabric_errno::again) although reading them
     // yields nothing: tcp does that while a message waits for a receive the application has not
     // posted yet. They are driven again every millisecond instead of spinning on one of them,
     // which would starve every other CQ of this thread.
@@ -193,7 +193,7 @@ void progress_engine::run() {
             if (armed == 0 || cq->owned_ready() >= cq->owned.size()) {
                 return;
             }
-            if (armed != -FI_EAGAIN) {
+            if (armed != -fabric_errno::again) {
                 break;  // not armed (an error): driven again in a millisecond, never left asleep
             }
         }
@@ -243,13 +243,14 @@ void progress_engine::run() {
                 const auto t0 = std::chrono::steady_clock::now();
                 const int r = cq_wait_entry(cq->cq.get(), provider_wait_ms);
                 in_provider_.store(nullptr);
-                // tcp's sread says -FI_EAGAIN for a signal as for its timeout: the time tells.
+                // tcp's sread says fabric_errno::again for a signal and a timeout: the time tells.
                 if (std::chrono::steady_clock::now() - t0 >=
                     std::chrono::milliseconds(provider_wait_ms)) {
                     provider_wait_timeouts_.fetch_add(1, std::memory_order_relaxed);
                 }
-                if (r < 0 && r != -FI_EAGAIN && r != -FI_ETIMEDOUT && r != -FI_ECANCELED &&
-                    r != -FI_EAVAIL && r != -FI_EINTR) {
+                if (r < 0 && r != -fabric_errno::again && r != -fabric_errno::timed_out &&
+                    r != -fabric_errno::canceled && r != -fabric_errno::avail &&
+                    r != -fabric_errno::interrupted) {
                     // The wait itself failed (not an entry, a signal or the timeout): waiting
                     // there again could fail at once and spin. epoll from now on.
                     provider_wait_off_ = true;

@@ -21,8 +21,7 @@ result<shared_receive_queue> shared_receive_queue::create(const domain& dom,
                     "shared_receive_queue: the domain handle is empty (closed or moved from)");
     }
     const auto& caps = dom.caps();
-    const fi_info* info = dom.impl()->info.get();
-    if (caps.endpoint != endpoint_type::msg || info->domain_attr->max_ep_srx_ctx == 0) {
+    if (caps.endpoint != endpoint_type::msg || !caps.shared_rx) {
         return fail(errc::not_supported,
                     "shared_receive_queue: " + caps.provider +
                         (caps.endpoint != endpoint_type::msg ? " (RDM endpoints)" : "") +
@@ -43,11 +42,7 @@ result<shared_receive_queue> shared_receive_queue::create(const domain& dom,
     impl->ops.reset(0, 0, impl->size);
     impl->ops.tag = cfg.tag;
     impl->ops.shared_rx = true;
-    fi_rx_attr attr = *info->rx_attr;
-    attr.size = impl->size;
-    attr.iov_limit = 1;
-    attr.op_flags |= FI_COMPLETION;
-    int ret = open_srx(impl->dom->domain.get(), &attr, impl->srx);
+    int ret = open_srx(impl->dom->domain.get(), impl->dom->info.get(), impl->size, impl->srx);
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_srx_context"));
     }
@@ -98,7 +93,7 @@ result<void> shared_receive_queue::recv(const memory_region& dst, std::size_t of
     iovec iov{r.memory.data() + offset, length};
     void* desc = r.desc;
     const fabric_post p{.kind = post_kind::recv,
-                        .addr = FI_ADDR_UNSPEC,
+                        .addr = fabric_addr_unspec,
                         .iov = &iov,
                         .desc = &desc,
                         .count = 1,
@@ -106,7 +101,7 @@ result<void> shared_receive_queue::recv(const memory_region& dst, std::size_t of
     const ssize_t ret = door_shared_rx(impl_->srx.get(), p);
     if (ret != 0) {
         release_failed(**rec);
-        if (ret == -FI_EAGAIN) {
+        if (ret == -fabric_errno::again) {
             return fail(errc::would_block,
                         "shared_receive_queue::recv: the provider's queue is full");
         }

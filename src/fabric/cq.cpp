@@ -6,6 +6,11 @@
 
 namespace remora::detail {
 
+// The completion flags are libfabric's bits, so the completion path reads them as they come.
+static_assert(cq_flag_send == FI_SEND && cq_flag_recv == FI_RECV && cq_flag_read == FI_READ &&
+              cq_flag_write == FI_WRITE && cq_flag_atomic == FI_ATOMIC &&
+              cq_flag_remote_write == FI_REMOTE_WRITE && cq_flag_remote_data == FI_REMOTE_CQ_DATA);
+
 int cq_open(fid_domain* domain, std::size_t size, cq_handle& out, bool wait_fd) {
     if (int r = injected(fabric_call::cq_open)) {
         return r;

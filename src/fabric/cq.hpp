@@ -11,10 +11,27 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "fabric/fabric.hpp"
 
 namespace remora::detail {
+
+// A completion as the provider reports it (libfabric's fi_cq_data_entry: op_context, flags, len,
+// buf, data), and an error entry (fi_cq_err_entry: the same and err, the positive code).
+using cq_entry = fi_cq_data_entry;
+using cq_error_entry = fi_cq_err_entry;
+
+// What a completion entry's `flags` say, in remora's words. They are libfabric's bits (cq.cpp
+// checks), so reading an entry translates nothing: `(e.flags & cq_flag_recv) != 0`.
+using cq_flags = std::uint64_t;
+inline constexpr cq_flags cq_flag_send = FI_SEND;                   // a send of this side
+inline constexpr cq_flags cq_flag_recv = FI_RECV;                   // a receive of this side
+inline constexpr cq_flags cq_flag_read = FI_READ;                   // a read of this side
+inline constexpr cq_flags cq_flag_write = FI_WRITE;                 // a write of this side
+inline constexpr cq_flags cq_flag_atomic = FI_ATOMIC;               // an atomic of this side
+inline constexpr cq_flags cq_flag_remote_write = FI_REMOTE_WRITE;   // a peer's write, here
+inline constexpr cq_flags cq_flag_remote_data = FI_REMOTE_CQ_DATA;  // `data` holds immediate data
 
 // Opens a CQ of `size` entries that reports fi_cq_data_entry and, with `wait_fd`, can be waited
 // on through an fd (FI_WAIT_FD); without, it has no wait object (FI_WAIT_NONE: shm has no other)

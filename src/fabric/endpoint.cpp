@@ -3,6 +3,10 @@
 
 namespace remora::detail {
 
+static_assert(sizeof(provider_context) == sizeof(fi_context2) &&
+                  alignof(provider_context) == alignof(fi_context2),
+              "provider_context must be libfabric's fi_context2 in size and alignment");
+
 int open_endpoint(fid_domain* domain, fi_info* info, ep_handle& out) {
     if (int r = injected(fabric_call::endpoint)) {
         return r;
@@ -10,14 +14,18 @@ int open_endpoint(fid_domain* domain, fi_info* info, ep_handle& out) {
     return out.opened(fi_endpoint(domain, info, out.out(), nullptr));
 }
 
-int open_srx(fid_domain* domain, fi_rx_attr* attr, ep_handle& out) {
+int open_srx(fid_domain* domain, const fi_info* info, std::size_t size, ep_handle& out) {
     if (int r = injected(fabric_call::endpoint)) {
         return r;
     }
-    return out.opened(fi_srx_context(domain, attr, out.out(), nullptr));
+    fi_rx_attr attr = *info->rx_attr;
+    attr.size = size;
+    attr.iov_limit = 1;
+    attr.op_flags |= FI_COMPLETION;
+    return out.opened(fi_srx_context(domain, &attr, out.out(), nullptr));
 }
 
-int ep_bind(fid_ep* ep, fid* f, std::uint64_t flags) {
+int ep_bind(fid_ep* ep, fid* f, bind_flags flags) {
     if (int r = injected(fabric_call::ep_bind)) {
         return r;
     }
@@ -31,11 +39,11 @@ int ep_enable(fid_ep* ep) {
     return fi_enable(ep);
 }
 
-int ep_connect(fid_ep* ep, const void* addr, const void* data, std::size_t len) {
+int ep_connect(fid_ep* ep, const fi_info* info, const void* data, std::size_t len) {
     if (int r = injected(fabric_call::connect)) {
         return r;
     }
-    return fi_connect(ep, addr, data, len);
+    return fi_connect(ep, info->dest_addr, data, len);
 }
 
 int ep_accept(fid_ep* ep, const void* data, std::size_t len) {
@@ -80,11 +88,11 @@ int pep_listen(fid_pep* pep) {
     return fi_listen(pep);
 }
 
-int pep_reject(fid_pep* pep, fid_t handle, const void* data, std::size_t len) {
+int pep_reject(fid_pep* pep, const fi_info* request, const void* data, std::size_t len) {
     if (int r = injected(fabric_call::reject)) {
         return r;
     }
-    return fi_reject(pep, handle, data, len);
+    return fi_reject(pep, request->handle, data, len);
 }
 
 int getname(fid* f, void* addr, std::size_t* len) {

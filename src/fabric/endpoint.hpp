@@ -25,13 +25,24 @@
 namespace remora::detail {
 
 int open_endpoint(fid_domain* domain, fi_info* info, ep_handle& out);
-// fi_srx_context: a shared receive context (receives posted to it serve every endpoint bound
-// to it). Injected as fabric_call::endpoint.
-int open_srx(fid_domain* domain, fi_rx_attr* attr, ep_handle& out);
-// fi_ep_bind of a CQ or an EQ, with FI_TRANSMIT / FI_RECV / FI_SELECTIVE_COMPLETION flags.
-int ep_bind(fid_ep* ep, fid* f, std::uint64_t flags);
+// fi_srx_context: a shared receive context of `size` receives of one segment each, every one
+// completing (receives posted to it serve every endpoint bound to it), with `info`'s other
+// receive attributes. Injected as fabric_call::endpoint.
+int open_srx(fid_domain* domain, const fi_info* info, std::size_t size, ep_handle& out);
+
+// What a CQ, a counter or a shared receive context is bound to an endpoint for (ep_bind's flags;
+// libfabric's bits: a CQ or an EQ binds with none).
+using bind_flags = std::uint64_t;
+inline constexpr bind_flags bind_transmit = FI_TRANSMIT;  // completions of sends, RMA, atomics
+inline constexpr bind_flags bind_recv = FI_RECV;          // completions of receives
+// Only operations posted with post_completion leave an entry.
+inline constexpr bind_flags bind_selective_completion = FI_SELECTIVE_COMPLETION;
+inline constexpr bind_flags bind_remote_read = FI_REMOTE_READ;    // a counter: peers' reads
+inline constexpr bind_flags bind_remote_write = FI_REMOTE_WRITE;  // a counter: peers' writes
+int ep_bind(fid_ep* ep, fid* f, bind_flags flags);
 int ep_enable(fid_ep* ep);
-int ep_connect(fid_ep* ep, const void* addr, const void* data, std::size_t len);
+// Connects to the peer `info` names (its destination address).
+int ep_connect(fid_ep* ep, const fi_info* info, const void* data, std::size_t len);
 int ep_accept(fid_ep* ep, const void* data, std::size_t len);
 int ep_shutdown(fid_ep* ep);
 // Cancels the operation posted with `context` (it completes with FI_ECANCELED); 0 if found.
@@ -40,7 +51,8 @@ ssize_t ep_cancel(fid* ep, void* context);
 int open_passive_ep(fid_fabric* fabric, fi_info* info, pep_handle& out);
 int pep_bind(fid_pep* pep, fid* eq);
 int pep_listen(fid_pep* pep);
-int pep_reject(fid_pep* pep, fid_t handle, const void* data, std::size_t len);
+// Rejects the connection request `request` (the info its event carried).
+int pep_reject(fid_pep* pep, const fi_info* request, const void* data, std::size_t len);
 // The bound address of an endpoint or a passive endpoint.
 int getname(fid* f, void* addr, std::size_t* len);
 

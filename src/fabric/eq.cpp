@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "fabric/eq.hpp"
 
+#include <cstring>
+
 namespace remora::detail {
 
 int eq_open(fid_fabric* fabric, std::size_t size, eq_handle& out) {
@@ -32,6 +34,17 @@ ssize_t eq_write(fid_eq* eq, std::uint32_t event, const void* buf, std::size_t l
         return r;
     }
     return fi_eq_write(eq, event, buf, len, 0);
+}
+
+fi_info* cm_entry_info(const void* buf) noexcept {
+    fi_eq_cm_entry entry;
+    std::memcpy(&entry, buf, sizeof(entry));
+    return entry.info;
+}
+
+bool eq_write_shutdown(fid_eq* eq) {
+    fi_eq_cm_entry entry{};
+    return eq_write(eq, FI_SHUTDOWN, &entry, sizeof(entry)) == static_cast<ssize_t>(sizeof(entry));
 }
 
 }  // namespace remora::detail

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// src/fabric/fabric.hpp — move-only RAII handles over libfabric objects and the libfabric types
-// the other layers hold (fi_context2, fi_info, ...). src/fabric is the only code that includes
-// <rdma/...> or calls fi_*: its headers by concern (info, mr, cq, eq, endpoint) wrap every call,
-// each through the failure-injection seam of fault.hpp.
+// src/fabric/fabric.hpp — move-only RAII handles over libfabric objects, the provider description
+// the other layers hold (fabric_info, opaque to them), and libfabric's return codes by name
+// (fabric_errno). src/fabric is the only code that includes <rdma/...>, calls fi_* or names
+// libfabric's constants and types: its headers by concern (info, mr, cq, eq, endpoint, context)
+// wrap every call, each through the failure-injection seam of fault.hpp, and give the layers
+// above remora's names for what they need (completion and bind flags, events, codes).
 #pragma once
 
 #include <rdma/fabric.h>
@@ -20,6 +22,7 @@
 
 #include <remora/result.hpp>
 
+#include "fabric/context.hpp"
 #include "fabric/fault.hpp"
 
 namespace remora::detail {
@@ -101,6 +104,36 @@ using eq_handle = fid_handle<fid_eq>;
 using cq_handle = fid_handle<fid_cq>;
 using mr_handle = fid_handle<fid_mr>;
 using av_handle = fid_handle<fid_av>;
+
+// A provider's description (libfabric's fi_info). The layers above hold it and hand it back to
+// this layer; only this layer reads or changes its fields (fabric/info.hpp).
+using fabric_info = fi_info;
+
+// libfabric's return codes the layers above tell apart, by name. Positive, as libfabric defines
+// them; its calls return them negated (`ret == -fabric_errno::again`). Each is libfabric's own
+// value, so a comparison costs what it did with libfabric's name.
+namespace fabric_errno {
+inline constexpr int again = FI_EAGAIN;         // a queue is full, or nothing to read yet
+inline constexpr int avail = FI_EAVAIL;         // an error entry is next (read it with *_readerr)
+inline constexpr int timed_out = FI_ETIMEDOUT;  // a wait ran out
+inline constexpr int canceled = FI_ECANCELED;   // an operation was canceled
+inline constexpr int interrupted = FI_EINTR;    // a wait was interrupted by a signal
+inline constexpr int not_connected = FI_ENOTCONN;
+inline constexpr int connection_reset = FI_ECONNRESET;
+inline constexpr int connection_aborted = FI_ECONNABORTED;
+inline constexpr int no_entry = FI_ENOENT;         // sockets' answer once its peer is gone
+inline constexpr int not_implemented = FI_ENOSYS;  // the provider lacks the call
+inline constexpr int invalid = FI_EINVAL;
+inline constexpr int not_supported = FI_EOPNOTSUPP;
+inline constexpr int no_data = FI_ENODATA;      // fi_getinfo: no provider matches
+inline constexpr int too_small = FI_ETOOSMALL;  // a buffer is too small (the size is returned)
+inline constexpr int key_in_use = FI_ENOKEY;    // a requested memory key is taken
+inline constexpr int other = FI_EOTHER;         // unspecified
+}  // namespace fabric_errno
+
+// Addresses of an address vector (fi_addr_t) with a meaning of their own.
+inline constexpr fi_addr_t fabric_addr_unspec = FI_ADDR_UNSPEC;      // a receive from anyone
+inline constexpr fi_addr_t fabric_addr_notavail = FI_ADDR_NOTAVAIL;  // no entry
 
 struct info_deleter {
     void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }

@@ -1,12 +1,183 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "fabric/info.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 
 #include "fabric/endpoint.hpp"
 
 namespace remora::detail {
+
+namespace {
+
+constexpr std::uint64_t base_caps =
+    FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
+// The mr_mode bits remora can honour. FI_MR_ENDPOINT is not offered yet: every provider remora
+// targets (verbs, tcp, sockets, shm) works without it.
+constexpr int supported_mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+
+std::uint64_t caps_for(const provider_wants& w) {
+    return base_caps | (w.source ? FI_SOURCE : 0) | (w.directed_receive ? FI_DIRECTED_RECV : 0) |
+           (w.atomics ? FI_ATOMIC : 0) | (w.rma_events ? FI_RMA_EVENT : 0);
+}
+
+info_ptr make_hints(const char* provider, std::uint64_t caps, fi_ep_type type) {
+    info_ptr hints = alloc_info();
+    if (!hints) {
+        return hints;
+    }
+    hints->caps = caps;
+    hints->mode = 0;
+    hints->ep_attr->type = type;
+    hints->domain_attr->mr_mode = supported_mr_mode;
+    hints->domain_attr->threading = FI_THREAD_SAFE;
+    hints->domain_attr->resource_mgmt = FI_RM_ENABLED;
+    if (provider != nullptr && *provider != '\0') {
+        hints->fabric_attr->prov_name = strdup(provider);
+    }
+    return hints;
+}
+
+fabric_progress to_progress(fi_progress p) {
+    switch (p) {
+        case FI_PROGRESS_AUTO:
+            return fabric_progress::automatic;
+        case FI_PROGRESS_MANUAL:
+            return fabric_progress::manual;
+        default:
+            return fabric_progress::unspecified;
+    }
+}
+
+// Provider preference when none is named: hardware first, then the software providers.
+int rank(const char* prov, fabric_endpoint type) {
+    static const char* const msg_order[] = {"verbs", "tcp", "sockets"};
+    static const char* const rdm_order[] = {"verbs;ofi_rxm", "efa", "tcp;ofi_rxm",
+                                            "net",           "shm", "sockets"};
+    const std::span<const char* const> order = type == fabric_endpoint::rdm
+                                                   ? std::span<const char* const>(rdm_order)
+                                                   : std::span<const char* const>(msg_order);
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        if (std::strcmp(prov, order[i]) == 0) {
+            return static_cast<int>(i);
+        }
+    }
+    return 100;
+}
+
+}  // namespace
+
+provider_offer describe(const fi_info* info) {
+    provider_offer o;
+    o.provider = info->fabric_attr->prov_name != nullptr ? info->fabric_attr->prov_name : "";
+    o.fabric = info->fabric_attr->name != nullptr ? info->fabric_attr->name : "";
+    o.nic = info->domain_attr->name != nullptr ? info->domain_attr->name : "";
+    o.endpoint = info->ep_attr->type == FI_EP_RDM ? fabric_endpoint::rdm : fabric_endpoint::msg;
+    o.caps.source = (info->caps & FI_SOURCE) != 0;
+    o.caps.directed_receive = (info->caps & FI_DIRECTED_RECV) != 0;
+    o.caps.atomics = (info->caps & FI_ATOMIC) != 0;
+    o.caps.rma_events = (info->caps & FI_RMA_EVENT) != 0;
+    o.rma_pmem = (info->caps & FI_RMA_PMEM) != 0;
+    o.rx_cq_data = (info->rx_attr->mode & FI_RX_CQ_DATA) != 0 || (info->mode & FI_RX_CQ_DATA) != 0;
+    o.shared_rx = info->domain_attr->max_ep_srx_ctx != 0;
+    const int m = info->domain_attr->mr_mode;
+    o.mr = {.local = (m & FI_MR_LOCAL) != 0,
+            .virt_addr = (m & FI_MR_VIRT_ADDR) != 0,
+            .allocated = (m & FI_MR_ALLOCATED) != 0,
+            .prov_key = (m & FI_MR_PROV_KEY) != 0,
+            .endpoint = (m & FI_MR_ENDPOINT) != 0,
+            .raw = (m & FI_MR_RAW) != 0};
+    o.control_progress = to_progress(info->domain_attr->control_progress);
+    o.data_progress = to_progress(info->domain_attr->data_progress);
+    o.inject_size = info->tx_attr->inject_size;
+    o.max_msg_size = info->ep_attr->max_msg_size;
+    o.tx_size = info->tx_attr->size;
+    o.rx_size = info->rx_attr->size;
+    o.iov_limit = std::min(info->tx_attr->iov_limit, info->rx_attr->iov_limit);
+    o.rma_iov_limit = info->tx_attr->rma_iov_limit;
+    o.cq_data_size = info->domain_attr->cq_data_size;
+    o.mr_key_size = info->domain_attr->mr_key_size;
+    o.addr_format = info->addr_format;
+    return o;
+}
+
+result<info_ptr> pick_provider(const std::string& provider, const std::string& node,
+                               provider_wants wants, fabric_endpoint type) {
+    const char* kind = type == fabric_endpoint::rdm ? "RDM" : "connected";
+    info_ptr hints = make_hints(provider.c_str(), caps_for(wants),
+                                type == fabric_endpoint::rdm ? FI_EP_RDM : FI_EP_MSG);
+    if (!hints) {
+        return fail(errc::provider_error, "fi_allocinfo failed");
+    }
+    info_ptr all;
+    int ret = getinfo(node.c_str(), nullptr, FI_SOURCE, hints.get(), all);
+    if (ret != 0) {
+        return fail(
+            fabric_error(ret, std::string("fi_getinfo: no provider offers ") + kind + " endpoints" +
+                                  (provider.empty() ? std::string() : " for '" + provider + "'") +
+                                  " on " + node));
+    }
+    const fi_info* best = nullptr;
+    for (const fi_info* i = all.get(); i != nullptr; i = i->next) {
+        const char* name = i->fabric_attr->prov_name;
+        if (!provider.empty() && provider != name) {
+            continue;  // "tcp" also matches "tcp;ofi_rxm" in libfabric's filter: ask exactly
+        }
+        // Connected endpoints come from core providers only (a utility provider layered over
+        // one, "x;ofi_rxm", offers RDM).
+        if (type == fabric_endpoint::msg && std::strchr(name, ';') != nullptr) {
+            continue;
+        }
+        if (best == nullptr || rank(name, type) < rank(best->fabric_attr->prov_name, type)) {
+            best = i;
+        }
+    }
+    if (best == nullptr) {
+        return fail(errc::not_supported,
+                    std::string("no ") +
+                        (provider.empty() ? "core provider" : "provider '" + provider + "'") +
+                        " offers " + kind + " endpoints on " + node);
+    }
+    info_ptr chosen = dup_info(best);
+    if (!chosen) {
+        return fail(errc::provider_error, "fi_dupinfo failed: out of memory");
+    }
+    return chosen;
+}
+
+info_ptr endpoint_hints(const fi_info* chosen) {
+    info_ptr hints =
+        make_hints(chosen->fabric_attr->prov_name, chosen->caps, chosen->ep_attr->type);
+    if (hints) {
+        hints->domain_attr->name = strdup(chosen->domain_attr->name);
+    }
+    return hints;
+}
+
+info_ptr endpoint_info(const fi_info* request, const fi_info* domain_info,
+                       const endpoint_sizes& sizes) {
+    info_ptr ep_info = dup_info(request);
+    if (!ep_info || ep_info->tx_attr == nullptr || ep_info->rx_attr == nullptr) {
+        // sockets hands connection requests fi_dupinfo cannot copy: start from the domain's
+        // and keep the request's handle.
+        ep_info = dup_info(domain_info);
+        if (!ep_info) {
+            return ep_info;
+        }
+        ep_info->handle = request->handle;
+    }
+    ep_info->tx_attr->size = sizes.tx;
+    ep_info->rx_attr->size = sizes.rx;
+    ep_info->tx_attr->iov_limit = sizes.max_sge;
+    ep_info->rx_attr->iov_limit = sizes.max_sge;
+    ep_info->tx_attr->rma_iov_limit = 1;
+    if (sizes.shared_rx) {
+        ep_info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+    }
+    return ep_info;
+}
 
 int getinfo(const char* node, const char* service, std::uint64_t flags, const fi_info* hints,
             info_ptr& out) {
@@ -21,11 +192,11 @@ int getinfo(const char* node, const char* service, std::uint64_t flags, const fi
     return ret;
 }
 
-int open_fabric(fi_fabric_attr* attr, fabric_handle& out) {
+int open_fabric(fi_info* info, fabric_handle& out) {
     if (int r = injected(fabric_call::fabric)) {
         return r;
     }
-    return out.opened(fi_fabric(attr, out.out(), nullptr));
+    return out.opened(fi_fabric(info->fabric_attr, out.out(), nullptr));
 }
 
 int open_domain(fid_fabric* fabric, fi_info* info, domain_handle& out) {

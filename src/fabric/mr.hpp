@@ -12,14 +12,25 @@
 
 namespace remora::detail {
 
-// Registers [buf, buf + len) for `access` (FI_READ, FI_REMOTE_WRITE, ...) with `requested_key`
-// (ignored by FI_MR_PROV_KEY providers). On failure `out` stays empty.
-int mr_reg(fid_domain* domain, void* buf, std::size_t len, std::uint64_t access,
+// What a registration lets the memory be used for (libfabric's access bits, combined with |).
+using mr_access = std::uint64_t;
+inline constexpr mr_access mr_access_send = FI_SEND;                  // source of a send
+inline constexpr mr_access mr_access_recv = FI_RECV;                  // destination of a receive
+inline constexpr mr_access mr_access_read = FI_READ;                  // destination of a read
+inline constexpr mr_access mr_access_write = FI_WRITE;                // source of a write
+inline constexpr mr_access mr_access_remote_read = FI_REMOTE_READ;    // peers read from it
+inline constexpr mr_access mr_access_remote_write = FI_REMOTE_WRITE;  // peers write into it
+
+// Registers [buf, buf + len) for `access` with `requested_key` (ignored by providers that pick
+// their keys, mr_mode::prov_key). On failure `out` stays empty.
+int mr_reg(fid_domain* domain, void* buf, std::size_t len, mr_access access,
            std::uint64_t requested_key, mr_handle& out);
 inline void* mr_desc(fid_mr* mr) noexcept {
     return fi_mr_desc(mr);
 }
-// FI_KEY_NOTAVAIL for raw keys (FI_MR_RAW).
+// What mr_key returns for a provider whose keys do not fit 64 bits (raw keys, FI_MR_RAW).
+inline constexpr std::uint64_t mr_key_unavailable = FI_KEY_NOTAVAIL;
+// The region's key, or mr_key_unavailable.
 inline std::uint64_t mr_key(fid_mr* mr) noexcept {
     return fi_mr_key(mr);
 }

@@ -52,7 +52,7 @@ using hook_fn = bool (*)(void* context, completion& c, callback_sink* sink);
 // entry (a connection's CQs are sized for all its records). Completions map back through it to
 // the user's context and callback; a disconnect cancels the receives still holding one.
 struct op_record {
-    fi_context2 fi{};  // first: the provider's context area
+    provider_context fi{};  // first: the provider's context area
     op_pool* owner = nullptr;
     done_fn done = nullptr;  // set at reservation: see ops/done.hpp
     void* user_context = nullptr;
