@@ -39,6 +39,9 @@ struct connection_impl {
     std::shared_ptr<domain_impl> dom;
     domain dom_handle;
     connection_config config;
+    // Send entries of the addon that asked for them (connection_addon::internal_sends,
+    // queue::service); with any, the connection's receives are the addon's too.
+    std::uint32_t internal_sends = 0;
     eq_handle eq;
     int eq_fd = -1;
     std::shared_ptr<cq_impl> cq;   // private, or a shared_completion_queue's
@@ -169,6 +172,8 @@ struct connection_impl {
 // Validates and completes a connection_config against the provider's limits
 // (connection_config.cpp).
 result<connection_config> effective_config(const connection_config& in, const provider_caps& caps);
+// The internal sends the configuration's addons ask for (connection_config.cpp).
+std::uint32_t addon_sends(const connection_config& c) noexcept;
 
 // Posts a library-internal send or receive of [buf, buf + len) (registered with `desc`) on `c`
 // with an entry from `q`; its completion goes to hook(context, c). A receive posted here does

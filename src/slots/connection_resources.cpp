@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// What the slots layer lends a connection's operations: bounce buffers (connection::write_copy,
-// send_copy), held by the operation record as a type-erased op_holding (ops/holding.hpp), so the
+// What the slots layer lends a connection's operations: bounce buffers (write_copy, send_copy)
+// and registrations (gather_write through a registration_cache), held by the operation record as a type-erased op_holding (ops/holding.hpp), so the
 // endpoint layer does not name them. (Units of connection_config::slots reach the endpoint
 // through the base layer's `budget` interface, which slot_pool implements: no call from the
 // endpoint layer up into this one remains.)
@@ -18,15 +18,13 @@
 namespace remora {
 namespace {
 
-// Takes a bounce buffer from the connection's pool and copies `data` into it: the operation's
-// slot then holds it until completion.
-result<pooled_buffer> bounce_copy(detail::connection_impl& c, std::span<const std::byte> data,
+// Takes a bounce buffer from `pool` and copies `data` into it: the operation's slot then holds
+// it until completion.
+result<pooled_buffer> bounce_copy(buffer_pool& pool, std::span<const std::byte> data,
                                   const char* what) {
-    if (!c.config.bounce) {
-        return fail(errc::bad_state,
-                    std::string(what) + ": the connection has no connection_config::bounce pool");
+    if (!pool) {
+        return fail(errc::bad_state, std::string(what) + ": the buffer pool handle is empty");
     }
-    buffer_pool pool(c.config.bounce);
     if (data.size() > pool.buffer_size()) {
         return fail(errc::too_large, std::string(what) + ": " + std::to_string(data.size()) +
                                          " bytes exceed the bounce buffers of " +
@@ -44,13 +42,14 @@ result<pooled_buffer> bounce_copy(detail::connection_impl& c, std::span<const st
 
 }  // namespace
 
-result<void> connection::write_copy(const remote_region& dst, std::uint64_t dst_offset,
-                                    std::span<const std::byte> data, op_options opts) {
-    auto& c = *impl_;
+result<void> write_copy(connection& conn, buffer_pool& pool, const remote_region& dst,
+                        std::uint64_t dst_offset, std::span<const std::byte> data,
+                        op_options opts) {
+    auto& c = *conn.impl();
     if (auto r = detail::check_open(c, "write_copy"); !r) {
         return r;
     }
-    auto b = bounce_copy(c, data, "write_copy");
+    auto b = bounce_copy(pool, data, "write_copy");
     if (!b) {
         return fail(b.error());
     }
@@ -59,12 +58,13 @@ result<void> connection::write_copy(const remote_region& dst, std::uint64_t dst_
     return detail::post_rma(c, detail::rma_kind::write, {&seg, 1}, dst, dst_offset, 0, opts, &held);
 }
 
-result<void> connection::send_copy(std::span<const std::byte> data, op_options opts) {
-    auto& c = *impl_;
+result<void> send_copy(connection& conn, buffer_pool& pool, std::span<const std::byte> data,
+                       op_options opts) {
+    auto& c = *conn.impl();
     if (auto r = detail::check_open(c, "send_copy"); !r) {
         return r;
     }
-    auto b = bounce_copy(c, data, "send_copy");
+    auto b = bounce_copy(pool, data, "send_copy");
     if (!b) {
         return fail(b.error());
     }
@@ -73,9 +73,9 @@ result<void> connection::send_copy(std::span<const std::byte> data, op_options o
     return detail::post_send(c, {&seg, 1}, false, 0, opts, &held);
 }
 
-result<void> connection::gather_write(std::span<const remote_segment> dst, std::span<std::byte> src,
-                                      registration_cache& cache, op_options opts) {
-    auto& c = *impl_;
+result<void> gather_write(connection& conn, std::span<const remote_segment> dst,
+                          std::span<std::byte> src, registration_cache& cache, op_options opts) {
+    auto& c = *conn.impl();
     if (auto r = detail::check_open_for(c, opts, "gather_write"); !r) {
         return r;
     }
