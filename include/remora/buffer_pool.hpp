@@ -68,6 +68,9 @@ class buffer_pool {
   public:
     buffer_pool() = default;  ///< empty handle
     static result<buffer_pool> create(const domain& dom, const buffer_pool_config& cfg = {});
+    /// As an entry of connection_config::addons (`cfg.addons = {pool}`): the bounce buffers of
+    /// the connection's write_copy and send_copy. The connection then holds the pool. Allocates.
+    operator std::shared_ptr<const connection_addon>() const;
 
     result<pooled_buffer> try_get();
     [[nodiscard]] std::size_t available() const noexcept;
@@ -79,20 +82,18 @@ class buffer_pool {
     std::shared_ptr<detail::buffer_pool_impl> impl_;
 };
 
-/// From unregistered memory, through a bounce buffer: copies `data` into a buffer of `pool` and
-/// posts the write (or send) on `conn` from it: the caller's memory is free when the call
+/// From unregistered memory, through a bounce buffer: copies `data` into a buffer of the pool
+/// `conn` was set up with (its buffer_pool entry of connection_config::addons; the first if it
+/// has several) and posts the write (or send) from it: the caller's memory is free when the call
 /// returns, and the buffer is held by the operation's slot until its completion is read (an
-/// operation posted unsignalled, connection_config::signal_every, or with completion_mode::at_post
-/// gives it back at post). Everything the operation needs (the buffer, the send-queue and CQ
-/// entries, connection_config::slots units) is taken at once or nothing is: errc::would_block
-/// when the pool or the queue is exhausted, errc::too_large when `data` exceeds the pool's
-/// buffer_size, errc::bad_state for an empty pool handle, errc::invalid_argument for a pool of
-/// another domain. Otherwise as connection::write and connection::send (their checks, errors and
-/// completions). Threading: as any post.
-result<void> write_copy(connection& conn, buffer_pool& pool, const remote_region& dst,
-                        std::uint64_t dst_offset, std::span<const std::byte> data,
-                        op_options opts = {});
-result<void> send_copy(connection& conn, buffer_pool& pool, std::span<const std::byte> data,
-                       op_options opts = {});
+/// operation posted unsignalled, connection_config::signal_every, gives it back at post).
+/// Everything the operation needs (the buffer, the send-queue and CQ entries,
+/// connection_config::slots units) is taken at once or nothing is: errc::would_block when the
+/// pool or the queue is exhausted, errc::too_large when `data` exceeds the pool's buffer_size,
+/// errc::bad_state without a pool. Otherwise as connection::write and connection::send (their
+/// checks, errors and completions). Threading: as any post.
+result<void> write_copy(connection& conn, const remote_region& dst, std::uint64_t dst_offset,
+                        std::span<const std::byte> data, op_options opts = {});
+result<void> send_copy(connection& conn, std::span<const std::byte> data, op_options opts = {});
 
 }  // namespace remora

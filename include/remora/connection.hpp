@@ -409,9 +409,9 @@ class connection {
     /// with every completion received and none to come. Its queue entries stay taken as long (a
     /// completion a wait() read, or the progress thread's ring holds, still takes its entries),
     /// so in_flight() never exceeds the queues' depths. Receives kept posted for an addon's
-    /// internal messages are not counted (its own requests in flight are). Provider entries that belong to no
-    /// operation of the application (an error entry without context) are dropped, never
-    /// reported.
+    /// internal messages are not counted (its own requests in flight are). Provider entries that
+    /// belong to no operation of the application (an error entry without context) are dropped,
+    /// never reported.
     [[nodiscard]] std::size_t in_flight() const noexcept;
     [[nodiscard]] const domain& dom() const noexcept;
 

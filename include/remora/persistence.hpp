@@ -121,8 +121,8 @@ result<void> compare_swap(connection& conn, const remote_region& dst, std::uint6
                           const memory_region& result, std::size_t result_offset,
                           op_options opts = {});
 result<void> fetch_add(connection& conn, const remote_region& dst, std::uint64_t dst_offset,
-                       std::uint64_t addend, const memory_region& result,
-                       std::size_t result_offset, op_options opts = {});
+                       std::uint64_t addend, const memory_region& result, std::size_t result_offset,
+                       op_options opts = {});
 [[nodiscard]] atomic_path atomics(const connection& conn) noexcept;
 
 /// Write + flush + atomic publish, admitted together. Writes the local range of `src` from

@@ -271,15 +271,18 @@ struct remora_conn_cfg {
     uint32_t connect_timeout_ms;    /**< 0: 5000 */
     bool progress_thread;           /**< the domain's progress thread drives this connection */
     uint64_t tag;                   /**< reported in completions and channel events */
-    remora_shared_cq* shared_cq;  /**< complete on this shared CQ instead of one's own */
-    remora_shared_cq* shared_rcq; /**< receives on this shared CQ (implies rcq) */
-    uint32_t signal_every;        /**< selective signalling; 0: 1 (every operation) */
+    remora_shared_cq* shared_cq;    /**< complete on this shared CQ instead of one's own */
+    remora_shared_cq* shared_rcq;   /**< receives on this shared CQ (implies rcq) */
+    uint32_t signal_every;          /**< selective signalling; 0: 1 (every operation) */
     /** A budget shared with other connections: every operation also takes {sq 1, cq 1} (a
      *  receive {recv 1, cq 1}) from this pool at post and gives them back when its completion
      *  is read. Exhaustion follows the pool's policy: REMORA_E_WOULD_BLOCK under back-pressure
      *  (or a parked post, see remora_op_opts), REMORA_E_BAD_STATE under forbid. Refused with
      *  signal_every > 1. The connection holds the pool: delete the handle whenever. */
     remora_slot_pool* slots;
+    /** Bounce buffers for remora_write_copy and remora_send_copy (remora_pools.h; may be
+     *  shared). The connection holds the pool: delete the handle whenever. */
+    remora_buffer_pool* bounce;
     /** Take incoming messages from this shared receive queue (remora_srq_new) instead of
      *  receives of the connection's own: remora_recv is refused (REMORA_E_BAD_STATE). With rcq,
      *  they complete on the connection's own receive CQ, else on the queue's. Refused

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /**
  * @file remora/remora_persist.h
- * @brief remora's C API: persistent regions, the target service, flush and atomics over a connection.
+ * @brief remora's C API: persistent regions, the target service, flush and atomics over a
+ * connection.
  *
  * Part of remora's C API (C11), included by remora/remora.h: include that. The conventions
  * stated at the head of remora.h (return codes, messages, handles, sized configuration structs,
@@ -91,8 +92,9 @@ struct remora_persist_cfg {
 
 /**
  * Atomics on an 8-byte aligned word (REMORA_USAGE_ATOMIC; remora/persistence.hpp): native, or
- * through the target service with a service depth, else REMORA_E_NOT_SUPPORTED. compare_swap and fetch_add write the
- * word's previous value into 8 bytes of `result` at result_offset (REMORA_USAGE_READ_DST).
+ * through the target service with a service depth, else REMORA_E_NOT_SUPPORTED. compare_swap and
+ * fetch_add write the word's previous value into 8 bytes of `result` at result_offset
+ * (REMORA_USAGE_READ_DST).
  */
 REMORA_API int remora_atomic_write(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
                                    uint64_t value, unsigned flags, void* context);

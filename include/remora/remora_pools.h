@@ -104,27 +104,25 @@ struct remora_buffer_pool_cfg {
     size_t buffer_size; /**< bytes each; 0: 4096 */
     unsigned usage;     /**< enum remora_usage; 0: WRITE_SRC | SEND */
 };
-/** Registers `buffers` x `buffer_size` bytes on dom for remora_write_copy and remora_send_copy. */
+/** Registers `buffers` x `buffer_size` bytes on dom for remora_conn_cfg.bounce. */
 REMORA_API int remora_buffer_pool_new(remora_domain* dom, const struct remora_buffer_pool_cfg* cfg,
                                       remora_buffer_pool** pool);
-/** Frees this handle (operations in flight keep their buffers). NULL: nothing. */
+/** Frees this handle (connections using the pool keep it). NULL: nothing. */
 REMORA_API void remora_buffer_pool_delete(remora_buffer_pool* pool);
 /** Buffers free now, of `capacity`, each `buffer_size` bytes (out-parameters may be NULL). */
 REMORA_API int remora_buffer_pool_info(const remora_buffer_pool* pool, size_t* available,
                                        size_t* capacity, size_t* buffer_size);
 
 /**
- * Copies [data, data + len) into a bounce buffer of `pool` and writes it from there (to the
- * connection's peer): `data` is free when the call returns, and the buffer is held until the
- * operation completes. REMORA_E_WOULD_BLOCK when the pool or the queue is exhausted, TOO_LARGE
- * past the pool's buffer_size; otherwise as remora_write_ex. A pool may serve many connections.
+ * Copies [data, data + len) into a bounce buffer of remora_conn_cfg.bounce and writes it from
+ * there: `data` is free when the call returns. REMORA_E_WOULD_BLOCK when the pool or the queue is
+ * exhausted, TOO_LARGE past the pool's buffer_size, BAD_STATE without a pool.
  */
-REMORA_API int remora_write_copy(remora_conn* conn, remora_buffer_pool* pool,
-                                 const remora_remote* dst, uint64_t dst_offset, const void* data,
-                                 size_t len, const struct remora_op_opts* opts);
+REMORA_API int remora_write_copy(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
+                                 const void* data, size_t len, const struct remora_op_opts* opts);
 /** remora_write_copy's send. */
-REMORA_API int remora_send_copy(remora_conn* conn, remora_buffer_pool* pool, const void* data,
-                                size_t len, const struct remora_op_opts* opts);
+REMORA_API int remora_send_copy(remora_conn* conn, const void* data, size_t len,
+                                const struct remora_op_opts* opts);
 
 /** @} */
 

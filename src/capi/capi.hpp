@@ -141,8 +141,7 @@ int load_cfg(const char* fn, const char* type, const T* in, T& out) noexcept {
 // Operation flags to op_options: unknown bits or both modes together are REMORA_E_INVALID.
 int op_options_of(const char* fn, unsigned flags, void* context, op_options& out) noexcept;
 // A C persistence configuration as the C++ one (persistence.cpp; 0 fields keep the defaults).
-int persistence_config_of(const char* fn, const remora_persist_cfg* cfg,
-                          persistence_config& out);
+int persistence_config_of(const char* fn, const remora_persist_cfg* cfg, persistence_config& out);
 
 // The connection operations' common start: `conn` given, `flags` and `context` as op_options.
 #define REMORA_CAPI_OP_PROLOGUE(fn)                         \

@@ -50,6 +50,9 @@ int conn_config_of(const char* fn, const remora_conn_cfg* cfg, remora::connectio
     if (c.slots != nullptr) {
         out.slots = c.slots->p;
     }
+    if (c.bounce != nullptr) {
+        out.addons.emplace_back(c.bounce->b);
+    }
     if (c.srq != nullptr) {
         out.srq = c.srq->q;
     }

@@ -51,8 +51,8 @@ REMORA_API int remora_compare_swap(remora_conn* conn, const remora_remote* dst, 
         REMORA_CAPI_OP_PROLOGUE(fn);
         REMORA_CAPI_NOT_NULL(fn, dst);
         REMORA_CAPI_NOT_NULL(fn, result);
-        return done(fn, remora::compare_swap(conn->c, dst->r, dst_offset, expected, desired, *mr_of(result),
-                                             result_offset, opts));
+        return done(fn, remora::compare_swap(conn->c, dst->r, dst_offset, expected, desired,
+                                             *mr_of(result), result_offset, opts));
     });
 }
 
@@ -64,8 +64,8 @@ REMORA_API int remora_fetch_add(remora_conn* conn, const remora_remote* dst, uin
         REMORA_CAPI_OP_PROLOGUE(fn);
         REMORA_CAPI_NOT_NULL(fn, dst);
         REMORA_CAPI_NOT_NULL(fn, result);
-        return done(
-            fn, remora::fetch_add(conn->c, dst->r, dst_offset, addend, *mr_of(result), result_offset, opts));
+        return done(fn, remora::fetch_add(conn->c, dst->r, dst_offset, addend, *mr_of(result),
+                                          result_offset, opts));
     });
 }
 

@@ -443,27 +443,24 @@ REMORA_API int remora_gather_write(remora_conn* conn, const struct remora_segmen
     });
 }
 
-REMORA_API int remora_write_copy(remora_conn* conn, remora_buffer_pool* pool,
-                                 const remora_remote* dst, uint64_t dst_offset, const void* data,
-                                 size_t len, const struct remora_op_opts* opts) {
+REMORA_API int remora_write_copy(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
+                                 const void* data, size_t len, const struct remora_op_opts* opts) {
     static constexpr const char* fn = "remora_write_copy";
     return guarded(fn, [&] {
-        REMORA_CAPI_NOT_NULL(fn, pool);
         REMORA_CAPI_NOT_NULL(fn, dst);
         REMORA_CAPI_NOT_NULL(fn, data);
         REMORA_CAPI_EX_PROLOGUE(fn);
-        return done(fn, remora::write_copy(conn->c, pool->b, dst->r, dst_offset, bytes(data, len), o), o);
+        return done(fn, remora::write_copy(conn->c, dst->r, dst_offset, bytes(data, len), o), o);
     });
 }
 
-REMORA_API int remora_send_copy(remora_conn* conn, remora_buffer_pool* pool, const void* data,
-                                size_t len, const struct remora_op_opts* opts) {
+REMORA_API int remora_send_copy(remora_conn* conn, const void* data, size_t len,
+                                const struct remora_op_opts* opts) {
     static constexpr const char* fn = "remora_send_copy";
     return guarded(fn, [&] {
-        REMORA_CAPI_NOT_NULL(fn, pool);
         REMORA_CAPI_NOT_NULL(fn, data);
         REMORA_CAPI_EX_PROLOGUE(fn);
-        return done(fn, remora::send_copy(conn->c, pool->b, bytes(data, len), o), o);
+        return done(fn, remora::send_copy(conn->c, bytes(data, len), o), o);
     });
 }
 

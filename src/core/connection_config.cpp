@@ -69,9 +69,9 @@ result<connection_config> effective_config(const connection_config& in, const pr
                                          n2s(max_segments) + ")");
     }
     if (internal > detail::op_pool::max_queue) {
-        return fail(errc::too_large, "connection_config: an addon's internal sends " + n2s(internal) +
-                                         " exceeds remora's " + n2s(detail::op_pool::max_queue) +
-                                         " records a queue");
+        return fail(errc::too_large, "connection_config: an addon's internal sends " +
+                                         n2s(internal) + " exceeds remora's " +
+                                         n2s(detail::op_pool::max_queue) + " records a queue");
     }
     if (internal != 0) {
         // The addon's messages are the connection's only receives, and its sends get entries
@@ -133,7 +133,8 @@ result<connection_config> effective_config(const connection_config& in, const pr
                                                   static_cast<std::uint32_t>(caps.cq_size));
         if (room < (c.rcq ? 1u : 2u)) {
             return fail(errc::too_large, "connection_config: the provider's CQ of " +
-                                             n2s(caps.cq_size) + " cannot hold these internal sends");
+                                             n2s(caps.cq_size) +
+                                             " cannot hold these internal sends");
         }
         if (c.rcq) {
             c.sq_size = std::min(c.sq_size, room);

@@ -174,6 +174,11 @@ struct connection_impl {
 result<connection_config> effective_config(const connection_config& in, const provider_caps& caps);
 // The internal sends the configuration's addons ask for (connection_config.cpp).
 std::uint32_t addon_sends(const connection_config& c) noexcept;
+// Checks an atomic's target word (open connection, range, usage, 8-byte alignment) and, when
+// given, its result destination (atomics.cpp): what every path of an atomic checks first.
+result<void> check_atomic(const connection_impl& c, const char* what, const remote_region& dst,
+                          std::uint64_t dst_offset, const memory_region* result,
+                          std::size_t result_offset);
 
 // Posts a library-internal send or receive of [buf, buf + len) (registered with `desc`) on `c`
 // with an entry from `q`; its completion goes to hook(context, c). A receive posted here does

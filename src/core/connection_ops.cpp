@@ -322,8 +322,8 @@ result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t l
     if (auto r = check_open(c, what); !r) {
         return r;
     }
-    auto admitted = reserve_op(c.ops, q, nullptr, units{}, what,
-                               recv ? c.config.rq_size : c.internal_sends);
+    auto admitted =
+        reserve_op(c.ops, q, nullptr, units{}, what, recv ? c.config.rq_size : c.internal_sends);
     if (!admitted) {
         return fail(admitted.error());
     }

@@ -44,7 +44,8 @@ remora::op op_from_flags(std::uint64_t f) {
     return op::unknown;
 }
 
-// Ends `c`'s requests past their deadline (an addon's, e.g. persistence_config::service_timeout); true if one had
+// Ends `c`'s requests past their deadline (an addon's, e.g. persistence_config::service_timeout);
+// true if one had
 
 }  // namespace
 

@@ -15,8 +15,8 @@
 
 #include <remora/completion_queue.hpp>
 #include <remora/connection.hpp>
-#include <remora/persistence.hpp>
 #include <remora/memory_region.hpp>
+#include <remora/persistence.hpp>
 
 #include "core/extension.hpp"
 #include "persist/persist_impl.hpp"
