@@ -265,8 +265,8 @@ namespace {
 result<void> check_messaging(const connection_impl& c, const char* what) {
     if (c.internal_sends != 0) {
         return fail(errc::bad_state, std::string(what) +
-                                         ": the connection carries only its addon's internal "
-                                         "messages (the target service's)");
+                                         ": the connection has an addon's internal sends (a "
+                                         "service_depth) and carries only the addon's messages");
     }
     return {};
 }
