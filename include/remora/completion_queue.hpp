@@ -72,8 +72,8 @@ struct completion {
     /// shared CQ). A peer's write with immediate data carries no local operation: on a shared CQ
     /// it reports the shared CQ's tag (libfabric's MSG endpoints do not say which connection).
     std::uint64_t tag = 0;
-    /// A multi-key operation (connection::gather_write, publish) that failed: which
-    /// part (0-based) did.
+    /// A multi-key operation (connection::gather_write, publish) that failed: which part
+    /// (0-based) did.
     std::uint32_t failed_part = 0;
     [[nodiscard]] bool ok() const noexcept { return !status; }
 };

@@ -2,8 +2,8 @@
 /// \file
 /// remora/op_options.hpp — what an operation is posted with: op_options (context, callback, when
 /// it completes, parking, batching), and the segments of scatter-gather and multi-key
-/// operations. connection.hpp takes them; the contracts
-/// of the operations themselves are there.
+/// operations. connection.hpp takes them, and so do the verbs of the layers built on a
+/// connection; the contracts of the operations themselves are with each verb.
 #pragma once
 
 #include <chrono>

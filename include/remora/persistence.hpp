@@ -7,7 +7,8 @@
 ///     cfg.addons = {remora::persistence_config{.service_depth = 8}};  // GPSPM, service atomics
 ///     auto conn = remora::connection::connect(dom, host, port, cfg);
 ///     conn->write(dst, 0, mr, 0, n);
-///     remora::flush(*conn, dst, 0, n);  // completes as op::flush once the bytes are durable
+///     remora::flush(*conn, dst, 0, n);  // op::flush: the bytes are durable (persistent region)
+///                                       // or visible (plain memory)
 ///
 /// A connection without a persistence_config flushes by read-after-write only and has the
 /// provider's native atomics only. The target side of GPSPM flushes and service atomics is a

@@ -251,6 +251,8 @@ REMORA_API void remora_remote_delete(remora_remote* remote);
 
 /* Completion queues, shared CQs and channels. */
 #include <remora/remora_cq.h>
+struct remora_completion;    /* remora_cq.h (declared here too: it may be included first) */
+struct remora_channel_event; /* remora_cq.h */
 
 /** @name Connections (remora/connection.hpp, listener.hpp) */
 /** @{ */
