@@ -83,9 +83,11 @@ void run_server(std::promise<std::uint16_t>& port, const std::string& path,
         auto lst = must(remora::listener::create(dom, "127.0.0.1", 0), "server: listen");
         port.set_value(lst.port());
         auto req = must(lst.get_request(10s), "server: get_request");
-        auto conn =
-            must(req.accept({.progress_thread = true, .service_depth = service_depth}, wire),
-                 "server: accept");
+        auto conn = must(
+            req.accept({.progress_thread = true,
+                        .addons = {remora::persistence_config{.service_depth = service_depth}}},
+                       wire),
+            "server: accept");
         must(service.serve(conn), "server: serve");
         served.set_value();
         example::wait_for_close(conn, "server");
@@ -149,14 +151,16 @@ int main() {
     const std::string path = dir.file("log.bin");
     std::promise<void> served;
     example::server_thread server(run_server, std::cref(path), std::ref(served));
-    auto conn = must(remora::connection::connect(dom, "127.0.0.1", server.port(),
-                                                 {.service_depth = service_depth}),
+    auto conn = must(remora::connection::connect(
+                         dom, "127.0.0.1", server.port(),
+                         {.addons = {remora::persistence_config{.service_depth = service_depth}}}),
                      "client: connect");
     const remora::remote_region log =
         must(remora::remote_region::parse(conn.peer_private_data()), "client: parse descriptor");
-    std::printf("client: atomics go %s; persistence flushes by %s\n",
-                remora::to_string(conn.atomics()),
-                remora::to_string(must(conn.flush_method_for(log), "client: flush method")));
+    std::printf(
+        "client: atomics go %s; persistence flushes by %s\n",
+        remora::to_string(remora::atomics(conn)),
+        remora::to_string(must(remora::flush_method_for(conn, log), "client: flush method")));
 
     // Start once the server serves the connection: a request sent earlier would wait in the
     // provider until serve() posts the service's receives (it is not lost, only delayed).
@@ -186,16 +190,16 @@ int main() {
         std::memcpy(local.data() + at + sizeof h, text.data(), text.size());
         // Step 1: the record, durable. The flush is ordered behind the write: post both at once.
         must(conn.write(log, at, local_mr, at, size), "client: write record");
-        must(conn.flush(log, at, size, durable), "client: flush record");
+        must(remora::flush(conn, log, at, size, durable), "client: flush record");
         reap(conn, 2, {remora::op::write, remora::op::flush});
         if (seq == committed) {
             break;  // the client "dies" before publishing this one
         }
         // Step 2: commit it by publishing the new tail, durable too.
         tail += size;
-        must(conn.atomic_write(log, tail_at, tail), "client: publish tail");
+        must(remora::atomic_write(conn, log, tail_at, tail), "client: publish tail");
         reap(conn, 1, {remora::op::atomic});
-        must(conn.flush(log, tail_at, 8, durable), "client: flush tail");
+        must(remora::flush(conn, log, tail_at, 8, durable), "client: flush tail");
         reap(conn, 1, {remora::op::flush});
     }
     const auto took = std::chrono::steady_clock::now() - start;

@@ -63,9 +63,11 @@ void run_server(std::promise<std::uint16_t>& port, std::promise<void>& all_serve
     std::vector<remora::connection> conns;
     for (int i = 0; i < clients; ++i) {
         auto req = must(lst.get_request(10s), "server: get_request");
-        conns.push_back(
-            must(req.accept({.progress_thread = true, .service_depth = service_depth}, wire),
-                 "server: accept"));
+        conns.push_back(must(
+            req.accept({.progress_thread = true,
+                        .addons = {remora::persistence_config{.service_depth = service_depth}}},
+                       wire),
+            "server: accept"));
         must(service.serve(conns.back()), "server: serve");
     }
     all_served.set_value();  // the clients start together
@@ -99,13 +101,14 @@ void run_client(std::uint64_t id, const remora::domain& dom, std::uint16_t port,
                 std::shared_future<void> start, std::atomic<std::uint64_t>& taken) {
     const std::string who = "client " + std::to_string(id);
     const char* w = who.c_str();
-    auto conn =
-        must(remora::connection::connect(dom, "127.0.0.1", port, {.service_depth = service_depth}),
-             who + ": connect");
+    auto conn = must(remora::connection::connect(
+                         dom, "127.0.0.1", port,
+                         {.addons = {remora::persistence_config{.service_depth = service_depth}}}),
+                     who + ": connect");
     const remora::remote_region remote =
         must(remora::remote_region::parse(conn.peer_private_data()), who + ": parse descriptor");
     if (id == 1) {
-        std::printf("%s: atomics go %s\n", w, remora::to_string(conn.atomics()));
+        std::printf("%s: atomics go %s\n", w, remora::to_string(remora::atomics(conn)));
     }
     // [0]: compare_swap's old value; [1]: the counter read, incremented and written back.
     std::vector<std::uint64_t> local(2);
@@ -118,7 +121,8 @@ void run_client(std::uint64_t id, const remora::domain& dom, std::uint16_t port,
     std::uint64_t busy = 0;
     for (int i = 0; i < increments; ++i) {
         for (int tries = 0;;) {
-            must(conn.compare_swap(remote, lock_at, 0, id, local_mr, 0), who + ": compare_swap");
+            must(remora::compare_swap(conn, remote, lock_at, 0, id, local_mr, 0),
+                 who + ": compare_swap");
             expect(conn, remora::op::atomic, w);
             if (local[0] == 0) {
                 break;  // it was free and is ours now
@@ -135,10 +139,10 @@ void run_client(std::uint64_t id, const remora::domain& dom, std::uint16_t port,
         ++local[1];
         must(conn.write(remote, counter_at, local_mr, 8, 8), who + ": write");
         expect(conn, remora::op::write, w);
-        must(conn.flush(remote, counter_at, 8, {.type = remora::flush_type::visibility}),
+        must(remora::flush(conn, remote, counter_at, 8, {.type = remora::flush_type::visibility}),
              who + ": flush");
         expect(conn, remora::op::flush, w);
-        must(conn.atomic_write(remote, lock_at, 0), who + ": release");
+        must(remora::atomic_write(conn, remote, lock_at, 0), who + ": release");
         expect(conn, remora::op::atomic, w);
     }
     taken += busy;

@@ -75,8 +75,11 @@ void run_server(std::promise<std::uint16_t>& port, const std::string& path,
     auto lst = must(remora::listener::create(dom, "127.0.0.1", 0), "server: listen");
     port.set_value(lst.port());
     auto req = must(lst.get_request(10s), "server: get_request");
-    auto conn = must(req.accept({.progress_thread = true, .service_depth = service_depth}, wire),
-                     "server: accept");
+    auto conn =
+        must(req.accept({.progress_thread = true,
+                         .addons = {remora::persistence_config{.service_depth = service_depth}}},
+                        wire),
+             "server: accept");
     must(service.serve(conn), "server: serve");
     served.set_value();
     example::wait_for_close(conn, "server");
@@ -107,8 +110,9 @@ void write_text(remora::connection& conn, const remora::remote_region& dst,
 // Flushes texts[i]'s range of `dst` as `how` says, waits for the flush, and prints it.
 void flush_text(remora::connection& conn, const remora::remote_region& dst, std::size_t i,
                 flush_options how) {
-    const flush_method method = must(conn.flush_method_for(dst, how), "client: flush method");
-    must(conn.flush(dst, offsets[i], texts[i].size(), how), "client: flush");
+    const flush_method method =
+        must(remora::flush_method_for(conn, dst, how), "client: flush method");
+    must(remora::flush(conn, dst, offsets[i], texts[i].size(), how), "client: flush");
     if (example::next_completion(conn.cq(), "client").op != remora::op::flush) {
         die("client: unexpected completion for a flush");
     }
@@ -138,8 +142,9 @@ int main() {
     const std::string path = dir.file("region.bin");
     std::promise<void> served;
     example::server_thread server(run_server, std::cref(path), std::ref(served));
-    auto conn = must(remora::connection::connect(dom, "127.0.0.1", server.port(),
-                                                 {.service_depth = service_depth}),
+    auto conn = must(remora::connection::connect(
+                         dom, "127.0.0.1", server.port(),
+                         {.addons = {remora::persistence_config{.service_depth = service_depth}}}),
                      "client: connect");
     const auto wire = conn.peer_private_data();
     constexpr std::size_t n = remora::remote_region::serialized_size;
@@ -164,8 +169,8 @@ int main() {
     write_text(conn, file, local_mr, 0);
     flush_text(conn, file, 0, {.type = flush_type::persistence, .method = flush_method::gpspm});
     auto raw =
-        conn.flush(file, offsets[0], texts[0].size(),
-                   {.type = flush_type::persistence, .method = flush_method::read_after_write});
+        remora::flush(conn, file, offsets[0], texts[0].size(),
+                      {.type = flush_type::persistence, .method = flush_method::read_after_write});
     expect_refused(raw, "a persistence flush by read_after_write");
     write_text(conn, file, local_mr, 1);
     flush_text(conn, file, 1,
@@ -174,10 +179,10 @@ int main() {
     // Volatile memory: never durable, but writes into it can be made visible.
     write_text(conn, memory, local_mr, 2);
     expect_refused(
-        conn.flush(memory, offsets[2], texts[2].size(), {.type = flush_type::persistence}),
+        remora::flush(conn, memory, offsets[2], texts[2].size(), {.type = flush_type::persistence}),
         "a persistence flush of volatile memory");
-    expect_refused(conn.flush(memory, offsets[2], texts[2].size(),
-                              {.type = flush_type::persistence, .method = flush_method::gpspm}),
+    expect_refused(remora::flush(conn, memory, offsets[2], texts[2].size(),
+                                 {.type = flush_type::persistence, .method = flush_method::gpspm}),
                    "a GPSPM persistence flush of volatile memory");
     flush_text(conn, memory, 2, {.type = flush_type::visibility, .method = flush_method::gpspm});
     // The default type, flush_type::strongest, is visibility for volatile memory.

@@ -74,9 +74,11 @@ void run_server(std::promise<std::uint16_t>& port, const std::string& path,
         auto lst = must(remora::listener::create(dom, "127.0.0.1", 0), "server: listen");
         port.set_value(lst.port());
         auto req = must(lst.get_request(10s), "server: get_request");
-        auto conn =
-            must(req.accept({.progress_thread = true, .service_depth = service_depth}, wire),
-                 "server: accept");
+        auto conn = must(
+            req.accept({.progress_thread = true,
+                        .addons = {remora::persistence_config{.service_depth = service_depth}}},
+                       wire),
+            "server: accept");
         // From here the progress thread answers the client's flush requests.
         must(service.serve(conn), "server: serve");
         served.set_value();
@@ -108,8 +110,9 @@ int main() {
     const std::string path = dir.file("region.bin");
     std::promise<void> served;
     example::server_thread server(run_server, std::cref(path), std::ref(served));
-    auto conn = must(remora::connection::connect(dom, "127.0.0.1", server.port(),
-                                                 {.service_depth = service_depth}),
+    auto conn = must(remora::connection::connect(
+                         dom, "127.0.0.1", server.port(),
+                         {.addons = {remora::persistence_config{.service_depth = service_depth}}}),
                      "client: connect");
     const remora::remote_region remote =
         must(remora::remote_region::parse(conn.peer_private_data()), "client: parse descriptor");
@@ -136,7 +139,8 @@ int main() {
 
     // flush_method::automatic: the cheapest method that persists this region.
     const remora::flush_options how{.type = flush_type::persistence};
-    const flush_method method = must(conn.flush_method_for(remote, how), "client: flush method");
+    const flush_method method =
+        must(remora::flush_method_for(conn, remote, how), "client: flush method");
     std::printf("client: flush_method_for(persistence) chose %s\n", remora::to_string(method));
     if (method != flush_method::gpspm) {
         die("client: expected GPSPM: this target does not declare placed writes durable");
@@ -144,7 +148,7 @@ int main() {
 
     int flush_ctx = 0;
     const auto start = std::chrono::steady_clock::now();
-    must(conn.flush(remote, message_offset, local.size(), how, {.context = &flush_ctx}),
+    must(remora::flush(conn, remote, message_offset, local.size(), how, {.context = &flush_ctx}),
          "client: flush");
     const remora::completion f = next_completion(conn.cq(), "client");
     const auto took = std::chrono::steady_clock::now() - start;

@@ -155,7 +155,7 @@ void run_client(std::uint16_t port, std::size_t id) {
                      "client: buffer pool");
     const auto id_byte = static_cast<std::byte>(id);
     auto conn = remora::connection::connect(dom, "127.0.0.1", port,
-                                            {.sq_size = sq, .rq_size = 1, .bounce = pool},
+                                            {.sq_size = sq, .rq_size = 1, .addons = {pool}},
                                             std::span(&id_byte, 1));
     if (id == refused_client) {
         if (conn || conn.error() != remora::errc::rejected) {
@@ -169,7 +169,7 @@ void run_client(std::uint16_t port, std::size_t id) {
     must(c.recv(ack_mr, 0, ack.size()), "client: recv");
     for (std::uint32_t k = 0; k < messages;) {
         const std::string text = "client " + std::to_string(id) + " #" + std::to_string(k);
-        auto r = c.send_copy(example::bytes_of(text));  // text's memory is free at once
+        auto r = remora::send_copy(c, example::bytes_of(text));  // text's memory is free at once
         if (r) {
             ++k;
         } else if (r.error() == remora::errc::would_block) {

@@ -296,7 +296,8 @@ static int server_open_file(struct thread_data* td, struct fio_file* f) {
     struct rf_server* s = td->io_ops_data;
     struct rf_options* o = opts(td);
     struct remora_pregion_cfg pc = {.size = sizeof pc};
-    struct remora_conn_cfg cc = {.size = sizeof cc};
+    struct remora_persist_cfg persist = {.size = sizeof persist};
+    struct remora_conn_cfg cc = {.size = sizeof cc, .persist = &persist};
     unsigned char desc[REMORA_DESCRIPTOR_SIZE];
     remora_remote* remote = NULL;
     remora_request* req = NULL;
@@ -330,9 +331,9 @@ static int server_open_file(struct thread_data* td, struct fio_file* f) {
         return rf_fail(td, "waiting for a client", r);
     if (remora_request_private_data(req, &pdata, &plen) == 0 && plen >= 2) {
         const unsigned char* p = pdata;
-        cc.service_depth = (uint32_t)p[0] | (uint32_t)p[1] << 8;
+        persist.service_depth = (uint32_t)p[0] | (uint32_t)p[1] << 8;
     }
-    if (cc.service_depth == 0) {
+    if (persist.service_depth == 0) {
         remora_request_delete(req);
         log_err("remora: the client sent no service depth (is it this engine's client?)\n");
         td_verror(td, EPROTO, "accept");
@@ -386,7 +387,8 @@ static void server_cleanup(struct thread_data* td) {
 static int client_init(struct thread_data* td) {
     struct rf_options* o = opts(td);
     struct rf_client* c = calloc(1, sizeof *c);
-    struct remora_conn_cfg cc = {.size = sizeof cc};
+    struct remora_persist_cfg persist = {.size = sizeof persist};
+    struct remora_conn_cfg cc = {.size = sizeof cc, .persist = &persist};
     const void* pdata = NULL;
     size_t plen = 0;
     unsigned char want[2];
@@ -444,9 +446,9 @@ static int client_init(struct thread_data* td) {
     }
     /* A write and its flush per io_u, and GPSPM requests up to the depth. */
     cc.sq_size = 2 * c->depth + 2;
-    cc.service_depth = c->depth;
-    want[0] = (unsigned char)(cc.service_depth & 0xff);
-    want[1] = (unsigned char)(cc.service_depth >> 8);
+    persist.service_depth = c->depth;
+    want[0] = (unsigned char)(persist.service_depth & 0xff);
+    want[1] = (unsigned char)(persist.service_depth >> 8);
     r = remora_connect(c->dom, o->serverip, (uint16_t)rf_port(td), &cc, want, sizeof want,
                        &c->conn);
     if (r != 0)

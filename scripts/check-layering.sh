@@ -21,7 +21,11 @@
 #           persistent_region, target_service).
 #   capi    src/capi/ (the C API): the public C++ API only (include/remora/*.hpp) and its own
 #           capi.hpp; nothing from src/ (base, fabric, ops, core, slots, persist, access).
-#   remora.h include/remora/remora.h is C: it includes no C++ header of the library.
+#   remora.h include/remora/remora.h (and remora_cq.h, remora_persist.h, remora_pools.h) is C: it
+#           includes no C++ header of the library.
+#   names   include/remora/connection.hpp and op_options.hpp name no type or verb of the
+#           persistence layer or the pools (flush, publish, service_depth, write_copy,
+#           buffer_pool, registration_cache, ...): connection is lifecycle and native verbs.
 # Third, the one door (src/core/door.hpp): no code outside src/fabric/ and door.hpp posts or
 # cancels on an endpoint itself (ep_post, ep_send, ep_recv, ep_write, ep_read, ep_atomic,
 # ep_fetch_atomic, ep_compare_atomic, ep_cancel), and slots/, persist/ and access/ include no
@@ -76,7 +80,7 @@ if [[ $found -ne 0 ]]; then
     exit 1
 fi
 
-upper_public='remora/(slot_pool|buffer_pool|receive_pool|registration_cache|persistent_region|target_service)\.hpp'
+upper_public='remora/(slot_pool|buffer_pool|receive_pool|registration_cache|persistent_region|target_service|persistence)\.hpp'
 core_public='include/remora/(connection|op_options|completion_queue|completion_channel|domain|memory_region|remote_region|listener|flags|coro)\.hpp'
 layers=0
 # check_includes GROUP FILE_REGEX FORBIDDEN_INCLUDE_REGEX (Perl regex, on the included path)
@@ -101,8 +105,23 @@ check_includes ops '^src/ops/' \
 check_includes core "^(src/core/|$core_public$)" "slots/|persist/|$upper_public"
 check_includes capi '^src/capi/' 'base/|fabric/|ops/|core/|slots/|persist/|access/'
 check_includes 'slots, persist or access' '^src/(slots|persist|access)/' 'fabric/'
-check_includes remora.h '^include/remora/remora\.h$' 'remora/.*\.hpp'
+check_includes remora.h '^include/remora/remora(_cq|_persist|_pools)?\.h$' 'remora/.*\.hpp'
 if [[ $layers -ne 0 ]]; then
+    exit 1
+fi
+# The endpoint layer's connection names none of the persistence layer's or the pools' types and
+# verbs (they are theirs: persistence.hpp, buffer_pool.hpp, registration_cache.hpp, ...), in
+# code or in comments.
+upper_names='\b(flush|flush_options|flush_type|flush_method|flush_method_for|publish|atomic_path|service_depth|service_timeout|persistence_config|persistent_region|target_service|write_copy|send_copy|bounce|bounce_buffers|buffer_pool|pooled_buffer|slot_pool|receive_pool|registration_cache|cached_region|lease)\b|\batomics\('
+names=0
+for f in include/remora/connection.hpp include/remora/op_options.hpp; do
+    while IFS= read -r line; do
+        echo "$f:$line"
+        names=1
+    done < <(grep -nP "$upper_names" "$f" || true)
+done
+if [[ $names -ne 0 ]]; then
+    echo "check-layering: connection.hpp or op_options.hpp names a persistence or pool type or verb (they belong to persistence.hpp and the slots headers)" >&2
     exit 1
 fi
 door=0

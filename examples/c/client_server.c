@@ -53,12 +53,15 @@ struct server {
     int status;
 };
 
+/* GPSPM flushes and service atomics: service requests in flight, set on both sides. */
+static const struct remora_persist_cfg persist = {.size = sizeof persist, .service_depth = 4};
+
 static void* serve(void* arg) {
     struct server* s = arg;
     /* 8-byte aligned: the counter at offset 0 is an atomic target */
     static _Alignas(64) unsigned char mem[4096];
     const struct remora_conn_cfg cfg = {
-        .size = sizeof cfg, .progress_thread = true, .service_depth = 4, .rcq = true};
+        .size = sizeof cfg, .progress_thread = true, .rcq = true, .persist = &persist};
     unsigned char wire[REMORA_DESCRIPTOR_SIZE];
     remora_mr* mr = NULL;
     remora_service* svc = NULL;
@@ -102,7 +105,7 @@ static void* serve(void* arg) {
 
 static int client(const char* host, uint16_t port) {
     static _Alignas(64) unsigned char mem[256];
-    const struct remora_conn_cfg cfg = {.size = sizeof cfg, .service_depth = 4};
+    const struct remora_conn_cfg cfg = {.size = sizeof cfg, .persist = &persist};
     remora_domain* dom = NULL;
     remora_conn* conn = NULL;
     remora_mr* mr = NULL;

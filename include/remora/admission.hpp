@@ -30,7 +30,7 @@
 ///
 /// RDM peers (connection::open_peer) have no connection request: the same token travels in an
 /// attach handshake instead, over the attached pair's own messages (library-internal sends and
-/// receives, accounted as every queue entry, also on a connection with a service_depth; the
+/// receives, accounted as every queue entry, also on a connection with a service depth; the
 /// application's CQ reads never see them). The target speaks first, so every message reaches a
 /// peer that has attached its sender already:
 ///   1. the client attaches the target's address, then gives the target its own local_address

@@ -5,9 +5,9 @@
 /// A buffer pool registers one block of memory once, cut into `buffers` buffers of `buffer_size`
 /// bytes, and hands them out as move-only pooled_buffer handles that return to the pool when
 /// destroyed. It is the registration pool for data that does not live in registered memory:
-/// connection::write_copy and send_copy copy the caller's bytes into a pooled buffer that the
+/// write_copy and send_copy (below) copy the caller's bytes into a pooled buffer that the
 /// operation's slot holds from post to completion (the caller's memory is free at once, and
-/// nothing is registered per operation). A pool may serve many connections.
+/// nothing is registered per operation). A pool may serve many connections (of its domain).
 ///
 /// Exhaustion: try_get() fails with errc::would_block while every buffer is out; an operation
 /// that needs a buffer then takes nothing (no queue entry, no slot unit) and fails the same way.
@@ -22,12 +22,18 @@
 #include <memory>
 #include <span>
 
-#include <remora/connection.hpp>  // bounce_buffers
+#include <remora/connection.hpp>
 #include <remora/domain.hpp>
 #include <remora/memory_region.hpp>
+#include <remora/op_options.hpp>
+#include <remora/remote_region.hpp>
 #include <remora/result.hpp>
 
 namespace remora {
+
+namespace detail {
+struct buffer_pool_impl;
+}
 
 struct buffer_pool_config {
     std::size_t buffers = 64;
@@ -61,11 +67,10 @@ class pooled_buffer {
 class buffer_pool {
   public:
     buffer_pool() = default;  ///< empty handle
-    /// The pool a connection's bounce handle refers to (empty if it is empty).
-    explicit buffer_pool(const bounce_buffers& b) : impl_(b.pool()) {}
-    /// As connection_config::bounce: the same pool.
-    operator bounce_buffers() const noexcept { return bounce_buffers(impl_); }
     static result<buffer_pool> create(const domain& dom, const buffer_pool_config& cfg = {});
+    /// As an entry of connection_config::addons (`cfg.addons = {pool}`): the bounce buffers of
+    /// the connection's write_copy and send_copy. The connection then holds the pool. Allocates.
+    operator std::shared_ptr<const connection_addon>() const;
 
     result<pooled_buffer> try_get();
     [[nodiscard]] std::size_t available() const noexcept;
@@ -76,5 +81,19 @@ class buffer_pool {
   private:
     std::shared_ptr<detail::buffer_pool_impl> impl_;
 };
+
+/// From unregistered memory, through a bounce buffer: copies `data` into a buffer of the pool
+/// `conn` was set up with (its buffer_pool entry of connection_config::addons; the first if it
+/// has several) and posts the write (or send) from it: the caller's memory is free when the call
+/// returns, and the buffer is held by the operation's slot until its completion is read (an
+/// operation posted unsignalled, connection_config::signal_every, gives it back at post).
+/// Everything the operation needs (the buffer, the send-queue and CQ entries,
+/// connection_config::slots units) is taken at once or nothing is: errc::would_block when the
+/// pool or the queue is exhausted, errc::too_large when `data` exceeds the pool's buffer_size,
+/// errc::bad_state without a pool. Otherwise as connection::write and connection::send (their
+/// checks, errors and completions). Threading: as any post.
+result<void> write_copy(connection& conn, const remote_region& dst, std::uint64_t dst_offset,
+                        std::span<const std::byte> data, op_options opts = {});
+result<void> send_copy(connection& conn, std::span<const std::byte> data, op_options opts = {});
 
 }  // namespace remora

@@ -53,7 +53,7 @@ enum class op : std::uint8_t {
     remote_write,  ///< a peer's write with immediate data arrived (target side)
     atomic,        ///< atomic_write, compare_swap or fetch_add (native or through the service)
     flush,         ///< a flush (read-after-write or GPSPM) completed: the range is visible/durable
-    publish,       ///< connection::publish: its writes, flush and publishing atomic all completed
+    publish,       ///< publish (persistence.hpp): its writes, flush and publishing atomic completed
 };
 const char* to_string(op o) noexcept;
 const char* to_string(cq_kind k) noexcept;
@@ -72,8 +72,8 @@ struct completion {
     /// shared CQ). A peer's write with immediate data carries no local operation: on a shared CQ
     /// it reports the shared CQ's tag (libfabric's MSG endpoints do not say which connection).
     std::uint64_t tag = 0;
-    /// A multi-key operation (connection::gather_write, connection::publish) that failed: which
-    /// part (0-based) did.
+    /// A multi-key operation (connection::gather_write, publish) that failed: which part
+    /// (0-based) did.
     std::uint32_t failed_part = 0;
     [[nodiscard]] bool ok() const noexcept { return !status; }
 };

@@ -11,7 +11,7 @@
 /// send or receive queue gives errc::would_block: reap completions and retry.
 ///
 /// A write's completion means its source memory may be reused, not that the data is visible in
-/// the target's memory: a read after the writes makes them visible (the read-after-write flush).
+/// the target's memory: a read after the writes returns only once they are placed.
 /// Memory used by an operation must stay allocated and registered until the operation completes
 /// or the connection is closed.
 ///
@@ -79,10 +79,7 @@
 
 namespace remora {
 
-class registration_cache;
-
 namespace detail {
-struct buffer_pool_impl;
 struct srq_impl;
 }  // namespace detail
 
@@ -99,21 +96,24 @@ class srq_binding {
     std::shared_ptr<detail::srq_impl> q_;
 };
 
-/// Pre-registered bounce buffers for a connection's write_copy and send_copy: a handle on a
-/// buffer_pool (buffer_pool.hpp), which converts to it (`cfg.bounce = pool`). Empty by default.
-/// The endpoint layer only holds it; the buffers are lent by the pool's own layer.
-class bounce_buffers {
+/// What a layer built on connections asks of a connection's setup, carried by
+/// connection_config::addons and kept by the connection for its life (a layer's configuration
+/// converts to one). The endpoint layer reads only what is declared here; the layer reads the
+/// rest back from config().addons.
+/// Threading: the connection calls it from the thread that sets it up; it must not change.
+class connection_addon {
   public:
-    bounce_buffers() = default;
-    explicit bounce_buffers(std::shared_ptr<detail::buffer_pool_impl> pool) noexcept
-        : pool_(std::move(pool)) {}
-    explicit operator bool() const noexcept { return pool_ != nullptr; }
-    [[nodiscard]] const std::shared_ptr<detail::buffer_pool_impl>& pool() const noexcept {
-        return pool_;
-    }
-
-  private:
-    std::shared_ptr<detail::buffer_pool_impl> pool_;
+    connection_addon() = default;
+    connection_addon(const connection_addon&) = delete;
+    connection_addon& operator=(const connection_addon&) = delete;
+    virtual ~connection_addon() = default;
+    /// Send-queue entries the layer's own messages take beside the application's sq_size (each
+    /// with its completion-queue entry). A connection with any carries only the layer's
+    /// messages: its receives are the layer's, sized to this (rq_size is ignored), and the
+    /// application's send and recv are refused (errc::bad_state). 0 (default): none.
+    [[nodiscard]] virtual std::uint32_t internal_sends() const noexcept { return 0; }
+    /// Checked at setup before anything is opened: an error fails the setup with it.
+    [[nodiscard]] virtual result<void> check() const { return {}; }
 };
 
 enum class channel_mode : std::uint8_t {
@@ -123,8 +123,8 @@ enum class channel_mode : std::uint8_t {
 
 /// Depths beyond what the provider grants (its send, receive and completion queue sizes), or
 /// beyond 262,144 a queue (remora's own bound), are reduced to fit; config() reports the
-/// effective values. max_sge is never reduced: too many segments is an error, and so is a
-/// service_depth past either bound (errc::too_large).
+/// effective values. max_sge is never reduced: too many segments is an error, and so are an
+/// addon's internal sends past either bound (errc::too_large).
 struct connection_config {
     std::uint32_t sq_size = 64;  ///< send-queue depth (sends, reads, writes, atomics in flight)
     std::uint32_t rq_size = 64;  ///< receive-queue depth (posted receives)
@@ -139,32 +139,18 @@ struct connection_config {
     std::chrono::milliseconds connect_timeout{5000};
     /// Run the domain's library-owned progress thread for this connection, so one-sided reads
     /// and writes from the peer land while the application does not call into remora (where
-    /// caps().target_needs_progress), and the target service's requests are answered. The
+    /// caps().target_needs_progress), and the addons' internal messages are answered. The
     /// application still polls its own CQs. How the thread waits (busy, adaptive, blocking) is
     /// the domain's choice, for all its connections: domain_config::progress.
     bool progress_thread = false;
     std::uint64_t tag = 0;  ///< returned in channel events
-    /// Requests to (client) or from (target) the target's service in flight: GPSPM flushes and
-    /// service atomics (see target_service.hpp). 0: none. Set it on both sides; the target's must
-    /// be at least the client's. The service's messages get queue entries of their own (the
-    /// send queue grows by service_depth, receives are sized to it), and a connection with a
-    /// service depth carries only the service's messages: send and recv are refused.
-    std::uint32_t service_depth = 0;
-    /// Client side of the target's service: a GPSPM flush or service atomic whose reply has not
-    /// come service_timeout after its post completes with errc::timed_out, and its queue entries
-    /// and slot come back (in_flight() drops); a reply that comes later is ignored. The target
-    /// may or may not have executed it (a flush's data may or may not be durable; an atomic may
-    /// or may not have changed the word): treat the connection as suspect. Noticed while the
-    /// connection's CQ is read or waited on (a wait wakes for it) or by its progress thread's
-    /// reads; must be > 0.
-    std::chrono::milliseconds service_timeout{30000};
     /// A budget shared with other connections: every operation also takes {sq 1, cq 1} (or
     /// {recv 1, cq 1} for a receive) from it at post and returns them when its completion is
     /// read (one poll() or next() reports is handed out with its queue entries, one wake for a
-    /// parked post) or the connection is destroyed. Exhaustion follows the pool's policy:
-    /// would_block under backpressure, bad_state under forbid (a sizing bug). The target service's
-    /// and receive pools' own messages do not draw on it. Any `budget` (units.hpp) serves; a
-    /// std::shared_ptr<slot_pool> converts to this field.
+    /// parked post) or the connection is destroyed. Exhaustion follows the budget's policy
+    /// (would_block, or bad_state for a sizing bug). Messages of layers built on the connection
+    /// (an addon's internal sends, receives they keep posted) do not draw on it. Any `budget`
+    /// (units.hpp) serves.
     std::shared_ptr<budget> slots{};
     /// Complete on a CQ shared with other connections instead of one of the connection's own:
     /// shared_cq takes what the CQ would (sends, and receives unless rcq); shared_rcq the
@@ -183,24 +169,24 @@ struct connection_config {
     /// read, which reclaims every unsignalled one posted before it; in_flight() counts them
     /// until then. Reads, atomics, flushes, larger or callback operations are always
     /// signalled. Clamped to sq_size (the bound); 1 (default): every operation is signalled.
-    /// Refused with a shared slot pool (`slots`): unsignalled operations keep their units, and
-    /// could hold every unit the signalled one that would reclaim them needs. An injected
-    /// write_copy / send_copy gives its bounce buffer back at post.
+    /// Refused with a shared budget (`slots`): unsignalled operations keep their units, and
+    /// could hold every unit the signalled one that would reclaim them needs. What an injected
+    /// operation holds for a layer built on the connection goes back at post.
     std::uint32_t signal_every = 1;
-    /// Pre-registered bounce buffers for write_copy and send_copy: a buffer_pool converts to it
-    /// (may be shared by many connections; see buffer_pool.hpp).
-    bounce_buffers bounce{};
     /// Take incoming messages from this shared receive queue (shared_receive_queue.hpp) instead
     /// of receives of the connection's own: they complete on the queue's CQ, or with rcq on a
     /// receive CQ of the connection's own (which tells the connection); recv() is refused;
     /// rq_size, rcq_size and shared_rcq are ignored. errc::invalid_argument with a queue of another
-    /// domain, with service_depth (the service needs receives of its own), channel_mode::shared
-    /// or progress_thread (the queue's CQ has its own reader).
+    /// domain, with an addon's internal sends (they need receives of their own),
+    /// channel_mode::shared or progress_thread (the queue's CQ has its own reader).
     srq_binding srq{};
+    /// Layers built on the connection (see connection_addon), in any order. At most one may ask
+    /// for internal sends (errc::invalid_argument otherwise); each one's check() runs at setup.
+    std::vector<std::shared_ptr<const connection_addon>> addons{};
 };
 
 /// The completion-queue entries a connection with configuration `c` takes: on its CQ (cq_kind::cq:
-/// the send queue, the target service's depth, and the receive queue unless it has a receive CQ)
+/// the send queue, the addons' internal sends, and the receive queue unless it has a receive CQ)
 /// or on its receive CQ (cq_kind::rcq: the receive queue; 0 without one). A private CQ is sized to
 /// this and a shared one reserves it, so size a shared CQ with the sum over the connections that
 /// will attach to it. Depths are taken as
@@ -254,7 +240,8 @@ class connection {
     ///
     /// While being set up, receives may be posted: they are kept and take the first messages
     /// the peer sends. Parked posts (op_options::park_until, blocking or park_mode::queue) of
-    /// read, write, write_with_imm, send, send_with_imm, gather_write and publish wait for the
+    /// read, write, write_with_imm, send, send_with_imm, gather_write (and the multi-part
+    /// operations of layers built on the connection that offer parking) wait for the
     /// outcome in the connection's parked FIFO, having taken nothing (parked() counts them):
     /// once established they proceed as any parked post;
     /// a failed setup ends them with its code (rejected, connection_refused, timed_out,
@@ -347,19 +334,6 @@ class connection {
     static constexpr std::size_t max_gather_parts = 64;
     result<void> gather_write(std::span<const remote_segment> dst, const memory_region& src,
                               std::size_t src_offset, op_options opts = {});
-    /// The same from memory the caller has not registered: `src` is registered through `cache`
-    /// (registration_cache.hpp: reused while cached, usage::write_source) and the registration is
-    /// held by the operation until it completes. With connection_config::slots the operation also
-    /// draws {registration 1} from the budget, in the same all-or-nothing step as its
-    /// dst.size() x {sq 1, cq 1} (a slot_pool whose capacity has registration units bounds how many
-    /// registrations operations hold at once: under backpressure a post finding none free gives
-    /// errc::would_block or parks, under forbid errc::bad_state), returned when its completion is
-    /// read. Without slots nothing is counted. A registration that fails is returned (the cache's
-    /// error) with nothing taken; one made for a refused post stays in the cache for the next.
-    /// `src` must stay valid until the completion; `cache` must be of the connection's domain
-    /// (errc::invalid_argument otherwise) and outlive the call. The rest as gather_write.
-    result<void> gather_write(std::span<const remote_segment> dst, std::span<std::byte> src,
-                              registration_cache& cache, op_options opts = {});
 
     // ---- parked posts ----
     /// Ends every post of this connection parked in op_options::park_until with errc::canceled
@@ -372,10 +346,8 @@ class connection {
     [[nodiscard]] std::size_t parked() const;
 
     // ---- atomics on 8-byte aligned words (usage::atomic_target) ----
-    /// Native where the provider has atomics; otherwise through the target's service when the
-    /// connection has a service_depth (ordered after the connection's earlier writes, atomic with
-    /// respect to every other service atomic); otherwise errc::not_supported. atomics() says
-    /// which. compare_swap and fetch_add write the word's previous value into `result`
+    /// The provider's atomics (caps().native_atomics); errc::not_supported on a provider without
+    /// them. compare_swap and fetch_add write the word's previous value into `result`
     /// (8 bytes at result_offset, usage::read_destination) before they complete.
     result<void> atomic_write(const remote_region& dst, std::uint64_t dst_offset,
                               std::uint64_t value, op_options opts = {});
@@ -386,66 +358,6 @@ class connection {
     result<void> fetch_add(const remote_region& dst, std::uint64_t dst_offset, std::uint64_t addend,
                            const memory_region& result, std::size_t result_offset,
                            op_options opts = {});
-    [[nodiscard]] atomic_path atomics() const noexcept;
-
-    // ---- flush ----
-    /// Completes (op::flush) once the connection's earlier writes to [offset, offset + length) of
-    /// `dst` are visible, or durable, by the method's guarantee. The descriptor must grant
-    /// usage::flush_target; for persistence it must come from a persistent region (asked
-    /// explicitly of any other, errc::not_supported). The default type, flush_type::strongest,
-    /// persists a persistent region's range and makes a plain region's range visible.
-    /// flush_method::automatic picks, for visibility, read-after-write; for persistence,
-    /// read-after-write where the target declared placed writes durable (persistence::apm), else
-    /// GPSPM where its service persists (persistence::gpspm, and this connection has a
-    /// service_depth). errc::not_supported names what is missing. GPSPM flushes (and service
-    /// atomics) complete where their reply arrives: on the RCQ when the connection has one; the
-    /// request's own send completion is read from the CQ and holds the request's slot until then,
-    /// so read both queues.
-    result<void> flush(const remote_region& dst, std::uint64_t offset, std::uint64_t length,
-                       flush_options how = {}, op_options opts = {});
-    /// The method flush() would use (automatic resolved), or why none can.
-    result<flush_method> flush_method_for(const remote_region& dst, flush_options how = {}) const;
-
-    // ---- write + flush + atomic publish, admitted together ----
-    /// Writes the local range of `src` from src_offset into the remote segments (as
-    /// gather_write: part i carries data[i].length bytes), flushes them (flush() with `how`, on
-    /// the smallest range covering every segment), and then writes `value` into the 8-byte
-    /// aligned word at flag_offset of `flag` (atomic_write: native or through the target's
-    /// service, atomics()). The word is the publication: a reader that sees `value` there sees the
-    /// data, as flushed. Every segment must lie in one remote region (one descriptor's key and
-    /// address: the flush names one range), granting usage::write_destination and
-    /// usage::flush_target; `flag` must grant usage::atomic_target (it may be another region).
-    ///
-    /// Parts, in order: 0 .. data.size() - 1 the writes, data.size() the flush, data.size() + 1
-    /// the atomic. Everything is checked before anything is taken (write()'s, flush()'s and
-    /// atomic_write()'s errors, the part named; invalid_argument for segments in different
-    /// regions or completion_mode::at_post; too_large as gather_write, counting the flush and a
-    /// native atomic as send-queue entries). Admission is one all-or-nothing step: a send-queue
-    /// entry (with its CQ entry and {sq 1, cq 1} units of connection_config::slots) for each write,
-    /// for a read-after-write flush and for a native atomic, and a request of the target's service
-    /// (service_depth) for a GPSPM flush and for a service atomic; or nothing (errc::would_block,
-    /// or the budget's error). op_options::park_until parks for all of it at once, park_mode::queue
-    /// queues it (the segment list and both descriptors are copied), like gather_write.
-    ///
-    /// Ordering: the writes and the flush are posted at once, in that order (the flush is
-    /// ordered behind the writes as flush() is); the atomic is posted only once the writes and
-    /// the flush have all completed successfully, by the thread that reads the last of those
-    /// completions (inside the library's completion handling: no thread waits). So the word
-    /// never changes before the data is visible (or durable) at the target: no fence is needed
-    /// from the provider. If a write or the flush fails, the atomic is never posted.
-    ///
-    /// Completes once, as op::publish with `bytes` the data's total, when the atomic completes
-    /// (or when the first phase ends in a failure): success when every part succeeded,
-    /// otherwise the status of the lowest-index part that failed, in completion::failed_part
-    /// (a part never posted because an earlier one failed does not count). If a write's or the
-    /// flush's post fails, the call returns that error, naming the part, and the operation
-    /// reports nothing more (parts already posted complete silently). Allocates one small record
-    /// per operation. The flag word itself is not flushed: flush it afterwards if it must be
-    /// durable. Threading: as any post.
-    result<void> publish(std::span<const remote_segment> data, const memory_region& src,
-                         std::size_t src_offset, const remote_region& flag,
-                         std::uint64_t flag_offset, std::uint64_t value, flush_options how = {},
-                         op_options opts = {});
 
     // ---- two-sided ----
     result<void> send(std::span<const local_segment> src, op_options opts = {});
@@ -458,17 +370,6 @@ class connection {
     result<void> recv(std::span<const local_segment> dst, op_options opts = {});
     result<void> recv(const memory_region& dst, std::size_t offset, std::size_t length,
                       op_options opts = {});
-
-    // ---- from unregistered memory, through a bounce buffer ----
-    /// Copies `data` into a buffer of connection_config::bounce and posts the write or send from
-    /// it: the caller's memory is free when the call returns, and the buffer is held by the
-    /// operation's slot until its completion is read. Everything the operation needs (the
-    /// buffer, the send-queue and CQ entries, slot units) is taken at once or nothing is:
-    /// errc::would_block when the pool or the queue is exhausted, errc::too_large when `data`
-    /// exceeds the pool's buffer_size, errc::bad_state without a pool.
-    result<void> write_copy(const remote_region& dst, std::uint64_t dst_offset,
-                            std::span<const std::byte> data, op_options opts = {});
-    result<void> send_copy(std::span<const std::byte> data, op_options opts = {});
 
     // ---- completions ----
     [[nodiscard]] completion_queue& cq() noexcept;
@@ -507,10 +408,10 @@ class connection {
     /// thread, close()). So "poll, or wait when poll found nothing, while in_flight() > 0" ends
     /// with every completion received and none to come. Its queue entries stay taken as long (a
     /// completion a wait() read, or the progress thread's ring holds, still takes its entries),
-    /// so in_flight() never exceeds the queues' depths. Receives the library keeps posted for
-    /// the target service's messages are not counted. Provider entries that belong to no
-    /// operation of the application (an error entry without context) are dropped, never
-    /// reported.
+    /// so in_flight() never exceeds the queues' depths. Receives kept posted for an addon's
+    /// internal messages are not counted (its own requests in flight are). Provider entries that
+    /// belong to no operation of the application (an error entry without context) are dropped,
+    /// never reported.
     [[nodiscard]] std::size_t in_flight() const noexcept;
     [[nodiscard]] const domain& dom() const noexcept;
 

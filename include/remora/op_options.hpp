@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/op_options.hpp — what an operation is posted with: op_options (context, callback, when
-/// it completes, parking, batching), the flush types and methods, the atomic paths, and the
-/// segments of scatter-gather and multi-key operations. connection.hpp takes them; the contracts
-/// of the operations themselves are there.
+/// it completes, parking, batching), and the segments of scatter-gather and multi-key
+/// operations. connection.hpp takes them, and so do the verbs of the layers built on a
+/// connection; the contracts of the operations themselves are with each verb.
 #pragma once
 
 #include <chrono>
@@ -15,35 +15,6 @@
 #include <remora/remote_region.hpp>
 
 namespace remora {
-
-enum class flush_type : std::uint8_t {
-    visibility,   ///< the target's memory holds the written bytes
-    persistence,  ///< ... and they are durable (the region must be persistent)
-    /// The default: the strongest the descriptor offers. persistence when it states
-    /// persistence::persistent (a persistent region's descriptor: never silently weakened to
-    /// visibility), visibility otherwise (plain memory), so `flush(desc, 0, n)` works on both.
-    strongest,
-};
-
-enum class flush_method : std::uint8_t {
-    automatic,         ///< the cheapest the region offers for the type (see connection::flush)
-    read_after_write,  ///< an 8-byte read after the writes (APM)
-    gpspm,             ///< a flush request answered by the target's service once it persisted
-};
-const char* to_string(flush_method m) noexcept;
-
-struct flush_options {
-    flush_type type = flush_type::strongest;
-    flush_method method = flush_method::automatic;
-};
-
-/// How this connection's atomics reach the target.
-enum class atomic_path : std::uint8_t {
-    native,   ///< the provider's atomics (caps().native_atomics)
-    service,  ///< a request to the target's service (a provider without native atomics)
-    none,     ///< neither: atomics are refused with errc::not_supported
-};
-const char* to_string(atomic_path p) noexcept;
 
 enum class completion_mode : std::uint8_t {
     always,    ///< a completion is reported on success and on error
@@ -121,8 +92,8 @@ struct op_options {
     /// (close, destruction) or the error a later try met (a bad_state budget...). Its buffers,
     /// regions and remote regions' memory must stay valid until then, as for any operation in
     /// flight; the remote descriptor and the segment list are copied. Offered on read, write,
-    /// write_with_imm, send, send_with_imm, recv, gather_write and publish; elsewhere
-    /// errc::invalid_argument.
+    /// write_with_imm, send, send_with_imm, recv, gather_write, and the multi-part operations of
+    /// layers built on the connection that say so; elsewhere errc::invalid_argument.
     park_mode park = park_mode::block;
     /// Batching hint (libfabric's FI_MORE): another post on this connection follows at once, so
     /// the provider may hold this one back and hand the burst to the fabric together (one

@@ -23,8 +23,10 @@
 #include <span>
 #include <vector>
 
+#include <remora/connection.hpp>
 #include <remora/domain.hpp>
 #include <remora/memory_region.hpp>
+#include <remora/op_options.hpp>
 #include <remora/result.hpp>
 
 namespace remora {
@@ -68,5 +70,20 @@ class registration_cache {
     explicit registration_cache(std::unique_ptr<state> s);
     std::unique_ptr<state> s_;
 };
+
+/// connection::gather_write from memory the caller has not registered: `src` is registered
+/// through `cache` (reused while cached, usage::write_source) and the registration is held by the
+/// operation until it completes. With connection_config::slots the operation also draws
+/// {registration 1} from the budget, in the same all-or-nothing step as its dst.size() x
+/// {sq 1, cq 1} (a slot_pool whose capacity has registration units bounds how many registrations
+/// operations hold at once: under backpressure a post finding none free gives errc::would_block
+/// or parks, under forbid errc::bad_state), returned when its completion is read. Without slots
+/// nothing is counted. A registration that fails is returned (the cache's error) with nothing
+/// taken; one made for a refused post stays in the cache for the next. `src` must stay valid
+/// until the completion; `cache` must be of the connection's domain (errc::invalid_argument
+/// otherwise) and outlive the call. The rest as connection::gather_write.
+result<void> gather_write(connection& conn, std::span<const remote_segment> dst,
+                          std::span<std::byte> src, registration_cache& cache,
+                          op_options opts = {});
 
 }  // namespace remora

@@ -249,167 +249,15 @@ REMORA_API void remora_remote_delete(remora_remote* remote);
 
 /** @} */
 
-/** @name Persistent regions and the target service (persistent_region.hpp, target_service.hpp) */
-/** @{ */
-
-/** Persistent region configuration (remora::persistent_region_config). */
-struct remora_pregion_cfg {
-    size_t size;      /**< sizeof(struct remora_pregion_cfg) */
-    const char* path; /**< backing file; NULL or "": anonymous, volatile memory */
-    size_t len;       /**< bytes; 0 with a path: the file's size */
-    bool create;      /**< create a missing file or extend a short one */
-    unsigned usage;   /**< enum remora_usage; 0: READ_SRC | WRITE_DST | ATOMIC | FLUSH */
-    bool apm_durable; /**< the operator declares placed writes durable (DAX only) */
-    bool unguarded;   /**< no lock or lease on the file (persistent_region_config::exclusive) */
-};
-
-/** Opens a persistent (file-backed) or volatile region, registered on `dom`. */
-REMORA_API int remora_pregion_open(remora_domain* dom, const struct remora_pregion_cfg* cfg,
-                                   remora_pregion** region);
-/** Unmaps, deregisters and frees. NULL: nothing. */
-REMORA_API void remora_pregion_delete(remora_pregion* region);
-/** Its registered memory region (borrowed: lives as long as the persistent region). */
-REMORA_API int remora_pregion_mr(const remora_pregion* region, const remora_mr** mr);
-/** Makes [offset, offset + len) durable (msync); NOT_SUPPORTED for a volatile region. */
-REMORA_API int remora_pregion_persist(const remora_pregion* region, uint64_t offset, uint64_t len);
-/**
- * Sets `*revoked` once another process opened or truncated the region's file (its lease is
- * breaking): delete the region before the lease-break time runs out (persistent_region::revoked).
- */
-REMORA_API int remora_pregion_revoked(const remora_pregion* region, bool* revoked);
-/** The descriptor of [offset, offset + len) (len 0: to the end), stating persistence. */
-REMORA_API int remora_pregion_describe(const remora_pregion* region, size_t offset, size_t len,
-                                       remora_remote** remote);
-
-/** Creates a target service (answers GPSPM flushes and service atomics). */
-REMORA_API int remora_service_new(remora_service** svc);
-/** Frees the service (after the connections it serves). NULL: nothing. */
-REMORA_API void remora_service_delete(remora_service* svc);
-/**
- * Exposes a region to the service's peers and returns its descriptor: a persistent region's
- * states REMORA_PERSIST_GPSPM. Exactly one of `mr` and `region` must be given.
- */
-REMORA_API int remora_service_expose(remora_service* svc, const remora_mr* mr,
-                                     const remora_pregion* region, remora_remote** remote);
-/**
- * Answers `conn`'s service messages from now on. REMORA_E_INVALID when the connection has no
- * service_depth, REMORA_E_BAD_STATE when it already serves or calls a service.
- */
-REMORA_API int remora_service_serve(remora_service* svc, remora_conn* conn);
-/** Requests answered so far, and how many of them were refused. */
-REMORA_API int remora_service_stats(const remora_service* svc, uint64_t* requests,
-                                    uint64_t* refused);
-
-/** @} */
-
-/** @name Completions (remora/completion_queue.hpp, completion_channel.hpp) */
-/** @{ */
-
-/** What completed (remora::op). */
-enum remora_op {
-    REMORA_OP_UNKNOWN = 0,
-    REMORA_OP_READ = 1,
-    REMORA_OP_WRITE = 2,
-    REMORA_OP_SEND = 3,
-    REMORA_OP_RECV = 4,         /**< a send arrived (may carry immediate data) */
-    REMORA_OP_REMOTE_WRITE = 5, /**< a peer's write with immediate data arrived */
-    REMORA_OP_ATOMIC = 6,       /**< atomic write, compare-and-swap or fetch-add */
-    REMORA_OP_FLUSH = 7,        /**< a flush: the range is visible / durable */
-};
-
-/** One completion (remora::completion). */
-struct remora_completion {
-    int op;        /**< enum remora_op */
-    int status;    /**< 0, or REMORA_E_* (CANCELED, DISCONNECTED, ...) */
-    void* context; /**< the context the operation was posted with */
-    size_t len;    /**< bytes received (recv); otherwise the provider's report, often 0 */
-    uint64_t imm;  /**< immediate data when has_imm */
-    bool has_imm;  /**< imm is valid */
-    uint64_t tag;  /**< remora_conn_cfg.tag of the connection (tells them apart on a shared CQ) */
-    uint32_t failed_part; /**< remora_gather_write: index of the first part that failed */
-};
-
-/** Which CQ of a connection (remora::cq_kind). */
-enum remora_cq_kind {
-    REMORA_CQ = 0,  /**< sends, one-sided operations (and receives without an RCQ) */
-    REMORA_RCQ = 1, /**< the separate receive CQ */
-};
-
-/**
- * Writes up to `max` completions (at most 32 a call) to `out`; *n is how many (0: none ready).
- * Completions the library consumed itself (its own messages, reclaimed unsignalled operations)
- * are not counted; after such a poll the next wait or arm returns at once (see
- * completion_queue.hpp).
- * Threading: one thread at a time polls or waits on a CQ.
- */
-REMORA_API int remora_cq_poll(remora_cq* cq, struct remora_completion* out, size_t max, size_t* n);
-/**
- * Blocks until completions are ready or the CQ's channel fires; *ready is the count (0 is the
- * no_completion wake-up: poll and wait again). REMORA_E_TIMED_OUT after the timeout;
- * REMORA_E_BAD_STATE when the CQ's channel is shared (wait on the connection or channel).
- * No completion is lost between a poll that found nothing and this wait.
- */
-REMORA_API int remora_cq_wait(remora_cq* cq, int timeout_ms, size_t* ready);
-/** The next completion within the timeout (polls, and waits between polls). */
-REMORA_API int remora_cq_next(remora_cq* cq, int timeout_ms, struct remora_completion* out);
-/**
- * The fd for the caller's own epoll (readable when completions may be ready; -1 when the
- * caps' cq_wait_fd is false, unless a progress thread owns the CQ). Call remora_cq_arm() before
- * blocking on it.
- */
-REMORA_API int remora_cq_fd(const remora_cq* cq, int* fd);
-/**
- * Arms the CQ's fd: *armed true means it is safe to block on the fd; false means completions
- * may already be ready (poll first).
- */
-REMORA_API int remora_cq_arm(remora_cq* cq, bool* armed);
-/** The CQ's kind (enum remora_cq_kind) and its connection's tag. */
-REMORA_API int remora_cq_info(const remora_cq* cq, int* kind, uint64_t* tag);
-
-/** Shared CQ configuration (remora::shared_cq_config). */
-struct remora_shared_cq_cfg {
-    size_t size;          /**< sizeof(struct remora_shared_cq_cfg) */
-    uint32_t entries;     /**< 0: 1024; clamped to the provider's CQ size */
-    bool progress_thread; /**< read by the domain's progress thread */
-    uint64_t tag;         /**< reported for a peer's write with immediate data */
-};
-
-/**
- * A CQ shared by several connections (remora_conn_cfg.shared_cq / shared_rcq). Attaching a
- * connection whose queue entries would overflow it fails with REMORA_E_TOO_LARGE.
- */
-REMORA_API int remora_shared_cq_new(remora_domain* dom, const struct remora_shared_cq_cfg* cfg,
-                                    remora_shared_cq** scq);
-/** Frees this handle; the CQ lives on while attached connections use it. NULL: nothing. */
-REMORA_API void remora_shared_cq_delete(remora_shared_cq* scq);
-/** The shared CQ's queue (borrowed, lives as long as the handle): poll, wait, fd, arm. */
-REMORA_API int remora_shared_cq_queue(const remora_shared_cq* scq, remora_cq** cq);
-
-/** What a channel wait reports (remora::channel_event). */
-struct remora_channel_event {
-    remora_cq* cq; /**< the CQ that fired: poll it */
-    int kind;      /**< enum remora_cq_kind */
-    uint64_t tag;  /**< its connection's tag */
-    size_t ready;  /**< completions ready on it; 0 is a no_completion wake-up */
-};
-
-/** A completion channel that connections with channel_shared may share. */
-REMORA_API int remora_channel_new(remora_channel** ch);
-/** Frees this handle (the channel lives while attached connections do). NULL: nothing. */
-REMORA_API void remora_channel_delete(remora_channel* ch);
-/** The channel's fd for the caller's epoll. */
-REMORA_API int remora_channel_fd(const remora_channel* ch, int* fd);
-/**
- * Blocks until an attached CQ fires and says which (REMORA_E_TIMED_OUT after the timeout).
- * Threading: one waiter at a time.
- */
-REMORA_API int remora_channel_wait(remora_channel* ch, int timeout_ms,
-                                   struct remora_channel_event* ev);
-
-/** @} */
+/* Completion queues, shared CQs and channels. */
+#include <remora/remora_cq.h>
+struct remora_completion;    /* remora_cq.h (declared here too: it may be included first) */
+struct remora_channel_event; /* remora_cq.h */
 
 /** @name Connections (remora/connection.hpp, listener.hpp) */
 /** @{ */
+
+struct remora_persist_cfg; /* remora_persist.h */
 
 /** Connection configuration (remora::connection_config). 0 / NULL fields take the defaults. */
 struct remora_conn_cfg {
@@ -425,26 +273,26 @@ struct remora_conn_cfg {
     uint32_t connect_timeout_ms;    /**< 0: 5000 */
     bool progress_thread;           /**< the domain's progress thread drives this connection */
     uint64_t tag;                   /**< reported in completions and channel events */
-    /** Target-service requests in flight (GPSPM flushes, service atomics); set on both sides,
-     *  the target's at least the client's. Such a connection carries only the service's
-     *  messages: remora_send and remora_recv are refused (REMORA_E_BAD_STATE). */
-    uint32_t service_depth;
-    remora_shared_cq* shared_cq;  /**< complete on this shared CQ instead of one's own */
-    remora_shared_cq* shared_rcq; /**< receives on this shared CQ (implies rcq) */
-    uint32_t signal_every;        /**< selective signalling; 0: 1 (every operation) */
+    remora_shared_cq* shared_cq;    /**< complete on this shared CQ instead of one's own */
+    remora_shared_cq* shared_rcq;   /**< receives on this shared CQ (implies rcq) */
+    uint32_t signal_every;          /**< selective signalling; 0: 1 (every operation) */
     /** A budget shared with other connections: every operation also takes {sq 1, cq 1} (a
      *  receive {recv 1, cq 1}) from this pool at post and gives them back when its completion
      *  is read. Exhaustion follows the pool's policy: REMORA_E_WOULD_BLOCK under back-pressure
      *  (or a parked post, see remora_op_opts), REMORA_E_BAD_STATE under forbid. Refused with
      *  signal_every > 1. The connection holds the pool: delete the handle whenever. */
     remora_slot_pool* slots;
-    /** Bounce buffers for remora_write_copy and remora_send_copy (may be shared). */
+    /** Bounce buffers for remora_write_copy and remora_send_copy (remora_pools.h; may be
+     *  shared). The connection holds the pool: delete the handle whenever. */
     remora_buffer_pool* bounce;
     /** Take incoming messages from this shared receive queue (remora_srq_new) instead of
      *  receives of the connection's own: remora_recv is refused (REMORA_E_BAD_STATE). With rcq,
      *  they complete on the connection's own receive CQ, else on the queue's. Refused
-     *  (REMORA_E_INVALID) with service_depth, channel_shared or progress_thread. */
+     *  (REMORA_E_INVALID) with a service depth (persist), channel_shared or progress_thread. */
     remora_srq* srq;
+    /** The persistence layer's setup (remora_persist.h: GPSPM flushes, service atomics);
+     *  NULL: none. Read during the call that takes this configuration. */
+    const struct remora_persist_cfg* persist;
 };
 
 /** Connection events (remora::conn_event). */
@@ -539,7 +387,7 @@ REMORA_API int remora_conn_in_flight(const remora_conn* conn, size_t* n);
 
 /** @} */
 
-/** @name Operations (remora/connection.hpp) */
+/** @name Operations (remora/connection.hpp; atomics and flush: remora_persist.h) */
 /** @{ */
 
 /** Operation flags (remora::completion_mode); 0: a completion on success and on error. */
@@ -569,45 +417,6 @@ REMORA_API int remora_write_imm(remora_conn* conn, const remora_remote* dst, uin
 REMORA_API int remora_read(remora_conn* conn, const remora_mr* dst, size_t dst_offset,
                            const remora_remote* src, uint64_t src_offset, size_t len,
                            unsigned flags, void* context);
-/**
- * Atomics on an 8-byte aligned word (REMORA_USAGE_ATOMIC): native, or through the target
- * service with service_depth, else REMORA_E_NOT_SUPPORTED. compare_swap and fetch_add write the
- * word's previous value into 8 bytes of `result` at result_offset (REMORA_USAGE_READ_DST).
- */
-REMORA_API int remora_atomic_write(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                   uint64_t value, unsigned flags, void* context);
-/** Compare-and-swap: the word becomes `desired` if it was `expected`. */
-REMORA_API int remora_compare_swap(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                   uint64_t expected, uint64_t desired, const remora_mr* result,
-                                   size_t result_offset, unsigned flags, void* context);
-/** Fetch-and-add. */
-REMORA_API int remora_fetch_add(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                uint64_t addend, const remora_mr* result, size_t result_offset,
-                                unsigned flags, void* context);
-
-/** What a flush guarantees (remora::flush_type). */
-enum remora_flush_type {
-    REMORA_FLUSH_STRONGEST = 0,   /**< persistence for a persistent region, else visibility */
-    REMORA_FLUSH_VISIBILITY = 1,  /**< the target's memory holds the bytes */
-    REMORA_FLUSH_PERSISTENCE = 2, /**< ... and they are durable */
-};
-/** How a flush reaches its guarantee (remora::flush_method). */
-enum remora_flush_method {
-    REMORA_FLUSH_AUTO = 0,             /**< the cheapest the descriptor offers */
-    REMORA_FLUSH_READ_AFTER_WRITE = 1, /**< an 8-byte read after the writes */
-    REMORA_FLUSH_GPSPM = 2,            /**< a request the target's service answers */
-};
-/**
- * Completes (REMORA_OP_FLUSH) once the connection's earlier writes to [offset, offset + len)
- * are visible or durable. The descriptor must grant REMORA_USAGE_FLUSH; persistence needs a
- * persistent region (REMORA_E_NOT_SUPPORTED names what is missing). GPSPM needs service_depth;
- * its reply completes on the RCQ when there is one.
- */
-REMORA_API int remora_flush(remora_conn* conn, const remora_remote* dst, uint64_t offset,
-                            uint64_t len, int type, int method, unsigned flags, void* context);
-/** The method remora_flush would use (enum remora_flush_method), or why none can. */
-REMORA_API int remora_flush_method_for(const remora_conn* conn, const remora_remote* dst, int type,
-                                       int method, int* chosen);
 /** Sends [offset, offset + len) of src. */
 REMORA_API int remora_send(remora_conn* conn, const remora_mr* src, size_t offset, size_t len,
                            unsigned flags, void* context);
@@ -620,107 +429,8 @@ REMORA_API int remora_recv(remora_conn* conn, const remora_mr* dst, size_t offse
 
 /** @} */
 
-/** @name Slot pools (remora/slot_pool.hpp) */
-/** @{ */
-
-/** Counts of each queue resource (remora::units). */
-struct remora_units {
-    uint32_t sq;           /**< send-queue entries */
-    uint32_t cq;           /**< completion-queue entries */
-    uint32_t recv;         /**< posted receives */
-    uint32_t registration; /**< memory registrations (the caller's own demands) */
-    uint32_t buffer;       /**< bounce buffers (the caller's own demands) */
-};
-
-/** What a pool does when a demand does not fit now (remora::exhaustion). */
-enum remora_exhaustion {
-    REMORA_BACKPRESSURE = 0, /**< REMORA_E_WOULD_BLOCK, or park (remora_slot_pool_acquire) */
-    REMORA_FORBID = 1, /**< sized so it cannot happen: REMORA_E_BAD_STATE names the sizing bug */
-};
-
-/** Slot pool configuration (remora::slot_pool_config). */
-struct remora_slot_pool_cfg {
-    size_t size;                  /**< sizeof(struct remora_slot_pool_cfg) */
-    struct remora_units capacity; /**< at least one unit */
-    int policy;                   /**< enum remora_exhaustion; default back-pressure */
-    size_t max_waiters;           /**< parked requests at most; 0: 1024 */
-};
-
-/** Timeout value that waits without a deadline (remora_slot_pool_acquire, remora_op_opts). */
+/** Timeout value that waits without a deadline (remora_op_opts, remora_slot_pool_acquire). */
 #define REMORA_NO_DEADLINE 0x7fffffff
-
-/**
- * Creates a pool (REMORA_E_INVALID for an empty capacity or an unknown policy; cfg is
- * required). Give it to connections through remora_conn_cfg.slots, or take units from it
- * yourself. Threading: every pool call may run concurrently; a lease is one thread's at a time.
- */
-REMORA_API int remora_slot_pool_new(const struct remora_slot_pool_cfg* cfg,
-                                    remora_slot_pool** pool);
-/**
- * Frees this handle. The pool lives on while leases or connections hold it; parked requests
- * then still complete (cancel them first with remora_slot_pool_cancel_all). NULL: nothing.
- */
-REMORA_API void remora_slot_pool_delete(remora_slot_pool* pool);
-/**
- * All of `need` now, or nothing: REMORA_E_WOULD_BLOCK (back-pressure, also while requests are
- * parked: they go first), REMORA_E_BAD_STATE (forbid: the message names demand and capacity),
- * REMORA_E_TOO_LARGE (more than the capacity), REMORA_E_INVALID (empty demand).
- */
-REMORA_API int remora_slot_pool_try_acquire(remora_slot_pool* pool, const struct remora_units* need,
-                                            remora_lease** lease);
-/**
- * What a parked acquisition reports, exactly once: status 0 with the lease (the callee owns it:
- * remora_lease_release), or REMORA_E_TIMED_OUT / REMORA_E_CANCELED with lease NULL. Runs on the
- * thread that gave units back, the pool's timer thread, or remora_slot_pool_cancel_all's; it
- * must not block, and may call into the pool.
- */
-typedef void (*remora_acquire_cb)(void* ctx, int status, remora_lease* lease);
-/**
- * Back-pressure: like try_acquire, but a demand that does not fit now parks in FIFO order until
- * units come back, for up to timeout_ms (REMORA_NO_DEADLINE: no deadline). On success `done`
- * runs exactly once: *parked false means it already ran on this thread, true that it runs later.
- * Refused (`done` never runs) with REMORA_E_TOO_LARGE, REMORA_E_WOULD_BLOCK (max_waiters are
- * parked), REMORA_E_BAD_STATE (forbid never parks), REMORA_E_INVALID (empty demand, NULL done,
- * negative timeout).
- */
-REMORA_API int remora_slot_pool_acquire(remora_slot_pool* pool, const struct remora_units* need,
-                                        int timeout_ms, remora_acquire_cb done, void* ctx,
-                                        bool* parked);
-/** Ends every parked request with REMORA_E_CANCELED (their callbacks run here); *n how many. */
-REMORA_API int remora_slot_pool_cancel_all(remora_slot_pool* pool, size_t* n);
-/** Units free now and requests parked now (either out-parameter may be NULL). */
-REMORA_API int remora_slot_pool_available(const remora_slot_pool* pool, struct remora_units* free,
-                                          size_t* waiting);
-/** The units a lease holds. */
-REMORA_API int remora_lease_units(const remora_lease* lease, struct remora_units* held);
-/**
- * Gives the lease's units back and frees the handle (NULL: nothing). Parked requests the units
- * satisfy run their callbacks on this thread before it returns.
- */
-REMORA_API void remora_lease_release(remora_lease* lease);
-
-/** @} */
-
-/** @name Bounce buffers (remora/buffer_pool.hpp) */
-/** @{ */
-
-/** Buffer pool configuration (remora::buffer_pool_config). */
-struct remora_buffer_pool_cfg {
-    size_t size;        /**< sizeof(struct remora_buffer_pool_cfg) */
-    size_t buffers;     /**< 0: 64 */
-    size_t buffer_size; /**< bytes each; 0: 4096 */
-    unsigned usage;     /**< enum remora_usage; 0: WRITE_SRC | SEND */
-};
-/** Registers `buffers` x `buffer_size` bytes on dom for remora_conn_cfg.bounce. */
-REMORA_API int remora_buffer_pool_new(remora_domain* dom, const struct remora_buffer_pool_cfg* cfg,
-                                      remora_buffer_pool** pool);
-/** Frees this handle (connections using the pool keep it). NULL: nothing. */
-REMORA_API void remora_buffer_pool_delete(remora_buffer_pool* pool);
-/** Buffers free now, of `capacity`, each `buffer_size` bytes (out-parameters may be NULL). */
-REMORA_API int remora_buffer_pool_info(const remora_buffer_pool* pool, size_t* available,
-                                       size_t* capacity, size_t* buffer_size);
-
-/** @} */
 
 /** @name Operations with options: parked posts, callbacks (remora/connection.hpp op_options) */
 /** @{ */
@@ -794,16 +504,6 @@ struct remora_segment {
 REMORA_API int remora_gather_write(remora_conn* conn, const struct remora_segment* dst, size_t n,
                                    const remora_mr* src, size_t src_offset,
                                    const struct remora_op_opts* opts);
-/**
- * Copies [data, data + len) into a bounce buffer of remora_conn_cfg.bounce and writes it from
- * there: `data` is free when the call returns. REMORA_E_WOULD_BLOCK when the pool or the queue is
- * exhausted, TOO_LARGE past the pool's buffer_size, BAD_STATE without a pool.
- */
-REMORA_API int remora_write_copy(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                 const void* data, size_t len, const struct remora_op_opts* opts);
-/** remora_write_copy's send. */
-REMORA_API int remora_send_copy(remora_conn* conn, const void* data, size_t len,
-                                const struct remora_op_opts* opts);
 /** @} */
 
 /** @name Asynchronous setup (connection.hpp connect_async, listener.hpp accept_async) */
@@ -879,5 +579,9 @@ REMORA_API int remora_conn_parked(const remora_conn* conn, size_t* n);
 #ifdef __cplusplus
 }
 #endif
+
+/* The persistence layer's and the pools' functions over these handles. */
+#include <remora/remora_persist.h>
+#include <remora/remora_pools.h>
 
 #endif /* REMORA_REMORA_H */

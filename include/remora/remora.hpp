@@ -13,6 +13,7 @@
 #include <remora/listener.hpp>
 #include <remora/memory_region.hpp>
 #include <remora/op_options.hpp>
+#include <remora/persistence.hpp>
 #include <remora/persistent_region.hpp>
 #include <remora/receive_pool.hpp>
 #include <remora/registration_cache.hpp>

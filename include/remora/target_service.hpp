@@ -56,7 +56,7 @@ class target_service {
     /// The same for plain registered memory: service atomics and visibility flushes only.
     result<remote_region> expose(const memory_region& region);
 
-    /// Answers `conn`'s service messages from now on: posts conn.config().service_depth
+    /// Answers `conn`'s service messages from now on: posts its service_depth (persistence.hpp)
     /// receives. errc::invalid_argument without a service depth; errc::bad_state when the
     /// connection already serves or calls a service.
     result<void> serve(connection& conn);

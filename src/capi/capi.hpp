@@ -140,6 +140,16 @@ int load_cfg(const char* fn, const char* type, const T* in, T& out) noexcept {
 
 // Operation flags to op_options: unknown bits or both modes together are REMORA_E_INVALID.
 int op_options_of(const char* fn, unsigned flags, void* context, op_options& out) noexcept;
+// A C persistence configuration as the C++ one (persistence.cpp; 0 fields keep the defaults).
+int persistence_config_of(const char* fn, const remora_persist_cfg* cfg, persistence_config& out);
+
+// The connection operations' common start: `conn` given, `flags` and `context` as op_options.
+#define REMORA_CAPI_OP_PROLOGUE(fn)                         \
+    REMORA_CAPI_NOT_NULL(fn, conn);                         \
+    remora::op_options opts;                                \
+    if (int rc = op_options_of(fn, flags, context, opts)) { \
+        return rc;                                          \
+    }
 
 // Hands the value of `r` to the caller as a new handle `*out` (an H holding it) and returns 0;
 // an error in `r` is reported through fail() and leaves `*out` untouched.

@@ -38,7 +38,6 @@ int conn_config_of(const char* fn, const remora_conn_cfg* cfg, remora::connectio
     }
     out.progress_thread = c.progress_thread;
     out.tag = c.tag;
-    out.service_depth = c.service_depth;
     if (c.shared_cq != nullptr) {
         out.shared_cq = c.shared_cq->q;
     }
@@ -52,10 +51,17 @@ int conn_config_of(const char* fn, const remora_conn_cfg* cfg, remora::connectio
         out.slots = c.slots->p;
     }
     if (c.bounce != nullptr) {
-        out.bounce = c.bounce->b;
+        out.addons.emplace_back(c.bounce->b);
     }
     if (c.srq != nullptr) {
         out.srq = c.srq->q;
+    }
+    if (c.persist != nullptr) {
+        remora::persistence_config p;
+        if (int rc = persistence_config_of(fn, c.persist, p)) {
+            return rc;
+        }
+        out.addons.emplace_back(p);
     }
     return 0;
 }
@@ -324,13 +330,6 @@ REMORA_API int remora_conn_in_flight(const remora_conn* conn, size_t* n) {
 
 // ---- operations
 
-#define REMORA_CAPI_OP_PROLOGUE(fn)                         \
-    REMORA_CAPI_NOT_NULL(fn, conn);                         \
-    remora::op_options opts;                                \
-    if (int rc = op_options_of(fn, flags, context, opts)) { \
-        return rc;                                          \
-    }
-
 REMORA_API int remora_write(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
                             const remora_mr* src, size_t src_offset, size_t len, unsigned flags,
                             void* context) {
@@ -365,118 +364,6 @@ REMORA_API int remora_read(remora_conn* conn, const remora_mr* dst, size_t dst_o
         REMORA_CAPI_NOT_NULL(fn, dst);
         REMORA_CAPI_NOT_NULL(fn, src);
         return done(fn, conn->c.read(*mr_of(dst), dst_offset, src->r, src_offset, len, opts));
-    });
-}
-
-REMORA_API int remora_atomic_write(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                   uint64_t value, unsigned flags, void* context) {
-    static constexpr const char* fn = "remora_atomic_write";
-    return guarded(fn, [&] {
-        REMORA_CAPI_OP_PROLOGUE(fn);
-        REMORA_CAPI_NOT_NULL(fn, dst);
-        return done(fn, conn->c.atomic_write(dst->r, dst_offset, value, opts));
-    });
-}
-
-REMORA_API int remora_compare_swap(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                   uint64_t expected, uint64_t desired, const remora_mr* result,
-                                   size_t result_offset, unsigned flags, void* context) {
-    static constexpr const char* fn = "remora_compare_swap";
-    return guarded(fn, [&] {
-        REMORA_CAPI_OP_PROLOGUE(fn);
-        REMORA_CAPI_NOT_NULL(fn, dst);
-        REMORA_CAPI_NOT_NULL(fn, result);
-        return done(fn, conn->c.compare_swap(dst->r, dst_offset, expected, desired, *mr_of(result),
-                                             result_offset, opts));
-    });
-}
-
-REMORA_API int remora_fetch_add(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                uint64_t addend, const remora_mr* result, size_t result_offset,
-                                unsigned flags, void* context) {
-    static constexpr const char* fn = "remora_fetch_add";
-    return guarded(fn, [&] {
-        REMORA_CAPI_OP_PROLOGUE(fn);
-        REMORA_CAPI_NOT_NULL(fn, dst);
-        REMORA_CAPI_NOT_NULL(fn, result);
-        return done(
-            fn, conn->c.fetch_add(dst->r, dst_offset, addend, *mr_of(result), result_offset, opts));
-    });
-}
-
-}  // extern "C"
-
-namespace {
-
-int flush_options_of(const char* fn, int type, int method, remora::flush_options& out) {
-    switch (type) {
-        case REMORA_FLUSH_STRONGEST:
-            out.type = remora::flush_type::strongest;
-            break;
-        case REMORA_FLUSH_VISIBILITY:
-            out.type = remora::flush_type::visibility;
-            break;
-        case REMORA_FLUSH_PERSISTENCE:
-            out.type = remora::flush_type::persistence;
-            break;
-        default:
-            return fail(REMORA_E_INVALID, fn,
-                        "flush type " + std::to_string(type) + " is not a REMORA_FLUSH_* type");
-    }
-    switch (method) {
-        case REMORA_FLUSH_AUTO:
-            out.method = remora::flush_method::automatic;
-            break;
-        case REMORA_FLUSH_READ_AFTER_WRITE:
-            out.method = remora::flush_method::read_after_write;
-            break;
-        case REMORA_FLUSH_GPSPM:
-            out.method = remora::flush_method::gpspm;
-            break;
-        default:
-            return fail(
-                REMORA_E_INVALID, fn,
-                "flush method " + std::to_string(method) + " is not a REMORA_FLUSH_* method");
-    }
-    return 0;
-}
-
-}  // namespace
-
-extern "C" {
-
-REMORA_API int remora_flush(remora_conn* conn, const remora_remote* dst, uint64_t offset,
-                            uint64_t len, int type, int method, unsigned flags, void* context) {
-    static constexpr const char* fn = "remora_flush";
-    return guarded(fn, [&] {
-        REMORA_CAPI_OP_PROLOGUE(fn);
-        REMORA_CAPI_NOT_NULL(fn, dst);
-        remora::flush_options how;
-        if (int rc = flush_options_of(fn, type, method, how)) {
-            return rc;
-        }
-        return done(fn, conn->c.flush(dst->r, offset, len, how, opts));
-    });
-}
-
-REMORA_API int remora_flush_method_for(const remora_conn* conn, const remora_remote* dst, int type,
-                                       int method, int* chosen) {
-    static constexpr const char* fn = "remora_flush_method_for";
-    return guarded(fn, [&] {
-        REMORA_CAPI_NOT_NULL(fn, conn);
-        REMORA_CAPI_NOT_NULL(fn, dst);
-        REMORA_CAPI_NOT_NULL(fn, chosen);
-        remora::flush_options how;
-        if (int rc = flush_options_of(fn, type, method, how)) {
-            return rc;
-        }
-        auto m = conn->c.flush_method_for(dst->r, how);
-        if (!m) {
-            return fail(m.error(), fn);
-        }
-        *chosen =
-            *m == remora::flush_method::gpspm ? REMORA_FLUSH_GPSPM : REMORA_FLUSH_READ_AFTER_WRITE;
-        return 0;
     });
 }
 

@@ -450,7 +450,7 @@ REMORA_API int remora_write_copy(remora_conn* conn, const remora_remote* dst, ui
         REMORA_CAPI_NOT_NULL(fn, dst);
         REMORA_CAPI_NOT_NULL(fn, data);
         REMORA_CAPI_EX_PROLOGUE(fn);
-        return done(fn, conn->c.write_copy(dst->r, dst_offset, bytes(data, len), o), o);
+        return done(fn, remora::write_copy(conn->c, dst->r, dst_offset, bytes(data, len), o), o);
     });
 }
 
@@ -460,7 +460,7 @@ REMORA_API int remora_send_copy(remora_conn* conn, const void* data, size_t len,
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, data);
         REMORA_CAPI_EX_PROLOGUE(fn);
-        return done(fn, conn->c.send_copy(bytes(data, len), o), o);
+        return done(fn, remora::send_copy(conn->c, bytes(data, len), o), o);
     });
 }
 

@@ -56,6 +56,7 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
         return fail(eff.error());
     }
     config = *eff;
+    internal_sends = addon_sends(config);
 
     int ret = 0;
     if (rdm) {
@@ -97,8 +98,8 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
         const std::string what =
             kind == cq_kind::cq
                 ? "connection_config::shared_cq: send queue " + n2s(config.sq_size) +
-                      (config.service_depth != 0 ? " + service depth " + n2s(config.service_depth)
-                                                 : std::string()) +
+                      (internal_sends != 0 ? " + internal sends " + n2s(internal_sends)
+                                           : std::string()) +
                       (config.rcq ? "" : " + receive queue " + n2s(config.rq_size))
                 : "connection_config::shared_rcq: receive queue " + n2s(config.rq_size);
         if (auto r = shared.impl()->attach_connection(this, need, what); !r) {
@@ -175,10 +176,10 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
             }
         }
     }
-    ops.reset(config.sq_size, config.service_depth, config.rq_size);
+    ops.reset(config.sq_size, internal_sends, config.rq_size);
 
     info_ptr ep_info = endpoint_info(info, dom->info.get(),
-                                     {.tx = config.sq_size + config.service_depth,
+                                     {.tx = config.sq_size + internal_sends,
                                       .rx = config.rq_size,
                                       .max_sge = config.max_sge,
                                       .shared_rx = srq != nullptr});
@@ -399,7 +400,7 @@ std::uint32_t cq_entries(const connection_config& c, cq_kind kind) noexcept {
     if (kind == cq_kind::rcq) {
         return rcq ? c.rq_size : 0;
     }
-    return c.sq_size + c.service_depth + (rcq ? 0 : c.rq_size);
+    return c.sq_size + detail::addon_sends(c) + (rcq ? 0 : c.rq_size);
 }
 
 // ---------------------------------------------------------------- public API: lifecycle
@@ -469,7 +470,7 @@ const connection_config& connection::config() const noexcept {
     return impl_->config;
 }
 std::size_t connection::in_flight() const noexcept {
-    if (impl_->config.service_depth != 0) {
+    if (impl_->internal_sends != 0) {
         // The receives are the extension's own, always posted; count its requests instead.
         return impl_->ops.in_use(detail::queue::send) + impl_->extensions_busy() +
                impl_->ops.undelivered.load(std::memory_order_relaxed);

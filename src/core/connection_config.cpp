@@ -17,21 +17,45 @@ std::string n2s(std::size_t v) {
 
 }  // namespace
 
+std::uint32_t addon_sends(const connection_config& c) noexcept {
+    for (const auto& a : c.addons) {
+        if (a != nullptr && a->internal_sends() != 0) {
+            return a->internal_sends();  // effective_config refuses a second one
+        }
+    }
+    return 0;
+}
+
 // Validates and completes a connection_config against the provider's limits.
 result<connection_config> effective_config(const connection_config& in, const provider_caps& caps) {
     connection_config c = in;
+    std::size_t asking = 0;
+    for (const auto& a : c.addons) {
+        if (a == nullptr) {
+            return fail(errc::invalid_argument, "connection_config: an addon is null");
+        }
+        if (auto r = a->check(); !r) {
+            return fail(r.error());
+        }
+        asking += a->internal_sends() != 0 ? 1 : 0;
+    }
+    if (asking > 1) {
+        return fail(errc::invalid_argument,
+                    "connection_config: more than one addon asks for internal sends");
+    }
+    const std::uint32_t internal = addon_sends(c);
     if (c.sq_size == 0 || c.rq_size == 0) {
         return fail(errc::invalid_argument, "connection_config: sq_size and rq_size must be > 0");
     }
     // Depths beyond what the provider grants are clamped (config() reports the effective
     // values); the per-operation factor (max_sge) never is: it is refused below.
-    if (c.sq_size + c.service_depth > caps.tx_size) {
-        if (c.service_depth >= caps.tx_size) {
+    if (c.sq_size + internal > caps.tx_size) {
+        if (internal >= caps.tx_size) {
             return fail(errc::too_large,
-                        "connection_config: service_depth " + n2s(c.service_depth) +
+                        "connection_config: an addon's internal sends " + n2s(internal) +
                             " leaves no room in the provider's send queue of " + n2s(caps.tx_size));
         }
-        c.sq_size = static_cast<std::uint32_t>(caps.tx_size) - c.service_depth;
+        c.sq_size = static_cast<std::uint32_t>(caps.tx_size) - internal;
     }
     c.rq_size = std::min<std::uint32_t>(c.rq_size, static_cast<std::uint32_t>(caps.rx_size));
     // And to the most records a queue of the connection's op_pool holds.
@@ -44,26 +68,26 @@ result<connection_config> effective_config(const connection_config& in, const pr
                                          " (the provider's iov limit, at most " +
                                          n2s(max_segments) + ")");
     }
-    if (c.service_depth > detail::op_pool::max_queue) {
-        return fail(errc::too_large, "connection_config: service_depth " + n2s(c.service_depth) +
-                                         " exceeds remora's " + n2s(detail::op_pool::max_queue) +
-                                         " records a queue");
+    if (internal > detail::op_pool::max_queue) {
+        return fail(errc::too_large, "connection_config: an addon's internal sends " +
+                                         n2s(internal) + " exceeds remora's " +
+                                         n2s(detail::op_pool::max_queue) + " records a queue");
     }
-    if (c.service_depth != 0) {
-        // The service's messages are the connection's only receives, and its sends get entries
+    if (internal != 0) {
+        // The addon's messages are the connection's only receives, and its sends get entries
         // of their own beside the application's.
-        c.rq_size = c.service_depth;
+        c.rq_size = internal;
         if (c.rq_size > caps.rx_size) {
             return fail(errc::too_large,
-                        "connection_config: service_depth " + n2s(c.service_depth) +
+                        "connection_config: an addon's internal sends " + n2s(internal) +
                             " exceeds the provider's receive queue of " + n2s(caps.rx_size));
         }
     }
     if (c.srq) {
-        if (c.service_depth != 0) {
+        if (internal != 0) {
             return fail(errc::invalid_argument,
-                        "connection_config: srq cannot be combined with service_depth (the "
-                        "target service needs receives of its own)");
+                        "connection_config: srq cannot be combined with an addon's internal "
+                        "sends (they need receives of their own)");
         }
         // Its receives complete on the queue's CQ, which is sized for all of them: the
         // connection reserves nothing there and keeps one (unused) receive record.
@@ -102,18 +126,19 @@ result<connection_config> effective_config(const connection_config& in, const pr
                     "cannot be combined with shared_cq or shared_rcq");
     }
     if (!c.shared_cq && c.cq_size == 0 && caps.cq_size != 0 &&
-        c.sq_size + c.service_depth + (c.rcq ? 0 : c.rq_size) > caps.cq_size) {
+        c.sq_size + internal + (c.rcq ? 0 : c.rq_size) > caps.cq_size) {
         // The CQ cannot hold every entry: reduce the application's depths to fit it.
         const auto room = static_cast<std::uint32_t>(caps.cq_size) -
-                          std::min<std::uint32_t>(c.service_depth * (c.rcq ? 1 : 2),
+                          std::min<std::uint32_t>(internal * (c.rcq ? 1 : 2),
                                                   static_cast<std::uint32_t>(caps.cq_size));
         if (room < (c.rcq ? 1u : 2u)) {
             return fail(errc::too_large, "connection_config: the provider's CQ of " +
-                                             n2s(caps.cq_size) + " cannot hold this service_depth");
+                                             n2s(caps.cq_size) +
+                                             " cannot hold these internal sends");
         }
         if (c.rcq) {
             c.sq_size = std::min(c.sq_size, room);
-        } else if (c.service_depth == 0) {
+        } else if (internal == 0) {
             const std::uint32_t total = c.sq_size + c.rq_size;
             c.sq_size = std::max<std::uint32_t>(
                 1, static_cast<std::uint32_t>(std::uint64_t(c.sq_size) * room / total));
@@ -152,9 +177,6 @@ result<connection_config> effective_config(const connection_config& in, const pr
     if (c.shared_channel && c.channel != channel_mode::shared) {
         return fail(errc::invalid_argument,
                     "connection_config: shared_channel given but channel mode is separate");
-    }
-    if (c.service_timeout.count() <= 0) {
-        return fail(errc::invalid_argument, "connection_config: service_timeout must be > 0");
     }
     if (c.connect_timeout.count() <= 0) {
         return fail(errc::invalid_argument, "connection_config: connect_timeout must be > 0");

@@ -40,6 +40,9 @@ struct connection_impl {
     std::shared_ptr<domain_impl> dom;
     domain dom_handle;
     connection_config config;
+    // Send entries of the addon that asked for them (connection_addon::internal_sends,
+    // queue::service); with any, the connection's receives are the addon's too.
+    std::uint32_t internal_sends = 0;
     eq_handle eq;
     int eq_fd = -1;
     std::shared_ptr<cq_impl> cq;   // private, or a shared_completion_queue's
@@ -170,6 +173,13 @@ struct connection_impl {
 // Validates and completes a connection_config against the provider's limits
 // (connection_config.cpp).
 result<connection_config> effective_config(const connection_config& in, const provider_caps& caps);
+// The internal sends the configuration's addons ask for (connection_config.cpp).
+std::uint32_t addon_sends(const connection_config& c) noexcept;
+// Checks an atomic's target word (open connection, range, usage, 8-byte alignment) and, when
+// given, its result destination (atomics.cpp): what every path of an atomic checks first.
+result<void> check_atomic(const connection_impl& c, const char* what, const remote_region& dst,
+                          std::uint64_t dst_offset, const memory_region* result,
+                          std::size_t result_offset);
 
 // Posts a library-internal send or receive of [buf, buf + len) (registered with `desc`) on `c`
 // with an entry from `q`; its completion goes to hook(context, c). A receive posted here does

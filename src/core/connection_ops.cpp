@@ -272,10 +272,10 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
 namespace {
 
 result<void> check_messaging(const connection_impl& c, const char* what) {
-    if (c.config.service_depth != 0) {
+    if (c.internal_sends != 0) {
         return fail(errc::bad_state, std::string(what) +
-                                         ": the connection has a service_depth and carries only "
-                                         "the target service's messages");
+                                         ": the connection has an addon's internal sends (a "
+                                         "service_depth) and carries only the addon's messages");
     }
     return {};
 }
@@ -290,7 +290,7 @@ result<void> post_send(connection_impl& c, std::span<const local_segment> local,
             return r;
         }
     }
-    if (c.config.service_depth != 0) [[unlikely]] {  // check_messaging refuses only then
+    if (c.internal_sends != 0) [[unlikely]] {  // check_messaging refuses only then
         if (auto r = check_messaging(c, what); !r) {
             return r;
         }
@@ -331,8 +331,8 @@ result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t l
     if (auto r = check_open(c, what); !r) {
         return r;
     }
-    auto admitted = reserve_op(c.ops, q, nullptr, units{}, what,
-                               recv ? c.config.rq_size : c.config.service_depth);
+    auto admitted =
+        reserve_op(c.ops, q, nullptr, units{}, what, recv ? c.config.rq_size : c.internal_sends);
     if (!admitted) {
         return fail(admitted.error());
     }
@@ -485,7 +485,7 @@ result<void> post_recv(detail::connection_impl& c, std::span<const local_segment
                     "recv: this connection takes its messages from its shared_receive_queue; "
                     "post receives there");
     }
-    if (c.config.service_depth != 0) [[unlikely]] {  // check_messaging refuses only then
+    if (c.internal_sends != 0) [[unlikely]] {  // check_messaging refuses only then
         if (auto r = detail::check_messaging(c, "recv"); !r) {
             return r;
         }

@@ -17,8 +17,9 @@ namespace remora::detail {
 using clock = std::chrono::steady_clock;
 inline constexpr std::size_t read_batch = 64;  // completions one fi_cq_read takes at most
 
-// Ends `c`'s requests past their deadline (connection_config::service_timeout); true if one had
-// passed. Reads the clock only while a request has a deadline: an idle poller pays one load.
+// Ends `c`'s requests past their deadline (an addon's, e.g. persistence_config::service_timeout);
+// true if one had passed. Reads the clock only while a request has a deadline: an idle poller pays
+// one load.
 bool tick_if_due(connection_impl& c);
 
 // Milliseconds left until `deadline`, at least 0.

@@ -149,9 +149,9 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
             return ready;
         }
         if (conn != nullptr) {
-            // A request's deadline (connection_config::service_timeout) ends the wait's sleep
-            // (below) and is acted on here, before any sleep or fd-less back-off (shm): what it
-            // cancels is read on the next round like any completion.
+            // A request's deadline (an addon's, e.g. persistence_config::service_timeout) ends the
+            // wait's sleep (below) and is acted on here, before any sleep or fd-less back-off
+            // (shm): what it cancels is read on the next round like any completion.
             if (tick_if_due(*conn)) {
                 continue;
             }
@@ -190,7 +190,8 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
             wait_ms = std::min(wait_ms, slice);
         }
         if (conn != nullptr) {
-            // A request's deadline (connection_config::service_timeout) wakes the wait.
+            // A request's deadline (an addon's, e.g. persistence_config::service_timeout) wakes the
+            // wait.
             const auto due = std::chrono::steady_clock::time_point(
                 std::chrono::steady_clock::duration(conn->ext_deadline.load()));
             if (due < deadline) {

@@ -5,7 +5,8 @@
 // keeps its per-connection state in an extension, registered on the connection under a key of
 // its own on first use (connection_impl::extension) and destroyed with the connection, after its
 // endpoint is closed and its destroy hooks ran. What the endpoint layer offers an extension:
-//  - queue entries of its own: a connection with connection_config::service_depth has that many
+//  - queue entries of its own: a connection whose addon (connection_config::addons) asks for
+//    internal sends (connection_addon::internal_sends; persistence's service_depth) has that many
 //    send entries beside the application's (queue::service), and its receives are the
 //    extension's (queue::recv); the application's send and recv are refused there;
 //  - a hook on its internal completions: a send or receive posted with post_internal completes

@@ -143,7 +143,7 @@ result<std::vector<std::byte>> control_exchange(connection& conn,
     if (!message.empty()) {
         std::memcpy(s.out(), message.data(), message.size());
         s.sent.store(false);
-        const queue q = c->config.service_depth != 0 ? queue::service : queue::send;
+        const queue q = c->internal_sends != 0 ? queue::service : queue::send;
         auto r = post_internal(*c, q, s.out(), message.size(), desc, control_sent, &s);
         // A peer that is not progressing yet leaves the provider's path to it unset up
         // (would_block): try again until the deadline.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// connection's atomics and flush: native where the provider has them, else the target service.
-#include <remora/connection.hpp>
+// The persistence layer's atomics and flush: native where the provider has them, else the
+// target service.
+#include <remora/persistence.hpp>
 
 #include <cstring>
 #include <string>
@@ -37,83 +38,32 @@ const char* to_string(atomic_path p) noexcept {
 namespace detail {
 namespace {
 
-// Checks the target word and the result destination of an atomic.
-result<void> check_atomic(const connection_impl& c, const char* what, const remote_region& dst,
-                          std::uint64_t dst_offset, const memory_region* result,
-                          std::size_t result_offset) {
-    if (auto r = check_open(c, what); !r) {
-        return r;
-    }
-    if (auto r = dst.check(dst_offset, 8, usage::atomic_target); !r) {
-        return fail(r.error().code(), std::string(what) + ": " + r.error().message());
-    }
-    if ((dst.address() + dst_offset) % 8 != 0) {
-        return fail(errc::invalid_argument,
-                    std::string(what) + ": target word is not 8-byte aligned");
-    }
-    if (result != nullptr) {
-        const region_impl& r = *result->impl();
-        if (r.dom != c.dom) {
-            return fail(errc::invalid_argument,
-                        std::string(what) + ": result region registered in another domain");
-        }
-        if (result_offset > r.memory.size() || r.memory.size() - result_offset < 8) {
-            return fail(errc::out_of_range, std::string(what) + ": result [" +
-                                                std::to_string(result_offset) +
-                                                ", +8) outside its region");
-        }
-        if (!has_all(r.uses, usage::read_destination)) {
-            return fail(errc::access_denied,
-                        std::string(what) + ": result region lacks usage::read_destination");
-        }
-    }
-    return {};
-}
-
 enum class atomic_kind { write, compare_swap, fetch_add };
 
-result<void> native_atomic(connection_impl& c, atomic_kind kind, const char* what,
-                           const remote_region& dst, std::uint64_t dst_offset, std::uint64_t arg0,
-                           std::uint64_t arg1, const memory_region* result,
-                           std::size_t result_offset, const op_options& opts) {
-    auto rec = reserve_entries(c, opts, op::atomic, false, what);
-    if (!rec) {
-        return fail(rec.error());
-    }
-    op_record* r = *rec;
-    // The operands live in the record: the provider may read them until completion.
-    r->operands[0] = kind == atomic_kind::compare_swap ? arg1 : arg0;  // swap value / operand
-    r->operands[1] = arg0;                                             // compare value
-    fabric_post p{.kind = kind == atomic_kind::write       ? post_kind::atomic_write
-                          : kind == atomic_kind::fetch_add ? post_kind::fetch_add
-                                                           : post_kind::compare_swap,
-                  .remote = {dst.address() + dst_offset, 1, dst.key()},
-                  .operands = r->operands,
-                  .context = r};
-    if (kind != atomic_kind::write) {
-        const region_impl& res = *result->impl();
-        p.result = res.memory.data() + result_offset;
-        p.result_desc = res.desc;
-    }
-    return door(c, p, what);
-}
-
-result<void> atomic(connection_impl& c, atomic_kind kind, const char* what,
-                    const remote_region& dst, std::uint64_t dst_offset, std::uint64_t arg0,
-                    std::uint64_t arg1, const memory_region* result, std::size_t result_offset,
+result<void> atomic(connection& conn, atomic_kind kind, const char* what, const remote_region& dst,
+                    std::uint64_t dst_offset, std::uint64_t arg0, std::uint64_t arg1,
+                    const memory_region* result, std::size_t result_offset,
                     const op_options& opts) {
+    connection_impl& c = *conn.impl();
+    if (c.dom->caps.native_atomics) {
+        switch (kind) {  // the connection's own (its checks included)
+            case atomic_kind::write:
+                return conn.atomic_write(dst, dst_offset, arg0, opts);
+            case atomic_kind::compare_swap:
+                return conn.compare_swap(dst, dst_offset, arg0, arg1, *result, result_offset, opts);
+            case atomic_kind::fetch_add:
+                break;
+        }
+        return conn.fetch_add(dst, dst_offset, arg0, *result, result_offset, opts);
+    }
     if (auto r = check_atomic(c, what, dst, dst_offset, result, result_offset); !r) {
         return r;
     }
-    if (c.dom->caps.native_atomics) {
-        return native_atomic(c, kind, what, dst, dst_offset, arg0, arg1, result, result_offset,
-                             opts);
-    }
-    if (c.config.service_depth == 0) {
+    if (persistence_of(c).service_depth == 0) {
         return fail(errc::not_supported,
                     std::string(what) + ": provider " + c.dom->caps.provider +
-                        " has no native atomics; give the connection a service_depth to use the "
-                        "target's service");
+                        " has no native atomics; give the connection a persistence_config with a "
+                        "service_depth to use the target's service");
     }
     service_request rq;
     rq.op = kind == atomic_kind::write          ? service_op::atomic_write
@@ -130,31 +80,31 @@ result<void> atomic(connection_impl& c, atomic_kind kind, const char* what,
 }  // namespace
 }  // namespace detail
 
-atomic_path connection::atomics() const noexcept {
-    if (impl_->dom->caps.native_atomics) {
+atomic_path atomics(const connection& conn) noexcept {
+    const detail::connection_impl& c = *conn.impl();
+    if (c.dom->caps.native_atomics) {
         return atomic_path::native;
     }
-    return impl_->config.service_depth != 0 ? atomic_path::service : atomic_path::none;
+    return detail::persistence_of(c).service_depth != 0 ? atomic_path::service : atomic_path::none;
 }
 
-result<void> connection::atomic_write(const remote_region& dst, std::uint64_t dst_offset,
-                                      std::uint64_t value, op_options opts) {
-    return detail::atomic(*impl_, detail::atomic_kind::write, "atomic_write", dst, dst_offset,
-                          value, 0, nullptr, 0, opts);
+result<void> atomic_write(connection& conn, const remote_region& dst, std::uint64_t dst_offset,
+                          std::uint64_t value, op_options opts) {
+    return detail::atomic(conn, detail::atomic_kind::write, "atomic_write", dst, dst_offset, value,
+                          0, nullptr, 0, opts);
 }
 
-result<void> connection::compare_swap(const remote_region& dst, std::uint64_t dst_offset,
-                                      std::uint64_t expected, std::uint64_t desired,
-                                      const memory_region& result, std::size_t result_offset,
-                                      op_options opts) {
-    return detail::atomic(*impl_, detail::atomic_kind::compare_swap, "compare_swap", dst,
-                          dst_offset, expected, desired, &result, result_offset, opts);
+result<void> compare_swap(connection& conn, const remote_region& dst, std::uint64_t dst_offset,
+                          std::uint64_t expected, std::uint64_t desired,
+                          const memory_region& result, std::size_t result_offset, op_options opts) {
+    return detail::atomic(conn, detail::atomic_kind::compare_swap, "compare_swap", dst, dst_offset,
+                          expected, desired, &result, result_offset, opts);
 }
 
-result<void> connection::fetch_add(const remote_region& dst, std::uint64_t dst_offset,
-                                   std::uint64_t addend, const memory_region& result,
-                                   std::size_t result_offset, op_options opts) {
-    return detail::atomic(*impl_, detail::atomic_kind::fetch_add, "fetch_add", dst, dst_offset,
+result<void> fetch_add(connection& conn, const remote_region& dst, std::uint64_t dst_offset,
+                       std::uint64_t addend, const memory_region& result, std::size_t result_offset,
+                       op_options opts) {
+    return detail::atomic(conn, detail::atomic_kind::fetch_add, "fetch_add", dst, dst_offset,
                           addend, 0, &result, result_offset, opts);
 }
 
@@ -193,8 +143,8 @@ flush_type type_for(const remote_region& dst, flush_type t) noexcept {
 
 }  // namespace
 
-result<flush_method> connection::flush_method_for(const remote_region& dst,
-                                                  flush_options how) const {
+result<flush_method> flush_method_for(const connection& conn, const remote_region& dst,
+                                      flush_options how) {
     if (how.type != flush_type::visibility && how.type != flush_type::persistence &&
         how.type != flush_type::strongest) {
         return fail(errc::invalid_argument, "flush: unknown flush_type");
@@ -206,7 +156,7 @@ result<flush_method> connection::flush_method_for(const remote_region& dst,
                     "flush: the region is not persistent (volatile memory); flush for "
                     "visibility instead");
     }
-    const bool has_service = impl_->config.service_depth != 0;
+    const bool has_service = detail::persistence_of(*conn.impl()).service_depth != 0;
     const bool raw_ok = !persist || has_all(p, persistence::apm);
     const bool gpspm_ok = has_service && (!persist || has_all(p, persistence::gpspm));
     switch (how.method) {
@@ -220,7 +170,7 @@ result<flush_method> connection::flush_method_for(const remote_region& dst,
             return fail(errc::not_supported,
                         has_all(p, persistence::gpspm)
                             ? "flush: persisting this region needs the target's service (GPSPM): "
-                              "give the connection a service_depth"
+                              "give the connection a persistence_config with a service_depth"
                             : "flush: the target offers no method that persists this region "
                               "(placed writes are not durable and it does not serve GPSPM)");
         case flush_method::read_after_write:
@@ -233,7 +183,8 @@ result<flush_method> connection::flush_method_for(const remote_region& dst,
         case flush_method::gpspm:
             if (!has_service) {
                 return fail(errc::not_supported,
-                            "flush: GPSPM needs a connection with a service_depth");
+                            "flush: GPSPM needs a connection with a persistence_config "
+                            "service_depth");
             }
             if (persist && !has_all(p, persistence::gpspm)) {
                 return fail(errc::not_supported,
@@ -244,16 +195,16 @@ result<flush_method> connection::flush_method_for(const remote_region& dst,
     return fail(errc::invalid_argument, "flush: unknown method");
 }
 
-result<void> connection::flush(const remote_region& dst, std::uint64_t offset, std::uint64_t length,
-                               flush_options how, op_options opts) {
-    auto& c = *impl_;
+result<void> flush(connection& conn, const remote_region& dst, std::uint64_t offset,
+                   std::uint64_t length, flush_options how, op_options opts) {
+    auto& c = *conn.impl();
     if (auto r = detail::check_open(c, "flush"); !r) {
         return r;
     }
     if (auto r = dst.check(offset, length, usage::flush_target); !r) {
         return fail(r.error().code(), "flush: " + r.error().message());
     }
-    auto method = flush_method_for(dst, how);
+    auto method = flush_method_for(conn, dst, how);
     if (!method) {
         return fail(method.error());
     }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// src/persist/publish.cpp — connection::publish: data writes, their flush and the 8-byte atomic
+// src/persist/publish.cpp — remora::publish: data writes, their flush and the 8-byte atomic
 // write that publishes them, reserved together and completing once.
 //
 // Reservation takes everything at once (ops/reservation.hpp): the send-queue records of the writes,
@@ -12,7 +12,7 @@
 //
 // The connection owns each operation's state (a connection extension) until it is done, so a
 // connection destroyed with one in flight frees it (no part of it can complete after that).
-#include <remora/connection.hpp>
+#include <remora/persistence.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -273,7 +273,8 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
     if (path == atomic_path::none) {
         return fail(errc::not_supported,
                     atomic_part + "provider " + c.dom->caps.provider +
-                        " has no native atomics; give the connection a service_depth to use the "
+                        " has no native atomics; give the connection a persistence_config with a "
+                        "service_depth to use the "
                         "target's service");
     }
     const bool native = path == atomic_path::native;
@@ -470,19 +471,19 @@ std::size_t publish_ops_alive() noexcept {
 
 }  // namespace detail
 
-result<void> connection::publish(std::span<const remote_segment> data, const memory_region& src,
-                                 std::size_t src_offset, const remote_region& flag,
-                                 std::uint64_t flag_offset, std::uint64_t value, flush_options how,
-                                 op_options opts) {
+result<void> publish(connection& conn, std::span<const remote_segment> data,
+                     const memory_region& src, std::size_t src_offset, const remote_region& flag,
+                     std::uint64_t flag_offset, std::uint64_t value, flush_options how,
+                     op_options opts) {
     using namespace detail;
-    auto& c = *impl_;
+    auto& c = *conn.impl();
     // The flush's method and the atomic's path depend only on the configuration and the
     // descriptor (an empty or bad one: publish_now reports the segment's own error first).
     result<flush_method> method =
         !data.empty() && data[0].region != nullptr
-            ? flush_method_for(*data[0].region, how)
+            ? flush_method_for(conn, *data[0].region, how)
             : result<flush_method>(fail(errc::invalid_argument, "publish: no remote segment"));
-    const atomic_path path = atomics();
+    const atomic_path path = atomics(conn);
     if (opts.park == park_mode::queue) {
         struct owned_parts {
             std::vector<remote_segment> segs;

@@ -16,6 +16,7 @@
 #include <remora/completion_queue.hpp>
 #include <remora/connection.hpp>
 #include <remora/memory_region.hpp>
+#include <remora/persistence.hpp>
 
 #include "core/extension.hpp"
 #include "ops/op_pool.hpp"  // hook_fn
@@ -24,6 +25,10 @@
 namespace remora::detail {
 
 struct connection_impl;
+
+// The persistence_config `c` was set up with (its entry of connection_config::addons), or the
+// default (no service) when it has none (config.cpp).
+const persistence_config& persistence_of(const connection_impl& c) noexcept;
 
 // The regions a target service exposes, looked up by key.
 struct service_core {

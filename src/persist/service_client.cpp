@@ -278,7 +278,7 @@ result<void> send_slot(connection_impl& c, service_conn& s, std::uint32_t i, ser
         service_conn::slot& sl = s.slots[i];
         sl.reserved = false;
         sl.sequence = s.next_sequence++;
-        sl.deadline = std::chrono::steady_clock::now() + c.config.service_timeout;
+        sl.deadline = std::chrono::steady_clock::now() + persistence_of(c).service_timeout;
         sl.expired = false;
         c.expect_deadline(sl.deadline);
         sl.posted = false;

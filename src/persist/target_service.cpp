@@ -97,10 +97,10 @@ service_reply service_core::execute(const service_request& rq,
 }
 
 result<std::unique_ptr<service_conn>> make_service_conn(connection_impl& c, bool target) {
-    const std::uint32_t depth = c.config.service_depth;
+    const std::uint32_t depth = persistence_of(c).service_depth;
     if (depth == 0) {
         return fail(errc::not_supported,
-                    "the connection has no service_depth: set connection_config::service_depth "
+                    "the connection has no service_depth: set persistence_config::service_depth "
                     "on both sides to use the target's service");
     }
     auto s = std::make_unique<service_conn>();
@@ -316,9 +316,9 @@ result<void> target_service::serve_impl(connection& conn,
                                          ? "target_service: the connection is already served"
                                          : "target_service: the connection calls a service");
     }
-    if (c.config.service_depth == 0) {
+    if (detail::persistence_of(c).service_depth == 0) {
         return fail(errc::invalid_argument,
-                    "target_service: accept the connection with connection_config::service_depth");
+                    "target_service: accept the connection with persistence_config::service_depth");
     }
     auto s = detail::make_service_conn(c, true);
     if (!s) {

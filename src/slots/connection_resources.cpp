@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// What the slots layer lends a connection's operations: bounce buffers (connection::write_copy,
-// send_copy), held by the operation record as a type-erased op_holding (ops/holding.hpp), so the
-// endpoint layer does not name them. (Units of connection_config::slots reach the endpoint
-// through the base layer's `budget` interface, which slot_pool implements: no call from the
-// endpoint layer up into this one remains.)
+// What the slots layer lends a connection's operations: bounce buffers (write_copy, send_copy)
+// and registrations (gather_write through a registration_cache), held by the operation record as a
+// type-erased op_holding (ops/holding.hpp), so the endpoint layer does not name them. (Units of
+// connection_config::slots reach the endpoint through the base layer's `budget` interface, which
+// slot_pool implements: no call from the endpoint layer up into this one remains.)
 #include <remora/buffer_pool.hpp>
 #include <remora/connection.hpp>
 #include <remora/registration_cache.hpp>
@@ -18,15 +18,29 @@
 namespace remora {
 namespace {
 
+// A buffer_pool as a connection addon: the bounce buffers of its write_copy and send_copy.
+class bounce_addon final : public connection_addon {
+  public:
+    explicit bounce_addon(buffer_pool p) : pool(std::move(p)) {}
+    buffer_pool pool;
+};
+
 // Takes a bounce buffer from the connection's pool and copies `data` into it: the operation's
 // slot then holds it until completion.
-result<pooled_buffer> bounce_copy(detail::connection_impl& c, std::span<const std::byte> data,
+result<pooled_buffer> bounce_copy(const detail::connection_impl& c, std::span<const std::byte> data,
                                   const char* what) {
-    if (!c.config.bounce) {
-        return fail(errc::bad_state,
-                    std::string(what) + ": the connection has no connection_config::bounce pool");
+    const bounce_addon* found = nullptr;
+    for (const auto& a : c.config.addons) {
+        found = dynamic_cast<const bounce_addon*>(a.get());
+        if (found != nullptr) {
+            break;
+        }
     }
-    buffer_pool pool(c.config.bounce);
+    if (found == nullptr || !found->pool) {
+        return fail(errc::bad_state,
+                    std::string(what) + ": the connection has no buffer_pool among its addons");
+    }
+    buffer_pool pool = found->pool;  // a handle: the same pool
     if (data.size() > pool.buffer_size()) {
         return fail(errc::too_large, std::string(what) + ": " + std::to_string(data.size()) +
                                          " bytes exceed the bounce buffers of " +
@@ -44,9 +58,13 @@ result<pooled_buffer> bounce_copy(detail::connection_impl& c, std::span<const st
 
 }  // namespace
 
-result<void> connection::write_copy(const remote_region& dst, std::uint64_t dst_offset,
-                                    std::span<const std::byte> data, op_options opts) {
-    auto& c = *impl_;
+buffer_pool::operator std::shared_ptr<const connection_addon>() const {
+    return std::make_shared<const bounce_addon>(*this);
+}
+
+result<void> write_copy(connection& conn, const remote_region& dst, std::uint64_t dst_offset,
+                        std::span<const std::byte> data, op_options opts) {
+    auto& c = *conn.impl();
     if (auto r = detail::check_open(c, "write_copy"); !r) {
         return r;
     }
@@ -59,8 +77,8 @@ result<void> connection::write_copy(const remote_region& dst, std::uint64_t dst_
     return detail::post_rma(c, detail::rma_kind::write, {&seg, 1}, dst, dst_offset, 0, opts, &held);
 }
 
-result<void> connection::send_copy(std::span<const std::byte> data, op_options opts) {
-    auto& c = *impl_;
+result<void> send_copy(connection& conn, std::span<const std::byte> data, op_options opts) {
+    auto& c = *conn.impl();
     if (auto r = detail::check_open(c, "send_copy"); !r) {
         return r;
     }
@@ -73,9 +91,9 @@ result<void> connection::send_copy(std::span<const std::byte> data, op_options o
     return detail::post_send(c, {&seg, 1}, false, 0, opts, &held);
 }
 
-result<void> connection::gather_write(std::span<const remote_segment> dst, std::span<std::byte> src,
-                                      registration_cache& cache, op_options opts) {
-    auto& c = *impl_;
+result<void> gather_write(connection& conn, std::span<const remote_segment> dst,
+                          std::span<std::byte> src, registration_cache& cache, op_options opts) {
+    auto& c = *conn.impl();
     if (auto r = detail::check_open_for(c, opts, "gather_write"); !r) {
         return r;
     }

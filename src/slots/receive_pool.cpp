@@ -472,9 +472,10 @@ result<void> receive_pool::attach(connection& conn) {
     if (!conn.is_open()) {
         return fail(errc::disconnected, "receive_pool::attach: the connection is not open");
     }
-    if (c->config.service_depth != 0) {
+    if (c->internal_sends != 0) {
         return fail(errc::invalid_argument,
-                    "receive_pool::attach: the connection carries the target service's messages");
+                    "receive_pool::attach: the connection carries only its addon's internal "
+                    "messages (the target service's)");
     }
     if (c->config.rq_size < impl_->cfg.per_connection) {
         return fail(errc::invalid_argument, "receive_pool::attach: the connection's rq_size " +

@@ -98,9 +98,10 @@ static void test_write_read(void) {
 }
 
 static void test_atomics(void) {
+    const struct remora_persist_cfg pcfg = {.size = sizeof pcfg, .service_depth = 4};
     const struct remora_conn_cfg scfg = {
-        .size = sizeof scfg, .progress_thread = true, .service_depth = 4};
-    const struct remora_conn_cfg ccfg = {.size = sizeof ccfg, .service_depth = 4};
+        .size = sizeof scfg, .progress_thread = true, .persist = &pcfg};
+    const struct remora_conn_cfg ccfg = {.size = sizeof ccfg, .persist = &pcfg};
     remora_service* svc = NULL;
     remora_cq* cq = NULL;
     uint64_t word = 0, result = 0, requests = 0;
@@ -188,9 +189,10 @@ static void test_send_recv_imm(void) {
 static char pfile[64];
 
 static void test_flush(void) {
+    const struct remora_persist_cfg pcfg = {.size = sizeof pcfg, .service_depth = 4};
     const struct remora_conn_cfg scfg = {
-        .size = sizeof scfg, .progress_thread = true, .service_depth = 4};
-    const struct remora_conn_cfg ccfg = {.size = sizeof ccfg, .service_depth = 4};
+        .size = sizeof scfg, .progress_thread = true, .persist = &pcfg};
+    const struct remora_conn_cfg ccfg = {.size = sizeof ccfg, .persist = &pcfg};
     remora_service* svc = NULL;
     remora_pregion *file = NULL, *mem = NULL;
     remora_remote *fdesc = NULL, *mdesc = NULL, *cfile = NULL, *cmem = NULL;
@@ -1254,6 +1256,7 @@ static void* accept_async_thread(void* arg) {
 static void test_async_srq(void) {
     struct remora_srq_cfg qcfg = {.size = sizeof qcfg, .depth = 4, .tag = 99};
     struct remora_conn_cfg scfg = {.size = sizeof scfg};
+    const struct remora_persist_cfg pcfg2 = {.size = sizeof pcfg2, .service_depth = 2};
     struct async_server s = {0};
     remora_srq* srq = NULL;
     remora_cq *qcq = NULL, *ccq = NULL;
@@ -1276,7 +1279,7 @@ static void test_async_srq(void) {
     EXPECT_CODE(remora_srq_recv(NULL, rp.server_mr, 0, 64, 0, NULL), REMORA_E_INVALID,
                 "srq is NULL");
     scfg.srq = srq;
-    scfg.service_depth = 2;
+    scfg.persist = &pcfg2;
     OK(remora_listener_port(rp.p.lst, &port));
     s.lst = rp.p.lst;
     s.cfg = &scfg; /* first request: refused (an srq with a service depth) */
@@ -1291,7 +1294,7 @@ static void test_async_srq(void) {
     EXPECT_CODE(remora_conn_setup_status(rp.p.client), REMORA_E_REJECTED,
                 "remora_conn_setup_status: ");
     remora_conn_delete(rp.p.client);
-    scfg.service_depth = 0;
+    scfg.persist = NULL;
     atomic_store(&s.done, 0);
     CHECK(pthread_create(&t, NULL, accept_async_thread, &s) == 0);
     OK(remora_connect_async(rp.p.cdom, "127.0.0.1", port, NULL, "hi", 2, &rp.p.client));

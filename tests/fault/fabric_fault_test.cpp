@@ -268,12 +268,13 @@ TEST_P(fabric_fault, a_post_that_would_block_gives_back_its_queue_entry) {
         {fabric_call::post_send, [&] { return c.send(l, 0, 8); }},
         {fabric_call::post_recv, [&] { return c.recv(l, 64, 8); }},
     };
-    if (c.atomics() == atomic_path::native) {
-        kinds.push_back({fabric_call::post_atomic, [&] { return c.atomic_write(b.desc, 0, 7); }});
+    if (remora::atomics(c) == atomic_path::native) {
         kinds.push_back(
-            {fabric_call::post_fetch_atomic, [&] { return c.fetch_add(b.desc, 0, 1, l, 128); }});
+            {fabric_call::post_atomic, [&] { return remora::atomic_write(c, b.desc, 0, 7); }});
+        kinds.push_back({fabric_call::post_fetch_atomic,
+                         [&] { return remora::fetch_add(c, b.desc, 0, 1, l, 128); }});
         kinds.push_back({fabric_call::post_compare_atomic,
-                         [&] { return c.compare_swap(b.desc, 0, 8, 9, l, 128); }});
+                         [&] { return remora::compare_swap(c, b.desc, 0, 8, 9, l, 128); }});
     }
     for (const kind& k : kinds) {
         SCOPED_TRACE(detail::to_string(k.call));
@@ -402,7 +403,9 @@ TEST_P(fabric_fault, a_target_service_whose_reply_fails_keeps_its_depth) {
     constexpr std::uint32_t depth = 2;
     // The target is driven by this thread alone (no progress thread): the fault is armed
     // between the client's post and the target's reading of the request.
-    auto p = must(connect_pair(GetParam(), {.service_depth = depth}, {.service_depth = depth}));
+    auto p = must(connect_pair(GetParam(),
+                               {.addons = {remora::persistence_config{.service_depth = depth}}},
+                               {.addons = {remora::persistence_config{.service_depth = depth}}}));
     buffer mem(4096);
     auto mr = must(memory_region::create(p.server_domain, mem.span(),
                                          usage::write_destination | usage::flush_target));
@@ -414,7 +417,7 @@ TEST_P(fabric_fault, a_target_service_whose_reply_fails_keeps_its_depth) {
 
     int ctx = 0;
     const flush_options gpspm{.type = flush_type::visibility, .method = flush_method::gpspm};
-    REMORA_ASSERT_OK(p.client->flush(desc, 0, 8, gpspm, {.context = &ctx}));
+    REMORA_ASSERT_OK(remora::flush(*p.client, desc, 0, 8, gpspm, {.context = &ctx}));
     fault::arm(fabric_call::post_send, -FI_ENOMEM, 2);
     completion buf[4];
     ASSERT_TRUE(eventually([&] {
@@ -430,7 +433,7 @@ TEST_P(fabric_fault, a_target_service_whose_reply_fails_keeps_its_depth) {
     // by the unanswered request).
     std::vector<int> ctxs(depth - 1);
     for (int& c : ctxs) {
-        REMORA_ASSERT_OK(p.client->flush(desc, 0, 8, gpspm, {.context = &c}));
+        REMORA_ASSERT_OK(remora::flush(*p.client, desc, 0, 8, gpspm, {.context = &c}));
     }
     std::size_t answered = 0;
     ASSERT_TRUE(eventually([&] {

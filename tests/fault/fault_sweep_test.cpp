@@ -208,13 +208,13 @@ class scenario {
     connection_config target_cfg(std::uint32_t depth) const {
         connection_config c;
         c.progress_thread = true;
-        c.service_depth = depth;
+        c.addons = {persistence_config{.service_depth = depth}};
         c.connect_timeout = 5s;
         return c;
     }
     connection_config client_cfg(std::uint32_t depth) const {
         connection_config c;
-        c.service_depth = depth;
+        c.addons = {persistence_config{.service_depth = depth}};
         c.connect_timeout = 5s;
         return c;
     }
@@ -350,25 +350,27 @@ class scenario {
                post(c, client_ops_, "read",
                     [&](op_options o) { return c.read(l, 64, d, 0, 64, o); }) &&
                post(c, client_ops_, "send", [&](op_options o) { return c.send(l, 0, 8, o); }) &&
-               (c.atomics() != atomic_path::native ||
+               (remora::atomics(c) != atomic_path::native ||
                 (post(c, client_ops_, "fetch_add",
-                      [&](op_options o) { return c.fetch_add(d, 128, 1, l, 256, o); }) &&
+                      [&](op_options o) { return remora::fetch_add(c, d, 128, 1, l, 256, o); }) &&
                  post(c, client_ops_, "compare_swap",
-                      [&](op_options o) { return c.compare_swap(d, 136, 0, 5, l, 264, o); }) &&
+                      [&](op_options o) {
+                          return remora::compare_swap(c, d, 136, 0, 5, l, 264, o);
+                      }) &&
                  post(c, client_ops_, "atomic_write",
-                      [&](op_options o) { return c.atomic_write(d, 144, 9, o); }))) &&
+                      [&](op_options o) { return remora::atomic_write(c, d, 144, 9, o); }))) &&
                post(c, client_ops_, "flush",
-                    [&](op_options o) { return c.flush(d, 0, 64, {}, o); }) &&
+                    [&](op_options o) { return remora::flush(c, d, 0, 64, {}, o); }) &&
                post(s, service_ops_, "write (service connection)",
                     [&](op_options o) { return s.write(*sdesc_, 512, l, 0, 8, o); }) &&
                post(s, service_ops_, "gpspm flush",
                     [&](op_options o) {
-                        return s.flush(
-                            *sdesc_, 512, 8,
+                        return remora::flush(
+                            s, *sdesc_, 512, 8,
                             {.type = flush_type::visibility, .method = flush_method::gpspm}, o);
                     }) &&
                post(s, service_ops_, "fetch_add (service connection)",
-                    [&](op_options o) { return s.fetch_add(*sdesc_, 160, 1, l, 272, o); });
+                    [&](op_options o) { return remora::fetch_add(s, *sdesc_, 160, 1, l, 272, o); });
     }
 
     // Reads every side's CQs until each posted operation completed and nothing is in flight
@@ -453,9 +455,9 @@ class scenario {
         const std::size_t first = service_ops_.next;
         for (std::uint32_t i = 0; i < depth; ++i) {
             void* ctx = service_ops_.take("depth probe");
-            auto r = s.flush(*sdesc_, 512, 8,
-                             {.type = flush_type::visibility, .method = flush_method::gpspm},
-                             {.context = ctx});
+            auto r = remora::flush(s, *sdesc_, 512, 8,
+                                   {.type = flush_type::visibility, .method = flush_method::gpspm},
+                                   {.context = ctx});
             if (!r) {
                 log_.errors.push_back(r.error());  // the injected failure, if it fires here
                 return;

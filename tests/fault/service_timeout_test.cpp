@@ -20,8 +20,11 @@ class service_timeout : public testing::TestWithParam<std::string> {
   protected:
     void SetUp() override {
         // The target has a service but never serves this connection: nothing answers.
-        const connection_config target{.service_depth = depth};
-        const connection_config client_cfg{.service_depth = depth, .service_timeout = timeout};
+        const connection_config target{
+            .addons = {remora::persistence_config{.service_depth = depth}}};
+        const connection_config client_cfg{
+            .addons = {
+                remora::persistence_config{.service_depth = depth, .service_timeout = timeout}}};
         if (is_rdm(GetParam())) {
             // RDM peers attached to each other (no warm-up message: the connection carries only
             // the service's messages).
@@ -56,16 +59,16 @@ class service_timeout : public testing::TestWithParam<std::string> {
         for (std::size_t i = 0; i < n; ++i) {
             // An RDM peer's first post may meet the provider setting up its path (would_block).
             const auto limit = clock_type::now() + 10s;
-            auto r = client().flush(desc_, 0, 8,
-                                    {.type = flush_type::visibility, .method = flush_method::gpspm},
-                                    {.context = &ctx[i]});
+            auto r = remora::flush(client(), desc_, 0, 8,
+                                   {.type = flush_type::visibility, .method = flush_method::gpspm},
+                                   {.context = &ctx[i]});
             while (!r && r.error() == errc::would_block && clock_type::now() < limit) {
                 completion none[4];
                 EXPECT_EQ(client().cq().poll(none).value_or(0), 0u);
                 std::this_thread::yield();
-                r = client().flush(desc_, 0, 8,
-                                   {.type = flush_type::visibility, .method = flush_method::gpspm},
-                                   {.context = &ctx[i]});
+                r = remora::flush(client(), desc_, 0, 8,
+                                  {.type = flush_type::visibility, .method = flush_method::gpspm},
+                                  {.context = &ctx[i]});
             }
             EXPECT_TRUE(r.has_value()) << r.error().what();
         }
@@ -117,8 +120,8 @@ TEST_P(service_timeout, unanswered_flushes_end_timed_out_through_a_wait) {
         // shm keeps the unanswered requests in the target's receive queue (sized by its
         // service depth), so it refuses more sends to that target: the client hears it at once,
         // and nothing is taken.
-        auto r = client().flush(desc_, 0, 8,
-                                {.type = flush_type::visibility, .method = flush_method::gpspm});
+        auto r = remora::flush(client(), desc_, 0, 8,
+                               {.type = flush_type::visibility, .method = flush_method::gpspm});
         ASSERT_FALSE(r.has_value());
         EXPECT_TRUE(r.error() == errc::would_block) << r.error().what();
         EXPECT_EQ(client().in_flight(), 0u);
@@ -142,7 +145,9 @@ TEST_P(service_timeout, unanswered_flushes_end_timed_out_for_a_busy_poller) {
 }
 
 TEST(service_timeout_config, must_be_positive) {
-    auto p = connect_pair("tcp", {}, {.service_depth = 2, .service_timeout = 0ms});
+    auto p = connect_pair(
+        "tcp", {},
+        {.addons = {remora::persistence_config{.service_depth = 2, .service_timeout = 0ms}}});
     ASSERT_FALSE(p.has_value());
     EXPECT_TRUE(p.error() == errc::invalid_argument) << p.error().what();
     EXPECT_NE(p.error().message().find("service_timeout"), std::string::npos) << p.error().what();

@@ -42,8 +42,10 @@ struct two_roles {
     std::optional<memory_region> local_mr;
 
     explicit two_roles(const std::string& provider, const connection_config& client_cfg = {})
-        : pair(must(
-              connect_pair(provider, {.progress_thread = true, .service_depth = 4}, client_cfg))) {
+        : pair(must(connect_pair(
+              provider,
+              {.progress_thread = true, .addons = {remora::persistence_config{.service_depth = 4}}},
+              client_cfg))) {
         std::memset(mem.bytes.data(), 'A', mem.bytes.size());
         rw.emplace(must(memory_region::create(pair.server_domain, mem.span(), rw_usage)));
         ro.emplace(must(memory_region::create(pair.server_domain, mem.span(), usage::read_source)));

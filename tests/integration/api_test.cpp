@@ -410,8 +410,10 @@ class expose_plain : public testing::TestWithParam<std::string> {
 
     // A target serving `region_uses` memory through a target_service, and a client of it.
     void open(usage region_uses) {
-        pair_ = must(connect_pair(GetParam(), {.progress_thread = true, .service_depth = 4},
-                                  {.service_depth = 4}));
+        pair_ = must(connect_pair(
+            GetParam(),
+            {.progress_thread = true, .addons = {remora::persistence_config{.service_depth = 4}}},
+            {.addons = {remora::persistence_config{.service_depth = 4}}}));
         region_.emplace(
             must(memory_region::create(pair_->server_domain, target_.span(), region_uses)));
         desc_ = must(service_.expose(*region_));
@@ -452,8 +454,8 @@ TEST_P(expose_plain, serves_visibility_flushes_and_atomics_it_grants) {
     put(local, 0, "visible!");
     REMORA_ASSERT_OK(client().write(desc_, 256, lmr, 0, 8));
     ASSERT_TRUE(one().ok());
-    REMORA_ASSERT_OK(client().flush(
-        desc_, 256, 8, {.type = flush_type::visibility, .method = flush_method::gpspm}));
+    REMORA_ASSERT_OK(remora::flush(
+        client(), desc_, 256, 8, {.type = flush_type::visibility, .method = flush_method::gpspm}));
     auto f = one();
     EXPECT_EQ(f.op, op::flush);
     EXPECT_TRUE(f.ok()) << f.status.message();
@@ -463,7 +465,7 @@ TEST_P(expose_plain, serves_visibility_flushes_and_atomics_it_grants) {
     // fetch_add: through the service on tcp, native on sockets; either way it lands.
     std::uint64_t word = 40;
     std::memcpy(target_.bytes.data() + 512, &word, 8);
-    REMORA_ASSERT_OK(client().fetch_add(desc_, 512, 2, lmr, 16));
+    REMORA_ASSERT_OK(remora::fetch_add(client(), desc_, 512, 2, lmr, 16));
     auto a = one();
     EXPECT_EQ(a.op, op::atomic);
     EXPECT_TRUE(a.ok()) << a.status.message();
@@ -472,17 +474,17 @@ TEST_P(expose_plain, serves_visibility_flushes_and_atomics_it_grants) {
     EXPECT_EQ(old, 40u);
     std::memcpy(&word, target_.bytes.data() + 512, 8);
     EXPECT_EQ(word, 42u);
-    EXPECT_EQ(service_.requests(), client().atomics() == atomic_path::service ? 2u : 1u);
+    EXPECT_EQ(service_.requests(), remora::atomics(client()) == atomic_path::service ? 2u : 1u);
 }
 
 // target_service.hpp: plain memory offers visibility only: a persistence flush is refused by the
 // client (its descriptor claims no persistence) and, forged, by the service: not_supported.
 TEST_P(expose_plain, refuses_persistence_with_not_supported) {
     open(all_remote);
-    EXPECT_ERRC(client().flush(desc_, 0, 8, {.type = flush_type::persistence}),
+    EXPECT_ERRC(remora::flush(client(), desc_, 0, 8, {.type = flush_type::persistence}),
                 errc::not_supported);
     auto claims = must(desc_.with_persistence(persistence::persistent | persistence::gpspm));
-    REMORA_ASSERT_OK(client().flush(claims, 0, 8, {.type = flush_type::persistence}));
+    REMORA_ASSERT_OK(remora::flush(client(), claims, 0, 8, {.type = flush_type::persistence}));
     auto f = one();
     EXPECT_EQ(f.op, op::flush);
     EXPECT_EQ(f.status, make_error_code(errc::not_supported)) << f.status.message();
@@ -499,21 +501,21 @@ TEST_P(expose_plain, default_flush_is_the_strongest_the_descriptor_offers) {
     put(local, 0, "default!");
     REMORA_ASSERT_OK(client().write(desc_, 128, lmr, 0, 8));
     ASSERT_TRUE(one().ok());
-    EXPECT_EQ(must(client().flush_method_for(desc_)), flush_method::read_after_write);
-    REMORA_ASSERT_OK(client().flush(desc_, 128, 8));
+    EXPECT_EQ(must(remora::flush_method_for(client(), desc_)), flush_method::read_after_write);
+    REMORA_ASSERT_OK(remora::flush(client(), desc_, 128, 8));
     auto f = one();
     EXPECT_EQ(f.op, op::flush);
     EXPECT_TRUE(f.ok()) << f.status.message();
     EXPECT_EQ(at(target_, 128, 8), "default!");
     EXPECT_EQ(service_.requests(), 0u);  // read-after-write: one-sided
     auto claims = must(desc_.with_persistence(persistence::persistent | persistence::gpspm));
-    EXPECT_EQ(must(client().flush_method_for(claims)), flush_method::gpspm);
-    REMORA_ASSERT_OK(client().flush(claims, 0, 8));
+    EXPECT_EQ(must(remora::flush_method_for(client(), claims)), flush_method::gpspm);
+    REMORA_ASSERT_OK(remora::flush(client(), claims, 0, 8));
     auto p = one();
     EXPECT_EQ(p.op, op::flush);
     EXPECT_EQ(p.status, make_error_code(errc::not_supported)) << p.status.message();
     EXPECT_EQ(service_.refused(), 1u);
-    EXPECT_ERRC(client().flush(desc_, 0, 8, {.type = static_cast<flush_type>(7)}),
+    EXPECT_ERRC(remora::flush(client(), desc_, 0, 8, {.type = static_cast<flush_type>(7)}),
                 errc::invalid_argument);
 }
 
@@ -524,13 +526,13 @@ TEST_P(expose_plain, refuses_usage_and_range_it_does_not_grant) {
     open(usage::write_destination | usage::read_source);  // no flush_target, no atomic_target
     const auto visibility =
         flush_options{.type = flush_type::visibility, .method = flush_method::gpspm};
-    REMORA_ASSERT_OK(client().flush(forged(all_remote), 0, 8, visibility));
+    REMORA_ASSERT_OK(remora::flush(client(), forged(all_remote), 0, 8, visibility));
     EXPECT_EQ(one().status, make_error_code(errc::access_denied));
-    REMORA_ASSERT_OK(client().flush(forged(all_remote, 8192), 4096, 8, visibility));
+    REMORA_ASSERT_OK(remora::flush(client(), forged(all_remote, 8192), 4096, 8, visibility));
     EXPECT_EQ(one().status, make_error_code(errc::out_of_range));
     std::uint64_t refused = 2;
-    if (client().atomics() == atomic_path::service) {
-        REMORA_ASSERT_OK(client().atomic_write(forged(all_remote), 0, 7));
+    if (remora::atomics(client()) == atomic_path::service) {
+        REMORA_ASSERT_OK(remora::atomic_write(client(), forged(all_remote), 0, 7));
         EXPECT_EQ(one().status, make_error_code(errc::access_denied));
         ++refused;
     }

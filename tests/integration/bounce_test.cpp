@@ -54,7 +54,7 @@ rig make_rig(const std::string& provider, std::size_t buffers, std::uint32_t sq 
         return must(must(l.get_request(10s)).accept({.progress_thread = true}));
     });
     auto client = connection::connect(cd, "127.0.0.1", l.port(),
-                                      {.sq_size = sq, .rq_size = 4, .bounce = pool});
+                                      {.sq_size = sq, .rq_size = 4, .addons = {pool}});
     auto server = accepted.get();
     connected_pair p{sd, cd, std::move(l), std::move(server), must(std::move(client))};
     buffer target(1 << 16);
@@ -69,7 +69,7 @@ TEST_P(bounce, write_copy_frees_the_callers_memory_at_once_and_holds_the_buffer)
     auto r = make_rig(GetParam(), 4);
     connection& c = *r.p.client;
     std::string text = "written from unregistered memory";
-    REMORA_ASSERT_OK(c.write_copy(r.dst, 100, bytes_of(text), {.context = &r}));
+    REMORA_ASSERT_OK(remora::write_copy(c, r.dst, 100, bytes_of(text), {.context = &r}));
     EXPECT_EQ(r.pool.available(), 3u);  // held by the operation's slot
     text.assign(text.size(), 'x');      // the caller's memory is free already
     auto done = collect(c.cq(), 1, true);
@@ -78,7 +78,7 @@ TEST_P(bounce, write_copy_frees_the_callers_memory_at_once_and_holds_the_buffer)
     EXPECT_EQ(done[0].context, &r);
     EXPECT_EQ(r.pool.available(), 4u);  // back once the completion is read
     // Make it visible (tcp completes a write once sent) and check the bytes.
-    REMORA_ASSERT_OK(c.flush(r.dst, 100, 32, {.type = flush_type::visibility}));
+    REMORA_ASSERT_OK(remora::flush(c, r.dst, 100, 32, {.type = flush_type::visibility}));
     ASSERT_EQ(collect(c.cq(), 1, true).size(), 1u);
     EXPECT_EQ(string_of(std::span(r.target.bytes).subspan(100, 32)),
               "written from unregistered memory");
@@ -87,7 +87,7 @@ TEST_P(bounce, write_copy_frees_the_callers_memory_at_once_and_holds_the_buffer)
 TEST_P(bounce, send_copy_delivers_the_bytes) {
     auto r = make_rig(GetParam(), 2);
     REMORA_ASSERT_OK(r.p.server->recv(r.tmr, 0, 64));
-    REMORA_ASSERT_OK(r.p.client->send_copy(bytes_of("hello through a bounce buffer")));
+    REMORA_ASSERT_OK(remora::send_copy(*r.p.client, bytes_of("hello through a bounce buffer")));
     auto sent = collect(r.p.client->cq(), 1, true);
     ASSERT_EQ(sent.size(), 1u);
     EXPECT_TRUE(sent[0].ok());
@@ -103,33 +103,34 @@ TEST_P(bounce, an_operation_takes_its_buffer_and_entries_together_or_nothing) {
     {
         auto r = make_rig(GetParam(), 2, 16);
         connection& c = *r.p.client;
-        REMORA_ASSERT_OK(c.write_copy(r.dst, 0, bytes_of("one")));
-        REMORA_ASSERT_OK(c.write_copy(r.dst, 8, bytes_of("two")));
-        EXPECT_ERRC(c.write_copy(r.dst, 16, bytes_of("three")), errc::would_block);
+        REMORA_ASSERT_OK(remora::write_copy(c, r.dst, 0, bytes_of("one")));
+        REMORA_ASSERT_OK(remora::write_copy(c, r.dst, 8, bytes_of("two")));
+        EXPECT_ERRC(remora::write_copy(c, r.dst, 16, bytes_of("three")), errc::would_block);
         EXPECT_EQ(c.in_flight(), 2u);  // no queue entry taken for it
         ASSERT_EQ(collect(c.cq(), 2, true).size(), 2u);
         EXPECT_EQ(r.pool.available(), 2u);
-        REMORA_ASSERT_OK(c.write_copy(r.dst, 16, bytes_of("three")));
+        REMORA_ASSERT_OK(remora::write_copy(c, r.dst, 16, bytes_of("three")));
         ASSERT_EQ(collect(c.cq(), 1, true).size(), 1u);
     }
     {
         auto r = make_rig(GetParam(), 8, 2);
         connection& c = *r.p.client;
-        REMORA_ASSERT_OK(c.write_copy(r.dst, 0, bytes_of("one")));
-        REMORA_ASSERT_OK(c.write_copy(r.dst, 8, bytes_of("two")));
-        EXPECT_ERRC(c.write_copy(r.dst, 16, bytes_of("three")), errc::would_block);
+        REMORA_ASSERT_OK(remora::write_copy(c, r.dst, 0, bytes_of("one")));
+        REMORA_ASSERT_OK(remora::write_copy(c, r.dst, 8, bytes_of("two")));
+        EXPECT_ERRC(remora::write_copy(c, r.dst, 16, bytes_of("three")), errc::would_block);
         EXPECT_EQ(r.pool.available(), 6u);  // its buffer went back
         ASSERT_EQ(collect(c.cq(), 2, true).size(), 2u);
         EXPECT_EQ(r.pool.available(), 8u);
         // A failed check takes nothing either.
         std::string big(513, 'b');
-        EXPECT_ERRC(c.write_copy(r.dst, 0, bytes_of(big)), errc::too_large);
-        EXPECT_ERRC(c.write_copy(r.dst, r.dst.length(), bytes_of("x")), errc::out_of_range);
+        EXPECT_ERRC(remora::write_copy(c, r.dst, 0, bytes_of(big)), errc::too_large);
+        EXPECT_ERRC(remora::write_copy(c, r.dst, r.dst.length(), bytes_of("x")),
+                    errc::out_of_range);
         EXPECT_EQ(r.pool.available(), 8u);
         EXPECT_EQ(c.in_flight(), 0u);
     }
     auto p = must(connect_pair(GetParam()));
-    EXPECT_ERRC(p.client->send_copy(bytes_of("x")), errc::bad_state);  // no pool
+    EXPECT_ERRC(remora::send_copy(*p.client, bytes_of("x")), errc::bad_state);  // no pool
 }
 
 // A peer that dies with copies in flight: every buffer comes back through the operations'
@@ -151,7 +152,8 @@ TEST_P(bounce, peer_death_returns_every_buffer) {
     auto ctx = [](int i) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(i + 1)); };
     constexpr int alive = 32;  // posted while the peer lives
     for (int i = 0; i < alive; ++i) {
-        REMORA_ASSERT_OK(c.write_copy(r.dst, i * 256, bytes_of(data), {.context = ctx(i)}));
+        REMORA_ASSERT_OK(
+            remora::write_copy(c, r.dst, i * 256, bytes_of(data), {.context = ctx(i)}));
     }
     EXPECT_EQ(r.pool.available(), 64u - alive);
     r.p.server.reset();  // the peer dies: its endpoint closes
@@ -159,7 +161,7 @@ TEST_P(bounce, peer_death_returns_every_buffer) {
     int dead = 0;  // posts taken after the death
     for (int i = alive; i < 64; ++i) {
         const std::size_t before = r.pool.available();
-        auto w = c.write_copy(r.dst, i * 256, bytes_of(data), {.context = ctx(i)});
+        auto w = remora::write_copy(c, r.dst, i * 256, bytes_of(data), {.context = ctx(i)});
         if (!w) {
             ASSERT_FALSE(tcp) << "tcp refused a post before it noticed the death: "
                               << w.error().what();
@@ -224,7 +226,7 @@ TEST_P(bounce, peer_death_returns_every_buffer) {
     EXPECT_EQ(r.pool.available(), 64u) << "buffers still held after every completion was read";
     // The connection is closed: a later copy is refused and takes no buffer.
     EXPECT_FALSE(c.is_open());
-    EXPECT_ERRC(c.write_copy(r.dst, 0, bytes_of(data)), errc::disconnected);
+    EXPECT_ERRC(remora::write_copy(c, r.dst, 0, bytes_of(data)), errc::disconnected);
     EXPECT_EQ(r.pool.available(), 64u);
     r.p.client.reset();
     EXPECT_EQ(r.pool.available(), 64u);

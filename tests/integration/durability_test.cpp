@@ -194,9 +194,9 @@ TEST_P(durability_test, acknowledged_records_survive_a_killed_target) {
                 break;
             }
             if (!complete(conn, conn.write(region, at, rec_mr, 0, record_size)) ||
-                !complete(conn, conn.flush(region, at, record_size)) ||
+                !complete(conn, remora::flush(conn, region, at, record_size)) ||
                 !complete(conn, conn.atomic_write(region, 0, tail_word(seq))) ||
-                !complete(conn, conn.flush(region, 0, 8))) {
+                !complete(conn, remora::flush(conn, region, 0, 8))) {
                 ++killed_mid_stream;
                 break;  // no claim about seq: its flush did not complete
             }

@@ -412,8 +412,8 @@ class registration_units : public multi_key_test {
         }
     }
     result<void> gather_raw(void* ctx, clk::time_point park = {}) {
-        return client().gather_write(segs_, raw_.span(), *cache_,
-                                     {.context = ctx, .park_until = park});
+        return remora::gather_write(client(), segs_, raw_.span(), *cache_,
+                                    {.context = ctx, .park_until = park});
     }
     std::shared_ptr<slot_pool> pool_;
     std::optional<registration_cache> cache_;
@@ -486,8 +486,9 @@ TEST_P(registration_units, bad_input_is_refused_before_anything_is_taken) {
         domain::open({.provider = is_rdm(GetParam()) ? GetParam().substr(4) : GetParam(),
                       .endpoint = is_rdm(GetParam()) ? endpoint_type::rdm : endpoint_type::msg}));
     auto foreign = must(registration_cache::create(other));
-    EXPECT_ERRC(client().gather_write(segs_, raw_.span(), foreign), errc::invalid_argument);
-    EXPECT_ERRC(client().gather_write(segs_, std::span<std::byte>{}, *cache_),
+    EXPECT_ERRC(remora::gather_write(client(), segs_, raw_.span(), foreign),
+                errc::invalid_argument);
+    EXPECT_ERRC(remora::gather_write(client(), segs_, std::span<std::byte>{}, *cache_),
                 errc::invalid_argument);
     EXPECT_EQ(pool_->available(), pool_->capacity());
     EXPECT_EQ(client().in_flight(), 0u);

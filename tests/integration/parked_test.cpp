@@ -433,13 +433,15 @@ TEST_P(queued_test, bad_queued_posts_are_refused_at_once) {
     auto amr =
         must(memory_region::create(pair_->server_domain, target.span(), usage::atomic_target));
     const auto adesc = must(amr.describe());
-    auto fa = client().fetch_add(
-        adesc, 0, 1, wmr, 0, {.callback = record, .park_until = in(1s), .park = park_mode::queue});
+    auto fa =
+        remora::fetch_add(client(), adesc, 0, 1, wmr, 0,
+                          {.callback = record, .park_until = in(1s), .park = park_mode::queue});
     ASSERT_FALSE(fa.has_value());
     // Not offered there: refused at admission, after the call's own checks (without native
     // atomics and without a service, the call itself is not supported first).
-    EXPECT_TRUE(fa.error() == (client().atomics() == atomic_path::native ? errc::invalid_argument
-                                                                         : errc::not_supported))
+    EXPECT_TRUE(fa.error() == (remora::atomics(client()) == atomic_path::native
+                                   ? errc::invalid_argument
+                                   : errc::not_supported))
         << fa.error().what();
     EXPECT_EQ(client().in_flight(), 0u);
     EXPECT_EQ(client().parked(), 0u);

@@ -217,10 +217,13 @@ class persist_test : public testing::TestWithParam<std::string> {
             auto req = lst_->get_request(10s);
             if (!req)
                 return fail(req.error());
-            return req->accept({.progress_thread = true, .service_depth = server_depth});
+            return req->accept(
+                {.progress_thread = true,
+                 .addons = {remora::persistence_config{.service_depth = server_depth}}});
         });
-        client_ = must(connection::connect(*client_dom_, "127.0.0.1", lst_->port(),
-                                           {.service_depth = client_depth}));
+        client_ = must(connection::connect(
+            *client_dom_, "127.0.0.1", lst_->port(),
+            {.addons = {remora::persistence_config{.service_depth = client_depth}}}));
         server_ = must(accepted.get());
         REMORA_ASSERT_OK(service_->serve(*server_));
         src_mem_ = std::make_unique<buffer>(size);
@@ -258,12 +261,13 @@ TEST_P(persist_test, descriptor_of_an_exposed_region_offers_gpspm) {
     EXPECT_EQ(desc_.persistence(), persistence::persistent | persistence::gpspm);
     // The default type (strongest) persists a persistent region: GPSPM, not a read-after-write
     // that would only make it visible.
-    EXPECT_EQ(must(client_->flush_method_for(desc_)), flush_method::gpspm);
-    EXPECT_EQ(must(client_->flush_method_for(desc_, {.type = flush_type::visibility})),
+    EXPECT_EQ(must(remora::flush_method_for(*client_, desc_)), flush_method::gpspm);
+    EXPECT_EQ(must(remora::flush_method_for(*client_, desc_, {.type = flush_type::visibility})),
               flush_method::read_after_write);
     // Placed writes are not durable in the page cache.
-    EXPECT_ERRC(client_->flush_method_for(desc_, {.method = flush_method::read_after_write}),
-                errc::not_supported);
+    EXPECT_ERRC(
+        remora::flush_method_for(*client_, desc_, {.method = flush_method::read_after_write}),
+        errc::not_supported);
 }
 
 TEST_P(persist_test, gpspm_flush_persists_written_data_into_the_file) {
@@ -271,7 +275,7 @@ TEST_P(persist_test, gpspm_flush_persists_written_data_into_the_file) {
     write_text(4096, "durable record #1");
     const auto before = service_->requests();
     int ctx = 0;
-    REMORA_ASSERT_OK(client_->flush(desc_, 4096, 17, {}, {.context = &ctx}));
+    REMORA_ASSERT_OK(remora::flush(*client_, desc_, 4096, 17, {}, {.context = &ctx}));
     auto c = one();
     ASSERT_TRUE(c.ok()) << c.status.message();
     EXPECT_EQ(c.op, op::flush);
@@ -285,7 +289,7 @@ TEST_P(persist_test, gpspm_flush_persists_written_data_into_the_file) {
 TEST_P(persist_test, read_after_write_flush_makes_writes_visible) {
     start();
     write_text(100, "visible");
-    REMORA_ASSERT_OK(client_->flush(desc_, 100, 7, {.type = flush_type::visibility}));
+    REMORA_ASSERT_OK(remora::flush(*client_, desc_, 100, 7, {.type = flush_type::visibility}));
     auto c = one();
     ASSERT_TRUE(c.ok()) << c.status.message();
     EXPECT_EQ(c.op, op::flush);
@@ -313,7 +317,8 @@ TEST_P(persist_test, many_flushes_in_flight_each_complete_once_with_callbacks_to
                     callbacks.fetch_add(1);
                 };
             }
-            auto r = client_->flush(desc_, static_cast<std::uint64_t>(posted) * 8, 8, {}, o);
+            auto r =
+                remora::flush(*client_, desc_, static_cast<std::uint64_t>(posted) * 8, 8, {}, o);
             if (r) {
                 ++posted;
                 continue;
@@ -341,17 +346,17 @@ TEST_P(persist_test, many_flushes_in_flight_each_complete_once_with_callbacks_to
 
 TEST_P(persist_test, flush_errors_are_clear_and_change_nothing) {
     start();
-    EXPECT_ERRC(client_->flush(desc_, desc_.length() - 4, 8), errc::out_of_range);
+    EXPECT_ERRC(remora::flush(*client_, desc_, desc_.length() - 4, 8), errc::out_of_range);
     // A descriptor without flush_target.
     auto no_flush = must(remote_region::make(desc_.address(), desc_.length(), desc_.key(),
                                              usage::write_destination, desc_.virtual_addressing()));
-    EXPECT_ERRC(client_->flush(no_flush, 0, 8), errc::access_denied);
+    EXPECT_ERRC(remora::flush(*client_, no_flush, 0, 8), errc::access_denied);
     // Volatile memory cannot be flushed to persistence (asked explicitly; the default type is
     // visibility there), only for visibility.
     auto vol = must(remote_region::make(desc_.address(), desc_.length(), desc_.key(),
                                         usage::flush_target | usage::read_source,
                                         desc_.virtual_addressing()));
-    auto not_persistent = client_->flush(vol, 0, 8, {.type = flush_type::persistence});
+    auto not_persistent = remora::flush(*client_, vol, 0, 8, {.type = flush_type::persistence});
     ASSERT_FALSE(not_persistent.has_value());
     EXPECT_TRUE(not_persistent.error() == errc::not_supported) << not_persistent.error().what();
     EXPECT_NE(not_persistent.error().message().find("not persistent"), std::string::npos);
@@ -369,7 +374,7 @@ TEST_P(persist_test, target_refuses_requests_its_region_does_not_allow) {
                                       all_usages & remote_region::remote_usages,
                                       desc_.virtual_addressing()))
                  .with_persistence(desc_.persistence()));
-    REMORA_ASSERT_OK(client_->flush(unknown_key, 0, 8));
+    REMORA_ASSERT_OK(remora::flush(*client_, unknown_key, 0, 8));
     auto c = one();
     EXPECT_EQ(c.op, op::flush);
     EXPECT_TRUE(c.status == errc::access_denied) << c.status.message();
@@ -377,15 +382,15 @@ TEST_P(persist_test, target_refuses_requests_its_region_does_not_allow) {
     auto beyond = must(must(remote_region::make(desc_.address(), desc_.length() * 2, desc_.key(),
                                                 desc_.usages(), desc_.virtual_addressing()))
                            .with_persistence(desc_.persistence()));
-    REMORA_ASSERT_OK(client_->flush(beyond, desc_.length(), 64));
+    REMORA_ASSERT_OK(remora::flush(*client_, beyond, desc_.length(), 64));
     c = one();
     EXPECT_TRUE(c.status == errc::out_of_range) << c.status.message();
 
     auto result_mem = buffer(8);
     auto result =
         must(memory_region::create(*client_dom_, result_mem.span(), usage::read_destination));
-    if (client_->atomics() == atomic_path::service) {
-        REMORA_ASSERT_OK(client_->fetch_add(beyond, desc_.length() + 8, 1, result, 0));
+    if (remora::atomics(*client_) == atomic_path::service) {
+        REMORA_ASSERT_OK(remora::fetch_add(*client_, beyond, desc_.length() + 8, 1, result, 0));
         c = one();
         EXPECT_EQ(c.op, op::atomic);
         EXPECT_TRUE(c.status == errc::out_of_range) << c.status.message();
@@ -393,14 +398,16 @@ TEST_P(persist_test, target_refuses_requests_its_region_does_not_allow) {
     EXPECT_EQ(service_->refused(), service_->requests());
     // The connection still works.
     write_text(0, "still fine");
-    REMORA_ASSERT_OK(client_->flush(desc_, 0, 10));
+    REMORA_ASSERT_OK(remora::flush(*client_, desc_, 0, 10));
     c = one();
     EXPECT_TRUE(c.ok()) << c.status.message();
 }
 
 TEST_P(persist_test, garbage_requests_get_an_error_reply_and_the_target_keeps_serving) {
     // A client without a service depth may send anything; the target answers every message.
-    auto pair = must(connect_pair(GetParam(), {.progress_thread = true, .service_depth = 4}, {}));
+    auto pair = must(connect_pair(
+        GetParam(),
+        {.progress_thread = true, .addons = {remora::persistence_config{.service_depth = 4}}}, {}));
     auto reg2 = must(persistent_region::open(
         pair.server_domain, {.path = dir_.file("t2"), .size = 4096, .create = true}));
     auto svc = must(target_service::create());
@@ -469,7 +476,9 @@ TEST_P(persist_test, garbage_requests_get_an_error_reply_and_the_target_keeps_se
 // target goes on serving its other clients.
 TEST_P(persist_test, a_message_longer_than_the_targets_receive_is_answered_or_ends_the_connection) {
     start();
-    auto pair = must(connect_pair(GetParam(), {.progress_thread = true, .service_depth = 4}, {}));
+    auto pair = must(connect_pair(
+        GetParam(),
+        {.progress_thread = true, .addons = {remora::persistence_config{.service_depth = 4}}}, {}));
     REMORA_ASSERT_OK(service_->serve(*pair.server));
     connection& cl = *pair.client;
     buffer mem(8192);
@@ -489,7 +498,7 @@ TEST_P(persist_test, a_message_longer_than_the_targets_receive_is_answered_or_en
     }
     // The target's other client is served as before.
     write_text(0, "after the long message");
-    REMORA_ASSERT_OK(client_->flush(desc_, 0, 22));
+    REMORA_ASSERT_OK(remora::flush(*client_, desc_, 0, 22));
     auto c = one();
     EXPECT_TRUE(c.ok()) << c.status.message();
 }
@@ -507,9 +516,10 @@ TEST_P(persist_test, concurrent_compare_swap_and_fetch_add_give_exact_totals) {
     for (int t = 0; t < clients; ++t) {
         threads.emplace_back([&] {
             auto dom = must(domain::open({.provider = GetParam()}));
-            auto conn =
-                must(connection::connect(dom, "127.0.0.1", lst_->port(), {.service_depth = 4}));
-            if (conn.atomics() != expected_path) {
+            auto conn = must(
+                connection::connect(dom, "127.0.0.1", lst_->port(),
+                                    {.addons = {remora::persistence_config{.service_depth = 4}}}));
+            if (remora::atomics(conn) != expected_path) {
                 failures++;
                 return;
             }
@@ -521,7 +531,7 @@ TEST_P(persist_test, concurrent_compare_swap_and_fetch_add_give_exact_totals) {
                                    : got[0];
             };
             for (int i = 0; i < adds; ++i) {
-                if (!conn.fetch_add(desc_, 0, 1, res, 0) || !finish().ok()) {
+                if (!remora::fetch_add(conn, desc_, 0, 1, res, 0) || !finish().ok()) {
                     failures++;
                 }
             }
@@ -529,7 +539,8 @@ TEST_P(persist_test, concurrent_compare_swap_and_fetch_add_give_exact_totals) {
             // is one increment, so slot 8 ends at the number of successes.
             std::uint64_t seen = 0;
             for (int i = 0; i < swaps; ++i) {
-                if (!conn.compare_swap(desc_, 8, seen, seen + 1, res, 8) || !finish().ok()) {
+                if (!remora::compare_swap(conn, desc_, 8, seen, seen + 1, res, 8) ||
+                    !finish().ok()) {
                     failures++;
                     continue;
                 }
@@ -549,7 +560,9 @@ TEST_P(persist_test, concurrent_compare_swap_and_fetch_add_give_exact_totals) {
     std::vector<connection> served;
     for (int t = 0; t < clients; ++t) {
         auto req = must(lst_->get_request(20s));
-        served.push_back(must(req.accept({.progress_thread = true, .service_depth = 4})));
+        served.push_back(
+            must(req.accept({.progress_thread = true,
+                             .addons = {remora::persistence_config{.service_depth = 4}}})));
         REMORA_ASSERT_OK(service_->serve(served.back()));
     }
     for (auto& th : threads) {
@@ -571,17 +584,17 @@ TEST_P(persist_test, concurrent_compare_swap_and_fetch_add_give_exact_totals) {
 
 TEST_P(persist_test, atomic_write_then_flush_publishes_a_word) {
     start();
-    REMORA_ASSERT_OK(client_->atomic_write(desc_, 64, 0x1122334455667788ull));
+    REMORA_ASSERT_OK(remora::atomic_write(*client_, desc_, 64, 0x1122334455667788ull));
     auto c = one();
     ASSERT_TRUE(c.ok()) << c.status.message();
     EXPECT_EQ(c.op, op::atomic);
-    REMORA_ASSERT_OK(client_->flush(desc_, 64, 8));
+    REMORA_ASSERT_OK(remora::flush(*client_, desc_, 64, 8));
     c = one();
     ASSERT_TRUE(c.ok()) << c.status.message();
     std::uint64_t v;
     std::memcpy(&v, read_file(region_->path(), 64, 8).data(), 8);
     EXPECT_EQ(v, 0x1122334455667788ull);
-    EXPECT_ERRC(client_->atomic_write(desc_, 65, 1), errc::invalid_argument);
+    EXPECT_ERRC(remora::atomic_write(*client_, desc_, 65, 1), errc::invalid_argument);
 }
 
 TEST_P(persist_test, atomics_without_service_or_native_support_are_refused) {
@@ -592,20 +605,20 @@ TEST_P(persist_test, atomics_without_service_or_native_support_are_refused) {
     auto res =
         must(memory_region::create(pair.client_domain, res_mem.span(), usage::read_destination));
     const auto d = must(mr.describe());
-    auto r = pair.client->fetch_add(d, 0, 1, res, 0);
+    auto r = remora::fetch_add(*pair.client, d, 0, 1, res, 0);
     if (pair.client_domain.caps().native_atomics) {
-        EXPECT_EQ(pair.client->atomics(), atomic_path::native);
+        EXPECT_EQ(remora::atomics(*pair.client), atomic_path::native);
         ASSERT_TRUE(r.has_value()) << r.error().what();
         auto done = collect(pair.client->cq(), 1, true);
         ASSERT_EQ(done.size(), 1u);
         EXPECT_TRUE(done[0].ok()) << done[0].status.message();
     } else {
-        EXPECT_EQ(pair.client->atomics(), atomic_path::none);
+        EXPECT_EQ(remora::atomics(*pair.client), atomic_path::none);
         ASSERT_FALSE(r.has_value());
         EXPECT_TRUE(r.error() == errc::not_supported) << r.error().what();
         EXPECT_NE(r.error().message().find("service_depth"), std::string::npos);
     }
-    EXPECT_ERRC(pair.client->fetch_add(d, 0, 1, res, 4), errc::out_of_range);
+    EXPECT_ERRC(remora::fetch_add(*pair.client, d, 0, 1, res, 4), errc::out_of_range);
 }
 
 // Reads the client's CQ until every entry has come back: the requests' own send completions are
@@ -627,14 +640,14 @@ void drain_unreported(connection& c) {
 // flush is refused at once with errc::disconnected.
 TEST_P(persist_test, pending_gpspm_flushes_fail_when_the_target_goes_away) {
     start(16, 16);
-    REMORA_ASSERT_OK(client_->flush(desc_, 0, 8));
+    REMORA_ASSERT_OK(remora::flush(*client_, desc_, 0, 8));
     auto before = one();
     EXPECT_EQ(before.op, op::flush);
     EXPECT_TRUE(before.ok()) << before.status.message();
     // Requests in flight as the target closes its side.
     constexpr std::size_t posted = 8;
     for (std::size_t i = 0; i < posted; ++i) {
-        REMORA_ASSERT_OK(client_->flush(desc_, 0, 8));
+        REMORA_ASSERT_OK(remora::flush(*client_, desc_, 0, 8));
     }
     REMORA_ASSERT_OK(server_->close());
     auto got = collect(client_->cq(), posted, true, 15s);
@@ -648,7 +661,7 @@ TEST_P(persist_test, pending_gpspm_flushes_fail_when_the_target_goes_away) {
     ASSERT_TRUE(ev) << ev.error().what();
     EXPECT_EQ(*ev, conn_event::closed) << to_string(*ev);
     EXPECT_FALSE(client_->is_open());
-    EXPECT_ERRC(client_->flush(desc_, 0, 8), errc::disconnected);
+    EXPECT_ERRC(remora::flush(*client_, desc_, 0, 8), errc::disconnected);
     drain_unreported(*client_);
 }
 
@@ -693,7 +706,7 @@ TEST_P(persist_test, flushes_racing_a_closing_target_all_complete_once) {
         // Post and reap until the target has closed.
         const auto deadline = std::chrono::steady_clock::now() + 15s;
         while (!closed && std::chrono::steady_clock::now() < deadline) {
-            auto r = client_->flush(desc_, 0, 8);
+            auto r = remora::flush(*client_, desc_, 0, 8);
             if (r) {
                 ++posted;
             } else if (r.error() == errc::disconnected) {
@@ -710,7 +723,7 @@ TEST_P(persist_test, flushes_racing_a_closing_target_all_complete_once) {
         auto ev = client_->next_event(10s);
         ASSERT_TRUE(ev) << ev.error().what();
         EXPECT_EQ(*ev, conn_event::closed) << to_string(*ev);
-        EXPECT_ERRC(client_->flush(desc_, 0, 8), errc::disconnected);
+        EXPECT_ERRC(remora::flush(*client_, desc_, 0, 8), errc::disconnected);
         // Every request completes exactly once.
         while (completed < posted && std::chrono::steady_clock::now() < deadline) {
             completion buf[8];

@@ -47,8 +47,8 @@ class publish_test : public testing::TestWithParam<std::string> {
         connection_config server_cfg{.progress_thread = server_progress};
         connection_config client_cfg{.sq_size = sq_size, .slots = slots};
         if (!rdm()) {
-            server_cfg.service_depth = 4;
-            client_cfg.service_depth = 4;
+            server_cfg.addons = {persistence_config{.service_depth = 4}};
+            client_cfg.addons = {persistence_config{.service_depth = 4}};
         }
         pair_.emplace(must(connect_pair(GetParam(), server_cfg, client_cfg)));
         std::memset(target_.bytes.data(), 0, target_.bytes.size());
@@ -80,12 +80,12 @@ class publish_test : public testing::TestWithParam<std::string> {
     // Send-queue entries a read-after-write publish takes: the writes, the flush and a native
     // atomic.
     std::uint32_t raw_need() {
-        return parts + 1 + (client().atomics() == atomic_path::native ? 1 : 0);
+        return parts + 1 + (remora::atomics(client()) == atomic_path::native ? 1 : 0);
     }
     // net has no native atomics, and these RDM pairs carry no target service: publish is
     // refused there, naming the atomic part (checked here), and the test is skipped.
     bool atomics_or_skip() {
-        if (client().atomics() == atomic_path::none) {
+        if (remora::atomics(client()) == atomic_path::none) {
             auto r = publish({});
             EXPECT_FALSE(r.has_value());
             if (!r) {
@@ -98,7 +98,8 @@ class publish_test : public testing::TestWithParam<std::string> {
         return true;
     }
     result<void> publish(op_options opts, flush_options how = {}) {
-        return client().publish(segs_, *smr_, 0, flag_desc_, flag_at, published, how, opts);
+        return remora::publish(client(), segs_, *smr_, 0, flag_desc_, flag_at, published, how,
+                               opts);
     }
     std::uint64_t flag_word() const {
         return std::atomic_ref<const std::uint64_t>(
@@ -270,8 +271,9 @@ TEST_P(publish_test, a_failed_atomic_post_is_named) {
     if (!atomics_or_skip())
         GTEST_SKIP() << GetParam() << " has no atomic path here (refusal checked)";
     const std::size_t alive = remora::detail::publish_ops_alive();
-    fault::arm(client().atomics() == atomic_path::native ? remora::detail::fabric_call::post_atomic
-                                                         : remora::detail::fabric_call::post_send,
+    fault::arm(remora::atomics(client()) == atomic_path::native
+                   ? remora::detail::fabric_call::post_atomic
+                   : remora::detail::fabric_call::post_send,
                -FI_EIO, 1);
     REMORA_ASSERT_OK(publish({.context = &ctx_[0]}, {.method = flush_method::read_after_write}));
     auto got = collect(client().cq(), 2, false, 2s);
@@ -292,25 +294,26 @@ TEST_P(publish_test, bad_input_is_refused_naming_the_part_before_anything_is_tak
         EXPECT_NE(r.error().message().find(names), std::string::npos) << r.error().what();
     };
     remote_segment bad[2] = {segs_[0], {&data_, 4096 - 8, 64}};
-    refused(client().publish(bad, *smr_, 0, flag_desc_, flag_at, 1), errc::out_of_range,
+    refused(remora::publish(client(), bad, *smr_, 0, flag_desc_, flag_at, 1), errc::out_of_range,
             "part 1 (write)");
     remote_segment two_regions[2] = {segs_[0], {&flag_desc_, 0, 8}};
-    refused(client().publish(two_regions, *smr_, 0, flag_desc_, flag_at, 1), errc::access_denied,
+    refused(remora::publish(client(), two_regions, *smr_, 0, flag_desc_, flag_at, 1),
+            errc::access_denied,
             "part 1 (write)");        // the flag region grants no write
     const auto data_as_flag = data_;  // no atomic_target
-    refused(client().publish(segs_, *smr_, 0, data_as_flag, flag_at, 1), errc::access_denied,
-            "part 4 (atomic)");
-    refused(client().publish(segs_, *smr_, 0, flag_desc_, 4, 1), errc::invalid_argument,
+    refused(remora::publish(client(), segs_, *smr_, 0, data_as_flag, flag_at, 1),
+            errc::access_denied, "part 4 (atomic)");
+    refused(remora::publish(client(), segs_, *smr_, 0, flag_desc_, 4, 1), errc::invalid_argument,
             "part 4 (atomic)");  // not 8-byte aligned
-    refused(client().publish({}, *smr_, 0, flag_desc_, flag_at, 1), errc::invalid_argument,
+    refused(remora::publish(client(), {}, *smr_, 0, flag_desc_, flag_at, 1), errc::invalid_argument,
             "no remote segment");
-    refused(client().publish(segs_, *smr_, 0, flag_desc_, flag_at, 1, {},
-                             {.report = completion_mode::at_post}),
+    refused(remora::publish(client(), segs_, *smr_, 0, flag_desc_, flag_at, 1, {},
+                            {.report = completion_mode::at_post}),
             errc::invalid_argument, "at_post");
-    refused(client().publish(segs_, *smr_, src_.bytes.size(), flag_desc_, flag_at, 1),
+    refused(remora::publish(client(), segs_, *smr_, src_.bytes.size(), flag_desc_, flag_at, 1),
             errc::out_of_range, "local range");
     std::vector<remote_segment> many(9, remote_segment{&data_, 0, 8});
-    refused(client().publish(many, *smr_, 0, flag_desc_, flag_at, 1), errc::too_large,
+    refused(remora::publish(client(), many, *smr_, 0, flag_desc_, flag_at, 1), errc::too_large,
             "send-queue entries");
     EXPECT_EQ(client().in_flight(), 0u);
     EXPECT_EQ(flag_word(), 0u);
@@ -323,7 +326,7 @@ TEST_P(publish_test, segments_in_two_regions_are_refused) {
                                           usage::write_destination | usage::flush_target));
     auto od = must(omr.describe());
     remote_segment two[2] = {segs_[0], {&od, 0, 64}};
-    auto r = client().publish(two, *smr_, 0, flag_desc_, flag_at, 1);
+    auto r = remora::publish(client(), two, *smr_, 0, flag_desc_, flag_at, 1);
     ASSERT_FALSE(r.has_value());
     EXPECT_TRUE(r.error() == errc::invalid_argument) << r.error().what();
     EXPECT_NE(r.error().message().find("part 0's remote region"), std::string::npos);
@@ -451,9 +454,9 @@ TEST_P(publish_test, a_parked_publish_ends_when_its_connection_is_destroyed) {
     REMORA_ASSERT_OK(client().write(data_, 0, *smr_, 0, 8));  // one entry short
     connection* conn = &client();
     auto d = std::async(std::launch::async, [&] {
-        return conn->publish(segs_, *smr_, 0, flag_desc_, flag_at, published,
-                             {.method = flush_method::read_after_write},
-                             {.park_until = clk::time_point::max()});
+        return remora::publish(*conn, segs_, *smr_, 0, flag_desc_, flag_at, published,
+                               {.method = flush_method::read_after_write},
+                               {.park_until = clk::time_point::max()});
     });
     ASSERT_TRUE(eventually([&] { return conn->parked() == 1; }));
     pair_->client.reset();

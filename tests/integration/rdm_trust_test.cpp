@@ -111,7 +111,9 @@ TEST_P(rdm_trust, receives_are_directed_at_the_attached_peer) {
 // it completes only when the target itself answers.
 TEST_P(rdm_trust, forged_replies_from_a_stranger_complete_nothing) {
     buffer target(4096);
-    auto p = must(attach_rdm_pair(GetParam(), {.service_depth = 4}, {.service_depth = 4}));
+    auto p = must(attach_rdm_pair(GetParam(),
+                                  {.addons = {remora::persistence_config{.service_depth = 4}}},
+                                  {.addons = {remora::persistence_config{.service_depth = 4}}}));
     connection& client = *p.a;
     connection& tconn = *p.b;
     auto tmr = must(
@@ -122,7 +124,7 @@ TEST_P(rdm_trust, forged_replies_from_a_stranger_complete_nothing) {
     REMORA_ASSERT_OK(svc.serve(tconn));
     {
         driver warm(tconn);  // the provider's path both ways, and one real answer
-        REMORA_ASSERT_OK(client.flush(desc, 0, 8, {.method = flush_method::gpspm}));
+        REMORA_ASSERT_OK(remora::flush(client, desc, 0, 8, {.method = flush_method::gpspm}));
         auto got = collect(client.cq(), 1, false, 10s);
         ASSERT_EQ(got.size(), 1u);
         ASSERT_TRUE(got[0].ok()) << got[0].status.message();
@@ -132,7 +134,7 @@ TEST_P(rdm_trust, forged_replies_from_a_stranger_complete_nothing) {
         ASSERT_EQ(client.in_flight(), 0u);
     }
     // The target stops answering; the client asks again.
-    REMORA_ASSERT_OK(client.flush(desc, 0, 8, {.method = flush_method::gpspm}));
+    REMORA_ASSERT_OK(remora::flush(client, desc, 0, 8, {.method = flush_method::gpspm}));
     constexpr std::size_t forged = 64;
     stranger s(GetParam(), client.local_address(), forged * detail::reply_size);
     std::size_t sent = 0;
@@ -181,7 +183,9 @@ TEST_P(rdm_trust, forged_replies_from_a_stranger_complete_nothing) {
 // flush) to a serving target: none is executed or answered.
 TEST_P(rdm_trust, a_strangers_service_requests_are_never_executed) {
     buffer target(4096);
-    auto p = must(attach_rdm_pair(GetParam(), {.service_depth = 4}, {.service_depth = 4}));
+    auto p = must(attach_rdm_pair(GetParam(),
+                                  {.addons = {remora::persistence_config{.service_depth = 4}}},
+                                  {.addons = {remora::persistence_config{.service_depth = 4}}}));
     auto tmr = must(memory_region::create(p.b_dom, target.span(),
                                           usage::write_destination | usage::read_source |
                                               usage::flush_target | usage::atomic_target));
@@ -219,7 +223,7 @@ TEST_P(rdm_trust, a_strangers_service_requests_are_never_executed) {
     EXPECT_EQ(word, 0u) << "a stranger's service atomic changed the target's memory";
     EXPECT_EQ(svc.requests(), 0u);
     // The attached client is still served.
-    REMORA_ASSERT_OK(p.a->flush(desc, 0, 8, {.method = flush_method::gpspm}));
+    REMORA_ASSERT_OK(remora::flush(*p.a, desc, 0, 8, {.method = flush_method::gpspm}));
     auto got = collect(p.a->cq(), 1, false, 10s);
     ASSERT_EQ(got.size(), 1u);
     EXPECT_TRUE(got[0].ok()) << got[0].status.message();
@@ -234,7 +238,9 @@ TEST_P(rdm_trust, attach_handshake_admits_the_key_holder_and_hands_it_its_descri
     const auto* raw = reinterpret_cast<const std::byte*>(key.bytes());
     auto key_bytes = std::vector<std::byte>(raw, raw + admission_key::size);
     auto gate = must(admission_gate::create(must(admission_key::from_bytes(key_bytes))));
-    auto p = must(attach_rdm_pair(GetParam(), {.service_depth = 4}, {.service_depth = 4}));
+    auto p = must(attach_rdm_pair(GetParam(),
+                                  {.addons = {remora::persistence_config{.service_depth = 4}}},
+                                  {.addons = {remora::persistence_config{.service_depth = 4}}}));
     auto tmr = must(
         memory_region::create(p.b_dom, target.span(),
                               usage::write_destination | usage::read_source | usage::flush_target));
@@ -256,7 +262,7 @@ TEST_P(rdm_trust, attach_handshake_admits_the_key_holder_and_hands_it_its_descri
     // The service works on the same connection after the handshake.
     REMORA_ASSERT_OK(svc.serve(*p.b));
     driver serve(*p.b);
-    REMORA_ASSERT_OK(p.a->flush(got_desc, 0, 8, {.method = flush_method::gpspm}));
+    REMORA_ASSERT_OK(remora::flush(*p.a, got_desc, 0, 8, {.method = flush_method::gpspm}));
     auto done = collect(p.a->cq(), 1, false, 10s);
     ASSERT_EQ(done.size(), 1u);
     EXPECT_TRUE(done[0].ok()) << done[0].status.message();

@@ -234,17 +234,21 @@ TEST_P(shared_cq_lifecycle_test, progress_thread_needs_a_progress_read_shared_cq
         must(persistent_region::open(s.dom, {.path = path, .size = 4096, .create = true}));
     auto svc = must(target_service::create());
     auto desc = must(svc.expose(region));
-    auto refused =
-        s.add({.sq_size = 4, .progress_thread = true, .service_depth = 4, .shared_cq = plain},
-              {.service_depth = 4});
+    auto refused = s.add({.sq_size = 4,
+                          .progress_thread = true,
+                          .shared_cq = plain,
+                          .addons = {remora::persistence_config{.service_depth = 4}}},
+                         {.addons = {remora::persistence_config{.service_depth = 4}}});
     ASSERT_ERRC(refused, errc::invalid_argument);
     EXPECT_EQ(plain.reserved(), 0u);
-    auto server =
-        s.add({.sq_size = 4, .progress_thread = true, .service_depth = 4, .shared_cq = driven},
-              {.service_depth = 4});
+    auto server = s.add({.sq_size = 4,
+                         .progress_thread = true,
+                         .shared_cq = driven,
+                         .addons = {remora::persistence_config{.service_depth = 4}}},
+                        {.addons = {remora::persistence_config{.service_depth = 4}}});
     ASSERT_TRUE(server.has_value()) << server.error().what();
     REMORA_ASSERT_OK(svc.serve(*server));
-    REMORA_ASSERT_OK(s.clients.back().flush(desc, 0, 8, {}));
+    REMORA_ASSERT_OK(remora::flush(s.clients.back(), desc, 0, 8, {}));
     auto got = collect(s.clients.back().cq(), 1, true);  // the server application sleeps
     ASSERT_EQ(got.size(), 1u) << "the target service's request was not answered";
     EXPECT_TRUE(got[0].ok()) << got[0].status.message();

@@ -22,7 +22,11 @@ TEST_P(shared_cq_test, cq_entries_sizes_a_shared_cq_exactly) {
     EXPECT_EQ(cq_entries({.sq_size = 8, .rq_size = 4}, cq_kind::rcq), 0u);
     EXPECT_EQ(cq_entries({.sq_size = 8, .rq_size = 4, .rcq = true}, cq_kind::cq), 8u);
     EXPECT_EQ(cq_entries({.sq_size = 8, .rq_size = 4, .rcq = true}, cq_kind::rcq), 4u);
-    EXPECT_EQ(cq_entries({.sq_size = 8, .rq_size = 4, .service_depth = 2}, cq_kind::cq), 14u);
+    EXPECT_EQ(cq_entries({.sq_size = 8,
+                          .rq_size = 4,
+                          .addons = {remora::persistence_config{.service_depth = 2}}},
+                         cq_kind::cq),
+              14u);
 
     auto s = server_side::open(GetParam());
     const std::vector<connection_config> cfgs = {

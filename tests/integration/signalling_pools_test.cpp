@@ -69,24 +69,24 @@ TEST_P(signalling_pools, unsignalled_write_copies_cannot_wedge_the_bounce_pool) 
     auto accepted = std::async(std::launch::async, [&] {
         return must(must(l.get_request(10s)).accept({.progress_thread = true}));
     });
-    auto client =
-        must(connection::connect(cd, "127.0.0.1", l.port(),
-                                 {.sq_size = 16, .rq_size = 4, .signal_every = 8, .bounce = pool}));
+    auto client = must(
+        connection::connect(cd, "127.0.0.1", l.port(),
+                            {.sq_size = 16, .rq_size = 4, .signal_every = 8, .addons = {pool}}));
     auto server = accepted.get();
     tmr.emplace(must(
         memory_region::create(sd, target.span(), usage::write_destination | usage::flush_target)));
     const auto dst = must(tmr->describe());
     const std::string text = "12345678";
     const op_options quiet{.report = completion_mode::on_error};
-    REMORA_ASSERT_OK(client.write_copy(dst, 0, bytes_of(text), quiet));
-    REMORA_ASSERT_OK(client.write_copy(dst, 8, bytes_of(text), quiet));
+    REMORA_ASSERT_OK(remora::write_copy(client, dst, 0, bytes_of(text), quiet));
+    REMORA_ASSERT_OK(remora::write_copy(client, dst, 8, bytes_of(text), quiet));
     // Both buffers are back the moment the posts return (the provider copied the bytes) ...
     EXPECT_EQ(pool.available(), 2u);
     EXPECT_EQ(client.in_flight(), 2u);  // ... while their entries wait for a signalled write
     // A flush after them on the ordered connection (a read, which reclaims nothing): the bytes
     // landed.
     REMORA_ASSERT_OK(
-        client.flush(dst, 0, 16, {.type = flush_type::visibility}, {.context = &pool}));
+        remora::flush(client, dst, 0, 16, {.type = flush_type::visibility}, {.context = &pool}));
     auto flushed = collect(client.cq(), 1, true);
     ASSERT_EQ(flushed.size(), 1u);
     EXPECT_TRUE(flushed[0].ok()) << flushed[0].status.message();
@@ -95,7 +95,7 @@ TEST_P(signalling_pools, unsignalled_write_copies_cannot_wedge_the_bounce_pool) 
     EXPECT_EQ(pool.available(), 2u);
     EXPECT_EQ(client.in_flight(), 2u);
     // A signalled copy gets a buffer, and its completion reclaims the two entries.
-    REMORA_ASSERT_OK(client.write_copy(dst, 16, bytes_of(text), {.context = &target}));
+    REMORA_ASSERT_OK(remora::write_copy(client, dst, 16, bytes_of(text), {.context = &target}));
     EXPECT_EQ(pool.available(), 1u);
     auto done = collect(client.cq(), 1, true);
     ASSERT_EQ(done.size(), 1u);

@@ -167,9 +167,9 @@ TEST_P(signalling, peer_death_returns_every_unit) {
     auto accepted = std::async(std::launch::async, [&] {
         return must(must(l.get_request(10s)).accept({.progress_thread = true}));
     });
-    auto client =
-        must(connection::connect(cd, "127.0.0.1", l.port(),
-                                 {.sq_size = 16, .rq_size = 4, .signal_every = 4, .bounce = pool}));
+    auto client = must(
+        connection::connect(cd, "127.0.0.1", l.port(),
+                            {.sq_size = 16, .rq_size = 4, .signal_every = 4, .addons = {pool}}));
     connected_pair p{sd, cd, std::move(l), accepted.get(), std::move(client)};
     tmr.emplace(must(memory_region::create(p.server_domain, target.span(),
                                            usage::write_destination | usage::read_source)));
@@ -181,7 +181,7 @@ TEST_P(signalling, peer_death_returns_every_unit) {
     const op_options quiet{.report = completion_mode::on_error};
     const std::string word = "8 bytes!";
     for (int i = 0; i < 7; ++i) {
-        REMORA_ASSERT_OK(c.write_copy(dst, 8 * i, bytes_of(word), quiet));
+        REMORA_ASSERT_OK(remora::write_copy(c, dst, 8 * i, bytes_of(word), quiet));
     }
     // The 4th was signalled: its completion reclaims the 3 before it; 3 wait for the next.
     // Only the signalled ones held a buffer past their post.
@@ -205,7 +205,7 @@ TEST_P(signalling, peer_death_returns_every_unit) {
     int taken = 0;
     for (int k = 0; k < 8; ++k) {
         const std::size_t before = pool.available();
-        auto w = c.write_copy(dst, 0, bytes_of(word), {.context = &ids[k]});
+        auto w = remora::write_copy(c, dst, 0, bytes_of(word), {.context = &ids[k]});
         if (!w) {
             ASSERT_FALSE(tcp) << "tcp refused a post before it noticed the death: "
                               << w.error().what();
@@ -263,7 +263,7 @@ TEST_P(signalling, peer_death_returns_every_unit) {
     EXPECT_EQ(pool.available(), 16u);
     EXPECT_EQ(c.in_flight(), taken != 0 ? 0u : 3u);
     EXPECT_FALSE(c.is_open());
-    EXPECT_ERRC(c.write_copy(dst, 0, bytes_of(word), {}), errc::disconnected);
+    EXPECT_ERRC(remora::write_copy(c, dst, 0, bytes_of(word), {}), errc::disconnected);
     EXPECT_EQ(pool.available(), 16u);
     p.client.reset();
     EXPECT_EQ(pool.available(), 16u);

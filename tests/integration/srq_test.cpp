@@ -137,7 +137,8 @@ TEST_P(srq, bad_input_is_refused) {
     REMORA_ASSERT_OK(q.recv(rmr, slot, slot));
     EXPECT_ERRC(q.recv(rmr, 2 * slot, slot), errc::would_block);
     EXPECT_EQ(q.posted(), 2u);
-    EXPECT_ERRC(s.add({.service_depth = 2, .srq = q}), errc::invalid_argument);
+    EXPECT_ERRC(s.add({.srq = q, .addons = {remora::persistence_config{.service_depth = 2}}}),
+                errc::invalid_argument);
     auto foreign = must(shared_receive_queue::create(s.client_dom, {.size = 2}));
     EXPECT_ERRC(s.add({.srq = foreign}), errc::invalid_argument);
 }

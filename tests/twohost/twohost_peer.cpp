@@ -50,7 +50,9 @@ int main(int argc, char** argv) {
     auto desc = svc->expose(*region);
     if (!desc)
         return die("expose", desc.error());
-    auto conn = connection::open_peer(*dom, {.progress_thread = true, .service_depth = 8});
+    auto conn = connection::open_peer(
+        *dom,
+        {.progress_thread = true, .addons = {remora::persistence_config{.service_depth = 8}}});
     if (!conn)
         return die("open_peer", conn.error());
     const auto d = desc->serialize();

@@ -289,7 +289,9 @@ struct appender {
             if (!step(1, seq, retrying([&] {
                           return link.conn.write(region, at, rec_mr, 0, record_size);
                       })) ||
-                !step(2, seq, retrying([&] { return link.conn.flush(region, at, record_size); }))) {
+                !step(2, seq, retrying([&] {
+                          return remora::flush(link.conn, region, at, record_size);
+                      }))) {
                 return;
             }
             acked.push_back(seq);
@@ -377,7 +379,8 @@ class twohost_test : public testing::TestWithParam<std::string> {
         if (!dom) {
             return fail(dom.error());
         }
-        auto conn = connection::open_peer(*dom, {.service_depth = 8});
+        auto conn = connection::open_peer(
+            *dom, {.addons = {remora::persistence_config{.service_depth = 8}}});
         if (!conn) {
             return fail(conn.error());
         }

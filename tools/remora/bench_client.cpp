@@ -40,7 +40,7 @@ bool client::init() {
     on_rcq_ = two_sided_ ||
               (c_.rcq() != nullptr && (kind_ == op_kind::flush_gpspm ||
                                        (op_of(s_.op).persistence && kind_ != op_kind::flush_raw &&
-                                        c_.atomics() == atomic_path::service)));
+                                        remora::atomics(c_) == atomic_path::service)));
     if (registration_ == registration_mode::cache) {
         auto rc = registration_cache::create(c_.dom(), 64);
         if (!rc)
@@ -132,14 +132,14 @@ result<void> client::post_with(unsigned k, const op_options& done) {
             kind_ == op_kind::flush_raw
                 ? flush_options{flush_type::visibility, flush_method::read_after_write}
                 : flush_options{flush_type::persistence, flush_method::gpspm};
-        return c_.flush(remote_, roff, s_.size, how, done);
+        return remora::flush(c_, remote_, roff, s_.size, how, done);
     }
     if (kind_ == op_kind::atomic_write)
-        return c_.atomic_write(remote_, word, k, done);
+        return remora::atomic_write(c_, remote_, word, k, done);
     if (kind_ == op_kind::cas)
-        return c_.compare_swap(remote_, word, 0, 0, mr, data_base_ + k * 8, done);
+        return remora::compare_swap(c_, remote_, word, 0, 0, mr, data_base_ + k * 8, done);
     if (kind_ == op_kind::fetch_add)
-        return c_.fetch_add(remote_, word, 1, mr, data_base_ + k * 8, done);
+        return remora::fetch_add(c_, remote_, word, 1, mr, data_base_ + k * 8, done);
     if (kind_ == op_kind::gpspm) {
         // The write completes silently; the flush request's reply completes the operation.
         if (auto r = c_.write(remote_, roff, mr, data_base_ + k * s_.size, s_.size,

@@ -60,7 +60,7 @@ connection_config config_for(const setup& s, bool target) {
     c.progress_thread = target && (info.persistence || (!rdm(s) && info.idle_target));
     // One service request per operation in flight (a flush or an atomic without native support).
     if (info.persistence)
-        c.service_depth = std::max(1u, s.qd);
+        c.addons = {persistence_config{.service_depth = std::max(1u, s.qd)}};
     if (s.signal_every > 1 && (!target || info.kind == op_kind::send)) {
         // Room for up to N - 1 unsignalled operations awaiting reclaim besides the qd in flight
         // (sends are counted by their replies, not by their entries). A send target signals
@@ -71,10 +71,16 @@ connection_config config_for(const setup& s, bool target) {
     return c;
 }
 
+std::uint32_t client_service_depth(const setup& s, bool remote) {
+    if (remote || op_of(s.op).persistence)
+        return std::max(1u, s.qd);
+    return 0;
+}
+
 connection_config client_config(const setup& s, bool remote) {
     connection_config c = config_for(s, false);
     if (remote)
-        c.service_depth = std::max(1u, s.qd);
+        c.addons = {persistence_config{.service_depth = client_service_depth(s, remote)}};
     return c;
 }
 

@@ -147,7 +147,8 @@ int run_connect_bench(const bench_options& o) {
     const connection_config cfg{.channel = channel_mode::shared,
                                 .shared_channel = *ch,
                                 .connect_timeout = 60s,
-                                .service_depth = loopback ? 0u : default_service_depth};
+                                .addons = {remora::persistence_config{
+                                    .service_depth = loopback ? 0u : default_service_depth}}};
     std::vector<connection> conns;
     conns.reserve(n);
     const auto t0 = steady_clock::now();

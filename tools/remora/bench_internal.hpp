@@ -166,6 +166,8 @@ connection_config config_for(const setup& s, bool target);
 // A client connection's configuration: to the loopback target, or to a `remora serve`
 // (remote), which serves flushes and atomics to one request per operation in flight.
 connection_config client_config(const setup& s, bool remote);
+// The service depth client_config(s, remote) gives its connections (0: none).
+std::uint32_t client_service_depth(const setup& s, bool remote);
 // Writes under --signal-every N > 1: posted with completion_mode::on_error, up to N - 1 in a row
 // without a completion (see class client).
 bool quiet_writes(const setup& s);

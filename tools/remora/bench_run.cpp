@@ -35,8 +35,9 @@ result<void> connect_all(const setup& s, target* t, domain& cd, const shared_com
             auto hp = split_address(s.target);
             if (!hp)
                 return fail(hp.error());
-            const std::array<std::byte, 2> want{static_cast<std::byte>(cfg.service_depth & 0xff),
-                                                static_cast<std::byte>(cfg.service_depth >> 8)};
+            const std::uint32_t depth = client_service_depth(s, true);
+            const std::array<std::byte, 2> want{static_cast<std::byte>(depth & 0xff),
+                                                static_cast<std::byte>(depth >> 8)};
             std::optional<admission_key> key;
             if (!s.key_file.empty()) {
                 auto k = admission_key::load(s.key_file);
@@ -136,7 +137,7 @@ result<measured> run_one(const setup& s) {
     shared_completion_queue scq;
     if (s.shared_cq) {
         const connection_config c = client_config(s, !t);
-        const std::uint32_t per = c.sq_size + c.service_depth + c.rq_size;
+        const std::uint32_t per = c.sq_size + client_service_depth(s, !t) + c.rq_size;
         auto q = shared_completion_queue::create(
             *cd, {.size = per * s.connections, .tag = std::uint64_t{s.connections}});
         if (!q)

@@ -363,9 +363,11 @@ int run_serve(const serve_options& o) {
             }
             const remote_region& desc = rw ? *rw_desc : *ro_desc;
             const auto hello = make_hello(*want, desc);
-            auto conn = req->accept(
-                {.connect_timeout = handshake, .progress_thread = true, .service_depth = *want},
-                hello);
+            auto conn =
+                req->accept({.connect_timeout = handshake,
+                             .progress_thread = true,
+                             .addons = {remora::persistence_config{.service_depth = *want}}},
+                            hello);
             if (!conn) {
                 log_line(fmt::format("accept failed: {}", conn.error().what()));
                 trim_pending = true;
@@ -497,10 +499,10 @@ int run_put(const transfer_options& o) {
     }
     const bool persistent = any(r.persistence() & persistence::persistent);
     const flush_options how{.type = persistent ? flush_type::persistence : flush_type::visibility};
-    auto method = t->conn.flush_method_for(r, how);
+    auto method = remora::flush_method_for(t->conn, r, how);
     if (!method)
         return report("put", method.error());
-    if (auto f = t->conn.flush(r, o.offset, in.size(), how); !f)
+    if (auto f = remora::flush(t->conn, r, o.offset, in.size(), how); !f)
         return report("put", f.error());
     auto c = await_one(t->conn, 10s);
     if (!c)

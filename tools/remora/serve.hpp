@@ -118,10 +118,13 @@ inline result<target_link> connect_target(const std::string& provider, const std
     if (!dom)
         return fail(dom.error());
     const auto want = make_depth_request(depth);
-    auto conn = key != nullptr ? connect_admitted(*dom, hp->first, hp->second, *key, identity,
-                                                  {.service_depth = depth}, want)
-                               : connection::connect(*dom, hp->first, hp->second,
-                                                     {.service_depth = depth}, want);
+    auto conn = key != nullptr
+                    ? connect_admitted(
+                          *dom, hp->first, hp->second, *key, identity,
+                          {.addons = {remora::persistence_config{.service_depth = depth}}}, want)
+                    : connection::connect(
+                          *dom, hp->first, hp->second,
+                          {.addons = {remora::persistence_config{.service_depth = depth}}}, want);
     if (!conn) {
         const auto why = admission_refusal_of(conn.error());
         if (key == nullptr && why == admission_refusal::malformed)

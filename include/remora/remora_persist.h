@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/**
+ * @file remora/remora_persist.h
+ * @brief remora's C API: persistent regions, the target service, flush and atomics over a
+ * connection.
+ *
+ * Part of remora's C API (C11), included by remora/remora.h: include that. The conventions
+ * stated at the head of remora.h (return codes, messages, handles, sized configuration structs,
+ * threading) hold here.
+ */
+#ifndef REMORA_REMORA_PERSIST_H
+#define REMORA_REMORA_PERSIST_H
+
+#include <remora/remora.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @name Persistent regions and the target service (persistent_region.hpp, target_service.hpp) */
+/** @{ */
+
+/** Persistent region configuration (remora::persistent_region_config). */
+struct remora_pregion_cfg {
+    size_t size;      /**< sizeof(struct remora_pregion_cfg) */
+    const char* path; /**< backing file; NULL or "": anonymous, volatile memory */
+    size_t len;       /**< bytes; 0 with a path: the file's size */
+    bool create;      /**< create a missing file or extend a short one */
+    unsigned usage;   /**< enum remora_usage; 0: READ_SRC | WRITE_DST | ATOMIC | FLUSH */
+    bool apm_durable; /**< the operator declares placed writes durable (DAX only) */
+    bool unguarded;   /**< no lock or lease on the file (persistent_region_config::exclusive) */
+};
+
+/** Opens a persistent (file-backed) or volatile region, registered on `dom`. */
+REMORA_API int remora_pregion_open(remora_domain* dom, const struct remora_pregion_cfg* cfg,
+                                   remora_pregion** region);
+/** Unmaps, deregisters and frees. NULL: nothing. */
+REMORA_API void remora_pregion_delete(remora_pregion* region);
+/** Its registered memory region (borrowed: lives as long as the persistent region). */
+REMORA_API int remora_pregion_mr(const remora_pregion* region, const remora_mr** mr);
+/** Makes [offset, offset + len) durable (msync); NOT_SUPPORTED for a volatile region. */
+REMORA_API int remora_pregion_persist(const remora_pregion* region, uint64_t offset, uint64_t len);
+/**
+ * Sets `*revoked` once another process opened or truncated the region's file (its lease is
+ * breaking): delete the region before the lease-break time runs out (persistent_region::revoked).
+ */
+REMORA_API int remora_pregion_revoked(const remora_pregion* region, bool* revoked);
+/** The descriptor of [offset, offset + len) (len 0: to the end), stating persistence. */
+REMORA_API int remora_pregion_describe(const remora_pregion* region, size_t offset, size_t len,
+                                       remora_remote** remote);
+
+/** Creates a target service (answers GPSPM flushes and service atomics). */
+REMORA_API int remora_service_new(remora_service** svc);
+/** Frees the service (after the connections it serves). NULL: nothing. */
+REMORA_API void remora_service_delete(remora_service* svc);
+/**
+ * Exposes a region to the service's peers and returns its descriptor: a persistent region's
+ * states REMORA_PERSIST_GPSPM. Exactly one of `mr` and `region` must be given.
+ */
+REMORA_API int remora_service_expose(remora_service* svc, const remora_mr* mr,
+                                     const remora_pregion* region, remora_remote** remote);
+/**
+ * Answers `conn`'s service messages from now on. REMORA_E_INVALID when the connection has no
+ * service depth (remora_persist_cfg), REMORA_E_BAD_STATE when it already serves or calls a
+ * service.
+ */
+REMORA_API int remora_service_serve(remora_service* svc, remora_conn* conn);
+/** Requests answered so far, and how many of them were refused. */
+REMORA_API int remora_service_stats(const remora_service* svc, uint64_t* requests,
+                                    uint64_t* refused);
+
+/** @} */
+
+/** @name Persistence over a connection (remora/persistence.hpp) */
+/** @{ */
+
+/**
+ * The persistence layer's part of a connection's setup (remora::persistence_config), given
+ * through remora_conn_cfg.persist. 0 fields take the defaults.
+ */
+struct remora_persist_cfg {
+    size_t size; /**< sizeof(struct remora_persist_cfg) */
+    /** Target-service requests in flight (GPSPM flushes, service atomics); set on both sides,
+     *  the target's at least the client's. Such a connection carries only the service's
+     *  messages: remora_send and remora_recv are refused (REMORA_E_BAD_STATE). 0: none. */
+    uint32_t service_depth;
+    /** A GPSPM flush or service atomic whose reply has not come this long after its post
+     *  completes with REMORA_E_TIMED_OUT (the target may or may not have executed it).
+     *  0: 30000. */
+    uint32_t service_timeout_ms;
+};
+
+/**
+ * Atomics on an 8-byte aligned word (REMORA_USAGE_ATOMIC; remora/persistence.hpp): native, or
+ * through the target service with a service depth, else REMORA_E_NOT_SUPPORTED. compare_swap and
+ * fetch_add write the word's previous value into 8 bytes of `result` at result_offset
+ * (REMORA_USAGE_READ_DST).
+ */
+REMORA_API int remora_atomic_write(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
+                                   uint64_t value, unsigned flags, void* context);
+/** Compare-and-swap: the word becomes `desired` if it was `expected`. */
+REMORA_API int remora_compare_swap(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
+                                   uint64_t expected, uint64_t desired, const remora_mr* result,
+                                   size_t result_offset, unsigned flags, void* context);
+/** Fetch-and-add. */
+REMORA_API int remora_fetch_add(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
+                                uint64_t addend, const remora_mr* result, size_t result_offset,
+                                unsigned flags, void* context);
+
+/** What a flush guarantees (remora::flush_type). */
+enum remora_flush_type {
+    REMORA_FLUSH_STRONGEST = 0,   /**< persistence for a persistent region, else visibility */
+    REMORA_FLUSH_VISIBILITY = 1,  /**< the target's memory holds the bytes */
+    REMORA_FLUSH_PERSISTENCE = 2, /**< ... and they are durable */
+};
+/** How a flush reaches its guarantee (remora::flush_method). */
+enum remora_flush_method {
+    REMORA_FLUSH_AUTO = 0,             /**< the cheapest the descriptor offers */
+    REMORA_FLUSH_READ_AFTER_WRITE = 1, /**< an 8-byte read after the writes */
+    REMORA_FLUSH_GPSPM = 2,            /**< a request the target's service answers */
+};
+/**
+ * Completes (REMORA_OP_FLUSH) once the connection's earlier writes to [offset, offset + len)
+ * are visible or durable. The descriptor must grant REMORA_USAGE_FLUSH; persistence needs a
+ * persistent region (REMORA_E_NOT_SUPPORTED names what is missing). GPSPM needs a service depth;
+ * its reply completes on the RCQ when there is one.
+ */
+REMORA_API int remora_flush(remora_conn* conn, const remora_remote* dst, uint64_t offset,
+                            uint64_t len, int type, int method, unsigned flags, void* context);
+/** The method remora_flush would use (enum remora_flush_method), or why none can. */
+REMORA_API int remora_flush_method_for(const remora_conn* conn, const remora_remote* dst, int type,
+                                       int method, int* chosen);
+
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* REMORA_REMORA_PERSIST_H */
