@@ -23,6 +23,8 @@
 #           capi.hpp; nothing from src/ (base, fabric, ops, core, slots, persist, access).
 #   remora.h include/remora/remora.h (and remora_cq.h, remora_persist.h, remora_pools.h) is C: it
 #           includes no C++ header of the library.
+#   tools   tools/, examples/ and fio/: the public API only: nothing from src/, and no detail::
+#           name (the baselines talk to libfabric directly, excepted above).
 #   names   include/remora/connection.hpp and op_options.hpp name no type or verb of the
 #           persistence layer or the pools (flush, publish, service_depth, write_copy,
 #           buffer_pool, registration_cache, ...): connection is lifecycle and native verbs.
@@ -106,6 +108,15 @@ check_includes core "^(src/core/|$core_public$)" "slots/|persist/|$upper_public"
 check_includes capi '^src/capi/' 'base/|fabric/|ops/|core/|slots/|persist/|access/'
 check_includes 'slots, persist or access' '^src/(slots|persist|access)/' 'fabric/'
 check_includes remora.h '^include/remora/remora(_cq|_persist|_pools)?\.h$' 'remora/.*\.hpp'
+check_includes 'tools, examples or fio' '^(tools/|examples/|fio/)' \
+    'src/|base/|fabric/|ops/|core/|slots/|persist/|access/|capi/'
+# ... and name nothing of the library's internals (the public API only).
+while IFS= read -r hit; do
+    echo "$hit"
+    echo "check-layering: tools, examples and fio use the public API only (no detail:: names)" >&2
+    layers=1
+done < <(git ls-files --cached --others --exclude-standard -- 'tools/*' 'examples/*' 'fio/*' |
+    grep -E '\.(c|cpp|hpp|h)$' | sort -u | xargs grep -nE '\bdetail::' || true)
 if [[ $layers -ne 0 ]]; then
     exit 1
 fi
