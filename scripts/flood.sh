@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # scripts/flood.sh — floods a `remora serve` (default limits, admission by key) and reports what
-# a legitimate client and the target see (issue 13's flood numbers).
+# a legitimate client and the target see.
 #
 #   scripts/flood.sh REMORA [PROVIDER] [SILENT] [HALF_OPEN] [WRONG_KEY] [LIMIT_FDS]
 #     REMORA     the remora command (build/tools/remora/remora)

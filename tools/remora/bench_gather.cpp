@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// `remora bench --op gather`: is a multi-key write as fast as its slowest part? (issue 12)
+// `remora bench --op gather`: is a multi-key write as fast as its slowest part?
 //
 // One connection, one operation at a time (QD 1), in rounds of three timed operations, each
 // post to completion: (a) one connection::gather_write of `parts` segments of `size` bytes, each
