@@ -282,8 +282,12 @@ result<void> check_messaging(const connection_impl& c, const char* what) {
 
 }  // namespace
 
-result<void> post_send(connection_impl& c, std::span<const local_segment> local, bool with_imm,
-                       std::uint64_t imm, const op_options& opts, op_holding* bounce) {
+// post_send's body: inlined into the public one-segment sends, as post_rma_inline.
+[[gnu::always_inline]] inline result<void> post_send_inline(connection_impl& c,
+                                                            std::span<const local_segment> local,
+                                                            bool with_imm, std::uint64_t imm,
+                                                            const op_options& opts,
+                                                            op_holding* bounce) {
     const char* what = with_imm ? "send_with_imm" : "send";
     if (!c.open.load()) [[unlikely]] {  // open: check_open_for passes (the posting fast path)
         if (auto r = check_open_for(c, opts, what); !r) {
@@ -322,6 +326,11 @@ result<void> post_send(connection_impl& c, std::span<const local_segment> local,
                   .data = imm,
                   .context = *rec};
     return door_maybe_quiet(c, p, g.bytes, opts, what, bounce);
+}
+
+result<void> post_send(connection_impl& c, std::span<const local_segment> local, bool with_imm,
+                       std::uint64_t imm, const op_options& opts, op_holding* bounce) {
+    return post_send_inline(c, local, with_imm, imm, opts, bounce);
 }
 
 result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t len, void* desc,
@@ -449,7 +458,7 @@ result<void> queue_send(detail::connection_impl& c, std::span<const local_segmen
     if (opts.park == park_mode::queue) {
         return queue_send(c, src, with_imm, imm, opts);
     }
-    return detail::post_send(c, src, with_imm, imm, opts);
+    return detail::post_send_inline(c, src, with_imm, imm, opts, nullptr);
 }
 
 }  // namespace
@@ -473,8 +482,10 @@ result<void> connection::send_with_imm(const memory_region& src, std::size_t off
 }
 namespace {
 
-result<void> post_recv(detail::connection_impl& c, std::span<const local_segment> dst,
-                       const op_options& opts) {
+// Inlined into the public receives (one segment: the count is a constant there).
+[[gnu::always_inline]] inline result<void> post_recv(detail::connection_impl& c,
+                                                     std::span<const local_segment> dst,
+                                                     const op_options& opts) {
     if (!c.open.load()) [[unlikely]] {  // open: check_open passes (the posting fast path)
         if (auto r = detail::check_open(c, "recv", true); !r) {
             return r;
