@@ -125,7 +125,6 @@ namespace {
         }
         return true;
     }
-    op_record** held = src != nullptr ? &src->held : nullptr;
     const bool hand_out_now = when != hand_out::later;
     // What the operation holds (shared budget units, a bounce buffer) goes back once this
     // function is done, outside the record lock, or with a record handed out now (below).
@@ -133,31 +132,30 @@ namespace {
     if (rec->held) [[unlikely]] {
         units_back = std::move(rec->held);
     }
-    if (rec->owner->retired.load(std::memory_order_relaxed)) {
-        rec->owner->give(rec);
+    if (pool->retired.load(std::memory_order_relaxed)) {
+        pool->give(rec);
         return false;
     }
     if (rec->reclaims) {
-        rec->owner->reclaim(rec->mark);
+        pool->reclaim(rec->mark);
     }
     // Counted (connection::in_flight) until the application has the completion: a reported one
     // keeps its record taken until poll hands it out (done_report, read with a sink),
     // a callback its record until it is called (done_callback); an internal hook gives its record
     // back first, so the pool's `undelivered` counts what it reports or defers.
-    const op_pool* owner = rec->owner;
     const bool internal = rec->done == &done_internal;
     if (internal) {
-        owner->undelivered.fetch_add(1, std::memory_order_relaxed);
+        pool->undelivered.fetch_add(1, std::memory_order_relaxed);
     }
     const bool seen = rec->done(*rec, c, sink);  // the one dispatch: report, callback or hook
     if (internal) {
         if (!seen) {
-            owner->undelivered.fetch_sub(1, std::memory_order_relaxed);
+            pool->undelivered.fetch_sub(1, std::memory_order_relaxed);
         }
     } else if (seen) {
         if (rec->delivering.load(std::memory_order_relaxed)) {
-            if (held != nullptr) {
-                *held = rec;
+            if (src != nullptr) {
+                src->held = rec;
                 if (hand_out_now && units_back) {
                     // Still ours until this poll hands it out (done_report kept it): its
                     // holdings go back with it.
@@ -165,7 +163,7 @@ namespace {
                 }
             }
         } else {
-            owner->undelivered.fetch_add(1, std::memory_order_relaxed);  // given back already
+            pool->undelivered.fetch_add(1, std::memory_order_relaxed);  // given back already
         }
     }
     return seen;
