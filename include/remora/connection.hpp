@@ -404,7 +404,7 @@ class connection {
     [[nodiscard]] const connection_config& config() const noexcept;  ///< effective values
     /// Operations posted whose completion the application does not have yet: each counts from
     /// its post until poll() (or next()) hands its completion out or its callback is called,
-    /// whichever call read it from the provider (a wait() that stashed it, the library's progress
+    /// whichever call read it from the provider (a wait(), the library's progress
     /// thread, close()). So "poll, or wait when poll found nothing, while in_flight() > 0" ends
     /// with every completion received and none to come. Its queue entries stay taken as long (a
     /// completion a wait() read, or the progress thread's ring holds, still takes its entries),

@@ -71,7 +71,7 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
     auto event_for = [](cq_impl* cq, std::size_t ready) {
         return channel_event{&cq->handle, cq->kind, cq->tag, ready, std::nullopt};
     };
-    // Callbacks that fill_stash read run once the channel's lock is released (cq_impl::deliver):
+    // Callbacks that fill_ready read run once the channel's lock is released (cq_impl::deliver):
     // a callback may destroy a connection, whose teardown detaches it from this channel.
     struct deliver_later {
         std::shared_ptr<cq_impl> cq;
@@ -91,7 +91,7 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
             for (std::size_t i = 0; i < n; ++i) {
                 cq_impl* cq = cqs[(next + i) % n];
                 if (cq->polled && !cq->progress_owned()) {
-                    auto ready = cq->fill_stash();
+                    auto ready = cq->fill_ready();
                     later.cq = cq->self.lock();
                     if (!ready) {
                         return fail(ready.error());
@@ -108,7 +108,7 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
                     return fail(armed.error());
                 }
                 if (!*armed) {
-                    auto ready = cq->fill_stash();
+                    auto ready = cq->fill_ready();
                     later.cq = cq->self.lock();
                     if (!ready) {
                         return fail(ready.error());
@@ -203,7 +203,7 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
             continue;  // detached meanwhile
         }
         cq_impl* cq = *cq_it;
-        auto ready = cq->fill_stash();
+        auto ready = cq->fill_ready();
         later.cq = cq->self.lock();
         if (!ready) {
             return fail(ready.error());

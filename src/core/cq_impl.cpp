@@ -407,55 +407,19 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
 }
 
 inline result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
-    std::size_t n = 0;
-    if (progress_owned()) {
-        if (shared && detaching.load() != 0) {
-            return 0;  // see fill_stash
-        }
-        // Ring first (older), then the provider directly: a busy-polling application makes
-        // progress itself instead of waiting for the thread to be scheduled.
-        std::lock_guard lock(owned_mu);
-        hand_out_batch handed;  // gives back before the lock goes (a pool may be detaching)
-        while (n < out.size() && owned_count != 0) {
-            out[n++] = owned[owned_head];
-            handed.add(owned_from[owned_head]);
-            if (++owned_head == owned.size()) {
-                owned_head = 0;
-            }
-            --owned_count;
-        }
-        if (owned_count == 0) {
-            std::uint64_t v;
-            if (::read(notify.get(), &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v)) && n == 0) {
-                unreported = true;  // the thread reaped entries that reported nothing
-            }
-        }
-        if (n < out.size()) {
-            std::size_t consumed = 0;
-            auto r =
-                read_entries(out.data() + n, out.size() - n, &consumed, nullptr, &handed, false);
-            if (r) {
-                n += *r;
-                if (consumed > *r) {
-                    unreported = true;
-                }
-            } else if (n == 0) {
-                return r;
-            }
-        }
-        return n;
+    if (shared && detaching.load() != 0) {
+        return 0;  // see fill_ready
     }
-    std::unique_lock lock(read_mu, std::defer_lock);
-    if (shared) {
-        if (detaching.load() != 0) {
-            return 0;  // see fill_stash
-        }
-        lock.lock();
-    }
+    auto lock = reader_lock();
     hand_out_batch handed;  // gives back before the lock goes (a pool may be detaching)
-    while (n < out.size() && stash_count != 0) {
-        handed.add(stash_from[stash_head]);
-        out[n++] = stash_pop();
+    // The ring first (older), then the provider directly: a busy-polling application makes
+    // progress itself instead of waiting for a progress thread to be scheduled.
+    std::size_t n = take_ready(out, handed);
+    if (progress_owned() && ready_count == 0) {
+        std::uint64_t v;
+        if (::read(notify.get(), &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v)) && n == 0) {
+            unreported = true;  // the thread reaped entries that reported nothing
+        }
     }
     while (n < out.size()) {
         const std::size_t want = std::min<std::size_t>(out.size() - n, read_batch);
@@ -484,9 +448,9 @@ result<std::size_t> cq_impl::poll(std::span<completion> out) {
     return r;
 }
 
-std::size_t cq_impl::owned_ready() {
+std::size_t cq_impl::ready_now() {
     std::lock_guard lock(owned_mu);
-    return owned_count;
+    return ready_count;
 }
 
 bool cq_impl::pump(bool* reaped_out, bool deliver_now, bool drain) {
@@ -500,22 +464,22 @@ bool cq_impl::pump(bool* reaped_out, bool deliver_now, bool drain) {
     {
         std::lock_guard lock(owned_mu);
         for (;;) {
-            if (owned_count == owned.size()) {
+            if (ready_count == ready.size()) {
                 break;  // the application holds a full CQ's worth: the provider's CQ is empty
             }
             // Read straight into the ring's free run after its tail (no batch to construct and
-            // copy on every look): slots past owned_count are not the ring's until counted.
-            const std::size_t end = owned_head + owned_count;  // < 2 * size: no division
-            const std::size_t tail = end >= owned.size() ? end - owned.size() : end;
-            const std::size_t run = tail >= owned_head ? owned.size() - tail : owned_head - tail;
+            // copy on every look): slots past ready_count are not the ring's until counted.
+            const std::size_t end = ready_head + ready_count;  // < 2 * size: no division
+            const std::size_t tail = end >= ready.size() ? end - ready.size() : end;
+            const std::size_t run = tail >= ready_head ? ready.size() - tail : ready_head - tail;
             const std::size_t want = std::min<std::size_t>(run, 16);
             std::size_t consumed = 0;
-            auto r = read_provider(&owned[tail], want, &consumed, &owned_from[tail]);
+            auto r = read_provider(&ready[tail], want, &consumed, &ready_from[tail]);
             if (!r || consumed == 0) {
                 break;
             }
             reaped_here = true;
-            owned_count += *r;
+            ready_count += *r;
             added = added || *r != 0;
             if (!drain && consumed < want) {
                 // The provider (or the backlog) had no more than this, or an error entry comes

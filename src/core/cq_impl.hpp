@@ -51,9 +51,10 @@ struct entry_source {
     op_record* held = nullptr;
 };
 
-// When the caller hands a reported completion out: `later` (a ring keeps it until the
-// application polls), `next` (the stash the same reader hands out on its next poll) or `now` (a
-// poll reading the provider straight into its output, before it returns).
+// When the caller hands a reported completion out: `later` (a progress thread's read: the ready
+// ring keeps it until the application polls), `next` (a wait's read: the same reader hands it
+// out on its next poll) or `now` (a poll reading the provider straight into its output, before
+// it returns).
 enum class hand_out : std::uint8_t { later, next, now };
 
 // What a poll hands out as it returns (cq_impl::poll_locked): the records of reported operations
@@ -109,27 +110,35 @@ struct cq_impl final : callback_sink {
     connection_impl* conn = nullptr;  // the owning connection: its events also wake waits
     channel_source source{this, nullptr};
 
-    // Completions read while waiting (so a wait can tell a real wake-up from a no_completion
-    // one) and handed out by the next poll: a ring sized at creation (no allocation on the data
-    // path). A shared CQ's ring also holds what a detaching connection's drain read for others.
-    static constexpr std::size_t stash_capacity = 16;
-    std::vector<completion> stash = std::vector<completion>(stash_capacity);
-    std::size_t stash_head = 0;
-    std::size_t stash_count = 0;
-    bool reaped = false;  // the last fill_stash read entries (reported or not)
+    // Completions read and not yet handed out, oldest first, with where each came from
+    // (ready_from: its pool, whose `undelivered` count drops, or the record it keeps taken, when
+    // poll hands it out): one ring per CQ, sized at creation (no allocation on the data path),
+    // guarded by reader_lock(). Without a progress thread it holds what a wait read (so a wait
+    // can tell a real wake-up from a no_completion one) until the same reader's next poll:
+    // ready_capacity entries, filled only when empty. With one (progress_owned) the thread fills
+    // it and the application drains it: sized to the CQ (progress_engine::watch).
+    static constexpr std::size_t ready_capacity = 16;
+    std::vector<completion> ready = std::vector<completion>(ready_capacity);
+    std::vector<entry_source> ready_from = std::vector<entry_source>(ready_capacity);
+    std::size_t ready_head = 0;
+    std::size_t ready_count = 0;
+    bool reaped = false;  // the last fill_ready read entries (reported or not)
     // The application's poll consumed entries that reported nothing (callbacks, hidden
     // successes, a progress thread's silent reap it cleared): the next arming (wait, arm, a
     // channel's wait) says "not armed" once, so `if (poll() == 0) wait()` re-checks at once.
     std::atomic<bool> unreported{false};
-    void stash_push(const completion& c) noexcept {
-        stash[(stash_head + stash_count) % stash.size()] = c;
-        ++stash_count;
-    }
-    completion stash_pop() noexcept {
-        completion c = stash[stash_head];
-        stash_head = (stash_head + 1) % stash.size();
-        --stash_count;
-        return c;
+    // Moves up to out.size() completions from the ring's head to `out`, their origins to `handed`.
+    std::size_t take_ready(std::span<completion> out, hand_out_batch& handed) noexcept {
+        std::size_t n = 0;
+        while (n < out.size() && ready_count != 0) {
+            out[n++] = ready[ready_head];
+            handed.add(ready_from[ready_head]);
+            if (++ready_head == ready.size()) {
+                ready_head = 0;
+            }
+            --ready_count;
+        }
+        return n;
     }
 
     // Provider entries that a detaching connection's drain read for other connections: the
@@ -144,13 +153,6 @@ struct cq_impl final : callback_sink {
     };
     std::vector<raw_entry> backlog;
     std::size_t backlog_head = 0;
-    // Shared CQs: the connection (its op_pool) each stash / owned entry came from, so a
-    // destroyed connection's completions read but not yet handed out are purged.
-    // Every CQ: the pool each stash / ring entry came from, whose `undelivered` count drops
-    // when poll hands the entry out (connection::in_flight).
-    std::vector<entry_source> stash_from = std::vector<entry_source>(stash_capacity);
-    std::vector<entry_source> owned_from;
-
     // User callbacks never run under read_mu or owned_mu (a callback may destroy a connection,
     // whose teardown takes them, or wait for an application lock that a destroying thread holds
     // while it takes them). read_provider hands them to defer() (finish()'s sink), and the
@@ -204,20 +206,17 @@ struct cq_impl final : callback_sink {
     // and a reader finishing one of its completions is done before this returns.
     void retire_connection(connection_impl* c);
     // Once `c`'s endpoint is closed (tcp then has written everything it held to the CQ): drops
-    // `c`'s completions wherever they are (provider, backlog, stash or ring), moves the others'
+    // `c`'s completions wherever they are (provider, backlog or ready ring), moves the others'
     // provider entries to the backlog for the CQ's reader, and returns `need` entries.
     void detach_connection(std::size_t need);
 
     // With a library progress thread the thread is this CQ's only reader (one progress owner:
     // a second thread in fi_cq_read/fi_trywait resets the CQ's wait signal under a blocked
-    // waiter). It moves completions into `owned`, a ring sized to the CQ, and signals `notify`;
+    // waiter). It moves completions into `ready`, sized to the CQ, and signals `notify`;
     // the application polls the ring and waits on the eventfd.
     progress_engine* progress = nullptr;
     std::mutex owned_mu;
-    std::vector<completion> owned;  // ring; capacity == size
-    std::size_t owned_head = 0;
-    std::size_t owned_count = 0;
-    unique_fd notify;  // eventfd, readable while `owned` is not empty
+    unique_fd notify;  // eventfd, readable while `ready` is not empty
 
     bool progress_owned() const noexcept { return progress != nullptr; }
     // Keeps this CQ's readers out (the progress thread's and a shared CQ's take these locks
@@ -240,7 +239,8 @@ struct cq_impl final : callback_sink {
     // `drain` false (a loop that looks again at once): stops after a read that returned fewer
     // entries than asked for instead of reading until one returns none.
     bool pump(bool* reaped = nullptr, bool deliver_now = true, bool drain = true);
-    std::size_t owned_ready();
+    // The ring's count, under owned_mu (a progress-owned CQ).
+    std::size_t ready_now();
     // Calls into the provider (a zero-length read) unless the progress thread owns this CQ.
     void drive();
 
@@ -256,7 +256,7 @@ struct cq_impl final : callback_sink {
     // it is handed out), or, with `from` null, into `now`: the caller hands them out at once.
     // Callbacks read are deferred to deliver() (this CQ is finish()'s callback sink).
     // What a reported operation holds (budget units) goes back with its record when it is handed
-    // out (with `now`, or `units_with_record`: the stash the same reader hands out next), else
+    // out (with `now`, or `units_with_record`: the ready ring the same reader hands out next), else
     // as it is read (finish()).
     // A receive's entry from `source`: when it is not the receiving connection's attached peer,
     // the completion becomes errc::access_denied with nothing received (counted in strangers).
@@ -287,8 +287,9 @@ struct cq_impl final : callback_sink {
     // Calls into the provider for the connections attached to a shared CQ: their events
     // (a disconnect cancels receives the provider does not flush).
     void drive_attached();
-    // Fills the stash if empty; returns the number stashed.
-    result<std::size_t> fill_stash();
+    // Fills the ready ring: a progress-owned CQ's from the provider, another's only when empty.
+    // Returns the number ready.
+    result<std::size_t> fill_ready();
     // fi_trywait on this CQ alone: true when it is safe to block on fd.
     result<bool> trywait(bool* notified = nullptr);
     result<std::size_t> poll(std::span<completion> out);

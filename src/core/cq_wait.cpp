@@ -20,7 +20,7 @@
 
 #include "core/cq_read.hpp"
 
-// Completion queues: fill_stash, trywait and wait (with the connection's request deadlines). poll
+// Completion queues: fill_ready, trywait and wait (with the connection's request deadlines). poll
 // is in cq_impl.cpp, beside the read it inlines.
 
 namespace remora::detail {
@@ -43,7 +43,7 @@ int remaining_ms(clock::time_point deadline) {
     return static_cast<int>(std::max<std::chrono::milliseconds::rep>(0, left.count()));
 }
 
-result<std::size_t> cq_impl::fill_stash() {
+result<std::size_t> cq_impl::fill_ready() {
     reaped = false;
     if (progress_owned()) {
         // Drain the provider into the ring from this thread: safe, since waiters sleep on the
@@ -51,7 +51,7 @@ result<std::size_t> cq_impl::fill_stash() {
         bool r = false;
         pump(&r, false);  // the caller delivers, outside its own locks (a channel's)
         reaped = r;
-        return owned_ready();
+        return ready_now();
     }
     std::unique_lock lock(read_mu, std::defer_lock);
     if (shared) {
@@ -60,18 +60,18 @@ result<std::size_t> cq_impl::fill_stash() {
         }
         lock.lock();
     }
-    if (stash_count == 0) {
-        stash_head = 0;
+    if (ready_count == 0) {
+        ready_head = 0;
         std::size_t consumed = 0;
-        auto r = read_provider(stash.data(), stash_capacity, &consumed, stash_from.data(), nullptr,
+        auto r = read_provider(ready.data(), ready.size(), &consumed, ready_from.data(), nullptr,
                                true);  // poll hands them out next (units with them)
         if (!r) {
             return r;
         }
-        stash_count = *r;
+        ready_count = *r;
         reaped = consumed != 0;
     }
-    return stash_count;
+    return ready_count;
 }
 
 result<bool> cq_impl::trywait(bool* notified) {
@@ -84,14 +84,14 @@ result<bool> cq_impl::trywait(bool* notified) {
         return false;
     }
     if (progress_owned()) {
-        pump(nullptr, false);  // see fill_stash
+        pump(nullptr, false);  // see fill_ready
         // The eventfd stays readable while the ring holds entries. With the ring empty, clear
         // what a reap that reported nothing left there (or every wait would return at once);
         // anything the thread adds after this signals it again. A signal cleared here is news
         // the caller has not seen (the thread reaped entries since the last look): not armed,
         // and a wait returns it as a no_completion wake-up instead of sleeping through it.
         std::lock_guard lock(owned_mu);
-        if (owned_count == 0) {
+        if (ready_count == 0) {
             std::uint64_t v;
             if (::read(notify.get(), &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v))) {
                 if (notified != nullptr) {
@@ -100,18 +100,18 @@ result<bool> cq_impl::trywait(bool* notified) {
                 return false;
             }
         }
-        return owned_count == 0;
+        return ready_count == 0;
     }
     // A shared CQ arms under its read lock: a drain cannot slip entries into the backlog
     // between the check and the arming.
     std::unique_lock lock(read_mu, std::defer_lock);
     if (shared) {
         if (detaching.load() != 0) {
-            return false;  // see fill_stash
+            return false;  // see fill_ready
         }
         lock.lock();
     }
-    if (stash_count != 0 || backlog_head < backlog.size() || polled) {
+    if (ready_count != 0 || backlog_head < backlog.size() || polled) {
         return false;  // a polled CQ has nothing to block on: look again
     }
     int ret = detail::trywait(dom->fabric.get(), cq.as_fid());
@@ -140,7 +140,7 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
     const auto deadline = deadline_after(timeout);
     poll_backoff backoff;
     for (;;) {
-        auto ready = fill_stash();
+        auto ready = fill_ready();
         const bool reaped_now = reaped;
         deliver();  // callbacks read here run now, outside the CQ's lock
         if (!ready || *ready != 0 || reaped_now) {
@@ -221,13 +221,13 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
                 continue;
             }
         }
-        auto woke = fill_stash();  // 0 here is a no_completion wake-up
+        auto woke = fill_ready();  // 0 here is a no_completion wake-up
         if (woke && *woke == 0 && progress_owned()) {
             // This wake-up reports what the progress thread signalled (e.g. it ran a callback
             // after the caller's last poll): consume the signal, or the next wait would report
             // the same news again instead of sleeping.
             std::lock_guard lock(owned_mu);
-            if (owned_count == 0) {
+            if (ready_count == 0) {
                 std::uint64_t v;
                 [[maybe_unused]] ssize_t rd = ::read(notify.get(), &v, sizeof(v));
             }

@@ -65,8 +65,8 @@ result<void> progress_engine::watch(cq_impl* cq) {
     waiting_.fetch_add(1);
     std::unique_lock lock(mu_);
     waiting_.fetch_sub(1);
-    cq->owned.assign(cq->size, completion{});
-    cq->owned_from.assign(cq->size, {});
+    cq->ready.assign(std::max(cq->size, cq_impl::ready_capacity), completion{});
+    cq->ready_from.assign(cq->ready.size(), {});
     cq->notify = unique_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (cq->notify.get() < 0) {
         return fail(errc::provider_error,
@@ -190,7 +190,7 @@ void progress_engine::run() {
             cq->pump(&reaped);
             drove_entries = drove_entries || reaped;
             const int armed = detail::trywait(cq->dom->fabric.get(), cq->cq.as_fid());
-            if (armed == 0 || cq->owned_ready() >= cq->owned.size()) {
+            if (armed == 0 || cq->ready_now() >= cq->ready.size()) {
                 return;
             }
             if (armed != -fabric_errno::again) {

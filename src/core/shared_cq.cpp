@@ -69,22 +69,19 @@ void cq_impl::detach_connection(std::size_t need) {
     {
         std::lock_guard lock(owned_here ? owned_mu : read_mu);
         // Completions already read and not yet handed out: purge the retired connections'.
-        std::vector<completion>& ring = owned_here ? owned : stash;
-        std::vector<entry_source>& from = owned_here ? owned_from : stash_from;
-        std::size_t& head = owned_here ? owned_head : stash_head;
-        std::size_t& count = owned_here ? owned_count : stash_count;
         std::size_t kept = 0;
-        for (std::size_t i = 0; i < count; ++i) {
-            const std::size_t at = (head + i) % ring.size();
-            if (from[at].pool == nullptr || !from[at].pool->retired.load()) {
-                const std::size_t to = (head + kept++) % ring.size();
-                ring[to] = ring[at];
-                from[to] = from[at];
-            } else if (from[at].held != nullptr) {
-                from[at].held->owner->give(from[at].held);  // its pool is alive until detached
+        for (std::size_t i = 0; i < ready_count; ++i) {
+            const std::size_t at = (ready_head + i) % ready.size();
+            const entry_source& from = ready_from[at];
+            if (from.pool == nullptr || !from.pool->retired.load()) {
+                const std::size_t to = (ready_head + kept++) % ready.size();
+                ready[to] = ready[at];
+                ready_from[to] = from;
+            } else if (from.held != nullptr) {
+                from.held->owner->give(from.held);  // its pool is alive until detached
             }
         }
-        count = kept;
+        ready_count = kept;
         // The backlog's and the provider's entries of retired connections are dropped (their
         // records given back); the others' wait in the backlog for the CQ's reader.
         auto keep_or_drop = [&](const raw_entry& e) {
@@ -153,7 +150,6 @@ result<shared_completion_queue> shared_completion_queue::create(const domain& do
     auto& impl = *q;
     impl->shared = true;
     impl->budget.exclusive([&](auto& l) { l.reset({static_cast<std::uint32_t>(size)}); });
-    impl->stash_from.assign(impl->stash.size(), {});
     if (cfg.progress_thread) {
         std::lock_guard lock(d->progress_mu);
         if (!d->progress) {

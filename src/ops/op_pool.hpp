@@ -78,7 +78,7 @@ struct op_record {
     bool reclaims = false;  // signalled while selective signalling is on: reclaims older ones
     std::uint64_t mark = 0;
     op_holdings held;  // returned when the completion is read (or the post fails)
-    // Complete, and waiting for the application: its completion in a CQ's stash or ring (given
+    // Complete, and waiting for the application: its completion in a CQ's ready ring (given
     // back when poll hands it out) or its callback in the CQ's deliveries (given back as it is
     // called). The record, and so its queue entries, stay taken; close and cancel paths skip it.
     // Cleared by give().

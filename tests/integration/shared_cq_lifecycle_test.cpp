@@ -19,7 +19,7 @@ namespace {
 class shared_cq_lifecycle_test : public testing::TestWithParam<std::string> {};
 
 // A destroyed connection's completions are dropped also when the library has already read them
-// out of the provider's CQ (into the progress thread's ring, or a wait()'s stash): none reaches
+// out of the provider's CQ (into the CQ's ready ring, by the progress thread or a wait()): none reaches
 // the application after the connection is gone, with its tag and a context that may be gone.
 TEST_P(shared_cq_lifecycle_test, completions_already_read_are_dropped_with_their_connection) {
     for (bool progress : {false, true}) {
@@ -38,8 +38,8 @@ TEST_P(shared_cq_lifecycle_test, completions_already_read_are_dropped_with_their
         auto out_mr = must(memory_region::create(s.client_dom, out.span(), usage::send));
         REMORA_ASSERT_OK(s.clients[0].send(out_mr, 0, 16));  // to a
         ASSERT_EQ(collect(s.clients[0].cq(), 1, true).size(), 1u);
-        // wait() reports a completion ready without handing it out (it is stashed, or in the
-        // progress thread's ring).
+        // wait() reports a completion ready without handing it out (it is in the CQ's ready ring,
+        // read by the wait or by the progress thread).
         const auto until = std::chrono::steady_clock::now() + 5s;
         std::size_t ready = 0;
         while (ready == 0 && std::chrono::steady_clock::now() < until) {
