@@ -19,8 +19,9 @@ namespace {
 class shared_cq_lifecycle_test : public testing::TestWithParam<std::string> {};
 
 // A destroyed connection's completions are dropped also when the library has already read them
-// out of the provider's CQ (into the CQ's ready ring, by the progress thread or a wait()): none reaches
-// the application after the connection is gone, with its tag and a context that may be gone.
+// out of the provider's CQ (into the CQ's ready ring, by the progress thread or a wait()): none
+// reaches the application after the connection is gone, with its tag and a context that may be
+// gone.
 TEST_P(shared_cq_lifecycle_test, completions_already_read_are_dropped_with_their_connection) {
     for (bool progress : {false, true}) {
         SCOPED_TRACE(progress ? "progress thread" : "application waits");
