@@ -335,7 +335,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
             now->add(src);
         }
     };
-    if (backlog_head < backlog.size()) {
+    if (!backlog.empty()) [[unlikely]] {
         // What a detaching connection's drain read for the others comes first (it is older).
         std::size_t taken = 0;
         std::size_t emitted = 0;
@@ -412,14 +412,19 @@ inline result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
     }
     auto lock = reader_lock();
     hand_out_batch handed;  // gives back before the lock goes (a pool may be detaching)
-    // The ring first (older), then the provider directly: a busy-polling application makes
-    // progress itself instead of waiting for a progress thread to be scheduled.
+    // What is ready first (older; a wait or the progress thread read it), else the provider
+    // directly: a busy-polling application makes progress itself instead of waiting for a
+    // progress thread to be scheduled. A poll that hands out ready completions does not read the
+    // provider too: the next one does.
     std::size_t n = take_ready(out, handed);
     if (progress_owned() && ready_count == 0) {
         std::uint64_t v;
         if (::read(notify.get(), &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v)) && n == 0) {
             unreported = true;  // the thread reaped entries that reported nothing
         }
+    }
+    if (n != 0) {
+        return n;
     }
     while (n < out.size()) {
         const std::size_t want = std::min<std::size_t>(out.size() - n, read_batch);

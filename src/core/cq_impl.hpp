@@ -143,7 +143,8 @@ struct cq_impl final : callback_sink {
 
     // Provider entries that a detaching connection's drain read for other connections: the
     // CQ's reader finishes them (their callbacks and hooks run on its thread) before it reads
-    // the provider again. Filled on teardown only.
+    // the provider again. Filled on teardown only; emptied (cleared) once its last entry is read,
+    // so a non-empty backlog always has entries to read.
     struct raw_entry {
         void* context;
         std::uint64_t flags;
