@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <remora/completion_queue.hpp>
 
+#include <string>
+
 #include "core/impl.hpp"
 
-// The public completion_queue handle and the names of ops and CQ kinds.
+// The public completion_queue handle, the names of ops and CQ kinds, and a completion's error.
 
 namespace remora {
 
@@ -30,6 +32,17 @@ const char* to_string(op o) noexcept {
     }
     return "unknown";
 }
+remora::error completion::error() const {
+    if (ok()) {
+        return {};
+    }
+    std::string what = std::string(to_string(op)) + " failed";
+    if (failed_part != 0) {
+        what += " at part " + std::to_string(failed_part);
+    }
+    return remora::error(status, std::move(what));
+}
+
 const char* to_string(cq_kind k) noexcept {
     return k == cq_kind::cq ? "cq" : "rcq";
 }

@@ -210,6 +210,12 @@ TEST_P(bounce, peer_death_returns_every_buffer) {
             } else if (!done.ok()) {
                 EXPECT_EQ(done.status, errc::disconnected)
                     << "write " << i << ": " << done.status.message();
+                // The same failure as a call's error: its code, and a message naming the op.
+                const error e = done.error();
+                EXPECT_EQ(e.code(), done.status);
+                EXPECT_EQ(e.message(), "write failed") << e.what();
+            } else {
+                EXPECT_EQ(done.error().code(), std::error_code{});
             }
         }
     }
