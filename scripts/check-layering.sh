@@ -123,7 +123,7 @@ fi
 # The endpoint layer's connection names none of the persistence layer's or the pools' types and
 # verbs (they are theirs: persistence.hpp, buffer_pool.hpp, registration_cache.hpp, ...), in
 # code or in comments.
-upper_names='\b(flush|flush_options|flush_type|flush_method|flush_method_for|publish|atomic_path|service_depth|service_timeout|persistence_config|persistent_region|target_service|write_copy|send_copy|bounce|bounce_buffers|buffer_pool|pooled_buffer|slot_pool|receive_pool|registration_cache|cached_region|lease)\b|\batomics\('
+upper_names='\b(flush|flush_options|flush_type|flush_method|flush_method_for|publish|atomic_path|service_depth|service_timeout|persistence_config|persistent_region|target_service|write_copy|send_copy|bounce|bounce_buffers|buffer_pool|pooled_buffer|slot_pool|receive_pool|registration_cache|cached_region)\b|\batomics\('
 names=0
 for f in include/remora/connection.hpp include/remora/op_options.hpp; do
     while IFS= read -r line; do

@@ -10,8 +10,8 @@
 /// nothing is registered per operation). A pool may serve many connections (of its domain).
 ///
 /// Exhaustion: try_get() fails with errc::would_block while every buffer is out; an operation
-/// that needs a buffer then takes nothing (no queue entry, no slot unit) and fails the same way.
-/// A request larger than buffer_size can never fit: errc::too_large.
+/// that needs a buffer then takes nothing (no queue entry, no unit of connection_config::slots)
+/// and fails the same way. A request larger than buffer_size can never fit: errc::too_large.
 ///
 /// Threading: every call may run concurrently; a handle is shared (copies refer to one pool,
 /// which lives while a handle or an outstanding buffer does).

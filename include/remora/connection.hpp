@@ -299,18 +299,22 @@ class connection {
     ~connection();
 
     // ---- one-sided ----
+    // Every one-sided call names its destination first, then its source, as memcpy and
+    // librpma's rpma_read / rpma_write do: a read's local memory, then the remote region it
+    // reads; a write's remote region, then the local memory it writes (segments or a range).
     result<void> read(std::span<const local_segment> dst, const remote_region& src,
                       std::uint64_t src_offset, op_options opts = {});
     result<void> read(const memory_region& dst, std::size_t dst_offset, const remote_region& src,
                       std::uint64_t src_offset, std::size_t length, op_options opts = {});
-    result<void> write(std::span<const local_segment> src, const remote_region& dst,
-                       std::uint64_t dst_offset, op_options opts = {});
+    result<void> write(const remote_region& dst, std::uint64_t dst_offset,
+                       std::span<const local_segment> src, op_options opts = {});
     result<void> write(const remote_region& dst, std::uint64_t dst_offset, const memory_region& src,
                        std::size_t src_offset, std::size_t length, op_options opts = {});
     /// The peer gets an op::remote_write completion carrying `imm` (on its RCQ if it has one).
     /// `imm` must fit caps().cq_data_size bytes.
-    result<void> write_with_imm(std::span<const local_segment> src, const remote_region& dst,
-                                std::uint64_t dst_offset, std::uint64_t imm, op_options opts = {});
+    result<void> write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
+                                std::span<const local_segment> src, std::uint64_t imm,
+                                op_options opts = {});
     result<void> write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
                                 const memory_region& src, std::size_t src_offset,
                                 std::size_t length, std::uint64_t imm, op_options opts = {});
@@ -320,7 +324,7 @@ class connection {
     /// ended. Every segment is checked like write()'s destination before anything is taken
     /// (errc::out_of_range, access_denied; invalid_argument for no segment, a null region or a
     /// zero-length segment; too_large for more than max_gather_parts parts or more parts than
-    /// sq_size). Admission is one all-or-nothing step: dst.size() send-queue entries (with their
+    /// sq_size). Reservation is one all-or-nothing step: dst.size() send-queue entries (with their
     /// CQ entries) and dst.size() x {sq 1, cq 1} units of connection_config::slots, or nothing
     /// (errc::would_block, or the budget's error); with op_options::park_until it parks for all
     /// of them at once. The operation completes once, as op::write with `bytes` the total, when

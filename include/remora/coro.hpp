@@ -42,9 +42,10 @@ namespace remora {
 struct await_options {
     /// Parked under back-pressure without blocking the thread until then (op_options::park_until
     /// with park_mode::queue): while the operation's units are taken, the coroutine stays
-    /// suspended in the FIFO, and resumes with its completion once it has been admitted and has
-    /// completed, or with errc::timed_out / canceled / disconnected if it never was. It then
-    /// resumes on the thread of that FIFO (the library's), or on the CQ reader's as usual.
+    /// suspended in the FIFO, and resumes with its completion once its slot has been reserved
+    /// and it has completed, or with errc::timed_out / canceled / disconnected if it never was.
+    /// It then resumes on the thread of that FIFO (the library's), or on the CQ reader's as
+    /// usual.
     /// Default: no parking (a post that finds no units fails at once).
     std::chrono::steady_clock::time_point park_until{};
     /// A write or send that completes at post (completion_mode::at_post: its bytes are

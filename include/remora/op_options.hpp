@@ -32,7 +32,7 @@ enum class completion_mode : std::uint8_t {
 /// How a parked post waits (op_options::park).
 enum class park_mode : std::uint8_t {
     block,  ///< the calling thread waits (the default)
-    queue,  ///< the call returns at once; the library posts the operation once it is admitted
+    queue,  ///< the call returns at once; the library posts the operation once its slot is reserved
 };
 
 struct op_options {

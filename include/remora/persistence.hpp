@@ -47,9 +47,9 @@ struct persistence_config {
     std::uint32_t service_depth = 0;
     /// Client side of the target's service: a GPSPM flush or service atomic whose reply has not
     /// come service_timeout after its post completes with errc::timed_out, and its queue entries
-    /// and slot come back (in_flight() drops); a reply that comes later is ignored. The target
-    /// may or may not have executed it (a flush's data may or may not be durable; an atomic may
-    /// or may not have changed the word): treat the connection as suspect. Noticed while the
+    /// and request entry come back (in_flight() drops); a reply that comes later is ignored. The
+    /// target may or may not have executed it (a flush's data may or may not be durable; an atomic
+    /// may or may not have changed the word): treat the connection as suspect. Noticed while the
     /// connection's CQ is read or waited on (a wait wakes for it) or by its progress thread's
     /// reads; must be > 0 (errc::invalid_argument at setup).
     std::chrono::milliseconds service_timeout{30000};
@@ -101,8 +101,8 @@ const char* to_string(atomic_path p) noexcept;
 /// GPSPM where its service persists (persistence::gpspm, and the connection has a
 /// service_depth). errc::not_supported names what is missing. GPSPM flushes (and service
 /// atomics) complete where their reply arrives: on the RCQ when the connection has one; the
-/// request's own send completion is read from the CQ and holds the request's slot until then,
-/// so read both queues.
+/// request's own send completion is read from the CQ and holds the request's entry (one of
+/// service_depth) until then, so read both queues.
 result<void> flush(connection& conn, const remote_region& dst, std::uint64_t offset,
                    std::uint64_t length, flush_options how = {}, op_options opts = {});
 /// The method flush() would use on `conn` (automatic resolved), or why none can.
@@ -126,7 +126,7 @@ result<void> fetch_add(connection& conn, const remote_region& dst, std::uint64_t
                        op_options opts = {});
 [[nodiscard]] atomic_path atomics(const connection& conn) noexcept;
 
-/// Write + flush + atomic publish, admitted together. Writes the local range of `src` from
+/// Write + flush + atomic publish, reserved together. Writes the local range of `src` from
 /// src_offset into the remote segments (as connection::gather_write: part i carries
 /// data[i].length bytes), flushes them (flush() with `how`, on the smallest range covering every
 /// segment), and then writes `value` into the 8-byte aligned word at flag_offset of `flag`
@@ -140,7 +140,7 @@ result<void> fetch_add(connection& conn, const remote_region& dst, std::uint64_t
 /// the atomic. Everything is checked before anything is taken (write()'s, flush()'s and
 /// atomic_write()'s errors, the part named; invalid_argument for segments in different
 /// regions or completion_mode::at_post; too_large as gather_write, counting the flush and a
-/// native atomic as send-queue entries). Admission is one all-or-nothing step: a send-queue
+/// native atomic as send-queue entries). Reservation is one all-or-nothing step: a send-queue
 /// entry (with its CQ entry and {sq 1, cq 1} units of connection_config::slots) for each write,
 /// for a read-after-write flush and for a native atomic, and a request of the target's service
 /// (service_depth) for a GPSPM flush and for a service atomic; or nothing (errc::would_block,

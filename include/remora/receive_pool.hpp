@@ -4,16 +4,16 @@
 /// back-pressure.
 ///
 /// A target serving many clients cannot post a full receive queue of buffers per connection:
-/// memory would grow with the number of clients. A receive_pool holds `slots` registered buffers
-/// of `buffer_size` bytes for all the connections attached to it. Each slot is either posted as
-/// a receive on one connection or held by the application as a `message` it is working on.
-/// When a message is released its slot is posted again — on the connection that has waited
+/// memory would grow with the number of clients. A receive_pool holds `buffers` registered
+/// buffers of `buffer_size` bytes for all the connections attached to it. Each buffer is either
+/// posted as a receive on one connection or held by the application as a `message` it is working
+/// on. When a message is released its buffer is posted again — on the connection that has waited
 /// longest for one (FIFO, round-robin), never more than `per_connection` on one connection.
 ///
-/// Back-pressure: while every slot is held or posted elsewhere, a connection simply has no
+/// Back-pressure: while every buffer is held or posted elsewhere, a connection simply has no
 /// receive posted, so its peer's messages wait in the provider and the network (tcp flow
 /// control; receiver-not-ready retries on verbs). The target stops taking new work and nothing
-/// is dropped; its memory stays bounded by slots × buffer_size.
+/// is dropped; its memory stays bounded by buffers × buffer_size.
 ///
 /// libfabric's shared receive contexts (fi_srx_context) are not used: with FI_EP_MSG they do not
 /// say which connection a message came from, and a target must reply on that connection.
@@ -24,7 +24,7 @@
 /// library's thread delivers them while next() waits; without it, poll each connection's CQ (the
 /// pool's completions do not appear there) and call next(0ms). A message says which connection
 /// it came from by its tag (connection_config::tag); reply on that connection, then drop the
-/// message (or release() it). A connection's slots come back when it is destroyed or detached.
+/// message (or release() it). A connection's buffers come back when it is destroyed or detached.
 ///
 /// Destroying the pool (its handle) detaches every attached connection: their receives are
 /// canceled, and the pool's buffers stay registered until each canceled receive has completed or
@@ -51,17 +51,17 @@
 namespace remora {
 
 struct receive_pool_config {
-    std::uint32_t slots = 64;          ///< buffers shared by all attached connections
+    std::uint32_t buffers = 64;        ///< buffers shared by all attached connections
     std::size_t buffer_size = 4096;    ///< bytes per buffer: the largest message accepted
     std::uint32_t per_connection = 4;  ///< most receives posted on one connection (fairness)
 };
 
 namespace detail {
 struct receive_pool_impl;
-struct receive_slot;
+struct receive_buffer;
 }  // namespace detail
 
-/// A received message: its bytes stay valid, and its slot stays out of the pool, until the
+/// A received message: its bytes stay valid, and its buffer stays out of the pool, until the
 /// message is released or destroyed.
 class message {
   public:
@@ -74,14 +74,14 @@ class message {
     [[nodiscard]] std::uint64_t tag() const noexcept;  ///< the connection's config().tag
     [[nodiscard]] std::uint64_t imm() const noexcept { return imm_; }
     [[nodiscard]] bool has_imm() const noexcept { return has_imm_; }
-    [[nodiscard]] explicit operator bool() const noexcept { return slot_ != nullptr; }
-    /// Gives the slot back now (posted again on the connection waiting longest).
+    [[nodiscard]] explicit operator bool() const noexcept { return rbuf_ != nullptr; }
+    /// Gives the buffer back now (posted again on the connection waiting longest).
     void release() noexcept;
 
   private:
     friend class receive_pool;
     std::shared_ptr<detail::receive_pool_impl> pool_;
-    detail::receive_slot* slot_ = nullptr;
+    detail::receive_buffer* rbuf_ = nullptr;
     std::size_t bytes_ = 0;
     std::uint64_t tag_ = 0;
     std::uint64_t imm_ = 0;
@@ -89,7 +89,7 @@ class message {
 };
 
 struct receive_pool_stats {
-    std::uint32_t slots = 0;
+    std::uint32_t buffers = 0;              ///< the pool's buffers (receive_pool_config)
     std::uint32_t posted = 0;               ///< receives posted on connections now
     std::uint32_t held = 0;                 ///< messages delivered and not yet released
     std::uint32_t max_held = 0;             ///< the most ever held at once
@@ -107,13 +107,13 @@ class receive_pool {
     receive_pool& operator=(receive_pool&&) noexcept;
     ~receive_pool();
 
-    /// Posts up to per_connection receives on `conn` from the free slots; what the pool cannot
-    /// give now is owed and posted as slots return. errc::invalid_argument if the connection's
-    /// rq_size is smaller than per_connection or it has a service depth; errc::bad_state if it
-    /// is attached already.
+    /// Posts up to per_connection receives on `conn` from the free buffers; what the pool
+    /// cannot give now is owed and posted as buffers return. errc::invalid_argument if the
+    /// connection's rq_size is smaller than per_connection or it has a service depth;
+    /// errc::bad_state if it is attached already.
     result<void> attach(connection& conn);
-    /// Stops posting on `conn` and cancels its receives; their slots come back as their canceled
-    /// completions are read, or when the connection is destroyed.
+    /// Stops posting on `conn` and cancels its receives; their buffers come back as their
+    /// canceled completions are read, or when the connection is destroyed.
     void detach(connection& conn) noexcept;
 
     /// The next message from any attached connection, in arrival order; errc::timed_out.

@@ -102,7 +102,7 @@ typedef struct remora_cq remora_cq;                   /**< a completion queue (b
 typedef struct remora_shared_cq remora_shared_cq;     /**< a CQ shared by connections */
 typedef struct remora_channel remora_channel;         /**< one wait for many CQs */
 typedef struct remora_slot_pool remora_slot_pool;     /**< a budget of queue units (slot_pool) */
-typedef struct remora_lease remora_lease;             /**< units held from a slot pool */
+typedef struct remora_lease remora_lease;             /**< units held from a pool (held_units) */
 typedef struct remora_buffer_pool remora_buffer_pool; /**< registered bounce buffers */
 typedef struct remora_srq remora_srq;                 /**< a receive queue shared by connections */
 /** @} */
@@ -458,7 +458,7 @@ struct remora_op_opts {
     /**
      * 0: no parking (a full queue or pool is REMORA_E_WOULD_BLOCK at once). Else the post waits
      * up to this many ms (REMORA_NO_DEADLINE: without a deadline) for its queue entries and
-     * slot-pool units, in FIFO order, then posts; or ends having taken nothing with
+     * units of remora_conn_cfg.slots, in FIFO order, then posts; or ends having taken nothing with
      * REMORA_E_TIMED_OUT, REMORA_E_CANCELED (remora_conn_cancel_parked) or
      * REMORA_E_DISCONNECTED (closed). Somebody else must read the CQ meanwhile.
      */
@@ -496,9 +496,10 @@ struct remora_segment {
  * Writes consecutive pieces of src from src_offset into the `n` remote segments in order (part i
  * carries dst[i].len bytes). Every segment is checked before anything is posted
  * (REMORA_E_OUT_OF_RANGE, ACCESS_DENIED; INVALID for n 0, a NULL remote or an empty segment;
- * TOO_LARGE past REMORA_MAX_GATHER_PARTS or the send-queue depth); the n entries (and slot
- * units) are taken all at once or not at all. Completes once, as REMORA_OP_WRITE with len the
- * total; a failure reports the first failing part's status and index (failed_part).
+ * TOO_LARGE past REMORA_MAX_GATHER_PARTS or the send-queue depth); the n entries (and units
+ * of remora_conn_cfg.slots) are taken all at once or not at all. Completes once, as
+ * REMORA_OP_WRITE with len the total; a failure reports the first failing part's status and
+ * index (failed_part).
  * REMORA_F_AT_POST is refused.
  */
 REMORA_API int remora_gather_write(remora_conn* conn, const struct remora_segment* dst, size_t n,

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /**
  * @file remora/remora_pools.h
- * @brief remora's C API: slot pools and leases, bounce buffers and the copies through them.
+ * @brief remora's C API: slot pools and the units held from them, bounce buffers and the copies
+ * through them.
  *
  * Part of remora's C API (C11), included by remora/remora.h: include that. The conventions
  * stated at the head of remora.h (return codes, messages, handles, sized configuration structs,

@@ -9,32 +9,22 @@
 /// A `budget` lends units: take_units() takes all of a demand or nothing, give_units() returns
 /// them. It is the one interface through which a connection draws on a budget shared with other
 /// connections (connection_config::slots); slot_pool (slot_pool.hpp) is the library's budget,
-/// with its exhaustion policy (forbid, backpressure) on top. `held_units` holds units taken from
-/// a budget and gives them back exactly once when reset or destroyed; its release() stops owning
-/// them without giving them back, as std::unique_ptr::release and Seastar's
-/// semaphore_units::release do (the units are then the caller's to return).
-///
-/// detail::unit_budget is the all-or-nothing reservation of K kinds of units against capacities
-/// that every budget of the library is written with: slot_pool's accounting, a shared CQ's
-/// reserved entries (a connection's operation records count themselves in their lock-free
-/// free lists, src/ops/op_pool.hpp). It is in this
-/// header only because slot_pool holds one by value; it is not part of the API.
+/// with its exhaustion policy (forbid, backpressure) on top. `held_units` is the one holder of
+/// units taken from a budget, whoever took them (a connection's operation, or the application
+/// through slot_pool::try_acquire / acquire): it gives them back exactly once when reset or
+/// destroyed.
 ///
 /// Threading: `units` is a value. A budget's calls may run concurrently (slot_pool's do). A
 /// held_units is a value (one thread at a time) that may be reset or destroyed on any thread.
-/// unit_budget's calls may run concurrently: each takes its lock; exclusive() runs a function
-/// under it, which must not call back into the same unit_budget.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 
-#include <remora/park_gate.hpp>
 #include <remora/result.hpp>
 
 namespace remora {
@@ -79,32 +69,40 @@ std::string to_string(const units& u);
 
 class held_units;
 
+namespace detail {
+class park_gate;       // where posts parked on a budget wait (library-internal)
+struct budget_access;  // the library's own access to it
+}  // namespace detail
+
 /// Something that lends units: all of a demand or nothing. Implemented by slot_pool; a
 /// connection reaches its connection_config::slots through this interface only, and an
-/// application may implement it too. The library calls take_units() from any thread that posts
-/// (before anything is posted: a refusal fails the post, which then takes nothing) and
-/// give_units() from the thread that reads the operation's completion, a failed post's thread, or
-/// the one destroying the connection: both must be safe to call concurrently and must not block
-/// for long. give_units() runs where completion callbacks run, under the same rules (it may post,
-/// as slot_pool's parked requests do when it grants them).
+/// application may implement it too (override take_units and give_units). The library calls
+/// take_units() from any thread that posts (before anything is posted: a refusal fails the
+/// post, which then takes nothing) and give_units() from the thread that reads the operation's
+/// completion, a failed post's thread, or the one destroying the connection: both must be safe
+/// to call concurrently and must not block for long. give_units() runs where completion
+/// callbacks run, under the same rules (it may post, as slot_pool's parked requests do when it
+/// grants them).
 ///
-/// Parked posts (op_options::park_until) wait on the budget's gate (park_gate.hpp), shared by all
-/// the connections drawing on it: held_units gives units back and then notifies it, so an
-/// implementation needs to do nothing for them. A copy has a gate of its own.
+/// Parked posts (op_options::park_until) wait in a FIFO of the budget's own, shared by all the
+/// connections drawing on it: held_units gives units back and then wakes it, so an
+/// implementation needs to do nothing for them. A copy has a FIFO of its own.
 class budget {
   public:
-    virtual ~budget() = default;
-    /// Where posts parked on this budget wait (library-internal).
-    [[nodiscard]] detail::park_gate& gate() const noexcept { return *gate_; }
+    virtual ~budget();
 
   protected:
-    budget() = default;
-    budget(const budget&) : budget() {}
-    budget& operator=(const budget&) { return *this; }
+    budget();
+    budget(const budget&);
+    budget& operator=(const budget&) noexcept { return *this; }
+    /// For an implementation that hands out units it has already taken for a caller (as
+    /// slot_pool grants a parked request): the holding that gives `taken` back to `self`.
+    static held_units hold(std::shared_ptr<budget> self, const units& taken) noexcept;
 
   private:
     friend class held_units;
-    std::unique_ptr<detail::park_gate> gate_ = std::make_unique<detail::park_gate>();
+    friend struct detail::budget_access;
+    std::unique_ptr<detail::park_gate> gate_;
     /// All of `need` now, or nothing (nothing is taken on failure); the error says why
     /// (the implementation's policy decides the code: slot_pool gives would_block or bad_state).
     virtual result<void> take_units(const units& need) = 0;
@@ -112,9 +110,18 @@ class budget {
     virtual void give_units(const units& u) noexcept = 0;
 };
 
-/// Units taken from a budget, held until reset() or destruction, which give them back exactly
-/// once. Holds the budget (a shared_ptr): it lives while units are out. Move-only; a moved-from,
-/// reset or released holding is empty (false, holds nothing).
+/// Units taken from a budget (held_units::take, slot_pool::try_acquire, slot_pool::acquire),
+/// held until reset() or destruction, which give them back exactly once, then wake the posts
+/// parked on the budget. It holds the budget (a shared_ptr): the budget lives while units are
+/// out. Move-only; a moved-from or reset holding is empty (false, holds nothing).
+///
+/// There is no release(): in C++ release() means "stop owning without giving back"
+/// (unique_ptr::release, Seastar's semaphore_units::release), and a budget has no public call to
+/// take units back that way, so they would leak. Give units back with reset().
+///
+/// Threading: a value (one thread at a time) that may be reset or destroyed on any thread. Giving
+/// units back may run, on this thread and before reset() returns, the callbacks of a
+/// slot_pool's parked requests the units satisfy.
 class held_units {
   public:
     held_units() = default;
@@ -125,9 +132,8 @@ class held_units {
         }
         return held_units(std::move(from), need);
     }
-    held_units(held_units&& o) noexcept : from_(std::move(o.from_)), held_(o.held_) {
-        o.held_ = {};
-    }
+    held_units(held_units&& o) noexcept
+        : from_(std::move(o.from_)), held_(std::exchange(o.held_, units{})) {}
     held_units& operator=(held_units&& o) noexcept {
         if (this != &o) {
             reset();
@@ -140,122 +146,27 @@ class held_units {
     held_units& operator=(const held_units&) = delete;
     ~held_units() { reset(); }
 
-    /// Gives the units back now and leaves the holding empty; a no-op when empty.
+    /// Gives the units back now (as the destructor does) and leaves the holding empty; a no-op
+    /// when empty.
     void reset() noexcept {
         if (from_) {
-            auto from = std::move(from_);
-            from_.reset();
-            const units back = std::exchange(held_, units{});
-            from->give_units(back);
-            // As many operations' worth as the most of any kind (a write's {sq 1, cq 1} is one).
-            std::uint32_t most = 1;
-            for (auto v : back.n) {
-                most = v > most ? v : most;
-            }
-            from->gate_->notify(most);
+            give_back();
         }
-    }
-    /// Stops owning the units without giving them back; returns what was held. The budget keeps
-    /// them out until someone who may (the budget's owner) returns them.
-    units release() noexcept {
-        from_.reset();
-        return std::exchange(held_, units{});
     }
     [[nodiscard]] const units& held() const noexcept { return held_; }
     explicit operator bool() const noexcept { return from_ != nullptr; }
 
   private:
-    held_units(std::shared_ptr<budget> from, const units& need)
+    friend class budget;
+    held_units(std::shared_ptr<budget> from, const units& need) noexcept
         : from_(std::move(from)), held_(need) {}
+    void give_back() noexcept;  // units.cpp: give_units(), then wake the budget's parked posts
     std::shared_ptr<budget> from_;
     units held_;
 };
 
-namespace detail {
+inline held_units budget::hold(std::shared_ptr<budget> self, const units& taken) noexcept {
+    return held_units(std::move(self), taken);
+}
 
-/// K kinds of units reserved against capacities, all or nothing, under one lock. The ledger is
-/// the unlocked part: exclusive() hands it to a policy that must decide under the same lock
-/// (slot_pool's FIFO of parked requests, op_pool's free lists, a shared CQ's attached list).
-template <std::size_t K>
-class unit_budget {
-  public:
-    using counts = std::array<std::uint32_t, K>;
-
-    class ledger {
-      public:
-        [[nodiscard]] bool fits(const counts& need) const noexcept {
-            for (std::size_t i = 0; i < K; ++i) {
-                if (need[i] > free_[i])
-                    return false;
-            }
-            return true;
-        }
-        /// All of `need`, or nothing (false).
-        [[nodiscard]] bool try_take(const counts& need) noexcept {
-            if (!fits(need)) {
-                return false;
-            }
-            for (std::size_t i = 0; i < K; ++i)
-                free_[i] -= need[i];
-            return true;
-        }
-        /// Returns units taken before; never more than the capacity.
-        void give(const counts& u) noexcept {
-            for (std::size_t i = 0; i < K; ++i) {
-                free_[i] = cap_[i] - free_[i] > u[i] ? free_[i] + u[i] : cap_[i];
-            }
-        }
-        void take_one(std::size_t kind) noexcept { --free_[kind]; }  // after fits / free > 0
-        void give_one(std::size_t kind) noexcept {
-            if (free_[kind] < cap_[kind])
-                ++free_[kind];
-        }
-        [[nodiscard]] const counts& available() const noexcept { return free_; }
-        [[nodiscard]] const counts& capacity() const noexcept { return cap_; }
-        [[nodiscard]] std::uint32_t free(std::size_t kind) const noexcept { return free_[kind]; }
-        /// In use of one kind: capacity minus free.
-        [[nodiscard]] std::uint32_t used(std::size_t kind) const noexcept {
-            return cap_[kind] - free_[kind];
-        }
-        /// New capacities, all free (nothing may be out).
-        void reset(const counts& capacity) noexcept { cap_ = free_ = capacity; }
-
-      private:
-        counts cap_{};
-        counts free_{};
-    };
-
-    unit_budget() = default;
-    explicit unit_budget(const counts& capacity) { l_.reset(capacity); }
-
-    [[nodiscard]] bool try_take(const counts& need) {
-        std::lock_guard lock(mu_);
-        return l_.try_take(need);
-    }
-    void give(const counts& u) noexcept {
-        std::lock_guard lock(mu_);
-        l_.give(u);
-    }
-    [[nodiscard]] counts available() const {
-        std::lock_guard lock(mu_);
-        return l_.available();
-    }
-    /// Runs f(ledger&) under the budget's lock and returns what it returns.
-    template <class F>
-    decltype(auto) exclusive(F&& f) {
-        std::lock_guard lock(mu_);
-        return std::forward<F>(f)(l_);
-    }
-    template <class F>
-    decltype(auto) exclusive(F&& f) const {
-        std::lock_guard lock(mu_);
-        return std::forward<F>(f)(static_cast<const ledger&>(l_));
-    }
-
-  private:
-    mutable std::mutex mu_;
-    ledger l_;
-};
-
-}  // namespace detail
 }  // namespace remora

@@ -1,12 +1,30 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // src/base/units.cpp — the base layer's units (include/remora/units.hpp): names of unit kinds and
-// of unit counts, for messages. The all-or-nothing reservation itself (detail::unit_budget) is
-// header-only: slot_pool holds one by value, op_pool and a shared CQ one each.
+// of unit counts, for messages; a budget's FIFO of parked posts, and held_units' give-back, which
+// wakes it. The all-or-nothing reservation budgets are written with is base/unit_budget.hpp.
+#include <remora/park_gate.hpp>
 #include <remora/units.hpp>
 
 #include <string>
 
 namespace remora {
+
+budget::budget() : gate_(std::make_unique<detail::park_gate>()) {}
+budget::budget(const budget&) : budget() {}
+budget::~budget() = default;
+
+void held_units::give_back() noexcept {
+    auto from = std::move(from_);
+    from_.reset();
+    const units back = std::exchange(held_, units{});
+    from->give_units(back);
+    // As many operations' worth as the most of any kind (a write's {sq 1, cq 1} is one).
+    std::uint32_t most = 1;
+    for (auto v : back.n) {
+        most = v > most ? v : most;
+    }
+    from->gate_->notify(most);
+}
 
 const char* to_string(unit u) noexcept {
     switch (u) {

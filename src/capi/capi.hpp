@@ -58,7 +58,7 @@ struct remora_slot_pool {
     std::shared_ptr<remora::slot_pool> p;
 };
 struct remora_lease {
-    remora::lease l;
+    remora::held_units l;
 };
 struct remora_buffer_pool {
     remora::buffer_pool b;

@@ -31,7 +31,7 @@ struct c_acquire {
     void* ctx;
 };
 
-void acquire_trampoline(void* ctx, remora::result<remora::lease> r) {
+void acquire_trampoline(void* ctx, remora::result<remora::held_units> r) {
     auto* rec = static_cast<c_acquire*>(ctx);
     const c_acquire c = *rec;
     delete rec;

@@ -340,12 +340,12 @@ result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t l
     if (auto r = check_open(c, what); !r) {
         return r;
     }
-    auto admitted =
+    auto reserved =
         reserve_op(c.ops, q, nullptr, units{}, what, recv ? c.config.rq_size : c.internal_sends);
-    if (!admitted) {
-        return fail(admitted.error());
+    if (!reserved) {
+        return fail(reserved.error());
     }
-    op_record* r = *admitted;
+    op_record* r = *reserved;
     arm_internal(*r, hook, context, recv ? op::recv : op::send);
     iovec iov{buf, len};
     fabric_post p{.kind = recv ? post_kind::recv : post_kind::send,
@@ -418,8 +418,8 @@ result<void> connection::read(const memory_region& dst, std::size_t dst_offset,
     const local_segment seg{&dst, dst_offset, length};
     return rma(*impl_, detail::rma_kind::read, {&seg, 1}, src, src_offset, 0, opts);
 }
-result<void> connection::write(std::span<const local_segment> src, const remote_region& dst,
-                               std::uint64_t dst_offset, op_options opts) {
+result<void> connection::write(const remote_region& dst, std::uint64_t dst_offset,
+                               std::span<const local_segment> src, op_options opts) {
     return rma(*impl_, detail::rma_kind::write, src, dst, dst_offset, 0, opts);
 }
 result<void> connection::write(const remote_region& dst, std::uint64_t dst_offset,
@@ -428,9 +428,9 @@ result<void> connection::write(const remote_region& dst, std::uint64_t dst_offse
     const local_segment seg{&src, src_offset, length};
     return rma(*impl_, detail::rma_kind::write, {&seg, 1}, dst, dst_offset, 0, opts);
 }
-result<void> connection::write_with_imm(std::span<const local_segment> src,
-                                        const remote_region& dst, std::uint64_t dst_offset,
-                                        std::uint64_t imm, op_options opts) {
+result<void> connection::write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
+                                        std::span<const local_segment> src, std::uint64_t imm,
+                                        op_options opts) {
     return rma(*impl_, detail::rma_kind::write_imm, src, dst, dst_offset, imm, opts);
 }
 result<void> connection::write_with_imm(const remote_region& dst, std::uint64_t dst_offset,

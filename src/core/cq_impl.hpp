@@ -21,6 +21,7 @@
 
 #include <remora/units.hpp>
 
+#include "base/unit_budget.hpp"
 #include "core/domain_impl.hpp"
 #include "ops/done.hpp"  // in_completion
 

@@ -171,7 +171,7 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
     for (std::size_t k = 0; k < unit_kinds; ++k) {
         need.n[k] += extra.n[k];
     }
-    auto admitted = reserve_parked(c, opts, what, [&]() -> result<held_units> {
+    auto reserved = reserve_parked(c, opts, what, [&]() -> result<held_units> {
         if (!c.ops.take_n(queue::send, n, recs)) {
             return fail(errc::would_block, "gather_write: " + n2s(n) +
                                                " send-queue entries are not free (depth " +
@@ -189,12 +189,12 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
         }
         return h;
     });
-    if (!admitted) {
-        return fail(admitted.error());
+    if (!reserved) {
+        return fail(reserved.error());
     }
     multi_registry& registry = registry_of(c);
     auto m = std::make_unique<multi_op>(n, registry);
-    m->units = std::move(*admitted);
+    m->units = std::move(*reserved);
     m->keep = keep;
     m->context = opts.context;
     m->callback = opts.callback;

@@ -4,6 +4,7 @@
 // park_gate, include/remora/park_gate.hpp).
 #include <remora/connection.hpp>
 
+#include "base/budget_access.hpp"
 #include "core/impl.hpp"
 
 namespace remora {
@@ -11,7 +12,7 @@ namespace detail {
 
 park_gate& parked_gate(connection_impl& c) noexcept {
     // A shared budget's gate: its units come back from every connection drawing on it.
-    return c.config.slots ? c.config.slots->gate() : c.own_gate;
+    return c.config.slots ? budget_access::gate(*c.config.slots) : c.own_gate;
 }
 
 }  // namespace detail

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include <remora/completion_queue.hpp>
+#include <remora/park_gate.hpp>
 #include <remora/units.hpp>
 
 #include "fabric/fabric.hpp"

@@ -4,9 +4,9 @@
 //
 // Reservation takes everything at once (ops/reservation.hpp): the send-queue records of the writes,
 // of a read-after-write flush and of a native atomic (op_pool::take_n) with their units of the
-// shared budget (one held_units), and the target service's request slots of a GPSPM flush and of
-// a service atomic (reserve_request). Phase 1 posts the writes and the flush; each part's
-// completion counts down (a record's internal hook, or the service slot's hook). The last one
+// shared budget (one held_units), and the target service's request entries of a GPSPM flush and
+// of a service atomic (reserve_request). Phase 1 posts the writes and the flush; each part's
+// completion counts down (a record's internal hook, or the service request's hook). The last one
 // starts phase 2: when every part succeeded it posts the atomic on the entry it reserved,
 // otherwise it gives that entry back and reports. The atomic's completion reports the whole.
 //
@@ -299,7 +299,7 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
     need[unit::sq] = static_cast<std::uint32_t>(nrecs);
     need[unit::cq] = static_cast<std::uint32_t>(nrecs);
     const std::size_t slots_needed = (gpspm ? 1 : 0) + (native ? 0 : 1);
-    auto admitted = reserve_parked(c, opts, what, [&]() -> result<std::unique_ptr<taken>> {
+    auto reserved = reserve_parked(c, opts, what, [&]() -> result<std::unique_ptr<taken>> {
         auto t = std::make_unique<taken>();
         if (!c.ops.take_n(queue::send, nrecs, t->recs)) {
             return fail(errc::would_block, "publish: " + n2s(nrecs) +
@@ -348,10 +348,10 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
         }
         return t;
     });
-    if (!admitted) {
-        return fail(admitted.error());
+    if (!reserved) {
+        return fail(reserved.error());
     }
-    taken& t = **admitted;
+    taken& t = **reserved;
     publish_registry& registry = registry_of(c);
     auto m = std::make_unique<publish_op>(n, registry);
     m->units = std::move(t.units);

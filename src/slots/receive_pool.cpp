@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
+// src/slots/receive_pool.cpp — receive_pool: registered receive buffers shared by a target's
+// connections, posted where they are owed (FIFO), with back-pressure.
 #include <remora/receive_pool.hpp>
 
 #include <algorithm>
@@ -14,7 +16,7 @@
 namespace remora {
 namespace detail {
 
-struct receive_slot {
+struct receive_buffer {
     receive_pool_impl* pool = nullptr;
     std::byte* buf = nullptr;
     connection_impl* conn = nullptr;  // where it is posted, or where its message came from
@@ -27,7 +29,7 @@ struct receive_pool_impl : std::enable_shared_from_this<receive_pool_impl> {
     receive_pool_config cfg;
     std::vector<std::byte> memory;
     std::optional<memory_region> mr;
-    std::vector<receive_slot> slots;
+    std::vector<receive_buffer> buffers;
 
     struct attached {
         connection_impl* conn = nullptr;
@@ -36,7 +38,7 @@ struct receive_pool_impl : std::enable_shared_from_this<receive_pool_impl> {
         bool queued = false;  // in `wanting`
     };
     struct ready_msg {
-        receive_slot* slot;
+        receive_buffer* buffer;
         std::uint64_t tag;
         std::size_t bytes;
         std::uint64_t imm;
@@ -51,13 +53,13 @@ struct receive_pool_impl : std::enable_shared_from_this<receive_pool_impl> {
     std::condition_variable post_cv;
     std::uint32_t posting = 0;  // post_internal calls of dispatch in flight
     bool scanning = false;      // a rebalance or detach reads the connections' records
-    std::vector<std::uint32_t> free_slots;
+    std::vector<std::uint32_t> free_buffers;
     std::vector<attached> conns;
     std::deque<connection_impl*> wanting;  // connections owed receives, longest waiting first
     std::deque<ready_msg> ready;
     receive_pool_stats st;
     // The pool itself while any of its receives is posted (st.posted > 0): their completions
-    // reach on_receive through the slots, and the provider writes into `memory`, after the last
+    // reach on_receive through the buffers, and the provider writes into `memory`, after the last
     // receive_pool handle may be gone. Under `mu`; dropped (outside it) when st.posted falls to 0.
     std::shared_ptr<receive_pool_impl> self;
     // Called under `mu` after st.posted was lowered: the reference to drop once `mu` is released.
@@ -78,50 +80,50 @@ struct receive_pool_impl : std::enable_shared_from_this<receive_pool_impl> {
             wanting.push_back(a.conn);
         }
     }
-    void free_slot(receive_slot* s) {
-        s->st = receive_slot::state::free;
+    void free_buffer(receive_buffer* s) {
+        s->st = receive_buffer::state::free;
         s->conn = nullptr;
-        free_slots.push_back(static_cast<std::uint32_t>(s - slots.data()));
+        free_buffers.push_back(static_cast<std::uint32_t>(s - buffers.data()));
     }
 
-    // Pairs free slots with connections owed receives and posts them (outside the lock).
+    // Pairs free buffers with connections owed receives and posts them (outside the lock).
     void dispatch();
     static bool on_receive(void* context, completion& c, callback_sink* /*sink*/);
-    void give_back(receive_slot* s);
+    void give_back(receive_buffer* s);
     void forget(connection_impl& c);  // the connection is being destroyed
     // First step of destroying `c` (before its endpoint closes): no post, rebalance or detach
-    // touches it any more; waits for those in flight. forget() takes its slots back later.
+    // touches it any more; waits for those in flight. forget() takes its buffers back later.
     void retire(connection_impl& c);
-    // While connections wait and no slot is free, cancels receives parked longest on quiet
-    // connections so their slots move to the waiting ones (those go to the back of the line).
+    // While connections wait and no buffer is free, cancels receives parked longest on quiet
+    // connections so their buffers move to the waiting ones (those go to the back of the line).
     void rebalance();
     // Reads the records of `c`'s posted receives and cancels the pool's among them: every one
-    // (`only` null) or the one of slot `only`. Returns whether one was canceled. Caller set
+    // (`only` null) or the one of buffer `only`. Returns whether one was canceled. Caller set
     // `scanning` (so no pool post writes a record meanwhile).
-    static bool cancel_posted(connection_impl& c, const receive_slot* only);
+    static bool cancel_posted(connection_impl& c, const receive_buffer* only);
     // Ends a scan: lets dispatch post again, and posts what waited meanwhile.
     void end_scan();
 };
 
-// A receive parked this long without a message counts as idle when others wait for a slot.
+// A receive parked this long without a message counts as idle when others wait for a buffer.
 constexpr std::chrono::milliseconds idle_receive{2};
 
 void receive_pool_impl::rebalance() {
-    std::vector<std::pair<receive_slot*, connection_impl*>> victims;
+    std::vector<std::pair<receive_buffer*, connection_impl*>> victims;
     {
         std::lock_guard lock(mu);
-        if (!free_slots.empty() || wanting.empty() || posting != 0 || scanning) {
+        if (!free_buffers.empty() || wanting.empty() || posting != 0 || scanning) {
             return;  // nothing to move, or posts in flight: the next idle slice tries again
         }
         const auto now = std::chrono::steady_clock::now();
-        std::vector<receive_slot*> idle;
-        for (auto& sl : slots) {
-            if (sl.st == receive_slot::state::posted && !sl.reclaiming &&
+        std::vector<receive_buffer*> idle;
+        for (auto& sl : buffers) {
+            if (sl.st == receive_buffer::state::posted && !sl.reclaiming &&
                 now - sl.posted_at >= idle_receive && find(sl.conn) != nullptr) {
                 idle.push_back(&sl);
             }
         }
-        std::sort(idle.begin(), idle.end(), [](const receive_slot* a, const receive_slot* b) {
+        std::sort(idle.begin(), idle.end(), [](const receive_buffer* a, const receive_buffer* b) {
             return a->posted_at < b->posted_at;
         });
         std::size_t n = 0;
@@ -155,7 +157,7 @@ void receive_pool_impl::rebalance() {
     end_scan();
 }
 
-bool receive_pool_impl::cancel_posted(connection_impl& c, const receive_slot* only) {
+bool receive_pool_impl::cancel_posted(connection_impl& c, const receive_buffer* only) {
     bool canceled = false;
     if (c.ep) {
         for (op_record* r : c.ops.posted_recvs()) {
@@ -182,13 +184,13 @@ void receive_pool_impl::end_scan() {
 
 void receive_pool_impl::dispatch() {
     for (;;) {
-        std::vector<std::pair<receive_slot*, connection_impl*>> todo;
+        std::vector<std::pair<receive_buffer*, connection_impl*>> todo;
         {
             std::lock_guard lock(mu);
             if (scanning) {
                 return;  // the scan's end dispatches
             }
-            while (!free_slots.empty() && !wanting.empty()) {
+            while (!free_buffers.empty() && !wanting.empty()) {
                 connection_impl* c = wanting.front();
                 wanting.pop_front();
                 attached* a = find(c);
@@ -196,9 +198,9 @@ void receive_pool_impl::dispatch() {
                     continue;  // detached meanwhile
                 }
                 a->queued = false;
-                receive_slot* s = &slots[free_slots.back()];
-                free_slots.pop_back();
-                s->st = receive_slot::state::posted;
+                receive_buffer* s = &buffers[free_buffers.back()];
+                free_buffers.pop_back();
+                s->st = receive_buffer::state::posted;
                 s->conn = c;
                 s->posted_at = std::chrono::steady_clock::now();
                 s->reclaiming = false;
@@ -224,9 +226,9 @@ void receive_pool_impl::dispatch() {
             std::lock_guard lock(mu);
             --posting;  // this record is written: a scan may read it from now on
             if (!r) {
-                // The connection is going away: take the slot back and stop posting there.
+                // The connection is going away: take the buffer back and stop posting there.
                 --st.posted;
-                free_slot(s);
+                free_buffer(s);
                 if (attached* a = find(c)) {
                     --a->posted;
                     a->owed = 0;
@@ -239,13 +241,13 @@ void receive_pool_impl::dispatch() {
         }
         post_cv.notify_all();
         if (!failed) {
-            return;  // else: give the slots that failed to the next connections in line
+            return;  // else: give the buffers that failed to the next connections in line
         }
     }
 }
 
 bool receive_pool_impl::on_receive(void* context, completion& c, callback_sink* /*sink*/) {
-    auto* s = static_cast<receive_slot*>(context);
+    auto* s = static_cast<receive_buffer*>(context);
     receive_pool_impl& p = *s->pool;
     std::shared_ptr<receive_pool_impl> last;  // dropped at return: the pool may go with it
     {
@@ -260,7 +262,7 @@ bool receive_pool_impl::on_receive(void* context, completion& c, callback_sink* 
             // Moved away from a quiet connection: it is owed a receive again.
             s->reclaiming = false;
             ++p.st.reclaimed;
-            p.free_slot(s);
+            p.free_buffer(s);
             if (a != nullptr) {
                 ++a->owed;
                 p.want(*a);
@@ -270,9 +272,9 @@ bool receive_pool_impl::on_receive(void* context, completion& c, callback_sink* 
             if (a != nullptr) {
                 a->owed = 0;
             }
-            p.free_slot(s);
+            p.free_buffer(s);
         } else {
-            s->st = receive_slot::state::held;
+            s->st = receive_buffer::state::held;
             p.ready.push_back({s, s->conn->config.tag, c.bytes, c.imm, c.has_imm});
             ++p.st.held;
             ++p.st.received;
@@ -280,7 +282,7 @@ bool receive_pool_impl::on_receive(void* context, completion& c, callback_sink* 
             if (a != nullptr) {
                 ++a->owed;
                 p.want(*a);
-                if (p.free_slots.empty()) {
+                if (p.free_buffers.empty()) {
                     ++p.st.backpressure_events;
                 }
             }
@@ -291,11 +293,11 @@ bool receive_pool_impl::on_receive(void* context, completion& c, callback_sink* 
     return false;  // delivered through next(), not the connection's CQ
 }
 
-void receive_pool_impl::give_back(receive_slot* s) {
+void receive_pool_impl::give_back(receive_buffer* s) {
     {
         std::lock_guard lock(mu);
         --st.held;
-        free_slot(s);
+        free_buffer(s);
     }
     dispatch();
 }
@@ -306,7 +308,7 @@ void receive_pool_impl::retire(connection_impl& c) {
         std::remove_if(conns.begin(), conns.end(), [&](const attached& a) { return a.conn == &c; }),
         conns.end());
     wanting.erase(std::remove(wanting.begin(), wanting.end(), &c), wanting.end());
-    // dispatch posts only on attached connections and rebalance picks only their slots: once
+    // dispatch posts only on attached connections and rebalance picks only their buffers: once
     // the posts and scans in flight are done, none reaches `c`.
     post_cv.wait(lock, [&] { return posting == 0 && !scanning; });
 }
@@ -315,16 +317,16 @@ void receive_pool_impl::forget(connection_impl& c) {
     std::shared_ptr<receive_pool_impl> last;  // dropped at return
     {
         std::unique_lock lock(mu);
-        // A post in flight on `c` settles its slot first (a failed one frees it itself).
+        // A post in flight on `c` settles its buffer first (a failed one frees it itself).
         post_cv.wait(lock, [&] { return posting == 0; });
         // The endpoint is closed: receives still posted there are free again.
-        for (auto& s : slots) {
+        for (auto& s : buffers) {
             if (s.conn != &c) {
                 continue;
             }
-            if (s.st == receive_slot::state::posted) {
+            if (s.st == receive_buffer::state::posted) {
                 --st.posted;
-                free_slot(&s);
+                free_buffer(&s);
             } else {
                 s.conn = nullptr;  // a message from it is still held
             }
@@ -344,7 +346,7 @@ void receive_pool_impl::forget(connection_impl& c) {
 
 message::message(message&& o) noexcept
     : pool_(std::move(o.pool_)),
-      slot_(std::exchange(o.slot_, nullptr)),
+      rbuf_(std::exchange(o.rbuf_, nullptr)),
       bytes_(o.bytes_),
       tag_(o.tag_),
       imm_(o.imm_),
@@ -354,7 +356,7 @@ message& message::operator=(message&& o) noexcept {
     if (this != &o) {
         release();
         pool_ = std::move(o.pool_);
-        slot_ = std::exchange(o.slot_, nullptr);
+        rbuf_ = std::exchange(o.rbuf_, nullptr);
         bytes_ = o.bytes_;
         tag_ = o.tag_;
         imm_ = o.imm_;
@@ -368,7 +370,7 @@ message::~message() {
 }
 
 std::span<const std::byte> message::data() const noexcept {
-    return slot_ != nullptr ? std::span<const std::byte>(slot_->buf, bytes_)
+    return rbuf_ != nullptr ? std::span<const std::byte>(rbuf_->buf, bytes_)
                             : std::span<const std::byte>();
 }
 
@@ -377,8 +379,8 @@ std::uint64_t message::tag() const noexcept {
 }
 
 void message::release() noexcept {
-    if (slot_ != nullptr) {
-        pool_->give_back(std::exchange(slot_, nullptr));
+    if (rbuf_ != nullptr) {
+        pool_->give_back(std::exchange(rbuf_, nullptr));
         pool_.reset();
     }
 }
@@ -399,7 +401,7 @@ bool receive_pool_impl::detach(connection_impl* c) {
         post_cv.wait(lock, [&] { return posting == 0 && !scanning; });
         scanning = true;
     }
-    // The canceled receives complete through on_receive and free their slots.
+    // The canceled receives complete through on_receive and free their buffers.
     (void)cancel_posted(*c, nullptr);
     end_scan();
     return true;
@@ -440,9 +442,9 @@ result<receive_pool> receive_pool::create(const domain& dom, const receive_pool_
         return fail(errc::bad_state,
                     "receive_pool: the domain handle is empty (closed or moved from)");
     }
-    if (config.slots == 0 || config.buffer_size == 0 || config.per_connection == 0) {
+    if (config.buffers == 0 || config.buffer_size == 0 || config.per_connection == 0) {
         return fail(errc::invalid_argument,
-                    "receive_pool: slots, buffer_size and per_connection must be > 0");
+                    "receive_pool: buffers, buffer_size and per_connection must be > 0");
     }
     if (config.buffer_size > dom.caps().max_msg_size) {
         return fail(errc::too_large, "receive_pool: buffer_size " +
@@ -451,19 +453,19 @@ result<receive_pool> receive_pool::create(const domain& dom, const receive_pool_
     }
     auto p = std::make_shared<detail::receive_pool_impl>();
     p->cfg = config;
-    p->memory.assign(static_cast<std::size_t>(config.slots) * config.buffer_size, std::byte{0});
+    p->memory.assign(static_cast<std::size_t>(config.buffers) * config.buffer_size, std::byte{0});
     auto mr = memory_region::create(dom, p->memory, usage::receive);
     if (!mr) {
         return fail(mr.error());
     }
     p->mr.emplace(std::move(*mr));
-    p->slots.resize(config.slots);
-    for (std::uint32_t i = 0; i < config.slots; ++i) {
-        p->slots[i].pool = p.get();
-        p->slots[i].buf = p->memory.data() + static_cast<std::size_t>(i) * config.buffer_size;
-        p->free_slots.push_back(config.slots - 1 - i);
+    p->buffers.resize(config.buffers);
+    for (std::uint32_t i = 0; i < config.buffers; ++i) {
+        p->buffers[i].pool = p.get();
+        p->buffers[i].buf = p->memory.data() + static_cast<std::size_t>(i) * config.buffer_size;
+        p->free_buffers.push_back(config.buffers - 1 - i);
     }
-    p->st.slots = config.slots;
+    p->st.buffers = config.buffers;
     return receive_pool(std::move(p));
 }
 
@@ -526,7 +528,7 @@ result<message> receive_pool::next(std::chrono::milliseconds timeout) {
             return fail(errc::timed_out, "receive_pool: no message within " +
                                              std::to_string(timeout.count()) + " ms");
         }
-        // Nothing arrived for a while: slots may be parked on quiet connections while others
+        // Nothing arrived for a while: buffers may be parked on quiet connections while others
         // wait. Move them.
         lock.unlock();
         impl_->rebalance();
@@ -536,7 +538,7 @@ result<message> receive_pool::next(std::chrono::milliseconds timeout) {
     impl_->ready.pop_front();
     message m;
     m.pool_ = impl_;
-    m.slot_ = r.slot;
+    m.rbuf_ = r.buffer;
     m.bytes_ = r.bytes;
     m.tag_ = r.tag;
     m.imm_ = r.imm;

@@ -137,7 +137,7 @@ TEST_P(bad_input, local_range_outside_local_region) {
     EXPECT_ERRC(client().read(*lmr_, size_max, desc_, 0, 2, o), errc::out_of_range);
     // One good segment and one bad one: nothing is posted.
     const local_segment segs[] = {{&*lmr_, 0, 8}, {&*lmr_, 4090, 8}};
-    EXPECT_ERRC(client().write(segs, desc_, 0, o), errc::out_of_range);
+    EXPECT_ERRC(client().write(desc_, 0, segs, o), errc::out_of_range);
     EXPECT_ERRC(client().read(segs, desc_, 0, o), errc::out_of_range);
 
     // send and recv check the local range too.
@@ -249,7 +249,7 @@ TEST_P(bad_input, local_region_without_the_usage_is_denied) {
     EXPECT_ERRC(client().send_with_imm(no_rd, 0, 64, 1, o), errc::access_denied);
     // Mixed segments: the second lacks the usage, nothing is posted.
     const local_segment mixed[] = {{&*lmr_, 0, 8}, {&no_ws, 0, 8}};
-    EXPECT_ERRC(client().write(mixed, desc_, 0, o), errc::access_denied);
+    EXPECT_ERRC(client().write(desc_, 0, mixed, o), errc::access_denied);
     probe_only_completion();
     expect_target_unchanged();
     EXPECT_TRUE(all_equal(b.bytes, local_fill));
@@ -306,15 +306,15 @@ TEST_P(bad_input, more_segments_than_max_sge_is_too_large) {
     }
     const std::span<const local_segment> over(segs);
     const std::span<const local_segment> at = over.first(limit);
-    EXPECT_ERRC(client().write(over, desc_, 0, o), errc::too_large);
-    EXPECT_ERRC(client().write_with_imm(over, desc_, 0, 1, o), errc::too_large);
+    EXPECT_ERRC(client().write(desc_, 0, over, o), errc::too_large);
+    EXPECT_ERRC(client().write_with_imm(desc_, 0, over, 1, o), errc::too_large);
     EXPECT_ERRC(client().read(over, desc_, 0, o), errc::too_large);
     auto smr = must(memory_region::create(pair_->client_domain, local_.span(), usage::send));
     std::vector<local_segment> ssegs(limit + 1, local_segment{&smr, 0, 8});
     EXPECT_ERRC(client().send(ssegs, o), errc::too_large);
     // Far more segments than any provider's limit.
     std::vector<local_segment> many(64, local_segment{&*lmr_, 0, 8});
-    EXPECT_ERRC(client().write(many, desc_, 0, o), errc::too_large);
+    EXPECT_ERRC(client().write(desc_, 0, many, o), errc::too_large);
     probe_only_completion();
     expect_target_unchanged();
 
@@ -322,7 +322,7 @@ TEST_P(bad_input, more_segments_than_max_sge_is_too_large) {
     for (std::size_t i = 0; i < limit; ++i) {
         std::memset(local_.bytes.data() + i * 16, static_cast<int>('a' + i), 16);
     }
-    ASSERT_TRUE(client().write(at, desc_, 100, o).has_value());
+    ASSERT_TRUE(client().write(desc_, 100, at, o).has_value());
     auto done = collect(client().cq(), 1, false, 2s);
     ASSERT_EQ(done.size(), 1u);
     EXPECT_TRUE(done[0].ok()) << done[0].status.message();

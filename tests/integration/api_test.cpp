@@ -158,7 +158,7 @@ TEST_P(pool_api, message_carries_the_senders_immediate_data) {
     const std::uint64_t imm =
         p.client->dom().caps().cq_data_size >= 8 ? 0x0123456789abcdefull : 0x89abcdefull;
     auto pool = must(receive_pool::create(p.server_domain,
-                                          {.slots = 4, .buffer_size = 64, .per_connection = 2}));
+                                          {.buffers = 4, .buffer_size = 64, .per_connection = 2}));
     REMORA_ASSERT_OK(pool.attach(*p.server));
     buffer out(64);
     put(out, 0, "with-imm");
@@ -190,7 +190,7 @@ TEST_P(pool_api, released_slot_goes_to_the_connection_waiting_longest) {
     for (std::uint64_t tag = 1; tag <= 3; ++tag)
         servers.push_back(must(s.add({.rq_size = 2, .tag = tag})));
     auto pool =
-        must(receive_pool::create(s.dom, {.slots = 1, .buffer_size = 64, .per_connection = 1}));
+        must(receive_pool::create(s.dom, {.buffers = 1, .buffer_size = 64, .per_connection = 1}));
     for (auto& c : servers)
         REMORA_ASSERT_OK(pool.attach(c));  // joins the line: 1 (posted), 2, 3 (owed)
     EXPECT_EQ(pool.stats().posted, 1u);
@@ -232,7 +232,7 @@ TEST_P(pool_api, released_slot_goes_to_the_connection_waiting_longest) {
 TEST_P(pool_api, never_posts_more_than_per_connection_on_one_connection) {
     auto p = must(connect_pair(GetParam(), {.rq_size = 8, .progress_thread = true}));
     auto pool = must(receive_pool::create(p.server_domain,
-                                          {.slots = 8, .buffer_size = 64, .per_connection = 3}));
+                                          {.buffers = 8, .buffer_size = 64, .per_connection = 3}));
     REMORA_ASSERT_OK(pool.attach(*p.server));
     EXPECT_EQ(pool.stats().posted, 3u);
     EXPECT_EQ(pool.stats().owed, 0u);
@@ -261,7 +261,7 @@ TEST_P(pool_api, destroying_the_pool_first_detaches_its_connections) {
     auto p = must(connect_pair(GetParam(), {.rq_size = 8, .progress_thread = true}));
     {
         auto pool = must(receive_pool::create(
-            p.server_domain, {.slots = 8, .buffer_size = 64, .per_connection = 3}));
+            p.server_domain, {.buffers = 8, .buffer_size = 64, .per_connection = 3}));
         REMORA_ASSERT_OK(pool.attach(*p.server));
         EXPECT_EQ(pool.stats().posted, 3u);
         EXPECT_EQ(p.server->in_flight(), 3u);
@@ -327,7 +327,7 @@ TEST_P(segments, write_with_imm_gathers_segments_in_order) {
     std::string expect;
     auto segs = three_pieces(local, lmr, expect);
     REMORA_ASSERT_OK(p.server->recv(tmr, 3000, 64));  // for providers that consume one
-    REMORA_ASSERT_OK(p.client->write_with_imm(segs, must(tmr.describe()), 128, 0xabcdef));
+    REMORA_ASSERT_OK(p.client->write_with_imm(must(tmr.describe()), 128, segs, 0xabcdef));
     auto w = collect(p.client->cq(), 1, true);
     ASSERT_EQ(w.size(), 1u);
     EXPECT_EQ(w[0].op, op::write);

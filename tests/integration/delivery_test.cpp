@@ -326,7 +326,7 @@ TEST_P(delivery, receive_pool_rebalance_while_connections_are_destroyed) {
     watchdog w("receive_pool rebalance vs destroy");
     auto s = server_side::open(GetParam());
     auto pool =
-        must(receive_pool::create(s.dom, {.slots = 4, .buffer_size = 256, .per_connection = 1}));
+        must(receive_pool::create(s.dom, {.buffers = 4, .buffer_size = 256, .per_connection = 1}));
     std::atomic<bool> stop{false};
     std::thread reader([&] {
         while (!stop.load()) {

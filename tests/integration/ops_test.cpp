@@ -114,7 +114,7 @@ TEST_P(ops, scatter_gather_up_to_the_iov_limit) {
         }
         segs.push_back({&lmr, off, len});
     }
-    REMORA_ASSERT_OK(p.client->write(segs, must(tmr.describe()), 100));
+    REMORA_ASSERT_OK(p.client->write(must(tmr.describe()), 100, segs));
     ASSERT_EQ(collect(p.client->cq(), 1, true).size(), 1u);
     // A write's completion frees its source; visibility at the target needs a read after it.
     std::vector<local_segment> back{{&lmr, 3000, 5}, {&lmr, 3100, expect.size() - 5}};
@@ -127,7 +127,7 @@ TEST_P(ops, scatter_gather_up_to_the_iov_limit) {
     EXPECT_EQ(got, expect);
     // One more segment than the limit is refused before posting.
     segs.push_back({&lmr, 4000, 1});
-    EXPECT_ERRC(p.client->write(segs, must(tmr.describe()), 0), errc::too_large);
+    EXPECT_ERRC(p.client->write(must(tmr.describe()), 0, segs), errc::too_large);
     EXPECT_EQ(p.client->in_flight(), 0u);
 }
 

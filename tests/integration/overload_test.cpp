@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Target-side back-pressure: 32 clients against a target whose receive_pool has 8 slots shared
+// Target-side back-pressure: 32 clients against a target whose receive_pool has 8 buffers shared
 // by all connections. Every request is served, none is dropped, the target never holds more
-// than its 8 buffers, and connections take turns (FIFO). Also: slots come back when a
+// than its 8 buffers, and connections take turns (FIFO). Also: buffers come back when a
 // connection dies or is detached, and attach refuses connections it cannot serve.
 #include <atomic>
 #include <thread>
@@ -18,14 +18,14 @@ struct request {
 
 class overload_test : public testing::TestWithParam<std::string> {};
 
-TEST_P(overload_test, thirty_two_clients_eight_slots_every_request_served) {
+TEST_P(overload_test, thirty_two_clients_eight_buffers_every_request_served) {
     constexpr std::uint32_t clients = 32;
     constexpr std::uint32_t requests = 40;
-    constexpr std::uint32_t slots = 8;
+    constexpr std::uint32_t buffers = 8;
     auto sd = must(domain::open({.provider = GetParam()}));
     auto cd = must(domain::open({.provider = GetParam()}));
     auto pool = must(receive_pool::create(
-        sd, {.slots = slots, .buffer_size = sizeof(request), .per_connection = 1}));
+        sd, {.buffers = buffers, .buffer_size = sizeof(request), .per_connection = 1}));
     auto lst = must(listener::create(sd, "127.0.0.1", 0));
 
     // Connect everyone first (the target attaches each connection to the pool as it accepts).
@@ -88,7 +88,7 @@ TEST_P(overload_test, thirty_two_clients_eight_slots_every_request_served) {
         if (m) {
             batch.push_back(std::move(*m));
             const auto s = pool.stats();
-            ASSERT_LE(s.posted + s.held, slots) << "the pool gave out more than its slots";
+            ASSERT_LE(s.posted + s.held, buffers) << "the pool gave out more than its buffers";
             if (batch.size() < 4) {
                 continue;
             }
@@ -115,7 +115,7 @@ TEST_P(overload_test, thirty_two_clients_eight_slots_every_request_served) {
                                                    {.report = completion_mode::on_error}));
             ++served;
         }
-        batch.clear();  // releases the slots: posted again on the connections waiting longest
+        batch.clear();  // releases the buffers: posted again on the connections waiting longest
     }
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -126,27 +126,27 @@ TEST_P(overload_test, thirty_two_clients_eight_slots_every_request_served) {
     EXPECT_EQ(failures.load(), 0);
     EXPECT_EQ(replies.load(), clients * requests);
     EXPECT_EQ(s.received, static_cast<std::uint64_t>(clients) * requests);
-    EXPECT_LE(s.max_held, slots);
+    EXPECT_LE(s.max_held, buffers);
     EXPECT_GT(s.backpressure_events, 0u);
     std::printf(
-        "%u clients, %u pool slots: %u requests in %.2f s (%.0f requests/s), at most %u "
+        "%u clients, %u pool buffers: %u requests in %.2f s (%.0f requests/s), at most %u "
         "held, %llu back-pressure events, %llu receives moved off quiet connections\n",
-        clients, slots, served, secs, served / secs, s.max_held,
+        clients, buffers, served, secs, served / secs, s.max_held,
         static_cast<unsigned long long>(s.backpressure_events),
         static_cast<unsigned long long>(s.reclaimed));
     client_conns.clear();
-    conns.clear();  // destroyed connections give their posted slots back
+    conns.clear();  // destroyed connections give their posted buffers back
     EXPECT_EQ(pool.stats().posted, 0u);
     EXPECT_EQ(pool.stats().held, 0u);
     EXPECT_EQ(pool.stats().connections, 0u);
 }
 
-// Six slots, four per connection. Detaching A cancels its receives: A's queue entries come back
+// Six buffers, four per connection. Detaching A cancels its receives: A's queue entries come back
 // (its CQ's waiters wake as the progress thread reaps the canceled receives) and so do their
-// slots, which B then takes at once and fills with four messages held beside A's. A held
-// message survives its connection, and every slot comes back when the connections are gone.
-TEST_P(overload_test, slots_return_when_a_connection_dies_or_is_detached) {
-    constexpr std::uint32_t slots = 6, per_connection = 4;
+// buffers, which B then takes at once and fills with four messages held beside A's. A held
+// message survives its connection, and every buffer comes back when the connections are gone.
+TEST_P(overload_test, buffers_return_when_a_connection_dies_or_is_detached) {
+    constexpr std::uint32_t buffers = 6, per_connection = 4;
     std::vector<std::byte> mem(64 * 4);  // outlives the connections
     auto srv = server_side::open(GetParam());
     std::optional<connection> a{must(srv.add({.rq_size = 4, .progress_thread = true, .tag = 1}))};
@@ -154,7 +154,7 @@ TEST_P(overload_test, slots_return_when_a_connection_dies_or_is_detached) {
     connection& a_client = srv.clients[0];
     connection& b_client = srv.clients[1];
     auto pool = must(receive_pool::create(
-        srv.dom, {.slots = slots, .buffer_size = 64, .per_connection = per_connection}));
+        srv.dom, {.buffers = buffers, .buffer_size = 64, .per_connection = per_connection}));
     REMORA_ASSERT_OK(pool.attach(*a));
     EXPECT_EQ(pool.stats().posted, per_connection);
     EXPECT_ERRC(pool.attach(*a), errc::bad_state);
@@ -168,7 +168,7 @@ TEST_P(overload_test, slots_return_when_a_connection_dies_or_is_detached) {
     EXPECT_EQ(pool.stats().held, 1u);
     pool.detach(*a);
     EXPECT_EQ(pool.stats().connections, 0u);
-    // Nobody else wants a slot, so only the cancellation can bring them back (not a rebalance).
+    // Nobody else wants a buffer, so only the cancellation can bring them back (not a rebalance).
     const auto deadline = std::chrono::steady_clock::now() + 10s;
     while (a->in_flight() != 0 && std::chrono::steady_clock::now() < deadline) {
         auto w = a->cq().wait(1s);
@@ -183,7 +183,7 @@ TEST_P(overload_test, slots_return_when_a_connection_dies_or_is_detached) {
     EXPECT_EQ(pool.stats().posted, 0u);
     EXPECT_EQ(pool.stats().held, 1u);
     EXPECT_EQ(pool.stats().reclaimed, 0u);
-    // B takes four of the five free slots at once, and holds its four messages beside A's.
+    // B takes four of the five free buffers at once, and holds its four messages beside A's.
     REMORA_ASSERT_OK(pool.attach(*b));
     EXPECT_EQ(pool.stats().posted, per_connection);
     EXPECT_EQ(pool.stats().owed, 0u);
@@ -196,12 +196,12 @@ TEST_P(overload_test, slots_return_when_a_connection_dies_or_is_detached) {
     for (int i = 0; i < 4; ++i) {
         auto got = pool.next(10s);
         ASSERT_TRUE(got) << "message " << i << " of B: " << got.error().what()
-                         << " (A's slots never came back: posted " << pool.stats().posted
+                         << " (A's buffers never came back: posted " << pool.stats().posted
                          << ", held " << pool.stats().held << ")";
         EXPECT_EQ(got->tag(), 2u);
         from_b.push_back(std::move(*got));
     }
-    // Held: the ping and B's four; the sixth slot is posted on B. Nothing is left on A.
+    // Held: the ping and B's four; the sixth buffer is posted on B. Nothing is left on A.
     EXPECT_EQ(pool.stats().held, 5u);
     EXPECT_EQ(pool.stats().posted, 1u);
     EXPECT_EQ(collect(a_client.cq(), 1, true).size(), 1u);
@@ -211,7 +211,7 @@ TEST_P(overload_test, slots_return_when_a_connection_dies_or_is_detached) {
     EXPECT_EQ(std::memcmp(m.data().data(), "ping", 4), 0);
     m.release();
     from_b.clear();
-    // Released slots are posted on B (up to per_connection); destroying B returns them all.
+    // Released buffers are posted on B (up to per_connection); destroying B returns them all.
     b.reset();
     EXPECT_EQ(pool.stats().held, 0u);
     EXPECT_EQ(pool.stats().posted, 0u);

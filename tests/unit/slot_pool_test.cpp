@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// slot_pool accounting: budgets, all-or-nothing multi-unit leases, both exhaustion policies,
+// slot_pool accounting: budgets, all-or-nothing multi-unit holdings, both exhaustion policies,
 // FIFO fairness, deadlines and teardown, units returned on every path.
 #include <gtest/gtest.h>
 
@@ -39,45 +39,33 @@ std::shared_ptr<slot_pool> pool(units cap, exhaustion p = exhaustion::backpressu
 // Records completions of parked requests.
 struct recorder {
     std::vector<int> order;
-    std::vector<lease> leases;
+    std::vector<held_units> holdings;
     std::vector<error> errors;
     struct slot {
         recorder* r;
         int id;
     };
-    static void done(void* ctx, result<lease> l) {
+    static void done(void* ctx, result<held_units> l) {
         auto* s = static_cast<slot*>(ctx);
         s->r->order.push_back(s->id);
         if (l) {
-            s->r->leases.push_back(std::move(*l));
+            s->r->holdings.push_back(std::move(*l));
         } else {
             s->r->errors.push_back(l.error());
         }
     }
 };
 
-// slot_pool.hpp: reset() gives units back; there is no release(), which in C++ means "stop
-// owning without giving back" and would leak units the pool has no public call to take back.
-template <class L>
-concept has_release = requires(L& l) {
-    l.release();
-};
-static_assert(!has_release<lease>, "lease::release() would read as unique_ptr::release()");
-static_assert(requires(lease & l) {
-    { l.reset() }
-    noexcept;
-});
-
-TEST(slot_pool, lease_takes_every_unit_and_returns_them_on_every_path) {
+TEST(slot_pool, a_holding_takes_every_unit_and_returns_them_on_every_path) {
     auto p = pool(make(4, 8, 2));
     {
         auto a = p->try_acquire(make(1, 1, 1));
         ASSERT_TRUE(a);
         EXPECT_EQ(p->available(), make(3, 7, 1));
-        lease moved = std::move(*a);  // move: still held once
+        held_units moved = std::move(*a);  // move: still held once
         EXPECT_EQ(p->available(), make(3, 7, 1));
         EXPECT_FALSE(static_cast<bool>(*a));
-        lease other = std::move(moved);
+        held_units other = std::move(moved);
         other.reset();  // explicit give-back
         EXPECT_FALSE(static_cast<bool>(other));
         EXPECT_TRUE(other.held().empty());
@@ -86,7 +74,7 @@ TEST(slot_pool, lease_takes_every_unit_and_returns_them_on_every_path) {
         EXPECT_EQ(p->available(), make(4, 8, 2));
         auto b = p->try_acquire(make(2, 2));
         ASSERT_TRUE(b);
-        lease assigned = std::move(*b);
+        held_units assigned = std::move(*b);
         assigned = *p->try_acquire(make(1, 1));  // assignment returns the old units
         EXPECT_EQ(p->available(), make(3, 7, 2));
     }  // destruction
@@ -96,7 +84,7 @@ TEST(slot_pool, lease_takes_every_unit_and_returns_them_on_every_path) {
 TEST(slot_pool, classic_bug_registrations_plentiful_queue_entries_scarce) {
     // Accounting registrations alone would admit 100 operations; the CQ has room for 8.
     auto p = pool(make(8, 8, 100));
-    std::vector<lease> held;
+    std::vector<held_units> held;
     for (int i = 0; i < 100; ++i) {
         auto l = p->try_acquire(make(1, 1, 1));
         if (!l) {
@@ -169,19 +157,19 @@ TEST(slot_pool, backpressure_parks_fifo_and_resumes_when_units_return) {
     // FIFO: the big request at the head is served first; the small ones wait behind it.
     ASSERT_EQ(rec.order, std::vector<int>({1}));
     // Request 1 completes: both small ones now fit. (Giving back runs their callbacks, which
-    // store leases in `rec`: give back from a copy.)
-    auto done1 = std::move(rec.leases);
-    rec.leases.clear();
+    // store holdings in `rec`: give back from a copy.)
+    auto done1 = std::move(rec.holdings);
+    rec.holdings.clear();
     done1.clear();
     EXPECT_EQ(rec.order, std::vector<int>({1, 2, 3}));
     EXPECT_EQ(p->waiting(), 0u);
-    auto done23 = std::move(rec.leases);
+    auto done23 = std::move(rec.holdings);
     done23.clear();
     EXPECT_EQ(p->available(), make(2, 2));
 }
 
 // slot_pool.hpp: acquire() returns acquired::now when `done` already ran: with the units free,
-// it runs `done` at once, exactly once, with a lease holding exactly the demand, parks nothing.
+// it runs `done` at once, exactly once, with a holding of exactly the demand, parks nothing.
 TEST(slot_pool, acquire_grants_at_once_when_units_are_free) {
     auto p = pool(make(4, 4, 2));
     recorder rec;
@@ -191,13 +179,13 @@ TEST(slot_pool, acquire_grants_at_once_when_units_are_free) {
     EXPECT_EQ(*r, acquired::now) << "units were free: done should already have run";
     EXPECT_EQ(rec.order, std::vector<int>({7}));
     EXPECT_TRUE(rec.errors.empty());
-    ASSERT_EQ(rec.leases.size(), 1u);
-    EXPECT_TRUE(static_cast<bool>(rec.leases[0]));
-    EXPECT_EQ(rec.leases[0].held(), make(2, 1, 1));
+    ASSERT_EQ(rec.holdings.size(), 1u);
+    EXPECT_TRUE(static_cast<bool>(rec.holdings[0]));
+    EXPECT_EQ(rec.holdings[0].held(), make(2, 1, 1));
     EXPECT_EQ(p->waiting(), 0u);
     EXPECT_EQ(p->available(), make(2, 3, 1));
     // Nothing else runs it later: returning units with nobody parked calls no callback.
-    rec.leases.clear();
+    rec.holdings.clear();
     EXPECT_EQ(rec.order, std::vector<int>({7}));
     EXPECT_EQ(p->available(), make(4, 4, 2));
 }
@@ -209,8 +197,8 @@ struct reentrant {
     std::thread::id ran_on;
     units seen;
     bool nested = false;
-    lease held;
-    static void done(void* ctx, result<lease> l) {
+    held_units held;
+    static void done(void* ctx, result<held_units> l) {
         auto* self = static_cast<reentrant*>(ctx);
         self->ran_on = std::this_thread::get_id();
         self->seen = self->pool->available();  // deadlocks if called under the pool's lock
@@ -237,7 +225,7 @@ TEST(slot_pool, acquire_runs_an_immediate_callback_on_the_caller_outside_the_loc
     ASSERT_TRUE(r.has_value()) << r.error().what();
     EXPECT_EQ(*r, acquired::now);
     EXPECT_EQ(ctx->ran_on, caller_id);
-    EXPECT_EQ(ctx->seen, make(2, 2));  // the lease's units were already taken
+    EXPECT_EQ(ctx->seen, make(2, 2));  // the holding's units were already taken
     EXPECT_TRUE(ctx->nested);
     EXPECT_EQ(ctx->held.held(), make(2, 2));
     delete ctx;
@@ -260,11 +248,11 @@ TEST(slot_pool, acquire_parks_behind_a_parked_request_even_when_its_units_are_fr
     EXPECT_EQ(p->waiting(), 2u);
     a->reset();
     EXPECT_EQ(rec.order, std::vector<int>({1}));
-    auto first = std::move(rec.leases);
-    rec.leases.clear();
+    auto first = std::move(rec.holdings);
+    rec.holdings.clear();
     first.clear();
     EXPECT_EQ(rec.order, std::vector<int>({1, 2}));
-    rec.leases.clear();
+    rec.holdings.clear();
     EXPECT_EQ(p->available(), make(2, 2));
 }
 
@@ -321,15 +309,15 @@ struct sync_recorder {
     struct slot {
         sync_recorder* r;
         int id;
-        lease drop_in_callback{};  // reset inside the callback (on the callback's thread)
-        bool drop_grant = false;   // drop the granted lease inside the callback
+        held_units drop_in_callback{};  // reset inside the callback (on the callback's thread)
+        bool drop_grant = false;        // drop the granted holding inside the callback
     };
     std::mutex mu;
     std::condition_variable cv;
     std::vector<event> events;
-    std::vector<lease> leases;
+    std::vector<held_units> holdings;
 
-    static void done(void* ctx, result<lease> l) {
+    static void done(void* ctx, result<held_units> l) {
         auto* s = static_cast<slot*>(ctx);
         s->drop_in_callback.reset();  // may grant others: outside our own lock
         std::optional<errc> failed;
@@ -347,7 +335,7 @@ struct sync_recorder {
         s->r->events.push_back(
             {s->id, failed, std::this_thread::get_id(), slot_pool::clock::now()});
         if (l && !s->drop_grant)
-            s->r->leases.push_back(std::move(*l));
+            s->r->holdings.push_back(std::move(*l));
         s->r->cv.notify_all();
     }
     // Waits (at most 5 s) until `n` completions were recorded.
@@ -394,18 +382,18 @@ TEST(slot_pool, a_deadline_fires_on_its_own_and_the_rest_keep_fifo_order) {
     held->reset();                          // {2, 2} back: 1 and 3 in FIFO order; 4 waits
     EXPECT_EQ(rec.order(), std::vector<int>({2, 1, 3}));
     EXPECT_EQ(p->waiting(), 1u);
-    std::vector<lease> granted;
+    std::vector<held_units> granted;
     {
         std::lock_guard lock(rec.mu);
-        granted = std::move(rec.leases);
-        rec.leases.clear();
+        granted = std::move(rec.holdings);
+        rec.holdings.clear();
     }
     granted.front().reset();  // 1's units: 4 is served
     EXPECT_EQ(rec.order(), std::vector<int>({2, 1, 3, 4}));
     granted.clear();
     {
         std::lock_guard lock(rec.mu);
-        rec.leases.clear();
+        rec.holdings.clear();
         for (auto& e : rec.events)
             EXPECT_EQ(e.failed.has_value(), e.id == 2) << "request " << e.id;
     }
@@ -433,9 +421,9 @@ TEST(slot_pool, a_timed_out_head_unblocks_the_requests_behind_it_on_its_own) {
         EXPECT_EQ(rec.events[0].failed, errc::timed_out);
         EXPECT_EQ(rec.events[1].id, 2);
         EXPECT_FALSE(rec.events[1].failed.has_value());
-        ASSERT_EQ(rec.leases.size(), 1u);
-        EXPECT_EQ(rec.leases[0].held(), make(1, 1));
-        rec.leases.clear();
+        ASSERT_EQ(rec.holdings.size(), 1u);
+        EXPECT_EQ(rec.holdings[0].held(), make(1, 1));
+        rec.holdings.clear();
     }
     EXPECT_EQ(p->waiting(), 0u);
     held->reset();
@@ -466,7 +454,7 @@ TEST(slot_pool, teardown_with_a_pending_deadline_neither_hangs_nor_completes_twi
             EXPECT_EQ(rec.events[0].failed, errc::canceled);
         }
         // The timer now sleeps towards a far deadline; the request is granted when `held` goes
-        // and drops its lease at once, so the pool is destroyed while that deadline is pending.
+        // and drops its holding at once, so the pool is destroyed while that deadline is pending.
         granted.drop_grant = true;
         ASSERT_EQ(p->acquire(make(1, 1), &sync_recorder::done, &granted,
                              slot_pool::clock::now() + std::chrono::seconds(60))
@@ -501,18 +489,18 @@ TEST(slot_pool, the_pool_may_be_destroyed_on_its_own_timer_thread) {
                              slot_pool::clock::now() + std::chrono::milliseconds(50))
                       .value(),
                   acquired::parked);
-        behind.drop_grant = true;  // its lease, the last, goes inside its callback
+        behind.drop_grant = true;  // its holding, the last, goes inside its callback
         ASSERT_EQ(p->acquire(make(1, 1), &sync_recorder::done, &behind).value(), acquired::parked);
-    }  // the test's own reference goes: only the leases hold the pool now
+    }  // the test's own reference goes: only the holdings hold the pool now
     ASSERT_TRUE(rec.wait_for(2));
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (!weak.expired() && std::chrono::steady_clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    EXPECT_TRUE(weak.expired()) << "the pool was not destroyed after its last lease went";
+    EXPECT_TRUE(weak.expired()) << "the pool was not destroyed after its last holding went";
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the detached timer exits
     std::lock_guard lock(rec.mu);
     ASSERT_EQ(rec.events.size(), 2u);
-    // The head's callback gives its held lease back before it records: `behind` records first.
+    // The head's callback gives its holding back before it records: `behind` records first.
     for (auto& e : rec.events) {
         if (e.id == 1)
             EXPECT_EQ(e.failed, errc::timed_out);

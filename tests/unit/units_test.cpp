@@ -1,14 +1,19 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The base layer's units (include/remora/units.hpp): detail::unit_budget's all-or-nothing
-// reservation, under concurrency; held_units' give-back and release(); slot_pool seen as a
-// `budget` (what connection_config::slots holds).
+// The base layer's units (include/remora/units.hpp, src/base/unit_budget.hpp): unit_budget's
+// all-or-nothing reservation, under concurrency; held_units' give-back (no release()), the one
+// holder whether a connection's operation or the application took the units; slot_pool seen as
+// a `budget` (what connection_config::slots holds).
 #include <atomic>
+#include <chrono>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include <remora/slot_pool.hpp>
 #include <remora/units.hpp>
 
+#include "base/budget_access.hpp"
+#include "base/unit_budget.hpp"
 #include "support.hpp"
 
 using namespace remora;
@@ -60,7 +65,23 @@ TEST(unit_budget, concurrent_takers_never_exceed_the_capacity) {
     EXPECT_EQ(b.available(), (detail::unit_budget<2>::counts{cap, cap}));
 }
 
-TEST(held_units, gives_back_once_and_release_stops_owning) {
+// reset() gives units back; there is no release(), which in C++ means "stop owning without
+// giving back" and would leak units a budget has no public call to take back.
+template <class H>
+concept has_release = requires(H& h) {
+    h.release();
+};
+static_assert(!has_release<held_units>, "release() would read as unique_ptr::release()");
+static_assert(requires(held_units & h) {
+    { h.reset() }
+    noexcept;
+});
+// slot_pool hands out the same holder a connection's operations keep.
+static_assert(
+    std::is_same_v<decltype(std::declval<slot_pool&>().try_acquire(units{})), result<held_units>>);
+static_assert(std::is_same_v<slot_pool::callback, void (*)(void*, result<held_units>)>);
+
+TEST(held_units, gives_back_exactly_once) {
     auto pool = must(slot_pool::create({.capacity = units{}.with(unit::sq, 2).with(unit::cq, 2),
                                         .policy = exhaustion::backpressure}));
     const std::shared_ptr<budget> b = pool;  // what connection_config::slots holds
@@ -72,16 +93,46 @@ TEST(held_units, gives_back_once_and_release_stops_owning) {
         EXPECT_EQ(pool->available()[unit::sq], 1u);
         held_units moved = std::move(h);
         EXPECT_FALSE(static_cast<bool>(h));
+        EXPECT_TRUE(h.held().empty());
         EXPECT_EQ(pool->available()[unit::sq], 1u);  // a move gives nothing back
         moved.reset();
+        EXPECT_FALSE(static_cast<bool>(moved));
         EXPECT_EQ(pool->available(), pool->capacity());
         moved.reset();  // empty: a no-op
         EXPECT_EQ(pool->available(), pool->capacity());
     }
-    auto kept = must(held_units::take(b, one));
-    EXPECT_EQ(kept.release(), one);
-    EXPECT_FALSE(static_cast<bool>(kept));
-    EXPECT_EQ(pool->available()[unit::sq], 1u);  // released: still out, not given back
+    {
+        auto a = must(held_units::take(b, one));
+        auto c = must(pool->try_acquire(one));  // the application's: the same type
+        EXPECT_EQ(pool->available()[unit::sq], 0u);
+        a = std::move(c);  // assignment gives the old units back, once
+        EXPECT_EQ(pool->available()[unit::sq], 1u);
+    }  // destruction
+    EXPECT_EQ(pool->available(), pool->capacity());
+}
+
+// Units the application gives back wake the posts parked on the pool (a connection's, waiting
+// in the budget's FIFO), as a connection's own give-backs do.
+TEST(held_units, an_application_give_back_wakes_posts_parked_on_the_budget) {
+    auto pool = must(slot_pool::create({.capacity = units{}.with(unit::sq, 1)}));
+    const std::shared_ptr<budget> b = pool;
+    const units one = units{}.with(unit::sq, 1);
+    auto mine = must(pool->try_acquire(one));
+    int owner = 0;
+    std::optional<result<held_units>> got;
+    std::thread parked([&] {
+        got = detail::budget_access::gate(*pool).run(
+            &owner, detail::park_gate::clock::now() + std::chrono::seconds(60), "post",
+            [&] { return held_units::take(b, one); });
+    });
+    EXPECT_TRUE(eventually([&] { return detail::budget_access::gate(*pool).waiting() == 1; }));
+    const auto before = std::chrono::steady_clock::now();
+    mine.reset();
+    parked.join();
+    EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(30));
+    ASSERT_TRUE(got.has_value());
+    ASSERT_TRUE(got->has_value()) << got->error().what();
+    EXPECT_EQ((*got)->held(), one);
 }
 
 TEST(held_units, a_refusal_is_the_budgets_error_and_takes_nothing) {
@@ -105,12 +156,12 @@ TEST(held_units, parked_requests_go_first) {
     auto pool = must(slot_pool::create({.capacity = units{}.with(unit::sq, 2)}));
     const std::shared_ptr<budget> b = pool;
     auto first = must(held_units::take(b, units{}.with(unit::sq, 1)));
-    static std::optional<lease> granted;
+    static std::optional<held_units> granted;
     granted.reset();
     // Parks: it wants 2, one is out.
     ASSERT_EQ(must(pool->acquire(
                   units{}.with(unit::sq, 2),
-                  [](void*, result<lease> l) { granted = std::move(*l); }, nullptr)),
+                  [](void*, result<held_units> l) { granted = std::move(*l); }, nullptr)),
               acquired::parked);
     // One unit is free, but the parked request is ahead of the budget's caller.
     EXPECT_ERRC(held_units::take(b, units{}.with(unit::sq, 1)), errc::would_block);

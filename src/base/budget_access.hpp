@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// src/base/budget_access.hpp — the library's own access to a budget's FIFO of parked posts
+// (units.hpp keeps it private: an application implementing a budget never sees it).
+#pragma once
+
+#include <remora/park_gate.hpp>
+#include <remora/units.hpp>
+
+namespace remora::detail {
+
+struct budget_access {
+    // Where posts parked on `b` wait: shared by every connection drawing on it.
+    static park_gate& gate(const budget& b) noexcept { return *b.gate_; }
+};
+
+}  // namespace remora::detail
