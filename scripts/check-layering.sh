@@ -7,9 +7,9 @@
 # header they share (baseline_raw.hpp), are excepted by name.
 #
 # Nor does the library outside src/fabric (src/ and include/) speak libfabric's vocabulary in
-# code: no FI_* name (an identifier FI_[A-Z]...) and none of the types fi_info, fi_cq_*, fi_eq_*,
-# fi_context*. src/fabric gives them remora's names (fabric_info, fabric_errno, cq_flag_*,
-# cm_event, provider_context, ...). Comments and string literals may name them (to explain a
+# code: no FI_* name (an identifier FI_[A-Z]...) and none of the types fi_info, fi_addr_t,
+# fi_cq_*, fi_eq_*, fi_context*. src/fabric gives them remora's names (fabric_info, fabric_addr,
+# fabric_errno, cq_flag_*, cm_event, provider_context, ...). Comments and string literals may name them (to explain a
 # provider's behaviour, or which call failed): they are not code.
 #
 # Second, includes follow the layers of DESIGN.md (each depends only on those below it):
@@ -19,6 +19,11 @@
 #   core    src/core/ and the endpoint layer's public headers: nothing from slots/ or persist/,
 #           nor their public headers (slot_pool, buffer_pool, receive_pool, registration_cache,
 #           persistent_region, target_service).
+#   upper   src/slots/, src/persist/ and src/access/ reach the endpoint layer through one header,
+#           core/upper.hpp (the door, extensions, a few accessors; it includes the rest), and
+#           the narrow core/multi_ops.hpp, core/peer_control.hpp, core/little_endian.hpp:
+#           no other core/ header (impl.hpp, connection_impl.hpp, cq_impl.hpp, domain_impl.hpp,
+#           door.hpp, ...), no ops/ and no fabric/ header directly.
 #   capi    src/capi/ (the C API): the public C++ API only (include/remora/*.hpp) and its own
 #           capi.hpp; nothing from src/ (base, fabric, ops, core, slots, persist, access).
 #   remora.h include/remora/remora.h (and remora_cq.h, remora_persist.h, remora_pools.h) is C: it
@@ -30,8 +35,7 @@
 #           buffer_pool, registration_cache, ...): connection is lifecycle and native verbs.
 # Third, the one door (src/core/door.hpp): no code outside src/fabric/ and door.hpp posts or
 # cancels on an endpoint itself (ep_post, ep_send, ep_recv, ep_write, ep_read, ep_atomic,
-# ep_fetch_atomic, ep_compare_atomic, ep_cancel), and slots/, persist/ and access/ include no
-# fabric header.
+# ep_fetch_atomic, ep_compare_atomic, ep_cancel).
 # Exit 0 when clean; 1 with one file:line: text per offence.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -68,7 +72,7 @@ for f in "${files[@]}"; do
         if ($out =~ /\bfi_[a-z_]+\s*\(/) {
             chomp $raw; print "$ARGV:$.: $raw\n"; $bad = 1;
         } elsif ($ARGV =~ m{^(src|include)/} &&
-                 $out =~ /\b(FI_[A-Z]\w*|fi_info|fi_cq_\w+|fi_eq_\w+|fi_context\w*)\b/) {
+                 $out =~ /\b(FI_[A-Z]\w*|fi_info|fi_addr_t|fi_cq_\w+|fi_eq_\w+|fi_context\w*)\b/) {
             chomp $raw; print "$ARGV:$.: $raw ($1: libfabric vocabulary)\n"; $bad = 1;
         }
         END { exit($bad) }
@@ -78,16 +82,16 @@ for f in "${files[@]}"; do
 done
 
 if [[ $found -ne 0 ]]; then
-    echo "check-layering: only src/fabric/ may include <rdma/...>, call fi_* or, in src/ and include/, name FI_* constants or fi_info, fi_cq_*, fi_eq_*, fi_context types (see README, Layout)" >&2
+    echo "check-layering: only src/fabric/ may include <rdma/...>, call fi_* or, in src/ and include/, name FI_* constants or fi_info, fi_addr_t, fi_cq_*, fi_eq_*, fi_context types (see README, Layout)" >&2
     exit 1
 fi
 
 upper_public='remora/(slot_pool|buffer_pool|receive_pool|registration_cache|persistent_region|target_service|persistence)\.hpp'
 core_public='include/remora/(connection|op_options|completion_queue|completion_channel|domain|memory_region|remote_region|listener|flags|coro)\.hpp'
 layers=0
-# check_includes GROUP FILE_REGEX FORBIDDEN_INCLUDE_REGEX (Perl regex, on the included path)
+# check_includes GROUP FILE_REGEX FORBIDDEN_INCLUDE_REGEX (Perl regex, on the included path) [WHY]
 check_includes() {
-    local group=$1 files_re=$2 bad_re=$3 f line bad=0
+    local group=$1 files_re=$2 bad_re=$3 why=${4:-includes a layer above it} f line bad=0
     while IFS= read -r f; do
         [[ -f "$f" ]] || continue
         while IFS= read -r line; do
@@ -96,7 +100,7 @@ check_includes() {
         done < <(grep -nP "^\s*#\s*include\s*[<\"]($bad_re)" "$f" || true)
     done < <(git ls-files --cached --others --exclude-standard | grep -E "$files_re" | sort -u)
     if [[ $bad -ne 0 ]]; then
-        echo "check-layering: $group includes a layer above it (see the head of this script)" >&2
+        echo "check-layering: $group $why (see the head of this script)" >&2
         layers=1
     fi
 }
@@ -106,7 +110,9 @@ check_includes ops '^src/ops/' \
     "core/|slots/|persist/|remora/(?!(result|units|park_gate|completion_queue)\.hpp)"
 check_includes core "^(src/core/|$core_public$)" "slots/|persist/|$upper_public"
 check_includes capi '^src/capi/' 'base/|fabric/|ops/|core/|slots/|persist/|access/'
-check_includes 'slots, persist or access' '^src/(slots|persist|access)/' 'fabric/'
+check_includes 'slots, persist or access' '^src/(slots|persist|access)/' \
+    'fabric/|ops/|core/(?!(upper|multi_ops|peer_control|little_endian)\.hpp)' \
+    'includes a fabric or ops header, or core beyond core/upper.hpp'
 check_includes remora.h '^include/remora/remora(_cq|_persist|_pools)?\.h$' 'remora/.*\.hpp'
 check_includes 'tools, examples or fio' '^(tools/|examples/|fio/)' \
     'src/|base/|fabric/|ops/|core/|slots/|persist/|access/|capi/'
@@ -146,4 +152,4 @@ if [[ $door -ne 0 ]]; then
     echo "check-layering: a post or cancel outside the door (use door() or cancel_op() in src/core/door.hpp)" >&2
     exit 1
 fi
-echo "check-layering: ok (${#files[@]} files outside src/fabric; no libfabric vocabulary in the library's code outside it; base, ops and core include nothing above them; capi only the public API; every post through the door)"
+echo "check-layering: ok (${#files[@]} files outside src/fabric; no libfabric vocabulary in the library's code outside it; base, ops and core include nothing above them; slots, persist and access reach core through core/upper.hpp; capi only the public API; every post through the door)"

@@ -59,8 +59,8 @@ struct connection_impl {
     bool rdm = false;
     av_handle av;
     ep_handle ep;
-    fi_addr_t peer = 0;
-    fi_addr_t recv_from = 0;  // fabric_addr_unspec on RDM: a receive takes anyone's message
+    fabric_addr peer = 0;
+    fabric_addr recv_from = 0;  // fabric_addr_unspec on RDM: a receive takes anyone's message
     std::atomic<bool> attached{false};
     std::atomic<bool> closed{false};  // close() ran (RDM: the endpoint is gone)
     std::vector<std::byte> local_addr;

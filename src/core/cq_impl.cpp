@@ -358,7 +358,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         return emitted;
     }
     cq_entry entries[read_batch];
-    fi_addr_t sources[read_batch];
+    fabric_addr sources[read_batch];
     ssize_t got =
         check_source ? cq_readfrom(cq.get(), entries, n, sources) : cq_read(cq.get(), entries, n);
     if (consumed != nullptr) {

@@ -291,21 +291,6 @@ std::chrono::microseconds domain::progress_spin() const noexcept {
 
 namespace remora::detail {
 
-unique_fd& unique_fd::operator=(unique_fd&& o) noexcept {
-    if (this != &o) {
-        if (fd_ >= 0) {
-            ::close(fd_);
-        }
-        fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-}
-unique_fd::~unique_fd() {
-    if (fd_ >= 0) {
-        ::close(fd_);
-    }
-}
-
 std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds timeout) {
     // A year is forever here; it keeps now() + timeout from overflowing.
     constexpr std::chrono::milliseconds cap = std::chrono::hours(24 * 365);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // src/core/domain_impl.hpp — the state behind domain and memory_region, and small helpers every
-// endpoint file uses (remora::detail).
+// endpoint file uses (remora::detail; unique_fd is the base layer's, base/unique_fd.hpp).
 #pragma once
 
 #include <atomic>
@@ -15,6 +15,7 @@
 #include <remora/domain.hpp>
 #include <remora/memory_region.hpp>
 
+#include "base/unique_fd.hpp"
 #include "fabric/cntr.hpp"
 #include "fabric/fabric.hpp"
 
@@ -63,23 +64,6 @@ struct region_impl {
     mr_handle mr;
     void* desc = nullptr;  // mr_desc, for mr_mode::local providers
     std::uint64_t key = 0;
-};
-
-// A file descriptor closed on destruction.
-class unique_fd {
-  public:
-    unique_fd() = default;
-    explicit unique_fd(int fd) noexcept : fd_(fd) {}
-    unique_fd(const unique_fd&) = delete;
-    unique_fd& operator=(const unique_fd&) = delete;
-    unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-    unique_fd& operator=(unique_fd&& o) noexcept;
-    ~unique_fd();
-    int get() const noexcept { return fd_; }
-    int release() noexcept { return std::exchange(fd_, -1); }
-
-  private:
-    int fd_ = -1;
 };
 
 // now() + timeout, with the timeout clamped to [0, one year] (no overflow, no negative waits).

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// src/core/impl.hpp — the state behind remora's public handles (remora::detail), by concern:
+// src/core/impl.hpp — the state behind remora's public handles (remora::detail), for the
+// endpoint layer's own files (and white-box tests); the layers above include core/upper.hpp
+// instead. By concern:
 //   domain_impl.hpp      domain, memory regions, unique_fd, deadline_after
 //   ../ops/              the operations layer: op_record / op_pool, reservation, done, holdings
 //   cq_impl.hpp          completion queues (private and shared), channels, the progress thread

@@ -222,13 +222,13 @@ result<void> connection::attach(std::span<const std::byte> peer_address) {
     if (c.dom->source_checked) {
         // Entry 0 is this endpoint's own address: shm reports a sender that is in no entry as
         // entry 0, which must not be the peer's.
-        fi_addr_t self = fabric_addr_notavail;
+        fabric_addr self = fabric_addr_notavail;
         if (const int r = av_insert(c.av.get(), c.local_addr.data(), &self); r != 1) {
             return fail(fabric_error(r < 0 ? r : -fabric_errno::invalid,
                                      "attach: fi_av_insert of the endpoint's own address"));
         }
     }
-    fi_addr_t addr = fabric_addr_notavail;
+    fabric_addr addr = fabric_addr_notavail;
     const int ret = av_insert(c.av.get(), peer_address.data(), &addr);
     if (ret != 1) {
         if (ret == 0 || ret == -fabric_errno::invalid) {

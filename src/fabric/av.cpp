@@ -27,14 +27,14 @@ int av_open(fid_domain* domain, fi_av_type type, std::size_t count, av_handle& o
     return out.opened(fi_av_open(domain, &attr, out.out(), nullptr));
 }
 
-int av_insert(fid_av* av, const void* addr, fi_addr_t* out) {
+int av_insert(fid_av* av, const void* addr, fabric_addr* out) {
     if (int r = injected(fabric_call::av_insert)) {
         return r;
     }
     return fi_av_insert(av, addr, 1, out, 0, nullptr);
 }
 
-int av_remove(fid_av* av, fi_addr_t addr) {
+int av_remove(fid_av* av, fabric_addr addr) {
     if (int r = injected(fabric_call::av_remove)) {
         return r;
     }

@@ -74,7 +74,7 @@ bool has_diverted(fid_cq* cq) {
 
 }  // namespace
 
-ssize_t cq_read_slow(fid_cq* cq, fi_cq_data_entry* buf, std::size_t count, fi_addr_t* src) {
+ssize_t cq_read_slow(fid_cq* cq, fi_cq_data_entry* buf, std::size_t count, fabric_addr* src) {
     {
         std::lock_guard lock(diverted_mu);
         if (has_diverted(cq)) {

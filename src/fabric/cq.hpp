@@ -52,7 +52,7 @@ int cq_wait_entry(fid_cq* cq, int timeout_ms);
 
 namespace fabric_fault {
 ssize_t cq_read_slow(fid_cq* cq, fi_cq_data_entry* buf, std::size_t count,
-                     fi_addr_t* src = nullptr);
+                     fabric_addr* src = nullptr);
 ssize_t cq_readerr_slow(fid_cq* cq, fi_cq_err_entry* entry);
 }  // namespace fabric_fault
 
@@ -69,7 +69,7 @@ inline ssize_t cq_read(fid_cq* cq, fi_cq_data_entry* buf, std::size_t count) {
 // address vector's entry of the sender of a received message, FI_ADDR_NOTAVAIL when the sender is
 // in no entry (net, sockets; shm reports 0 for such a sender, so an RDM endpoint keeps entry 0
 // for itself).
-inline ssize_t cq_readfrom(fid_cq* cq, fi_cq_data_entry* buf, std::size_t count, fi_addr_t* src) {
+inline ssize_t cq_readfrom(fid_cq* cq, fi_cq_data_entry* buf, std::size_t count, fabric_addr* src) {
     if (fabric_fault::armed()) [[unlikely]] {
         return fabric_fault::cq_read_slow(cq, buf, count, src);
     }

@@ -220,8 +220,8 @@ struct fabric_post {
     post_kind kind = post_kind::send;
     post_flags flags = post_completion;
     // The peer: on an RDM endpoint its address-vector entry (a receive: the sender it takes, or
-    // FI_ADDR_UNSPEC); on a connected endpoint ignored (0).
-    std::uint64_t addr = 0;
+    // fabric_addr_unspec); on a connected endpoint ignored (0).
+    fabric_addr addr = 0;
     const iovec* iov = nullptr;  // local segments: sends, receives, RMA
     void** desc = nullptr;
     std::size_t count = 0;

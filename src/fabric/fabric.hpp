@@ -16,8 +16,10 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include <remora/result.hpp>
@@ -131,9 +133,13 @@ inline constexpr int key_in_use = FI_ENOKEY;    // a requested memory key is tak
 inline constexpr int other = FI_EOTHER;         // unspecified
 }  // namespace fabric_errno
 
-// Addresses of an address vector (fi_addr_t) with a meaning of their own.
-inline constexpr fi_addr_t fabric_addr_unspec = FI_ADDR_UNSPEC;      // a receive from anyone
-inline constexpr fi_addr_t fabric_addr_notavail = FI_ADDR_NOTAVAIL;  // no entry
+// A peer's entry in an address vector, as posts name their destination and CQ reads a message's
+// source (libfabric's fi_addr_t, the same type: the layers above hold it and pass it back).
+using fabric_addr = std::uint64_t;
+static_assert(std::is_same_v<fabric_addr, fi_addr_t>);
+// Addresses with a meaning of their own.
+inline constexpr fabric_addr fabric_addr_unspec = FI_ADDR_UNSPEC;      // a receive from anyone
+inline constexpr fabric_addr fabric_addr_notavail = FI_ADDR_NOTAVAIL;  // no entry
 
 struct info_deleter {
     void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "core/impl.hpp"
+#include "core/upper.hpp"
 #include "persist/service.hpp"
 
 namespace remora {

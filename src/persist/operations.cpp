@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/impl.hpp"
+#include "core/upper.hpp"
 #include "persist/service.hpp"
 
 namespace remora {
@@ -45,7 +45,7 @@ result<void> atomic(connection& conn, atomic_kind kind, const char* what, const 
                     const memory_region* result, std::size_t result_offset,
                     const op_options& opts) {
     connection_impl& c = *conn.impl();
-    if (c.dom->caps.native_atomics) {
+    if (caps_of(c).native_atomics) {
         switch (kind) {  // the connection's own (its checks included)
             case atomic_kind::write:
                 return conn.atomic_write(dst, dst_offset, arg0, opts);
@@ -61,7 +61,7 @@ result<void> atomic(connection& conn, atomic_kind kind, const char* what, const 
     }
     if (persistence_of(c).service_depth == 0) {
         return fail(errc::not_supported,
-                    std::string(what) + ": provider " + c.dom->caps.provider +
+                    std::string(what) + ": provider " + caps_of(c).provider +
                         " has no native atomics; give the connection a persistence_config with a "
                         "service_depth to use the target's service");
     }
@@ -73,7 +73,7 @@ result<void> atomic(connection& conn, atomic_kind kind, const char* what, const 
     rq.address = dst.address() + dst_offset;
     rq.arg0 = arg0;
     rq.arg1 = kind == atomic_kind::compare_swap ? arg1 : 0;
-    std::byte* out = result != nullptr ? result->impl()->memory.data() + result_offset : nullptr;
+    std::byte* out = result != nullptr ? result->data() + result_offset : nullptr;
     return client_request(c, rq, out, opts);
 }
 
@@ -82,7 +82,7 @@ result<void> atomic(connection& conn, atomic_kind kind, const char* what, const 
 
 atomic_path atomics(const connection& conn) noexcept {
     const detail::connection_impl& c = *conn.impl();
-    if (c.dom->caps.native_atomics) {
+    if (detail::caps_of(c).native_atomics) {
         return atomic_path::native;
     }
     return detail::persistence_of(c).service_depth != 0 ? atomic_path::service : atomic_path::none;
@@ -232,7 +232,7 @@ result<void> flush(connection& conn, const remote_region& dst, std::uint64_t off
         return fail(rec.error());
     }
     iovec iov{p.scratch_bytes.data(), n};
-    void* desc = (*scratch)->impl()->desc;
+    void* desc = detail::local_desc(**scratch);
     detail::fabric_post read{.kind = detail::post_kind::read,
                              .iov = &iov,
                              .desc = &desc,

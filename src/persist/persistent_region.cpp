@@ -16,7 +16,7 @@
 #include <optional>
 #include <sstream>
 
-#include "core/impl.hpp"
+#include "base/unique_fd.hpp"
 #include "persist/persist_impl.hpp"
 
 namespace remora {

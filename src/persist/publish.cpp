@@ -22,8 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/extension.hpp"
-#include "core/impl.hpp"
+#include "core/upper.hpp"
 #include "persist/service.hpp"
 
 namespace remora {
@@ -218,13 +217,13 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
     if (src.impl() == nullptr) {
         return fail(errc::invalid_argument, "publish: the local region is empty");
     }
-    const region_impl& lr = *src.impl();
-    if (lr.dom != c.dom) {
+    if (!same_domain(c, src)) {
         return fail(errc::invalid_argument, "publish: local region registered in another domain");
     }
-    if (!has_all(lr.uses, usage::write_source)) {
+    if (!has_all(src.usages(), usage::write_source)) {
         return fail(errc::access_denied, "publish: local region not registered for this use");
     }
+    const std::span<std::byte> local = src.memory();
     const std::size_t n = data.size();
     std::size_t total = 0;
     std::uint64_t lo = UINT64_MAX, hi = 0;
@@ -247,10 +246,10 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
         hi = std::max<std::uint64_t>(hi, s.offset + s.length);
         total += s.length;
     }
-    if (src_offset > lr.memory.size() || total > lr.memory.size() - src_offset) {
+    if (src_offset > local.size() || total > local.size() - src_offset) {
         return fail(errc::out_of_range, "publish: local range [" + n2s(src_offset) + ", +" +
                                             n2s(total) + ") outside region of " +
-                                            n2s(lr.memory.size()) + " bytes");
+                                            n2s(local.size()) + " bytes");
     }
     const remote_region& dr = *data[0].region;
     const std::string flush_part = "publish: part " + n2s(n) + " (flush): ";
@@ -272,7 +271,7 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
     }
     if (path == atomic_path::none) {
         return fail(errc::not_supported,
-                    atomic_part + "provider " + c.dom->caps.provider +
+                    atomic_part + "provider " + caps_of(c).provider +
                         " has no native atomics; give the connection a persistence_config with a "
                         "service_depth to use the "
                         "target's service");
@@ -408,8 +407,8 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
     std::size_t at = src_offset;
     for (std::size_t i = 0; i < n; ++i) {
         const remote_segment& s = data[i];
-        iovec iov{lr.memory.data() + at, s.length};
-        void* desc = lr.desc;
+        iovec iov{local.data() + at, s.length};
+        void* desc = local_desc(src);
         fabric_post p{.kind = post_kind::write,
                       .iov = &iov,
                       .desc = &desc,
@@ -427,7 +426,7 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
         const std::size_t len =
             static_cast<std::size_t>(std::min<std::uint64_t>(8, dr.length() - from));
         iovec iov{persist_of(c).scratch_bytes.data(), len};
-        void* desc = scratch->impl()->desc;
+        void* desc = local_desc(*scratch);
         fabric_post p{.kind = post_kind::read,
                       .iov = &iov,
                       .desc = &desc,

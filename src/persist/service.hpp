@@ -18,8 +18,7 @@
 #include <remora/memory_region.hpp>
 #include <remora/persistence.hpp>
 
-#include "core/extension.hpp"
-#include "ops/op_pool.hpp"  // hook_fn
+#include "core/upper.hpp"  // connection_extension, hook_fn
 #include "persist/persist_impl.hpp"
 
 namespace remora::detail {

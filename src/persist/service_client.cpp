@@ -15,8 +15,7 @@
 #include <string>
 
 #include "core/little_endian.hpp"
-
-#include "core/impl.hpp"
+#include "core/upper.hpp"
 
 namespace remora::detail {
 
@@ -401,7 +400,7 @@ std::chrono::steady_clock::time_point persist_conn::tick(
         sl.expired = true;
         next =
             std::min(next, now + std::chrono::milliseconds(100));  // looked at again until it ends
-        if (!c.ep) {
+        if (!endpoint_open(c)) {
             continue;  // closed: the close completes it
         }
         if (sl.pending == 2) {
@@ -422,7 +421,7 @@ std::chrono::steady_clock::time_point persist_conn::tick(
     // One reply receive canceled per expired request waiting for its reply: the receive's
     // completion ends the oldest of them (client_reply).
     for (std::uint32_t j = 0; j < s.depth && s.recv_cancels < awaiting_reply; ++j) {
-        if (s.recv_canceled[j] || !c.ep) {
+        if (s.recv_canceled[j] || !endpoint_open(c)) {
             continue;
         }
         if (taken.empty()) {
@@ -441,11 +440,7 @@ std::chrono::steady_clock::time_point persist_conn::tick(
     }
     if (canceled) {
         // The canceled completions come through the CQ's reader: make sure it reads.
-        for (cq_impl* q : {c.cq.get(), c.rcq.get()}) {
-            if (q != nullptr && q->progress_owned()) {
-                q->progress->kick(q);
-            }
-        }
+        kick_readers(c);
     }
     return next;
 }

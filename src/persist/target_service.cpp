@@ -15,8 +15,7 @@
 #include <string>
 
 #include "core/little_endian.hpp"
-
-#include "core/impl.hpp"
+#include "core/upper.hpp"
 
 namespace remora {
 namespace detail {
@@ -121,7 +120,7 @@ result<std::unique_ptr<service_conn>> make_service_conn(connection_impl& c, bool
 }
 
 void* desc_of(service_conn& s) {
-    return s.mr->impl()->desc;
+    return local_desc(*s.mr);
 }
 
 // ---- target side

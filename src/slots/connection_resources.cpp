@@ -12,8 +12,8 @@
 #include <cstring>
 #include <string>
 
-#include "core/impl.hpp"
 #include "core/multi_ops.hpp"
+#include "core/upper.hpp"
 
 namespace remora {
 namespace {

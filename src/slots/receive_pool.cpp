@@ -11,7 +11,7 @@
 #include <optional>
 #include <vector>
 
-#include "core/impl.hpp"
+#include "core/upper.hpp"
 
 namespace remora {
 namespace detail {
@@ -148,10 +148,7 @@ void receive_pool_impl::rebalance() {
             s->reclaiming = false;  // it completed meanwhile, or could not be canceled
         } else {
             // The canceled completion comes through the CQ's reader; make sure it reads.
-            cq_impl* q = c->rcq ? c->rcq.get() : c->cq.get();
-            if (q->progress_owned()) {
-                q->progress->kick(q);
-            }
+            kick_readers(*c);
         }
     }
     end_scan();
@@ -159,7 +156,7 @@ void receive_pool_impl::rebalance() {
 
 bool receive_pool_impl::cancel_posted(connection_impl& c, const receive_buffer* only) {
     bool canceled = false;
-    if (c.ep) {
+    if (endpoint_open(c)) {
         for (op_record* r : c.ops.posted_recvs()) {
             if (armed_with(*r, &receive_pool_impl::on_receive) &&
                 (only == nullptr || r->user_context == only)) {
@@ -221,7 +218,7 @@ void receive_pool_impl::dispatch() {
         bool failed = false;
         std::shared_ptr<receive_pool_impl> last;  // dropped at return: `this` may go with it
         for (auto& [s, c] : todo) {
-            auto r = post_internal(*c, queue::recv, s->buf, cfg.buffer_size, mr->impl()->desc,
+            auto r = post_internal(*c, queue::recv, s->buf, cfg.buffer_size, local_desc(*mr),
                                    &receive_pool_impl::on_receive, s);
             std::lock_guard lock(mu);
             --posting;  // this record is written: a scan may read it from now on
@@ -493,20 +490,19 @@ result<void> receive_pool::attach(connection& conn) {
         impl_->conns.push_back({c, 0, impl_->cfg.per_connection, false});
         impl_->want(impl_->conns.back());
     }
-    {
-        std::lock_guard lock(c->hooks_mu);
-        std::weak_ptr<detail::receive_pool_impl> weak = impl_;
-        c->on_destroy.emplace_back([weak](detail::connection_impl& dying) {
+    std::weak_ptr<detail::receive_pool_impl> weak = impl_;
+    detail::on_teardown(
+        *c,
+        [weak](detail::connection_impl& dying) {
+            if (auto p = weak.lock()) {
+                p->retire(dying);
+            }
+        },
+        [weak](detail::connection_impl& dying) {
             if (auto p = weak.lock()) {
                 p->forget(dying);
             }
         });
-        c->on_retire.emplace_back([weak](detail::connection_impl& dying) {
-            if (auto p = weak.lock()) {
-                p->retire(dying);
-            }
-        });
-    }
     impl_->dispatch();
     return {};
 }
