@@ -215,10 +215,10 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
         return fail(errc::invalid_argument,
                     "publish: completion_mode::at_post is for single writes and sends");
     }
-    if (src.impl() == nullptr) {
+    if (detail::impl_of(src) == nullptr) {
         return fail(errc::invalid_argument, "publish: the local region is empty");
     }
-    const region_impl& lr = *src.impl();
+    const region_impl& lr = *detail::impl_of(src);
     if (lr.dom != c.dom) {
         return fail(errc::invalid_argument, "publish: local region registered in another domain");
     }
@@ -427,7 +427,7 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
         const std::size_t len =
             static_cast<std::size_t>(std::min<std::uint64_t>(8, dr.length() - from));
         iovec iov{persist_of(c).scratch_bytes.data(), len};
-        void* desc = scratch->impl()->desc;
+        void* desc = detail::impl_of(*scratch)->desc;
         fabric_post p{.kind = post_kind::read,
                       .iov = &iov,
                       .desc = &desc,
@@ -476,7 +476,7 @@ result<void> publish(connection& conn, std::span<const remote_segment> data,
                      std::uint64_t flag_offset, std::uint64_t value, flush_options how,
                      op_options opts) {
     using namespace detail;
-    auto& c = *conn.impl();
+    auto& c = *detail::impl_of(conn);
     // The flush's method and the atomic's path depend only on the configuration and the
     // descriptor (an empty or bad one: publish_now reports the segment's own error first).
     result<flush_method> method =

@@ -12,7 +12,13 @@
 #include "core/impl.hpp"
 
 namespace remora {
+
+struct receive_pool::impl {};
+
 namespace detail {
+
+struct receive_pool_impl;
+REMORA_HANDLE_STATE(receive_pool, receive_pool_impl);
 
 struct receive_slot {
     receive_pool_impl* pool = nullptr;
@@ -23,7 +29,8 @@ struct receive_slot {
     bool reclaiming = false;  // canceled by the pool to move it to a connection that waits
 };
 
-struct receive_pool_impl : std::enable_shared_from_this<receive_pool_impl> {
+struct receive_pool_impl : internal_access::opaque<receive_pool>,
+                           std::enable_shared_from_this<receive_pool_impl> {
     receive_pool_config cfg;
     std::vector<std::byte> memory;
     std::optional<memory_region> mr;
@@ -219,8 +226,8 @@ void receive_pool_impl::dispatch() {
         bool failed = false;
         std::shared_ptr<receive_pool_impl> last;  // dropped at return: `this` may go with it
         for (auto& [s, c] : todo) {
-            auto r = post_internal(*c, queue::recv, s->buf, cfg.buffer_size, mr->impl()->desc,
-                                   &receive_pool_impl::on_receive, s);
+            auto r = post_internal(*c, queue::recv, s->buf, cfg.buffer_size,
+                                   detail::impl_of(*mr)->desc, &receive_pool_impl::on_receive, s);
             std::lock_guard lock(mu);
             --posting;  // this record is written: a scan may read it from now on
             if (!r) {
@@ -338,13 +345,19 @@ void receive_pool_impl::forget(connection_impl& c) {
     dispatch();
 }
 
+// The pool behind a message's pool_.
+template <class P>
+receive_pool_impl* pool_of(const P& p) noexcept {
+    return internal_access::cast<receive_pool>(p.get());
+}
+
 }  // namespace detail
 
 // ---------------------------------------------------------------- message
 
 message::message(message&& o) noexcept
     : pool_(std::move(o.pool_)),
-      slot_(std::exchange(o.slot_, nullptr)),
+      slot_(o.slot_),
       bytes_(o.bytes_),
       tag_(o.tag_),
       imm_(o.imm_),
@@ -354,7 +367,7 @@ message& message::operator=(message&& o) noexcept {
     if (this != &o) {
         release();
         pool_ = std::move(o.pool_);
-        slot_ = std::exchange(o.slot_, nullptr);
+        slot_ = o.slot_;
         bytes_ = o.bytes_;
         tag_ = o.tag_;
         imm_ = o.imm_;
@@ -368,8 +381,8 @@ message::~message() {
 }
 
 std::span<const std::byte> message::data() const noexcept {
-    return slot_ != nullptr ? std::span<const std::byte>(slot_->buf, bytes_)
-                            : std::span<const std::byte>();
+    return pool_ ? std::span<const std::byte>(detail::pool_of(pool_)->slots[slot_].buf, bytes_)
+                 : std::span<const std::byte>();
 }
 
 std::uint64_t message::tag() const noexcept {
@@ -377,8 +390,9 @@ std::uint64_t message::tag() const noexcept {
 }
 
 void message::release() noexcept {
-    if (slot_ != nullptr) {
-        pool_->give_back(std::exchange(slot_, nullptr));
+    if (pool_) {
+        detail::receive_pool_impl* p = detail::pool_of(pool_);
+        p->give_back(&p->slots[slot_]);
         pool_.reset();
     }
 }
@@ -409,8 +423,7 @@ bool receive_pool_impl::detach(connection_impl* c) {
 
 // ---------------------------------------------------------------- receive_pool
 
-receive_pool::receive_pool(std::shared_ptr<detail::receive_pool_impl> impl)
-    : impl_(std::move(impl)) {}
+receive_pool::receive_pool(std::shared_ptr<impl> p) noexcept : impl_(std::move(p)) {}
 receive_pool::receive_pool(receive_pool&&) noexcept = default;
 receive_pool& receive_pool::operator=(receive_pool&& o) noexcept {
     receive_pool old(std::move(o));
@@ -425,13 +438,13 @@ receive_pool::~receive_pool() {
     }
     std::vector<detail::connection_impl*> attached;
     {
-        std::lock_guard lock(impl_->mu);
-        for (const auto& a : impl_->conns) {
+        std::lock_guard lock(detail::impl_of(*this)->mu);
+        for (const auto& a : detail::impl_of(*this)->conns) {
             attached.push_back(a.conn);
         }
     }
     for (auto* c : attached) {
-        (void)impl_->detach(c);
+        (void)detail::impl_of(*this)->detach(c);
     }
 }
 
@@ -464,11 +477,11 @@ result<receive_pool> receive_pool::create(const domain& dom, const receive_pool_
         p->free_slots.push_back(config.slots - 1 - i);
     }
     p->st.slots = config.slots;
-    return receive_pool(std::move(p));
+    return internal_access::wrap<receive_pool>(std::move(p));
 }
 
 result<void> receive_pool::attach(connection& conn) {
-    detail::connection_impl* c = conn.impl();
+    detail::connection_impl* c = detail::impl_of(conn);
     if (!conn.is_open()) {
         return fail(errc::disconnected, "receive_pool::attach: the connection is not open");
     }
@@ -477,23 +490,24 @@ result<void> receive_pool::attach(connection& conn) {
                     "receive_pool::attach: the connection carries only its addon's internal "
                     "messages (the target service's)");
     }
-    if (c->config.rq_size < impl_->cfg.per_connection) {
-        return fail(errc::invalid_argument, "receive_pool::attach: the connection's rq_size " +
-                                                std::to_string(c->config.rq_size) +
-                                                " is below per_connection " +
-                                                std::to_string(impl_->cfg.per_connection));
+    if (c->config.rq_size < detail::impl_of(*this)->cfg.per_connection) {
+        return fail(errc::invalid_argument,
+                    "receive_pool::attach: the connection's rq_size " +
+                        std::to_string(c->config.rq_size) + " is below per_connection " +
+                        std::to_string(detail::impl_of(*this)->cfg.per_connection));
     }
     {
-        std::lock_guard lock(impl_->mu);
-        if (impl_->find(c) != nullptr) {
+        std::lock_guard lock(detail::impl_of(*this)->mu);
+        if (detail::impl_of(*this)->find(c) != nullptr) {
             return fail(errc::bad_state, "receive_pool::attach: already attached");
         }
-        impl_->conns.push_back({c, 0, impl_->cfg.per_connection, false});
-        impl_->want(impl_->conns.back());
+        detail::impl_of(*this)->conns.push_back(
+            {c, 0, detail::impl_of(*this)->cfg.per_connection, false});
+        detail::impl_of(*this)->want(detail::impl_of(*this)->conns.back());
     }
     {
         std::lock_guard lock(c->hooks_mu);
-        std::weak_ptr<detail::receive_pool_impl> weak = impl_;
+        std::weak_ptr<detail::receive_pool_impl> weak = detail::shared_impl_of(*this);
         c->on_destroy.emplace_back([weak](detail::connection_impl& dying) {
             if (auto p = weak.lock()) {
                 p->forget(dying);
@@ -505,21 +519,22 @@ result<void> receive_pool::attach(connection& conn) {
             }
         });
     }
-    impl_->dispatch();
+    detail::impl_of(*this)->dispatch();
     return {};
 }
 
 void receive_pool::detach(connection& conn) noexcept {
-    (void)impl_->detach(conn.impl());
+    (void)detail::impl_of(*this)->detach(detail::impl_of(conn));
 }
 
 result<message> receive_pool::next(std::chrono::milliseconds timeout) {
     const auto deadline = detail::deadline_after(timeout);
-    std::unique_lock lock(impl_->mu);
+    std::unique_lock lock(detail::impl_of(*this)->mu);
     for (;;) {
         const auto slice =
             std::min(deadline, std::chrono::steady_clock::now() + detail::idle_receive);
-        if (impl_->cv.wait_until(lock, slice, [&] { return !impl_->ready.empty(); })) {
+        if (detail::impl_of(*this)->cv.wait_until(
+                lock, slice, [&] { return !detail::impl_of(*this)->ready.empty(); })) {
             break;
         }
         if (std::chrono::steady_clock::now() >= deadline) {
@@ -529,14 +544,14 @@ result<message> receive_pool::next(std::chrono::milliseconds timeout) {
         // Nothing arrived for a while: slots may be parked on quiet connections while others
         // wait. Move them.
         lock.unlock();
-        impl_->rebalance();
+        detail::impl_of(*this)->rebalance();
         lock.lock();
     }
-    const auto r = impl_->ready.front();
-    impl_->ready.pop_front();
+    const auto r = detail::impl_of(*this)->ready.front();
+    detail::impl_of(*this)->ready.pop_front();
     message m;
     m.pool_ = impl_;
-    m.slot_ = r.slot;
+    m.slot_ = static_cast<std::uint32_t>(r.slot - detail::impl_of(*this)->slots.data());
     m.bytes_ = r.bytes;
     m.tag_ = r.tag;
     m.imm_ = r.imm;
@@ -545,11 +560,11 @@ result<message> receive_pool::next(std::chrono::milliseconds timeout) {
 }
 
 receive_pool_stats receive_pool::stats() const {
-    std::lock_guard lock(impl_->mu);
-    receive_pool_stats s = impl_->st;
+    std::lock_guard lock(detail::impl_of(*this)->mu);
+    receive_pool_stats s = detail::impl_of(*this)->st;
     s.owed = 0;
-    s.connections = static_cast<std::uint32_t>(impl_->conns.size());
-    for (const auto& a : impl_->conns) {
+    s.connections = static_cast<std::uint32_t>(detail::impl_of(*this)->conns.size());
+    for (const auto& a : detail::impl_of(*this)->conns) {
         s.owed += a.owed;
     }
     return s;
