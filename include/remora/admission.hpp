@@ -106,7 +106,7 @@ class admission_key {
     ~admission_key();  ///< zeroes the key
 
     /// The key's bytes (for the library's HMAC calls; do not copy them).
-    [[nodiscard]] const unsigned char* bytes() const noexcept { return bytes_; }
+    const unsigned char* bytes() const noexcept { return bytes_; }
 
   private:
     admission_key() = default;
@@ -152,7 +152,7 @@ class admission_gate {
 
     /// Nonces remembered now (expired ones are dropped on the next check of a token whose HMAC
     /// verifies).
-    [[nodiscard]] std::size_t remembered() const;
+    std::size_t remembered() const;
 
   private:
     struct impl;

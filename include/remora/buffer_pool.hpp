@@ -31,15 +31,34 @@
 
 namespace remora {
 
-namespace detail {
-struct buffer_pool_impl;
-}
-
 struct buffer_pool_config {
     std::size_t buffers = 64;
     std::size_t buffer_size = 4096;
     /// What the buffers are used for: sources of writes and sends by default.
     usage uses = usage::write_source | usage::send;
+};
+
+class pooled_buffer;
+
+class buffer_pool {
+  public:
+    buffer_pool() = default;  ///< empty handle
+    static result<buffer_pool> create(const domain& dom, const buffer_pool_config& cfg = {});
+    /// As an entry of connection_config::addons (`cfg.addons = {pool}`): the bounce buffers of
+    /// the connection's write_copy and send_copy. The connection then holds the pool. Allocates.
+    operator std::shared_ptr<const connection_addon>() const;
+
+    result<pooled_buffer> try_get();
+    std::size_t available() const noexcept;
+    std::size_t capacity() const noexcept;
+    std::size_t buffer_size() const noexcept;
+    explicit operator bool() const noexcept { return impl_ != nullptr; }
+
+  private:
+    friend struct internal_access;
+    friend class pooled_buffer;
+    struct impl;  // the pool's state, held by its buffers too
+    std::shared_ptr<impl> impl_;
 };
 
 /// One buffer of a pool, returned to it on destruction.
@@ -52,34 +71,17 @@ class pooled_buffer {
     pooled_buffer& operator=(const pooled_buffer&) = delete;
     ~pooled_buffer();
 
-    [[nodiscard]] std::span<std::byte> data() const noexcept;    ///< buffer_size bytes
-    [[nodiscard]] const memory_region& region() const noexcept;  ///< the pool's registration
-    [[nodiscard]] std::size_t offset() const noexcept;           ///< of data() in region()
+    std::span<std::byte> data() const noexcept;    ///< buffer_size bytes
+    const memory_region& region() const noexcept;  ///< the pool's registration
+    std::size_t offset() const noexcept;           ///< of data() in region()
     explicit operator bool() const noexcept { return pool_ != nullptr; }
     void release() noexcept;
 
   private:
     friend class buffer_pool;
-    std::shared_ptr<detail::buffer_pool_impl> pool_;
+    using impl = buffer_pool::impl;
+    std::shared_ptr<impl> pool_;
     std::uint32_t index_ = 0;
-};
-
-class buffer_pool {
-  public:
-    buffer_pool() = default;  ///< empty handle
-    static result<buffer_pool> create(const domain& dom, const buffer_pool_config& cfg = {});
-    /// As an entry of connection_config::addons (`cfg.addons = {pool}`): the bounce buffers of
-    /// the connection's write_copy and send_copy. The connection then holds the pool. Allocates.
-    operator std::shared_ptr<const connection_addon>() const;
-
-    result<pooled_buffer> try_get();
-    [[nodiscard]] std::size_t available() const noexcept;
-    [[nodiscard]] std::size_t capacity() const noexcept;
-    [[nodiscard]] std::size_t buffer_size() const noexcept;
-    explicit operator bool() const noexcept { return impl_ != nullptr; }
-
-  private:
-    std::shared_ptr<detail::buffer_pool_impl> impl_;
 };
 
 /// From unregistered memory, through a bounce buffer: copies `data` into a buffer of the pool

@@ -28,10 +28,6 @@
 
 namespace remora {
 
-namespace detail {
-struct channel_impl;
-}
-
 enum class conn_event : std::uint8_t;  ///< connection.hpp
 
 struct channel_event {
@@ -53,19 +49,18 @@ class completion_channel {
 
     explicit operator bool() const noexcept { return impl_ != nullptr; }
     /// Readable when some attached CQ may have completions; add it to your own epoll.
-    [[nodiscard]] int fd() const noexcept;
+    int fd() const noexcept;
     /// Blocks until an attached CQ fires or the timeout passes (errc::timed_out). With no CQ
     /// attached it waits out the timeout. A CQ whose last poll ran callbacks is reported at once,
     /// once, with ready == 0 (see completion_queue.hpp), so a poll-then-wait loop re-checks.
     result<channel_event> wait(std::chrono::milliseconds timeout);
-    [[nodiscard]] std::size_t attached() const noexcept;
-
-    [[nodiscard]] const std::shared_ptr<detail::channel_impl>& impl() const noexcept {
-        return impl_;
-    }
+    std::size_t attached() const noexcept;
 
   private:
-    std::shared_ptr<detail::channel_impl> impl_;
+    friend struct internal_access;
+    struct impl;
+    explicit completion_channel(std::shared_ptr<impl> p) noexcept : impl_(std::move(p)) {}
+    std::shared_ptr<impl> impl_;
 };
 
 }  // namespace remora

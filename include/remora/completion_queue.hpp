@@ -75,7 +75,7 @@ struct completion {
     /// A multi-key operation (connection::gather_write, publish) that failed: which part
     /// (0-based) did.
     std::uint32_t failed_part = 0;
-    [[nodiscard]] bool ok() const noexcept { return !status; }
+    bool ok() const noexcept { return !status; }
     /// The failure as results carry it (remora::error, result.hpp): `status`, with a message
     /// naming the operation (and the failed part of a multi-key one), so a completion's failure
     /// and a call's are handled alike (`return fail(c.error())`). An empty error on success. The
@@ -84,10 +84,6 @@ struct completion {
 };
 
 class domain;
-
-namespace detail {
-struct cq_impl;
-}
 
 class completion_queue {
   public:
@@ -112,18 +108,19 @@ class completion_queue {
     /// For the caller's own epoll: fd() becomes readable when the CQ may have completions. Call
     /// arm() before blocking on it: false means completions may already be ready, or the last
     /// poll ran callbacks: re-check, poll first.
-    [[nodiscard]] int fd() const noexcept;
+    int fd() const noexcept;
     result<bool> arm();
 
-    [[nodiscard]] cq_kind kind() const noexcept;
-    [[nodiscard]] std::size_t size() const noexcept;   ///< effective depth
-    [[nodiscard]] std::uint64_t tag() const noexcept;  ///< the owning connection's tag
-
-    [[nodiscard]] detail::cq_impl* impl() const noexcept { return impl_; }
-    explicit completion_queue(detail::cq_impl* impl) noexcept : impl_(impl) {}
+    cq_kind kind() const noexcept;
+    std::size_t size() const noexcept;   ///< effective depth
+    std::uint64_t tag() const noexcept;  ///< the owning connection's tag
 
   private:
-    detail::cq_impl* impl_;
+    friend struct internal_access;
+    friend class shared_completion_queue;
+    struct impl;  // the CQ's state, held by shared_completion_queue too
+    explicit completion_queue(impl* p) noexcept : impl_(p) {}
+    impl* impl_;
 };
 
 struct shared_cq_config {
@@ -158,15 +155,16 @@ class shared_completion_queue {
                                                   const shared_cq_config& cfg = {});
 
     explicit operator bool() const noexcept { return impl_ != nullptr; }
-    [[nodiscard]] completion_queue& queue() const noexcept;  ///< poll, wait, fd, arm
-    [[nodiscard]] std::size_t size() const noexcept;         ///< effective entries
-    [[nodiscard]] std::size_t reserved() const noexcept;     ///< held by attached connections
-    [[nodiscard]] std::size_t connections() const noexcept;  ///< attached now
-
-    [[nodiscard]] const std::shared_ptr<detail::cq_impl>& impl() const noexcept { return impl_; }
+    completion_queue& queue() const noexcept;  ///< poll, wait, fd, arm
+    std::size_t size() const noexcept;         ///< effective entries
+    std::size_t reserved() const noexcept;     ///< held by attached connections
+    std::size_t connections() const noexcept;  ///< attached now
 
   private:
-    std::shared_ptr<detail::cq_impl> impl_;
+    friend struct internal_access;
+    using impl = completion_queue::impl;
+    explicit shared_completion_queue(std::shared_ptr<impl> p) noexcept : impl_(std::move(p)) {}
+    std::shared_ptr<impl> impl_;
 };
 
 }  // namespace remora

@@ -79,21 +79,19 @@
 
 namespace remora {
 
-namespace detail {
-struct srq_impl;
-}  // namespace detail
-
 /// A shared receive queue for a connection's incoming messages: a handle on a
 /// shared_receive_queue (shared_receive_queue.hpp), which converts to it (`cfg.srq = q`).
 class srq_binding {
   public:
     srq_binding() = default;
-    explicit srq_binding(std::shared_ptr<detail::srq_impl> q) noexcept : q_(std::move(q)) {}
-    explicit operator bool() const noexcept { return q_ != nullptr; }
-    [[nodiscard]] const std::shared_ptr<detail::srq_impl>& impl() const noexcept { return q_; }
+    explicit operator bool() const noexcept { return impl_ != nullptr; }
 
   private:
-    std::shared_ptr<detail::srq_impl> q_;
+    friend struct internal_access;
+    friend class shared_receive_queue;
+    struct impl;  // the queue's state, held by shared_receive_queue too
+    explicit srq_binding(std::shared_ptr<impl> q) noexcept : impl_(std::move(q)) {}
+    std::shared_ptr<impl> impl_;
 };
 
 /// What a layer built on connections asks of a connection's setup, carried by
@@ -111,9 +109,9 @@ class connection_addon {
     /// with its completion-queue entry). A connection with any carries only the layer's
     /// messages: its receives are the layer's, sized to this (rq_size is ignored), and the
     /// application's send and recv are refused (errc::bad_state). 0 (default): none.
-    [[nodiscard]] virtual std::uint32_t internal_sends() const noexcept { return 0; }
+    virtual std::uint32_t internal_sends() const noexcept { return 0; }
     /// Checked at setup before anything is opened: an error fails the setup with it.
-    [[nodiscard]] virtual result<void> check() const { return {}; }
+    virtual result<void> check() const { return {}; }
 };
 
 enum class channel_mode : std::uint8_t {
@@ -191,7 +189,7 @@ struct connection_config {
 /// this and a shared one reserves it, so size a shared CQ with the sum over the connections that
 /// will attach to it. Depths are taken as
 /// given: the provider may reduce them at setup, and config() then reports what was reserved.
-[[nodiscard]] std::uint32_t cq_entries(const connection_config& c, cq_kind kind) noexcept;
+std::uint32_t cq_entries(const connection_config& c, cq_kind kind) noexcept;
 
 enum class conn_event : std::uint8_t {
     established,  ///< an asynchronous setup (connect_async, accept_async) succeeded
@@ -209,10 +207,6 @@ enum class conn_event : std::uint8_t {
 /// before an accept_async completed) or closed (close() before it ended); setup_status() then
 /// gives the error behind a failure.
 const char* to_string(conn_event e) noexcept;
-
-namespace detail {
-struct connection_impl;
-}
 
 class connection {
   public:
@@ -274,9 +268,9 @@ class connection {
     /// error once it failed (also errc::canceled after close() during setup), and
     /// errc::would_block while it is under way.
     result<void> setup_status() const;
-    [[nodiscard]] bool is_connecting() const noexcept;
+    bool is_connecting() const noexcept;
     /// When an asynchronous setup under way gives up (errc::timed_out).
-    [[nodiscard]] std::chrono::steady_clock::time_point setup_deadline() const noexcept;
+    std::chrono::steady_clock::time_point setup_deadline() const noexcept;
 
     // ---- RDM peers ----
     /// Opens an RDM endpoint on `dom` (opened with endpoint_type::rdm) with its own address
@@ -285,7 +279,7 @@ class connection {
     static result<connection> open_peer(const domain& dom, const connection_config& config = {});
     /// This endpoint's address (the provider's name for it, opaque bytes): give it to the peer
     /// for its attach(). Empty on a connected endpoint.
-    [[nodiscard]] std::span<const std::byte> local_address() const noexcept;
+    std::span<const std::byte> local_address() const noexcept;
     /// Makes `peer_address` (the peer's local_address()) the destination of every operation.
     /// errc::invalid_argument for bytes that cannot be an address of this provider (wrong size,
     /// format or scheme; nothing changes), errc::bad_state when a peer is already attached or
@@ -347,7 +341,7 @@ class connection {
     /// waits for that try (one post) and counts it only if it is refused and parks again.
     std::size_t cancel_parked();
     /// Posts of this connection parked now (a try under way is waited for, as in cancel_parked).
-    [[nodiscard]] std::size_t parked() const;
+    std::size_t parked() const;
 
     // ---- atomics on 8-byte aligned words (usage::atomic_target) ----
     /// The provider's atomics (caps().native_atomics); errc::not_supported on a provider without
@@ -376,8 +370,8 @@ class connection {
                       op_options opts = {});
 
     // ---- completions ----
-    [[nodiscard]] completion_queue& cq() noexcept;
-    [[nodiscard]] completion_queue* rcq() noexcept;  ///< nullptr without a separate receive CQ
+    completion_queue& cq() noexcept;
+    completion_queue* rcq() noexcept;  ///< nullptr without a separate receive CQ
     /// With channel_mode::shared: blocks until the CQ or RCQ fires and says which. With a
     /// channel shared by several connections (connection_config::shared_channel) it waits on that
     /// channel and may report another connection's CQ: dispatch by channel_event::tag. Refused
@@ -391,8 +385,8 @@ class connection {
     /// is. A peer's close is guaranteed to reach it only while the connection progresses: with
     /// progress_thread, or while the application reads or arms its CQs, so block on it together
     /// with the armed CQ fds.
-    [[nodiscard]] int event_fd() const noexcept;
-    [[nodiscard]] std::span<const std::byte> peer_private_data() const noexcept;
+    int event_fd() const noexcept;
+    std::span<const std::byte> peer_private_data() const noexcept;
     /// Disconnects and closes the endpoint: every outstanding operation completes, once, through
     /// the CQs as usual — with the status the provider's shutdown gave it (errc::canceled or
     /// errc::disconnected, docs/providers.md), else errc::canceled (always errc::canceled on
@@ -403,9 +397,9 @@ class connection {
     /// is conn_event::closed, setup_status() errc::canceled, receives posted early complete with
     /// errors); the endpoint, and with it the peer's side, goes when the connection is destroyed.
     result<void> close();
-    [[nodiscard]] bool is_open() const noexcept;
+    bool is_open() const noexcept;
 
-    [[nodiscard]] const connection_config& config() const noexcept;  ///< effective values
+    const connection_config& config() const noexcept;  ///< effective values
     /// Operations posted whose completion the application does not have yet: each counts from
     /// its post until poll() (or next()) hands its completion out or its callback is called,
     /// whichever call read it from the provider (a wait(), the library's progress
@@ -416,14 +410,17 @@ class connection {
     /// internal messages are not counted (its own requests in flight are). Provider entries that
     /// belong to no operation of the application (an error entry without context) are dropped,
     /// never reported.
-    [[nodiscard]] std::size_t in_flight() const noexcept;
-    [[nodiscard]] const domain& dom() const noexcept;
-
-    explicit connection(std::unique_ptr<detail::connection_impl> impl);
-    [[nodiscard]] detail::connection_impl* impl() const noexcept { return impl_.get(); }
+    std::size_t in_flight() const noexcept;
+    const domain& dom() const noexcept;
 
   private:
-    std::unique_ptr<detail::connection_impl> impl_;
+    friend struct internal_access;
+    struct impl;
+    struct impl_deleter {
+        void operator()(impl* p) const noexcept;
+    };
+    explicit connection(std::unique_ptr<impl, impl_deleter> p) noexcept;
+    std::unique_ptr<impl, impl_deleter> impl_;
 };
 
 }  // namespace remora

@@ -145,7 +145,7 @@ class task {
         if (h_)
             h_.destroy();
     }
-    [[nodiscard]] bool done() const noexcept {
+    bool done() const noexcept {
         return !h_ || h_.promise().finished.load(std::memory_order_acquire);
     }
 

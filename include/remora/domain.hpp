@@ -34,10 +34,6 @@
 
 namespace remora {
 
-namespace detail {
-struct domain_impl;
-}
-
 /// libfabric's memory-registration requirements (mr_mode bits, see the fi_mr man page) that the
 /// provider imposes.
 enum class mr_mode : std::uint32_t {
@@ -163,11 +159,11 @@ class domain {
     static result<domain> open(const domain_config& config = {});
 
     /// Empty handles (closed, or moved from) report empty caps and node.
-    [[nodiscard]] const provider_caps& caps() const noexcept;
-    [[nodiscard]] const std::string& node() const noexcept;
+    const provider_caps& caps() const noexcept;
+    const std::string& node() const noexcept;
     /// The progress policy and spin bound the domain was opened with.
-    [[nodiscard]] progress_policy progress() const noexcept;
-    [[nodiscard]] std::chrono::microseconds progress_spin() const noexcept;
+    progress_policy progress() const noexcept;
+    std::chrono::microseconds progress_spin() const noexcept;
 
     /// True unless the handle is empty (closed, or moved from).
     explicit operator bool() const noexcept { return impl_ != nullptr; }
@@ -186,14 +182,11 @@ class domain {
     /// holders and make it bad_state).
     result<void> close();
 
-    /// Internal: other remora objects reach the provider through these.
-    explicit domain(std::shared_ptr<detail::domain_impl> impl) : impl_(std::move(impl)) {}
-    [[nodiscard]] const std::shared_ptr<detail::domain_impl>& impl() const noexcept {
-        return impl_;
-    }
-
   private:
-    std::shared_ptr<detail::domain_impl> impl_;
+    friend struct internal_access;
+    struct impl;
+    explicit domain(std::shared_ptr<impl> p) noexcept : impl_(std::move(p)) {}
+    std::shared_ptr<impl> impl_;
 };
 
 }  // namespace remora

@@ -23,18 +23,13 @@
 
 namespace remora {
 
-namespace detail {
-struct listener_impl;
-struct request_impl;
-}  // namespace detail
-
 class connection_request {
   public:
     connection_request(connection_request&&) noexcept;
     connection_request& operator=(connection_request&&) noexcept;
     ~connection_request();
 
-    [[nodiscard]] std::span<const std::byte> private_data() const noexcept;
+    std::span<const std::byte> private_data() const noexcept;
     /// Accepts and waits (up to config.connect_timeout) until the connection is established.
     /// An invalid config fails the accept and rejects the request (the client's connect fails
     /// with errc::rejected); private data over the limit (errc::too_large) leaves it answerable.
@@ -48,10 +43,14 @@ class connection_request {
                                     std::span<const std::byte> private_data = {});
     result<void> reject(std::span<const std::byte> private_data = {});
 
-    explicit connection_request(std::unique_ptr<detail::request_impl> impl);
-
   private:
-    std::unique_ptr<detail::request_impl> impl_;
+    friend struct internal_access;
+    struct impl;
+    struct impl_deleter {
+        void operator()(impl* p) const noexcept;
+    };
+    explicit connection_request(std::unique_ptr<impl, impl_deleter> p) noexcept;
+    std::unique_ptr<impl, impl_deleter> impl_;
 };
 
 class listener {
@@ -61,8 +60,8 @@ class listener {
     listener& operator=(listener&&) noexcept;
     ~listener();
 
-    [[nodiscard]] std::uint16_t port() const noexcept;
-    [[nodiscard]] int fd() const noexcept;  ///< readable when a request may be waiting
+    std::uint16_t port() const noexcept;
+    int fd() const noexcept;  ///< readable when a request may be waiting
     /// The next connection request, or errc::timed_out.
     result<connection_request> get_request(std::chrono::milliseconds timeout);
 
@@ -86,8 +85,10 @@ class listener {
     result<std::size_t> drop_silent_connects(std::chrono::milliseconds silent);
 
   private:
-    explicit listener(std::shared_ptr<detail::listener_impl> impl);
-    std::shared_ptr<detail::listener_impl> impl_;
+    friend struct internal_access;
+    struct impl;
+    explicit listener(std::shared_ptr<impl> p) noexcept;
+    std::shared_ptr<impl> impl_;
 };
 
 }  // namespace remora

@@ -38,10 +38,6 @@ inline constexpr usage all_usages = static_cast<usage>(0xff);
 
 class remote_region;
 
-namespace detail {
-struct region_impl;
-}
-
 class memory_region {
   public:
     /// Registers `memory` for `uses` (at least one). Fails with invalid_argument for an empty
@@ -51,21 +47,24 @@ class memory_region {
     memory_region& operator=(memory_region&&) noexcept;
     ~memory_region();
 
-    [[nodiscard]] std::span<std::byte> memory() const noexcept;
-    [[nodiscard]] std::byte* data() const noexcept { return memory().data(); }
-    [[nodiscard]] std::size_t size() const noexcept { return memory().size(); }
-    [[nodiscard]] usage usages() const noexcept;
+    std::span<std::byte> memory() const noexcept;
+    std::byte* data() const noexcept { return memory().data(); }
+    std::size_t size() const noexcept { return memory().size(); }
+    usage usages() const noexcept;
 
     /// The descriptor a peer needs to access [offset, offset + length) of this region remotely,
     /// granting only the remote usages this region has (read_source, write_destination,
     /// atomic_target, flush_target). length 0 means "to the end".
     result<remote_region> describe(std::size_t offset = 0, std::size_t length = 0) const;
 
-    [[nodiscard]] detail::region_impl* impl() const noexcept { return impl_.get(); }
-
   private:
-    explicit memory_region(std::unique_ptr<detail::region_impl> impl);
-    std::unique_ptr<detail::region_impl> impl_;
+    friend struct internal_access;
+    struct impl;
+    struct impl_deleter {
+        void operator()(impl* p) const noexcept;
+    };
+    explicit memory_region(std::unique_ptr<impl, impl_deleter> p) noexcept;
+    std::unique_ptr<impl, impl_deleter> impl_;
 };
 
 }  // namespace remora

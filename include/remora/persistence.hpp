@@ -59,7 +59,7 @@ struct persistence_config {
 };
 
 /// The persistence_config `conn` was set up with (the default, service_depth 0, when none).
-[[nodiscard]] persistence_config persistence_config_of(const connection& conn);
+persistence_config persistence_config_of(const connection& conn);
 
 enum class flush_type : std::uint8_t {
     visibility,   ///< the target's memory holds the written bytes
@@ -124,7 +124,7 @@ result<void> compare_swap(connection& conn, const remote_region& dst, std::uint6
 result<void> fetch_add(connection& conn, const remote_region& dst, std::uint64_t dst_offset,
                        std::uint64_t addend, const memory_region& result, std::size_t result_offset,
                        op_options opts = {});
-[[nodiscard]] atomic_path atomics(const connection& conn) noexcept;
+atomic_path atomics(const connection& conn) noexcept;
 
 /// Write + flush + atomic publish, reserved together. Writes the local range of `src` from
 /// src_offset into the remote segments (as connection::gather_write: part i carries

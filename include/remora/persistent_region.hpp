@@ -63,10 +63,6 @@ struct persistent_region_config {
     bool exclusive = true;
 };
 
-namespace detail {
-struct persistent_impl;
-}
-
 class persistent_region {
   public:
     static result<persistent_region> open(const domain& dom,
@@ -75,15 +71,15 @@ class persistent_region {
     persistent_region& operator=(persistent_region&&) noexcept;
     ~persistent_region();
 
-    [[nodiscard]] const memory_region& region() const noexcept;
-    [[nodiscard]] std::span<std::byte> memory() const noexcept;
-    [[nodiscard]] bool is_persistent() const noexcept;  ///< file-backed
-    [[nodiscard]] bool is_dax() const noexcept;         ///< mapped with MAP_SYNC
-    [[nodiscard]] const std::string& path() const noexcept;
+    const memory_region& region() const noexcept;
+    std::span<std::byte> memory() const noexcept;
+    bool is_persistent() const noexcept;  ///< file-backed
+    bool is_dax() const noexcept;         ///< mapped with MAP_SYNC
+    const std::string& path() const noexcept;
     /// True once another process opened or truncated the file (its lease is breaking): the
     /// region must be destroyed before the lease-break time runs out. Always false for a volatile
     /// or non-exclusive region. One fcntl; any thread.
-    [[nodiscard]] bool revoked() const noexcept;
+    bool revoked() const noexcept;
 
     /// Makes [offset, offset + length) durable (msync of the covering pages). errc::out_of_range
     /// outside the region, errc::not_supported for a volatile region.
@@ -92,11 +88,14 @@ class persistent_region {
     /// The descriptor of [offset, offset + length) (length 0: to the end), stating persistence.
     result<remote_region> describe(std::size_t offset = 0, std::size_t length = 0) const;
 
-    [[nodiscard]] detail::persistent_impl* impl() const noexcept { return impl_.get(); }
-
   private:
-    explicit persistent_region(std::unique_ptr<detail::persistent_impl> impl);
-    std::unique_ptr<detail::persistent_impl> impl_;
+    friend struct internal_access;
+    struct impl;
+    struct impl_deleter {
+        void operator()(impl* p) const noexcept;
+    };
+    explicit persistent_region(std::unique_ptr<impl, impl_deleter> p) noexcept;
+    std::unique_ptr<impl, impl_deleter> impl_;
 };
 
 }  // namespace remora

@@ -56,38 +56,6 @@ struct receive_pool_config {
     std::uint32_t per_connection = 4;  ///< most receives posted on one connection (fairness)
 };
 
-namespace detail {
-struct receive_pool_impl;
-struct receive_buffer;
-}  // namespace detail
-
-/// A received message: its bytes stay valid, and its buffer stays out of the pool, until the
-/// message is released or destroyed.
-class message {
-  public:
-    message() = default;
-    message(message&& o) noexcept;
-    message& operator=(message&& o) noexcept;
-    ~message();
-
-    [[nodiscard]] std::span<const std::byte> data() const noexcept;
-    [[nodiscard]] std::uint64_t tag() const noexcept;  ///< the connection's config().tag
-    [[nodiscard]] std::uint64_t imm() const noexcept { return imm_; }
-    [[nodiscard]] bool has_imm() const noexcept { return has_imm_; }
-    [[nodiscard]] explicit operator bool() const noexcept { return rbuf_ != nullptr; }
-    /// Gives the buffer back now (posted again on the connection waiting longest).
-    void release() noexcept;
-
-  private:
-    friend class receive_pool;
-    std::shared_ptr<detail::receive_pool_impl> pool_;
-    detail::receive_buffer* rbuf_ = nullptr;
-    std::size_t bytes_ = 0;
-    std::uint64_t tag_ = 0;
-    std::uint64_t imm_ = 0;
-    bool has_imm_ = false;
-};
-
 struct receive_pool_stats {
     std::uint32_t buffers = 0;              ///< the pool's buffers (receive_pool_config)
     std::uint32_t posted = 0;               ///< receives posted on connections now
@@ -99,6 +67,8 @@ struct receive_pool_stats {
     std::uint64_t backpressure_events = 0;  ///< messages that left their connection owed a receive
     std::uint64_t reclaimed = 0;            ///< receives moved off quiet connections
 };
+
+class message;
 
 class receive_pool {
   public:
@@ -119,11 +89,42 @@ class receive_pool {
     /// The next message from any attached connection, in arrival order; errc::timed_out.
     result<message> next(std::chrono::milliseconds timeout);
 
-    [[nodiscard]] receive_pool_stats stats() const;
+    receive_pool_stats stats() const;
 
   private:
-    explicit receive_pool(std::shared_ptr<detail::receive_pool_impl> impl);
-    std::shared_ptr<detail::receive_pool_impl> impl_;
+    friend struct internal_access;
+    friend class message;
+    struct impl;  // the pool's state, held by its messages too
+    explicit receive_pool(std::shared_ptr<impl> p) noexcept;
+    std::shared_ptr<impl> impl_;
+};
+
+/// A received message: its bytes stay valid, and its buffer stays out of the pool, until the
+/// message is released or destroyed.
+class message {
+  public:
+    message() = default;
+    message(message&& o) noexcept;
+    message& operator=(message&& o) noexcept;
+    ~message();
+
+    std::span<const std::byte> data() const noexcept;
+    std::uint64_t tag() const noexcept;  ///< the connection's config().tag
+    std::uint64_t imm() const noexcept { return imm_; }
+    bool has_imm() const noexcept { return has_imm_; }
+    explicit operator bool() const noexcept { return pool_ != nullptr; }
+    /// Gives the buffer back now (posted again on the connection waiting longest).
+    void release() noexcept;
+
+  private:
+    friend class receive_pool;
+    using impl = receive_pool::impl;
+    std::shared_ptr<impl> pool_;  // with a message: the pool, and its buffer's index
+    std::uint32_t index_ = 0;
+    std::size_t bytes_ = 0;
+    std::uint64_t tag_ = 0;
+    std::uint64_t imm_ = 0;
+    bool has_imm_ = false;
 };
 
 }  // namespace remora

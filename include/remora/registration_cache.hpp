@@ -35,9 +35,9 @@ namespace remora {
 class cached_region {
   public:
     cached_region() = default;
-    [[nodiscard]] const memory_region& region() const noexcept { return *mr_; }
-    [[nodiscard]] std::size_t offset() const noexcept { return offset_; }
-    [[nodiscard]] explicit operator bool() const noexcept { return mr_ != nullptr; }
+    const memory_region& region() const noexcept { return *mr_; }
+    std::size_t offset() const noexcept { return offset_; }
+    explicit operator bool() const noexcept { return mr_ != nullptr; }
 
   private:
     friend class registration_cache;
@@ -62,8 +62,8 @@ class registration_cache {
     result<cached_region> get(std::span<std::byte> memory, usage uses);
     /// Drops every cached registration overlapping `memory` (call before freeing it).
     void invalidate(std::span<const std::byte> memory) noexcept;
-    [[nodiscard]] registration_cache_stats stats() const;
-    [[nodiscard]] const domain& dom() const noexcept;  ///< where it registers
+    registration_cache_stats stats() const;
+    const domain& dom() const noexcept;  ///< where it registers
 
   private:
     struct state;

@@ -47,12 +47,12 @@ class remote_region {
     static result<remote_region> make(std::uint64_t address, std::uint64_t length,
                                       std::uint64_t key, usage uses, bool virtual_addressing);
 
-    [[nodiscard]] std::uint64_t address() const noexcept { return address_; }
-    [[nodiscard]] std::uint64_t length() const noexcept { return length_; }
-    [[nodiscard]] std::uint64_t key() const noexcept { return key_; }
-    [[nodiscard]] usage usages() const noexcept { return usage_; }
-    [[nodiscard]] bool virtual_addressing() const noexcept { return virt_; }
-    [[nodiscard]] remora::persistence persistence() const noexcept { return persist_; }
+    std::uint64_t address() const noexcept { return address_; }
+    std::uint64_t length() const noexcept { return length_; }
+    std::uint64_t key() const noexcept { return key_; }
+    usage usages() const noexcept { return usage_; }
+    bool virtual_addressing() const noexcept { return virt_; }
+    remora::persistence persistence() const noexcept { return persist_; }
     /// A copy stating `p` (the target side sets this; see persistent_region::describe).
     result<remote_region> with_persistence(remora::persistence p) const;
 
@@ -62,7 +62,7 @@ class remote_region {
     /// Checks that [offset, offset + length) lies inside and that `need` is granted.
     result<void> check(std::uint64_t offset, std::uint64_t length, usage need) const;
 
-    [[nodiscard]] std::array<std::byte, serialized_size> serialize() const noexcept;
+    std::array<std::byte, serialized_size> serialize() const noexcept;
     static result<remote_region> parse(std::span<const std::byte> bytes);
 
     friend bool operator==(const remote_region&, const remote_region&) = default;

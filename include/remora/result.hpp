@@ -65,12 +65,12 @@ class error {
     error(std::error_code code, std::string message) : code_(code), message_(std::move(message)) {}
     error(errc e, std::string message) : code_(make_error_code(e)), message_(std::move(message)) {}
 
-    [[nodiscard]] std::error_code code() const noexcept { return code_; }
-    [[nodiscard]] const std::string& message() const noexcept { return message_; }
+    std::error_code code() const noexcept { return code_; }
+    const std::string& message() const noexcept { return message_; }
     /// "message: code description"
-    [[nodiscard]] std::string what() const;
+    std::string what() const;
     /// Bytes the peer sent with the failure: the private data of a rejected connect.
-    [[nodiscard]] std::span<const std::byte> data() const noexcept { return data_; }
+    std::span<const std::byte> data() const noexcept { return data_; }
     error&& with_data(std::vector<std::byte> d) && {
         data_ = std::move(d);
         return std::move(*this);

@@ -64,17 +64,19 @@ class shared_receive_queue {
     /// op_options::park_until is not supported here (invalid_argument).
     result<void> recv(const memory_region& dst, std::size_t offset, std::size_t length,
                       op_options opts = {});
-    [[nodiscard]] completion_queue& cq() const noexcept;     ///< its receives complete here
-    [[nodiscard]] std::size_t size() const noexcept;         ///< effective
-    [[nodiscard]] std::size_t posted() const noexcept;       ///< receives posted, not yet reaped
-    [[nodiscard]] std::size_t connections() const noexcept;  ///< attached now
+    completion_queue& cq() const noexcept;     ///< its receives complete here
+    std::size_t size() const noexcept;         ///< effective
+    std::size_t posted() const noexcept;       ///< receives posted, not yet reaped
+    std::size_t connections() const noexcept;  ///< attached now
 
     /// The handle connection_config::srq takes.
     operator srq_binding() const noexcept { return srq_binding(impl_); }  // NOLINT
-    [[nodiscard]] const std::shared_ptr<detail::srq_impl>& impl() const noexcept { return impl_; }
 
   private:
-    std::shared_ptr<detail::srq_impl> impl_;
+    friend struct internal_access;
+    using impl = srq_binding::impl;
+    explicit shared_receive_queue(std::shared_ptr<impl> p) noexcept : impl_(std::move(p)) {}
+    std::shared_ptr<impl> impl_;
 };
 
 }  // namespace remora

@@ -39,10 +39,6 @@
 
 namespace remora {
 
-namespace detail {
-struct service_core;
-}
-
 class target_service {
   public:
     static result<target_service> create();
@@ -69,24 +65,26 @@ class target_service {
     /// a grant is not exposed here (nothing changes).
     result<void> serve(connection& conn, std::span<const remote_region> grants);
 
-    [[nodiscard]] std::uint64_t requests() const noexcept;  ///< answered so far
-    [[nodiscard]] std::uint64_t refused() const noexcept;   ///< of which with an error
+    std::uint64_t requests() const noexcept;  ///< answered so far
+    std::uint64_t refused() const noexcept;   ///< of which with an error
     /// Requests answered on `conn` (0 when this service does not serve it). A target cannot see
     /// one-sided reads and writes: this counts only what reaches the service (flushes, service
     /// atomics), e.g. to evict idle clients. May run concurrently with requests being answered.
-    [[nodiscard]] std::uint64_t requests(const connection& conn) const;
+    std::uint64_t requests(const connection& conn) const;
     /// How long the oldest reply on `conn` has waited for the peer to take it (its send not yet
     /// complete; zero when none waits). A peer that stops posting receives for its replies, or
     /// stops reading its socket (hung, stopped), shows here as a wait that only grows: close such
     /// a connection (remora serve does after --reply-timeout). Zero when this service does not
     /// serve `conn`. May run concurrently with requests being answered.
-    [[nodiscard]] std::chrono::milliseconds reply_wait(const connection& conn) const;
+    std::chrono::milliseconds reply_wait(const connection& conn) const;
 
   private:
-    explicit target_service(std::shared_ptr<detail::service_core> core);
+    friend struct internal_access;
+    struct impl;
+    explicit target_service(std::shared_ptr<impl> p) noexcept;
     void withdraw() noexcept;
     result<void> serve_impl(connection& conn, const std::span<const remote_region>* grants);
-    std::shared_ptr<detail::service_core> core_;
+    std::shared_ptr<impl> impl_;
 };
 
 }  // namespace remora

@@ -23,7 +23,7 @@ result<void> check_atomic(const connection_impl& c, const char* what, const remo
                     std::string(what) + ": target word is not 8-byte aligned");
     }
     if (result != nullptr) {
-        const region_impl& r = *result->impl();
+        const region_impl& r = *detail::impl_of(*result);
         if (r.dom != c.dom) {
             return fail(errc::invalid_argument,
                         std::string(what) + ": result region registered in another domain");
@@ -71,7 +71,7 @@ result<void> native_atomic(connection_impl& c, native_kind kind, const char* wha
                   .operands = r->operands,
                   .context = r};
     if (kind != native_kind::write) {
-        const region_impl& res = *result->impl();
+        const region_impl& res = *detail::impl_of(*result);
         p.result = res.memory.data() + result_offset;
         p.result_desc = res.desc;
     }
@@ -83,23 +83,25 @@ result<void> native_atomic(connection_impl& c, native_kind kind, const char* wha
 
 result<void> connection::atomic_write(const remote_region& dst, std::uint64_t dst_offset,
                                       std::uint64_t value, op_options opts) {
-    return detail::native_atomic(*impl_, detail::native_kind::write, "atomic_write", dst,
-                                 dst_offset, value, 0, nullptr, 0, opts);
+    return detail::native_atomic(*detail::impl_of(*this), detail::native_kind::write,
+                                 "atomic_write", dst, dst_offset, value, 0, nullptr, 0, opts);
 }
 
 result<void> connection::compare_swap(const remote_region& dst, std::uint64_t dst_offset,
                                       std::uint64_t expected, std::uint64_t desired,
                                       const memory_region& result, std::size_t result_offset,
                                       op_options opts) {
-    return detail::native_atomic(*impl_, detail::native_kind::compare_swap, "compare_swap", dst,
-                                 dst_offset, expected, desired, &result, result_offset, opts);
+    return detail::native_atomic(*detail::impl_of(*this), detail::native_kind::compare_swap,
+                                 "compare_swap", dst, dst_offset, expected, desired, &result,
+                                 result_offset, opts);
 }
 
 result<void> connection::fetch_add(const remote_region& dst, std::uint64_t dst_offset,
                                    std::uint64_t addend, const memory_region& result,
                                    std::size_t result_offset, op_options opts) {
-    return detail::native_atomic(*impl_, detail::native_kind::fetch_add, "fetch_add", dst,
-                                 dst_offset, addend, 0, &result, result_offset, opts);
+    return detail::native_atomic(*detail::impl_of(*this), detail::native_kind::fetch_add,
+                                 "fetch_add", dst, dst_offset, addend, 0, &result, result_offset,
+                                 opts);
 }
 
 }  // namespace remora

@@ -226,22 +226,22 @@ result<completion_channel> completion_channel::create() {
 }
 
 int completion_channel::fd() const noexcept {
-    return impl_ ? impl_->epfd.get() : -1;
+    return impl_ ? detail::impl_of(*this)->epfd.get() : -1;
 }
 
 result<channel_event> completion_channel::wait(std::chrono::milliseconds timeout) {
     if (!impl_) {
         return fail(errc::bad_state, "wait on an empty completion_channel handle");
     }
-    return impl_->wait(timeout);
+    return detail::impl_of(*this)->wait(timeout);
 }
 
 std::size_t completion_channel::attached() const noexcept {
     if (!impl_) {
         return 0;
     }
-    std::lock_guard lock(impl_->mu);
-    return impl_->cqs.size();
+    std::lock_guard lock(detail::impl_of(*this)->mu);
+    return detail::impl_of(*this)->cqs.size();
 }
 
 }  // namespace remora

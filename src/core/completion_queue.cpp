@@ -50,26 +50,26 @@ const char* to_string(cq_kind k) noexcept {
 // ---------------------------------------------------------------- public handles
 
 result<std::size_t> completion_queue::poll(std::span<completion> out) {
-    return impl_->poll(out);
+    return detail::impl_of(*this)->poll(out);
 }
 
 result<std::size_t> completion_queue::wait(std::chrono::milliseconds timeout) {
-    if (impl_->channel) {
+    if (detail::impl_of(*this)->channel) {
         return fail(errc::bad_state,
                     "this CQ's completion channel is shared: wait on the connection or channel");
     }
-    return impl_->wait(timeout);
+    return detail::impl_of(*this)->wait(timeout);
 }
 
 result<completion> completion_queue::next(std::chrono::milliseconds timeout) {
-    if (impl_->channel) {
+    if (detail::impl_of(*this)->channel) {
         return fail(errc::bad_state,
                     "this CQ's completion channel is shared: wait on the connection or channel");
     }
     const auto deadline = detail::deadline_after(timeout);
     completion c;
     for (;;) {
-        auto n = impl_->poll({&c, 1});
+        auto n = detail::impl_of(*this)->poll({&c, 1});
         if (!n) {
             return fail(n.error());
         }
@@ -81,10 +81,10 @@ result<completion> completion_queue::next(std::chrono::milliseconds timeout) {
             deadline - std::chrono::steady_clock::now());
         if (left <= std::chrono::milliseconds(0)) {
             return fail(errc::timed_out, std::string("no completion on the ") +
-                                             to_string(impl_->kind) + " within " +
+                                             to_string(detail::impl_of(*this)->kind) + " within " +
                                              std::to_string(timeout.count()) + " ms");
         }
-        auto w = impl_->wait(left);
+        auto w = detail::impl_of(*this)->wait(left);
         if (!w) {
             return fail(w.error());  // timed_out included: nothing came in time
         }
@@ -92,20 +92,20 @@ result<completion> completion_queue::next(std::chrono::milliseconds timeout) {
 }
 
 int completion_queue::fd() const noexcept {
-    return impl_->wait_fd();
+    return detail::impl_of(*this)->wait_fd();
 }
 result<bool> completion_queue::arm() {
-    auto r = impl_->trywait();
-    impl_->deliver();
+    auto r = detail::impl_of(*this)->trywait();
+    detail::impl_of(*this)->deliver();
     return r;
 }
 cq_kind completion_queue::kind() const noexcept {
-    return impl_->kind;
+    return detail::impl_of(*this)->kind;
 }
 std::size_t completion_queue::size() const noexcept {
-    return impl_->size;
+    return detail::impl_of(*this)->size;
 }
 std::uint64_t completion_queue::tag() const noexcept {
-    return impl_->tag;
+    return detail::impl_of(*this)->tag;
 }
 }  // namespace remora

@@ -47,7 +47,7 @@ std::string n2s(std::size_t v) {
 }  // namespace
 
 domain connection_impl::make_domain_handle(const std::shared_ptr<domain_impl>& d) {
-    return domain(d);
+    return internal_access::wrap<domain>(d);
 }
 
 result<void> connection_impl::setup(const fabric_info* info, const connection_config& cfg) {
@@ -90,7 +90,7 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
             q->conn = this;
             return {};
         }
-        if (shared.impl()->dom != dom) {
+        if (detail::impl_of(shared)->dom != dom) {
             return fail(errc::invalid_argument, std::string("connection_config: shared_") +
                                                     (kind == cq_kind::cq ? "cq" : "rcq") +
                                                     " belongs to another domain");
@@ -102,10 +102,10 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
                                            : std::string()) +
                       (config.rcq ? "" : " + receive queue " + n2s(config.rq_size))
                 : "connection_config::shared_rcq: receive queue " + n2s(config.rq_size);
-        if (auto r = shared.impl()->attach_connection(this, need, what); !r) {
+        if (auto r = detail::impl_of(shared)->attach_connection(this, need, what); !r) {
             return r;
         }
-        q = shared.impl();
+        q = detail::shared_impl_of(shared);
         reserved = need;
         return {};
     };
@@ -115,7 +115,7 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
         return r;
     }
     if (config.srq) {
-        srq = config.srq.impl();
+        srq = detail::shared_impl_of(config.srq);
         if (srq->dom != dom) {
             srq.reset();
             return fail(errc::invalid_argument, "connection_config: srq belongs to another domain");
@@ -159,13 +159,13 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
     }
     if (config.channel == channel_mode::shared) {
         if (config.shared_channel) {
-            channel = config.shared_channel.impl();
+            channel = detail::shared_impl_of(config.shared_channel);
         } else {
             auto ch = completion_channel::create();
             if (!ch) {
                 return fail(ch.error());
             }
-            channel = ch->impl();
+            channel = detail::shared_impl_of(*ch);
         }
         for (cq_impl* q : {cq.get(), rcq.get()}) {
             if (q != nullptr) {
@@ -405,20 +405,23 @@ std::uint32_t cq_entries(const connection_config& c, cq_kind kind) noexcept {
 
 // ---------------------------------------------------------------- public API: lifecycle
 
-connection::connection(std::unique_ptr<detail::connection_impl> impl) : impl_(std::move(impl)) {}
+connection::connection(std::unique_ptr<impl, impl_deleter> p) noexcept : impl_(std::move(p)) {}
+void connection::impl_deleter::operator()(impl* p) const noexcept {
+    internal_access::destroy<connection>(p);
+}
 connection::connection(connection&&) noexcept = default;
 connection& connection::operator=(connection&&) noexcept = default;
 connection::~connection() = default;
 
 completion_queue& connection::cq() noexcept {
-    return impl_->cq->handle;
+    return detail::impl_of(*this)->cq->handle;
 }
 completion_queue* connection::rcq() noexcept {
-    return impl_->rcq ? &impl_->rcq->handle : nullptr;
+    return detail::impl_of(*this)->rcq ? &detail::impl_of(*this)->rcq->handle : nullptr;
 }
 
 result<void> connection::close() {
-    auto& c = *impl_;
+    auto& c = *detail::impl_of(*this);
     if (c.rdm) {
         c.close_endpoint();
         return {};
@@ -464,21 +467,23 @@ result<void> connection::close() {
     return {};
 }
 bool connection::is_open() const noexcept {
-    return impl_ && impl_->open.load();
+    return impl_ && detail::impl_of(*this)->open.load();
 }
 const connection_config& connection::config() const noexcept {
-    return impl_->config;
+    return detail::impl_of(*this)->config;
 }
 std::size_t connection::in_flight() const noexcept {
-    if (impl_->internal_sends != 0) {
+    if (detail::impl_of(*this)->internal_sends != 0) {
         // The receives are the extension's own, always posted; count its requests instead.
-        return impl_->ops.in_use(detail::queue::send) + impl_->extensions_busy() +
-               impl_->ops.undelivered.load(std::memory_order_relaxed);
+        return detail::impl_of(*this)->ops.in_use(detail::queue::send) +
+               detail::impl_of(*this)->extensions_busy() +
+               detail::impl_of(*this)->ops.undelivered.load(std::memory_order_relaxed);
     }
-    return impl_->ops.in_use() + impl_->ops.undelivered.load(std::memory_order_relaxed);
+    return detail::impl_of(*this)->ops.in_use() +
+           detail::impl_of(*this)->ops.undelivered.load(std::memory_order_relaxed);
 }
 const domain& connection::dom() const noexcept {
-    return impl_->dom_handle;
+    return detail::impl_of(*this)->dom_handle;
 }
 
 }  // namespace remora

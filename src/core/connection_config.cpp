@@ -104,7 +104,7 @@ result<connection_config> effective_config(const connection_config& in, const pr
         c.rcq = true;
     }
     for (const auto* shared : {&c.shared_cq, &c.shared_rcq}) {
-        if (c.progress_thread && *shared && shared->impl()->progress == nullptr) {
+        if (c.progress_thread && *shared && detail::impl_of(*shared)->progress == nullptr) {
             return fail(errc::invalid_argument,
                         "connection_config: progress_thread needs its shared CQs to be read by "
                         "the progress thread too (shared_cq_config::progress_thread)");
@@ -159,7 +159,7 @@ result<connection_config> effective_config(const connection_config& in, const pr
                         "); it could overflow");
     }
     if (c.srq) {
-        c.rcq_size = c.srq.impl()->size;
+        c.rcq_size = detail::impl_of(c.srq)->size;
     } else if (c.shared_rcq) {
         c.rcq_size = static_cast<std::uint32_t>(c.shared_rcq.size());
     } else if (c.rcq) {

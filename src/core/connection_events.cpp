@@ -133,15 +133,15 @@ bool connection_impl::arm_events() {
 }  // namespace detail
 
 result<channel_event> connection::wait(std::chrono::milliseconds timeout) {
-    if (!impl_->channel) {
+    if (!detail::impl_of(*this)->channel) {
         return fail(errc::bad_state,
                     "connection::wait needs channel_mode::shared; wait on each CQ instead");
     }
-    return impl_->channel->wait(timeout);
+    return detail::impl_of(*this)->channel->wait(timeout);
 }
 
 result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
-    auto& c = *impl_;
+    auto& c = *detail::impl_of(*this);
     if (c.rdm) {
         // No connection events on RDM: close() is the one, signalled on the eventfd.
         pollfd p{c.rdm_event.get(), POLLIN, 0};
@@ -227,9 +227,10 @@ result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
 }
 
 int connection::event_fd() const noexcept {
-    return impl_->rdm ? impl_->rdm_event.get() : impl_->eq_fd;
+    return detail::impl_of(*this)->rdm ? detail::impl_of(*this)->rdm_event.get()
+                                       : detail::impl_of(*this)->eq_fd;
 }
 std::span<const std::byte> connection::peer_private_data() const noexcept {
-    return impl_->peer_data;
+    return detail::impl_of(*this)->peer_data;
 }
 }  // namespace remora

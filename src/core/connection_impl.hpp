@@ -31,13 +31,18 @@
 #include "ops/op_pool.hpp"
 #include "ops/reservation.hpp"
 
+struct remora::connection::impl {};
+
 namespace remora::detail {
+
+struct connection_impl;
+REMORA_HANDLE_STATE(connection, connection_impl);
 
 inline constexpr std::size_t max_segments = 16;  // scatter-gather entries gathered on the stack
 struct eq_event;
 struct srq_impl;
 
-struct connection_impl {
+struct connection_impl : internal_access::opaque<connection> {
     std::shared_ptr<domain_impl> dom;
     domain dom_handle;
     connection_config config;

@@ -45,7 +45,7 @@ struct gathered {
         if (s.region == nullptr) {
             return fail(errc::invalid_argument, std::string(what) + ": segment without a region");
         }
-        const region_impl& r = *s.region->impl();
+        const region_impl& r = *detail::impl_of(*s.region);
         if (r.dom != c.dom) {
             return fail(errc::invalid_argument,
                         std::string(what) + ": region registered in another domain");
@@ -410,34 +410,37 @@ result<void> queue_rma(detail::connection_impl& c, detail::rma_kind kind,
 
 result<void> connection::read(std::span<const local_segment> dst, const remote_region& src,
                               std::uint64_t src_offset, op_options opts) {
-    return rma(*impl_, detail::rma_kind::read, dst, src, src_offset, 0, opts);
+    return rma(*detail::impl_of(*this), detail::rma_kind::read, dst, src, src_offset, 0, opts);
 }
 result<void> connection::read(const memory_region& dst, std::size_t dst_offset,
                               const remote_region& src, std::uint64_t src_offset,
                               std::size_t length, op_options opts) {
     const local_segment seg{&dst, dst_offset, length};
-    return rma(*impl_, detail::rma_kind::read, {&seg, 1}, src, src_offset, 0, opts);
+    return rma(*detail::impl_of(*this), detail::rma_kind::read, {&seg, 1}, src, src_offset, 0,
+               opts);
 }
 result<void> connection::write(const remote_region& dst, std::uint64_t dst_offset,
                                std::span<const local_segment> src, op_options opts) {
-    return rma(*impl_, detail::rma_kind::write, src, dst, dst_offset, 0, opts);
+    return rma(*detail::impl_of(*this), detail::rma_kind::write, src, dst, dst_offset, 0, opts);
 }
 result<void> connection::write(const remote_region& dst, std::uint64_t dst_offset,
                                const memory_region& src, std::size_t src_offset, std::size_t length,
                                op_options opts) {
     const local_segment seg{&src, src_offset, length};
-    return rma(*impl_, detail::rma_kind::write, {&seg, 1}, dst, dst_offset, 0, opts);
+    return rma(*detail::impl_of(*this), detail::rma_kind::write, {&seg, 1}, dst, dst_offset, 0,
+               opts);
 }
 result<void> connection::write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
                                         std::span<const local_segment> src, std::uint64_t imm,
                                         op_options opts) {
-    return rma(*impl_, detail::rma_kind::write_imm, src, dst, dst_offset, imm, opts);
+    return rma(*detail::impl_of(*this), detail::rma_kind::write_imm, src, dst, dst_offset, imm, opts);
 }
 result<void> connection::write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
                                         const memory_region& src, std::size_t src_offset,
                                         std::size_t length, std::uint64_t imm, op_options opts) {
     const local_segment seg{&src, src_offset, length};
-    return rma(*impl_, detail::rma_kind::write_imm, {&seg, 1}, dst, dst_offset, imm, opts);
+    return rma(*detail::impl_of(*this), detail::rma_kind::write_imm, {&seg, 1}, dst, dst_offset,
+               imm, opts);
 }
 
 namespace {
@@ -464,21 +467,21 @@ result<void> queue_send(detail::connection_impl& c, std::span<const local_segmen
 }  // namespace
 
 result<void> connection::send(std::span<const local_segment> src, op_options opts) {
-    return message(*impl_, src, false, 0, opts);
+    return message(*detail::impl_of(*this), src, false, 0, opts);
 }
 result<void> connection::send(const memory_region& src, std::size_t offset, std::size_t length,
                               op_options opts) {
     const local_segment seg{&src, offset, length};
-    return message(*impl_, {&seg, 1}, false, 0, opts);
+    return message(*detail::impl_of(*this), {&seg, 1}, false, 0, opts);
 }
 result<void> connection::send_with_imm(std::span<const local_segment> src, std::uint64_t imm,
                                        op_options opts) {
-    return message(*impl_, src, true, imm, opts);
+    return message(*detail::impl_of(*this), src, true, imm, opts);
 }
 result<void> connection::send_with_imm(const memory_region& src, std::size_t offset,
                                        std::size_t length, std::uint64_t imm, op_options opts) {
     const local_segment seg{&src, offset, length};
-    return message(*impl_, {&seg, 1}, true, imm, opts);
+    return message(*detail::impl_of(*this), {&seg, 1}, true, imm, opts);
 }
 namespace {
 
@@ -550,12 +553,12 @@ namespace {
 }  // namespace
 
 result<void> connection::recv(std::span<const local_segment> dst, op_options opts) {
-    return receive(*impl_, dst, opts);
+    return receive(*detail::impl_of(*this), dst, opts);
 }
 result<void> connection::recv(const memory_region& dst, std::size_t offset, std::size_t length,
                               op_options opts) {
     const local_segment seg{&dst, offset, length};
-    return receive(*impl_, {&seg, 1}, opts);
+    return receive(*detail::impl_of(*this), {&seg, 1}, opts);
 }
 
 }  // namespace remora

@@ -193,7 +193,7 @@ result<std::unique_ptr<connection_impl>> start_connect(const domain& dom, const 
                                          " bytes exceeds the " + caps.provider + " limit of " +
                                          std::to_string(caps.cm_data_size) + " bytes");
     }
-    info_ptr hints = endpoint_hints(dom.impl()->info.get());
+    info_ptr hints = endpoint_hints(detail::impl_of(dom)->info.get());
     if (!hints) {
         return fail(errc::provider_error, "connect: fi_allocinfo failed: out of memory");
     }
@@ -205,7 +205,7 @@ result<std::unique_ptr<connection_impl>> start_connect(const domain& dom, const 
                                            caps.provider + " (fi_getinfo: " + fabric_strerror(ret) +
                                            ")");
     }
-    auto impl = std::make_unique<connection_impl>(dom.impl());
+    auto impl = std::make_unique<connection_impl>(detail::shared_impl_of(dom));
     if (auto r = impl->setup(info.get(), config); !r) {
         return fail(r.error());
     }
@@ -238,7 +238,7 @@ result<connection> connection::connect(const domain& dom, const std::string& hos
         return fail(error(e.code(), e.message() + " (" + host + ":" + std::to_string(port) + ")")
                         .with_data({e.data().begin(), e.data().end()}));
     }
-    return connection(std::move(*impl));
+    return internal_access::wrap<connection>(std::move(*impl));
 }
 
 result<connection> connection::connect_async(const domain& dom, const std::string& host,
@@ -248,11 +248,11 @@ result<connection> connection::connect_async(const domain& dom, const std::strin
     if (!impl) {
         return fail(impl.error());
     }
-    return connection(std::move(*impl));
+    return internal_access::wrap<connection>(std::move(*impl));
 }
 
 result<void> connection::setup_status() const {
-    const auto& c = *impl_;
+    const auto& c = *detail::impl_of(*this);
     std::lock_guard lock(c.event_mu);
     if (c.setup_err) {
         return fail(*c.setup_err);
@@ -264,11 +264,11 @@ result<void> connection::setup_status() const {
 }
 
 bool connection::is_connecting() const noexcept {
-    return impl_ && impl_->connecting.load();
+    return impl_ && detail::impl_of(*this)->connecting.load();
 }
 
 std::chrono::steady_clock::time_point connection::setup_deadline() const noexcept {
-    return impl_->setup_deadline;
+    return detail::impl_of(*this)->setup_deadline;
 }
 
 }  // namespace remora

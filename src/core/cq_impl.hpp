@@ -25,10 +25,17 @@
 #include "core/domain_impl.hpp"
 #include "ops/done.hpp"  // in_completion
 
+struct remora::completion_queue::impl {};
+struct remora::completion_channel::impl {};
+
 namespace remora::detail {
 
 struct channel_impl;
 struct connection_impl;
+struct cq_impl;
+REMORA_HANDLE_STATE(completion_queue, cq_impl);
+REMORA_HANDLE_STATE(shared_completion_queue, cq_impl);
+REMORA_HANDLE_STATE(completion_channel, channel_impl);
 class op_pool;
 
 // What an epoll entry of a completion channel stands for: a CQ, or a connection's event queue.
@@ -94,7 +101,7 @@ class hand_out_batch {
     std::size_t n_ = 0;
 };
 
-struct cq_impl final : callback_sink {
+struct cq_impl final : callback_sink, internal_access::opaque<completion_queue> {
     std::shared_ptr<domain_impl> dom;
     cq_handle cq;
     int fd = -1;          // the CQ's wait fd (owned by libfabric); -1 when polled
@@ -107,7 +114,7 @@ struct cq_impl final : callback_sink {
     std::size_t size = 0;
     std::uint64_t tag = 0;
     std::shared_ptr<channel_impl> channel;  // set when the channel is shared
-    completion_queue handle{this};
+    completion_queue handle = internal_access::wrap<completion_queue>(this);
     connection_impl* conn = nullptr;  // the owning connection: its events also wake waits
     channel_source source{this, nullptr};
 
@@ -300,7 +307,7 @@ struct cq_impl final : callback_sink {
     result<std::size_t> wait(std::chrono::milliseconds timeout);
 };
 
-struct channel_impl {
+struct channel_impl : internal_access::opaque<completion_channel> {
     unique_fd epfd;
     mutable std::mutex mu;
     std::vector<cq_impl*> cqs;

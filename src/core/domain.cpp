@@ -225,7 +225,7 @@ result<domain> domain::open(const domain_config& config) {
             c.cm_data_size = *sz;
         }
     }
-    return domain(std::move(impl));
+    return internal_access::wrap<domain>(std::move(impl));
 }
 
 namespace {
@@ -238,10 +238,10 @@ const char* to_string(endpoint_type t) noexcept {
 }
 
 const provider_caps& domain::caps() const noexcept {
-    return impl_ ? impl_->caps : no_caps;
+    return impl_ ? detail::impl_of(*this)->caps : no_caps;
 }
 const std::string& domain::node() const noexcept {
-    return impl_ ? impl_->node : no_node;
+    return impl_ ? detail::impl_of(*this)->node : no_node;
 }
 
 result<void> domain::close() {
@@ -255,7 +255,7 @@ result<void> domain::close() {
                         "connections, shared CQs, pools): destroy them first; the domain stays "
                         "open");
     }
-    detail::domain_impl& d = *impl_;
+    detail::domain_impl& d = *detail::impl_of(*this);
     {
         std::lock_guard lock(d.progress_mu);
         d.progress.reset();  // nothing uses it any more; it would start again on first use
@@ -281,10 +281,10 @@ result<void> domain::close() {
     return {};
 }
 progress_policy domain::progress() const noexcept {
-    return impl_->policy;
+    return detail::impl_of(*this)->policy;
 }
 std::chrono::microseconds domain::progress_spin() const noexcept {
-    return impl_->spin;
+    return detail::impl_of(*this)->spin;
 }
 
 }  // namespace remora

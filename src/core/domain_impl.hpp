@@ -16,14 +16,22 @@
 #include <remora/memory_region.hpp>
 
 #include "base/unique_fd.hpp"
+#include "base/internal_access.hpp"
 #include "fabric/cntr.hpp"
 #include "fabric/fabric.hpp"
+
+struct remora::domain::impl {};
+struct remora::memory_region::impl {};
 
 namespace remora::detail {
 
 class progress_engine;
+struct domain_impl;
+struct region_impl;
+REMORA_HANDLE_STATE(domain, domain_impl);
+REMORA_HANDLE_STATE(memory_region, region_impl);
 
-struct domain_impl {
+struct domain_impl : internal_access::opaque<domain> {
     info_ptr info;  // the provider/NIC chosen; template for endpoints
     fabric_handle fabric;
     domain_handle domain;
@@ -57,7 +65,7 @@ struct domain_impl {
     ~domain_impl();
 };
 
-struct region_impl {
+struct region_impl : internal_access::opaque<memory_region> {
     std::shared_ptr<domain_impl> dom;
     std::span<std::byte> memory;
     usage uses = usage::none;

@@ -17,9 +17,18 @@
 #include "fabric/info.hpp"
 
 namespace remora {
+
+struct listener::impl {};
+struct connection_request::impl {};
+
 namespace detail {
 
-struct listener_impl {
+struct listener_impl;
+struct request_impl;
+REMORA_HANDLE_STATE(listener, listener_impl);
+REMORA_HANDLE_STATE(connection_request, request_impl);
+
+struct listener_impl : internal_access::opaque<listener> {
     std::shared_ptr<domain_impl> dom;
     // sockets keeps a shallow copy of the fi_info its passive endpoint was opened with and builds
     // connection requests from it: the info must live as long as the listener.
@@ -33,7 +42,7 @@ struct listener_impl {
     std::unique_ptr<DIR, int (*)(DIR*)> fd_dir{nullptr, closedir};
 };
 
-struct request_impl {
+struct request_impl : internal_access::opaque<connection_request> {
     std::shared_ptr<listener_impl> listener;
     info_ptr info;
     std::vector<std::byte> data;
@@ -44,18 +53,21 @@ struct request_impl {
 
 // ---------------------------------------------------------------- connection_request
 
-connection_request::connection_request(std::unique_ptr<detail::request_impl> impl)
-    : impl_(std::move(impl)) {}
+connection_request::connection_request(std::unique_ptr<impl, impl_deleter> p) noexcept
+    : impl_(std::move(p)) {}
+void connection_request::impl_deleter::operator()(impl* p) const noexcept {
+    internal_access::destroy<connection_request>(p);
+}
 connection_request::connection_request(connection_request&&) noexcept = default;
 connection_request& connection_request::operator=(connection_request&&) noexcept = default;
 connection_request::~connection_request() {
-    if (impl_ && !impl_->answered) {
+    if (impl_ && !detail::impl_of(*this)->answered) {
         (void)reject();
     }
 }
 
 std::span<const std::byte> connection_request::private_data() const noexcept {
-    return impl_->data;
+    return detail::impl_of(*this)->data;
 }
 
 namespace {
@@ -109,26 +121,26 @@ result<connection> accept_request(detail::request_impl* req, const connection_co
         }
         impl->peer_data = req->data;
     }
-    return connection(std::move(impl));
+    return internal_access::wrap<connection>(std::move(impl));
 }
 
 }  // namespace
 
 result<connection> connection_request::accept(const connection_config& config,
                                               std::span<const std::byte> private_data) {
-    return accept_request(impl_.get(), config, private_data, false);
+    return accept_request(detail::impl_of(*this), config, private_data, false);
 }
 
 result<connection> connection_request::accept_async(const connection_config& config,
                                                     std::span<const std::byte> private_data) {
-    return accept_request(impl_.get(), config, private_data, true);
+    return accept_request(detail::impl_of(*this), config, private_data, true);
 }
 
 result<void> connection_request::reject(std::span<const std::byte> private_data) {
-    if (!impl_ || impl_->answered) {
+    if (!impl_ || detail::impl_of(*this)->answered) {
         return fail(errc::bad_state, "reject: request already answered");
     }
-    const auto& caps = impl_->listener->dom->caps;
+    const auto& caps = detail::impl_of(*this)->listener->dom->caps;
     if (private_data.size() + 1 > caps.cm_data_size) {
         return fail(errc::too_large, "reject: private data of " +
                                          std::to_string(private_data.size()) +
@@ -136,13 +148,13 @@ result<void> connection_request::reject(std::span<const std::byte> private_data)
                                          std::to_string(caps.cm_data_size - 1) +
                                          " bytes (one byte marks a remora reject)");
     }
-    impl_->answered = true;
+    detail::impl_of(*this)->answered = true;
     std::vector<std::byte> data;
     data.reserve(private_data.size() + 1);
     data.push_back(detail::reject_marker);
     data.insert(data.end(), private_data.begin(), private_data.end());
-    int ret =
-        detail::pep_reject(impl_->listener->pep.get(), impl_->info.get(), data.data(), data.size());
+    int ret = detail::pep_reject(detail::impl_of(*this)->listener->pep.get(),
+                                 detail::impl_of(*this)->info.get(), data.data(), data.size());
     if (ret != 0) {
         return fail(detail::fabric_error(ret, "fi_reject"));
     }
@@ -151,7 +163,7 @@ result<void> connection_request::reject(std::span<const std::byte> private_data)
 
 // ---------------------------------------------------------------- listener
 
-listener::listener(std::shared_ptr<detail::listener_impl> impl) : impl_(std::move(impl)) {}
+listener::listener(std::shared_ptr<impl> p) noexcept : impl_(std::move(p)) {}
 listener::listener(listener&&) noexcept = default;
 listener& listener::operator=(listener&&) noexcept = default;
 listener::~listener() = default;
@@ -167,7 +179,7 @@ result<listener> listener::create(const domain& dom, const std::string& host, st
                         "), which have no listener; use connection::open_peer and attach");
     }
     auto impl = std::make_shared<listener_impl>();
-    impl->dom = dom.impl();
+    impl->dom = detail::shared_impl_of(dom);
     info_ptr hints = endpoint_hints(impl->dom->info.get());
     if (!hints) {
         return fail(errc::provider_error, "listen: fi_allocinfo failed: out of memory");
@@ -212,14 +224,14 @@ result<listener> listener::create(const domain& dom, const std::string& host, st
     } else if (addr.ss_family == AF_INET6) {
         impl->port = ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
     }
-    return listener(std::move(impl));
+    return internal_access::wrap<listener>(std::move(impl));
 }
 
 std::uint16_t listener::port() const noexcept {
-    return impl_->port;
+    return detail::impl_of(*this)->port;
 }
 int listener::fd() const noexcept {
-    return impl_->eq_fd;
+    return detail::impl_of(*this)->eq_fd;
 }
 
 result<connection_request> listener::get_request(std::chrono::milliseconds timeout) {
@@ -228,8 +240,9 @@ result<connection_request> listener::get_request(std::chrono::milliseconds timeo
     for (;;) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
             deadline - std::chrono::steady_clock::now());
-        auto ev = read_eq(impl_->eq.get(), std::max(left, std::chrono::milliseconds(0)),
-                          impl_->dom->caps.cm_data_size, nullptr);
+        auto ev =
+            read_eq(detail::impl_of(*this)->eq.get(), std::max(left, std::chrono::milliseconds(0)),
+                    detail::impl_of(*this)->dom->caps.cm_data_size, nullptr);
         if (!ev) {
             return fail(ev.error());
         }
@@ -238,10 +251,10 @@ result<connection_request> listener::get_request(std::chrono::milliseconds timeo
             continue;  // not for the listener (should not happen); keep waiting
         }
         auto req = std::make_unique<request_impl>();
-        req->listener = impl_;
+        req->listener = detail::shared_impl_of(*this);
         req->info.reset(ev->info);
         req->data = std::move(ev->data);
-        return connection_request(std::move(req));
+        return internal_access::wrap<connection_request>(std::move(req));
     }
 }
 
@@ -252,10 +265,10 @@ result<void> listener::defer_silent_connects(std::chrono::milliseconds silent) {
     const int seconds = static_cast<int>(std::max<std::int64_t>(1, (silent.count() + 999) / 1000));
     // The provider does not hand out its listening socket: find it among this process's fds
     // (a TCP socket in the listening state bound to our port).
-    if (!impl_->fd_dir) {
-        impl_->fd_dir.reset(opendir("/proc/self/fd"));
+    if (!detail::impl_of(*this)->fd_dir) {
+        detail::impl_of(*this)->fd_dir.reset(opendir("/proc/self/fd"));
     }
-    DIR* d = impl_->fd_dir.get();
+    DIR* d = detail::impl_of(*this)->fd_dir.get();
     if (d == nullptr) {
         return fail(errc::not_supported, "defer_silent_connects: /proc/self/fd is not readable");
     }
@@ -284,7 +297,7 @@ result<void> listener::defer_silent_connects(std::chrono::milliseconds silent) {
         } else if (addr.ss_family == AF_INET6) {
             p = ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
         }
-        if (p != impl_->port) {
+        if (p != detail::impl_of(*this)->port) {
             continue;
         }
         if (setsockopt(static_cast<int>(fd), IPPROTO_TCP, TCP_DEFER_ACCEPT, &seconds,
@@ -295,7 +308,8 @@ result<void> listener::defer_silent_connects(std::chrono::milliseconds silent) {
     if (found == 0) {
         return fail(errc::not_supported,
                     "defer_silent_connects: no listening TCP socket for port " +
-                        std::to_string(impl_->port) + " (" + impl_->dom->caps.provider +
+                        std::to_string(detail::impl_of(*this)->port) + " (" +
+                        detail::impl_of(*this)->dom->caps.provider +
                         " does not listen on a socket of this process)");
     }
     return {};
@@ -305,10 +319,10 @@ result<std::size_t> listener::drop_silent_connects(std::chrono::milliseconds sil
     if (silent <= std::chrono::milliseconds(0)) {
         return fail(errc::invalid_argument, "drop_silent_connects: the duration must be > 0");
     }
-    if (!impl_->fd_dir) {
-        impl_->fd_dir.reset(opendir("/proc/self/fd"));
+    if (!detail::impl_of(*this)->fd_dir) {
+        detail::impl_of(*this)->fd_dir.reset(opendir("/proc/self/fd"));
     }
-    DIR* d = impl_->fd_dir.get();
+    DIR* d = detail::impl_of(*this)->fd_dir.get();
     if (d == nullptr) {
         return fail(errc::not_supported, "drop_silent_connects: /proc/self/fd is not readable");
     }
@@ -334,7 +348,7 @@ result<std::size_t> listener::drop_silent_connects(std::chrono::milliseconds sil
         } else {
             continue;
         }
-        if (p != impl_->port) {
+        if (p != detail::impl_of(*this)->port) {
             continue;
         }
         tcp_info ti{};

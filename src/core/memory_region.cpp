@@ -47,7 +47,11 @@ std::uint64_t random_key(std::size_t key_size) {
 
 }  // namespace
 
-memory_region::memory_region(std::unique_ptr<detail::region_impl> impl) : impl_(std::move(impl)) {}
+memory_region::memory_region(std::unique_ptr<impl, impl_deleter> p) noexcept
+    : impl_(std::move(p)) {}
+void memory_region::impl_deleter::operator()(impl* p) const noexcept {
+    internal_access::destroy<memory_region>(p);
+}
 memory_region::memory_region(memory_region&&) noexcept = default;
 memory_region& memory_region::operator=(memory_region&&) noexcept = default;
 memory_region::~memory_region() = default;
@@ -66,7 +70,7 @@ result<memory_region> memory_region::create(const domain& dom, std::span<std::by
                     "memory_region: usage must name at least one known usage");
     }
     auto impl = std::make_unique<detail::region_impl>();
-    impl->dom = dom.impl();
+    impl->dom = detail::shared_impl_of(dom);
     impl->memory = memory;
     impl->uses = uses;
     detail::domain_impl& d = *impl->dom;
@@ -89,18 +93,18 @@ result<memory_region> memory_region::create(const domain& dom, std::span<std::by
     if (impl->key == detail::mr_key_unavailable) {
         return fail(errc::not_supported, "memory_region: provider uses raw keys (FI_MR_RAW)");
     }
-    return memory_region(std::move(impl));
+    return internal_access::wrap<memory_region>(std::move(impl));
 }
 
 std::span<std::byte> memory_region::memory() const noexcept {
-    return impl_->memory;
+    return detail::impl_of(*this)->memory;
 }
 usage memory_region::usages() const noexcept {
-    return impl_->uses;
+    return detail::impl_of(*this)->uses;
 }
 
 result<remote_region> memory_region::describe(std::size_t offset, std::size_t length) const {
-    const std::size_t size = impl_->memory.size();
+    const std::size_t size = detail::impl_of(*this)->memory.size();
     if (offset >= size) {
         return fail(errc::out_of_range, "describe: offset " + std::to_string(offset) +
                                             " beyond region of " + std::to_string(size) + " bytes");
@@ -113,13 +117,14 @@ result<remote_region> memory_region::describe(std::size_t offset, std::size_t le
                                             std::to_string(length) + ") beyond region of " +
                                             std::to_string(size) + " bytes");
     }
-    const usage remote = impl_->uses & remote_region::remote_usages;
+    const usage remote = detail::impl_of(*this)->uses & remote_region::remote_usages;
     if (!any(remote)) {
         return fail(errc::access_denied, "describe: region has no remote usage to grant");
     }
-    const bool virt = has_all(impl_->dom->caps.mr_mode, mr_mode::virt_addr);
-    const std::uint64_t base = virt ? reinterpret_cast<std::uintptr_t>(impl_->memory.data()) : 0;
-    return remote_region::make(base + offset, length, impl_->key, remote, virt);
+    const bool virt = has_all(detail::impl_of(*this)->dom->caps.mr_mode, mr_mode::virt_addr);
+    const std::uint64_t base =
+        virt ? reinterpret_cast<std::uintptr_t>(detail::impl_of(*this)->memory.data()) : 0;
+    return remote_region::make(base + offset, length, detail::impl_of(*this)->key, remote, virt);
 }
 
 }  // namespace remora

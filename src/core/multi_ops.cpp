@@ -131,10 +131,10 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
         return fail(errc::invalid_argument,
                     "gather_write: completion_mode::at_post is for single writes and sends");
     }
-    if (src.impl() == nullptr) {
+    if (detail::impl_of(src) == nullptr) {
         return fail(errc::invalid_argument, "gather_write: the local region is empty");
     }
-    const region_impl& lr = *src.impl();
+    const region_impl& lr = *detail::impl_of(src);
     if (lr.dom != c.dom) {
         return fail(errc::invalid_argument,
                     "gather_write: local region registered in another domain");
@@ -283,7 +283,8 @@ result<void> gather_write_with(connection_impl& c, std::span<const remote_segmen
 
 result<void> connection::gather_write(std::span<const remote_segment> dst, const memory_region& src,
                                       std::size_t src_offset, op_options opts) {
-    return detail::gather_write_with(*impl_, dst, src, src_offset, opts, units{}, nullptr);
+    return detail::gather_write_with(*detail::impl_of(*this), dst, src, src_offset, opts, units{},
+                                     nullptr);
 }
 
 }  // namespace remora

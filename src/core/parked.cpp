@@ -18,11 +18,12 @@ park_gate& parked_gate(connection_impl& c) noexcept {
 }  // namespace detail
 
 std::size_t connection::cancel_parked() {
-    return detail::parked_gate(*impl_).wake_owner(impl_.get(), errc::canceled);
+    return detail::parked_gate(*detail::impl_of(*this))
+        .wake_owner(detail::impl_of(*this), errc::canceled);
 }
 
 std::size_t connection::parked() const {
-    return detail::parked_gate(*impl_).waiting(impl_.get());
+    return detail::parked_gate(*detail::impl_of(*this)).waiting(detail::impl_of(*this));
 }
 
 }  // namespace remora

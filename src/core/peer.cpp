@@ -165,7 +165,7 @@ result<connection> connection::open_peer(const domain& dom, const connection_con
                         "); open one with domain_config::endpoint = endpoint_type::rdm, or use "
                         "listener and connection::connect");
     }
-    auto impl = std::make_unique<connection_impl>(dom.impl());
+    auto impl = std::make_unique<connection_impl>(detail::shared_impl_of(dom));
     impl->rdm = true;
     impl->recv_from = fabric_addr_unspec;
     impl->rdm_event = unique_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -173,7 +173,7 @@ result<connection> connection::open_peer(const domain& dom, const connection_con
         return fail(errc::provider_error,
                     std::string("open_peer: eventfd: ") + std::strerror(errno));
     }
-    if (auto r = impl->setup(dom.impl()->info.get(), config); !r) {
+    if (auto r = impl->setup(detail::impl_of(dom)->info.get(), config); !r) {
         return fail(r.error());
     }
     std::vector<std::byte> name(256);
@@ -188,16 +188,16 @@ result<connection> connection::open_peer(const domain& dom, const connection_con
     }
     name.resize(len);
     impl->local_addr = std::move(name);
-    return connection(std::move(impl));
+    return internal_access::wrap<connection>(std::move(impl));
 }
 
 std::span<const std::byte> connection::local_address() const noexcept {
-    return impl_->local_addr;
+    return detail::impl_of(*this)->local_addr;
 }
 
 result<void> connection::attach(std::span<const std::byte> peer_address) {
     using namespace detail;
-    auto& c = *impl_;
+    auto& c = *detail::impl_of(*this);
     if (!c.rdm) {
         return fail(errc::not_supported,
                     "attach: a connected (MSG) connection has its peer already; attach is for RDM "

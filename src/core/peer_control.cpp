@@ -47,8 +47,8 @@ bool control_received(void* context, completion& c, callback_sink* /*sink*/) {
     if (c.status == errc::access_denied) {
         // Someone but the attached peer (cq_impl::refuse_stranger): wait for the peer's.
         s.strangers.fetch_add(1, std::memory_order_relaxed);
-        if (post_internal(*s.conn, queue::recv, s.in(), control_state::in_size, s.mr->impl()->desc,
-                          control_received, &s)) {
+        if (post_internal(*s.conn, queue::recv, s.in(), control_state::in_size,
+                          detail::impl_of(*s.mr)->desc, control_received, &s)) {
             return false;
         }
     }
@@ -93,7 +93,7 @@ bool wait_for(connection_impl& c, const std::atomic<bool>& flag,
 result<std::vector<std::byte>> control_exchange(connection& conn,
                                                 std::span<const std::byte> message, bool receive,
                                                 std::chrono::steady_clock::time_point deadline) {
-    connection_impl* c = conn.impl();
+    connection_impl* c = detail::impl_of(conn);
     if (c == nullptr || !c->rdm) {
         return fail(errc::bad_state, "attach handshake: only for RDM peers (open_peer)");
     }
@@ -130,7 +130,7 @@ result<std::vector<std::byte>> control_exchange(connection& conn,
         }
         s.mr.emplace(std::move(*mr));
     }
-    void* desc = s.mr->impl()->desc;
+    void* desc = detail::impl_of(*s.mr)->desc;
     if (receive) {
         s.received.store(false);
         if (auto r = post_internal(*c, queue::recv, s.in(), control_state::in_size, desc,

@@ -132,7 +132,7 @@ void cq_impl::drive_attached() {
 
 result<shared_completion_queue> shared_completion_queue::create(const domain& dom,
                                                                 const shared_cq_config& cfg) {
-    const auto& d = dom.impl();
+    const auto d = detail::shared_impl_of(dom);
     if (!d) {
         return fail(errc::bad_state, "shared_completion_queue: empty domain handle");
     }
@@ -169,21 +169,23 @@ result<shared_completion_queue> shared_completion_queue::create(const domain& do
 }
 
 completion_queue& shared_completion_queue::queue() const noexcept {
-    return impl_->handle;
+    return detail::impl_of(*this)->handle;
 }
 std::size_t shared_completion_queue::size() const noexcept {
-    return impl_ ? impl_->size : 0;
+    return impl_ ? detail::impl_of(*this)->size : 0;
 }
 std::size_t shared_completion_queue::reserved() const noexcept {
     if (!impl_) {
         return 0;
     }
-    return impl_->budget.exclusive([](const auto& l) { return std::size_t{l.used(0)}; });
+    return detail::impl_of(*this)->budget.exclusive(
+        [](const auto& l) { return std::size_t{l.used(0)}; });
 }
 std::size_t shared_completion_queue::connections() const noexcept {
     if (!impl_) {
         return 0;
     }
-    return impl_->budget.exclusive([&](const auto&) { return impl_->attached.size(); });
+    return detail::impl_of(*this)->budget.exclusive(
+        [&](const auto&) { return detail::impl_of(*this)->attached.size(); });
 }
 }  // namespace remora

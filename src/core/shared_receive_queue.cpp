@@ -31,7 +31,7 @@ result<shared_receive_queue> shared_receive_queue::create(const domain& dom,
         return fail(errc::invalid_argument, "shared_receive_queue: size must be > 0");
     }
     auto impl = std::make_shared<srq_impl>();
-    impl->dom = dom.impl();
+    impl->dom = detail::shared_impl_of(dom);
     impl->size = std::min<std::uint32_t>(
         {cfg.size, static_cast<std::uint32_t>(caps.rx_size), detail::op_pool::max_queue});
     auto q = shared_completion_queue::create(dom, {.size = impl->size, .tag = cfg.tag});
@@ -66,11 +66,11 @@ result<void> shared_receive_queue::recv(const memory_region& dst, std::size_t of
         return fail(errc::invalid_argument,
                     "shared_receive_queue::recv: parked receives are not supported");
     }
-    if (!dst.impl()) {
+    if (!detail::impl_of(dst)) {
         return fail(errc::invalid_argument, "shared_receive_queue::recv: empty region");
     }
-    const region_impl& r = *dst.impl();
-    if (r.dom != impl_->dom) {
+    const region_impl& r = *detail::impl_of(dst);
+    if (r.dom != detail::impl_of(*this)->dom) {
         return fail(errc::invalid_argument,
                     "shared_receive_queue::recv: region registered in another domain");
     }
@@ -84,8 +84,8 @@ result<void> shared_receive_queue::recv(const memory_region& dst, std::size_t of
         return fail(errc::access_denied,
                     "shared_receive_queue::recv: region not registered for usage::receive");
     }
-    auto rec = reserve_op(impl_->ops, queue::recv, nullptr, units{}, "shared_receive_queue::recv",
-                          impl_->size);
+    auto rec = reserve_op(detail::impl_of(*this)->ops, queue::recv, nullptr, units{},
+                          "shared_receive_queue::recv", detail::impl_of(*this)->size);
     if (!rec) {
         return fail(rec.error());
     }
@@ -98,7 +98,7 @@ result<void> shared_receive_queue::recv(const memory_region& dst, std::size_t of
                         .desc = &desc,
                         .count = 1,
                         .context = *rec};
-    const ssize_t ret = door_shared_rx(impl_->srx.get(), p);
+    const ssize_t ret = door_shared_rx(detail::impl_of(*this)->srx.get(), p);
     if (ret != 0) {
         release_failed(**rec);
         if (ret == -fabric_errno::again) {
@@ -111,16 +111,16 @@ result<void> shared_receive_queue::recv(const memory_region& dst, std::size_t of
 }
 
 completion_queue& shared_receive_queue::cq() const noexcept {
-    return impl_->cq.queue();
+    return detail::impl_of(*this)->cq.queue();
 }
 std::size_t shared_receive_queue::size() const noexcept {
-    return impl_ ? impl_->size : 0;
+    return impl_ ? detail::impl_of(*this)->size : 0;
 }
 std::size_t shared_receive_queue::posted() const noexcept {
-    return impl_ ? impl_->ops.in_use() : 0;
+    return impl_ ? detail::impl_of(*this)->ops.in_use() : 0;
 }
 std::size_t shared_receive_queue::connections() const noexcept {
-    return impl_ ? impl_->attached.load() : 0;
+    return impl_ ? detail::impl_of(*this)->attached.load() : 0;
 }
 
 }  // namespace remora

@@ -8,13 +8,21 @@
 
 #include <remora/completion_queue.hpp>
 
+#include <remora/shared_receive_queue.hpp>
+
 #include "core/domain_impl.hpp"
 #include "fabric/fabric.hpp"
 #include "ops/op_pool.hpp"
 
+struct remora::srq_binding::impl {};
+
 namespace remora::detail {
 
-struct srq_impl {
+struct srq_impl;
+REMORA_HANDLE_STATE(srq_binding, srq_impl);
+REMORA_HANDLE_STATE(shared_receive_queue, srq_impl);
+
+struct srq_impl : internal_access::opaque<srq_binding> {
     std::shared_ptr<domain_impl> dom;
     op_pool ops;                 // its receives' records (the receive queue only)
     shared_completion_queue cq;  // where they complete, from whichever connection

@@ -6,7 +6,7 @@
 //    operation builders post_rma / post_send);
 //  - extensions (extension.hpp): a layer's state attached to a connection;
 //  - the accessors below, so that a layer above names no CQ, endpoint or registration internals.
-// A connection's state is reached from the public handle with connection::impl(). Besides this
+// A connection's state is reached from the public handle with impl_of(). Besides this
 // header those layers include only core/multi_ops.hpp (gather_write_with),
 // core/peer_control.hpp (control messages between RDM peers) and core/little_endian.hpp: never
 // core/impl.hpp, connection_impl.hpp, cq_impl.hpp, domain_impl.hpp, an ops/ or a fabric/ header
@@ -33,13 +33,13 @@ inline const provider_caps& caps_of(const connection_impl& c) noexcept {
 
 // Whether `mr` is registered in the domain of `c`.
 inline bool same_domain(const connection_impl& c, const memory_region& mr) noexcept {
-    return mr.impl() != nullptr && mr.impl()->dom == c.dom;
+    return impl_of(mr) != nullptr && impl_of(mr)->dom == c.dom;
 }
 
 // The local descriptor of `mr`'s registration: what a post names beside a buffer in it
 // (fabric_post::desc).
 inline void* local_desc(const memory_region& mr) noexcept {
-    return mr.impl()->desc;
+    return impl_of(mr)->desc;
 }
 
 // Whether the endpoint of `c` is still open (close() and the connection's teardown close it):

@@ -47,7 +47,7 @@ persistence_config::operator std::shared_ptr<const connection_addon>() const {
 }
 
 persistence_config persistence_config_of(const connection& conn) {
-    return detail::persistence_of(*conn.impl());
+    return detail::persistence_of(*detail::impl_of(conn));
 }
 
 }  // namespace remora

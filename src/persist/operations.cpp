@@ -44,7 +44,7 @@ result<void> atomic(connection& conn, atomic_kind kind, const char* what, const 
                     std::uint64_t dst_offset, std::uint64_t arg0, std::uint64_t arg1,
                     const memory_region* result, std::size_t result_offset,
                     const op_options& opts) {
-    connection_impl& c = *conn.impl();
+    connection_impl& c = *detail::impl_of(conn);
     if (caps_of(c).native_atomics) {
         switch (kind) {  // the connection's own (its checks included)
             case atomic_kind::write:
@@ -81,7 +81,7 @@ result<void> atomic(connection& conn, atomic_kind kind, const char* what, const 
 }  // namespace detail
 
 atomic_path atomics(const connection& conn) noexcept {
-    const detail::connection_impl& c = *conn.impl();
+    const detail::connection_impl& c = *detail::impl_of(conn);
     if (detail::caps_of(c).native_atomics) {
         return atomic_path::native;
     }
@@ -156,7 +156,7 @@ result<flush_method> flush_method_for(const connection& conn, const remote_regio
                     "flush: the region is not persistent (volatile memory); flush for "
                     "visibility instead");
     }
-    const bool has_service = detail::persistence_of(*conn.impl()).service_depth != 0;
+    const bool has_service = detail::persistence_of(*detail::impl_of(conn)).service_depth != 0;
     const bool raw_ok = !persist || has_all(p, persistence::apm);
     const bool gpspm_ok = has_service && (!persist || has_all(p, persistence::gpspm));
     switch (how.method) {
@@ -197,7 +197,7 @@ result<flush_method> flush_method_for(const connection& conn, const remote_regio
 
 result<void> flush(connection& conn, const remote_region& dst, std::uint64_t offset,
                    std::uint64_t length, flush_options how, op_options opts) {
-    auto& c = *conn.impl();
+    auto& c = *detail::impl_of(conn);
     if (auto r = detail::check_open(c, "flush"); !r) {
         return r;
     }

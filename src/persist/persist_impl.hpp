@@ -11,12 +11,20 @@
 #include <string>
 
 #include <remora/memory_region.hpp>
+#include <remora/persistent_region.hpp>
 #include <remora/remote_region.hpp>
 #include <remora/result.hpp>
 
+#include "base/internal_access.hpp"
+
+struct remora::persistent_region::impl {};
+
 namespace remora::detail {
 
-struct persistent_impl {
+struct persistent_impl;
+REMORA_HANDLE_STATE(persistent_region, persistent_impl);
+
+struct persistent_impl : internal_access::opaque<persistent_region> {
     void* base = nullptr;
     std::size_t mapped = 0;
     bool persistent = false;

@@ -111,8 +111,11 @@ result<void> take_file(int fd, const std::string& path, const struct stat& st) {
 
 }  // namespace
 
-persistent_region::persistent_region(std::unique_ptr<detail::persistent_impl> impl)
-    : impl_(std::move(impl)) {}
+persistent_region::persistent_region(std::unique_ptr<impl, impl_deleter> p) noexcept
+    : impl_(std::move(p)) {}
+void persistent_region::impl_deleter::operator()(impl* p) const noexcept {
+    internal_access::destroy<persistent_region>(p);
+}
 persistent_region::persistent_region(persistent_region&&) noexcept = default;
 persistent_region& persistent_region::operator=(persistent_region&&) noexcept = default;
 persistent_region::~persistent_region() = default;
@@ -261,35 +264,35 @@ result<persistent_region> persistent_region::open(const domain& dom,
             return fail(r.error());  // the file this open created is deleted with `undo`
         }
         undo.keep = true;
-        return persistent_region(std::move(impl));
+        return internal_access::wrap<persistent_region>(std::move(impl));
     }
     if (auto r = finish(*impl, dom, config); !r) {
         return fail(r.error());
     }
-    return persistent_region(std::move(impl));
+    return internal_access::wrap<persistent_region>(std::move(impl));
 }
 
 const memory_region& persistent_region::region() const noexcept {
-    return *impl_->region;
+    return *detail::impl_of(*this)->region;
 }
 std::span<std::byte> persistent_region::memory() const noexcept {
-    return {static_cast<std::byte*>(impl_->base), impl_->mapped};
+    return {static_cast<std::byte*>(detail::impl_of(*this)->base), detail::impl_of(*this)->mapped};
 }
 bool persistent_region::is_persistent() const noexcept {
-    return impl_->persistent;
+    return detail::impl_of(*this)->persistent;
 }
 bool persistent_region::is_dax() const noexcept {
-    return impl_->dax;
+    return detail::impl_of(*this)->dax;
 }
 const std::string& persistent_region::path() const noexcept {
-    return impl_->path;
+    return detail::impl_of(*this)->path;
 }
 bool persistent_region::revoked() const noexcept {
-    return impl_->revoked();
+    return detail::impl_of(*this)->revoked();
 }
 
 result<void> persistent_region::persist(std::uint64_t offset, std::uint64_t length) const {
-    return impl_->persist(offset, length);
+    return detail::impl_of(*this)->persist(offset, length);
 }
 
 namespace detail {
@@ -332,11 +335,12 @@ persistence persistent_impl::offered(bool served) const {
 }  // namespace detail
 
 result<remote_region> persistent_region::describe(std::size_t offset, std::size_t length) const {
-    auto d = impl_->region->describe(offset, length);
+    auto d = detail::impl_of(*this)->region->describe(offset, length);
     if (!d) {
         return d;
     }
-    return d->with_persistence(impl_->offered(impl_->served.load() > 0));
+    return d->with_persistence(
+        detail::impl_of(*this)->offered(detail::impl_of(*this)->served.load() > 0));
 }
 
 }  // namespace remora

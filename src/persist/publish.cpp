@@ -214,7 +214,7 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
         return fail(errc::invalid_argument,
                     "publish: completion_mode::at_post is for single writes and sends");
     }
-    if (src.impl() == nullptr) {
+    if (detail::impl_of(src) == nullptr) {
         return fail(errc::invalid_argument, "publish: the local region is empty");
     }
     if (!same_domain(c, src)) {
@@ -475,7 +475,7 @@ result<void> publish(connection& conn, std::span<const remote_segment> data,
                      std::uint64_t flag_offset, std::uint64_t value, flush_options how,
                      op_options opts) {
     using namespace detail;
-    auto& c = *conn.impl();
+    auto& c = *detail::impl_of(conn);
     // The flush's method and the atomic's path depend only on the configuration and the
     // descriptor (an empty or bad one: publish_now reports the segment's own error first).
     result<flush_method> method =

@@ -17,11 +17,17 @@
 #include <remora/connection.hpp>
 #include <remora/memory_region.hpp>
 #include <remora/persistence.hpp>
+#include <remora/target_service.hpp>
 
 #include "core/upper.hpp"  // connection_extension, hook_fn
 #include "persist/persist_impl.hpp"
 
+struct remora::target_service::impl {};
+
 namespace remora::detail {
+
+struct service_core;
+REMORA_HANDLE_STATE(target_service, service_core);
 
 struct connection_impl;
 
@@ -30,7 +36,7 @@ struct connection_impl;
 const persistence_config& persistence_of(const connection_impl& c) noexcept;
 
 // The regions a target service exposes, looked up by key.
-struct service_core {
+struct service_core : internal_access::opaque<target_service> {
     struct exposed {
         std::uint64_t key = 0;
         std::uint64_t base = 0;  // the descriptor address of offset 0

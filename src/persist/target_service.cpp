@@ -221,13 +221,12 @@ bool target_reply_sent(void* context, completion& c, callback_sink* /*sink*/) {
 
 // ---------------------------------------------------------------- public API
 
-target_service::target_service(std::shared_ptr<detail::service_core> core)
-    : core_(std::move(core)) {}
+target_service::target_service(std::shared_ptr<impl> p) noexcept : impl_(std::move(p)) {}
 target_service::target_service(target_service&&) noexcept = default;
 target_service& target_service::operator=(target_service&& o) noexcept {
     if (this != &o) {
         withdraw();
-        core_ = std::move(o.core_);
+        impl_ = std::move(o.impl_);
     }
     return *this;
 }
@@ -236,21 +235,22 @@ target_service::~target_service() {
 }
 
 void target_service::withdraw() noexcept {
-    if (!core_) {
+    if (!impl_) {
         return;
     }
+    detail::service_core& core = *detail::impl_of(*this);
     // Descriptors described from now on no longer claim GPSPM for these regions.
-    std::unique_lock lock(core_->mu);
-    for (auto& e : core_->regions) {
+    std::unique_lock lock(core.mu);
+    for (auto& e : core.regions) {
         if (e.persist != nullptr) {
             const_cast<detail::persistent_impl*>(e.persist)->served.fetch_sub(1);
         }
     }
-    core_->regions.clear();  // connections still served refuse requests from now on
+    core.regions.clear();  // connections still served refuse requests from now on
 }
 
 result<target_service> target_service::create() {
-    return target_service(std::make_shared<detail::service_core>());
+    return internal_access::wrap<target_service>(std::make_shared<detail::service_core>());
 }
 
 namespace {
@@ -275,16 +275,16 @@ result<remote_region> add_region(detail::service_core& core, const memory_region
 }  // namespace
 
 result<remote_region> target_service::expose(const persistent_region& region) {
-    auto r = add_region(*core_, region.region(), region.impl());
+    auto r = add_region(*detail::impl_of(*this), region.region(), detail::impl_of(region));
     if (!r) {
         return r;
     }
-    region.impl()->served.fetch_add(1);
+    detail::impl_of(region)->served.fetch_add(1);
     return region.describe();
 }
 
 result<remote_region> target_service::expose(const memory_region& region) {
-    return add_region(*core_, region, nullptr);
+    return add_region(*detail::impl_of(*this), region, nullptr);
 }
 
 result<void> target_service::serve(connection& conn) {
@@ -298,16 +298,17 @@ result<void> target_service::serve(connection& conn, std::span<const remote_regi
 result<void> target_service::serve_impl(connection& conn,
                                         const std::span<const remote_region>* grants) {
     if (grants != nullptr) {
-        std::shared_lock lock(core_->mu);
+        const detail::service_core& core = *detail::impl_of(*this);
+        std::shared_lock lock(core.mu);
         for (const remote_region& g : *grants) {
-            if (std::none_of(core_->regions.begin(), core_->regions.end(),
+            if (std::none_of(core.regions.begin(), core.regions.end(),
                              [&](const auto& e) { return e.key == g.key(); })) {
                 return fail(errc::invalid_argument,
                             "target_service: a granted region is not exposed by this service");
             }
         }
     }
-    auto& c = *conn.impl();
+    auto& c = *detail::impl_of(conn);
     detail::persist_conn& p = detail::persist_of(c);
     std::lock_guard lock(p.svc_mu);
     if (p.svc) {
@@ -324,7 +325,7 @@ result<void> target_service::serve_impl(connection& conn,
         return fail(s.error());
     }
     detail::service_conn& sc = **s;
-    sc.core = core_;
+    sc.core = detail::shared_impl_of(*this);
     sc.reply_since = std::make_unique<std::atomic<std::int64_t>[]>(sc.depth);
     if (grants != nullptr) {
         sc.granted.emplace();
@@ -345,22 +346,22 @@ result<void> target_service::serve_impl(connection& conn,
 }
 
 std::uint64_t target_service::requests() const noexcept {
-    return core_ ? core_->requests.load() : 0;
+    return impl_ ? detail::impl_of(*this)->requests.load() : 0;
 }
 std::uint64_t target_service::requests(const connection& conn) const {
-    if (conn.impl() == nullptr) {
+    if (detail::impl_of(conn) == nullptr) {
         return 0;
     }
-    detail::persist_conn& p = detail::persist_of(*conn.impl());
+    detail::persist_conn& p = detail::persist_of(*detail::impl_of(conn));
     std::lock_guard lock(p.svc_mu);
     return p.svc && p.svc->target ? p.svc->answered.load(std::memory_order_relaxed) : 0;
 }
 
 std::chrono::milliseconds target_service::reply_wait(const connection& conn) const {
-    if (conn.impl() == nullptr) {
+    if (detail::impl_of(conn) == nullptr) {
         return {};
     }
-    detail::persist_conn& p = detail::persist_of(*conn.impl());
+    detail::persist_conn& p = detail::persist_of(*detail::impl_of(conn));
     std::lock_guard lock(p.svc_mu);
     if (!p.svc || !p.svc->target) {
         return {};
@@ -382,7 +383,7 @@ std::chrono::milliseconds target_service::reply_wait(const connection& conn) con
 }
 
 std::uint64_t target_service::refused() const noexcept {
-    return core_ ? core_->refused.load() : 0;
+    return impl_ ? detail::impl_of(*this)->refused.load() : 0;
 }
 
 }  // namespace remora

@@ -8,11 +8,18 @@
 #include <optional>
 #include <vector>
 
+#include "base/internal_access.hpp"
+
 namespace remora {
+
+struct buffer_pool::impl {};
 
 namespace detail {
 
-struct buffer_pool_impl {
+struct buffer_pool_impl;
+REMORA_HANDLE_STATE(buffer_pool, buffer_pool_impl);
+
+struct buffer_pool_impl : internal_access::opaque<buffer_pool> {
     std::span<std::byte> memory;  // mmap'ed: page aligned, zeroed
     std::optional<memory_region> mr;
     std::size_t buffer_size = 0;
@@ -27,6 +34,12 @@ struct buffer_pool_impl {
         }
     }
 };
+
+// The pool behind a buffer's pool_.
+template <class P>
+buffer_pool_impl* pool_of(const P& p) noexcept {
+    return internal_access::cast<buffer_pool>(p.get());
+}
 
 }  // namespace detail
 
@@ -49,21 +62,22 @@ pooled_buffer::~pooled_buffer() {
 void pooled_buffer::release() noexcept {
     if (pool_) {
         {
-            std::lock_guard lock(pool_->mu);
-            pool_->free.push_back(index_);  // capacity reserved at creation: no allocation
+            std::lock_guard lock(detail::pool_of(pool_)->mu);
+            detail::pool_of(pool_)->free.push_back(
+                index_);  // capacity reserved at creation: no allocation
         }
         pool_.reset();
     }
 }
 
 std::span<std::byte> pooled_buffer::data() const noexcept {
-    return pool_->memory.subspan(offset(), pool_->buffer_size);
+    return detail::pool_of(pool_)->memory.subspan(offset(), detail::pool_of(pool_)->buffer_size);
 }
 const memory_region& pooled_buffer::region() const noexcept {
-    return *pool_->mr;
+    return *detail::pool_of(pool_)->mr;
 }
 std::size_t pooled_buffer::offset() const noexcept {
-    return static_cast<std::size_t>(index_) * pool_->buffer_size;
+    return static_cast<std::size_t>(index_) * detail::pool_of(pool_)->buffer_size;
 }
 
 result<buffer_pool> buffer_pool::create(const domain& dom, const buffer_pool_config& cfg) {
@@ -104,13 +118,14 @@ result<pooled_buffer> buffer_pool::try_get() {
     }
     pooled_buffer b;
     {
-        std::lock_guard lock(impl_->mu);
-        if (impl_->free.empty()) {
-            return fail(errc::would_block,
-                        "buffer_pool: all " + std::to_string(impl_->count) + " buffers are in use");
+        std::lock_guard lock(detail::impl_of(*this)->mu);
+        if (detail::impl_of(*this)->free.empty()) {
+            return fail(errc::would_block, "buffer_pool: all " +
+                                               std::to_string(detail::impl_of(*this)->count) +
+                                               " buffers are in use");
         }
-        b.index_ = impl_->free.back();
-        impl_->free.pop_back();
+        b.index_ = detail::impl_of(*this)->free.back();
+        detail::impl_of(*this)->free.pop_back();
     }
     b.pool_ = impl_;
     return b;
@@ -120,14 +135,14 @@ std::size_t buffer_pool::available() const noexcept {
     if (!impl_) {
         return 0;
     }
-    std::lock_guard lock(impl_->mu);
-    return impl_->free.size();
+    std::lock_guard lock(detail::impl_of(*this)->mu);
+    return detail::impl_of(*this)->free.size();
 }
 std::size_t buffer_pool::capacity() const noexcept {
-    return impl_ ? impl_->count : 0;
+    return impl_ ? detail::impl_of(*this)->count : 0;
 }
 std::size_t buffer_pool::buffer_size() const noexcept {
-    return impl_ ? impl_->buffer_size : 0;
+    return impl_ ? detail::impl_of(*this)->buffer_size : 0;
 }
 
 }  // namespace remora

@@ -64,7 +64,7 @@ buffer_pool::operator std::shared_ptr<const connection_addon>() const {
 
 result<void> write_copy(connection& conn, const remote_region& dst, std::uint64_t dst_offset,
                         std::span<const std::byte> data, op_options opts) {
-    auto& c = *conn.impl();
+    auto& c = *detail::impl_of(conn);
     if (auto r = detail::check_open(c, "write_copy"); !r) {
         return r;
     }
@@ -78,7 +78,7 @@ result<void> write_copy(connection& conn, const remote_region& dst, std::uint64_
 }
 
 result<void> send_copy(connection& conn, std::span<const std::byte> data, op_options opts) {
-    auto& c = *conn.impl();
+    auto& c = *detail::impl_of(conn);
     if (auto r = detail::check_open(c, "send_copy"); !r) {
         return r;
     }
@@ -93,14 +93,14 @@ result<void> send_copy(connection& conn, std::span<const std::byte> data, op_opt
 
 result<void> gather_write(connection& conn, std::span<const remote_segment> dst,
                           std::span<std::byte> src, registration_cache& cache, op_options opts) {
-    auto& c = *conn.impl();
+    auto& c = *detail::impl_of(conn);
     if (auto r = detail::check_open_for(c, opts, "gather_write"); !r) {
         return r;
     }
     if (src.empty()) {
         return fail(errc::invalid_argument, "gather_write: the local memory is empty");
     }
-    if (cache.dom().impl() != c.dom) {
+    if (detail::impl_of(cache.dom()) != c.dom.get()) {
         return fail(errc::invalid_argument,
                     "gather_write: the registration cache is of another domain");
     }

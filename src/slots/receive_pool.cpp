@@ -14,7 +14,13 @@
 #include "core/upper.hpp"
 
 namespace remora {
+
+struct receive_pool::impl {};
+
 namespace detail {
+
+struct receive_pool_impl;
+REMORA_HANDLE_STATE(receive_pool, receive_pool_impl);
 
 struct receive_buffer {
     receive_pool_impl* pool = nullptr;
@@ -25,7 +31,8 @@ struct receive_buffer {
     bool reclaiming = false;  // canceled by the pool to move it to a connection that waits
 };
 
-struct receive_pool_impl : std::enable_shared_from_this<receive_pool_impl> {
+struct receive_pool_impl : internal_access::opaque<receive_pool>,
+                           std::enable_shared_from_this<receive_pool_impl> {
     receive_pool_config cfg;
     std::vector<std::byte> memory;
     std::optional<memory_region> mr;
@@ -337,13 +344,19 @@ void receive_pool_impl::forget(connection_impl& c) {
     dispatch();
 }
 
+// The pool behind a message's pool_.
+template <class P>
+receive_pool_impl* pool_of(const P& p) noexcept {
+    return internal_access::cast<receive_pool>(p.get());
+}
+
 }  // namespace detail
 
 // ---------------------------------------------------------------- message
 
 message::message(message&& o) noexcept
     : pool_(std::move(o.pool_)),
-      rbuf_(std::exchange(o.rbuf_, nullptr)),
+      index_(o.index_),
       bytes_(o.bytes_),
       tag_(o.tag_),
       imm_(o.imm_),
@@ -353,7 +366,7 @@ message& message::operator=(message&& o) noexcept {
     if (this != &o) {
         release();
         pool_ = std::move(o.pool_);
-        rbuf_ = std::exchange(o.rbuf_, nullptr);
+        index_ = o.index_;
         bytes_ = o.bytes_;
         tag_ = o.tag_;
         imm_ = o.imm_;
@@ -367,8 +380,8 @@ message::~message() {
 }
 
 std::span<const std::byte> message::data() const noexcept {
-    return rbuf_ != nullptr ? std::span<const std::byte>(rbuf_->buf, bytes_)
-                            : std::span<const std::byte>();
+    return pool_ ? std::span<const std::byte>(detail::pool_of(pool_)->buffers[index_].buf, bytes_)
+                 : std::span<const std::byte>();
 }
 
 std::uint64_t message::tag() const noexcept {
@@ -376,8 +389,9 @@ std::uint64_t message::tag() const noexcept {
 }
 
 void message::release() noexcept {
-    if (rbuf_ != nullptr) {
-        pool_->give_back(std::exchange(rbuf_, nullptr));
+    if (pool_) {
+        detail::receive_pool_impl* p = detail::pool_of(pool_);
+        p->give_back(&p->buffers[index_]);
         pool_.reset();
     }
 }
@@ -408,8 +422,7 @@ bool receive_pool_impl::detach(connection_impl* c) {
 
 // ---------------------------------------------------------------- receive_pool
 
-receive_pool::receive_pool(std::shared_ptr<detail::receive_pool_impl> impl)
-    : impl_(std::move(impl)) {}
+receive_pool::receive_pool(std::shared_ptr<impl> p) noexcept : impl_(std::move(p)) {}
 receive_pool::receive_pool(receive_pool&&) noexcept = default;
 receive_pool& receive_pool::operator=(receive_pool&& o) noexcept {
     receive_pool old(std::move(o));
@@ -424,13 +437,13 @@ receive_pool::~receive_pool() {
     }
     std::vector<detail::connection_impl*> attached;
     {
-        std::lock_guard lock(impl_->mu);
-        for (const auto& a : impl_->conns) {
+        std::lock_guard lock(detail::impl_of(*this)->mu);
+        for (const auto& a : detail::impl_of(*this)->conns) {
             attached.push_back(a.conn);
         }
     }
     for (auto* c : attached) {
-        (void)impl_->detach(c);
+        (void)detail::impl_of(*this)->detach(c);
     }
 }
 
@@ -463,11 +476,11 @@ result<receive_pool> receive_pool::create(const domain& dom, const receive_pool_
         p->free_buffers.push_back(config.buffers - 1 - i);
     }
     p->st.buffers = config.buffers;
-    return receive_pool(std::move(p));
+    return internal_access::wrap<receive_pool>(std::move(p));
 }
 
 result<void> receive_pool::attach(connection& conn) {
-    detail::connection_impl* c = conn.impl();
+    detail::connection_impl* c = detail::impl_of(conn);
     if (!conn.is_open()) {
         return fail(errc::disconnected, "receive_pool::attach: the connection is not open");
     }
@@ -476,21 +489,22 @@ result<void> receive_pool::attach(connection& conn) {
                     "receive_pool::attach: the connection carries only its addon's internal "
                     "messages (the target service's)");
     }
-    if (c->config.rq_size < impl_->cfg.per_connection) {
-        return fail(errc::invalid_argument, "receive_pool::attach: the connection's rq_size " +
-                                                std::to_string(c->config.rq_size) +
-                                                " is below per_connection " +
-                                                std::to_string(impl_->cfg.per_connection));
+    if (c->config.rq_size < detail::impl_of(*this)->cfg.per_connection) {
+        return fail(errc::invalid_argument,
+                    "receive_pool::attach: the connection's rq_size " +
+                        std::to_string(c->config.rq_size) + " is below per_connection " +
+                        std::to_string(detail::impl_of(*this)->cfg.per_connection));
     }
     {
-        std::lock_guard lock(impl_->mu);
-        if (impl_->find(c) != nullptr) {
+        std::lock_guard lock(detail::impl_of(*this)->mu);
+        if (detail::impl_of(*this)->find(c) != nullptr) {
             return fail(errc::bad_state, "receive_pool::attach: already attached");
         }
-        impl_->conns.push_back({c, 0, impl_->cfg.per_connection, false});
-        impl_->want(impl_->conns.back());
+        detail::impl_of(*this)->conns.push_back(
+            {c, 0, detail::impl_of(*this)->cfg.per_connection, false});
+        detail::impl_of(*this)->want(detail::impl_of(*this)->conns.back());
     }
-    std::weak_ptr<detail::receive_pool_impl> weak = impl_;
+    std::weak_ptr<detail::receive_pool_impl> weak = detail::shared_impl_of(*this);
     detail::on_teardown(
         *c,
         [weak](detail::connection_impl& dying) {
@@ -503,21 +517,22 @@ result<void> receive_pool::attach(connection& conn) {
                 p->forget(dying);
             }
         });
-    impl_->dispatch();
+    detail::impl_of(*this)->dispatch();
     return {};
 }
 
 void receive_pool::detach(connection& conn) noexcept {
-    (void)impl_->detach(conn.impl());
+    (void)detail::impl_of(*this)->detach(detail::impl_of(conn));
 }
 
 result<message> receive_pool::next(std::chrono::milliseconds timeout) {
     const auto deadline = detail::deadline_after(timeout);
-    std::unique_lock lock(impl_->mu);
+    std::unique_lock lock(detail::impl_of(*this)->mu);
     for (;;) {
         const auto slice =
             std::min(deadline, std::chrono::steady_clock::now() + detail::idle_receive);
-        if (impl_->cv.wait_until(lock, slice, [&] { return !impl_->ready.empty(); })) {
+        if (detail::impl_of(*this)->cv.wait_until(
+                lock, slice, [&] { return !detail::impl_of(*this)->ready.empty(); })) {
             break;
         }
         if (std::chrono::steady_clock::now() >= deadline) {
@@ -527,14 +542,14 @@ result<message> receive_pool::next(std::chrono::milliseconds timeout) {
         // Nothing arrived for a while: buffers may be parked on quiet connections while others
         // wait. Move them.
         lock.unlock();
-        impl_->rebalance();
+        detail::impl_of(*this)->rebalance();
         lock.lock();
     }
-    const auto r = impl_->ready.front();
-    impl_->ready.pop_front();
+    const auto r = detail::impl_of(*this)->ready.front();
+    detail::impl_of(*this)->ready.pop_front();
     message m;
     m.pool_ = impl_;
-    m.rbuf_ = r.buffer;
+    m.index_ = static_cast<std::uint32_t>(r.buffer - detail::impl_of(*this)->buffers.data());
     m.bytes_ = r.bytes;
     m.tag_ = r.tag;
     m.imm_ = r.imm;
@@ -543,11 +558,11 @@ result<message> receive_pool::next(std::chrono::milliseconds timeout) {
 }
 
 receive_pool_stats receive_pool::stats() const {
-    std::lock_guard lock(impl_->mu);
-    receive_pool_stats s = impl_->st;
+    std::lock_guard lock(detail::impl_of(*this)->mu);
+    receive_pool_stats s = detail::impl_of(*this)->st;
     s.owed = 0;
-    s.connections = static_cast<std::uint32_t>(impl_->conns.size());
-    for (const auto& a : impl_->conns) {
+    s.connections = static_cast<std::uint32_t>(detail::impl_of(*this)->conns.size());
+    for (const auto& a : detail::impl_of(*this)->conns) {
         s.owed += a.owed;
     }
     return s;

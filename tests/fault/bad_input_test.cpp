@@ -683,7 +683,7 @@ TEST_P(bad_input, connect_to_a_listener_that_never_answers_times_out) {
 // 32-bit value posted later), and a provider without immediate data refuses any.
 TEST_P(bad_input, immediate_data_wider_than_the_provider_is_too_large) {
     open_pair();
-    provider_caps& caps = pair_->client_domain.impl()->caps;
+    provider_caps& caps = detail::impl_of(pair_->client_domain)->caps;
     ASSERT_EQ(caps.cq_data_size, 8u) << GetParam() << " no longer carries 8 bytes";
     auto smr = must(memory_region::create(pair_->client_domain, local_.span(), usage::send));
     int ctx = 0;

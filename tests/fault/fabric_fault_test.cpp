@@ -412,7 +412,7 @@ TEST_P(fabric_fault, a_target_service_whose_reply_fails_keeps_its_depth) {
     auto svc = must(target_service::create());
     auto desc = must(svc.expose(mr));
     REMORA_ASSERT_OK(svc.serve(*p.server));
-    detail::connection_impl& target = *p.server->impl();
+    detail::connection_impl& target = *detail::impl_of(*p.server);
     ASSERT_EQ(target.ops.in_use(detail::queue::recv), depth);
 
     int ctx = 0;

@@ -327,8 +327,8 @@ struct progress_counts {
     bool provider_wait_off = false;
 };
 progress_counts counts_of(const domain& d) {
-    std::lock_guard lock(d.impl()->progress_mu);
-    const auto& e = d.impl()->progress;
+    std::lock_guard lock(detail::impl_of(d)->progress_mu);
+    const auto& e = detail::impl_of(d)->progress;
     return e ? progress_counts{e->sleeps(), e->remote_signs(), e->provider_waits(),
                                e->provider_wait_timeouts(), e->provider_wait_off()}
              : progress_counts{};
@@ -350,7 +350,8 @@ TEST_P(adaptive_one_sided, keeps_polling_while_reads_stream_then_sleeps) {
     dc.progress = progress_policy::adaptive;
     dc.progress_spin = spin;
     auto p = must(connect_rdm_pair(GetParam(), {}, {}, dc));
-    ASSERT_TRUE(p.server_domain.impl()->rma_events) << "FI_RMA_EVENT offered: a counter is open";
+    ASSERT_TRUE(detail::impl_of(p.server_domain)->rma_events)
+        << "FI_RMA_EVENT offered: a counter is open";
     auto tmr = must(memory_region::create(p.server_domain, target.span(), usage::read_source));
     auto lmr = must(memory_region::create(p.client_domain, local.span(), usage::read_destination));
     auto desc = must(tmr.describe());
@@ -497,13 +498,14 @@ TEST(blocking_provider_wait, a_failing_wait_falls_back_to_epoll) {
 // Which domains open the remote-access counter: adaptive ones on shm only (domain.cpp says why);
 // never busy and blocking (nothing reads it).
 TEST(adaptive_one_sided_counter, opened_where_it_counts) {
-    EXPECT_FALSE(must(domain::open({.provider = "tcp"})).impl()->rma_events);
-    EXPECT_FALSE(must(domain::open({.provider = "sockets"})).impl()->rma_events);
+    EXPECT_FALSE(detail::impl_of(must(domain::open({.provider = "tcp"})))->rma_events);
+    EXPECT_FALSE(detail::impl_of(must(domain::open({.provider = "sockets"})))->rma_events);
     EXPECT_TRUE(
-        must(domain::open({.provider = "shm", .endpoint = endpoint_type::rdm})).impl()->rma_events);
+        detail::impl_of(must(domain::open({.provider = "shm", .endpoint = endpoint_type::rdm})))
+            ->rma_events);
     domain_config blocking{.provider = "shm", .endpoint = endpoint_type::rdm};
     blocking.progress = progress_policy::blocking;
-    EXPECT_FALSE(must(domain::open(blocking)).impl()->rma_events);
+    EXPECT_FALSE(detail::impl_of(must(domain::open(blocking)))->rma_events);
 }
 
 // Bad configurations are refused with a clear error and open nothing.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// src/base/error.cpp — the base layer's error category: remora::errc names and messages
+// src/base/result.cpp — the base layer's error category: remora::errc names and messages
 // (include/remora/result.hpp). The libfabric error mapping is the fabric layer's
 // (src/fabric/error.cpp).
 #include <remora/result.hpp>
