@@ -433,7 +433,8 @@ result<void> connection::write(const remote_region& dst, std::uint64_t dst_offse
 result<void> connection::write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
                                         std::span<const local_segment> src, std::uint64_t imm,
                                         op_options opts) {
-    return rma(*detail::impl_of(*this), detail::rma_kind::write_imm, src, dst, dst_offset, imm, opts);
+    return rma(*detail::impl_of(*this), detail::rma_kind::write_imm, src, dst, dst_offset, imm,
+               opts);
 }
 result<void> connection::write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
                                         const memory_region& src, std::size_t src_offset,

@@ -15,8 +15,8 @@
 #include <remora/domain.hpp>
 #include <remora/memory_region.hpp>
 
-#include "base/unique_fd.hpp"
 #include "base/internal_access.hpp"
+#include "base/unique_fd.hpp"
 #include "fabric/cntr.hpp"
 #include "fabric/fabric.hpp"
 
