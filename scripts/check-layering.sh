@@ -13,7 +13,7 @@
 # provider's behaviour, or which call failed): they are not code.
 #
 # Second, includes follow the layers of DESIGN.md (each depends only on those below it):
-#   base    src/base/, include/remora/{result,units,park_gate}.hpp: nothing of the library's but base.
+#   base    src/base/, include/remora/{result,units}.hpp: nothing of the library's but base.
 #   ops     src/ops/: base, fabric, and the vocabulary of completions (remora/completion_queue.hpp:
 #           `completion`, `op`); nothing from core/, slots/, persist/.
 #   core    src/core/ and the endpoint layer's public headers: nothing from slots/ or persist/,
@@ -32,8 +32,7 @@
 #           name (the baselines talk to libfabric directly, excepted above).
 #   public  the public headers (include/remora/*.hpp) name no detail:: type in code (comments
 #           may): a handle keeps its state behind a private opaque `struct impl;` that only the
-#           library reaches (src/base/internal_access.hpp). units.hpp, slot_pool.hpp and
-#           park_gate.hpp are excepted for now.
+#           library reaches (src/base/internal_access.hpp).
 #   names   include/remora/connection.hpp and op_options.hpp name no type or verb of the
 #           persistence layer or the pools (flush, publish, service_depth, write_copy,
 #           buffer_pool, registration_cache, ...): connection is lifecycle and native verbs.
@@ -108,10 +107,10 @@ check_includes() {
         layers=1
     fi
 }
-check_includes base '^(src/base/|include/remora/(result|units|park_gate)\.hpp$)' \
-    'core/|ops/|fabric/|slots/|persist/|remora/(?!(result|units|park_gate)\.hpp)'
+check_includes base '^(src/base/|include/remora/(result|units)\.hpp$)' \
+    'core/|ops/|fabric/|slots/|persist/|remora/(?!(result|units)\.hpp)'
 check_includes ops '^src/ops/' \
-    "core/|slots/|persist/|remora/(?!(result|units|park_gate|completion_queue)\.hpp)"
+    "core/|slots/|persist/|remora/(?!(result|units|completion_queue)\.hpp)"
 check_includes core "^(src/core/|$core_public$)" "slots/|persist/|$upper_public"
 check_includes capi '^src/capi/' 'base/|fabric/|ops/|core/|slots/|persist/|access/'
 check_includes 'slots, persist or access' '^src/(slots|persist|access)/' \
@@ -132,8 +131,7 @@ while IFS= read -r hit; do
     echo "$hit"
     echo "check-layering: a public header names a detail:: type (keep it behind the handle's opaque impl)" >&2
     layers=1
-done < <(git ls-files --cached --others --exclude-standard -- 'include/remora/*.hpp' |
-    grep -Ev '^include/remora/(units|slot_pool|park_gate)\.hpp$' | sort -u |
+done < <(git ls-files --cached --others --exclude-standard -- 'include/remora/*.hpp' | sort -u |
     xargs perl -ne '
         BEGIN { $in_block = 0; }
         my $code = $_; my $out = "";

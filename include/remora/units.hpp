@@ -69,10 +69,7 @@ std::string to_string(const units& u);
 
 class held_units;
 
-namespace detail {
-class park_gate;       // where posts parked on a budget wait (library-internal)
-struct budget_access;  // the library's own access to it
-}  // namespace detail
+struct budget_access;  // the library's own access to a budget's parked posts
 
 /// Something that lends units: all of a demand or nothing. Implemented by slot_pool; a
 /// connection reaches its connection_config::slots through this interface only, and an
@@ -101,8 +98,9 @@ class budget {
 
   private:
     friend class held_units;
-    friend struct detail::budget_access;
-    std::unique_ptr<detail::park_gate> gate_;
+    friend struct budget_access;
+    struct gate;  // where posts parked on this budget wait (library-internal)
+    std::unique_ptr<gate> gate_;
     /// All of `need` now, or nothing (nothing is taken on failure); the error says why
     /// (the implementation's policy decides the code: slot_pool gives would_block or bad_state).
     virtual result<void> take_units(const units& need) = 0;

@@ -3,14 +3,17 @@
 // (units.hpp keeps it private: an application implementing a budget never sees it).
 #pragma once
 
-#include <remora/park_gate.hpp>
+#include "base/park_gate.hpp"
 #include <remora/units.hpp>
 
-namespace remora::detail {
+namespace remora {
+
+// The FIFO behind a budget's opaque `gate`.
+struct budget::gate : detail::park_gate {};
 
 struct budget_access {
     // Where posts parked on `b` wait: shared by every connection drawing on it.
-    static park_gate& gate(const budget& b) noexcept { return *b.gate_; }
+    static detail::park_gate& gate(const budget& b) noexcept { return *b.gate_; }
 };
 
-}  // namespace remora::detail
+}  // namespace remora

@@ -2,14 +2,15 @@
 // src/base/units.cpp — the base layer's units (include/remora/units.hpp): names of unit kinds and
 // of unit counts, for messages; a budget's FIFO of parked posts, and held_units' give-back, which
 // wakes it. The all-or-nothing reservation budgets are written with is base/unit_budget.hpp.
-#include <remora/park_gate.hpp>
 #include <remora/units.hpp>
+
+#include "base/budget_access.hpp"
 
 #include <string>
 
 namespace remora {
 
-budget::budget() : gate_(std::make_unique<detail::park_gate>()) {}
+budget::budget() : gate_(std::make_unique<gate>()) {}
 budget::budget(const budget&) : budget() {}
 budget::~budget() = default;
 

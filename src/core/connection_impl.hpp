@@ -19,7 +19,7 @@
 
 #include <remora/connection.hpp>
 #include <remora/domain.hpp>
-#include <remora/park_gate.hpp>
+#include "base/park_gate.hpp"
 
 #include "core/cq_impl.hpp"
 #include "core/domain_impl.hpp"

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include <remora/completion_queue.hpp>
-#include <remora/park_gate.hpp>
+#include "base/park_gate.hpp"
 #include <remora/units.hpp>
 
 #include "fabric/fabric.hpp"

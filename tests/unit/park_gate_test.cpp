@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include <remora/park_gate.hpp>
+#include "base/park_gate.hpp"
 
 #include "support.hpp"
 

@@ -121,11 +121,11 @@ TEST(held_units, an_application_give_back_wakes_posts_parked_on_the_budget) {
     int owner = 0;
     std::optional<result<held_units>> got;
     std::thread parked([&] {
-        got = detail::budget_access::gate(*pool).run(
+        got = budget_access::gate(*pool).run(
             &owner, detail::park_gate::clock::now() + std::chrono::seconds(60), "post",
             [&] { return held_units::take(b, one); });
     });
-    EXPECT_TRUE(eventually([&] { return detail::budget_access::gate(*pool).waiting() == 1; }));
+    EXPECT_TRUE(eventually([&] { return budget_access::gate(*pool).waiting() == 1; }));
     const auto before = std::chrono::steady_clock::now();
     mine.reset();
     parked.join();

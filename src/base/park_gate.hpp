@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/// \file
-/// remora/park_gate.hpp — where posts that found their units taken wait for them (the base layer;
-/// not part of the API: connection.hpp's op_options::park_until is).
+// src/base/park_gate.hpp — where posts that found their units taken wait for them (the base
+// layer; library-internal: op_options::park_until is the API).
 ///
 /// A park_gate is a FIFO of waiting threads. Only the head tries again: it takes a snapshot of the
 /// gate's give-back count, tries, and when the try still finds its units taken it sleeps on its
