@@ -77,9 +77,10 @@ struct completion {
     std::uint32_t failed_part = 0;
     bool ok() const noexcept { return !status; }
     /// The failure as results carry it (remora::error, result.hpp): `status`, with a message
-    /// naming the operation (and the failed part of a multi-key one), so a completion's failure
-    /// and a call's are handled alike (`return fail(c.error())`). An empty error on success. The
-    /// completion keeps only the code: it stays a small value that copies without allocating.
+    /// naming the operation (and failed_part, for a publish or a later part of a gather_write), so
+    /// a completion's failure and a call's are handled alike (`return fail(c.error())`). An empty
+    /// error on success. The completion keeps only the code: it stays a small value that copies
+    /// without allocating.
     remora::error error() const;
 };
 

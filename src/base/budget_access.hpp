@@ -3,8 +3,8 @@
 // (units.hpp keeps it private: an application implementing a budget never sees it).
 #pragma once
 
-#include "base/park_gate.hpp"
 #include <remora/units.hpp>
+#include "base/park_gate.hpp"
 
 namespace remora {
 

@@ -6,8 +6,9 @@
 // public header names a remora::detail type, and users have no accessor. The state is a
 // remora::detail type deriving from that (empty) nested type, defined next to it in src/ with
 // REMORA_HANDLE_STATE, which tells internal_access which detail type it is. Conversions are
-// inline static_casts between a class and an empty base of it at offset 0: no indirection, no
-// instruction. A handle held by unique_ptr has an impl_deleter that deletes the state (destroy).
+// inline static_casts between a class and an empty base of it: no indirection (with the empty
+// base at offset 0, as the Itanium ABI places it, no instruction either). A handle held by
+// unique_ptr has an impl_deleter that deletes the state (destroy).
 //
 //   detail::impl_of(conn)      the state (detail::connection_impl*), null for an empty handle
 //   detail::shared_impl_of(d)  for a handle held by shared_ptr: a shared_ptr to its state

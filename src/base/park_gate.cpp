@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// src/base/park_gate.cpp — the FIFO of parked posts (see include/remora/park_gate.hpp).
+// src/base/park_gate.cpp — the FIFO of parked posts (see src/base/park_gate.hpp).
 #include "base/park_gate.hpp"
 
 #include <vector>

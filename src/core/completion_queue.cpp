@@ -37,7 +37,7 @@ remora::error completion::error() const {
         return {};
     }
     std::string what = std::string(to_string(op)) + " failed";
-    if (failed_part != 0) {
+    if (failed_part != 0 || op == remora::op::publish) {
         what += " at part " + std::to_string(failed_part);
     }
     return remora::error(status, std::move(what));

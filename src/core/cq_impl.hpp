@@ -59,10 +59,10 @@ struct entry_source {
     op_record* held = nullptr;
 };
 
-// When the caller hands a reported completion out: `later` (a progress thread's read: the ready
-// ring keeps it until the application polls), `next` (a wait's read: the same reader hands it
-// out on its next poll) or `now` (a poll reading the provider straight into its output, before
-// it returns).
+// When the caller hands a reported completion out: `later` (a read into a progress-owned CQ's
+// ready ring, by the thread or the application's wait: kept until the application polls),
+// `next` (a wait's read on another CQ: the same reader hands it out on its next poll) or `now` (a
+// poll reading the provider straight into its output, before it returns).
 enum class hand_out : std::uint8_t { later, next, now };
 
 // What a poll hands out as it returns (cq_impl::poll_locked): the records of reported operations
@@ -219,10 +219,11 @@ struct cq_impl final : callback_sink, internal_access::opaque<completion_queue> 
     // provider entries to the backlog for the CQ's reader, and returns `need` entries.
     void detach_connection(std::size_t need);
 
-    // With a library progress thread the thread is this CQ's only reader (one progress owner:
-    // a second thread in fi_cq_read/fi_trywait resets the CQ's wait signal under a blocked
-    // waiter). It moves completions into `ready`, sized to the CQ, and signals `notify`;
-    // the application polls the ring and waits on the eventfd.
+    // With a library progress thread the thread owns this CQ's wait: it alone arms the
+    // provider's CQ (fi_trywait) and sleeps on it (a second thread in fi_trywait resets the
+    // CQ's wait signal under a blocked waiter). It moves completions into `ready`, sized to the
+    // CQ, and signals `notify`; the application waits on the eventfd, and its poll, wait and arm
+    // read the provider too, into the same ring or straight out, under owned_mu.
     progress_engine* progress = nullptr;
     std::mutex owned_mu;
     unique_fd notify;  // eventfd, readable while `ready` is not empty

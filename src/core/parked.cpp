@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // src/core/parked.cpp — parked posts: which gate a connection's parked posts wait on, and ending
 // them (op_options::park_until; the waiting itself is reserve_parked, connection_impl.hpp, over
-// park_gate, include/remora/park_gate.hpp).
+// park_gate, src/base/park_gate.hpp).
 #include <remora/connection.hpp>
 
 #include "base/budget_access.hpp"

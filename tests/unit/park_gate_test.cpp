@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// park_gate hand-off (include/remora/park_gate.hpp): a give-back of n admits n waiters, one
+// park_gate hand-off (src/base/park_gate.hpp): a give-back of n admits n waiters, one
 // give-back wakes one waiter (the next head is not woken to find nothing), and a give-back that
 // lands while the head's admitted try runs passes to the next head, and one that lands during a
 // queued post's first try is not lost. Threads post against a counter of free units through the
