@@ -26,9 +26,9 @@
 #include <vector>
 
 #include <remora/completion_queue.hpp>
-#include "base/park_gate.hpp"
 #include <remora/units.hpp>
 
+#include "base/park_gate.hpp"
 #include "fabric/fabric.hpp"
 #include "ops/holding.hpp"
 
