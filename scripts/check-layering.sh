@@ -85,7 +85,7 @@ for f in "${files[@]}"; do
 done
 
 if [[ $found -ne 0 ]]; then
-    echo "check-layering: only src/fabric/ may include <rdma/...>, call fi_* or, in src/ and include/, name FI_* constants or fi_info, fi_addr_t, fi_cq_*, fi_eq_*, fi_context types (see README, Layout)" >&2
+    echo "check-layering: only src/fabric/ may include <rdma/...>, call fi_* or, in src/ and include/, name FI_* constants or fi_info, fi_addr_t, fi_cq_*, fi_eq_*, fi_context types (see docs/architecture.md)" >&2
     exit 1
 fi
 
