@@ -51,15 +51,15 @@ struct provider_caps {
     std::string nic;                              ///< domain name, e.g. "lo"
     endpoint_type endpoint = endpoint_type::msg;  ///< the endpoint type the domain was opened for
     bool native_atomics = false;                  ///< the provider runs atomics itself (FI_ATOMIC)
-    std::size_t inject_size =
-        0;  ///< largest write or send copied at post (completion_mode::at_post)
+    /// Largest write or send whose bytes are copied at post (completion_mode::at_post).
+    std::size_t inject_size = 0;
     std::size_t cm_data_size = 0;  ///< private data limit on connect/accept/reject (0 on rdm)
     std::size_t max_msg_size = 0;  ///< largest single transfer
     std::size_t tx_size = 0;       ///< max send-queue depth
     std::size_t rx_size = 0;       ///< max receive-queue depth
     std::size_t cq_size = 0;       ///< max completion-queue depth
-    std::size_t iov_limit =
-        0;  ///< local segments per operation at most (connection_config::max_sge)
+    /// Local segments per operation at most (connection_config::max_sge).
+    std::size_t iov_limit = 0;
     std::size_t rma_iov_limit = 0;  ///< remote segments per one-sided operation at most
     std::size_t cq_data_size = 0;   ///< bytes of immediate data
     bool rx_cq_data = false;        ///< immediate data consumes a posted receive (FI_RX_CQ_DATA)

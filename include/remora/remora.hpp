@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// \file
-/// remora/remora.hpp — everything public.
+/// remora/remora.hpp — everything public: includes every public C++ header. Start here (see the
+/// main page); C programs include remora/remora.h.
 #pragma once
 
 #include <remora/admission.hpp>
