@@ -41,8 +41,8 @@ class srq_binding {
 
 /// What a layer built on connections asks of a connection's setup, carried by
 /// connection_config::addons and kept by the connection for its life (a layer's configuration
-/// converts to one: persistence_config, buffer_pool). The endpoint layer reads only what is
-/// declared here; the layer reads the rest back from config().addons.
+/// converts to one). The endpoint layer reads only what is declared here; the layer reads the
+/// rest back from config().addons.
 ///
 /// \par Threading
 /// The connection calls it from the thread that sets it up; it must not change.
@@ -183,18 +183,14 @@ const char* to_string(conn_event e) noexcept;
 /// for receives when the connection has one) with the op_options::context it was posted with.
 /// Every operation checks its arguments before anything is posted; a refused post takes nothing
 /// and changes nothing. The errors every operation may return (the verbs name the others):
-///   - errc::out_of_range: a remote range outside the descriptor, or a local range outside its
-///     region;
+///   - errc::out_of_range: a remote or local range outside its descriptor or region;
 ///   - errc::access_denied: a usage the descriptor or local region does not grant;
 ///   - errc::invalid_argument: a segment without a region, a region of another domain, or
-///     op_options the operation does not offer;
-///   - errc::too_large: more segments than config().max_sge;
-///   - errc::would_block: a full send or receive queue (or connection_config::slots budget):
-///     reap completions and retry, or post with op_options::park_until;
-///   - errc::bad_state: the connection is not established yet, or no RDM peer is attached;
-///   - errc::disconnected: the connection is closed or lost;
-///   - errc::timed_out, errc::canceled: a parked post that ended without posting
-///     (op_options::park_until).
+///     op_options the operation does not offer; errc::too_large: segments past max_sge;
+///   - errc::would_block: a full queue (or connection_config::slots): reap completions and
+///     retry, or park (op_options::park_until; a parked post may end errc::timed_out, canceled);
+///   - errc::bad_state: not established yet, or no RDM peer attached; errc::disconnected:
+///     closed or lost.
 ///
 /// A write's completion means its source memory may be reused, not that the data is visible in
 /// the target's memory: a read after the writes returns only once they are placed.
@@ -258,16 +254,13 @@ class connection {
     /// \param host         the peer's address (name or number)
     /// \param port         the peer's listener port
     /// \param config       queue depths, CQs, channels, progress (connection_config)
-    /// \param private_data sent with the request (at most caps().cm_data_size bytes); the
-    ///                     server reads it with connection_request::private_data() before it
-    ///                     answers
-    /// \return the established connection; errc::connection_refused (nobody listens);
-    ///         errc::rejected (the peer's reject private data is in error::data(); also when
-    ///         the peer's accept() fails); errc::unreachable (the host does not resolve, or no
-    ///         route reaches it); errc::timed_out after config.connect_timeout (nobody answered
-    ///         the request); errc::too_large for private data over the limit;
-    ///         errc::not_supported on an RDM domain; errc::invalid_argument for a configuration
-    ///         that contradicts itself
+    /// \param private_data sent with the request (at most caps().cm_data_size bytes), read by
+    ///                     the server's connection_request::private_data()
+    /// \return the connection; errc::connection_refused (nobody listens); errc::rejected (the
+    ///         peer's reject private data in error::data(); also when its accept() fails);
+    ///         errc::unreachable (no resolution or route); errc::timed_out after
+    ///         config.connect_timeout; errc::too_large (private data); errc::not_supported (an
+    ///         RDM domain); errc::invalid_argument (a configuration that contradicts itself)
     static result<connection> connect(const domain& dom, const std::string& host,
                                       std::uint16_t port, const connection_config& config = {},
                                       std::span<const std::byte> private_data = {});
@@ -353,16 +346,13 @@ class connection {
     /// \return success, or one of the errors above
     result<void> attach(std::span<const std::byte> peer_address);
 
-    /// Takes over `other`'s endpoint, queues and operations; `other` may then only be
-    /// destroyed or assigned to.
+    /// Takes over `other`'s endpoint, queues and operations (`other` is then moved-from).
     connection(connection&& other) noexcept;
-    /// Closes and destroys this connection's endpoint (as the destructor), then takes over
-    /// `other`'s.
+    /// Destroys this connection (as the destructor), then takes over `other`'s.
     connection& operator=(connection&& other) noexcept;
-    /// Closes the endpoint (the peer sees the connection close) and frees the connection.
-    /// Completions of its operations not yet read are dropped, with their callbacks: close()
-    /// and read the CQs until in_flight() is 0 first to see them. Must not race other calls
-    /// on the connection (parked posts excepted: op_options::park_until).
+    /// Closes the endpoint (the peer sees the close) and drops the completions not yet read,
+    /// with their callbacks: close() and read the CQs until in_flight() is 0 first to see them.
+    /// Must not race other calls (parked posts excepted: op_options::park_until).
     ~connection();
 
     // ---- one-sided ----
@@ -372,7 +362,7 @@ class connection {
 
     /// Reads from the peer's region into local memory, without the peer's CPU taking part.
     /// Completes as op::read once the bytes are in `dst`. A read posted after writes on this
-    /// connection returns only once they are placed (a read-after-write flush).
+    /// connection returns only once they are placed.
     /// \param dst        local segments (usage::read_destination), at most config().max_sge;
     ///                   their lengths add up to the bytes read (not 0)
     /// \param src        the peer's region (usage::read_source)
@@ -388,7 +378,7 @@ class connection {
                       std::uint64_t src_offset, std::size_t length, op_options opts = {});
     /// Writes local memory into the peer's region, without the peer's CPU taking part.
     /// Completes as op::write once the source memory may be reused: not a sign that the bytes
-    /// are visible at the target (flush(), or a read after the writes, says that).
+    /// are visible at the target (a read after the writes is).
     /// \param dst        the peer's region (usage::write_destination)
     /// \param dst_offset where in `dst` the write starts
     /// \param src        local segments (usage::write_source), at most config().max_sge; their
@@ -410,9 +400,8 @@ class connection {
     /// \param src        local segments (usage::write_source), at most config().max_sge
     /// \param imm        the immediate data; must fit caps().cq_data_size bytes
     /// \param opts       as for write()
-    /// \return success once posted; the errors of every operation (see connection);
-    ///         errc::too_large when `imm` does not fit; errc::not_supported on a provider
-    ///         without immediate data
+    /// \return as write(); errc::too_large when `imm` does not fit; errc::not_supported on a
+    ///         provider without immediate data
     result<void> write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
                                 std::span<const local_segment> src, std::uint64_t imm,
                                 op_options opts = {});
@@ -438,10 +427,8 @@ class connection {
     /// nothing more (parts already posted complete silently and give their entries back).
     /// completion_mode::at_post is refused (invalid_argument). Allocates one small record per
     /// operation (the parts' shared state). The local range must be registered already: no
-    /// registration units are drawn (for unregistered memory: gather_write() of
-    /// registration_cache.hpp).
-    /// \param dst        the remote segments, each a range of a region granting
-    ///                   usage::write_destination
+    /// registration units are drawn.
+    /// \param dst        the remote segments (usage::write_destination)
     /// \param src        the registered local memory (usage::write_source)
     /// \param src_offset where the bytes of part 0 start in `src`
     /// \param opts       context, callback, reporting, parking (op_options)
@@ -490,14 +477,8 @@ class connection {
                               std::uint64_t expected, std::uint64_t desired,
                               const memory_region& result, std::size_t result_offset,
                               op_options opts = {});
-    /// Adds `addend` to the peer's 8-byte word atomically, and writes the word's
-    /// previous value into `result` before it completes (op::atomic).
-    /// \param dst           the peer's region (usage::atomic_target)
-    /// \param dst_offset    the word's offset in `dst` (its address 8-byte aligned)
-    /// \param addend        added to the word
-    /// \param result        where the previous value goes (usage::read_destination)
-    /// \param result_offset its offset in `result` (8 bytes)
-    /// \param opts          context, callback, reporting (op_options)
+    /// Adds `addend` to the peer's 8-byte word atomically, and writes the word's previous value
+    /// into `result` before it completes (op::atomic). Parameters as compare_swap()'s.
     /// \return success once posted; as atomic_write()
     result<void> fetch_add(const remote_region& dst, std::uint64_t dst_offset, std::uint64_t addend,
                            const memory_region& result, std::size_t result_offset,
@@ -509,11 +490,9 @@ class connection {
     /// Completes as op::send once the source memory may be reused.
     /// \param src  local segments (usage::send), at most config().max_sge; their lengths add up
     ///             to the message
-    /// \param opts context, callback, reporting (completion_mode::at_post for small messages),
-    ///             parking, batching (op_options)
+    /// \param opts as for write() (completion_mode::at_post for small messages too)
     /// \return success once posted; the errors of every operation (see connection);
-    ///         errc::bad_state on a connection with a service depth (it carries only the
-    ///         service's messages)
+    ///         errc::bad_state on a connection with a service depth (it carries only its own)
     result<void> send(std::span<const local_segment> src, op_options opts = {});
     /// \overload
     /// Sends [offset, offset + length) of one registered region.
@@ -539,9 +518,8 @@ class connection {
     /// \param opts context, callback, parking (op_options; the report is always
     ///             completion_mode::always)
     /// \return success once posted; the errors of every operation (see connection);
-    ///         errc::bad_state on a connection that takes its messages from a
-    ///         shared_receive_queue or has a service depth; errc::invalid_argument for a
-    ///         report other than completion_mode::always
+    ///         errc::bad_state with a shared_receive_queue or a service depth;
+    ///         errc::invalid_argument for a report other than completion_mode::always
     result<void> recv(std::span<const local_segment> dst, op_options opts = {});
     /// \overload
     /// Receives into [offset, offset + length) of one registered region.
@@ -550,9 +528,8 @@ class connection {
 
     // ---- completions ----
 
-    /// The connection's completion queue: sends, reads, writes, atomics, and receives unless
-    /// the connection has a receive CQ. With connection_config::shared_cq, that shared CQ's
-    /// queue(). Valid as long as the connection.
+    /// The connection's completion queue (receives too, without a receive CQ); with
+    /// connection_config::shared_cq, the shared CQ's queue(). Valid as long as the connection.
     completion_queue& cq() noexcept;
     completion_queue* rcq() noexcept;  ///< the receive CQ; nullptr without a separate one
     /// With channel_mode::shared: blocks until the CQ or RCQ fires and says which. With a

@@ -39,10 +39,9 @@ enum class park_mode : std::uint8_t {
 /// parking under back-pressure, and batching.
 ///
 /// Every verb of connection takes one (last, defaulted), and so do the verbs of the layers built
-/// on a connection (persistence.hpp, buffer_pool.hpp, registration_cache.hpp); the contracts of
-/// the operations themselves are with each verb. The default posts a signalled operation whose
-/// completion goes to poll() with a null context, and fails at once with errc::would_block when
-/// its queue entries are taken.
+/// on a connection; the contracts of the operations themselves are with each verb. The default
+/// posts a signalled operation whose completion goes to poll() with a null context, and fails at
+/// once with errc::would_block when its queue entries are taken.
 ///
 ///     remora::op_options o;
 ///     o.context = &request;                              // back in completion::context
