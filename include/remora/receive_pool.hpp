@@ -84,7 +84,7 @@ class receive_pool {
     ///         domain handle; memory_region::create's errors
     static result<receive_pool> create(const domain& dom, const receive_pool_config& config = {});
     receive_pool(receive_pool&&) noexcept;             ///< takes over the pool
-    receive_pool& operator=(receive_pool&&) noexcept;  ///< destroys its own pool, takes another's
+    receive_pool& operator=(receive_pool&&) noexcept;  ///< drops its own pool, takes another's
     ~receive_pool();  ///< detaches every connection (see receive_pool)
 
     /// Posts up to per_connection receives on `conn` from the free buffers; what the pool
