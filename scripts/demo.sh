@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# The three-minute tour: installs what building and running need (scripts/install-deps.sh
+# The quick tour: installs what building and running need (scripts/install-deps.sh
 # --minimal: no test toolchain), builds the library, the remora command and the examples only
 # (tests off), runs the examples end to end over loopback, then remora's main job: `remora bench`
 # with the default suite and its plain-libfabric baseline on loopback, charted into
@@ -14,7 +14,11 @@ start=$SECONDS
 build=${REMORA_DEMO_BUILD:-build}
 bash scripts/install-deps.sh --minimal
 echo "== build: library, command, examples ($build)"
-cmake -S . -B "$build" -DREMORA_TESTS=OFF >/dev/null
+# A new tree: optimized (-O2) without debug information, the quickest build to compile; an
+# existing tree keeps its build type (scripts/test.sh turns the tests back on).
+type=()
+[ -f "$build/CMakeCache.txt" ] || type=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG")
+cmake -S . -B "$build" -DREMORA_TESTS=OFF "${type[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)" --target remora remora_shared remora_cli examples >/dev/null
 echo "   ($((SECONDS - start)) s so far)"
 for ex in connection write read write_imm ping_pong receive_cq shared_channel shared_cq \
