@@ -23,3 +23,4 @@
 #include <remora/slot_pool.hpp>
 #include <remora/target_service.hpp>
 #include <remora/units.hpp>
+#include <remora/version.hpp>
