@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: BSD-3-Clause */
+// SPDX-License-Identifier: BSD-3-Clause
 /* The version from C: remora/version.h's macros (through remora/remora.h) and remora_version()
  * agree. Exits 0 when they do. */
 #include <remora/remora.h>
