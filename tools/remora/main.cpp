@@ -371,6 +371,9 @@ int main(int argc, char** argv) {
                      "default 100)")
         ->check(CLI::Range(1, 1000000));
     bench->footer(
+        "perftest and fabtests users: -s/-S size (fabtests' -s source address has no option\n"
+        "here), -a all sizes, -n/-I iterations, -D duration, -c QPs (perftest's -q), --qd\n"
+        "tx-depth (perftest's -t), -p the provider (the port goes in --target HOST:PORT).\n"
         "Examples:\n"
         "  remora bench --suite default\n"
         "  remora bench --op write --size 8 --size 64K --qd 16\n"
