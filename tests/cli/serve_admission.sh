@@ -37,7 +37,7 @@ expect_run --exit 2 --stdin "$dir/hello" --stderr "NOT durable" \
     -- r put -t "$t" -o 0 --key-file "$dir/k" || fail "put with the key"
 expect_run --stdout "^hello$" --stderr-lines 0 -- r get -t "$t" -o 0 -l 5 --key-file "$dir/k" ||
     fail "get with the key"
-expect_run --exit 1 --stderr-lines 1 --stderr "^remora get: the target at 127.0.0.1:[0-9]+ refused admission: wrong key$" \
+expect_run --exit 1 --stderr-lines 1 --stderr "^remora get: the target at 127.0.0.1:[0-9]+ refused admission: wrong key" \
     -- r get -t "$t" -o 0 -l 5 --key-file "$dir/wrong" || fail "get with a wrong key"
 expect_run --exit 1 --stderr-lines 1 \
     --stderr "^remora get: the target at 127.0.0.1:[0-9]+ requires admission: pass --key-file" \

@@ -56,12 +56,12 @@ expect_run --exit 2 --stdin "$dir/hello" --stderr "NOT durable" -- r put -t "127
 expect_run --stdout "^hello$" -- r get -t "127.0.0.1:$port" -o 0 -l 5 || fail "get volatile"
 stop_serve
 
-# ---- bad arguments: the exact code and the line that says why
-expect_run --exit 1 --stderr-lines 1 --stderr "disk" -- r serve --region disk:1M || fail "region kind"
-expect_run --exit 1 --stderr-lines 1 --stderr "size" -- r serve --region mem:0 || fail "empty region"
+# ---- bad arguments: 64 and the line that says why; a file that is not there: a failed run (1)
+expect_run --exit 64 --stderr-lines 1 --stderr "disk" -- r serve --region disk:1M || fail "region kind"
+expect_run --exit 64 --stderr-lines 1 --stderr "0 bytes" -- r serve --region mem:0 || fail "empty region"
 expect_run --exit 1 --stderr-lines 1 --stderr "missing\.bin" -- r serve --region "file:$dir/missing.bin" ||
     fail "missing file"
-expect_run --exit 1 --stderr-lines 1 --stderr "nohost" -- r serve --listen nohost || fail "bad listen"
-expect_run --exit 1 --stderr-lines 1 --stderr "notaport" -- r get --target 127.0.0.1:notaport ||
+expect_run --exit 64 --stderr-lines 1 --stderr "nohost" -- r serve --listen nohost || fail "bad listen"
+expect_run --exit 64 --stderr-lines 1 --stderr "notaport" -- r get --target 127.0.0.1:notaport ||
     fail "bad target"
 echo "serve/put/get on $provider: ok"
