@@ -13,7 +13,8 @@
 # provider's behaviour, or which call failed): they are not code.
 #
 # Second, includes follow the layers of DESIGN.md (each depends only on those below it):
-#   base    src/base/, include/remora/{result,units}.hpp: nothing of the library's but base.
+#   base    src/base/, include/remora/{result,units,version}.hpp: nothing of the library's but
+#           base.
 #   ops     src/ops/: base, fabric, and the vocabulary of completions (remora/completion_queue.hpp:
 #           `completion`, `op`); nothing from core/, slots/, persist/.
 #   core    src/core/ and the endpoint layer's public headers: nothing from slots/ or persist/,
@@ -107,8 +108,8 @@ check_includes() {
         layers=1
     fi
 }
-check_includes base '^(src/base/|include/remora/(result|units)\.hpp$)' \
-    'core/|ops/|fabric/|slots/|persist/|remora/(?!(result|units)\.hpp)'
+check_includes base '^(src/base/|include/remora/(result|units|version)\.hpp$)' \
+    'core/|ops/|fabric/|slots/|persist/|remora/(?!(result|units|version)\.(hpp|h))'
 check_includes ops '^src/ops/' \
     "core/|slots/|persist/|remora/(?!(result|units|completion_queue)\.hpp)"
 check_includes core "^(src/core/|$core_public$)" "slots/|persist/|$upper_public"

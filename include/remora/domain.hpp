@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <remora/flags.hpp>
 #include <remora/result.hpp>
@@ -186,6 +187,12 @@ class domain {
     ///         errc::not_supported (or the provider's error) when no provider offers the
     ///         endpoint type on that address
     static result<domain> open(const domain_config& config = {});
+    /// The providers this machine has that offer `type` endpoints with what remora needs
+    /// (messages and RMA), on any local address, each named once: the names
+    /// domain_config::provider accepts ("tcp", "shm", "tcp;ofi_rxm", ...). FI_PROVIDER narrows
+    /// the list as it narrows open(). Empty when there are none. For an error message that says
+    /// what there is; open() decides whether one of them serves a given address.
+    static std::vector<std::string> providers(endpoint_type type);
 
     /// What the provider can do. Empty handles (closed, or moved from) report empty caps.
     const provider_caps& caps() const noexcept;

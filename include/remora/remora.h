@@ -39,6 +39,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <remora/version.h>
+
 #if defined(__GNUC__)
 #define REMORA_API __attribute__((visibility("default")))
 #else
@@ -85,6 +87,13 @@ REMORA_API const char* remora_strerror(int code);
  * what was refused and why. Valid until the next failing call on this thread.
  */
 REMORA_API const char* remora_last_error_message(void);
+
+/**
+ * The running library's version, "MAJOR.MINOR.PATCH" (a static string; never NULL). Equal to
+ * REMORA_VERSION_STRING (remora/version.h, included here) when the program runs with the library
+ * it was compiled against.
+ */
+REMORA_API const char* remora_version(void);
 
 /** @} */
 

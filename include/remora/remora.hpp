@@ -24,6 +24,7 @@
 #include <remora/slot_pool.hpp>
 #include <remora/target_service.hpp>
 #include <remora/units.hpp>
+#include <remora/version.hpp>
 
 /// \namespace remora
 /// remora's public C++ API: every class, function and constant of include/remora/*.hpp.

@@ -54,6 +54,13 @@ result<void> run_baselines(const setup& s, compared& vs) {
 int run_bench(const bench_options& o) {
     if (const suite_runner run = runner_of(o.suite))
         return run(o);
+    // Options that do not go together are a bad argument (64), found before anything opens.
+    for (const setup& s : setups_of(o)) {
+        if (auto r = validate(s); !r) {
+            report_line("bench", r.error().message());
+            return 64;
+        }
+    }
     bench_options resolved = o;
     if (resolved.provider.empty()) {
         // Name the provider the automatic choice lands on, in the table and for the baseline.
@@ -62,11 +69,6 @@ int run_bench(const bench_options& o) {
             return report("bench", d.error());
         resolved.provider = d->caps().provider;
     }
-    if (o.count != 0 && o.count < o.connections)
-        return report("bench", error(errc::invalid_argument,
-                                     fmt::format("--count {} gives each of the {} connections no "
-                                                 "operation",
-                                                 o.count, o.connections)));
     const auto setups = setups_of(resolved);
     printer out(o, resolved.provider);
     out.header();

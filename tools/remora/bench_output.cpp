@@ -15,12 +15,18 @@
 namespace remora::tool {
 namespace {
 
+// Gigabits per second (10^9 bits, as perftest's --report_gbits and link speeds count).
+double gbit_per_s(const figures& f) {
+    return f.mib_per_s * 1048576.0 * 8 / 1e9;
+}
+
 nlohmann::json as_json(const figures& f) {
     auto us = [&](double v) { return f.has_latency ? nlohmann::json(v) : nlohmann::json(); };
     return nlohmann::json{{"ops", f.ops},
                           {"seconds", f.seconds},
                           {"ops_per_s", f.ops_per_s},
                           {"mib_per_s", f.mib_per_s},
+                          {"gbit_per_s", gbit_per_s(f)},
                           {"p50_us", us(f.p50_us)},
                           {"p99_us", us(f.p99_us)},
                           {"p999_us", us(f.p999_us)},
@@ -120,10 +126,10 @@ void printer::header() const {
     if (endpoint_of(o_.endpoint) == endpoint_type::rdm)
         fmt::print("endpoint: rdm (peers over an address vector)\n");
     fmt::print(
-        "{:<{}} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11} {:>9} {:>8} {:>8} {:>8} "
-        "{:>9}\n",
+        "{:<{}} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11} {:>9} {:>7} {:>8} {:>8} "
+        "{:>8} {:>9}\n",
         "provider", pw_, "op", "size", "qd", "conns", "wait", "channel", "rcq", "ops/s", "MiB/s",
-        "p50 us", "p99 us", "p99.9 us", "cpu us/op");
+        "Gb/s", "p50 us", "p99 us", "p99.9 us", "cpu us/op");
 }
 
 // Latency columns print "-" (JSON null) where no operation's own completion was timed.
@@ -131,10 +137,11 @@ void printer::row(const std::string& prov, const setup& s, const figures& f) {
     auto us = [&](double v) { return f.has_latency ? fmt::format("{:.1f}", v) : std::string("-"); };
     no_latency_ = no_latency_ || !f.has_latency;
     fmt::print(
-        "{:<{}} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>8} {:>8} "
-        "{:>8} {:>9.2f}\n",
+        "{:<{}} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>7.3f} {:>8} "
+        "{:>8} {:>8} {:>9.2f}\n",
         prov, pw_, label(s), s.size, s.qd, s.connections, s.wait, s.channel, s.rcq ? "yes" : "no",
-        f.ops_per_s, f.mib_per_s, us(f.p50_us), us(f.p99_us), us(f.p999_us), f.cpu_us_per_op);
+        f.ops_per_s, f.mib_per_s, gbit_per_s(f), us(f.p50_us), us(f.p99_us), us(f.p999_us),
+        f.cpu_us_per_op);
 }
 
 void printer::print(const setup& s, const measured& m, const compared& vs) {

@@ -11,11 +11,19 @@
 
 #include <remora/remora.hpp>
 
+#include "serve.hpp"
+
 namespace remora::tool {
 
-// Prints "remora <what>: <error>" on stderr and returns exit status 1.
+// Prints "remora <what>: <error>" on stderr (user_text: no libfabric call names) and returns
+// exit status 1.
 inline int report(const char* what, const error& e) {
-    fmt::print(stderr, "remora {}: {}\n", what, e.what());
+    fmt::print(stderr, "remora {}: {}\n", what, user_text(e));
+    return 1;
+}
+// Prints "remora <what>: <line>" on stderr and returns exit status 1.
+inline int report_line(const char* what, const std::string& line) {
+    fmt::print(stderr, "remora {}: {}\n", what, line);
     return 1;
 }
 
@@ -31,7 +39,7 @@ struct bench_options {
     std::string provider;                   // empty: automatic
     std::string endpoint = "msg";           // msg (connections) or rdm (peers over an AV)
     std::vector<std::string> ops{"write"};  // see bench_ops.hpp
-    std::vector<std::size_t> sizes{8};
+    std::vector<std::size_t> sizes{8};      // --size; all: powers of two (bench_sizes)
     unsigned qd = 1;
     unsigned connections = 1;
     double duration = 1.0;      // seconds per result
