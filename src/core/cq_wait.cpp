@@ -152,6 +152,19 @@ result<std::size_t> cq_impl::sleep_until_ready(std::chrono::milliseconds timeout
                 continue;
             }
         }
+        if (polled && !progress_owned()) {
+            // Nothing to arm or block on (no wait fd): report what trywait would (entries a poll
+            // consumed without reporting them), else back off between looks (a spin, then up to
+            // 1 ms).
+            if (unreported.exchange(false)) {
+                return std::size_t{0};
+            }
+            if (clock::now() >= deadline) {
+                return timed_out(kind, timeout);
+            }
+            backoff.pause(deadline);
+            continue;
+        }
         bool notified = false;
         auto armed = trywait(&notified);
         if (!armed) {
@@ -164,10 +177,6 @@ result<std::size_t> cq_impl::sleep_until_ready(std::chrono::milliseconds timeout
         if (!*armed) {
             if (clock::now() >= deadline) {
                 return timed_out(kind, timeout);
-            }
-            if (polled && !progress_owned()) {
-                // Nothing to block on: spin a little, then back off up to 1 ms between looks.
-                backoff.pause(deadline);
             }
             continue;  // the provider says completions are (about to be) ready: read again
         }
