@@ -66,7 +66,8 @@ for r in rows:
         positive(f"{name} fi_pingpong", pp, latency=False)
         if not pp.get("mean_rtt_us", 0) > 0 or not pp.get("half_rtt_us", 0) > 0:
             sys.exit(f"FAIL: {name}: fi_pingpong without its latency: {pp}")
-        if pp["ops"] != count or not r.get("ratio_fi_pingpong_ops_per_s", 0) > 0:
+        if (pp["ops"] != count or not r.get("ratio_fi_pingpong_ops_per_s", 0) > 0 or
+                not r.get("ratio_baseline_fi_pingpong_ops_per_s", 0) > 0):
             sys.exit(f"FAIL: {name}: fi_pingpong ops {pp['ops']} or no ratio")
     elif "not installed" not in pp.get("skipped", ""):
         sys.exit(f"FAIL: {name}: fi_pingpong missing but no note: {pp}")
@@ -83,7 +84,8 @@ pp_rows=(--stdout "^note +ucx_perftest: not installed")
 [ "$have_ucx" = 1 ] && pp_rows=(--stdout "^(ucx_perftest +send +8 |note +ucx_perftest: )")
 if [ "$have_pingpong" = 1 ]; then
     pp_rows+=(--stdout "^fi_pingpong +send +8 +1 +1 busy .* ~[0-9.]+ +- +- +[0-9.]+$"
-              --stdout "^ratio +remora/fi_pingpong: ops/s x[0-9.]+, half round trip [0-9.]+ us")
+              --stdout "^ratio +remora/fi_pingpong: ops/s x[0-9.]+, half round trip [0-9.]+ us"
+              --stdout "^ratio +baseline/fi_pingpong \\(plain libfabric's fastest target\\): ops/s x[0-9]")
 else
     pp_rows+=(--stdout "^note +fi_pingpong: not installed")
 fi

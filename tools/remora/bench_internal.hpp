@@ -284,7 +284,7 @@ class printer {
     void json(const setup& s, const measured& m, const compared& vs) const;
     void table(const setup& s, const measured& m, const compared& vs);
     void row(const std::string& prov, const setup& s, const figures& f);
-    void anchor(const setup& s, const measured& m, const anchor_result& a);
+    void anchor(const setup& s, const measured& m, const anchor_result& a, const figures* plain);
 
     const bench_options& o_;
     const std::size_t pw_;            // the provider column's width

@@ -237,6 +237,8 @@ void printer::json(const setup& s, const measured& m, const compared& vs) const 
         }
         j[a.name] = aj;
         j["ratio_" + a.name + "_ops_per_s"] = m.f.ops_per_s / f.ops_per_s;
+        if (const auto& plain = vs.busy_base ? vs.busy_base : vs.base)
+            j["ratio_baseline_" + a.name + "_ops_per_s"] = plain->ops_per_s / f.ops_per_s;
         if (!a.mean_latency && m.f.has_latency)
             j["ratio_" + a.name + "_p50"] = m.f.p50_us / f.p50_us;
     }
@@ -283,7 +285,7 @@ void printer::table(const setup& s, const measured& m, const compared& vs) {
             ratio("/busy: target busy-polls", *vs.busy_base);
     }
     for (const anchor_result& a : vs.anchors)
-        anchor(s, m, a);
+        anchor(s, m, a, vs.busy_base ? &*vs.busy_base : vs.base ? &*vs.base : nullptr);
     if (vs.versus) {
         fmt::print("{:<{}} {}: ops/s x{:.3f}, p50 {}, cpu us/op x{:.3f}\n", "ratio", pw_, s.versus,
                    m.f.ops_per_s / vs.versus->ops_per_s,
@@ -296,7 +298,8 @@ void printer::table(const setup& s, const measured& m, const compared& vs) {
 
 // An anchor's row and ratio (its latency: "~" where the program reports a mean), or the note
 // on why it did not run (each note once).
-void printer::anchor(const setup& s, const measured& m, const anchor_result& a) {
+void printer::anchor(const setup& s, const measured& m, const anchor_result& a,
+                     const figures* plain) {
     if (!a.f) {
         if (std::find(notes_.begin(), notes_.end(), a.skipped) == notes_.end()) {
             notes_.push_back(a.skipped);
@@ -321,6 +324,11 @@ void printer::anchor(const setup& s, const measured& m, const anchor_result& a) 
     }
     fmt::print("{:<{}} remora/{}: ops/s x{:.3f}{}\n", "ratio", pw_, a.name,
                m.f.ops_per_s / f.ops_per_s, latency);
+    // Whether the plain-libfabric baseline is as fast as the program (a baseline slower than
+    // it would flatter remora).
+    if (plain != nullptr)
+        fmt::print("{:<{}} baseline/{} (plain libfabric's fastest target): ops/s x{:.3f}\n",
+                   "ratio", pw_, a.name, plain->ops_per_s / f.ops_per_s);
 }
 
 }  // namespace remora::tool
