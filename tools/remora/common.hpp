@@ -57,14 +57,21 @@ struct bench_options {
     std::string key_file;              // with target: the serve's admission key
     std::string plot;                  // PNG file to draw the results into (gnuplot)
     bool json = false;
-    bool baseline = false;        // also run plain libfabric and print the ratios
-    std::string target_progress;  // busy, adaptive, blocking; empty: the library default
-    unsigned target_spin_us = 0;  // adaptive's progress_spin; 0: the library default
-    bool pin = false;             // target threads on one CPU, client threads on another
-    bool more = false;            // reposts after one CQ read go as a burst (FI_MORE)
-    unsigned parts = 4;           // --op gather: remote segments per gather_write
+    bool baseline = false;             // also run plain libfabric and print the ratios
+    bool baseline_in_process = false;  // the baseline in this process (default: its own)
+    std::vector<std::string> anchors;  // independent programs run beside (fi_pingpong, ...)
+    std::string target_progress;       // busy, adaptive, blocking; empty: the library default
+    unsigned target_spin_us = 0;       // adaptive's progress_spin; 0: the library default
+    bool pin = false;                  // target threads on one CPU, client threads on another
+    bool more = false;                 // reposts after one CQ read go as a burst (FI_MORE)
+    unsigned parts = 4;                // --op gather: remote segments per gather_write
 };
 int run_bench(const bench_options& o);
+// The hidden verb `remora bench` re-executes itself with to run its plain-libfabric baseline in a
+// process of its own (bench_apart.cpp): `remora __bench-baseline SETUP-JSON` prints the figures
+// as JSON.
+inline constexpr const char* baseline_verb = "__bench-baseline";
+int run_baseline_child(const char* setup_json);
 // The names --op accepts (bench_config.cpp) and --suite accepts (bench_suites.cpp).
 std::vector<std::string> bench_ops();
 std::vector<std::string> bench_suites();

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -63,6 +64,9 @@ std::vector<std::size_t> bench_sizes(const std::vector<std::string>& words) {
 int main(int argc, char** argv) {
     using namespace remora::tool;
     using remora::endpoint_type;
+    // `remora bench` re-executed to run its plain-libfabric baseline in a process of its own.
+    if (argc == 3 && std::string_view(argv[1]) == baseline_verb)
+        return run_baseline_child(argv[2]);
     CLI::App app{"remora: remote memory access over fabrics (libfabric)"};
     app.require_subcommand(1);
     app.set_version_flag("--version", std::string("remora ") + remora::version(),
@@ -359,7 +363,18 @@ int main(int argc, char** argv) {
     bench->add_flag("--json", bo.json, "One JSON object per result");
     bench->add_flag("--baseline", bo.baseline,
                     "Also run write/read/send through plain libfabric, with its target as "
-                    "remora's and busy-polling, and print remora/baseline for both");
+                    "remora's and busy-polling, each in a process of its own, and print "
+                    "remora/baseline for both (the default suite always does)");
+    bench->add_flag("--baseline-in-process", bo.baseline_in_process,
+                    "Run --baseline's plain libfabric in this process, after remora's result "
+                    "(default: a process of its own)");
+    bench
+        ->add_option("--anchor", bo.anchors,
+                     "Also run this program on send ping-pongs (--qd 1, --wait busy), server and "
+                     "client on loopback, and print its figures beside remora's: fi_pingpong "
+                     "(libfabric-bin), ucx_perftest (ucx-utils); skipped with a note when not "
+                     "installed (the default suite runs fi_pingpong)")
+        ->check(CLI::IsMember({"fi_pingpong", "ucx_perftest"}));
     bench
         ->add_option("--target-progress", bo.target_progress,
                      "How the loopback target's progress thread waits (domain_config::progress; "
