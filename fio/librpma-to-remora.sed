@@ -2,7 +2,7 @@
 # Converts a librpma fio job file (librpma_{apm,gpspm,aof}_{client,server}) to remora's engine:
 #   sed -f fio/librpma-to-remora.sed librpma_gpspm-client.fio >gpspm-client.fio
 #   REMORA_FIO_ENGINE=$PWD/build/fio/libremora_fio.so fio gpspm-client.fio
-# The edits, which docs/install.md lists:
+# The edits, as docs/librpma-migration.md describes them:
 #   1. ioengine=librpma_<method>_<role>  ->  ioengine=external:${REMORA_FIO_ENGINE}
 #   2. role=<role> after it (the engine has one library for both sides; role is required)
 #   3. clients: the method becomes flush= (apm -> raw, gpspm -> gpspm; aof's mode=hw -> raw,

@@ -14,12 +14,12 @@
 #
 # While the flood is held: the wall time of a legitimate `get` (3 tries), serve's CPU% over 3 s,
 # its open fds and RSS; then again after the flood's sockets are closed. Prints one line per
-# figure and, last, "flood: PASS" or "flood: FAIL (...)" against the bars: get ≤ 1 s,
+# figure and, last, "flood: PASS" or "flood: FAIL (...)" against these bars: get ≤ 1 s,
 # CPU < 5 %, fds and RSS back within 10 % of the start. Exit status 0 on PASS, 1 on FAIL.
 # FLOOD_GET_MS overrides the 1 s bar for a get (a get is a new process: on a loaded machine its
 # start alone can take longer; the bounded test in tests/cli uses a looser bar).
 # FLOOD_CPU_PCT overrides the 5 % bar for serve's CPU (the bounded test runs beside ASan builds and
-# other tests: it uses a bar that still catches the old 70-90 % spin).
+# other tests: it uses a bar that still catches a serve that spins).
 set -u
 get_ms=${FLOOD_GET_MS:-1000}
 cpu_bar=${FLOOD_CPU_PCT:-5}
