@@ -16,15 +16,15 @@
  *   remora_strerror() names a code.
  * - Handles are opaque. A handle made by `remora_X_new`/`_open`/`_connect`/... is freed by
  *   `remora_X_delete` (NULL is accepted and ignored). Some handles are borrowed from another
- *   (remora_cq from a connection or shared CQ, the remora_mr of a persistent region): those
- *   live as long as their owner and are never deleted.
+ *   (remora_completion_queue from a connection or shared CQ, the remora_memory_region of a
+ * persistent region): those live as long as their owner and are never deleted.
  * - A NULL handle or NULL out-parameter where one is required is REMORA_E_INVALID.
  * - Configuration structs start with `size`: set it to sizeof the struct you compiled with.
  *   A smaller size from an older header is accepted (the fields past it take their defaults);
  *   a size larger than this library knows, or smaller than the `size` field itself, is refused
  *   with REMORA_E_INVALID. A field left 0 takes its documented default, so
- *   `struct remora_conn_cfg cfg = {.size = sizeof cfg};` is the default configuration, and a
- *   NULL configuration pointer means the same.
+ *   `struct remora_connection_config cfg = {.size = sizeof cfg};` is the default configuration, and
+ * a NULL configuration pointer means the same.
  * - Timeouts are milliseconds, 0 or more (0 only looks); a negative timeout is REMORA_E_INVALID.
  * - No C++ exception ever leaves a function of this header: an allocation failure is
  *   REMORA_E_NOMEM, anything else unexpected REMORA_E_UNKNOWN, each with its message.
@@ -90,34 +90,40 @@ REMORA_API const char* remora_last_error_message(void);
 
 /** @name Opaque handles */
 /** @{ */
-typedef struct remora_domain remora_domain;           /**< an opened provider (remora::domain) */
-typedef struct remora_mr remora_mr;                   /**< registered local memory */
-typedef struct remora_remote remora_remote;           /**< a peer's region descriptor */
-typedef struct remora_pregion remora_pregion;         /**< a persistent (or volatile) region */
-typedef struct remora_service remora_service;         /**< target side of GPSPM / service atomics */
-typedef struct remora_listener remora_listener;       /**< accepts connections */
-typedef struct remora_request remora_request;         /**< an incoming connection request */
-typedef struct remora_conn remora_conn;               /**< a connection (or an RDM peer) */
-typedef struct remora_cq remora_cq;                   /**< a completion queue (borrowed) */
-typedef struct remora_shared_cq remora_shared_cq;     /**< a CQ shared by connections */
-typedef struct remora_channel remora_channel;         /**< one wait for many CQs */
+typedef struct remora_domain remora_domain; /**< an opened provider (remora::domain) */
+typedef struct remora_memory_region remora_memory_region; /**< registered local memory */
+typedef struct remora_remote_region remora_remote_region; /**< a peer's region descriptor */
+typedef struct remora_persistent_region
+    remora_persistent_region; /**< a persistent (or volatile) region */
+typedef struct remora_target_service
+    remora_target_service;                      /**< target side of GPSPM / service atomics */
+typedef struct remora_listener remora_listener; /**< accepts connections */
+typedef struct remora_connection_request
+    remora_connection_request;                      /**< an incoming connection request */
+typedef struct remora_connection remora_connection; /**< a connection (or an RDM peer) */
+typedef struct remora_completion_queue
+    remora_completion_queue; /**< a completion queue (borrowed) */
+typedef struct remora_shared_completion_queue
+    remora_shared_completion_queue; /**< a CQ shared by connections */
+typedef struct remora_completion_channel remora_completion_channel; /**< one wait for many CQs */
 typedef struct remora_slot_pool remora_slot_pool;     /**< a budget of queue units (slot_pool) */
-typedef struct remora_lease remora_lease;             /**< units held from a pool (held_units) */
+typedef struct remora_held_units remora_held_units;   /**< units held from a pool (held_units) */
 typedef struct remora_buffer_pool remora_buffer_pool; /**< registered bounce buffers */
-typedef struct remora_srq remora_srq;                 /**< a receive queue shared by connections */
+typedef struct remora_shared_receive_queue
+    remora_shared_receive_queue; /**< a receive queue shared by connections */
 /** @} */
 
 /** @name Domain (remora/domain.hpp) */
 /** @{ */
 
 /** Endpoint type of a domain. */
-enum remora_endpoint {
-    REMORA_EP_MSG = 0, /**< connected endpoints: listener and connect */
-    REMORA_EP_RDM = 1, /**< reliable datagram endpoints: remora_peer_open and attach */
+enum remora_endpoint_type {
+    REMORA_ENDPOINT_MSG = 0, /**< connected endpoints: listener and connect */
+    REMORA_ENDPOINT_RDM = 1, /**< reliable datagram endpoints: remora_open_peer and attach */
 };
 
 /** How the domain's progress thread waits (remora::progress_policy). */
-enum remora_progress {
+enum remora_progress_policy {
     REMORA_PROGRESS_DEFAULT = 0,  /**< adaptive */
     REMORA_PROGRESS_BUSY = 1,     /**< polls without sleeping: lowest latency, one core */
     REMORA_PROGRESS_ADAPTIVE = 2, /**< sleeps; polls for progress_spin_us after traffic */
@@ -125,12 +131,12 @@ enum remora_progress {
 };
 
 /** Domain configuration (remora::domain_config). 0 / NULL fields take the defaults. */
-struct remora_domain_cfg {
-    size_t size;               /**< sizeof(struct remora_domain_cfg) */
+struct remora_domain_config {
+    size_t size;               /**< sizeof(struct remora_domain_config) */
     const char* provider;      /**< "tcp", "sockets", "shm", "tcp;ofi_rxm"...; NULL: automatic */
     const char* node;          /**< local address selecting the NIC; NULL: "127.0.0.1" */
-    int endpoint;              /**< enum remora_endpoint; default REMORA_EP_MSG */
-    int progress;              /**< enum remora_progress; default adaptive */
+    int endpoint;              /**< enum remora_endpoint_type; default REMORA_ENDPOINT_MSG */
+    int progress;              /**< enum remora_progress_policy; default adaptive */
     uint32_t progress_spin_us; /**< adaptive spin, 1 us .. 1 s; 0: 100 us */
 };
 
@@ -139,7 +145,7 @@ struct remora_domain_cfg {
  * REMORA_E_INVALID for a bad endpoint, progress or spin value.
  * Threading: a domain may be used from any number of threads at once.
  */
-REMORA_API int remora_domain_open(const struct remora_domain_cfg* cfg, remora_domain** dom);
+REMORA_API int remora_domain_open(const struct remora_domain_config* cfg, remora_domain** dom);
 
 /**
  * Closes the domain and frees the handle, saying whether the provider closed. While objects
@@ -153,10 +159,10 @@ REMORA_API int remora_domain_close(remora_domain** dom);
 REMORA_API void remora_domain_delete(remora_domain* dom);
 
 /** What the opened provider can do (remora::provider_caps), filled up to caps->size bytes. */
-struct remora_caps {
-    size_t size;                /**< set by the caller: sizeof(struct remora_caps) */
+struct remora_provider_caps {
+    size_t size;                /**< set by the caller: sizeof(struct remora_provider_caps) */
     char provider[32];          /**< provider name, NUL-terminated */
-    int endpoint;               /**< enum remora_endpoint */
+    int endpoint;               /**< enum remora_endpoint_type */
     bool native_atomics;        /**< the provider has atomics (else the target service does them) */
     bool target_needs_progress; /**< one-sided access needs the target to progress */
     bool cq_wait_fd;            /**< CQs can be blocked on through an fd */
@@ -167,7 +173,7 @@ struct remora_caps {
 };
 
 /** Fills *caps (caps->size set by the caller, same size rules as configurations). */
-REMORA_API int remora_domain_caps(const remora_domain* dom, struct remora_caps* caps);
+REMORA_API int remora_domain_caps(const remora_domain* dom, struct remora_provider_caps* caps);
 
 /** @} */
 
@@ -176,16 +182,16 @@ REMORA_API int remora_domain_caps(const remora_domain* dom, struct remora_caps* 
 
 /** What a region may be used for (remora::usage): combine with |. */
 enum remora_usage {
-    REMORA_USAGE_READ_SRC = 1u << 0, /**< peers may read from it */
-    REMORA_USAGE_READ_DST =
+    REMORA_USAGE_READ_SOURCE = 1u << 0, /**< peers may read from it */
+    REMORA_USAGE_READ_DESTINATION =
         1u << 1, /**< local destination of a read (and of CAS/fetch-add results) */
-    REMORA_USAGE_WRITE_SRC = 1u << 2, /**< local source of a write */
-    REMORA_USAGE_WRITE_DST = 1u << 3, /**< peers may write into it */
-    REMORA_USAGE_SEND = 1u << 4,      /**< source of a send */
-    REMORA_USAGE_RECV = 1u << 5,      /**< destination of a receive */
-    REMORA_USAGE_ATOMIC = 1u << 6,    /**< peers may run atomics on it */
-    REMORA_USAGE_FLUSH = 1u << 7,     /**< peers may flush it */
-    REMORA_USAGE_ALL = 0xffu,         /**< every usage above */
+    REMORA_USAGE_WRITE_SOURCE = 1u << 2,      /**< local source of a write */
+    REMORA_USAGE_WRITE_DESTINATION = 1u << 3, /**< peers may write into it */
+    REMORA_USAGE_SEND = 1u << 4,              /**< source of a send */
+    REMORA_USAGE_RECEIVE = 1u << 5,           /**< destination of a receive */
+    REMORA_USAGE_ATOMIC_TARGET = 1u << 6,     /**< peers may run atomics on it */
+    REMORA_USAGE_FLUSH_TARGET = 1u << 7,      /**< peers may flush it */
+    REMORA_USAGE_ALL = 0xffu,                 /**< every usage above */
 };
 
 /**
@@ -194,21 +200,21 @@ enum remora_usage {
  * The memory must outlive the region, and the region every operation that uses it.
  * Threading: immutable; usable by many threads and connections at once.
  */
-REMORA_API int remora_mr_reg(remora_domain* dom, void* addr, size_t len, unsigned usage,
-                             remora_mr** mr);
+REMORA_API int remora_memory_region_create(remora_domain* dom, void* addr, size_t len,
+                                           unsigned usage, remora_memory_region** mr);
 
 /** Deregisters and frees (no operation may still use it). NULL: nothing. */
-REMORA_API void remora_mr_delete(remora_mr* mr);
+REMORA_API void remora_memory_region_delete(remora_memory_region* mr);
 
 /** The registered memory. */
-REMORA_API int remora_mr_memory(const remora_mr* mr, void** addr, size_t* len);
+REMORA_API int remora_memory_region_data(const remora_memory_region* mr, void** addr, size_t* len);
 
 /**
  * The descriptor a peer needs for [offset, offset + len) (len 0: to the end), granting only
  * the region's remote usages. REMORA_E_OUT_OF_RANGE when the range is not inside.
  */
-REMORA_API int remora_mr_describe(const remora_mr* mr, size_t offset, size_t len,
-                                  remora_remote** remote);
+REMORA_API int remora_memory_region_describe(const remora_memory_region* mr, size_t offset,
+                                             size_t len, remora_remote_region** remote);
 
 /** @} */
 
@@ -220,10 +226,10 @@ REMORA_API int remora_mr_describe(const remora_mr* mr, size_t offset, size_t len
 
 /** What a target states about a region's durability (remora::persistence). */
 enum remora_persistence {
-    REMORA_PERSIST_NONE = 0,
-    REMORA_PERSIST_PERSISTENT = 1u << 0, /**< durable storage */
-    REMORA_PERSIST_APM = 1u << 1,   /**< placed writes are durable (read-after-write persists) */
-    REMORA_PERSIST_GPSPM = 1u << 2, /**< the target's service persists on request */
+    REMORA_PERSISTENCE_NONE = 0,
+    REMORA_PERSISTENCE_PERSISTENT = 1u << 0, /**< durable storage */
+    REMORA_PERSISTENCE_APM = 1u << 1, /**< placed writes are durable (read-after-write persists) */
+    REMORA_PERSISTENCE_GPSPM = 1u << 2, /**< the target's service persists on request */
 };
 
 /**
@@ -231,21 +237,23 @@ enum remora_persistence {
  * addressing, usage or persistence bits, reserved bytes, zero length or overflow give
  * REMORA_E_MALFORMED_DESCRIPTOR with a message saying which.
  */
-REMORA_API int remora_remote_from_bytes(const void* bytes, size_t len, remora_remote** remote);
+REMORA_API int remora_remote_region_parse(const void* bytes, size_t len,
+                                          remora_remote_region** remote);
 
 /** Writes the REMORA_DESCRIPTOR_SIZE bytes to send; REMORA_E_TOO_LARGE when len is smaller. */
-REMORA_API int remora_remote_to_bytes(const remora_remote* remote, void* buf, size_t len);
+REMORA_API int remora_remote_region_serialize(const remora_remote_region* remote, void* buf,
+                                              size_t len);
 
 /** A sub-range [offset, offset + len): REMORA_E_OUT_OF_RANGE outside, INVALID when empty. */
-REMORA_API int remora_remote_slice(const remora_remote* remote, uint64_t offset, uint64_t len,
-                                   remora_remote** slice);
+REMORA_API int remora_remote_region_slice(const remora_remote_region* remote, uint64_t offset,
+                                          uint64_t len, remora_remote_region** slice);
 
 /** Length in bytes, usage bits (enum remora_usage) and persistence bits of a descriptor. */
-REMORA_API int remora_remote_info(const remora_remote* remote, uint64_t* len, unsigned* usage,
-                                  unsigned* persistence);
+REMORA_API int remora_remote_region_info(const remora_remote_region* remote, uint64_t* len,
+                                         unsigned* usage, unsigned* persistence);
 
 /** Frees a descriptor. NULL: nothing. */
-REMORA_API void remora_remote_delete(remora_remote* remote);
+REMORA_API void remora_remote_region_delete(remora_remote_region* remote);
 
 /** @} */
 
@@ -257,42 +265,44 @@ struct remora_channel_event; /* remora_cq.h */
 /** @name Connections (remora/connection.hpp, listener.hpp) */
 /** @{ */
 
-struct remora_persist_cfg; /* remora_persist.h */
+struct remora_persistence_config; /* remora_persist.h */
 
 /** Connection configuration (remora::connection_config). 0 / NULL fields take the defaults. */
-struct remora_conn_cfg {
-    size_t size;                    /**< sizeof(struct remora_conn_cfg) */
-    uint32_t sq_size;               /**< send-queue depth; 0: 64 */
-    uint32_t rq_size;               /**< receive-queue depth; 0: 64 */
-    uint32_t cq_size;               /**< 0: sq_size (+ rq_size without an RCQ) */
-    bool rcq;                       /**< receives complete on a separate receive CQ */
-    uint32_t rcq_size;              /**< 0: rq_size */
-    bool channel_shared;            /**< CQ and RCQ share one channel: remora_conn_wait */
-    remora_channel* shared_channel; /**< with channel_shared: this channel (else its own) */
-    uint32_t max_sge;               /**< 0: 1 */
-    uint32_t connect_timeout_ms;    /**< 0: 5000 */
-    bool progress_thread;           /**< the domain's progress thread drives this connection */
-    uint64_t tag;                   /**< reported in completions and channel events */
-    remora_shared_cq* shared_cq;    /**< complete on this shared CQ instead of one's own */
-    remora_shared_cq* shared_rcq;   /**< receives on this shared CQ (implies rcq) */
-    uint32_t signal_every;          /**< selective signalling; 0: 1 (every operation) */
+struct remora_connection_config {
+    size_t size;         /**< sizeof(struct remora_connection_config) */
+    uint32_t sq_size;    /**< send-queue depth; 0: 64 */
+    uint32_t rq_size;    /**< receive-queue depth; 0: 64 */
+    uint32_t cq_size;    /**< 0: sq_size (+ rq_size without an RCQ) */
+    bool rcq;            /**< receives complete on a separate receive CQ */
+    uint32_t rcq_size;   /**< 0: rq_size */
+    bool channel_shared; /**< CQ and RCQ share one channel: remora_connection_wait */
+    remora_completion_channel*
+        shared_channel;          /**< with channel_shared: this channel (else its own) */
+    uint32_t max_sge;            /**< 0: 1 */
+    uint32_t connect_timeout_ms; /**< 0: 5000 */
+    bool progress_thread;        /**< the domain's progress thread drives this connection */
+    uint64_t tag;                /**< reported in completions and channel events */
+    remora_shared_completion_queue*
+        shared_cq; /**< complete on this shared CQ instead of one's own */
+    remora_shared_completion_queue* shared_rcq; /**< receives on this shared CQ (implies rcq) */
+    uint32_t signal_every;                      /**< selective signalling; 0: 1 (every operation) */
     /** A budget shared with other connections: every operation also takes {sq 1, cq 1} (a
      *  receive {recv 1, cq 1}) from this pool at post and gives them back when its completion
      *  is read. Exhaustion follows the pool's policy: REMORA_E_WOULD_BLOCK under back-pressure
-     *  (or a parked post, see remora_op_opts), REMORA_E_BAD_STATE under forbid. Refused with
+     *  (or a parked post, see remora_op_options), REMORA_E_BAD_STATE under forbid. Refused with
      *  signal_every > 1. The connection holds the pool: delete the handle whenever. */
     remora_slot_pool* slots;
     /** Bounce buffers for remora_write_copy and remora_send_copy (remora_pools.h; may be
      *  shared). The connection holds the pool: delete the handle whenever. */
     remora_buffer_pool* bounce;
-    /** Take incoming messages from this shared receive queue (remora_srq_new) instead of
-     *  receives of the connection's own: remora_recv is refused (REMORA_E_BAD_STATE). With rcq,
-     *  they complete on the connection's own receive CQ, else on the queue's. Refused
+    /** Take incoming messages from this shared receive queue (remora_shared_receive_queue_create)
+     * instead of receives of the connection's own: remora_recv is refused (REMORA_E_BAD_STATE).
+     * With rcq, they complete on the connection's own receive CQ, else on the queue's. Refused
      *  (REMORA_E_INVALID) with a service depth (persist), channel_shared or progress_thread. */
-    remora_srq* srq;
+    remora_shared_receive_queue* srq;
     /** The persistence layer's setup (remora_persist.h: GPSPM flushes, service atomics);
      *  NULL: none. Read during the call that takes this configuration. */
-    const struct remora_persist_cfg* persist;
+    const struct remora_persistence_config* persist;
 };
 
 /** Connection events (remora::conn_event). */
@@ -309,8 +319,8 @@ enum remora_conn_event {
  * Listens on host:port (port 0 picks a free one: remora_listener_port()).
  * Threading: one thread at a time gets requests; requests may be answered on any thread.
  */
-REMORA_API int remora_listener_new(remora_domain* dom, const char* host, uint16_t port,
-                                   remora_listener** lst);
+REMORA_API int remora_listener_create(remora_domain* dom, const char* host, uint16_t port,
+                                      remora_listener** lst);
 /** Stops listening and frees. NULL: nothing. */
 REMORA_API void remora_listener_delete(remora_listener* lst);
 /** The bound port. */
@@ -319,10 +329,10 @@ REMORA_API int remora_listener_port(const remora_listener* lst, uint16_t* port);
 REMORA_API int remora_listener_fd(const remora_listener* lst, int* fd);
 /** The next connection request, or REMORA_E_TIMED_OUT. */
 REMORA_API int remora_listener_get_request(remora_listener* lst, int timeout_ms,
-                                           remora_request** req);
+                                           remora_connection_request** req);
 /** The private data the client sent with its request (valid while the request lives). */
-REMORA_API int remora_request_private_data(const remora_request* req, const void** data,
-                                           size_t* len);
+REMORA_API int remora_connection_request_private_data(const remora_connection_request* req,
+                                                      const void** data, size_t* len);
 /**
  * Accepts with `pdata` (at most caps.cm_data_size bytes) and waits until the connection is
  * established. Oversize private data is REMORA_E_TOO_LARGE and leaves the request answerable,
@@ -330,12 +340,15 @@ REMORA_API int remora_request_private_data(const remora_request* req, const void
  * the connection refuses rejects the request (the client sees REMORA_E_REJECTED). Free the
  * request afterwards either way.
  */
-REMORA_API int remora_request_accept(remora_request* req, const struct remora_conn_cfg* cfg,
-                                     const void* pdata, size_t pdata_len, remora_conn** conn);
+REMORA_API int remora_connection_request_accept(remora_connection_request* req,
+                                                const struct remora_connection_config* cfg,
+                                                const void* pdata, size_t pdata_len,
+                                                remora_connection** conn);
 /** Rejects with private data (at most caps.cm_data_size - 1 bytes). */
-REMORA_API int remora_request_reject(remora_request* req, const void* pdata, size_t pdata_len);
+REMORA_API int remora_connection_request_reject(remora_connection_request* req, const void* pdata,
+                                                size_t pdata_len);
 /** Frees a request; one neither accepted nor rejected is rejected. NULL: nothing. */
-REMORA_API void remora_request_delete(remora_request* req);
+REMORA_API void remora_connection_request_delete(remora_connection_request* req);
 
 /**
  * Connects to host:port with private data (at most caps.cm_data_size bytes, else
@@ -344,8 +357,8 @@ REMORA_API void remora_request_delete(remora_request* req);
  * connect_timeout_ms.
  */
 REMORA_API int remora_connect(remora_domain* dom, const char* host, uint16_t port,
-                              const struct remora_conn_cfg* cfg, const void* pdata,
-                              size_t pdata_len, remora_conn** conn);
+                              const struct remora_connection_config* cfg, const void* pdata,
+                              size_t pdata_len, remora_connection** conn);
 
 /**
  * The private data the peer sent with the failure of the last call that failed on this thread
@@ -353,37 +366,39 @@ REMORA_API int remora_connect(remora_domain* dom, const char* host, uint16_t por
  */
 REMORA_API void remora_last_error_data(const void** data, size_t* len);
 
-/** Opens an RDM endpoint (domain opened with REMORA_EP_RDM) with no peer yet. */
-REMORA_API int remora_peer_open(remora_domain* dom, const struct remora_conn_cfg* cfg,
-                                remora_conn** conn);
+/** Opens an RDM endpoint (domain opened with REMORA_ENDPOINT_RDM) with no peer yet. */
+REMORA_API int remora_open_peer(remora_domain* dom, const struct remora_connection_config* cfg,
+                                remora_connection** conn);
 /** This RDM endpoint's address, to give to the peer (valid while the connection lives). */
-REMORA_API int remora_peer_address(const remora_conn* conn, const void** addr, size_t* len);
+REMORA_API int remora_connection_local_address(const remora_connection* conn, const void** addr,
+                                               size_t* len);
 /** Makes the peer's address the destination of every operation (REMORA_E_INVALID for junk). */
-REMORA_API int remora_peer_attach(remora_conn* conn, const void* addr, size_t len);
+REMORA_API int remora_connection_attach(remora_connection* conn, const void* addr, size_t len);
 
 /** Disconnects; outstanding operations complete with errors. Idempotent. */
-REMORA_API int remora_conn_close(remora_conn* conn);
+REMORA_API int remora_connection_close(remora_connection* conn);
 /** Closes (if open) and frees. NULL: nothing. */
-REMORA_API void remora_conn_delete(remora_conn* conn);
+REMORA_API void remora_connection_delete(remora_connection* conn);
 /** The private data the peer sent when connecting or accepting (valid while conn lives). */
-REMORA_API int remora_conn_peer_private_data(const remora_conn* conn, const void** data,
-                                             size_t* len);
+REMORA_API int remora_connection_peer_private_data(const remora_connection* conn, const void** data,
+                                                   size_t* len);
 /** The connection's CQ (borrowed: lives as long as the connection). */
-REMORA_API int remora_conn_cq(remora_conn* conn, remora_cq** cq);
+REMORA_API int remora_connection_cq(remora_connection* conn, remora_completion_queue** cq);
 /** Its receive CQ; *rcq is NULL when it has none (rcq false). */
-REMORA_API int remora_conn_rcq(remora_conn* conn, remora_cq** rcq);
+REMORA_API int remora_connection_rcq(remora_connection* conn, remora_completion_queue** rcq);
 /**
  * With channel_shared: blocks until the CQ or RCQ fires and says which (with a channel shared
  * by several connections, possibly another connection's: dispatch by ev->tag).
  * REMORA_E_BAD_STATE for separate channels.
  */
-REMORA_API int remora_conn_wait(remora_conn* conn, int timeout_ms, struct remora_channel_event* ev);
+REMORA_API int remora_connection_wait(remora_connection* conn, int timeout_ms,
+                                      struct remora_channel_event* ev);
 /** Next connection event (enum remora_conn_event) or REMORA_E_TIMED_OUT. */
-REMORA_API int remora_conn_next_event(remora_conn* conn, int timeout_ms, int* event);
+REMORA_API int remora_connection_next_event(remora_connection* conn, int timeout_ms, int* event);
 /** An fd readable while a connection event is pending. */
-REMORA_API int remora_conn_event_fd(const remora_conn* conn, int* fd);
+REMORA_API int remora_connection_event_fd(const remora_connection* conn, int* fd);
 /** Operations posted and not yet reaped. */
-REMORA_API int remora_conn_in_flight(const remora_conn* conn, size_t* n);
+REMORA_API int remora_connection_in_flight(const remora_connection* conn, size_t* n);
 
 /** @} */
 
@@ -403,33 +418,35 @@ enum remora_op_flags {
  * unknown flags. Each completes later on the connection's CQ (receives on the RCQ if it has one)
  * with `context`. Memory must stay registered until the operation completes.
  */
-REMORA_API int remora_write(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                            const remora_mr* src, size_t src_offset, size_t len, unsigned flags,
-                            void* context);
+REMORA_API int remora_write(remora_connection* conn, const remora_remote_region* dst,
+                            uint64_t dst_offset, const remora_memory_region* src, size_t src_offset,
+                            size_t len, unsigned flags, void* context);
 /**
  * A write whose arrival the peer sees as REMORA_OP_REMOTE_WRITE carrying `imm` (on its RCQ if
  * it has one); `imm` must fit caps.cq_data_size bytes.
  */
-REMORA_API int remora_write_imm(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                const remora_mr* src, size_t src_offset, size_t len, uint64_t imm,
-                                unsigned flags, void* context);
+REMORA_API int remora_write_with_imm(remora_connection* conn, const remora_remote_region* dst,
+                                     uint64_t dst_offset, const remora_memory_region* src,
+                                     size_t src_offset, size_t len, uint64_t imm, unsigned flags,
+                                     void* context);
 /** Reads [src_offset, +len) of the peer's region into [dst_offset, +len) of dst. */
-REMORA_API int remora_read(remora_conn* conn, const remora_mr* dst, size_t dst_offset,
-                           const remora_remote* src, uint64_t src_offset, size_t len,
-                           unsigned flags, void* context);
+REMORA_API int remora_read(remora_connection* conn, const remora_memory_region* dst,
+                           size_t dst_offset, const remora_remote_region* src, uint64_t src_offset,
+                           size_t len, unsigned flags, void* context);
 /** Sends [offset, offset + len) of src. */
-REMORA_API int remora_send(remora_conn* conn, const remora_mr* src, size_t offset, size_t len,
-                           unsigned flags, void* context);
+REMORA_API int remora_send(remora_connection* conn, const remora_memory_region* src, size_t offset,
+                           size_t len, unsigned flags, void* context);
 /** Sends with immediate data (the peer's receive completes with has_imm). */
-REMORA_API int remora_send_imm(remora_conn* conn, const remora_mr* src, size_t offset, size_t len,
-                               uint64_t imm, unsigned flags, void* context);
+REMORA_API int remora_send_with_imm(remora_connection* conn, const remora_memory_region* src,
+                                    size_t offset, size_t len, uint64_t imm, unsigned flags,
+                                    void* context);
 /** Posts a receive into [offset, offset + len) of dst. */
-REMORA_API int remora_recv(remora_conn* conn, const remora_mr* dst, size_t offset, size_t len,
-                           unsigned flags, void* context);
+REMORA_API int remora_recv(remora_connection* conn, const remora_memory_region* dst, size_t offset,
+                           size_t len, unsigned flags, void* context);
 
 /** @} */
 
-/** Timeout value that waits without a deadline (remora_op_opts, remora_slot_pool_acquire). */
+/** Timeout value that waits without a deadline (remora_op_options, remora_slot_pool_acquire). */
 #define REMORA_NO_DEADLINE 0x7fffffff
 
 /** @name Operations with options: parked posts, callbacks (remora/connection.hpp op_options) */
@@ -442,24 +459,24 @@ enum remora_park_mode {
 };
 
 /**
- * A completion delivered to a function instead of remora_cq_poll: runs exactly once, on the
- * thread that reads the CQ (or the library's thread of a queued post), after the CQ's lock is
- * released; must not block. c->context is the operation's context. The library allocates a
- * small record per such operation, freed when the callback runs (a connection destroyed while
- * such operations are unreaped drops their callbacks and loses the records).
+ * A completion delivered to a function instead of remora_completion_queue_poll: runs exactly once,
+ * on the thread that reads the CQ (or the library's thread of a queued post), after the CQ's lock
+ * is released; must not block. c->context is the operation's context. The library allocates a small
+ * record per such operation, freed when the callback runs (a connection destroyed while such
+ * operations are unreaped drops their callbacks and loses the records).
  */
 typedef void (*remora_completion_cb)(const struct remora_completion* c);
 
 /** Options of the `_ex` operations, remora_gather_write and the copies. NULL: all defaults. */
-struct remora_op_opts {
-    size_t size;    /**< sizeof(struct remora_op_opts) */
+struct remora_op_options {
+    size_t size;    /**< sizeof(struct remora_op_options) */
     unsigned flags; /**< enum remora_op_flags */
     void* context;  /**< returned in the completion */
     /**
      * 0: no parking (a full queue or pool is REMORA_E_WOULD_BLOCK at once). Else the post waits
      * up to this many ms (REMORA_NO_DEADLINE: without a deadline) for its queue entries and
-     * units of remora_conn_cfg.slots, in FIFO order, then posts; or ends having taken nothing with
-     * REMORA_E_TIMED_OUT, REMORA_E_CANCELED (remora_conn_cancel_parked) or
+     * units of remora_connection_config.slots, in FIFO order, then posts; or ends having taken
+     * nothing with REMORA_E_TIMED_OUT, REMORA_E_CANCELED (remora_connection_cancel_parked) or
      * REMORA_E_DISCONNECTED (closed). Somebody else must read the CQ meanwhile.
      */
     int park_ms;
@@ -470,25 +487,26 @@ struct remora_op_opts {
 };
 
 /** remora_write with options. */
-REMORA_API int remora_write_ex(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                               const remora_mr* src, size_t src_offset, size_t len,
-                               const struct remora_op_opts* opts);
+REMORA_API int remora_write_ex(remora_connection* conn, const remora_remote_region* dst,
+                               uint64_t dst_offset, const remora_memory_region* src,
+                               size_t src_offset, size_t len, const struct remora_op_options* opts);
 /** remora_read with options. */
-REMORA_API int remora_read_ex(remora_conn* conn, const remora_mr* dst, size_t dst_offset,
-                              const remora_remote* src, uint64_t src_offset, size_t len,
-                              const struct remora_op_opts* opts);
+REMORA_API int remora_read_ex(remora_connection* conn, const remora_memory_region* dst,
+                              size_t dst_offset, const remora_remote_region* src,
+                              uint64_t src_offset, size_t len,
+                              const struct remora_op_options* opts);
 /** remora_send with options. */
-REMORA_API int remora_send_ex(remora_conn* conn, const remora_mr* src, size_t offset, size_t len,
-                              const struct remora_op_opts* opts);
+REMORA_API int remora_send_ex(remora_connection* conn, const remora_memory_region* src,
+                              size_t offset, size_t len, const struct remora_op_options* opts);
 /** remora_recv with options. */
-REMORA_API int remora_recv_ex(remora_conn* conn, const remora_mr* dst, size_t offset, size_t len,
-                              const struct remora_op_opts* opts);
+REMORA_API int remora_recv_ex(remora_connection* conn, const remora_memory_region* dst,
+                              size_t offset, size_t len, const struct remora_op_options* opts);
 
 /** A piece of a peer's memory: [offset, offset + len) of `remote` (remora::remote_segment). */
-struct remora_segment {
-    const remora_remote* remote;
-    uint64_t offset;
-    size_t len;
+struct remora_remote_segment {
+    const remora_remote_region* region; /**< the peer's region */
+    uint64_t offset;                    /**< where the piece starts in it */
+    size_t length;                      /**< bytes of the piece */
 };
 /** Parts one multi-key operation may have (remora::connection::max_gather_parts). */
 #define REMORA_MAX_GATHER_PARTS 64
@@ -497,14 +515,14 @@ struct remora_segment {
  * carries dst[i].len bytes). Every segment is checked before anything is posted
  * (REMORA_E_OUT_OF_RANGE, ACCESS_DENIED; INVALID for n 0, a NULL remote or an empty segment;
  * TOO_LARGE past REMORA_MAX_GATHER_PARTS or the send-queue depth); the n entries (and units
- * of remora_conn_cfg.slots) are taken all at once or not at all. Completes once, as
+ * of remora_connection_config.slots) are taken all at once or not at all. Completes once, as
  * REMORA_OP_WRITE with len the total; a failure reports the first failing part's status and
  * index (failed_part).
  * REMORA_F_AT_POST is refused.
  */
-REMORA_API int remora_gather_write(remora_conn* conn, const struct remora_segment* dst, size_t n,
-                                   const remora_mr* src, size_t src_offset,
-                                   const struct remora_op_opts* opts);
+REMORA_API int remora_gather_write(remora_connection* conn, const struct remora_remote_segment* dst,
+                                   size_t n, const remora_memory_region* src, size_t src_offset,
+                                   const struct remora_op_options* opts);
 /** @} */
 
 /** @name Asynchronous setup (connection.hpp connect_async, listener.hpp accept_async) */
@@ -513,24 +531,26 @@ REMORA_API int remora_gather_write(remora_conn* conn, const struct remora_segmen
 /**
  * Sends the connection request like remora_connect and returns at once (its argument errors
  * too; sockets refuses a port nobody listens on here, REMORA_E_CONNECTION_REFUSED). The outcome
- * is reported once as a connection event (remora_conn_next_event, remora_conn_event_fd):
- * REMORA_CONN_ESTABLISHED, or REMORA_CONN_REJECTED / REFUSED / UNREACHABLE / LOST / CLOSED with
- * its error in remora_conn_setup_status(). tcp progresses the setup only while the connection
- * is looked at (next_event, a channel wait). Receives may be posted meanwhile; every other
- * operation is REMORA_E_BAD_STATE until established.
+ * is reported once as a connection event (remora_connection_next_event,
+ * remora_connection_event_fd): REMORA_CONN_ESTABLISHED, or REMORA_CONN_REJECTED / REFUSED /
+ * UNREACHABLE / LOST / CLOSED with its error in remora_connection_setup_status(). tcp progresses
+ * the setup only while the connection is looked at (next_event, a channel wait). Receives may be
+ * posted meanwhile; every other operation is REMORA_E_BAD_STATE until established.
  */
 REMORA_API int remora_connect_async(remora_domain* dom, const char* host, uint16_t port,
-                                    const struct remora_conn_cfg* cfg, const void* pdata,
-                                    size_t pdata_len, remora_conn** conn);
+                                    const struct remora_connection_config* cfg, const void* pdata,
+                                    size_t pdata_len, remora_connection** conn);
 /** Accepts and returns at once; the outcome is a connection event as for remora_connect_async. */
-REMORA_API int remora_request_accept_async(remora_request* req, const struct remora_conn_cfg* cfg,
-                                           const void* pdata, size_t pdata_len, remora_conn** conn);
+REMORA_API int remora_connection_request_accept_async(remora_connection_request* req,
+                                                      const struct remora_connection_config* cfg,
+                                                      const void* pdata, size_t pdata_len,
+                                                      remora_connection** conn);
 /**
  * 0 once established (and for a connection set up synchronously), REMORA_E_WOULD_BLOCK while
  * the setup is under way, else the setup's error (REMORA_E_REJECTED with the peer's data in
  * remora_last_error_data(), CONNECTION_REFUSED, TIMED_OUT, CANCELED after a close).
  */
-REMORA_API int remora_conn_setup_status(const remora_conn* conn);
+REMORA_API int remora_connection_setup_status(const remora_connection* conn);
 
 /** @} */
 
@@ -538,31 +558,34 @@ REMORA_API int remora_conn_setup_status(const remora_conn* conn);
 /** @{ */
 
 /** Shared receive queue configuration (remora::shared_receive_queue_config). */
-struct remora_srq_cfg {
-    size_t size;    /**< sizeof(struct remora_srq_cfg) */
+struct remora_shared_receive_queue_config {
+    size_t size;    /**< sizeof(struct remora_shared_receive_queue_config) */
     uint32_t depth; /**< receives posted at once; 0: 64 (clamped to the provider's) */
     uint64_t tag;   /**< the tag of its receives' completions */
 };
 /**
- * One receive queue for many connections (remora_conn_cfg.srq). REMORA_E_NOT_SUPPORTED where
- * the provider has none (every RDM domain; tcp and sockets msg domains have one).
- * Threading: remora_srq_recv may run on several threads; its CQ has one reader at a time.
+ * One receive queue for many connections (remora_connection_config.srq). REMORA_E_NOT_SUPPORTED
+ * where the provider has none (every RDM domain; tcp and sockets msg domains have one). Threading:
+ * remora_shared_receive_queue_recv may run on several threads; its CQ has one reader at a time.
  */
-REMORA_API int remora_srq_new(remora_domain* dom, const struct remora_srq_cfg* cfg,
-                              remora_srq** srq);
+REMORA_API int remora_shared_receive_queue_create(
+    remora_domain* dom, const struct remora_shared_receive_queue_config* cfg,
+    remora_shared_receive_queue** srq);
 /** Frees this handle (connections using the queue keep it). NULL: nothing. */
-REMORA_API void remora_srq_delete(remora_srq* srq);
+REMORA_API void remora_shared_receive_queue_delete(remora_shared_receive_queue* srq);
 /**
- * Posts a receive into [offset, offset + len) of dst (REMORA_USAGE_RECV): checked like
+ * Posts a receive into [offset, offset + len) of dst (REMORA_USAGE_RECEIVE): checked like
  * remora_recv; REMORA_E_WOULD_BLOCK when `depth` receives are posted.
  */
-REMORA_API int remora_srq_recv(remora_srq* srq, const remora_mr* dst, size_t offset, size_t len,
-                               unsigned flags, void* context);
+REMORA_API int remora_shared_receive_queue_recv(remora_shared_receive_queue* srq,
+                                                const remora_memory_region* dst, size_t offset,
+                                                size_t len, unsigned flags, void* context);
 /** The queue's CQ (borrowed: lives as long as the handle), where its receives complete. */
-REMORA_API int remora_srq_cq(const remora_srq* srq, remora_cq** cq);
+REMORA_API int remora_shared_receive_queue_cq(const remora_shared_receive_queue* srq,
+                                              remora_completion_queue** cq);
 /** Effective depth, receives posted and not reaped, connections attached (each may be NULL). */
-REMORA_API int remora_srq_info(const remora_srq* srq, size_t* depth, size_t* posted,
-                               size_t* connections);
+REMORA_API int remora_shared_receive_queue_info(const remora_shared_receive_queue* srq,
+                                                size_t* depth, size_t* posted, size_t* connections);
 
 /** @} */
 
@@ -571,9 +594,9 @@ REMORA_API int remora_srq_info(const remora_srq* srq, size_t* depth, size_t* pos
 
 /** Ends every parked post of conn with REMORA_E_CANCELED; *n how many (may be NULL). A post
  * whose try is under way is waited for and counted only if it parks again. */
-REMORA_API int remora_conn_cancel_parked(remora_conn* conn, size_t* n);
+REMORA_API int remora_connection_cancel_parked(remora_connection* conn, size_t* n);
 /** Posts of conn parked now. */
-REMORA_API int remora_conn_parked(const remora_conn* conn, size_t* n);
+REMORA_API int remora_connection_parked(const remora_connection* conn, size_t* n);
 
 /** @} */
 

@@ -21,8 +21,8 @@ extern "C" {
 /** @{ */
 
 /** Persistent region configuration (remora::persistent_region_config). */
-struct remora_pregion_cfg {
-    size_t size;      /**< sizeof(struct remora_pregion_cfg) */
+struct remora_persistent_region_config {
+    size_t size;      /**< sizeof(struct remora_persistent_region_config) */
     const char* path; /**< backing file; NULL or "": anonymous, volatile memory */
     size_t len;       /**< bytes; 0 with a path: the file's size */
     bool create;      /**< create a missing file or extend a short one */
@@ -32,42 +32,49 @@ struct remora_pregion_cfg {
 };
 
 /** Opens a persistent (file-backed) or volatile region, registered on `dom`. */
-REMORA_API int remora_pregion_open(remora_domain* dom, const struct remora_pregion_cfg* cfg,
-                                   remora_pregion** region);
+REMORA_API int remora_persistent_region_open(remora_domain* dom,
+                                             const struct remora_persistent_region_config* cfg,
+                                             remora_persistent_region** region);
 /** Unmaps, deregisters and frees. NULL: nothing. */
-REMORA_API void remora_pregion_delete(remora_pregion* region);
+REMORA_API void remora_persistent_region_delete(remora_persistent_region* region);
 /** Its registered memory region (borrowed: lives as long as the persistent region). */
-REMORA_API int remora_pregion_mr(const remora_pregion* region, const remora_mr** mr);
+REMORA_API int remora_persistent_region_region(const remora_persistent_region* region,
+                                               const remora_memory_region** mr);
 /** Makes [offset, offset + len) durable (msync); NOT_SUPPORTED for a volatile region. */
-REMORA_API int remora_pregion_persist(const remora_pregion* region, uint64_t offset, uint64_t len);
+REMORA_API int remora_persistent_region_persist(const remora_persistent_region* region,
+                                                uint64_t offset, uint64_t len);
 /**
  * Sets `*revoked` once another process opened or truncated the region's file (its lease is
  * breaking): delete the region before the lease-break time runs out (persistent_region::revoked).
  */
-REMORA_API int remora_pregion_revoked(const remora_pregion* region, bool* revoked);
+REMORA_API int remora_persistent_region_revoked(const remora_persistent_region* region,
+                                                bool* revoked);
 /** The descriptor of [offset, offset + len) (len 0: to the end), stating persistence. */
-REMORA_API int remora_pregion_describe(const remora_pregion* region, size_t offset, size_t len,
-                                       remora_remote** remote);
+REMORA_API int remora_persistent_region_describe(const remora_persistent_region* region,
+                                                 size_t offset, size_t len,
+                                                 remora_remote_region** remote);
 
 /** Creates a target service (answers GPSPM flushes and service atomics). */
-REMORA_API int remora_service_new(remora_service** svc);
+REMORA_API int remora_target_service_create(remora_target_service** svc);
 /** Frees the service (after the connections it serves). NULL: nothing. */
-REMORA_API void remora_service_delete(remora_service* svc);
+REMORA_API void remora_target_service_delete(remora_target_service* svc);
 /**
  * Exposes a region to the service's peers and returns its descriptor: a persistent region's
- * states REMORA_PERSIST_GPSPM. Exactly one of `mr` and `region` must be given.
+ * states REMORA_PERSISTENCE_GPSPM. Exactly one of `mr` and `region` must be given.
  */
-REMORA_API int remora_service_expose(remora_service* svc, const remora_mr* mr,
-                                     const remora_pregion* region, remora_remote** remote);
+REMORA_API int remora_target_service_expose(remora_target_service* svc,
+                                            const remora_memory_region* mr,
+                                            const remora_persistent_region* region,
+                                            remora_remote_region** remote);
 /**
  * Answers `conn`'s service messages from now on. REMORA_E_INVALID when the connection has no
- * service depth (remora_persist_cfg), REMORA_E_BAD_STATE when it already serves or calls a
+ * service depth (remora_persistence_config), REMORA_E_BAD_STATE when it already serves or calls a
  * service.
  */
-REMORA_API int remora_service_serve(remora_service* svc, remora_conn* conn);
+REMORA_API int remora_target_service_serve(remora_target_service* svc, remora_connection* conn);
 /** Requests answered so far, and how many of them were refused. */
-REMORA_API int remora_service_stats(const remora_service* svc, uint64_t* requests,
-                                    uint64_t* refused);
+REMORA_API int remora_target_service_stats(const remora_target_service* svc, uint64_t* requests,
+                                           uint64_t* refused);
 
 /** @} */
 
@@ -76,10 +83,10 @@ REMORA_API int remora_service_stats(const remora_service* svc, uint64_t* request
 
 /**
  * The persistence layer's part of a connection's setup (remora::persistence_config), given
- * through remora_conn_cfg.persist. 0 fields take the defaults.
+ * through remora_connection_config.persist. 0 fields take the defaults.
  */
-struct remora_persist_cfg {
-    size_t size; /**< sizeof(struct remora_persist_cfg) */
+struct remora_persistence_config {
+    size_t size; /**< sizeof(struct remora_persistence_config) */
     /** Target-service requests in flight (GPSPM flushes, service atomics); set on both sides,
      *  the target's at least the client's. Such a connection carries only the service's
      *  messages: remora_send and remora_recv are refused (REMORA_E_BAD_STATE). 0: none. */
@@ -91,20 +98,23 @@ struct remora_persist_cfg {
 };
 
 /**
- * Atomics on an 8-byte aligned word (REMORA_USAGE_ATOMIC; remora/persistence.hpp): native, or
- * through the target service with a service depth, else REMORA_E_NOT_SUPPORTED. compare_swap and
+ * Atomics on an 8-byte aligned word (REMORA_USAGE_ATOMIC_TARGET; remora/persistence.hpp): native,
+ * or through the target service with a service depth, else REMORA_E_NOT_SUPPORTED. compare_swap and
  * fetch_add write the word's previous value into 8 bytes of `result` at result_offset
- * (REMORA_USAGE_READ_DST).
+ * (REMORA_USAGE_READ_DESTINATION).
  */
-REMORA_API int remora_atomic_write(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                   uint64_t value, unsigned flags, void* context);
+REMORA_API int remora_atomic_write(remora_connection* conn, const remora_remote_region* dst,
+                                   uint64_t dst_offset, uint64_t value, unsigned flags,
+                                   void* context);
 /** Compare-and-swap: the word becomes `desired` if it was `expected`. */
-REMORA_API int remora_compare_swap(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                   uint64_t expected, uint64_t desired, const remora_mr* result,
-                                   size_t result_offset, unsigned flags, void* context);
+REMORA_API int remora_compare_swap(remora_connection* conn, const remora_remote_region* dst,
+                                   uint64_t dst_offset, uint64_t expected, uint64_t desired,
+                                   const remora_memory_region* result, size_t result_offset,
+                                   unsigned flags, void* context);
 /** Fetch-and-add. */
-REMORA_API int remora_fetch_add(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                uint64_t addend, const remora_mr* result, size_t result_offset,
+REMORA_API int remora_fetch_add(remora_connection* conn, const remora_remote_region* dst,
+                                uint64_t dst_offset, uint64_t addend,
+                                const remora_memory_region* result, size_t result_offset,
                                 unsigned flags, void* context);
 
 /** What a flush guarantees (remora::flush_type). */
@@ -115,21 +125,23 @@ enum remora_flush_type {
 };
 /** How a flush reaches its guarantee (remora::flush_method). */
 enum remora_flush_method {
-    REMORA_FLUSH_AUTO = 0,             /**< the cheapest the descriptor offers */
+    REMORA_FLUSH_AUTOMATIC = 0,        /**< the cheapest the descriptor offers */
     REMORA_FLUSH_READ_AFTER_WRITE = 1, /**< an 8-byte read after the writes */
     REMORA_FLUSH_GPSPM = 2,            /**< a request the target's service answers */
 };
 /**
  * Completes (REMORA_OP_FLUSH) once the connection's earlier writes to [offset, offset + len)
- * are visible or durable. The descriptor must grant REMORA_USAGE_FLUSH; persistence needs a
+ * are visible or durable. The descriptor must grant REMORA_USAGE_FLUSH_TARGET; persistence needs a
  * persistent region (REMORA_E_NOT_SUPPORTED names what is missing). GPSPM needs a service depth;
  * its reply completes on the RCQ when there is one.
  */
-REMORA_API int remora_flush(remora_conn* conn, const remora_remote* dst, uint64_t offset,
-                            uint64_t len, int type, int method, unsigned flags, void* context);
+REMORA_API int remora_flush(remora_connection* conn, const remora_remote_region* dst,
+                            uint64_t offset, uint64_t len, int type, int method, unsigned flags,
+                            void* context);
 /** The method remora_flush would use (enum remora_flush_method), or why none can. */
-REMORA_API int remora_flush_method_for(const remora_conn* conn, const remora_remote* dst, int type,
-                                       int method, int* chosen);
+REMORA_API int remora_flush_method_for(const remora_connection* conn,
+                                       const remora_remote_region* dst, int type, int method,
+                                       int* chosen);
 
 /** @} */
 

@@ -31,13 +31,15 @@ struct remora_units {
 
 /** What a pool does when a demand does not fit now (remora::exhaustion). */
 enum remora_exhaustion {
-    REMORA_BACKPRESSURE = 0, /**< REMORA_E_WOULD_BLOCK, or park (remora_slot_pool_acquire) */
-    REMORA_FORBID = 1, /**< sized so it cannot happen: REMORA_E_BAD_STATE names the sizing bug */
+    REMORA_EXHAUSTION_BACKPRESSURE =
+        0, /**< REMORA_E_WOULD_BLOCK, or park (remora_slot_pool_acquire) */
+    REMORA_EXHAUSTION_FORBID =
+        1, /**< sized so it cannot happen: REMORA_E_BAD_STATE names the sizing bug */
 };
 
 /** Slot pool configuration (remora::slot_pool_config). */
-struct remora_slot_pool_cfg {
-    size_t size;                  /**< sizeof(struct remora_slot_pool_cfg) */
+struct remora_slot_pool_config {
+    size_t size;                  /**< sizeof(struct remora_slot_pool_config) */
     struct remora_units capacity; /**< at least one unit */
     int policy;                   /**< enum remora_exhaustion; default back-pressure */
     size_t max_waiters;           /**< parked requests at most; 0: 1024 */
@@ -45,11 +47,11 @@ struct remora_slot_pool_cfg {
 
 /**
  * Creates a pool (REMORA_E_INVALID for an empty capacity or an unknown policy; cfg is
- * required). Give it to connections through remora_conn_cfg.slots, or take units from it
+ * required). Give it to connections through remora_connection_config.slots, or take units from it
  * yourself. Threading: every pool call may run concurrently; a lease is one thread's at a time.
  */
-REMORA_API int remora_slot_pool_new(const struct remora_slot_pool_cfg* cfg,
-                                    remora_slot_pool** pool);
+REMORA_API int remora_slot_pool_create(const struct remora_slot_pool_config* cfg,
+                                       remora_slot_pool** pool);
 /**
  * Frees this handle. The pool lives on while leases or connections hold it; parked requests
  * then still complete (cancel them first with remora_slot_pool_cancel_all). NULL: nothing.
@@ -61,14 +63,14 @@ REMORA_API void remora_slot_pool_delete(remora_slot_pool* pool);
  * REMORA_E_TOO_LARGE (more than the capacity), REMORA_E_INVALID (empty demand).
  */
 REMORA_API int remora_slot_pool_try_acquire(remora_slot_pool* pool, const struct remora_units* need,
-                                            remora_lease** lease);
+                                            remora_held_units** lease);
 /**
  * What a parked acquisition reports, exactly once: status 0 with the lease (the callee owns it:
- * remora_lease_release), or REMORA_E_TIMED_OUT / REMORA_E_CANCELED with lease NULL. Runs on the
+ * remora_held_units_delete), or REMORA_E_TIMED_OUT / REMORA_E_CANCELED with lease NULL. Runs on the
  * thread that gave units back, the pool's timer thread, or remora_slot_pool_cancel_all's; it
  * must not block, and may call into the pool.
  */
-typedef void (*remora_acquire_cb)(void* ctx, int status, remora_lease* lease);
+typedef void (*remora_acquire_cb)(void* ctx, int status, remora_held_units* lease);
 /**
  * Back-pressure: like try_acquire, but a demand that does not fit now parks in FIFO order until
  * units come back, for up to timeout_ms (REMORA_NO_DEADLINE: no deadline). On success `done`
@@ -86,12 +88,12 @@ REMORA_API int remora_slot_pool_cancel_all(remora_slot_pool* pool, size_t* n);
 REMORA_API int remora_slot_pool_available(const remora_slot_pool* pool, struct remora_units* free,
                                           size_t* waiting);
 /** The units a lease holds. */
-REMORA_API int remora_lease_units(const remora_lease* lease, struct remora_units* held);
+REMORA_API int remora_held_units_held(const remora_held_units* lease, struct remora_units* held);
 /**
  * Gives the lease's units back and frees the handle (NULL: nothing). Parked requests the units
  * satisfy run their callbacks on this thread before it returns.
  */
-REMORA_API void remora_lease_release(remora_lease* lease);
+REMORA_API void remora_held_units_delete(remora_held_units* lease);
 
 /** @} */
 
@@ -99,15 +101,16 @@ REMORA_API void remora_lease_release(remora_lease* lease);
 /** @{ */
 
 /** Buffer pool configuration (remora::buffer_pool_config). */
-struct remora_buffer_pool_cfg {
-    size_t size;        /**< sizeof(struct remora_buffer_pool_cfg) */
+struct remora_buffer_pool_config {
+    size_t size;        /**< sizeof(struct remora_buffer_pool_config) */
     size_t buffers;     /**< 0: 64 */
     size_t buffer_size; /**< bytes each; 0: 4096 */
     unsigned usage;     /**< enum remora_usage; 0: WRITE_SRC | SEND */
 };
-/** Registers `buffers` x `buffer_size` bytes on dom for remora_conn_cfg.bounce. */
-REMORA_API int remora_buffer_pool_new(remora_domain* dom, const struct remora_buffer_pool_cfg* cfg,
-                                      remora_buffer_pool** pool);
+/** Registers `buffers` x `buffer_size` bytes on dom for remora_connection_config.bounce. */
+REMORA_API int remora_buffer_pool_create(remora_domain* dom,
+                                         const struct remora_buffer_pool_config* cfg,
+                                         remora_buffer_pool** pool);
 /** Frees this handle (connections using the pool keep it). NULL: nothing. */
 REMORA_API void remora_buffer_pool_delete(remora_buffer_pool* pool);
 /** Buffers free now, of `capacity`, each `buffer_size` bytes (out-parameters may be NULL). */
@@ -115,15 +118,16 @@ REMORA_API int remora_buffer_pool_info(const remora_buffer_pool* pool, size_t* a
                                        size_t* capacity, size_t* buffer_size);
 
 /**
- * Copies [data, data + len) into a bounce buffer of remora_conn_cfg.bounce and writes it from
- * there: `data` is free when the call returns. REMORA_E_WOULD_BLOCK when the pool or the queue is
- * exhausted, TOO_LARGE past the pool's buffer_size, BAD_STATE without a pool.
+ * Copies [data, data + len) into a bounce buffer of remora_connection_config.bounce and writes it
+ * from there: `data` is free when the call returns. REMORA_E_WOULD_BLOCK when the pool or the queue
+ * is exhausted, TOO_LARGE past the pool's buffer_size, BAD_STATE without a pool.
  */
-REMORA_API int remora_write_copy(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                 const void* data, size_t len, const struct remora_op_opts* opts);
+REMORA_API int remora_write_copy(remora_connection* conn, const remora_remote_region* dst,
+                                 uint64_t dst_offset, const void* data, size_t len,
+                                 const struct remora_op_options* opts);
 /** remora_write_copy's send. */
-REMORA_API int remora_send_copy(remora_conn* conn, const void* data, size_t len,
-                                const struct remora_op_opts* opts);
+REMORA_API int remora_send_copy(remora_connection* conn, const void* data, size_t len,
+                                const struct remora_op_options* opts);
 
 /** @} */
 

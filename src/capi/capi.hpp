@@ -25,45 +25,46 @@
 #include <remora/remora.h>
 #include <remora/remora.hpp>
 
-// ---- handle types (the header declares them incomplete). remora_mr and remora_cq are the C++
-// objects themselves (memory_region, completion_queue), so borrowed ones need no allocation.
+// ---- handle types (the header declares them incomplete). remora_memory_region and
+// remora_completion_queue are the C++ objects themselves (memory_region, completion_queue), so
+// borrowed ones need no allocation.
 struct remora_domain {
     remora::domain d;
 };
-struct remora_remote {
+struct remora_remote_region {
     remora::remote_region r;
 };
-struct remora_pregion {
+struct remora_persistent_region {
     remora::persistent_region p;
 };
-struct remora_service {
+struct remora_target_service {
     remora::target_service s;
 };
 struct remora_listener {
     remora::listener l;
 };
-struct remora_request {
+struct remora_connection_request {
     remora::connection_request q;
 };
-struct remora_conn {
+struct remora_connection {
     remora::connection c;
 };
-struct remora_shared_cq {
+struct remora_shared_completion_queue {
     remora::shared_completion_queue q;
 };
-struct remora_channel {
+struct remora_completion_channel {
     remora::completion_channel ch;
 };
 struct remora_slot_pool {
     std::shared_ptr<remora::slot_pool> p;
 };
-struct remora_lease {
+struct remora_held_units {
     remora::held_units l;
 };
 struct remora_buffer_pool {
     remora::buffer_pool b;
 };
-struct remora_srq {
+struct remora_shared_receive_queue {
     remora::shared_receive_queue q;
 };
 
@@ -72,20 +73,20 @@ struct remora_srq {
 #pragma GCC visibility push(hidden)
 namespace remora::capi {
 
-inline const memory_region* mr_of(const remora_mr* m) noexcept {
+inline const memory_region* mr_of(const remora_memory_region* m) noexcept {
     return reinterpret_cast<const memory_region*>(m);
 }
-inline remora_mr* c_mr(memory_region* m) noexcept {
-    return reinterpret_cast<remora_mr*>(m);
+inline remora_memory_region* c_mr(memory_region* m) noexcept {
+    return reinterpret_cast<remora_memory_region*>(m);
 }
-inline completion_queue* cq_of(remora_cq* q) noexcept {
+inline completion_queue* cq_of(remora_completion_queue* q) noexcept {
     return reinterpret_cast<completion_queue*>(q);
 }
-inline const completion_queue* cq_of(const remora_cq* q) noexcept {
+inline const completion_queue* cq_of(const remora_completion_queue* q) noexcept {
     return reinterpret_cast<const completion_queue*>(q);
 }
-inline remora_cq* c_cq(completion_queue* q) noexcept {
-    return reinterpret_cast<remora_cq*>(q);
+inline remora_completion_queue* c_cq(completion_queue* q) noexcept {
+    return reinterpret_cast<remora_completion_queue*>(q);
 }
 
 // The REMORA_E_* code of an error code (0 for none).
@@ -141,7 +142,8 @@ int load_cfg(const char* fn, const char* type, const T* in, T& out) noexcept {
 // Operation flags to op_options: unknown bits or both modes together are REMORA_E_INVALID.
 int op_options_of(const char* fn, unsigned flags, void* context, op_options& out) noexcept;
 // A C persistence configuration as the C++ one (persistence.cpp; 0 fields keep the defaults).
-int persistence_config_of(const char* fn, const remora_persist_cfg* cfg, persistence_config& out);
+int persistence_config_of(const char* fn, const remora_persistence_config* cfg,
+                          persistence_config& out);
 
 // The connection operations' common start: `conn` given, `flags` and `context` as op_options.
 #define REMORA_CAPI_OP_PROLOGUE(fn)                         \
@@ -162,8 +164,8 @@ int give(const char* fn, result<T>&& r, H** out) {
     return 0;
 }
 
-// The body of remora_conn_wait and remora_channel_wait: waits on `w` (a connection or a
-// completion channel) for up to timeout_ms and stores the event in `*ev`.
+// The body of remora_connection_wait and remora_completion_channel_wait: waits on `w` (a connection
+// or a completion channel) for up to timeout_ms and stores the event in `*ev`.
 template <class Waiter>
 int wait_event(const char* fn, Waiter& w, int timeout_ms, remora_channel_event* ev) {
     REMORA_CAPI_NOT_NULL(fn, ev);
@@ -181,7 +183,7 @@ int wait_event(const char* fn, Waiter& w, int timeout_ms, remora_channel_event* 
 // Operation options from the C struct (NULL: defaults), for the _ex operations, gather_write and
 // the copies. A C callback is carried by a record allocated here and freed by the trampoline
 // that calls it (or by release_op_callback when the post fails: nothing will call it then).
-int op_options_of(const char* fn, const remora_op_opts* in, op_options& out);
+int op_options_of(const char* fn, const remora_op_options* in, op_options& out);
 void release_op_callback(const op_options& o) noexcept;
 
 // A C++ completion as the C struct.

@@ -127,7 +127,7 @@ void to_c(const completion& in, remora_completion& out) noexcept {
     out.op = static_cast<int>(in.op);
     out.status = code_of(in.status);
     out.context = in.context;
-    out.len = in.bytes;
+    out.bytes = in.bytes;
     out.imm = in.imm;
     out.has_imm = in.has_imm;
     out.tag = in.tag;

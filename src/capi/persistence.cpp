@@ -7,10 +7,10 @@ using namespace remora::capi;
 
 namespace remora::capi {
 
-int persistence_config_of(const char* fn, const remora_persist_cfg* cfg,
+int persistence_config_of(const char* fn, const remora_persistence_config* cfg,
                           remora::persistence_config& out) {
-    remora_persist_cfg c;
-    if (int rc = load_cfg(fn, "remora_persist_cfg", cfg, c)) {
+    remora_persistence_config c;
+    if (int rc = load_cfg(fn, "remora_persistence_config", cfg, c)) {
         return rc;
     }
     out = {};
@@ -33,8 +33,9 @@ int done(const char* fn, const remora::result<void>& r) {
 
 extern "C" {
 
-REMORA_API int remora_atomic_write(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                   uint64_t value, unsigned flags, void* context) {
+REMORA_API int remora_atomic_write(remora_connection* conn, const remora_remote_region* dst,
+                                   uint64_t dst_offset, uint64_t value, unsigned flags,
+                                   void* context) {
     static constexpr const char* fn = "remora_atomic_write";
     return guarded(fn, [&] {
         REMORA_CAPI_OP_PROLOGUE(fn);
@@ -43,9 +44,10 @@ REMORA_API int remora_atomic_write(remora_conn* conn, const remora_remote* dst, 
     });
 }
 
-REMORA_API int remora_compare_swap(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                   uint64_t expected, uint64_t desired, const remora_mr* result,
-                                   size_t result_offset, unsigned flags, void* context) {
+REMORA_API int remora_compare_swap(remora_connection* conn, const remora_remote_region* dst,
+                                   uint64_t dst_offset, uint64_t expected, uint64_t desired,
+                                   const remora_memory_region* result, size_t result_offset,
+                                   unsigned flags, void* context) {
     static constexpr const char* fn = "remora_compare_swap";
     return guarded(fn, [&] {
         REMORA_CAPI_OP_PROLOGUE(fn);
@@ -56,8 +58,9 @@ REMORA_API int remora_compare_swap(remora_conn* conn, const remora_remote* dst, 
     });
 }
 
-REMORA_API int remora_fetch_add(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                uint64_t addend, const remora_mr* result, size_t result_offset,
+REMORA_API int remora_fetch_add(remora_connection* conn, const remora_remote_region* dst,
+                                uint64_t dst_offset, uint64_t addend,
+                                const remora_memory_region* result, size_t result_offset,
                                 unsigned flags, void* context) {
     static constexpr const char* fn = "remora_fetch_add";
     return guarded(fn, [&] {
@@ -89,7 +92,7 @@ int flush_options_of(const char* fn, int type, int method, remora::flush_options
                         "flush type " + std::to_string(type) + " is not a REMORA_FLUSH_* type");
     }
     switch (method) {
-        case REMORA_FLUSH_AUTO:
+        case REMORA_FLUSH_AUTOMATIC:
             out.method = remora::flush_method::automatic;
             break;
         case REMORA_FLUSH_READ_AFTER_WRITE:
@@ -110,8 +113,9 @@ int flush_options_of(const char* fn, int type, int method, remora::flush_options
 
 extern "C" {
 
-REMORA_API int remora_flush(remora_conn* conn, const remora_remote* dst, uint64_t offset,
-                            uint64_t len, int type, int method, unsigned flags, void* context) {
+REMORA_API int remora_flush(remora_connection* conn, const remora_remote_region* dst,
+                            uint64_t offset, uint64_t len, int type, int method, unsigned flags,
+                            void* context) {
     static constexpr const char* fn = "remora_flush";
     return guarded(fn, [&] {
         REMORA_CAPI_OP_PROLOGUE(fn);
@@ -124,8 +128,9 @@ REMORA_API int remora_flush(remora_conn* conn, const remora_remote* dst, uint64_
     });
 }
 
-REMORA_API int remora_flush_method_for(const remora_conn* conn, const remora_remote* dst, int type,
-                                       int method, int* chosen) {
+REMORA_API int remora_flush_method_for(const remora_connection* conn,
+                                       const remora_remote_region* dst, int type, int method,
+                                       int* chosen) {
     static constexpr const char* fn = "remora_flush_method_for";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, conn);
