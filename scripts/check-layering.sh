@@ -13,7 +13,7 @@
 # provider's behaviour, or which call failed): they are not code.
 #
 # Second, includes follow the layers of DESIGN.md (each depends only on those below it):
-#   base    src/base/, include/remora/{result,units}.hpp: nothing of the library's but base.
+#   base    src/base/, include/remora/{result,units,log}.hpp: nothing of the library's but base.
 #   ops     src/ops/: base, fabric, and the vocabulary of completions (remora/completion_queue.hpp:
 #           `completion`, `op`); nothing from core/, slots/, persist/.
 #   core    src/core/ and the endpoint layer's public headers: nothing from slots/ or persist/,
@@ -108,7 +108,7 @@ check_includes() {
     fi
 }
 check_includes base '^(src/base/|include/remora/(result|units)\.hpp$)' \
-    'core/|ops/|fabric/|slots/|persist/|remora/(?!(result|units)\.hpp)'
+    'core/|ops/|fabric/|slots/|persist/|remora/(?!(result|units|log)\.hpp)'
 check_includes ops '^src/ops/' \
     "core/|slots/|persist/|remora/(?!(result|units|completion_queue)\.hpp)"
 check_includes core "^(src/core/|$core_public$)" "slots/|persist/|$upper_public"
@@ -116,7 +116,7 @@ check_includes capi '^src/capi/' 'base/|fabric/|ops/|core/|slots/|persist/|acces
 check_includes 'slots, persist or access' '^src/(slots|persist|access)/' \
     'fabric/|ops/|core/(?!(upper|multi_ops|peer_control|little_endian)\.hpp)' \
     'includes a fabric or ops header, or core beyond core/upper.hpp'
-check_includes remora.h '^include/remora/remora(_cq|_persist|_pools)?\.h$' 'remora/.*\.hpp'
+check_includes remora.h '^include/remora/remora(_[a-z]+)?\.h$' 'remora/.*\.hpp'
 check_includes 'tools, examples or fio' '^(tools/|examples/|fio/)' \
     'src/|base/|fabric/|ops/|core/|slots/|persist/|access/|capi/'
 # ... and name nothing of the library's internals (the public API only).

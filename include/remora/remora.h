@@ -88,6 +88,44 @@ REMORA_API const char* remora_last_error_message(void);
 
 /** @} */
 
+/** @name Log lines (remora/log.hpp) */
+/** @{ */
+
+/** How much a log line matters, most severe first (remora::log_level). */
+enum remora_log_level {
+    REMORA_LOG_ERROR = 0,   /**< a failure the library could not report to a caller */
+    REMORA_LOG_WARNING = 1, /**< a likely misuse or a misbehaving peer (a service never served) */
+    REMORA_LOG_NOTICE = 2,  /**< a normal but significant event */
+    REMORA_LOG_INFO = 3,    /**< informational */
+    REMORA_LOG_DEBUG = 4,   /**< details for debugging */
+};
+
+/**
+ * Receives one log line: its level (enum remora_log_level), the text (one line, no newline;
+ * valid during the call) and the context given to remora_set_log_function. Called from any
+ * thread, the library's own included, possibly from several at once; it must not block for long
+ * nor call into the library.
+ */
+typedef void (*remora_log_function)(int level, const char* line, void* context);
+
+/**
+ * Sends the library's log lines at or above the threshold to `fn` with `context`; NULL stops
+ * logging (the default: the library writes nothing to stdout or stderr). One function for the
+ * process, shared with the C++ API's remora::set_log_function: the last set wins.
+ * @param fn      the function, or NULL
+ * @param context passed to every call of fn
+ */
+REMORA_API void remora_set_log_function(remora_log_function fn, void* context);
+
+/**
+ * Lines less severe than `level` are not delivered. Default: REMORA_LOG_NOTICE.
+ * @param level enum remora_log_level
+ * @return 0, or REMORA_E_INVALID for a level that is not a REMORA_LOG_* value.
+ */
+REMORA_API int remora_set_log_threshold(int level);
+
+/** @} */
+
 /** @name Opaque handles */
 /** @{ */
 typedef struct remora_domain remora_domain; /**< an opened provider (remora::domain) */
@@ -409,6 +447,13 @@ REMORA_API int remora_connection_in_flight(const remora_connection* conn, size_t
 enum remora_op_flags {
     REMORA_F_ON_ERROR = 1u << 0, /**< report only an error */
     REMORA_F_AT_POST = 1u << 1,  /**< writes/sends up to inject_size: complete at post */
+    /** Batching hint (libfabric's FI_MORE; op_options::more): another post on this connection
+     *  follows at once, so the provider may hold this one and hand the burst over together. Set
+     *  it on every post of a burst but the last (the burst ends with the connection's next post
+     *  without it). Honoured by remora_write, remora_write_with_imm, remora_read, remora_send and
+     *  remora_send_with_imm (and their _ex forms); the other operations post without it. It
+     *  changes no outcome. */
+    REMORA_F_MORE = 1u << 2,
 };
 
 /**
@@ -462,8 +507,8 @@ enum remora_park_mode {
  * A completion delivered to a function instead of remora_completion_queue_poll: runs exactly once,
  * on the thread that reads the CQ (or the library's thread of a queued post), after the CQ's lock
  * is released; must not block. c->context is the operation's context. The library allocates a small
- * record per such operation, freed when the callback runs (a connection destroyed while such
- * operations are unreaped drops their callbacks and loses the records).
+ * record per such operation, freed when the callback runs; a connection deleted while such
+ * operations are unreaped drops their callbacks (they never run) and frees their records.
  */
 typedef void (*remora_completion_cb)(const struct remora_completion* c);
 
@@ -604,7 +649,8 @@ REMORA_API int remora_connection_parked(const remora_connection* conn, size_t* n
 }
 #endif
 
-/* The persistence layer's and the pools' functions over these handles. */
+/* The persistence layer's, the pools' and admission's functions over these handles. */
+#include <remora/remora_admission.h>
 #include <remora/remora_persist.h>
 #include <remora/remora_pools.h>
 

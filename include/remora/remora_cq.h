@@ -29,6 +29,7 @@ enum remora_op {
     REMORA_OP_REMOTE_WRITE = 5, /**< a peer's write with immediate data arrived */
     REMORA_OP_ATOMIC = 6,       /**< atomic write, compare-and-swap or fetch-add */
     REMORA_OP_FLUSH = 7,        /**< a flush: the range is visible / durable */
+    REMORA_OP_PUBLISH = 8,      /**< remora_publish: its writes, flush and publishing atomic */
 };
 
 /** One completion (remora::completion). */

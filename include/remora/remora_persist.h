@@ -95,6 +95,11 @@ struct remora_persistence_config {
      *  completes with REMORA_E_TIMED_OUT (the target may or may not have executed it).
      *  0: 30000. */
     uint32_t service_timeout_ms;
+    /** Client side: a request posted before the target's service started on this connection
+     *  (target_service_serve) waits this long for it, then completes with REMORA_E_BAD_STATE
+     *  (a target that accepted with a service depth and never serves), and a warning line goes
+     *  to the log function (remora_log_set_function). 0: 3000. */
+    uint32_t serve_wait_ms;
 };
 
 /**
@@ -138,6 +143,41 @@ enum remora_flush_method {
 REMORA_API int remora_flush(remora_connection* conn, const remora_remote_region* dst,
                             uint64_t offset, uint64_t len, int type, int method, unsigned flags,
                             void* context);
+/**
+ * Write + flush + atomic publish, reserved together (remora::publish, persistence.hpp): writes
+ * consecutive pieces of src from src_offset into the `n` segments of `data` (as
+ * remora_gather_write), flushes them (`type`, `method` as remora_flush, over the smallest range
+ * covering every segment), and only once the writes and the flush have all succeeded writes
+ * `value` into the 8-byte aligned word at flag_offset of `flag` (remora_atomic_write: native or
+ * through the target's service). A reader that sees `value` there sees the data as flushed.
+ * Every segment must lie in one remote region granting REMORA_USAGE_WRITE_DESTINATION and
+ * REMORA_USAGE_FLUSH_TARGET; `flag` must grant REMORA_USAGE_ATOMIC_TARGET.
+ *
+ * Everything is checked before anything is taken; all queue entries (and service requests)
+ * are taken at once or none (REMORA_E_WOULD_BLOCK, or park with opts). Completes once, as
+ * REMORA_OP_PUBLISH with bytes the data's total: status 0, or the first failing part's status
+ * and its index in failed_part (parts 0 .. n-1 the writes, n the flush, n + 1 the atomic).
+ * @param conn        the connection
+ * @param data        the remote segments, n of them (1 .. REMORA_MAX_GATHER_PARTS)
+ * @param n           how many segments
+ * @param src         registered local memory holding the data (REMORA_USAGE_WRITE_SOURCE)
+ * @param src_offset  where the data starts in src
+ * @param flag        the region of the publishing word
+ * @param flag_offset the word's offset in flag (8-byte aligned)
+ * @param value       what the word becomes
+ * @param type        enum remora_flush_type
+ * @param method      enum remora_flush_method
+ * @param opts        options (NULL: defaults); REMORA_F_AT_POST is refused
+ * @return 0; REMORA_E_INVALID (segments in different regions, a bad type or method, NULL
+ *         handles), OUT_OF_RANGE, ACCESS_DENIED, NOT_SUPPORTED (no flush method or atomic path),
+ *         TOO_LARGE, WOULD_BLOCK, or a post's error naming its part.
+ */
+REMORA_API int remora_publish(remora_connection* conn, const struct remora_remote_segment* data,
+                              size_t n, const remora_memory_region* src, size_t src_offset,
+                              const remora_remote_region* flag, uint64_t flag_offset,
+                              uint64_t value, int type, int method,
+                              const struct remora_op_options* opts);
+
 /** The method remora_flush would use (enum remora_flush_method), or why none can. */
 REMORA_API int remora_flush_method_for(const remora_connection* conn,
                                        const remora_remote_region* dst, int type, int method,

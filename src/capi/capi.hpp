@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <span>
 #include <string>
@@ -46,8 +47,27 @@ struct remora_listener {
 struct remora_connection_request {
     remora::connection_request q;
 };
+namespace remora::capi {
+struct callback_record;
+// The C completion callbacks of one connection's operations not yet run: each record is unlinked
+// and freed by the trampoline that runs its callback; the ones a destroyed connection dropped
+// (never to run) are freed with the registry.
+struct callback_registry {
+    std::mutex mu;
+    callback_record* head = nullptr;
+    callback_registry() = default;
+    callback_registry(const callback_registry&) = delete;
+    callback_registry& operator=(const callback_registry&) = delete;
+    ~callback_registry();
+};
+}  // namespace remora::capi
 struct remora_connection {
+    // Declared before the connection, so destroyed after it: once the connection is gone no
+    // callback of its operations runs any more, and the records left are freed.
+    std::unique_ptr<remora::capi::callback_registry> callbacks =
+        std::make_unique<remora::capi::callback_registry>();
     remora::connection c;
+    explicit remora_connection(remora::connection&& conn) noexcept : c(std::move(conn)) {}
 };
 struct remora_shared_completion_queue {
     remora::shared_completion_queue q;
@@ -66,6 +86,28 @@ struct remora_buffer_pool {
 };
 struct remora_shared_receive_queue {
     remora::shared_receive_queue q;
+};
+
+struct remora_receive_pool {
+    remora::receive_pool p;
+};
+struct remora_message {
+    remora::message m;
+};
+struct remora_registration_cache {
+    remora::registration_cache c;
+};
+struct remora_cached_region {
+    remora::cached_region r;
+};
+struct remora_admission_key {
+    remora::admission_key k;
+};
+struct remora_admission_gate {
+    remora::admission_gate g;
+};
+struct remora_admitted_peer {
+    remora::admitted_peer p;
 };
 
 // The helpers below are hidden in both libraries (the version script exports namespace remora as
@@ -141,6 +183,9 @@ int load_cfg(const char* fn, const char* type, const T* in, T& out) noexcept {
 
 // Operation flags to op_options: unknown bits or both modes together are REMORA_E_INVALID.
 int op_options_of(const char* fn, unsigned flags, void* context, op_options& out) noexcept;
+// A C connection configuration as the C++ one (connections.cpp; 0 fields keep the defaults).
+int connection_config_of(const char* fn, const remora_connection_config* cfg,
+                         connection_config& out);
 // A C persistence configuration as the C++ one (persistence.cpp; 0 fields keep the defaults).
 int persistence_config_of(const char* fn, const remora_persistence_config* cfg,
                           persistence_config& out);
@@ -180,10 +225,13 @@ int wait_event(const char* fn, Waiter& w, int timeout_ms, remora_channel_event* 
     return 0;
 }
 
-// Operation options from the C struct (NULL: defaults), for the _ex operations, gather_write and
-// the copies. A C callback is carried by a record allocated here and freed by the trampoline
-// that calls it (or by release_op_callback when the post fails: nothing will call it then).
-int op_options_of(const char* fn, const remora_op_options* in, op_options& out);
+// Operation options from the C struct (NULL: defaults), for the _ex operations, gather_write,
+// publish and the copies of connection `conn`. A C callback is carried by a record allocated here
+// and linked in conn's registry, freed by the trampoline that calls it, by release_op_callback
+// when the post fails (nothing will call it then), or with the registry when the connection is
+// destroyed before it ran.
+int op_options_of(const char* fn, const remora_op_options* in, remora_connection& conn,
+                  op_options& out);
 void release_op_callback(const op_options& o) noexcept;
 
 // A C++ completion as the C struct.

@@ -5,11 +5,11 @@
 
 using namespace remora::capi;
 
-namespace {
+namespace remora::capi {
 
 // A C connection configuration as the C++ one (0 fields keep the C++ defaults).
-int conn_config_of(const char* fn, const remora_connection_config* cfg,
-                   remora::connection_config& out) {
+int connection_config_of(const char* fn, const remora_connection_config* cfg,
+                         remora::connection_config& out) {
     remora_connection_config c;
     if (int rc = load_cfg(fn, "remora_connection_config", cfg, c)) {
         return rc;
@@ -66,6 +66,10 @@ int conn_config_of(const char* fn, const remora_connection_config* cfg,
     }
     return 0;
 }
+
+}  // namespace remora::capi
+
+namespace {
 
 int done(const char* fn, const remora::result<void>& r) {
     return r ? 0 : fail(r.error(), fn);
@@ -142,7 +146,7 @@ REMORA_API int remora_connection_request_accept(remora_connection_request* req,
             return rc;
         }
         remora::connection_config cc;
-        if (int rc = conn_config_of(fn, cfg, cc)) {
+        if (int rc = connection_config_of(fn, cfg, cc)) {
             return rc;
         }
         return give(fn, req->q.accept(cc, bytes(pdata, pdata_len)), conn);
@@ -161,7 +165,7 @@ REMORA_API int remora_connection_request_accept_async(remora_connection_request*
             return rc;
         }
         remora::connection_config cc;
-        if (int rc = conn_config_of(fn, cfg, cc)) {
+        if (int rc = connection_config_of(fn, cfg, cc)) {
             return rc;
         }
         return give(fn, req->q.accept_async(cc, bytes(pdata, pdata_len)), conn);
@@ -198,7 +202,7 @@ REMORA_API int remora_connect(remora_domain* dom, const char* host, uint16_t por
             return rc;
         }
         remora::connection_config cc;
-        if (int rc = conn_config_of(fn, cfg, cc)) {
+        if (int rc = connection_config_of(fn, cfg, cc)) {
             return rc;
         }
         return give(
@@ -218,7 +222,7 @@ REMORA_API int remora_connect_async(remora_domain* dom, const char* host, uint16
             return rc;
         }
         remora::connection_config cc;
-        if (int rc = conn_config_of(fn, cfg, cc)) {
+        if (int rc = connection_config_of(fn, cfg, cc)) {
             return rc;
         }
         return give(
@@ -242,7 +246,7 @@ REMORA_API int remora_open_peer(remora_domain* dom, const struct remora_connecti
         REMORA_CAPI_NOT_NULL(fn, dom);
         REMORA_CAPI_NOT_NULL(fn, conn);
         remora::connection_config cc;
-        if (int rc = conn_config_of(fn, cfg, cc)) {
+        if (int rc = connection_config_of(fn, cfg, cc)) {
             return rc;
         }
         return give(fn, remora::connection::open_peer(dom->d, cc), conn);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // src/capi/persistence.cpp — the C API's persistence verbs over a connection (remora_persist.h):
 // its configuration, flush, and atomics native or through the target's service.
+#include <vector>
+
 #include "capi.hpp"
 
 using namespace remora::capi;
@@ -17,6 +19,9 @@ int persistence_config_of(const char* fn, const remora_persistence_config* cfg,
     out.service_depth = c.service_depth;
     if (c.service_timeout_ms != 0) {
         out.service_timeout = std::chrono::milliseconds(c.service_timeout_ms);
+    }
+    if (c.serve_wait_ms != 0) {
+        out.serve_wait = std::chrono::milliseconds(c.serve_wait_ms);
     }
     return 0;
 }
@@ -146,6 +151,46 @@ REMORA_API int remora_flush_method_for(const remora_connection* conn,
         }
         *chosen =
             *m == remora::flush_method::gpspm ? REMORA_FLUSH_GPSPM : REMORA_FLUSH_READ_AFTER_WRITE;
+        return 0;
+    });
+}
+
+}  // extern "C"
+
+extern "C" {
+
+REMORA_API int remora_publish(remora_connection* conn, const struct remora_remote_segment* data,
+                              size_t n, const remora_memory_region* src, size_t src_offset,
+                              const remora_remote_region* flag, uint64_t flag_offset,
+                              uint64_t value, int type, int method,
+                              const struct remora_op_options* opts) {
+    static constexpr const char* fn = "remora_publish";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        REMORA_CAPI_NOT_NULL(fn, src);
+        REMORA_CAPI_NOT_NULL(fn, flag);
+        if (n != 0) {
+            REMORA_CAPI_NOT_NULL(fn, data);
+        }
+        remora::flush_options how;
+        if (int rc = flush_options_of(fn, type, method, how)) {
+            return rc;
+        }
+        std::vector<remora::remote_segment> segs(n);
+        for (size_t i = 0; i < n; ++i) {
+            segs[i] = {data[i].region == nullptr ? nullptr : &data[i].region->r, data[i].offset,
+                       data[i].length};
+        }
+        remora::op_options o;
+        if (int rc = op_options_of(fn, opts, *conn, o)) {
+            return rc;
+        }
+        auto r = remora::publish(conn->c, segs, *mr_of(src), src_offset, flag->r, flag_offset,
+                                 value, how, o);
+        if (!r) {
+            release_op_callback(o);
+            return fail(r.error(), fn);
+        }
         return 0;
     });
 }

@@ -43,19 +43,66 @@ void acquire_trampoline(void* ctx, remora::result<remora::held_units> r) {
     c.fn(c.ctx, l == nullptr ? REMORA_E_NOMEM : 0, l);  // without a handle the units go back
 }
 
-// A C completion callback and the operation's context, carried as the C++ context.
-struct c_callback {
+void callback_trampoline(const remora::completion& c);
+
+}  // namespace
+
+namespace remora::capi {
+
+// A C completion callback and the operation's context, carried as the C++ context; linked in its
+// connection's registry until the callback runs.
+struct callback_record {
     remora_completion_cb fn;
     void* ctx;
+    callback_registry* owner;
+    callback_record* prev = nullptr;
+    callback_record* next = nullptr;
 };
 
+callback_registry::~callback_registry() {
+    for (callback_record* r = head; r != nullptr;) {
+        callback_record* next = r->next;
+        delete r;
+        r = next;
+    }
+}
+
+namespace {
+
+callback_record* link(callback_registry& reg, remora_completion_cb fn, void* ctx) {
+    auto* rec = new callback_record{fn, ctx, &reg};
+    const std::lock_guard lock(reg.mu);
+    rec->next = reg.head;
+    if (reg.head != nullptr) {
+        reg.head->prev = rec;
+    }
+    reg.head = rec;
+    return rec;
+}
+
+void unlink_and_free(callback_record* rec) noexcept {
+    {
+        const std::lock_guard lock(rec->owner->mu);
+        (rec->prev != nullptr ? rec->prev->next : rec->owner->head) = rec->next;
+        if (rec->next != nullptr) {
+            rec->next->prev = rec->prev;
+        }
+    }
+    delete rec;
+}
+
+}  // namespace
+}  // namespace remora::capi
+
+namespace {
+
 void callback_trampoline(const remora::completion& c) {
-    auto* rec = static_cast<c_callback*>(c.context);
+    auto* rec = static_cast<callback_record*>(c.context);
     remora_completion out{};
     to_c(c, out);
     out.context = rec->ctx;
     const remora_completion_cb fn = rec->fn;
-    delete rec;
+    unlink_and_free(rec);  // before the callback: it may destroy the connection
     fn(&out);
 }
 
@@ -71,7 +118,8 @@ int done(const char* fn, const remora::result<void>& r, const remora::op_options
 
 namespace remora::capi {
 
-int op_options_of(const char* fn, const remora_op_options* in, op_options& out) {
+int op_options_of(const char* fn, const remora_op_options* in, remora_connection& conn,
+                  op_options& out) {
     remora_op_options o;
     if (int rc = load_cfg(fn, "remora_op_options", in, o)) {
         return rc;
@@ -94,7 +142,7 @@ int op_options_of(const char* fn, const remora_op_options* in, op_options& out) 
     }
     out.park = static_cast<park_mode>(o.park_mode);
     if (o.callback != nullptr) {
-        out.context = new c_callback{o.callback, o.context};
+        out.context = link(*conn.callbacks, o.callback, o.context);
         out.callback = callback_trampoline;
     }
     return 0;
@@ -102,7 +150,7 @@ int op_options_of(const char* fn, const remora_op_options* in, op_options& out) 
 
 void release_op_callback(const op_options& o) noexcept {
     if (o.callback == callback_trampoline) {
-        delete static_cast<c_callback*>(o.context);
+        unlink_and_free(static_cast<callback_record*>(o.context));
     }
 }
 
@@ -378,11 +426,11 @@ REMORA_API int remora_shared_receive_queue_info(const remora_shared_receive_queu
 
 // ---- operations with options
 
-#define REMORA_CAPI_EX_PROLOGUE(fn)            \
-    REMORA_CAPI_NOT_NULL(fn, conn);            \
-    remora::op_options o;                      \
-    if (int rc = op_options_of(fn, opts, o)) { \
-        return rc;                             \
+#define REMORA_CAPI_EX_PROLOGUE(fn)                   \
+    REMORA_CAPI_NOT_NULL(fn, conn);                   \
+    remora::op_options o;                             \
+    if (int rc = op_options_of(fn, opts, *conn, o)) { \
+        return rc;                                    \
     }
 
 REMORA_API int remora_write_ex(remora_connection* conn, const remora_remote_region* dst,
