@@ -578,8 +578,8 @@ static void test_bad_operations(void) {
     EXPECT_CODE(remora_flush(rp.p.client, read_only, 0, 8, REMORA_FLUSH_VISIBILITY,
                              REMORA_FLUSH_AUTOMATIC, 0, NULL),
                 REMORA_E_ACCESS_DENIED, "remora_flush: ");
-    EXPECT_CODE(remora_write(rp.p.client, rp.remote, 0, rp.client_mr, 0, 8, 4u, NULL),
-                REMORA_E_INVALID, "unknown flag bits 4");
+    EXPECT_CODE(remora_write(rp.p.client, rp.remote, 0, rp.client_mr, 0, 8, 8u, NULL),
+                REMORA_E_INVALID, "unknown flag bits 8");
     EXPECT_CODE(remora_write(rp.p.client, rp.remote, 0, rp.client_mr, 0, 8,
                              REMORA_F_ON_ERROR | REMORA_F_AT_POST, NULL),
                 REMORA_E_INVALID, "exclude each other");
