@@ -57,6 +57,11 @@ enum remora_cq_kind {
  * are not counted; after such a poll the next wait or arm returns at once (see
  * completion_queue.hpp).
  * Threading: one thread at a time polls or waits on a CQ.
+ * @param cq the completion queue
+ * @param out receives up to max completions
+ * @param max the most completions to write (at most 32 a call)
+ * @param n receives the count
+ * @return 0 with *n the count written; a provider error reading the queue.
  */
 REMORA_API int remora_completion_queue_poll(remora_completion_queue* cq,
                                             struct remora_completion* out, size_t max, size_t* n);
@@ -65,24 +70,47 @@ REMORA_API int remora_completion_queue_poll(remora_completion_queue* cq,
  * no_completion wake-up: poll and wait again). REMORA_E_TIMED_OUT after the timeout;
  * REMORA_E_BAD_STATE when the CQ's channel is shared (wait on the connection or channel).
  * No completion is lost between a poll that found nothing and this wait.
+ * @param cq the completion queue
+ * @param timeout_ms how long to wait, in milliseconds (0: only look)
+ * @param ready receives the count of completions ready (0: a wake-up without one)
+ * @return 0; REMORA_E_TIMED_OUT after the timeout; REMORA_E_BAD_STATE when the CQ's channel is
+ * shared.
  */
 REMORA_API int remora_completion_queue_wait(remora_completion_queue* cq, int timeout_ms,
                                             size_t* ready);
-/** The next completion within the timeout (polls, and waits between polls). */
+/**
+ * The next completion within the timeout (polls, and waits between polls).
+ * @param cq the completion queue
+ * @param timeout_ms how long to wait, in milliseconds (0: only look)
+ * @param out receives the completion
+ * @return 0; REMORA_E_TIMED_OUT when none came; REMORA_E_BAD_STATE when the CQ's channel is shared.
+ */
 REMORA_API int remora_completion_queue_next(remora_completion_queue* cq, int timeout_ms,
                                             struct remora_completion* out);
 /**
  * The fd for the caller's own epoll (readable when completions may be ready; -1 when the
  * caps' cq_wait_fd is false, unless a progress thread owns the CQ). Call
  * remora_completion_queue_arm() before blocking on it.
+ * @param cq the completion queue
+ * @param fd receives the file descriptor
+ * @return 0, or REMORA_E_INVALID for a NULL argument.
  */
 REMORA_API int remora_completion_queue_fd(const remora_completion_queue* cq, int* fd);
 /**
  * Arms the CQ's fd: *armed true means it is safe to block on the fd; false means completions
  * may already be ready (poll first).
+ * @param cq the completion queue
+ * @param armed receives whether blocking on the fd is safe
+ * @return 0, or the provider's error.
  */
 REMORA_API int remora_completion_queue_arm(remora_completion_queue* cq, bool* armed);
-/** The CQ's kind (enum remora_cq_kind) and its connection's tag. */
+/**
+ * The CQ's kind (enum remora_cq_kind) and its connection's tag.
+ * @param cq the completion queue
+ * @param kind receives the CQ kind (enum remora_cq_kind), or NULL
+ * @param tag receives its connection's tag, or NULL
+ * @return 0, or REMORA_E_INVALID for a NULL CQ.
+ */
 REMORA_API int remora_completion_queue_info(const remora_completion_queue* cq, int* kind,
                                             uint64_t* tag);
 
@@ -97,13 +125,25 @@ struct remora_shared_cq_config {
 /**
  * A CQ shared by several connections (remora_connection_config.shared_cq / shared_rcq). Attaching a
  * connection whose queue entries would overflow it fails with REMORA_E_TOO_LARGE.
+ * @param dom the domain
+ * @param cfg its configuration (NULL: the defaults)
+ * @param scq receives the shared CQ
+ * @return 0, or the provider's error.
  */
 REMORA_API int remora_shared_completion_queue_create(remora_domain* dom,
                                                      const struct remora_shared_cq_config* cfg,
                                                      remora_shared_completion_queue** scq);
-/** Frees this handle; the CQ lives on while attached connections use it. NULL: nothing. */
+/**
+ * Frees this handle; the CQ lives on while attached connections use it. NULL: nothing.
+ * @param scq the shared CQ, or NULL
+ */
 REMORA_API void remora_shared_completion_queue_delete(remora_shared_completion_queue* scq);
-/** The shared CQ's queue (borrowed, lives as long as the handle): poll, wait, fd, arm. */
+/**
+ * The shared CQ's queue (borrowed, lives as long as the handle): poll, wait, fd, arm.
+ * @param scq the shared completion queue
+ * @param cq receives its queue
+ * @return 0, or REMORA_E_INVALID for a NULL argument.
+ */
 REMORA_API int remora_shared_completion_queue_queue(const remora_shared_completion_queue* scq,
                                                     remora_completion_queue** cq);
 
@@ -115,15 +155,31 @@ struct remora_channel_event {
     size_t ready;                /**< completions ready on it; 0 is a no_completion wake-up */
 };
 
-/** A completion channel that connections with channel_shared may share. */
+/**
+ * A completion channel that connections with channel_shared may share.
+ * @param ch receives the channel
+ * @return 0, or the system's error (REMORA_E_PROVIDER, REMORA_E_UNKNOWN).
+ */
 REMORA_API int remora_completion_channel_create(remora_completion_channel** ch);
-/** Frees this handle (the channel lives while attached connections do). NULL: nothing. */
+/**
+ * Frees this handle (the channel lives while attached connections do). NULL: nothing.
+ * @param ch the channel, or NULL
+ */
 REMORA_API void remora_completion_channel_delete(remora_completion_channel* ch);
-/** The channel's fd for the caller's epoll. */
+/**
+ * The channel's fd for the caller's epoll.
+ * @param ch the completion channel
+ * @param fd receives the file descriptor
+ * @return 0, or REMORA_E_INVALID for a NULL argument.
+ */
 REMORA_API int remora_completion_channel_fd(const remora_completion_channel* ch, int* fd);
 /**
  * Blocks until an attached CQ fires and says which (REMORA_E_TIMED_OUT after the timeout).
  * Threading: one waiter at a time.
+ * @param ch the completion channel
+ * @param timeout_ms how long to wait, in milliseconds (0: only look)
+ * @param ev receives the event
+ * @return 0; REMORA_E_TIMED_OUT after the timeout.
  */
 REMORA_API int remora_completion_channel_wait(remora_completion_channel* ch, int timeout_ms,
                                               struct remora_channel_event* ev);

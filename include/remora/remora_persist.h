@@ -31,36 +31,82 @@ struct remora_persistent_region_config {
     bool unguarded;   /**< no lock or lease on the file (persistent_region_config::exclusive) */
 };
 
-/** Opens a persistent (file-backed) or volatile region, registered on `dom`. */
+/**
+ * Opens a persistent (file-backed) or volatile region, registered on `dom`.
+ * @param dom the domain
+ * @param cfg its configuration (NULL: an anonymous volatile region of the default usage needs len:
+ * give cfg)
+ * @param region receives the region
+ * @return 0; REMORA_E_INVALID (bad path or size), REMORA_E_BAD_STATE (the file is served by another
+ * region), REMORA_E_ACCESS_DENIED, or the registration's error.
+ */
 REMORA_API int remora_persistent_region_open(remora_domain* dom,
                                              const struct remora_persistent_region_config* cfg,
                                              remora_persistent_region** region);
-/** Unmaps, deregisters and frees. NULL: nothing. */
+/**
+ * Unmaps, deregisters and frees. NULL: nothing.
+ * @param region the region, or NULL
+ */
 REMORA_API void remora_persistent_region_delete(remora_persistent_region* region);
-/** Its registered memory region (borrowed: lives as long as the persistent region). */
+/**
+ * Its registered memory region (borrowed: lives as long as the persistent region).
+ * @param region the persistent region
+ * @param mr receives the memory region
+ * @return 0, or REMORA_E_INVALID for a NULL argument.
+ */
 REMORA_API int remora_persistent_region_region(const remora_persistent_region* region,
                                                const remora_memory_region** mr);
-/** Makes [offset, offset + len) durable (msync); NOT_SUPPORTED for a volatile region. */
+/**
+ * Makes [offset, offset + len) durable (msync); NOT_SUPPORTED for a volatile region.
+ * @param region the persistent region
+ * @param offset the start of the range, in bytes
+ * @param len the length in bytes
+ * @return 0; REMORA_E_NOT_SUPPORTED for a volatile region; REMORA_E_OUT_OF_RANGE outside it; the
+ * msync error.
+ */
 REMORA_API int remora_persistent_region_persist(const remora_persistent_region* region,
                                                 uint64_t offset, uint64_t len);
 /**
  * Sets `*revoked` once another process opened or truncated the region's file (its lease is
  * breaking): delete the region before the lease-break time runs out (persistent_region::revoked).
+ * @param region the persistent region
+ * @param revoked receives whether the lease is breaking
+ * @return 0, or REMORA_E_INVALID for a NULL argument.
  */
 REMORA_API int remora_persistent_region_revoked(const remora_persistent_region* region,
                                                 bool* revoked);
-/** The descriptor of [offset, offset + len) (len 0: to the end), stating persistence. */
+/**
+ * The descriptor of [offset, offset + len) (len 0: to the end), stating persistence.
+ * @param region the persistent region
+ * @param offset the start of the range
+ * @param len its length (0: to the end)
+ * @param remote receives the descriptor
+ * @return 0; REMORA_E_OUT_OF_RANGE outside the region.
+ */
 REMORA_API int remora_persistent_region_describe(const remora_persistent_region* region,
                                                  size_t offset, size_t len,
                                                  remora_remote_region** remote);
 
-/** Creates a target service (answers GPSPM flushes and service atomics). */
+/**
+ * Creates a target service (answers GPSPM flushes and service atomics).
+ * @param svc receives the service
+ * @return 0, or REMORA_E_NOMEM.
+ */
 REMORA_API int remora_target_service_create(remora_target_service** svc);
-/** Frees the service (after the connections it serves). NULL: nothing. */
+/**
+ * Frees the service (after the connections it serves). NULL: nothing.
+ * @param svc the service, or NULL
+ */
 REMORA_API void remora_target_service_delete(remora_target_service* svc);
 /**
  * Exposes a region to the service's peers and returns its descriptor: a persistent region's
  * states REMORA_PERSISTENCE_GPSPM. Exactly one of `mr` and `region` must be given.
+ * @param svc the target service
+ * @param mr plain registered memory, or NULL
+ * @param region a persistent region, or NULL
+ * @param remote receives its descriptor
+ * @return 0; REMORA_E_INVALID unless exactly one of mr and region is given; REMORA_E_BAD_STATE when
+ * exposed already.
  */
 REMORA_API int remora_target_service_expose(remora_target_service* svc,
                                             const remora_memory_region* mr,
@@ -70,9 +116,19 @@ REMORA_API int remora_target_service_expose(remora_target_service* svc,
  * Answers `conn`'s service messages from now on. REMORA_E_INVALID when the connection has no
  * service depth (remora_persistence_config), REMORA_E_BAD_STATE when it already serves or calls a
  * service.
+ * @param svc the target service
+ * @param conn an accepted connection with a service depth
+ * @return 0; REMORA_E_INVALID (no service depth), REMORA_E_BAD_STATE (already serves or calls a
+ * service), or the provider's error posting.
  */
 REMORA_API int remora_target_service_serve(remora_target_service* svc, remora_connection* conn);
-/** Requests answered so far, and how many of them were refused. */
+/**
+ * Requests answered so far, and how many of them were refused.
+ * @param svc the target service
+ * @param requests receives the requests answered, or NULL
+ * @param refused receives how many were refused, or NULL
+ * @return 0, or REMORA_E_INVALID for a NULL service.
+ */
 REMORA_API int remora_target_service_stats(const remora_target_service* svc, uint64_t* requests,
                                            uint64_t* refused);
 
@@ -107,16 +163,47 @@ struct remora_persistence_config {
  * or through the target service with a service depth, else REMORA_E_NOT_SUPPORTED. compare_swap and
  * fetch_add write the word's previous value into 8 bytes of `result` at result_offset
  * (REMORA_USAGE_READ_DESTINATION).
+ * @param conn the connection
+ * @param dst the peer's region (REMORA_USAGE_ATOMIC_TARGET)
+ * @param dst_offset the word's offset (8-byte aligned)
+ * @param value the value to write
+ * @param flags enum remora_op_flags bits (0: a completion on success and on error)
+ * @param context returned in the operation's completion
+ * @return 0 once posted; REMORA_E_NOT_SUPPORTED without an atomic path, and the checks of every
+ * operation.
  */
 REMORA_API int remora_atomic_write(remora_connection* conn, const remora_remote_region* dst,
                                    uint64_t dst_offset, uint64_t value, unsigned flags,
                                    void* context);
-/** Compare-and-swap: the word becomes `desired` if it was `expected`. */
+/**
+ * Compare-and-swap: the word becomes `desired` if it was `expected`.
+ * @param conn the connection
+ * @param dst the peer's region (REMORA_USAGE_ATOMIC_TARGET)
+ * @param dst_offset the word's offset (8-byte aligned)
+ * @param expected the value the word must hold
+ * @param desired what the word becomes if it held expected
+ * @param result registered memory (REMORA_USAGE_READ_DESTINATION) that receives the old value
+ * @param result_offset where the 8 bytes go in result
+ * @param flags enum remora_op_flags bits (0: a completion on success and on error)
+ * @param context returned in the operation's completion
+ * @return 0 once posted; the errors of remora_atomic_write.
+ */
 REMORA_API int remora_compare_swap(remora_connection* conn, const remora_remote_region* dst,
                                    uint64_t dst_offset, uint64_t expected, uint64_t desired,
                                    const remora_memory_region* result, size_t result_offset,
                                    unsigned flags, void* context);
-/** Fetch-and-add. */
+/**
+ * Fetch-and-add.
+ * @param conn the connection
+ * @param dst the peer's region (REMORA_USAGE_ATOMIC_TARGET)
+ * @param dst_offset the word's offset (8-byte aligned)
+ * @param addend what is added to the word
+ * @param result registered memory (REMORA_USAGE_READ_DESTINATION) that receives the old value
+ * @param result_offset where the 8 bytes go in result
+ * @param flags enum remora_op_flags bits (0: a completion on success and on error)
+ * @param context returned in the operation's completion
+ * @return 0 once posted; the errors of remora_atomic_write.
+ */
 REMORA_API int remora_fetch_add(remora_connection* conn, const remora_remote_region* dst,
                                 uint64_t dst_offset, uint64_t addend,
                                 const remora_memory_region* result, size_t result_offset,
@@ -139,6 +226,16 @@ enum remora_flush_method {
  * are visible or durable. The descriptor must grant REMORA_USAGE_FLUSH_TARGET; persistence needs a
  * persistent region (REMORA_E_NOT_SUPPORTED names what is missing). GPSPM needs a service depth;
  * its reply completes on the RCQ when there is one.
+ * @param conn the connection
+ * @param dst the peer's region (REMORA_USAGE_FLUSH_TARGET)
+ * @param offset the start of the range
+ * @param len its length
+ * @param type enum remora_flush_type
+ * @param method enum remora_flush_method
+ * @param flags enum remora_op_flags bits (0: a completion on success and on error)
+ * @param context returned in the operation's completion
+ * @return 0 once posted; REMORA_E_NOT_SUPPORTED naming what is missing, REMORA_E_INVALID (type,
+ * method), and the checks of every operation.
  */
 REMORA_API int remora_flush(remora_connection* conn, const remora_remote_region* dst,
                             uint64_t offset, uint64_t len, int type, int method, unsigned flags,
@@ -178,7 +275,15 @@ REMORA_API int remora_publish(remora_connection* conn, const struct remora_remot
                               uint64_t value, int type, int method,
                               const struct remora_op_options* opts);
 
-/** The method remora_flush would use (enum remora_flush_method), or why none can. */
+/**
+ * The method remora_flush would use (enum remora_flush_method), or why none can.
+ * @param conn the connection
+ * @param dst the peer's region
+ * @param type enum remora_flush_type
+ * @param method enum remora_flush_method
+ * @param chosen receives the method (enum remora_flush_method)
+ * @return 0; REMORA_E_NOT_SUPPORTED naming what is missing; REMORA_E_INVALID (type, method).
+ */
 REMORA_API int remora_flush_method_for(const remora_connection* conn,
                                        const remora_remote_region* dst, int type, int method,
                                        int* chosen);

@@ -49,18 +49,27 @@ struct remora_slot_pool_config {
  * Creates a pool (REMORA_E_INVALID for an empty capacity or an unknown policy; cfg is
  * required). Give it to connections through remora_connection_config.slots, or take units from it
  * yourself. Threading: every pool call may run concurrently; a lease is one thread's at a time.
+ * @param cfg its configuration (required)
+ * @param pool receives the pool
+ * @return 0; REMORA_E_INVALID for an empty capacity or an unknown policy.
  */
 REMORA_API int remora_slot_pool_create(const struct remora_slot_pool_config* cfg,
                                        remora_slot_pool** pool);
 /**
  * Frees this handle. The pool lives on while leases or connections hold it; parked requests
  * then still complete (cancel them first with remora_slot_pool_cancel_all). NULL: nothing.
+ * @param pool the pool, or NULL
  */
 REMORA_API void remora_slot_pool_delete(remora_slot_pool* pool);
 /**
  * All of `need` now, or nothing: REMORA_E_WOULD_BLOCK (back-pressure, also while requests are
  * parked: they go first), REMORA_E_BAD_STATE (forbid: the message names demand and capacity),
  * REMORA_E_TOO_LARGE (more than the capacity), REMORA_E_INVALID (empty demand).
+ * @param pool the pool
+ * @param need the units asked for
+ * @param lease receives the held units
+ * @return 0; REMORA_E_WOULD_BLOCK, REMORA_E_BAD_STATE (forbid), REMORA_E_TOO_LARGE,
+ * REMORA_E_INVALID, as stated above.
  */
 REMORA_API int remora_slot_pool_try_acquire(remora_slot_pool* pool, const struct remora_units* need,
                                             remora_held_units** lease);
@@ -78,22 +87,68 @@ typedef void (*remora_acquire_cb)(void* ctx, int status, remora_held_units* leas
  * Refused (`done` never runs) with REMORA_E_TOO_LARGE, REMORA_E_WOULD_BLOCK (max_waiters are
  * parked), REMORA_E_BAD_STATE (forbid never parks), REMORA_E_INVALID (empty demand, NULL done,
  * negative timeout).
+ * @param pool the pool
+ * @param need the units asked for
+ * @param timeout_ms how long it may park, in ms (REMORA_NO_DEADLINE: without a deadline)
+ * @param done called exactly once with the outcome
+ * @param ctx passed to done
+ * @param parked receives whether the request parked (done runs later)
+ * @return 0 (done runs exactly once); REMORA_E_TOO_LARGE, REMORA_E_WOULD_BLOCK, REMORA_E_BAD_STATE,
+ * REMORA_E_INVALID (done never runs).
  */
 REMORA_API int remora_slot_pool_acquire(remora_slot_pool* pool, const struct remora_units* need,
                                         int timeout_ms, remora_acquire_cb done, void* ctx,
                                         bool* parked);
-/** Ends every parked request with REMORA_E_CANCELED (their callbacks run here); *n how many. */
+/**
+ * Ends every parked request with REMORA_E_CANCELED (their callbacks run here); *n how many.
+ * @param pool the pool
+ * @param n receives how many ended, or NULL
+ * @return 0, or REMORA_E_INVALID for a NULL pool.
+ */
 REMORA_API int remora_slot_pool_cancel_all(remora_slot_pool* pool, size_t* n);
-/** Units free now and requests parked now (either out-parameter may be NULL). */
+/**
+ * Units free now and requests parked now (either out-parameter may be NULL).
+ * @param pool the pool
+ * @param free receives the units free now, or NULL
+ * @param waiting receives the requests parked now, or NULL
+ * @return 0, or REMORA_E_INVALID for a NULL pool.
+ */
 REMORA_API int remora_slot_pool_available(const remora_slot_pool* pool, struct remora_units* free,
                                           size_t* waiting);
-/** The units a lease holds. */
+/**
+ * The units a lease holds.
+ * @param lease the held units
+ * @param held receives the units
+ * @return 0, or REMORA_E_INVALID for a NULL argument.
+ */
 REMORA_API int remora_held_units_held(const remora_held_units* lease, struct remora_units* held);
 /**
  * Gives the lease's units back and frees the handle (NULL: nothing). Parked requests the units
  * satisfy run their callbacks on this thread before it returns.
+ * @param lease the held units, or NULL
  */
 REMORA_API void remora_held_units_delete(remora_held_units* lease);
+
+/** @} */
+
+/** @name Parked posts of a connection */
+/** @{ */
+
+/**
+ * Ends every parked post of conn with REMORA_E_CANCELED; *n how many (may be NULL). A post
+ * whose try is under way is waited for and counted only if it parks again.
+ * @param conn the connection
+ * @param n receives how many ended, or NULL
+ * @return 0, or REMORA_E_INVALID for a NULL connection.
+ */
+REMORA_API int remora_connection_cancel_parked(remora_connection* conn, size_t* n);
+/**
+ * Posts of conn parked now.
+ * @param conn the connection
+ * @param n receives the count
+ * @return 0, or REMORA_E_INVALID for a NULL argument.
+ */
+REMORA_API int remora_connection_parked(const remora_connection* conn, size_t* n);
 
 /** @} */
 
@@ -107,13 +162,29 @@ struct remora_buffer_pool_config {
     size_t buffer_size; /**< bytes each; 0: 4096 */
     unsigned usage;     /**< enum remora_usage; 0: WRITE_SRC | SEND */
 };
-/** Registers `buffers` x `buffer_size` bytes on dom for remora_connection_config.bounce. */
+/**
+ * Registers `buffers` x `buffer_size` bytes on dom for remora_connection_config.bounce.
+ * @param dom the domain
+ * @param cfg its configuration (NULL: the defaults)
+ * @param pool receives the pool
+ * @return 0; REMORA_E_INVALID (unknown usage bits), or the registration's error.
+ */
 REMORA_API int remora_buffer_pool_create(remora_domain* dom,
                                          const struct remora_buffer_pool_config* cfg,
                                          remora_buffer_pool** pool);
-/** Frees this handle (connections using the pool keep it). NULL: nothing. */
+/**
+ * Frees this handle (connections using the pool keep it). NULL: nothing.
+ * @param pool the pool, or NULL
+ */
 REMORA_API void remora_buffer_pool_delete(remora_buffer_pool* pool);
-/** Buffers free now, of `capacity`, each `buffer_size` bytes (out-parameters may be NULL). */
+/**
+ * Buffers free now, of `capacity`, each `buffer_size` bytes (out-parameters may be NULL).
+ * @param pool the pool
+ * @param available receives the buffers free now, or NULL
+ * @param capacity receives the pool's buffers, or NULL
+ * @param buffer_size receives each buffer's size, or NULL
+ * @return 0, or REMORA_E_INVALID for a NULL pool.
+ */
 REMORA_API int remora_buffer_pool_info(const remora_buffer_pool* pool, size_t* available,
                                        size_t* capacity, size_t* buffer_size);
 
@@ -121,125 +192,28 @@ REMORA_API int remora_buffer_pool_info(const remora_buffer_pool* pool, size_t* a
  * Copies [data, data + len) into a bounce buffer of remora_connection_config.bounce and writes it
  * from there: `data` is free when the call returns. REMORA_E_WOULD_BLOCK when the pool or the queue
  * is exhausted, TOO_LARGE past the pool's buffer_size, BAD_STATE without a pool.
+ * @param conn the connection
+ * @param dst the peer's region
+ * @param dst_offset where the operation starts in dst
+ * @param data the bytes to write (free when the call returns)
+ * @param len their length
+ * @param opts the options (NULL: the defaults)
+ * @return 0 once posted; REMORA_E_WOULD_BLOCK, REMORA_E_TOO_LARGE, REMORA_E_BAD_STATE (no pool),
+ * and the checks of remora_write.
  */
 REMORA_API int remora_write_copy(remora_connection* conn, const remora_remote_region* dst,
                                  uint64_t dst_offset, const void* data, size_t len,
                                  const struct remora_op_options* opts);
-/** remora_write_copy's send. */
+/**
+ * remora_write_copy's send.
+ * @param conn the connection
+ * @param data the bytes to send (free when the call returns)
+ * @param len their length
+ * @param opts the options (NULL: the defaults)
+ * @return 0 once posted; the errors of remora_write_copy.
+ */
 REMORA_API int remora_send_copy(remora_connection* conn, const void* data, size_t len,
                                 const struct remora_op_options* opts);
-
-/** @} */
-
-/** @name Receive pools (remora/receive_pool.hpp) */
-/** @{ */
-
-typedef struct remora_receive_pool remora_receive_pool; /**< receive buffers shared by many
-                                                             connections (remora::receive_pool) */
-typedef struct remora_message remora_message;           /**< a received message (remora::message) */
-
-/** Receive pool configuration (remora::receive_pool_config). 0 fields take the defaults. */
-struct remora_receive_pool_config {
-    size_t size;             /**< sizeof(struct remora_receive_pool_config) */
-    uint32_t buffers;        /**< buffers shared by all attached connections; 0: 64 */
-    size_t buffer_size;      /**< bytes per buffer, the largest message accepted; 0: 4096 */
-    uint32_t per_connection; /**< most receives posted on one connection; 0: 4 */
-};
-
-/** What a receive pool holds and has done (remora::receive_pool_stats). */
-struct remora_receive_pool_stats {
-    uint32_t buffers;             /**< the pool's buffers */
-    uint32_t posted;              /**< receives posted on connections now */
-    uint32_t held;                /**< messages delivered and not yet deleted */
-    uint32_t max_held;            /**< the most ever held at once */
-    uint32_t owed;                /**< receives connections are owed (back-pressure) */
-    uint32_t connections;         /**< attached */
-    uint64_t received;            /**< messages delivered so far */
-    uint64_t backpressure_events; /**< messages that left their connection owed a receive */
-    uint64_t reclaimed;           /**< receives moved off quiet connections */
-};
-
-/**
- * Creates a pool of `buffers` registered buffers shared by the connections attached to it: a
- * target's receive memory stays bounded by buffers x buffer_size however many clients it has.
- * While every buffer is held or posted elsewhere a connection has no receive posted, and its
- * peer's messages wait (back-pressure; nothing is dropped). Threading: every call may run
- * concurrently; a message may be deleted on any thread.
- * @param dom  the domain whose connections attach
- * @param cfg  configuration (NULL: defaults)
- * @param pool receives the new pool
- * @return 0, REMORA_E_INVALID (a zero count or size after the defaults), or the provider's error.
- */
-REMORA_API int remora_receive_pool_create(remora_domain* dom,
-                                          const struct remora_receive_pool_config* cfg,
-                                          remora_receive_pool** pool);
-/**
- * Frees the handle and detaches every attached connection (their receives are canceled).
- * Messages still held stay valid until deleted. NULL: nothing.
- * @param pool the pool, or NULL
- */
-REMORA_API void remora_receive_pool_delete(remora_receive_pool* pool);
-/**
- * Posts up to per_connection receives on `conn` from the free buffers (what the pool cannot give
- * now is owed and posted as buffers return). Accept such connections with progress_thread so
- * the library delivers their messages while remora_receive_pool_next waits; otherwise read each
- * connection's CQ (the pool's completions do not appear there) and call next with timeout 0.
- * @param pool the pool
- * @param conn an accepted connection (rq_size at least per_connection, no service depth)
- * @return 0, REMORA_E_INVALID (rq_size too small, a service depth), REMORA_E_BAD_STATE
- *         (attached already).
- */
-REMORA_API int remora_receive_pool_attach(remora_receive_pool* pool, remora_connection* conn);
-/**
- * Stops posting on `conn` and cancels its receives; their buffers come back as their canceled
- * completions are read, or when the connection is deleted.
- * @param pool the pool
- * @param conn an attached connection (not being deleted by another thread)
- * @return 0, or REMORA_E_INVALID for a NULL handle.
- */
-REMORA_API int remora_receive_pool_detach(remora_receive_pool* pool, remora_connection* conn);
-/**
- * The next message from any attached connection, in arrival order. Reply on its connection
- * (remora_message_info gives its tag), then delete the message: its buffer is posted again.
- * @param pool       the pool
- * @param timeout_ms how long to wait (0: only look)
- * @param msg        receives the message
- * @return 0, REMORA_E_TIMED_OUT when none came, REMORA_E_INVALID for a negative timeout.
- */
-REMORA_API int remora_receive_pool_next(remora_receive_pool* pool, int timeout_ms,
-                                        remora_message** msg);
-/**
- * The pool's counters.
- * @param pool  the pool
- * @param stats receives them
- * @return 0, or REMORA_E_INVALID for a NULL argument.
- */
-REMORA_API int remora_receive_pool_stats(const remora_receive_pool* pool,
-                                         struct remora_receive_pool_stats* stats);
-/**
- * The message's bytes (valid until the message is deleted).
- * @param msg  the message
- * @param data receives the first byte
- * @param len  receives the length
- * @return 0, or REMORA_E_INVALID for a NULL argument.
- */
-REMORA_API int remora_message_data(const remora_message* msg, const void** data, size_t* len);
-/**
- * Where the message came from and its immediate data; any out-parameter may be NULL.
- * @param msg     the message
- * @param tag     receives its connection's remora_connection_config.tag
- * @param imm     receives the immediate data (when has_imm)
- * @param has_imm receives whether it carried immediate data
- * @return 0, or REMORA_E_INVALID for a NULL message.
- */
-REMORA_API int remora_message_info(const remora_message* msg, uint64_t* tag, uint64_t* imm,
-                                   bool* has_imm);
-/**
- * Gives the message's buffer back (posted again on the connection waiting longest) and frees
- * the handle (remora::message::release). NULL: nothing.
- * @param msg the message, or NULL
- */
-REMORA_API void remora_message_delete(remora_message* msg);
 
 /** @} */
 
