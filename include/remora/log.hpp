@@ -2,11 +2,11 @@
 /// \file
 /// remora/log.hpp — the library's log lines, delivered to a function of the application's.
 ///
-/// The library reports every failure through its return values; a log line adds what no caller
-/// is there to receive: a target that accepted a connection with a service depth and has not
-/// called target_service::serve() on it while a client's request waits, a service request that
-/// timed out, callbacks a destroyed connection dropped. By default nothing is logged (no
-/// function is set) and the library writes nothing to stdout or stderr.
+/// The library reports every failure through its return values; a log line adds what a status
+/// code cannot say: service requests that got no reply within persistence_config::service_timeout
+/// (log_level::warning, with a hint when the target never answered on that connection: a target
+/// that accepted with a service_depth and never called target_service::serve). By default nothing
+/// is logged (no function is set) and the library writes nothing to stdout or stderr.
 ///
 ///     remora::set_log_function([](remora::log_level l, const char* line, void*) {
 ///         std::fprintf(stderr, "remora %s: %s\n", remora::to_string(l), line);
@@ -25,8 +25,8 @@ namespace remora {
 /// How much a line matters, most severe first.
 enum class log_level : std::uint8_t {
     error,    ///< something failed that the library could not report to a caller
-    warning,  ///< a likely misuse or a peer misbehaving (e.g. a service never served)
-    notice,   ///< a normal but significant event (e.g. callbacks dropped by a destroy)
+    warning,  ///< a likely misuse or a peer misbehaving (e.g. service requests timing out)
+    notice,   ///< a normal but significant event
     info,     ///< informational
     debug,    ///< details for debugging
 };

@@ -53,14 +53,6 @@ struct persistence_config {
     /// connection's CQ is read or waited on (a wait wakes for it) or by its progress thread's
     /// reads; must be > 0 (errc::invalid_argument at setup).
     std::chrono::milliseconds service_timeout{30000};
-    /// Client side: how long a request posted before the target's service has started on this
-    /// connection waits for it. target_service::serve(conn) announces the service to the client;
-    /// a request that sees no announcement serve_wait after its post (a target that accepted
-    /// with a service_depth and never called serve) completes with errc::bad_state, its
-    /// completion's error() saying the target does not serve the connection, and a
-    /// log_level::warning line says so too (log.hpp). Once announced, requests wait for
-    /// service_timeout as usual; when service_timeout is the shorter, it applies. Must be > 0.
-    std::chrono::milliseconds serve_wait{3000};
 
     /// As an entry of connection_config::addons (`cfg.addons = {pcfg}`). Allocates.
     operator std::shared_ptr<const connection_addon>() const;

@@ -8,6 +8,11 @@
  * Link with libremora.so (pkg-config remora-c, or the CMake target remora::shared).
  *
  * Conventions:
+ * - Names follow the C++ API: the handle of remora::X is remora_X, its calls remora_X_method
+ *   (factories as in C++: _open, _create; the destructor is _delete), a configuration struct is
+ *   remora_X_config, and the connection's operations are remora_<verb>(conn, ...) as the
+ *   persistence layer's verbs are in C++ (remora_write, remora_write_with_imm, remora_flush,
+ *   remora_publish...). Calls taking options add _ex.
  * - Every fallible function returns 0 on success or a negative REMORA_E_* code (one per
  *   remora::errc, plus REMORA_E_NOMEM and REMORA_E_UNKNOWN), and writes its results through
  *   out-parameters, which it touches only on success. A failure changes nothing.
@@ -98,7 +103,7 @@ REMORA_API const char* remora_last_error_message(void);
 /** How much a log line matters, most severe first (remora::log_level). */
 enum remora_log_level {
     REMORA_LOG_ERROR = 0,   /**< a failure the library could not report to a caller */
-    REMORA_LOG_WARNING = 1, /**< a likely misuse or a misbehaving peer (a service never served) */
+    REMORA_LOG_WARNING = 1, /**< a likely misuse or a misbehaving peer (service timeouts) */
     REMORA_LOG_NOTICE = 2,  /**< a normal but significant event */
     REMORA_LOG_INFO = 3,    /**< informational */
     REMORA_LOG_DEBUG = 4,   /**< details for debugging */

@@ -151,11 +151,8 @@ struct remora_persistence_config {
      *  completes with REMORA_E_TIMED_OUT (the target may or may not have executed it).
      *  0: 30000. */
     uint32_t service_timeout_ms;
-    /** Client side: a request posted before the target's service started on this connection
-     *  (target_service_serve) waits this long for it, then completes with REMORA_E_BAD_STATE
-     *  (a target that accepted with a service depth and never serves), and a warning line goes
-     *  to the log function (remora_log_set_function). 0: 3000. */
-    uint32_t serve_wait_ms;
+    /* (Such timeouts are also a REMORA_LOG_WARNING line, with a hint when the target never
+     * answered on the connection: a target that never called remora_target_service_serve.) */
 };
 
 /**

@@ -40,12 +40,6 @@ remora::error completion::error() const {
     if (failed_part != 0 || op == remora::op::publish) {
         what += " at part " + std::to_string(failed_part);
     }
-    if ((op == remora::op::flush || op == remora::op::atomic) && status == errc::bad_state) {
-        // The one way a service request ends so (persistence_config::serve_wait).
-        what +=
-            ": the target has not started its service on this connection (it accepted with a "
-            "service_depth but did not call target_service::serve on it)";
-    }
     return remora::error(status, std::move(what));
 }
 

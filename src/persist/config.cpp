@@ -22,9 +22,6 @@ class persistence_addon final : public connection_addon {
         if (cfg.service_timeout.count() <= 0) {
             return fail(errc::invalid_argument, "persistence_config: service_timeout must be > 0");
         }
-        if (cfg.serve_wait.count() <= 0) {
-            return fail(errc::invalid_argument, "persistence_config: serve_wait must be > 0");
-        }
         return {};
     }
     persistence_config cfg;

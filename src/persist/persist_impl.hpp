@@ -52,15 +52,11 @@ struct persistent_impl : internal_access::opaque<persistent_region> {
 //   use (the descriptor's address + offset).
 // reply, 32 bytes:   u32 magic | u8 version | u8 op | u16 status (remora::errc) | u64 id |
 //                    u64 value (the word's old value for compare_swap and fetch_add) | u64 zero
-// ready, a reply with op `ready`, status 0, id 0 and value 0: the target's first message on a
-// connection, sent by target_service::serve once its request receives are posted. A client
-// whose requests see no ready within persistence_config::serve_wait fails them (bad_state).
 enum class service_op : std::uint8_t {
     flush = 1,
     atomic_write = 2,
     compare_swap = 3,
-    fetch_add = 4,
-    ready = 5,  // replies only
+    fetch_add = 4
 };
 
 inline constexpr std::uint16_t flush_persistent = 1;

@@ -100,11 +100,6 @@ struct service_conn {
         // and that receive's completion carries the timeout (client_reply).
         std::chrono::steady_clock::time_point deadline{};
         bool expired = false;
-        // Posted before the target announced its service (ready): `deadline` is the serve_wait
-        // one, and service_timeout runs from `sent`. An expiry then ends it with bad_state.
-        bool awaits_ready = false;
-        std::chrono::steady_clock::time_point sent{};
-        errc expiry = errc::timed_out;  // the status an expired request ends with
     };
     std::mutex mu;
     std::vector<slot> slots;
@@ -123,18 +118,14 @@ struct service_conn {
     // Reply receives canceled by tick() to end expired requests, until their completion comes.
     std::vector<bool> recv_canceled;
     std::size_t recv_cancels = 0;
-    // Client side: the target's service announced itself on this connection (its ready came);
-    // a request failed for want of it was logged.
-    bool ready = false;
-    bool unserved_logged = false;
-    // Target side: the ready announcement's send (its buffer follows the replies in storage).
-    ref ready_ref{this, 0};
+    // Client side: a reply from the target came on this connection (the log's hint for a
+    // target that never served it).
+    bool replied = false;
 
     std::byte* request_buf(std::uint32_t i) { return storage.data() + i * request_room; }
     std::byte* reply_buf(std::uint32_t i) {
         return storage.data() + depth * request_room + i * reply_size;
     }
-    std::byte* ready_buf() { return reply_buf(depth); }
 };
 
 // The persistence layer's state on one connection, attached to it as its extension

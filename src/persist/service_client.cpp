@@ -84,7 +84,7 @@ bool client_sent(void* context, completion& c, callback_sink* sink) {
         if (c.ok()) {
             c.status = make_error_code(errc::disconnected);
         } else if (sl.expired) {
-            c.status = make_error_code(sl.expiry);  // tick() canceled it
+            c.status = make_error_code(errc::timed_out);  // tick() canceled it
         }
         const bool report = deliver(s, ref.index, c, lock, sink);
         settle(s, ref.index);
@@ -127,7 +127,7 @@ bool client_reply(void* context, completion& c, callback_sink* sink) {
             if (oldest == s.depth) {
                 return false;  // its reply came meanwhile
             }
-            c.status = make_error_code(s.slots[oldest].expiry);
+            c.status = make_error_code(errc::timed_out);
             return deliver(s, oldest, c, lock, sink);
         }
     }
@@ -154,13 +154,6 @@ bool client_reply(void* context, completion& c, callback_sink* sink) {
         if (auto d = decode_reply({s.reply_buf(ref.index), c.bytes})) {
             rp = *d;
         }
-    }
-    if (rp && rp->op == service_op::ready) {
-        // The target's service started on this connection: requests wait for their replies
-        // from now on (tick() moves the ones posted before to their service_timeout).
-        s.ready = true;
-        repost_reply(s, ref.index);
-        return false;
     }
     std::uint32_t i = 0;
     bool ok = rp.has_value();
@@ -192,6 +185,7 @@ bool client_reply(void* context, completion& c, callback_sink* sink) {
         return false;
     }
     service_conn::slot& sl = s.slots[i];
+    s.replied = true;
     if (rp->status != 0) {
         c.status = make_error_code(static_cast<errc>(rp->status));
     } else if (sl.result != nullptr) {
@@ -285,11 +279,7 @@ result<void> send_slot(connection_impl& c, service_conn& s, std::uint32_t i, ser
         service_conn::slot& sl = s.slots[i];
         sl.reserved = false;
         sl.sequence = s.next_sequence++;
-        const persistence_config& pc = persistence_of(c);
-        sl.sent = std::chrono::steady_clock::now();
-        sl.awaits_ready = !s.ready && pc.serve_wait < pc.service_timeout;
-        sl.expiry = errc::timed_out;
-        sl.deadline = sl.sent + (sl.awaits_ready ? pc.serve_wait : pc.service_timeout);
+        sl.deadline = std::chrono::steady_clock::now() + persistence_of(c).service_timeout;
         sl.expired = false;
         c.expect_deadline(sl.deadline);
         sl.posted = false;
@@ -398,7 +388,7 @@ std::chrono::steady_clock::time_point persist_conn::tick(
     std::lock_guard slots(s.mu);
     tp next = tp::max();
     std::size_t awaiting_reply = 0;  // expired requests whose send is done
-    bool unserved = false;           // one ended because the service never started
+    std::size_t newly_expired = 0;   // reached service_timeout in this pass
     bool canceled = false;
     std::vector<std::pair<op_record*, bool>> taken;
     for (std::uint32_t i = 0; i < s.depth; ++i) {
@@ -406,20 +396,11 @@ std::chrono::steady_clock::time_point persist_conn::tick(
         if (!sl.busy || !sl.posted || sl.delivered) {
             continue;
         }
-        if (sl.awaits_ready && !sl.expired) {
-            if (s.ready) {
-                // Announced meanwhile: the request waits for its reply as any other.
-                sl.awaits_ready = false;
-                sl.deadline = sl.sent + persistence_of(c).service_timeout;
-            } else if (sl.deadline <= now) {
-                sl.expiry = errc::bad_state;
-                unserved = true;
-            }
-        }
         if (sl.deadline > now) {
             next = std::min(next, sl.deadline);
             continue;
         }
+        newly_expired += sl.expired ? 0 : 1;
         sl.expired = true;
         next =
             std::min(next, now + std::chrono::milliseconds(100));  // looked at again until it ends
@@ -465,15 +446,15 @@ std::chrono::steady_clock::time_point persist_conn::tick(
         // The canceled completions come through the CQ's reader: make sure it reads.
         kick_readers(c);
     }
-    if (unserved && !s.unserved_logged && log_enabled(log_level::warning)) {
-        s.unserved_logged = true;
+    if (newly_expired != 0 && log_enabled(log_level::warning)) {
         log_line(log_level::warning,
-                 "the target has not started its service on connection tag " +
-                     std::to_string(c.config.tag) + ": a request waited " +
-                     std::to_string(persistence_of(c).serve_wait.count()) +
-                     " ms (persistence_config::serve_wait) and fails with bad_state; the target "
-                     "accepted with a service_depth but did not call target_service::serve on "
-                     "the connection");
+                 std::to_string(newly_expired) + " service request(s) on connection tag " +
+                     std::to_string(c.config.tag) + " got no reply within service_timeout (" +
+                     std::to_string(persistence_of(c).service_timeout.count()) +
+                     " ms) and end timed_out" +
+                     (s.replied ? ""
+                                : "; the target has never answered on this connection: does it "
+                                  "call target_service::serve on it?"));
     }
     return next;
 }

@@ -13,8 +13,7 @@ namespace remora::detail {
 
 namespace {
 
-result<void> check_header(std::span<const std::byte> in, std::size_t size, const char* what,
-                          service_op last = service_op::fetch_add) {
+result<void> check_header(std::span<const std::byte> in, std::size_t size, const char* what) {
     if (in.size() != size) {
         return fail(errc::invalid_argument, std::string(what) + ": " + std::to_string(in.size()) +
                                                 " bytes, want " + std::to_string(size));
@@ -28,7 +27,8 @@ result<void> check_header(std::span<const std::byte> in, std::size_t size, const
                                                 " is not supported");
     }
     const auto op = static_cast<std::uint8_t>(in[5]);
-    if (op < static_cast<std::uint8_t>(service_op::flush) || op > static_cast<std::uint8_t>(last)) {
+    if (op < static_cast<std::uint8_t>(service_op::flush) ||
+        op > static_cast<std::uint8_t>(service_op::fetch_add)) {
         return fail(errc::invalid_argument,
                     std::string(what) + ": unknown operation " + std::to_string(op));
     }
@@ -89,7 +89,7 @@ result<service_request> decode_request(std::span<const std::byte> in) {
 }
 
 result<service_reply> decode_reply(std::span<const std::byte> in) {
-    if (auto r = check_header(in, reply_size, "service reply", service_op::ready); !r) {
+    if (auto r = check_header(in, reply_size, "service reply"); !r) {
         return fail(r.error());
     }
     service_reply rp;
@@ -102,9 +102,6 @@ result<service_reply> decode_reply(std::span<const std::byte> in) {
     rp.value = get_le(&in[16], 8);
     if (get_le(&in[24], 8) != 0) {
         return fail(errc::invalid_argument, "service reply: reserved field is not zero");
-    }
-    if (rp.op == service_op::ready && (rp.status != 0 || rp.id != 0 || rp.value != 0)) {
-        return fail(errc::invalid_argument, "service ready: fields are not zero");
     }
     return rp;
 }

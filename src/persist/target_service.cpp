@@ -90,7 +90,6 @@ service_reply service_core::execute(const service_request& rq,
             rp.value = word.fetch_add(rq.arg0, std::memory_order_acq_rel);
             break;
         case service_op::flush:
-        case service_op::ready:  // never a request (decode_request refuses it)
             break;
     }
     return rp;
@@ -107,7 +106,7 @@ result<std::unique_ptr<service_conn>> make_service_conn(connection_impl& c, bool
     s->conn = &c;
     s->target = target;
     s->depth = depth;
-    s->storage.assign(depth * (request_room + reply_size) + reply_size, std::byte{0});
+    s->storage.assign(depth * (request_room + reply_size), std::byte{0});
     auto mr = memory_region::create(c.dom_handle, s->storage, usage::send | usage::receive);
     if (!mr) {
         return fail(mr.error());
@@ -136,17 +135,6 @@ namespace {
 
 bool target_reply_sent(void* context, completion& c, callback_sink* /*sink*/);
 bool target_request(void* context, completion& c, callback_sink* /*sink*/);
-void repost_request(service_conn& s, std::uint32_t i);
-
-// The ready announcement's send completed: it held request 0's send entry (target_service::serve),
-// so request receive 0 is posted now, unless the connection is going away.
-bool target_ready_sent(void* context, completion& c, callback_sink* /*sink*/) {
-    auto& ref = *static_cast<service_conn::ref*>(context);
-    if (c.ok() || !teardown_status(c)) {
-        repost_request(*ref.owner, 0);
-    }
-    return false;
-}
 
 // Posts request receive `i` again (the slot is free: its reply was sent or is lost). The slot's
 // receive-queue entry was given back, so only the provider can refuse: the post is tried twice
@@ -346,10 +334,7 @@ result<void> target_service::serve_impl(connection& conn,
         }
     }
     p.svc = std::move(*s);  // before posting: the receives' records point into it
-    // Receive 0 waits for the ready announcement's send to complete (target_ready_sent): the
-    // announcement takes the send entry request 0's reply would, so the service never has more
-    // than service_depth sends out.
-    for (std::uint32_t j = 1; j < sc.depth; ++j) {
+    for (std::uint32_t j = 0; j < sc.depth; ++j) {
         if (auto r = detail::post_internal(c, detail::queue::recv, sc.request_buf(j),
                                            detail::request_room, detail::desc_of(sc),
                                            detail::target_request, &sc.recv_refs[j]);
@@ -357,14 +342,7 @@ result<void> target_service::serve_impl(connection& conn,
             return r;
         }
     }
-    // Tells the client the service has started: its requests wait for replies from now on
-    // (persistence_config::serve_wait).
-    detail::service_reply ready;
-    ready.op = detail::service_op::ready;
-    detail::encode(ready,
-                   std::span<std::byte, detail::reply_size>(sc.ready_buf(), detail::reply_size));
-    return detail::post_internal(c, detail::queue::service, sc.ready_buf(), detail::reply_size,
-                                 detail::desc_of(sc), detail::target_ready_sent, &sc.ready_ref);
+    return {};
 }
 
 std::uint64_t target_service::requests() const noexcept {

@@ -5,13 +5,7 @@
 // its slot and queue entries (in_flight() 0, the full service depth usable again). Waits wake
 // for the deadline by themselves; a busy poller ends them too. On the connected providers and on
 // the RDM peers (issue 13, defect B: a GPSPM flush to a dead RDM target never completed).
-#include <mutex>
 #include <set>
-#include <string>
-#include <thread>
-#include <vector>
-
-#include <remora/log.hpp>
 
 #include "support.hpp"
 
@@ -150,128 +144,6 @@ TEST_P(service_timeout, unanswered_flushes_end_timed_out_for_a_busy_poller) {
     check(got, ctx, t0);
 }
 
-// A target that accepted with a service depth and never calls target_service::serve: the
-// client's request fails fast, after persistence_config::serve_wait (not the 30 s
-// service_timeout), with errc::bad_state, an error() naming the missing serve, and a warning
-// line through the log function. A target that serves late (within serve_wait) is answered.
-struct log_capture {
-    static void on_line(log_level l, const char* line, void* ctx) {
-        auto* self = static_cast<log_capture*>(ctx);
-        std::lock_guard lock(self->mu);
-        if (l == log_level::warning) {
-            self->lines.emplace_back(line);
-        }
-    }
-    std::mutex mu;
-    std::vector<std::string> lines;
-};
-
-class serve_wait : public testing::TestWithParam<std::string> {
-  protected:
-    // The pair (MSG, or RDM peers) with the client's serve_wait; the target has a service that
-    // exposes a region and serves nothing yet.
-    void open(std::chrono::milliseconds wait) {
-        const connection_config target{
-            .progress_thread = true,
-            .addons = {remora::persistence_config{.service_depth = depth}}};
-        const connection_config client_cfg{
-            .addons = {remora::persistence_config{.service_depth = depth, .serve_wait = wait}}};
-        if (is_rdm(GetParam())) {
-            auto p = attach_rdm_pair(GetParam().substr(4), target, client_cfg);
-            ASSERT_TRUE(p.has_value()) << p.error().what();
-            rdm_.emplace(std::move(*p));
-            client_ = &*rdm_->b;
-            target_ = &*rdm_->a;
-            target_domain_ = &rdm_->a_dom;
-        } else {
-            auto p = connect_pair(GetParam(), target, client_cfg);
-            ASSERT_TRUE(p.has_value()) << p.error().what();
-            pair_.emplace(std::move(*p));
-            client_ = &*pair_->client;
-            target_ = &*pair_->server;
-            target_domain_ = &pair_->server_domain;
-        }
-        svc_ = must(target_service::create());
-        mem_ = std::make_unique<buffer>(4096);
-        mr_ = must(memory_region::create(*target_domain_, mem_->span(),
-                                         usage::write_destination | usage::flush_target));
-        desc_ = must(svc_->expose(*mr_));
-    }
-    result<void> flush_once(int* ctx) {
-        const auto limit = clock_type::now() + 10s;
-        for (;;) {
-            auto r = remora::flush(*client_, desc_, 0, 8,
-                                   {.type = flush_type::visibility, .method = flush_method::gpspm},
-                                   {.context = ctx});
-            if (r || r.error() != errc::would_block || clock_type::now() > limit) {
-                return r;
-            }
-            completion none[4];
-            (void)client_->cq().poll(none);
-            std::this_thread::yield();
-        }
-    }
-    void TearDown() override { set_log_function(nullptr); }
-
-    std::optional<connected_pair> pair_;
-    std::optional<rdm_pair> rdm_;
-    connection* client_ = nullptr;
-    connection* target_ = nullptr;
-    domain* target_domain_ = nullptr;
-    std::optional<target_service> svc_;
-    std::unique_ptr<buffer> mem_;
-    std::optional<memory_region> mr_;
-    remote_region desc_;
-};
-
-TEST_P(serve_wait, a_target_that_never_serves_fails_the_flush_fast) {
-    log_capture log;
-    set_log_function(&log_capture::on_line, &log);
-    open(200ms);
-    int ctx = 0;
-    const auto t0 = clock_type::now();
-    REMORA_ASSERT_OK(flush_once(&ctx));
-    auto got = collect(client_->cq(), 1, true, 10s);
-    const auto took = clock_type::now() - t0;
-    ASSERT_EQ(got.size(), 1u) << "the flush never ended";
-    EXPECT_EQ(got[0].op, op::flush);
-    EXPECT_EQ(got[0].context, &ctx);
-    EXPECT_EQ(got[0].status, make_error_code(errc::bad_state)) << got[0].status.message();
-    EXPECT_NE(got[0].error().message().find("target_service::serve"), std::string::npos)
-        << got[0].error().what();
-    EXPECT_GE(took, 200ms) << "ended before serve_wait";
-    EXPECT_LT(took, 5s) << "not fast: the service_timeout is 30 s, serve_wait 200 ms";
-    {
-        std::lock_guard lock(log.mu);
-        ASSERT_EQ(log.lines.size(), 1u);
-        EXPECT_NE(log.lines[0].find("target_service::serve"), std::string::npos) << log.lines[0];
-    }
-    EXPECT_TRUE(eventually(
-        [&] {
-            completion none[4];
-            (void)client_->cq().poll(none);
-            return client_->in_flight() == 0;
-        },
-        5s))
-        << "in_flight() is " << client_->in_flight();
-}
-
-TEST_P(serve_wait, a_target_that_serves_within_serve_wait_answers) {
-    open(5s);
-    int ctx = 0;
-    REMORA_ASSERT_OK(flush_once(&ctx));
-    std::this_thread::sleep_for(100ms);  // the request waits for a service not started yet
-    REMORA_ASSERT_OK(svc_->serve(*target_));
-    auto got = collect(client_->cq(), 1, true, 10s);
-    ASSERT_EQ(got.size(), 1u);
-    EXPECT_TRUE(got[0].ok()) << got[0].error().what();
-    // Announced: a later request waits for its reply (service_timeout), and is answered.
-    REMORA_ASSERT_OK(flush_once(&ctx));
-    got = collect(client_->cq(), 1, true, 10s);
-    ASSERT_EQ(got.size(), 1u);
-    EXPECT_TRUE(got[0].ok()) << got[0].error().what();
-}
-
 TEST(service_timeout_config, must_be_positive) {
     auto p = connect_pair(
         "tcp", {},
@@ -280,22 +152,6 @@ TEST(service_timeout_config, must_be_positive) {
     EXPECT_TRUE(p.error() == errc::invalid_argument) << p.error().what();
     EXPECT_NE(p.error().message().find("service_timeout"), std::string::npos) << p.error().what();
 }
-
-TEST(service_timeout_config, serve_wait_must_be_positive) {
-    auto p = connect_pair(
-        "tcp", {}, {.addons = {remora::persistence_config{.service_depth = 2, .serve_wait = 0ms}}});
-    ASSERT_FALSE(p.has_value());
-    EXPECT_TRUE(p.error() == errc::invalid_argument) << p.error().what();
-    EXPECT_NE(p.error().message().find("serve_wait"), std::string::npos) << p.error().what();
-}
-
-INSTANTIATE_TEST_SUITE_P(providers, serve_wait, testing::ValuesIn([] {
-                             auto v = providers();
-                             for (auto& r : rdm_providers())
-                                 v.push_back(r);
-                             return v;
-                         }()),
-                         provider_name);
 
 INSTANTIATE_TEST_SUITE_P(providers, service_timeout, testing::ValuesIn([] {
                              auto v = providers();
