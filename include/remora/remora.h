@@ -10,7 +10,7 @@
  * Conventions:
  * - Names follow the C++ API: the handle of remora::X is remora_X, its calls remora_X_method
  *   (factories as in C++: _open, _create; the destructor is _delete), a configuration struct is
- *   remora_X_config, and the connection's operations are remora_<verb>(conn, ...) as the
+ *   remora_X_config, and the connection's operations are remora_VERB(conn, ...) as the
  *   persistence layer's verbs are in C++ (remora_write, remora_write_with_imm, remora_flush,
  *   remora_publish...). Calls taking options add _ex.
  * - Every fallible function returns 0 on success or a negative REMORA_E_* code (one per
