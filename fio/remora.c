@@ -4,7 +4,7 @@
  *
  *     ioengine=external:/path/to/libremora_fio.so
  *
- * One engine, two roles (option `role`), as librpma's client and server engines:
+ * One engine, two roles (option `role`, required), as librpma's client and server engines:
  *
  * role=server: each job (numjobs = expected connections) listens on serverip:port + job index,
  *   accepts one client and exposes to it a region of `size` bytes: volatile memory with
@@ -16,7 +16,7 @@
  *   (busy_wait_polling=0: polls 100 us after traffic, then sleeps). The job ends when its
  *   client disconnects.
  *
- * role=client (default): each job connects to serverip:port + job index and runs rw=write,
+ * role=client: each job connects to serverip:port + job index and runs rw=write,
  *   randwrite, read or randread against the server's region with fio's blocksize and iodepth.
  *   Writes are made visible or durable (the strongest the region offers) by a flush
  *   (flush=auto|raw|gpspm: remora's automatic choice, read-after-write, or a GPSPM request):
@@ -72,8 +72,7 @@ static struct fio_option rf_options[] = {
         .lname = "remora role",
         .type = FIO_OPT_STR_STORE,
         .off1 = offsetof(struct rf_options, role),
-        .help = "client (runs the I/O) or server (exposes memory or a file)",
-        .def = "client",
+        .help = "required: client (runs the I/O) or server (exposes memory or a file)",
         .category = FIO_OPT_C_ENGINE,
         .group = FIO_OPT_G_INVALID,
     },
@@ -198,7 +197,7 @@ static struct rf_options* opts(struct thread_data* td) {
 }
 
 static bool is_server(struct thread_data* td) {
-    return strcmp(opts(td)->role, "server") == 0;
+    return opts(td)->role != NULL && strcmp(opts(td)->role, "server") == 0;
 }
 
 /* errno for an io_u from a REMORA_E_* code. */
@@ -776,6 +775,13 @@ static void client_cleanup(struct thread_data* td) {
 
 static int rf_init(struct thread_data* td) {
     struct rf_options* o = opts(td);
+    /* No default: a server job that ran as a client would fail far from the cause. */
+    if (o->role == NULL || o->role[0] == '\0') {
+        log_err("remora: role is missing: role=server (exposes memory, as librpma_*_server) or "
+                "role=client (runs the I/O, as librpma_*_client)\n");
+        td_verror(td, EINVAL, "role");
+        return 1;
+    }
     if (strcmp(o->role, "server") != 0 && strcmp(o->role, "client") != 0) {
         log_err("remora: role=%s is not client or server\n", o->role);
         td_verror(td, EINVAL, "role");

@@ -13,7 +13,8 @@
 # provider's behaviour, or which call failed): they are not code.
 #
 # Second, includes follow the layers of DESIGN.md (each depends only on those below it):
-#   base    src/base/, include/remora/{result,units,log}.hpp: nothing of the library's but base.
+#   base    src/base/, include/remora/{result,units,version,log}.hpp: nothing of the library's but
+#           base.
 #   ops     src/ops/: base, fabric, and the vocabulary of completions (remora/completion_queue.hpp:
 #           `completion`, `op`); nothing from core/, slots/, persist/.
 #   core    src/core/ and the endpoint layer's public headers: nothing from slots/ or persist/,
@@ -26,7 +27,7 @@
 #           door.hpp, ...), no ops/ and no fabric/ header directly.
 #   capi    src/capi/ (the C API): the public C++ API only (include/remora/*.hpp) and its own
 #           capi.hpp; nothing from src/ (base, fabric, ops, core, slots, persist, access).
-#   remora.h include/remora/remora.h (and remora_cq.h, remora_persist.h, remora_pools.h) is C: it
+#   remora.h include/remora/remora.h (and the remora_*.h it includes) is C: it
 #           includes no C++ header of the library.
 #   tools   tools/, examples/ and fio/: the public API only: nothing from src/, and no detail::
 #           name (the baselines talk to libfabric directly, excepted above).
@@ -85,7 +86,7 @@ for f in "${files[@]}"; do
 done
 
 if [[ $found -ne 0 ]]; then
-    echo "check-layering: only src/fabric/ may include <rdma/...>, call fi_* or, in src/ and include/, name FI_* constants or fi_info, fi_addr_t, fi_cq_*, fi_eq_*, fi_context types (see README, Layout)" >&2
+    echo "check-layering: only src/fabric/ may include <rdma/...>, call fi_* or, in src/ and include/, name FI_* constants or fi_info, fi_addr_t, fi_cq_*, fi_eq_*, fi_context types (see docs/architecture.md)" >&2
     exit 1
 fi
 
@@ -107,8 +108,8 @@ check_includes() {
         layers=1
     fi
 }
-check_includes base '^(src/base/|include/remora/(result|units)\.hpp$)' \
-    'core/|ops/|fabric/|slots/|persist/|remora/(?!(result|units|log)\.hpp)'
+check_includes base '^(src/base/|include/remora/(result|units|version|log)\.hpp$)' \
+    'core/|ops/|fabric/|slots/|persist/|remora/(?!(result|units|version|log)\.(hpp|h))'
 check_includes ops '^src/ops/' \
     "core/|slots/|persist/|remora/(?!(result|units|completion_queue)\.hpp)"
 check_includes core "^(src/core/|$core_public$)" "slots/|persist/|$upper_public"

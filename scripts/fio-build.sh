@@ -13,7 +13,8 @@
 # inside DIR (the system's apt configuration is not touched): apt checks the Sources index
 # against Debian's archive keyring (InRelease) and each downloaded file against that index's
 # checksums, and dpkg-source checks them again against the .dsc when it unpacks.
-# Build needs: a C compiler, make, dpkg-source (dpkg-dev), xz; install-deps.sh installs them.
+# Build needs: a C compiler, make, dpkg-source (dpkg-dev), xz; `scripts/install-deps.sh --fio`
+# installs them (and so does the full set).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=3.33-3

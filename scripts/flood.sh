@@ -69,7 +69,7 @@ cpu_pct() {
 legit_get() {
     local s e
     s=$(date +%s%N)
-    if timeout 20 "$remora" get -p "$provider" -t "127.0.0.1:$port" -o 0 -n 5 --key-file "$dir/k" \
+    if timeout 20 "$remora" get -p "$provider" -t "127.0.0.1:$port" -o 0 -l 5 --key-file "$dir/k" \
         > /dev/null 2> "$dir/get.err"; then
         e=$(date +%s%N)
         echo $(( (e - s) / 1000000 ))
@@ -105,7 +105,7 @@ for _ in $(seq "$half"); do
 done
 echo "half-open handshakes: $hopened of $half open"
 seq "$wrong" | xargs -P 4 -I{} sh -c \
-    "timeout 20 '$remora' get -p '$provider' -t 127.0.0.1:$port -n 5 --key-file '$dir/wrong' \
+    "timeout 20 '$remora' get -p '$provider' -t 127.0.0.1:$port -l 5 --key-file '$dir/wrong' \
      > /dev/null 2>> '$dir/wrong.err'" 2>/dev/null
 refused=$(grep -c "refused admission: wrong key" "$dir/wrong.err" 2>/dev/null || true)
 echo "wrong-key clients: $refused of $wrong refused as 'wrong key'"

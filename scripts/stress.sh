@@ -12,7 +12,7 @@ runs=${1:-5}
 jobs=${2:-4}
 bash scripts/install-deps.sh
 build=build
-cmake -S . -B "$build" -DREMORA_WERROR=ON >/dev/null
+cmake -S . -B "$build" -DREMORA_WERROR=ON -DREMORA_TESTS=ON >/dev/null
 cmake --build "$build" -j "$(nproc)"
 hogs=()
 stop_hogs() { for h in "${hogs[@]}"; do kill "$h" 2>/dev/null || true; done; hogs=(); }

@@ -24,7 +24,8 @@ if [ "${1:-}" = "--sanitize" ]; then
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 fi
-cmake -S . -B "$build" -DREMORA_WERROR=ON "${flags[@]}" >/dev/null
+# Tests on: a tree scripts/demo.sh configured has them off.
+cmake -S . -B "$build" -DREMORA_WERROR=ON -DREMORA_TESTS=ON "${flags[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
 log=$build/ctest.log
 ctest --test-dir "$build" --output-on-failure --no-tests=error -j 2 --timeout 300 | tee "$log"

@@ -2,17 +2,21 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # The fio engine as a user runs it: a server job and a client job (the job files in fio/, made
 # short) over loopback, each a fio process. Passes when both exit 0, print nothing on stderr
-# (the engine reports errors only), and fio's JSON says error 0, iops > 0 and the latency
-# percentiles of the job files' percentile_list.
+# (the engine reports errors only), fio's banner says the client's I/Os are 4096 bytes, and fio's
+# JSON says error 0, iops > 0 and the latency percentiles of the job files' percentile_list.
 #   fio_engine.sh FIO ENGINE_SO PROVIDER JOB
 #   JOB: write (sync=1: a flush per write, qd 2), write-batch (sync=0: a flush per batch, qd 16,
 #        both sides sleeping while they wait: busy_wait_polling=0),
 #        write-fsync (fsync=4: a flush every 4 writes, qd 8), write-noflush (flush=none, qd 16),
 #        write-file (the server maps a file: each flush persists through the service, GPSPM;
 #        the file must then hold the written bytes), read (qd 2)
+#   librpma-NAME: librpma's job pair NAME-server.fio and NAME-client.fio in librpma's style
+#        (tests/fio/librpma: apm, gpspm, aof_hw, aof_sw), converted by fio/librpma-to-remora.sed
+#        alone; the test then only names the address and a free port, shortens the run and, for
+#        the benchmarking-style jobs, sets their environment variables
 #   Refusals (a client alone, no server): refused (nobody listens: fio fails, one line of the
-#   engine says "connection refused"), bad-flush (flush=fast), bad-role (role=peer),
-#   noflush-sync (flush=none with sync=1): each names the value it refuses.
+#   engine says "connection refused"), bad-flush (flush=fast), bad-role (role=peer), no-role (no
+#   role line), noflush-sync (flush=none with sync=1): each names the value it refuses.
 set -u
 fio=$1
 engine=$2
@@ -60,6 +64,7 @@ case $job in
     refused) refusal '^remora: connecting to the server: connection refused: ' ;;
     bad-flush) refusal '^remora: flush=fast is not auto, raw, gpspm or none$' -e 's/^flush=auto/flush=fast/' ;;
     bad-role) refusal '^remora: role=peer is not client or server$' -e 's/^role=client/role=peer/' ;;
+    no-role) refusal '^remora: role is missing: role=server .* or role=client ' -e '/^role=client/d' ;;
     noflush-sync) refusal '^remora: flush=none cannot honour sync=1, fsync or fdatasync$' \
         -e 's/^flush=auto/flush=none/' ;;
 esac
@@ -67,13 +72,31 @@ esac
 server_edits=(-e 's/^size=100MiB.*/size=1MiB/')
 [ "$job" = write-batch ] && server_edits+=(-e 's/^busy_wait_polling=1/busy_wait_polling=0/')
 [ "$job" = write-file ] && server_edits+=(-e "s|^filename=malloc.*|filename=$tmp/region.bin|")
-sed "${server_edits[@]}" "$here/fio/remora-server.fio" >"$tmp/server.fio"
+server_src=$here/fio/remora-server.fio
 case $job in
     write | write-batch | write-fsync | write-noflush | write-file) src=$here/fio/remora-client-write.fio; dir=write ;;
     read) src=$here/fio/remora-client-read.fio; dir=read ;;
+    librpma-*)
+        # The conversion, then what a user fills in anyway: the address (librpma's examples say
+        # [serverip]) and, here, a free port, a short run, and the benchmarking jobs' variables.
+        name=${job#librpma-}
+        [ -f "$here/tests/fio/librpma/$name-client.fio" ] || fail "no librpma job pair $name"
+        sed -f "$here/fio/librpma-to-remora.sed" "$here/tests/fio/librpma/$name-server.fio" \
+            >"$tmp/converted-server.fio"
+        sed -f "$here/fio/librpma-to-remora.sed" "$here/tests/fio/librpma/$name-client.fio" \
+            >"$tmp/converted-client.fio"
+        server_src=$tmp/converted-server.fio src=$tmp/converted-client.fio
+        server_edits=(-e 's/^serverip=.*/serverip=${SERVERIP}/' -e 's/^port=7204.*/port=${PORT}/')
+        export serverip=127.0.0.1 sync=1 numjobs=1 iodepth=2 readwrite=write blocksize=4KiB \
+            ramp_time=0 runtime=2s direct_write_to_pmem=0 busy_wait_polling=1 cpuload=10
+        dir=write
+        [ "$name" = apm ] && dir=read,write  # rw=randrw
+        ;;
     *) fail "unknown job $job" ;;
 esac
+sed "${server_edits[@]}" "$server_src" >"$tmp/server.fio"
 edits=(-e 's/^runtime=60s/runtime=2s/' -e 's/^ramp_time=15s.*/ramp_time=0/' -e 's/^size=.*//')
+[[ $job == librpma-* ]] && edits+=(-e 's/^serverip=.*/serverip=${SERVERIP}/' -e 's/^port=7204.*/port=${PORT}/')
 case $job in
     write-batch) edits+=(-e 's/^sync=1/sync=0/' -e 's/^iodepth=2/iodepth=16/'
                          -e 's/^busy_wait_polling=1.*/busy_wait_polling=0/'
@@ -117,7 +140,9 @@ for attempt in 1 2 3; do
 done
 [ -n "$listening" ] || fail "the server did not listen (last port $port) within 20 s"
 
-timeout -k 5 60 "$fio" "$tmp/client.fio" --output-format=json >"$tmp/client.json" 2>"$tmp/client.err"
+# fio's banner (normal output) says the block size; the JSON follows it.
+timeout -k 5 60 "$fio" "$tmp/client.fio" --output-format=normal,json >"$tmp/client.json" \
+    2>"$tmp/client.err"
 client_rc=$?
 wait "$server_pid"
 server_rc=$?
@@ -128,24 +153,41 @@ server_pid=
 [ -s "$tmp/server.err" ] && fail "the server printed on stderr"
 region=()
 [ "$job" = write-file ] && region=("$tmp/region.bin")
-python3 - "$tmp/client.json" "$tmp/server.json" "$dir" "${region[@]}" <<'PY' || fail "fio's JSON"
-import json, sys
-client, server, ddir = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+strict=1  # remora's job files: their percentile_list
+[[ $job == librpma-* ]] && strict=0
+python3 - "$tmp/client.json" "$tmp/server.json" "$dir" "$strict" "${region[@]}" <<'PY' || fail "fio's JSON"
+import json, re, sys
 def check(ok, what):
     if not ok:
         sys.exit("FAIL: " + what)
+def load(path):  # fio's JSON, after whatever fio printed before it (the banner, cpuio's line)
+    text = open(path).read()
+    start = 0 if text.startswith("{") else text.find("\n{\n") + 1
+    check(start > 0 or text.startswith("{"), f"no JSON in {path}")
+    return text[:start], json.JSONDecoder().raw_decode(text[start:])[0]
+text, client = load(sys.argv[1])
+# The banner: "client: (g=0): rw=write, bs=(R) 4096B-4096B, (W) 4096B-4096B, ..."
+banner = re.search(r"bs=\(R\) (\S+), \(W\) (\S+),", text)
+check(banner is not None, "no block sizes in fio's banner")
+check(banner.groups() == ("4096B-4096B", "4096B-4096B"),
+      f"I/Os of {banner.group(2)} bytes, want 4096B-4096B (4KiB with kb_base=1000)")
+server, ddirs, strict = load(sys.argv[2])[1], sys.argv[3].split(","), sys.argv[4] == "1"
 s = server["jobs"][0]
 check(s["error"] == 0, f"server job error {s['error']}")
 j = client["jobs"][0]
 check(j["error"] == 0, f"client job error {j['error']}")
-d = j[ddir]
-check(d["iops"] > 0, f"{ddir} iops {d['iops']}")
-check(d["total_ios"] > 0, f"{ddir} total_ios {d['total_ios']}")
-pct = d["clat_ns"].get("percentile", {})
-for p in ("50.000000", "99.000000", "99.900000", "99.999000"):
-    check(pct.get(p, 0) > 0, f"{ddir} clat percentile {p} missing or 0: {pct}")
-if len(sys.argv) > 4:  # write-file: the mapped file holds what the client wrote
-    data = open(sys.argv[4], "rb").read()
+for ddir in ddirs:
+    d = j[ddir]
+    check(d["iops"] > 0, f"{ddir} iops {d['iops']}")
+    check(d["total_ios"] > 0, f"{ddir} total_ios {d['total_ios']}")
+    # Completion latency, or total latency where the job says disable_clat=1, lat_percentiles=1.
+    pct = d["clat_ns"].get("percentile") or d["lat_ns"].get("percentile", {})
+    check(len(pct) > 0 and min(pct.values()) > 0, f"{ddir} latency percentiles missing or 0: {pct}")
+    if strict:  # remora's job files: their percentile_list
+        for p in ("50.000000", "99.000000", "99.900000", "99.999000"):
+            check(pct.get(p, 0) > 0, f"{ddir} latency percentile {p} missing or 0: {pct}")
+if len(sys.argv) > 5:  # write-file: the mapped file holds what the client wrote
+    data = open(sys.argv[5], "rb").read()
     check(len(data) == 1 << 20, f"region file of {len(data)} bytes, want 1 MiB (size=1MiB)")
     # Sequential 4 KiB writes of fio's random bytes from offset 0 (wrapping): every block written
     # holds something other than zeros.
@@ -155,6 +197,7 @@ if len(sys.argv) > 4:  # write-file: the mapped file holds what the client wrote
     want = min(d["io_bytes"] // 4096, len(blocks))
     check(want > 0, "no write completed")
     check(written >= want, f"{written} blocks of the region file hold data, want {want} (writes completed)")
-print(f"ok: {ddir} iops {d['iops']:.0f}, {d['total_ios']} I/Os, clat p50 {pct['50.000000']/1000:.1f} us, "
-      f"p99 {pct['99.000000']/1000:.1f} us, p99.999 {pct['99.999000']/1000:.1f} us")
+high = max(pct, key=float)
+print(f"ok: {ddir} iops {d['iops']:.0f}, {d['total_ios']} I/Os of {banner.group(2)}, "
+      f"p99 {pct.get('99.000000', 0)/1000:.1f} us, p{float(high):g} {pct[high]/1000:.1f} us")
 PY

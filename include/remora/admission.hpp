@@ -1,32 +1,28 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// \file
-/// remora/admission.hpp — who may connect: a pre-shared key proven in the connection request.
+/// remora/admission.hpp — who may connect: a pre-shared key (admission_key) proven in the
+/// connection request, checked by the target (admission_gate); for RDM peers, the same proof in
+/// an attach handshake (prove_admission, attach_request, admit_peer).
 ///
 /// A target admits only peers that prove they hold its 32-byte key. The client sends an
-/// admission token as the connection request's private data; the target checks it before it
-/// accepts, and rejects anything else with a reject that names a short reason. The key itself
-/// never crosses the wire.
+/// admission token as the connection request's private data (connect_admitted); the target
+/// checks it before it accepts (admission_gate::admit), and rejects anything else with a reject
+/// that names a short reason. The key itself never crosses the wire.
 ///
 /// The token (v1, 64 bytes + identity + payload, all integers little-endian):
-///   "RMAU" | u8 version (1) | u8 identity length (0..64) | u16 payload length |
-///   u64 timestamp (ms since the Unix epoch) | 16-byte random nonce | identity | payload |
-///   32-byte HMAC-SHA-512-256 (libsodium crypto_auth) under the key over every byte before it.
-/// The payload is the application's own connect data (e.g. `remora serve`'s service depth): it is
-/// covered by the HMAC, so nobody without the key can change it. The whole token must fit in
+///
+///     "RMAU" | u8 version (1) | u8 identity length (0..64) | u16 payload length |
+///     u64 timestamp (ms since the Unix epoch) | 16-byte random nonce | identity | payload |
+///     32-byte HMAC-SHA-512-256 (libsodium crypto_auth) under the key over every byte before it
+///
+/// The payload is the application's own connect data (e.g.\ `remora serve`'s service depth): it
+/// is covered by the HMAC, so nobody without the key can change it. The whole token must fit in
 /// caps().cm_data_size (the connect request's private data: no extra round trip).
 ///
-/// A token is admitted once: its HMAC verifies (constant-time compare), its timestamp is within
-/// admission_config::window of the target's clock, and its nonce was not seen before. Nonces of
-/// admitted tokens are remembered until their timestamp leaves the window, in a cache of at most
-/// admission_config::replay_cache entries; only tokens whose HMAC verified enter it, so peers
-/// without the key cannot fill it. When it is full of live entries, new tokens are refused as
-/// `overloaded` (fail closed) rather than forgetting a nonce that could then be replayed.
-/// A refused token allocates nothing on the target.
-///
 /// Refusals. admission_gate::check fails with errc::access_denied; admit() also rejects the
-/// request, with reject_data(reason) as its private data ("RMAR" | u8 reason). The client's
-/// connect_admitted then fails with errc::rejected and a message naming the reason; on either
-/// side admission_refusal_of(error) returns the reason.
+/// request, with admission_reject_data(reason) as its private data ("RMAR" | u8 reason). The
+/// client's connect_admitted then fails with errc::rejected and a message naming the reason; on
+/// either side admission_refusal_of(error) returns the reason.
 ///
 /// RDM peers (connection::open_peer) have no connection request: the same token travels in an
 /// attach handshake instead, over the attached pair's own messages (library-internal sends and
@@ -40,20 +36,15 @@
 ///   3. the client answers with a token whose payload is the challenge followed by its own
 ///      payload (so a token answers one challenge only);
 ///   4. the target checks it (attach_request::check, with one gate per key it accepts) and
-///      answers "RMAA" | accept data (e.g. the descriptor of the client's role) or
+///      answers "RMAA" | accept data (e.g.\ the descriptor of the client's role) or
 ///      "RMAR" | reason.
+///
 /// Receives are directed at the attached peer (provider_caps::directed_receive): a message from
 /// any other sender is never taken. A handshake that fails leaves the connection to be closed.
 ///
 /// What this does not do (docs/security.md): it does not authenticate the target to the client,
 /// and it protects nothing after admission — on tcp and sockets the traffic, including the memory
 /// key in a region's descriptor, is neither encrypted nor integrity-protected.
-///
-/// Keys: held in libsodium's guarded memory (sodium_malloc) and zeroed when the key is
-/// destroyed; temporary copies made while loading are zeroed too (sodium_memzero).
-///
-/// Threading: an admission_key is immutable after creation; const calls may run concurrently.
-/// admission_gate's calls may run concurrently (its replay cache is behind a mutex).
 #pragma once
 
 #include <array>
@@ -85,13 +76,24 @@ enum class admission_refusal : std::uint8_t {
 /// "malformed token", "wrong key or tampered token", …
 const char* to_string(admission_refusal r) noexcept;
 
+/// A 32-byte pre-shared key: the target's gate checks tokens under it, a client makes them.
+///
+/// Keys are held in libsodium's guarded memory (sodium_malloc) and zeroed when the key is
+/// destroyed; temporary copies made while loading are zeroed too (sodium_memzero).
+///
+/// \par Threading
+/// Immutable after creation; const calls may run concurrently. Move-only.
 class admission_key {
   public:
-    static constexpr std::size_t size = 32;
+    static constexpr std::size_t size = 32;  ///< bytes of a key
 
     /// A fresh random key (libsodium randombytes).
+    /// \return the key; errc::not_supported when libsodium fails to initialise; errc::too_large
+    ///         when guarded memory cannot be allocated
     static result<admission_key> generate();
-    /// Exactly `size` bytes (else errc::invalid_argument). The caller zeroes its own copy.
+    /// A key from its bytes. The caller zeroes its own copy.
+    /// \param bytes exactly `size` bytes
+    /// \return the key; errc::invalid_argument for another size; as generate() otherwise
     static result<admission_key> from_bytes(std::span<const std::byte> bytes);
     /// A key file: exactly 32 raw bytes (e.g. `head -c 32 /dev/urandom > F; chmod 600 F`), a
     /// regular file not readable or writable by group or others. errc::invalid_argument when it
@@ -101,9 +103,9 @@ class admission_key {
     /// the path exists).
     result<void> save(const std::string& path) const;
 
-    admission_key(admission_key&&) noexcept;
-    admission_key& operator=(admission_key&&) noexcept;
-    ~admission_key();  ///< zeroes the key
+    admission_key(admission_key&&) noexcept;             ///< takes over the key's memory
+    admission_key& operator=(admission_key&&) noexcept;  ///< zeroes its own, takes over another's
+    ~admission_key();                                    ///< zeroes the key
 
     /// The key's bytes (for the library's HMAC calls; do not copy them).
     const unsigned char* bytes() const noexcept { return bytes_; }
@@ -114,14 +116,21 @@ class admission_key {
 };
 
 inline constexpr std::size_t admission_token_overhead = 64;  ///< bytes besides identity + payload
-inline constexpr std::size_t admission_max_identity = 64;
+inline constexpr std::size_t admission_max_identity = 64;  ///< bytes of a token's identity at most
 
-/// A token proving `key`, naming `identity` (at most 64 bytes) and carrying `payload`.
-/// errc::invalid_argument for a longer identity or a payload over 65535 bytes.
+/// A token proving `key` (the connection request's private data; connect_admitted makes and
+/// sends one itself).
+/// \param key      the pre-shared key
+/// \param identity who the client says it is (at most admission_max_identity bytes)
+/// \param payload  the application's own data, covered by the HMAC (at most 65535 bytes)
+/// \param now      the token's timestamp
+/// \return the token; errc::invalid_argument for a longer identity or payload; errc::bad_state
+///         for a moved-from key
 result<std::vector<std::byte>> make_admission_token(
     const admission_key& key, std::string_view identity, std::span<const std::byte> payload = {},
     std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
+/// How an admission_gate checks tokens.
 struct admission_config {
     std::chrono::milliseconds window{30'000};  ///< |now - timestamp| allowed
     std::size_t replay_cache = 4096;           ///< nonces remembered at most (>= 1)
@@ -129,25 +138,52 @@ struct admission_config {
 
 /// What an admitted peer said about itself (vouched for by the key, not by anything else).
 struct admitted_peer {
-    std::string identity;
-    std::vector<std::byte> payload;
+    std::string identity;            ///< the token's identity
+    std::vector<std::byte> payload;  ///< the token's payload (the client's own connect data)
 };
 
+/// The target's check of admission tokens under one key, with a replay cache.
+///
+/// A token is admitted once: its HMAC verifies (constant-time compare), its timestamp is within
+/// admission_config::window of the target's clock, and its nonce was not seen before. Nonces of
+/// admitted tokens are remembered until their timestamp leaves the window, in a cache of at most
+/// admission_config::replay_cache entries; only tokens whose HMAC verified enter it, so peers
+/// without the key cannot fill it. When it is full of live entries, new tokens are refused as
+/// `overloaded` (fail closed) rather than forgetting a nonce that could then be replayed.
+/// A refused token allocates nothing on the target.
+///
+///     auto gate = remora::admission_gate::create(std::move(*key));
+///     auto req = lis->get_request(std::chrono::seconds(10));
+///     if (auto peer = gate->admit(*req)) {
+///         auto conn = req->accept();  // peer->identity, peer->payload: vouched for by the key
+///     }
+///
+/// \par Threading
+/// Every call may run concurrently (the replay cache is behind a mutex). Move-only.
 class admission_gate {
   public:
-    /// errc::invalid_argument for a zero window or replay cache.
+    /// A gate checking tokens under `key`.
+    /// \param key    the pre-shared key (the gate keeps it)
+    /// \param config the time window and the replay cache's size
+    /// \return the gate; errc::invalid_argument for a zero window or replay cache, or a
+    ///         moved-from key
     static result<admission_gate> create(admission_key key, const admission_config& config = {});
-    admission_gate(admission_gate&&) noexcept;
-    admission_gate& operator=(admission_gate&&) noexcept;
-    ~admission_gate();
+    admission_gate(admission_gate&&) noexcept;             ///< takes over the gate
+    admission_gate& operator=(admission_gate&&) noexcept;  ///< takes over the gate
+    ~admission_gate();                                     ///< destroys its key (zeroed)
 
-    /// Checks a token and, when it is admitted, remembers its nonce. A refusal is
-    /// errc::access_denied with the reason in admission_refusal_of() and nothing remembered.
+    /// Checks a token and, when it is admitted, remembers its nonce.
+    /// \param token the client's token (the request's private data)
+    /// \param now   the target's clock
+    /// \return who the token names; errc::access_denied with the reason in
+    ///         admission_refusal_of() (nothing remembered)
     result<admitted_peer> check(
         std::span<const std::byte> token,
         std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
     /// check() on the request's private data; on a refusal, also rejects the request with
-    /// reject_data(reason) (the caller then drops it). On success the caller accepts it.
+    /// admission_reject_data(reason) (the caller then drops it). On success the caller
+    /// accepts it.
+    /// \return as check()
     result<admitted_peer> admit(connection_request& request);
 
     /// Nonces remembered now (expired ones are dropped on the next check of a token whose HMAC
@@ -178,7 +214,7 @@ result<connection> connect_admitted(const domain& dom, const std::string& host, 
 /// The longest accept data an RDM target may send (attach_request::accept).
 inline constexpr std::size_t admission_max_accept_data = 512;
 
-/// The target's side of one RDM attach handshake (see the file comment). Move-only; one per
+/// The target's side of one RDM attach handshake (see admission.hpp). Move-only; one per
 /// attached connection, used from one thread.
 class attach_request {
   public:
@@ -187,21 +223,27 @@ class attach_request {
     /// when no token came (e.g. the client never called prove_admission, or attached the
     /// target only after the challenge was sent), the provider's failure otherwise. `conn` must
     /// outlive the request.
+    /// \return the request, holding the client's token; the errors above
     static result<attach_request> receive(
         connection& conn, std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
     /// The token's check by `gate` (admission_gate::check), and that it answers this request's
     /// challenge (else errc::access_denied, admission_refusal::replayed). On success the
     /// admitted peer's payload is the client's own (the challenge taken off).
+    /// \return who the token names; errc::access_denied with the reason in
+    ///         admission_refusal_of()
     result<admitted_peer> check(admission_gate& gate) const;
     /// Tells the client it is admitted, with `data` (at most admission_max_accept_data bytes,
     /// else errc::too_large and nothing is sent), which prove_admission returns to it.
+    /// \return success once sent; errc::too_large; errc::bad_state when the request was
+    ///         answered already; the connection's error sending the answer
     result<void> accept(std::span<const std::byte> data = {});
     /// Tells the client it is refused, and why. The caller then closes the connection.
+    /// \return as accept()
     result<void> reject(admission_refusal reason);
 
-    attach_request(attach_request&&) noexcept = default;
-    attach_request& operator=(attach_request&&) noexcept = default;
+    attach_request(attach_request&&) noexcept = default;             ///< takes over the request
+    attach_request& operator=(attach_request&&) noexcept = default;  ///< takes over the request
 
   private:
     attach_request(connection& conn, std::chrono::steady_clock::time_point deadline)
@@ -222,6 +264,7 @@ class attach_request {
 /// target does not answer in time, errc::invalid_argument for an identity over 64 bytes or a
 /// payload over 256, errc::malformed_descriptor for an answer that is not a handshake message.
 /// After a failure close the connection.
+/// \return the target's accept data; the errors above
 result<std::vector<std::byte>> prove_admission(
     connection& conn, const admission_key& key, std::string_view identity,
     std::span<const std::byte> payload = {},

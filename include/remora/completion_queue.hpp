@@ -1,7 +1,77 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// \file
-/// remora/completion_queue.hpp — completions of a connection's operations, and how to wait for
-/// them.
+/// remora/completion_queue.hpp — completions (completion) of a connection's operations, the
+/// queues they arrive on (completion_queue, shared_completion_queue) and how to wait for them.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <system_error>
+
+#include <remora/result.hpp>
+
+namespace remora {
+
+/// Which of a connection's completion queues.
+enum class cq_kind : std::uint8_t {
+    cq,   ///< the CQ: sends, reads, writes, atomics (and receives without a receive CQ)
+    rcq,  ///< the receive CQ (connection_config::rcq)
+};
+
+/// The kind of operation a completion reports.
+enum class op : std::uint8_t {
+    unknown,       ///< not an operation of this side (never reported for a posted operation)
+    read,          ///< connection::read
+    write,         ///< connection::write, write_with_imm, gather_write (and write_copy)
+    send,          ///< connection::send, send_with_imm (and send_copy)
+    recv,          ///< a receive completed (a send arrived; may carry immediate data)
+    remote_write,  ///< a peer's write with immediate data arrived (target side)
+    atomic,        ///< atomic_write, compare_swap or fetch_add (native or through the service)
+    flush,         ///< a flush (read-after-write or GPSPM) completed: the range is visible/durable
+    publish,       ///< publish (persistence.hpp): its writes, flush and publishing atomic completed
+};
+/// The operation's name: "read", "write", "remote_write", ...
+const char* to_string(op o) noexcept;
+/// "cq" or "rcq".
+const char* to_string(cq_kind k) noexcept;
+
+/// One operation's outcome, as poll(), next(), a callback or co_op report it.
+///
+/// A small value (it copies without allocating): the kind of operation, its status, the bytes
+/// and immediate data it carried, and the context it was posted with.
+struct completion {
+    remora::op op = op::unknown;  ///< which operation completed
+    std::error_code
+        status;  ///< empty on success; errc::canceled, errc::disconnected, ... otherwise
+    /// Bytes received for recv; for remote_write and other operations what the provider reports
+    /// (may be 0; docs/providers.md).
+    std::size_t bytes = 0;
+    std::uint64_t imm = 0;    ///< immediate data when has_imm
+    bool has_imm = false;     ///< the completion carries immediate data (`imm`)
+    void* context = nullptr;  ///< the operation's user context
+    /// connection_config::tag of the connection it belongs to (tells connections apart on a
+    /// shared CQ). A peer's write with immediate data carries no local operation: on a shared CQ
+    /// it reports the shared CQ's tag (libfabric's MSG endpoints do not say which connection).
+    std::uint64_t tag = 0;
+    /// A multi-key operation (connection::gather_write, publish) that failed: which part
+    /// (0-based) did.
+    std::uint32_t failed_part = 0;
+    /// True on success (`status` empty).
+    bool ok() const noexcept { return !status; }
+    /// The failure as results carry it (remora::error, result.hpp): `status`, with a message
+    /// naming the operation (and failed_part, for a publish or a later part of a gather_write), so
+    /// a completion's failure and a call's are handled alike (`return fail(c.error())`). An empty
+    /// error on success. The completion keeps only the code: it stays a small value that copies
+    /// without allocating.
+    remora::error error() const;
+};
+
+class domain;
+
+/// Where a connection's operations complete, and how to wait for them.
 ///
 /// Every connection has a completion queue (CQ) for its sends, reads, writes and atomics, and for
 /// its receives unless the connection has a separate receive CQ (RCQ). A CQ has a completion
@@ -23,96 +93,51 @@
 /// (callbacks, reclaimed unsignalled operations) since the last wait or arm, so a loop that waits
 /// while in_flight() > 0 cannot sleep through a reap that landed between the check and the wait.
 ///
-/// A CQ may also be shared by several connections (shared_completion_queue below): it keeps one
+/// A CQ may also be shared by several connections (shared_completion_queue): it keeps one
 /// budget, and attaching a connection whose queue entries could overflow it fails.
 ///
-/// Threading: one thread at a time polls or waits on a CQ (its progress owner). Where callbacks
+/// \par Threading
+/// One thread at a time polls or waits on a CQ (its progress owner). Where callbacks
 /// run and what they may do (post, poll, close or destroy a connection, on a private or a shared
 /// CQ) is op_options::callback's contract (connection.hpp).
-#pragma once
-
-#include <chrono>
-#include <cstddef>
-#include <cstdint>
-#include <memory>
-#include <span>
-#include <system_error>
-
-#include <remora/result.hpp>
-
-namespace remora {
-
-enum class cq_kind : std::uint8_t { cq, rcq };
-
-enum class op : std::uint8_t {
-    unknown,
-    read,
-    write,
-    send,
-    recv,          ///< a receive completed (a send arrived; may carry immediate data)
-    remote_write,  ///< a peer's write with immediate data arrived (target side)
-    atomic,        ///< atomic_write, compare_swap or fetch_add (native or through the service)
-    flush,         ///< a flush (read-after-write or GPSPM) completed: the range is visible/durable
-    publish,       ///< publish (persistence.hpp): its writes, flush and publishing atomic completed
-};
-const char* to_string(op o) noexcept;
-const char* to_string(cq_kind k) noexcept;
-
-struct completion {
-    remora::op op = op::unknown;
-    std::error_code
-        status;  ///< empty on success; errc::canceled, errc::disconnected, ... otherwise
-    /// Bytes received for recv; for remote_write and other operations what the provider reports
-    /// (may be 0; docs/providers.md).
-    std::size_t bytes = 0;
-    std::uint64_t imm = 0;  ///< immediate data when has_imm
-    bool has_imm = false;
-    void* context = nullptr;  ///< the operation's user context
-    /// connection_config::tag of the connection it belongs to (tells connections apart on a
-    /// shared CQ). A peer's write with immediate data carries no local operation: on a shared CQ
-    /// it reports the shared CQ's tag (libfabric's MSG endpoints do not say which connection).
-    std::uint64_t tag = 0;
-    /// A multi-key operation (connection::gather_write, publish) that failed: which part
-    /// (0-based) did.
-    std::uint32_t failed_part = 0;
-    bool ok() const noexcept { return !status; }
-    /// The failure as results carry it (remora::error, result.hpp): `status`, with a message
-    /// naming the operation (and failed_part, for a publish or a later part of a gather_write), so
-    /// a completion's failure and a call's are handled alike (`return fail(c.error())`). An empty
-    /// error on success. The completion keeps only the code: it stays a small value that copies
-    /// without allocating.
-    remora::error error() const;
-};
-
-class domain;
-
+///
+/// \see ping_pong.cpp, receive_cq.cpp
 class completion_queue {
   public:
     completion_queue(const completion_queue&) = delete;
     completion_queue& operator=(const completion_queue&) = delete;
 
-    /// Writes up to out.size() completions; returns the count written (0: none to report).
+    /// Reads ready completions without blocking, writing up to out.size() of them.
     /// Completions consumed by callbacks are not counted; after such a poll the next wait() or
-    /// arm() does not block (see the head of this file).
+    /// arm() does not block (see completion_queue).
+    /// \param out where completions are written (out[0] .. out[n - 1])
+    /// \return n, the count written (0: none to report); a provider error as it reports it
     result<std::size_t> poll(std::span<completion> out);
-    /// Blocks until completions are ready or the channel fires (returns the ready count, 0 for a
-    /// no_completion wake-up), or fails with errc::timed_out. Refused with errc::bad_state when
-    /// this CQ's channel is shared: wait on the connection or the channel instead.
+    /// Blocks until completions are ready or the channel fires; poll() them afterwards.
+    /// \param timeout the longest it blocks
+    /// \return the ready count, 0 for a no_completion wake-up (poll and wait again);
+    ///         errc::timed_out; errc::bad_state when this CQ's channel is shared (wait on the
+    ///         connection or the channel instead)
     result<std::size_t> wait(std::chrono::milliseconds timeout);
     /// The next completion to report, within `timeout`: polls, and blocks on the CQ's channel
     /// between polls (no_completion wake-ups and entries consumed by callbacks are absorbed), so
-    /// nobody hand-rolls that loop. errc::timed_out when none came in time (a timeout of 0 only
-    /// polls); errc::bad_state when this CQ's channel is shared, as for wait(); a provider error
-    /// as poll() or wait() report it.
+    /// nobody hand-rolls that loop.
+    /// \param timeout the longest it waits; 0 only polls
+    /// \return the completion (its own status says whether the operation succeeded);
+    ///         errc::timed_out when none came in time; errc::bad_state when this CQ's channel
+    ///         is shared, as for wait(); a provider error as poll() or wait() report it
     result<completion> next(std::chrono::milliseconds timeout);
 
     /// For the caller's own epoll: fd() becomes readable when the CQ may have completions. Call
-    /// arm() before blocking on it: false means completions may already be ready, or the last
-    /// poll ran callbacks: re-check, poll first.
+    /// arm() before blocking on it. -1 where the provider's CQs have no fd
+    /// (provider_caps::cq_wait_fd) and the progress thread does not own the CQ.
     int fd() const noexcept;
+    /// Prepares fd() for a blocking wait (libfabric's fi_trywait).
+    /// \return true: block on fd(); false: completions may already be ready, or the last poll
+    ///         ran callbacks: poll first, then arm again; a provider error as it reports it
     result<bool> arm();
 
-    cq_kind kind() const noexcept;
+    cq_kind kind() const noexcept;       ///< the connection's CQ or its receive CQ
     std::size_t size() const noexcept;   ///< effective depth
     std::uint64_t tag() const noexcept;  ///< the owning connection's tag
 
@@ -124,6 +149,7 @@ class completion_queue {
     impl* impl_;
 };
 
+/// How shared_completion_queue::create makes a CQ.
 struct shared_cq_config {
     /// Entries. Clamped to the provider's CQ size; size() reports the effective value.
     std::uint32_t size = 1024;
@@ -135,8 +161,11 @@ struct shared_cq_config {
     std::uint64_t tag = 0;  ///< reported for a peer's write with immediate data (see completion)
 };
 
+/// How shared_completion_queue::create makes a CQ.
 /// A completion queue shared by several connections (connection_config::shared_cq, shared_rcq),
-/// like a server's one CQ for all its queue pairs. It keeps one budget: each attached connection
+/// like a server's one CQ for all its queue pairs.
+///
+/// It keeps one budget: each attached connection
 /// reserves an entry for every queue entry that completes here (send queue + service depth, and
 /// the receive queue unless the connection has a separate RCQ), so the CQ cannot overflow;
 /// attaching a connection that would exceed size() fails with errc::too_large and the figures.
@@ -146,15 +175,24 @@ struct shared_cq_config {
 /// and finished by the CQ's reader on its own thread. close() it and reap first to see its
 /// flushed operations. Every completion carries its connection's tag.
 ///
-/// Threading: as completion_queue (one poller or waiter at a time); connections may attach and
+/// \par Threading
+/// As completion_queue (one poller or waiter at a time); connections may attach and
 /// detach from any thread meanwhile; callbacks as op_options::callback says. The handle is
 /// shared: copies refer to the same CQ, which lives while a handle or an attached connection does.
+///
+/// \see shared_cq.cpp
 class shared_completion_queue {
   public:
     shared_completion_queue() = default;  ///< empty handle
+    /// Opens a CQ on `dom` for connections to share.
+    /// \param dom the domain of the connections that will attach
+    /// \param cfg its size, tag and whether the progress thread reads it
+    /// \return the CQ; errc::bad_state for an empty domain handle; errc::invalid_argument for
+    ///         size 0; the provider's error when it cannot open one
     static result<shared_completion_queue> create(const domain& dom,
                                                   const shared_cq_config& cfg = {});
 
+    /// True unless the handle is empty.
     explicit operator bool() const noexcept { return impl_ != nullptr; }
     completion_queue& queue() const noexcept;  ///< poll, wait, fd, arm
     std::size_t size() const noexcept;         ///< effective entries

@@ -1,63 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// \file
-/// remora/connection.hpp — a reliable connection to one peer: a connected endpoint (libfabric
-/// FI_EP_MSG, like an RC QP) from connect / listener, or an RDM peer (FI_EP_RDM) from open_peer.
-///
-/// Operations post work and return at once; each completes later on the connection's CQ (or RCQ
-/// for receives when the connection has one) with the op_options::context it was posted with.
-/// Every operation checks its arguments before anything is posted: a remote range outside the
-/// descriptor (errc::out_of_range), a usage the descriptor or local region does not grant
-/// (errc::access_denied), more segments than the provider's iov limit (errc::too_large). A full
-/// send or receive queue gives errc::would_block: reap completions and retry.
-///
-/// A write's completion means its source memory may be reused, not that the data is visible in
-/// the target's memory: a read after the writes returns only once they are placed.
-/// Memory used by an operation must stay allocated and registered until the operation completes
-/// or the connection is closed.
-///
-/// Threading: posting may run from several threads at once; the CQs follow completion_queue's
-/// rule (one progress owner each); close() and the destructor must not race with other calls.
-/// A moved-from connection may only be destroyed or assigned to.
-///
-/// Callbacks (op_options::callback) run on the thread that reads the CQ and must not block; what
-/// they may do (post, poll, close or destroy a connection, their own included) is stated there.
-///
-/// RDM peers (a domain opened with endpoint_type::rdm): open_peer opens one RDM endpoint with its
-/// own address vector and the same CQ / RCQ / channel setup as a connected endpoint; each side
-/// gives the other its local_address() (any way it likes: a file, a socket, a connected remora
-/// peer) and calls attach() with the other's; from then on every operation goes to that peer,
-/// exactly as on a connected endpoint, and remote_region descriptors are exchanged the same way.
-/// One endpoint per peer relation: each peer gets its own queues and accounting. Receives count
-/// only messages from the attached peer (provider_caps::directed_receive): anyone else's is held
-/// by the provider or completes the receive it took with errc::access_denied and nothing
-/// received (post the receive again); which of the two is the provider's (docs/providers.md).
-/// Attaching is local: to admit only peers that hold a key, run the attach handshake of
-/// admission.hpp before anything else. The differences:
-///   - no connection events: next_event() reports conn_event::closed once after close(), else
-///     times out; event_fd() is an eventfd close() signals.
-///   - a one-sided target still needs its endpoint (its address is what the initiator
-///     attaches) and, where caps().target_needs_progress, connection_config::progress_thread or
-///     an application reading its CQs.
-///   - where caps().cq_wait_fd is false, CQs are polled, not blocked on (see that field);
-///     cq().fd() is -1 unless the progress thread owns the CQ.
-///   - close() closes the endpoint at once (the provider then writes nothing into the
-///     operations' memory) and completes every operation not yet reaped with errc::canceled,
-///     through the CQs as usual: read them until in_flight() is 0.
-///   - the first operation to a newly attached peer may give errc::would_block while the
-///     provider sets up its path to the peer, which needs the peer to progress too; the post
-///     retries for up to 50 ms before giving up.
-///   - a peer that goes away is not announced (no event), and operations posted afterwards
-///     have no guaranteed outcome: they fail with errc::disconnected (from the post or in their
-///     completion) on the providers tested (docs/providers.md), or may not complete. A receive
-///     posted before stays posted until close(). Bound waits with a timeout; close() returns the
-///     rest. Destroying the peer's endpoint in the same process while this one
-///     still posts to it is not supported.
-///
-/// Accounting: every operation holds a send- or receive-queue entry and a completion-queue entry
-/// from post to the reading of its completion (completion_mode::on_error only hides successes).
-/// A peer's write_with_imm that consumes no posted receive (provider-dependent,
-/// docs/providers.md) is not accounted: a target that accepts them must bound them by its own
-/// protocol.
+/// remora/connection.hpp — a reliable connection to one peer (connection): its setup
+/// (connection_config), events (conn_event) and verbs.
 #pragma once
 
 #include <chrono>
@@ -83,7 +27,8 @@ namespace remora {
 /// shared_receive_queue (shared_receive_queue.hpp), which converts to it (`cfg.srq = q`).
 class srq_binding {
   public:
-    srq_binding() = default;
+    srq_binding() = default;  ///< none: the connection posts receives of its own
+    /// True when it names a shared receive queue.
     explicit operator bool() const noexcept { return impl_ != nullptr; }
 
   private:
@@ -98,13 +43,15 @@ class srq_binding {
 /// connection_config::addons and kept by the connection for its life (a layer's configuration
 /// converts to one). The endpoint layer reads only what is declared here; the layer reads the
 /// rest back from config().addons.
-/// Threading: the connection calls it from the thread that sets it up; it must not change.
+///
+/// \par Threading
+/// The connection calls it from the thread that sets it up; it must not change.
 class connection_addon {
   public:
     connection_addon() = default;
     connection_addon(const connection_addon&) = delete;
     connection_addon& operator=(const connection_addon&) = delete;
-    virtual ~connection_addon() = default;
+    virtual ~connection_addon() = default;  ///< when the last connection holding it goes
     /// Send-queue entries the layer's own messages take beside the application's sq_size (each
     /// with its completion-queue entry). A connection with any carries only the layer's
     /// messages: its receives are the layer's, sized to this (rq_size is ignored), and the
@@ -114,26 +61,38 @@ class connection_addon {
     virtual result<void> check() const { return {}; }
 };
 
+/// Whether a connection's CQs have their own channels or share one (connection_config::channel).
 enum class channel_mode : std::uint8_t {
     separate,  ///< each CQ has its own channel: wait on the CQ
     shared,    ///< CQ and RCQ share one channel: wait on the connection (or on the channel)
 };
 
+/// How a connection is set up: its queue depths, completion queues and channels, progress,
+/// shared resources and the layers built on it (connection::connect, connection::open_peer,
+/// connection_request::accept).
+///
 /// Depths beyond what the provider grants (its send, receive and completion queue sizes), or
 /// beyond 262,144 a queue (remora's own bound), are reduced to fit; config() reports the
 /// effective values. max_sge is never reduced: too many segments is an error, and so are an
-/// addon's internal sends past either bound (errc::too_large).
+/// addon's internal sends past either bound (errc::too_large). A configuration that
+/// contradicts itself fails the setup with errc::invalid_argument, naming the fields.
+///
+///     remora::connection_config cfg;
+///     cfg.sq_size = 128;
+///     cfg.rcq = true;               // receives complete on conn.rcq()
+///     cfg.progress_thread = true;   // one-sided traffic lands while the target sleeps
 struct connection_config {
     std::uint32_t sq_size = 64;  ///< send-queue depth (sends, reads, writes, atomics in flight)
     std::uint32_t rq_size = 64;  ///< receive-queue depth (posted receives)
     std::uint32_t cq_size = 0;   ///< 0: sq_size, plus rq_size when receives complete on the CQ
     bool rcq = false;            ///< receives complete on a separate receive CQ
     std::uint32_t rcq_size = 0;  ///< 0: rq_size
-    channel_mode channel = channel_mode::separate;
+    channel_mode channel = channel_mode::separate;  ///< CQ and RCQ channels: own or shared
     /// With channel_mode::shared: attach to this channel (shared by many connections) instead of
     /// a channel of the connection's own.
     completion_channel shared_channel{};
     std::uint32_t max_sge = 1;  ///< scatter-gather entries per operation; at most the iov limit
+    /// How long connect, accept and an asynchronous setup wait for the connection.
     std::chrono::milliseconds connect_timeout{5000};
     /// Run the domain's library-owned progress thread for this connection, so one-sided reads
     /// and writes from the peer land while the application does not call into remora (where
@@ -158,7 +117,7 @@ struct connection_config {
     /// A shared CQ's reader drives the connection (progress, and noticing its disconnect); with
     /// progress_thread, each shared CQ given must be read by the progress thread too.
     shared_completion_queue shared_cq{};
-    shared_completion_queue shared_rcq{};
+    shared_completion_queue shared_rcq{};  ///< see shared_cq
     /// Selective signalling: with N > 1, writes and sends posted with completion_mode::on_error,
     /// no callback and at most caps().inject_size bytes (their buffer is copied at post, so it
     /// is free at once) are posted without a completion, at most N - 1 in a row: the next is
@@ -183,7 +142,7 @@ struct connection_config {
     std::vector<std::shared_ptr<const connection_addon>> addons{};
 };
 
-/// The completion-queue entries a connection with configuration `c` takes: on its CQ (cq_kind::cq:
+/// The completion-queue entries a connection with configuration `c` takes, on its CQ (cq_kind::cq:
 /// the send queue, the addons' internal sends, and the receive queue unless it has a receive CQ)
 /// or on its receive CQ (cq_kind::rcq: the receive queue; 0 without one). A private CQ is sized to
 /// this and a shared one reserves it, so size a shared CQ with the sum over the connections that
@@ -191,6 +150,13 @@ struct connection_config {
 /// given: the provider may reduce them at setup, and config() then reports what was reserved.
 std::uint32_t cq_entries(const connection_config& c, cq_kind kind) noexcept;
 
+/// A connection's event, from connection::next_event (and, for an asynchronous setup's outcome,
+/// channel_event::setup).
+///
+/// An asynchronous setup reports exactly one of established, rejected, refused, unreachable
+/// (its connect_timeout passed, or no route), lost (any other failure, e.g.\ the client went
+/// away before an accept_async completed) or closed (close() before it ended);
+/// connection::setup_status() then gives the error behind a failure.
 enum class conn_event : std::uint8_t {
     established,  ///< an asynchronous setup (connect_async, accept_async) succeeded
     closed,       ///< the peer or this side closed the connection; also a peer process that died,
@@ -202,23 +168,106 @@ enum class conn_event : std::uint8_t {
     refused,      ///< nobody listens at the address
     unreachable,  ///< the address cannot be reached (connect timed out)
 };
-/// An asynchronous setup reports exactly one of established, rejected, refused, unreachable
-/// (its connect_timeout passed, or no route), lost (any other failure, e.g. the client went away
-/// before an accept_async completed) or closed (close() before it ended); setup_status() then
-/// gives the error behind a failure.
+/// "established", "closed", "lost", ...
 const char* to_string(conn_event e) noexcept;
 
+/// A reliable connection to one peer: a connected endpoint (libfabric FI_EP_MSG, like an RC QP)
+/// from connect() or a listener, or an RDM peer (FI_EP_RDM) from open_peer() and attach().
+///
+///     auto conn = remora::connection::connect(dom, host, port);
+///     auto desc = remora::remote_region::parse(conn->peer_private_data());
+///     conn->write(*desc, 0, mr, 0, n);                    // one-sided, into the peer's region
+///     auto c = conn->cq().next(std::chrono::seconds(5));  // op::write, c->ok()
+///
+/// Operations post work and return at once; each completes later on the connection's CQ (or RCQ
+/// for receives when the connection has one) with the op_options::context it was posted with.
+/// Every operation checks its arguments before anything is posted; a refused post takes nothing
+/// and changes nothing. The errors every operation may return (the verbs name the others):
+///   - errc::out_of_range: a remote or local range outside its descriptor or region;
+///   - errc::access_denied: a usage the descriptor or local region does not grant;
+///   - errc::invalid_argument: a segment without a region, a region of another domain, or
+///     op_options the operation does not offer; errc::too_large: segments past max_sge;
+///   - errc::would_block: a full queue (or connection_config::slots): reap completions and
+///     retry, or park (op_options::park_until; a parked post may end errc::timed_out, canceled);
+///   - errc::bad_state: not established yet, or no RDM peer attached; errc::disconnected:
+///     closed or lost.
+///
+/// A write's completion means its source memory may be reused, not that the data is visible in
+/// the target's memory: a read after the writes returns only once they are placed.
+/// Memory used by an operation must stay allocated and registered until the operation completes
+/// or the connection is closed.
+///
+/// \par Threading
+/// Posting may run from several threads at once; the CQs follow completion_queue's
+/// rule (one progress owner each); close() and the destructor must not race with other calls.
+/// A moved-from connection may only be destroyed or assigned to.
+///
+///
+/// Callbacks (op_options::callback) run on the thread that reads the CQ and must not block; what
+/// they may do (post, poll, close or destroy a connection, their own included) is stated there.
+///
+/// \par RDM peers
+/// RDM peers (a domain opened with endpoint_type::rdm): open_peer opens one RDM endpoint with its
+/// own address vector and the same CQ / RCQ / channel setup as a connected endpoint; each side
+/// gives the other its local_address() (any way it likes: a file, a socket, a connected remora
+/// peer) and calls attach() with the other's; from then on every operation goes to that peer,
+/// exactly as on a connected endpoint, and remote_region descriptors are exchanged the same way.
+/// One endpoint per peer relation: each peer gets its own queues and accounting. Receives count
+/// only messages from the attached peer (provider_caps::directed_receive): anyone else's is held
+/// by the provider or completes the receive it took with errc::access_denied and nothing
+/// received (post the receive again); which of the two is the provider's (docs/providers.md).
+/// Attaching is local: to admit only peers that hold a key, run the attach handshake of
+/// admission.hpp before anything else. The differences:
+///
+///   - no connection events: next_event() reports conn_event::closed once after close(), else
+///     times out; event_fd() is an eventfd close() signals.
+///   - a one-sided target still needs its endpoint (its address is what the initiator
+///     attaches) and, where caps().target_needs_progress, connection_config::progress_thread or
+///     an application reading its CQs.
+///   - where caps().cq_wait_fd is false, CQs are polled, not blocked on (see that field);
+///     cq().fd() is -1 unless the progress thread owns the CQ.
+///   - close() closes the endpoint at once (the provider then writes nothing into the
+///     operations' memory) and completes every operation not yet reaped with errc::canceled,
+///     through the CQs as usual: read them until in_flight() is 0.
+///   - the first operation to a newly attached peer may give errc::would_block while the
+///     provider sets up its path to the peer, which needs the peer to progress too; the post
+///     retries for up to 50 ms before giving up.
+///   - a peer that goes away is not announced (no event), and operations posted afterwards
+///     have no guaranteed outcome: they fail with errc::disconnected (from the post or in their
+///     completion) on the providers tested (docs/providers.md), or may not complete. A receive
+///     posted before stays posted until close(). Bound waits with a timeout; close() returns the
+///     rest. Destroying the peer's endpoint in the same process while this one
+///     still posts to it is not supported.
+///
+/// \par Accounting
+/// Every operation holds a send- or receive-queue entry and a completion-queue entry
+/// from post to the reading of its completion (completion_mode::on_error only hides successes).
+/// A peer's write_with_imm that consumes no posted receive (provider-dependent,
+/// docs/providers.md) is not accounted: a target that accepts them must bound them by its own
+/// protocol.
+///
+/// \see write.cpp, read.cpp, ping_pong.cpp, connection.cpp
 class connection {
   public:
-    /// Connects to host:port, sending `private_data` (at most caps().cm_data_size bytes) with the
-    /// request. Fails with errc::connection_refused (nobody listens), errc::rejected (the peer's
-    /// reject private data is in error::data(); also when the peer's accept() fails),
-    /// errc::unreachable (the host does not resolve, or no route reaches it), errc::timed_out
-    /// after config.connect_timeout (nobody answered the request).
+    /// Connects to host:port and waits until the connection is established.
+    /// \param dom          a domain opened for endpoint_type::msg
+    /// \param host         the peer's address (name or number)
+    /// \param port         the peer's listener port
+    /// \param config       queue depths, CQs, channels, progress (connection_config)
+    /// \param private_data sent with the request (at most caps().cm_data_size bytes), read by
+    ///                     the server's connection_request::private_data()
+    /// \return the connection; errc::connection_refused (nobody listens); errc::rejected (the
+    ///         peer's reject private data in error::data(); also when its accept() fails);
+    ///         errc::unreachable (no resolution or route); errc::timed_out after
+    ///         config.connect_timeout; errc::too_large (private data); errc::not_supported (an
+    ///         RDM domain); errc::invalid_argument (a configuration that contradicts itself)
     static result<connection> connect(const domain& dom, const std::string& host,
                                       std::uint16_t port, const connection_config& config = {},
                                       std::span<const std::byte> private_data = {});
     // ---- asynchronous setup ----
+    /// Starts connecting to host:port and returns at once; the outcome comes later, as a
+    /// connection event. Parameters as connect()'s.
+    ///
     /// connect_async checks its arguments and sends the request like connect(), then returns at
     /// once (the same errors for what fails before the request is sent; nobody listening is
     /// errc::connection_refused from the call or conn_event::refused later, as the provider
@@ -260,14 +309,18 @@ class connection {
     ///
     /// Threading: as the connection's (next_event and the channel's wait may run on other
     /// threads than the posts; peer_private_data() is valid once established).
+    /// \return the connection being set up; the errors of connect() found before the request
+    ///         is sent
     static result<connection> connect_async(const domain& dom, const std::string& host,
                                             std::uint16_t port,
                                             const connection_config& config = {},
                                             std::span<const std::byte> private_data = {});
-    /// Success once established (and for a connection set up by connect or accept), the setup's
-    /// error once it failed (also errc::canceled after close() during setup), and
-    /// errc::would_block while it is under way.
+    /// How an asynchronous setup went.
+    /// \return success once established (and for a connection set up by connect or accept);
+    ///         the setup's error once it failed (also errc::canceled after close() during
+    ///         setup); errc::would_block while it is under way
     result<void> setup_status() const;
+    /// True while an asynchronous setup is under way (its outcome not yet known).
     bool is_connecting() const noexcept;
     /// When an asynchronous setup under way gives up (errc::timed_out).
     std::chrono::steady_clock::time_point setup_deadline() const noexcept;
@@ -275,7 +328,11 @@ class connection {
     // ---- RDM peers ----
     /// Opens an RDM endpoint on `dom` (opened with endpoint_type::rdm) with its own address
     /// vector, enabled, with no peer yet: operations fail with errc::bad_state ("no peer
-    /// attached") until attach(). errc::not_supported on a msg domain (use connect / listener).
+    /// attached") until attach().
+    /// \param dom    a domain opened for endpoint_type::rdm
+    /// \param config as for connect() (queue depths, CQs, channels, progress)
+    /// \return the endpoint; errc::not_supported on a msg domain (use connect / listener);
+    ///         errc::invalid_argument for a configuration that contradicts itself
     static result<connection> open_peer(const domain& dom, const connection_config& config = {});
     /// This endpoint's address (the provider's name for it, opaque bytes): give it to the peer
     /// for its attach(). Empty on a connected endpoint.
@@ -285,34 +342,76 @@ class connection {
     /// format or scheme; nothing changes), errc::bad_state when a peer is already attached or
     /// the endpoint is closed, errc::not_supported on a connected endpoint. An address that is
     /// well-formed but names nobody is not detected here: operations to it fail or never
-    /// complete (see the file head). Not concurrent with operations on this connection.
+    /// complete (see connection). Not concurrent with operations on this connection.
+    /// \return success, or one of the errors above
     result<void> attach(std::span<const std::byte> peer_address);
 
-    connection(connection&&) noexcept;
-    connection& operator=(connection&&) noexcept;
+    /// Takes over `other`'s endpoint, queues and operations (`other` is then moved-from).
+    connection(connection&& other) noexcept;
+    /// Destroys this connection (as the destructor), then takes over `other`'s.
+    connection& operator=(connection&& other) noexcept;
+    /// Closes the endpoint (the peer sees the close) and drops the completions not yet read,
+    /// with their callbacks: close() and read the CQs until in_flight() is 0 first to see them.
+    /// Must not race other calls (parked posts excepted: op_options::park_until).
     ~connection();
 
     // ---- one-sided ----
     // Every one-sided call names its destination first, then its source, as memcpy and
     // librpma's rpma_read / rpma_write do: a read's local memory, then the remote region it
     // reads; a write's remote region, then the local memory it writes (segments or a range).
+
+    /// Reads from the peer's region into local memory, without the peer's CPU taking part.
+    /// Completes as op::read once the bytes are in `dst`. A read posted after writes on this
+    /// connection returns only once they are placed.
+    /// \param dst        local segments (usage::read_destination), at most config().max_sge;
+    ///                   their lengths add up to the bytes read (not 0)
+    /// \param src        the peer's region (usage::read_source)
+    /// \param src_offset where in `src` the read starts
+    /// \param opts       context, callback, reporting, parking, batching (op_options)
+    /// \return success once posted; the errors of every operation (see connection);
+    ///         errc::invalid_argument for a zero-length read
     result<void> read(std::span<const local_segment> dst, const remote_region& src,
                       std::uint64_t src_offset, op_options opts = {});
+    /// \overload
+    /// Reads `length` bytes into [dst_offset, dst_offset + length) of one registered region.
     result<void> read(const memory_region& dst, std::size_t dst_offset, const remote_region& src,
                       std::uint64_t src_offset, std::size_t length, op_options opts = {});
+    /// Writes local memory into the peer's region, without the peer's CPU taking part.
+    /// Completes as op::write once the source memory may be reused: not a sign that the bytes
+    /// are visible at the target (a read after the writes is).
+    /// \param dst        the peer's region (usage::write_destination)
+    /// \param dst_offset where in `dst` the write starts
+    /// \param src        local segments (usage::write_source), at most config().max_sge; their
+    ///                   lengths add up to the bytes written
+    /// \param opts       context, callback, reporting (completion_mode::at_post for small
+    ///                   writes), parking, batching (op_options)
+    /// \return success once posted; the errors of every operation (see connection)
     result<void> write(const remote_region& dst, std::uint64_t dst_offset,
                        std::span<const local_segment> src, op_options opts = {});
+    /// \overload
+    /// Writes `length` bytes from [src_offset, src_offset + length) of one registered region.
     result<void> write(const remote_region& dst, std::uint64_t dst_offset, const memory_region& src,
                        std::size_t src_offset, std::size_t length, op_options opts = {});
-    /// The peer gets an op::remote_write completion carrying `imm` (on its RCQ if it has one).
-    /// `imm` must fit caps().cq_data_size bytes.
+    /// A write that also notifies the peer: once the bytes are placed, the peer gets an
+    /// op::remote_write completion carrying `imm` (on its RCQ if it has one). Where immediate
+    /// data consumes a posted receive (caps().rx_cq_data) the peer must have one posted.
+    /// \param dst        the peer's region (usage::write_destination)
+    /// \param dst_offset where in `dst` the write starts
+    /// \param src        local segments (usage::write_source), at most config().max_sge
+    /// \param imm        the immediate data; must fit caps().cq_data_size bytes
+    /// \param opts       as for write()
+    /// \return as write(); errc::too_large when `imm` does not fit; errc::not_supported on a
+    ///         provider without immediate data
     result<void> write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
                                 std::span<const local_segment> src, std::uint64_t imm,
                                 op_options opts = {});
+    /// \overload
+    /// Writes `length` bytes from [src_offset, src_offset + length) of one registered region.
     result<void> write_with_imm(const remote_region& dst, std::uint64_t dst_offset,
                                 const memory_region& src, std::size_t src_offset,
                                 std::size_t length, std::uint64_t imm, op_options opts = {});
     // ---- multi-key: one operation over several remote regions ----
+    static constexpr std::size_t max_gather_parts = 64;  ///< gather_write's remote segments at most
     /// Writes consecutive pieces of the local range of `src` starting at src_offset into the
     /// remote segments, in order: part i carries dst[i].length bytes, starting where part i - 1
     /// ended. Every segment is checked like write()'s destination before anything is taken
@@ -329,63 +428,133 @@ class connection {
     /// completion_mode::at_post is refused (invalid_argument). Allocates one small record per
     /// operation (the parts' shared state). The local range must be registered already: no
     /// registration units are drawn.
-    static constexpr std::size_t max_gather_parts = 64;
+    /// \param dst        the remote segments (usage::write_destination)
+    /// \param src        the registered local memory (usage::write_source)
+    /// \param src_offset where the bytes of part 0 start in `src`
+    /// \param opts       context, callback, reporting, parking (op_options)
+    /// \return success once every part is posted; the errors above, each naming its part
     result<void> gather_write(std::span<const remote_segment> dst, const memory_region& src,
                               std::size_t src_offset, op_options opts = {});
 
     // ---- parked posts ----
     /// Ends every post of this connection parked in op_options::park_until with errc::canceled
-    /// (each returns it once, having taken nothing); returns how many. Posts parked afterwards
+    /// (each returns it once, having taken nothing). Posts parked afterwards
     /// wait as usual. May run on any thread, concurrently with the parked posts. A parked post
     /// whose try is under way (its units just came back) is neither counted nor ended: the call
     /// waits for that try (one post) and counts it only if it is refused and parks again.
+    /// \return how many parked posts it ended
     std::size_t cancel_parked();
     /// Posts of this connection parked now (a try under way is waited for, as in cancel_parked).
     std::size_t parked() const;
 
     // ---- atomics on 8-byte aligned words (usage::atomic_target) ----
-    /// The provider's atomics (caps().native_atomics); errc::not_supported on a provider without
-    /// them. compare_swap and fetch_add write the word's previous value into `result`
-    /// (8 bytes at result_offset, usage::read_destination) before they complete.
+    // The provider's atomics (caps().native_atomics). Through the target's service where the
+    // provider has none: atomic_write, compare_swap and fetch_add of persistence.hpp.
+
+    /// Writes `value` into the peer's 8-byte word atomically (the provider's atomics,
+    /// caps().native_atomics). Completes as op::atomic.
+    /// \param dst        the peer's region (usage::atomic_target)
+    /// \param dst_offset the word's offset in `dst` (its address 8-byte aligned)
+    /// \param value      the value written
+    /// \param opts       context, callback, reporting (op_options)
+    /// \return success once posted; the errors of every operation (see connection);
+    ///         errc::invalid_argument for an unaligned word; errc::not_supported on a provider
+    ///         without native atomics
     result<void> atomic_write(const remote_region& dst, std::uint64_t dst_offset,
                               std::uint64_t value, op_options opts = {});
+    /// Replaces the peer's 8-byte word with `desired` if it equals `expected`, atomically, and
+    /// writes the word's previous value into `result` before it completes (op::atomic): the swap
+    /// happened when that value is `expected`.
+    /// \param dst           the peer's region (usage::atomic_target)
+    /// \param dst_offset    the word's offset in `dst` (its address 8-byte aligned)
+    /// \param expected      the value the word must hold
+    /// \param desired       the value it then takes
+    /// \param result        where the previous value goes (usage::read_destination)
+    /// \param result_offset its offset in `result` (8 bytes)
+    /// \param opts          context, callback, reporting (op_options)
+    /// \return success once posted; as atomic_write()
     result<void> compare_swap(const remote_region& dst, std::uint64_t dst_offset,
                               std::uint64_t expected, std::uint64_t desired,
                               const memory_region& result, std::size_t result_offset,
                               op_options opts = {});
+    /// Adds `addend` to the peer's 8-byte word atomically, and writes the word's previous value
+    /// into `result` before it completes (op::atomic). Parameters as compare_swap()'s.
+    /// \return success once posted; as atomic_write()
     result<void> fetch_add(const remote_region& dst, std::uint64_t dst_offset, std::uint64_t addend,
                            const memory_region& result, std::size_t result_offset,
                            op_options opts = {});
 
     // ---- two-sided ----
+
+    /// Sends a message, which completes a receive the peer posted (recv()) with its bytes.
+    /// Completes as op::send once the source memory may be reused.
+    /// \param src  local segments (usage::send), at most config().max_sge; their lengths add up
+    ///             to the message
+    /// \param opts as for write() (completion_mode::at_post for small messages too)
+    /// \return success once posted; the errors of every operation (see connection);
+    ///         errc::bad_state on a connection with a service depth (it carries only its own)
     result<void> send(std::span<const local_segment> src, op_options opts = {});
+    /// \overload
+    /// Sends [offset, offset + length) of one registered region.
     result<void> send(const memory_region& src, std::size_t offset, std::size_t length,
                       op_options opts = {});
+    /// A send whose receive completes at the peer with `imm` (completion::has_imm).
+    /// \param src  local segments (usage::send), at most config().max_sge
+    /// \param imm  the immediate data; must fit caps().cq_data_size bytes
+    /// \param opts as for send()
+    /// \return as send(); errc::too_large when `imm` does not fit; errc::not_supported on a
+    ///         provider without immediate data
     result<void> send_with_imm(std::span<const local_segment> src, std::uint64_t imm,
                                op_options opts = {});
+    /// \overload
+    /// Sends [offset, offset + length) of one registered region.
     result<void> send_with_imm(const memory_region& src, std::size_t offset, std::size_t length,
                                std::uint64_t imm, op_options opts = {});
+    /// Posts a receive: the peer's next message (in posting order) lands in `dst`, and its
+    /// completion (op::recv, on the RCQ if the connection has one) gives the bytes received and
+    /// any immediate data. A message longer than the receive completes it with an error
+    /// (errc::too_large). Receives may be posted while an asynchronous setup is under way.
+    /// \param dst  local segments (usage::receive), at most config().max_sge
+    /// \param opts context, callback, parking (op_options; the report is always
+    ///             completion_mode::always)
+    /// \return success once posted; the errors of every operation (see connection);
+    ///         errc::bad_state with a shared_receive_queue or a service depth;
+    ///         errc::invalid_argument for a report other than completion_mode::always
     result<void> recv(std::span<const local_segment> dst, op_options opts = {});
+    /// \overload
+    /// Receives into [offset, offset + length) of one registered region.
     result<void> recv(const memory_region& dst, std::size_t offset, std::size_t length,
                       op_options opts = {});
 
     // ---- completions ----
+
+    /// The connection's completion queue (receives too, without a receive CQ); with
+    /// connection_config::shared_cq, the shared CQ's queue(). Valid as long as the connection.
     completion_queue& cq() noexcept;
-    completion_queue* rcq() noexcept;  ///< nullptr without a separate receive CQ
+    completion_queue* rcq() noexcept;  ///< the receive CQ; nullptr without a separate one
     /// With channel_mode::shared: blocks until the CQ or RCQ fires and says which. With a
     /// channel shared by several connections (connection_config::shared_channel) it waits on that
-    /// channel and may report another connection's CQ: dispatch by channel_event::tag. Refused
-    /// with errc::bad_state for separate channels.
+    /// channel and may report another connection's CQ: dispatch by channel_event::tag.
+    /// \param timeout the longest it blocks
+    /// \return the event (poll its `cq`); errc::timed_out; errc::bad_state for separate channels
     result<channel_event> wait(std::chrono::milliseconds timeout);
 
     // ---- connection management ----
-    /// Next connection event (closed, lost) or errc::timed_out; event_fd() for epoll.
+
+    /// The next connection event (closed, lost; an asynchronous setup's outcome); event_fd()
+    /// for epoll. Also drives the connection while it waits (tcp notices a peer's close only
+    /// while its data path progresses).
+    /// \param timeout the longest it waits (0: only looks)
+    /// \return the event; errc::timed_out when none came
     result<conn_event> next_event(std::chrono::milliseconds timeout);
     /// Readable while an event is pending (read it with next_event(0ms)); not readable when none
     /// is. A peer's close is guaranteed to reach it only while the connection progresses: with
     /// progress_thread, or while the application reads or arms its CQs, so block on it together
     /// with the armed CQ fds.
     int event_fd() const noexcept;
+    /// The private data the peer sent while the connection was set up: the server's accept data
+    /// on the client (e.g.\ a region's descriptor), the client's request data on the server.
+    /// Empty on RDM. Valid as long as the connection.
     std::span<const std::byte> peer_private_data() const noexcept;
     /// Disconnects and closes the endpoint: every outstanding operation completes, once, through
     /// the CQs as usual — with the status the provider's shutdown gave it (errc::canceled or
@@ -396,7 +565,11 @@ class connection {
     /// sees its close. Idempotent. During an asynchronous setup it ends the setup (its outcome
     /// is conn_event::closed, setup_status() errc::canceled, receives posted early complete with
     /// errors); the endpoint, and with it the peer's side, goes when the connection is destroyed.
+    /// \return success (also when closed already); the provider's error from its shutdown
+    ///         (the connection is closed all the same)
     result<void> close();
+    /// True while the connection is established (false before an asynchronous setup succeeded,
+    /// after close(), and once the peer's close or a loss was noticed).
     bool is_open() const noexcept;
 
     const connection_config& config() const noexcept;  ///< effective values
@@ -411,7 +584,7 @@ class connection {
     /// belong to no operation of the application (an error entry without context) are dropped,
     /// never reported.
     std::size_t in_flight() const noexcept;
-    const domain& dom() const noexcept;
+    const domain& dom() const noexcept;  ///< the domain it was opened on
 
   private:
     friend struct internal_access;

@@ -1,28 +1,17 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// \file
-/// remora/coro.hpp — C++20 coroutines over remora's operations.
+/// remora/coro.hpp — C++20 coroutines over remora's operations: co_op (an awaitable operation)
+/// and task (a minimal eager coroutine type).
 ///
-///   remora::task copy(connection& c, ...) {
-///       auto n = co_await remora::co_op([&](op_options o) {
-///           return c.write(dst, 0, src, 0, len, o);
-///       });
-///       if (!n) { ... n.error() ... }
-///   }
+///     remora::task copy(connection& c, ...) {
+///         auto n = co_await remora::co_op([&](op_options o) {
+///             return c.write(dst, 0, src, 0, len, o);
+///         });
+///         if (!n) { ... n.error() ... }
+///     }
 ///
-/// co_op posts the operation with a per-operation callback whose context is the awaiter itself
-/// (it lives in the coroutine's frame: nothing is allocated per operation) and suspends; the
-/// completion resumes the coroutine on the thread that reads the connection's CQ — the
-/// application's poll/wait, or the library's progress thread. It yields result<std::size_t>: the
-/// completion's byte count, or its error. A post that fails resumes at once with the error.
-/// (Inside the library the resumption is the operation's one completion path: the record's
-/// `done` runs this callback, as for any callback operation; see docs/architecture.md.)
-///
-/// A resumed coroutine runs inside the CQ read: it may post further operations (that is the point)
-/// but must not block or poll the same CQ.
-///
-/// task is a minimal eager coroutine type for code that has none of its own: it starts at once,
-/// runs to its first co_await, and done() tells when it has finished; it must outlive its
-/// coroutine's last resumption.
+/// A resumed coroutine runs inside the CQ read: it may post further operations (that is the
+/// point) but must not block or poll the same CQ.
 #pragma once
 
 #include <atomic>
@@ -54,11 +43,15 @@ struct await_options {
     bool at_post = false;
 };
 
-/// The awaitable co_op returns.
+/// The awaitable co_op returns: awaiting it posts the operation and suspends until it completes.
+/// \tparam Post the posting callable (see co_op)
 template <class Post>
 class op_awaiter {
   public:
+    /// Holds `post` until the coroutine awaits.
     op_awaiter(Post post, await_options how) : post_(std::move(post)), how_(how) {}
+    /// False (suspend and post), except with await_options::at_post: then it posts here and
+    /// never suspends.
     bool await_ready() {
         if (!how_.at_post) {
             return false;
@@ -70,6 +63,8 @@ class op_awaiter {
         }
         return true;  ///< done at post: never suspends
     }
+    /// Posts the operation with a callback that resumes `h`; false (resume at once) when the
+    /// post fails.
     bool await_suspend(std::coroutine_handle<> h) {
         handle_ = h;
         op_options o;
@@ -88,6 +83,7 @@ class op_awaiter {
         /// the thread that reads the CQ: touch nothing from here on.
         return true;
     }
+    /// The completion's byte count, or its error (or the post's).
     result<std::size_t> await_resume() { return std::move(out_); }
 
   private:
@@ -108,31 +104,54 @@ class op_awaiter {
 
 /// An awaitable operation: `post` receives the op_options to pass to a connection call (it must
 /// pass them on unchanged), and is called once, when the coroutine awaits.
+///
+/// co_op posts the operation with a per-operation callback whose context is the awaiter itself
+/// (it lives in the coroutine's frame: nothing is allocated per operation) and suspends; the
+/// completion resumes the coroutine on the thread that reads the connection's CQ — the
+/// application's poll/wait, or the library's progress thread. It yields result<std::size_t>: the
+/// completion's byte count, or its error. A post that fails resumes at once with the error.
+/// The resumption is the operation's one completion path, as for any callback operation
+/// (op_options::callback).
+///
+/// \param post a callable `result<void>(op_options)` that posts one operation with them
+/// \param how  parking, or completion at post (await_options)
+/// \return the awaitable; `co_await` it for result<std::size_t>
 template <class Post>
 op_awaiter<Post> co_op(Post post, await_options how = {}) {
     return op_awaiter<Post>(std::move(post), how);
 }
 
+/// A minimal eager coroutine type for code that has none of its own: it starts at once, runs to
+/// its first co_await, and done() tells when it has finished. It must outlive its coroutine's
+/// last resumption (destroying it destroys the coroutine's frame). An exception escaping the
+/// coroutine terminates the program.
 class task {
   public:
+    /// The coroutine machinery (used by the compiler, not by the application).
     struct promise_type {
-        std::atomic<bool> finished{false};
+        std::atomic<bool> finished{false};  ///< set when the coroutine reached its end
+        /// The task handed to the caller.
         task get_return_object() {
             return task(std::coroutine_handle<promise_type>::from_promise(*this));
         }
+        /// Eager: runs at once.
         std::suspend_never initial_suspend() noexcept { return {}; }
+        /// Marks the task finished and keeps the frame until the task is destroyed.
         struct final_awaiter {
-            bool await_ready() noexcept { return false; }
+            bool await_ready() noexcept { return false; }  ///< always suspends
+            /// Sets `finished`.
             void await_suspend(std::coroutine_handle<promise_type> h) noexcept {
                 h.promise().finished.store(true, std::memory_order_release);
             }
-            void await_resume() noexcept {}
+            void await_resume() noexcept {}  ///< never resumed
         };
-        final_awaiter final_suspend() noexcept { return {}; }
-        void return_void() noexcept {}
-        void unhandled_exception() noexcept { std::terminate(); }
+        final_awaiter final_suspend() noexcept { return {}; }      ///< see final_awaiter
+        void return_void() noexcept {}                             ///< `co_return;`
+        void unhandled_exception() noexcept { std::terminate(); }  ///< terminates
     };
+    /// Takes over `o`'s coroutine; `o` is left empty (done()).
     task(task&& o) noexcept : h_(std::exchange(o.h_, {})) {}
+    /// Destroys its own coroutine, then takes over `o`'s.
     task& operator=(task&& o) noexcept {
         if (this != &o) {
             if (h_)
@@ -141,10 +160,12 @@ class task {
         }
         return *this;
     }
+    /// Destroys the coroutine's frame.
     ~task() {
         if (h_)
             h_.destroy();
     }
+    /// True once the coroutine has finished (or the task is empty). Safe from another thread.
     bool done() const noexcept {
         return !h_ || h_.promise().finished.load(std::memory_order_acquire);
     }

@@ -1,26 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// \file
-/// remora/domain.hpp — the local peer: a libfabric provider and NIC opened for one local address.
-///
-/// A domain is a shared handle: copies refer to the same open provider domain, and every object
-/// created from it (regions, listeners, connections) keeps it alive. It reports what the provider
-/// can do so the rest of the library adapts instead of assuming.
-///
-/// Endpoint type: a domain serves one kind of endpoint, chosen at open (domain_config::endpoint).
-///   endpoint_type::msg  connected endpoints (FI_EP_MSG, like an RC queue pair): listener and
-///                       connection::connect.
-///   endpoint_type::rdm  reliable datagram endpoints (FI_EP_RDM) with an address vector:
-///                       connection::open_peer + attach (see connection.hpp).
-/// Either way the operations, completion queues, channels and accounting are the same.
-///
-/// Provider choice: domain_config::provider if set (matched exactly: "tcp", "shm",
-/// "tcp;ofi_rxm", ...); else, for msg, the first of verbs, tcp, sockets that offers connected
-/// endpoints on the address, and for rdm the first of verbs;ofi_rxm, efa, tcp;ofi_rxm, net, shm,
-/// sockets that offers RDM endpoints there (name shm to get same-host shared memory). The
-/// FI_PROVIDER environment variable is libfabric's own filter, applied first: it narrows the
-/// automatic choice, and a configured provider it excludes is not found.
-///
-/// Threading: a domain may be used from any number of threads at once (libfabric FI_THREAD_SAFE).
+/// remora/domain.hpp — the local peer (domain): a libfabric provider and NIC opened for one local
+/// address, its configuration (domain_config) and what the provider can do (provider_caps).
 #pragma once
 
 #include <chrono>
@@ -28,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <remora/flags.hpp>
 #include <remora/result.hpp>
@@ -48,10 +30,19 @@ enum class mr_mode : std::uint32_t {
 template <>
 struct enable_flags<mr_mode> : std::true_type {};
 
-enum class progress_model { automatic, manual, unspecified };
+/// Who moves a provider's operations along (libfabric's progress models, fi_domain(3)).
+enum class progress_model {
+    automatic,    ///< the provider progresses on its own (FI_PROGRESS_AUTO)
+    manual,       ///< only while the application calls into libfabric (FI_PROGRESS_MANUAL)
+    unspecified,  ///< the provider did not say
+};
 
-/// The kind of endpoint a domain opens (see the head of this file).
-enum class endpoint_type : std::uint8_t { msg, rdm };
+/// The kind of endpoint a domain opens (domain_config::endpoint; see domain).
+enum class endpoint_type : std::uint8_t {
+    msg,  ///< connected endpoints (FI_EP_MSG, like an RC queue pair): listener, connection::connect
+    rdm,  ///< reliable datagram endpoints (FI_EP_RDM): connection::open_peer and attach
+};
+/// "msg" or "rdm".
 const char* to_string(endpoint_type t) noexcept;
 
 /// What the opened provider can do (asked of fi_getinfo/fi_getopt, never assumed).
@@ -60,29 +51,31 @@ struct provider_caps {
     std::string fabric;                           ///< fabric name, e.g. "127.0.0.1/32"
     std::string nic;                              ///< domain name, e.g. "lo"
     endpoint_type endpoint = endpoint_type::msg;  ///< the endpoint type the domain was opened for
-    bool native_atomics = false;
+    bool native_atomics = false;                  ///< the provider runs atomics itself (FI_ATOMIC)
+    /// Largest write or send whose bytes are copied at post (completion_mode::at_post).
     std::size_t inject_size = 0;
     std::size_t cm_data_size = 0;  ///< private data limit on connect/accept/reject (0 on rdm)
-    std::size_t max_msg_size = 0;
-    std::size_t tx_size = 0;  ///< max send-queue depth
-    std::size_t rx_size = 0;  ///< max receive-queue depth
-    std::size_t cq_size = 0;  ///< max completion-queue depth
+    std::size_t max_msg_size = 0;  ///< largest single transfer
+    std::size_t tx_size = 0;       ///< max send-queue depth
+    std::size_t rx_size = 0;       ///< max receive-queue depth
+    std::size_t cq_size = 0;       ///< max completion-queue depth
+    /// Local segments per operation at most (connection_config::max_sge).
     std::size_t iov_limit = 0;
-    std::size_t rma_iov_limit = 0;
-    std::size_t cq_data_size = 0;  ///< bytes of immediate data
-    bool rx_cq_data = false;       ///< immediate data consumes a posted receive (FI_RX_CQ_DATA)
-    bool shared_rx = false;        ///< shared receive contexts are available
-    bool rma_pmem = false;         ///< provider advertises FI_RMA_PMEM
+    std::size_t rma_iov_limit = 0;  ///< remote segments per one-sided operation at most
+    std::size_t cq_data_size = 0;   ///< bytes of immediate data
+    bool rx_cq_data = false;        ///< immediate data consumes a posted receive (FI_RX_CQ_DATA)
+    bool shared_rx = false;         ///< shared receive contexts are available
+    bool rma_pmem = false;          ///< provider advertises FI_RMA_PMEM
     /// RDM: a received message counts only from the attached peer (the provider reports each
     /// message's source, FI_SOURCE). A message from any other sender is held by the provider or
     /// completes the receive it took with errc::access_denied and nothing received (post the
     /// receive again); which, per provider: docs/providers.md. False on MSG (one peer per
     /// endpoint anyway).
     bool directed_receive = false;
-    progress_model control_progress = progress_model::unspecified;
-    progress_model data_progress = progress_model::unspecified;
-    remora::mr_mode mr_mode = remora::mr_mode::none;
-    std::size_t mr_key_size = 0;
+    progress_model control_progress = progress_model::unspecified;  ///< of connection setup
+    progress_model data_progress = progress_model::unspecified;     ///< of data transfers
+    remora::mr_mode mr_mode = remora::mr_mode::none;  ///< its registration requirements
+    std::size_t mr_key_size = 0;                      ///< bytes of a remote key
     /// True when the target side must call into libfabric for one-sided traffic to land (every
     /// provider reporting manual data progress, and those that progress only inside libfabric
     /// calls whatever they report: docs/providers.md); then run a progress thread on the target
@@ -137,12 +130,18 @@ struct provider_caps {
 /// take a second core for nothing. A caller that wants to spin polls instead.
 ///
 /// Threading: the thread is named "remora-progress" (top -H, /proc/self/task/*/comm).
-enum class progress_policy : std::uint8_t { busy, adaptive, blocking };
+enum class progress_policy : std::uint8_t {
+    busy,      ///< polls without sleeping or yielding (one core while it runs)
+    adaptive,  ///< sleeps; polls for progress_spin after each sign of traffic (the default)
+    blocking,  ///< sleeps between events: no CPU while idle, a wake-up per event
+};
+/// "busy", "adaptive" or "blocking".
 const char* to_string(progress_policy p) noexcept;
 
+/// How domain::open opens a domain.
 struct domain_config {
-    std::string provider;            ///< empty: FI_PROVIDER, else automatic (see the file head)
-    std::string node = "127.0.0.1";  // local address selecting the NIC
+    std::string provider;            ///< empty: FI_PROVIDER, else automatic (see domain)
+    std::string node = "127.0.0.1";  ///< local address selecting the NIC
     /// How the library progress thread waits (see progress_policy). The default, adaptive: no
     /// CPU when idle, and a stream of requests served without wake-ups (docs/performance.md has
     /// the figures and when to pick the others).
@@ -151,18 +150,57 @@ struct domain_config {
     /// and 1 s, else domain::open fails with errc::invalid_argument. Ignored by the other
     /// policies.
     std::chrono::microseconds progress_spin{100};
-    endpoint_type endpoint = endpoint_type::msg;
+    endpoint_type endpoint = endpoint_type::msg;  ///< the kind of endpoint it serves
 };
 
+/// The local peer: a libfabric provider and NIC opened for one local address.
+///
+/// A domain is a shared handle: copies refer to the same open provider domain, and every object
+/// created from it (regions, listeners, connections) keeps it alive. It reports what the provider
+/// can do (caps()) so the rest of the library adapts instead of assuming.
+///
+/// Endpoint type: a domain serves one kind of endpoint, chosen at open (domain_config::endpoint).
+///   - endpoint_type::msg: connected endpoints (FI_EP_MSG, like an RC queue pair): listener and
+///     connection::connect.
+///   - endpoint_type::rdm: reliable datagram endpoints (FI_EP_RDM) with an address vector:
+///     connection::open_peer + connection::attach.
+///
+/// Either way the operations, completion queues, channels and accounting are the same.
+///
+/// Provider choice: domain_config::provider if set (matched exactly: "tcp", "shm",
+/// "tcp;ofi_rxm", ...); else, for msg, the first of verbs, tcp, sockets that offers connected
+/// endpoints on the address, and for rdm the first of verbs;ofi_rxm, efa, tcp;ofi_rxm, net, shm,
+/// sockets that offers RDM endpoints there (name shm to get same-host shared memory). The
+/// FI_PROVIDER environment variable is libfabric's own filter, applied first: it narrows the
+/// automatic choice, and a configured provider it excludes is not found.
+///
+/// \par Threading
+/// A domain may be used from any number of threads at once (libfabric FI_THREAD_SAFE); close()
+/// is the exception.
+///
+/// \see info.cpp
 class domain {
   public:
+    /// Opens a provider domain (and its fabric) for `config.node`.
+    /// \param config provider, local address, endpoint type and progress thread policy
+    /// \return the open domain; errc::invalid_argument for a progress_spin out of bounds;
+    ///         errc::not_supported (or the provider's error) when no provider offers the
+    ///         endpoint type on that address
     static result<domain> open(const domain_config& config = {});
+    /// The providers this machine has that offer `type` endpoints with what remora needs
+    /// (messages and RMA), on any local address, each named once: the names
+    /// domain_config::provider accepts ("tcp", "shm", "tcp;ofi_rxm", ...). FI_PROVIDER narrows
+    /// the list as it narrows open(). Empty when there are none. For an error message that says
+    /// what there is; open() decides whether one of them serves a given address.
+    static std::vector<std::string> providers(endpoint_type type);
 
-    /// Empty handles (closed, or moved from) report empty caps and node.
+    /// What the provider can do. Empty handles (closed, or moved from) report empty caps.
     const provider_caps& caps() const noexcept;
+    /// The local address the domain was opened for (empty for an empty handle).
     const std::string& node() const noexcept;
-    /// The progress policy and spin bound the domain was opened with.
+    /// The progress policy the domain was opened with.
     progress_policy progress() const noexcept;
+    /// The adaptive policy's spin bound the domain was opened with.
     std::chrono::microseconds progress_spin() const noexcept;
 
     /// True unless the handle is empty (closed, or moved from).

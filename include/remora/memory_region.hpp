@@ -1,13 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// \file
-/// remora/memory_region.hpp — local memory registered with the provider for explicit usages.
-///
-/// A region is registered only for the accesses it is created with (least privilege): a region
-/// without usage::write_destination cannot be written by peers, one without usage::send cannot be
-/// the source of a send, and so on. Every remora operation checks usage and bounds before posting.
-///
-/// Threading: immutable after creation; may be used by many threads and connections at once.
-/// The memory must outlive the region; the region must outlive every operation that uses it.
+/// remora/memory_region.hpp — local memory registered with the provider for explicit usages
+/// (memory_region, usage).
 #pragma once
 
 #include <cstddef>
@@ -21,8 +15,9 @@
 
 namespace remora {
 
+/// What a registered region may be used for: flags, combined with `|` (flags.hpp).
 enum class usage : std::uint16_t {
-    none = 0,
+    none = 0,                     ///< nothing (refused by memory_region::create)
     read_source = 1u << 0,        ///< peers may read from it (FI_REMOTE_READ)
     read_destination = 1u << 1,   ///< local destination of a read (FI_READ)
     write_source = 1u << 2,       ///< local source of a write (FI_WRITE)
@@ -34,27 +29,55 @@ enum class usage : std::uint16_t {
 };
 template <>
 struct enable_flags<usage> : std::true_type {};
+/// Every usage flag.
 inline constexpr usage all_usages = static_cast<usage>(0xff);
 
 class remote_region;
 
+/// Local memory registered with the provider for explicit usages.
+///
+/// A region is registered only for the accesses it is created with (least privilege): a region
+/// without usage::write_destination cannot be written by peers, one without usage::send cannot be
+/// the source of a send, and so on. Every remora operation checks usage and bounds before posting.
+/// A peer reaches the region through the descriptor describe() makes (a remote_region), which
+/// the application sends it (e.g.\ as accept private data, serialised).
+///
+///     std::vector<std::byte> buf(4096);
+///     auto mr = remora::memory_region::create(dom, buf, remora::usage::write_destination);
+///     auto desc = mr->describe();  // send desc->serialize() to the peer
+///
+/// \par Ownership and threading
+/// Move-only; the registration is released on destruction. Immutable after creation; may be used
+/// by many threads and connections at once. The memory must outlive the region; the region must
+/// outlive every operation that uses it.
+///
+/// \see write.cpp, read.cpp
 class memory_region {
   public:
-    /// Registers `memory` for `uses` (at least one). Fails with invalid_argument for an empty
-    /// span or no usage, and with the provider's error when registration is refused.
+    /// Registers `memory` for `uses`.
+    /// \param dom    the domain whose provider registers it
+    /// \param memory the caller's memory (not copied; it must outlive the region)
+    /// \param uses   at least one usage
+    /// \return the region; errc::invalid_argument for an empty span or no (or an unknown) usage;
+    ///         errc::bad_state for an empty domain handle; errc::not_supported where the provider
+    ///         has raw keys; the provider's error when registration is refused
     static result<memory_region> create(const domain& dom, std::span<std::byte> memory, usage uses);
-    memory_region(memory_region&&) noexcept;
-    memory_region& operator=(memory_region&&) noexcept;
-    ~memory_region();
+    memory_region(memory_region&&) noexcept;             ///< takes over the registration
+    memory_region& operator=(memory_region&&) noexcept;  ///< releases its own, takes over another's
+    ~memory_region();                                    ///< deregisters the memory
 
-    std::span<std::byte> memory() const noexcept;
-    std::byte* data() const noexcept { return memory().data(); }
-    std::size_t size() const noexcept { return memory().size(); }
-    usage usages() const noexcept;
+    std::span<std::byte> memory() const noexcept;                  ///< the registered memory
+    std::byte* data() const noexcept { return memory().data(); }   ///< memory().data()
+    std::size_t size() const noexcept { return memory().size(); }  ///< bytes registered
+    usage usages() const noexcept;                                 ///< what it was registered for
 
     /// The descriptor a peer needs to access [offset, offset + length) of this region remotely,
     /// granting only the remote usages this region has (read_source, write_destination,
-    /// atomic_target, flush_target). length 0 means "to the end".
+    /// atomic_target, flush_target).
+    /// \param offset where the described range starts
+    /// \param length its bytes; 0 means "to the end"
+    /// \return the descriptor; errc::out_of_range when the range is not inside the region;
+    ///         errc::access_denied when the region has no remote usage to grant
     result<remote_region> describe(std::size_t offset = 0, std::size_t length = 0) const;
 
   private:

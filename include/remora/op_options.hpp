@@ -2,8 +2,7 @@
 /// \file
 /// remora/op_options.hpp — what an operation is posted with: op_options (context, callback, when
 /// it completes, parking, batching), and the segments of scatter-gather and multi-key
-/// operations. connection.hpp takes them, and so do the verbs of the layers built on a
-/// connection; the contracts of the operations themselves are with each verb.
+/// operations (local_segment, remote_segment).
 #pragma once
 
 #include <chrono>
@@ -16,6 +15,7 @@
 
 namespace remora {
 
+/// Which outcomes of an operation are reported (op_options::report).
 enum class completion_mode : std::uint8_t {
     always,    ///< a completion is reported on success and on error
     on_error,  ///< only an error is reported; the operation still holds its queue entries until
@@ -35,6 +35,18 @@ enum class park_mode : std::uint8_t {
     queue,  ///< the call returns at once; the library posts the operation once its slot is reserved
 };
 
+/// What an operation is posted with: its context, callback, which outcomes are reported,
+/// parking under back-pressure, and batching.
+///
+/// Every verb of connection takes one (last, defaulted), and so do the verbs of the layers built
+/// on a connection; the contracts of the operations themselves are with each verb. The default
+/// posts a signalled operation whose completion goes to poll() with a null context, and fails at
+/// once with errc::would_block when its queue entries are taken.
+///
+///     remora::op_options o;
+///     o.context = &request;                              // back in completion::context
+///     o.park_until = std::chrono::steady_clock::now() + 10ms;  // wait for room, up to 10 ms
+///     auto r = conn.write(dst, 0, mr, 0, n, o);
 struct op_options {
     /// Which outcomes are reported.
     completion_mode report = completion_mode::always;
@@ -112,16 +124,16 @@ struct op_options {
 
 /// A piece of a peer's memory for a multi-key operation: [offset, offset + length) of `region`.
 struct remote_segment {
-    const remote_region* region = nullptr;
-    std::uint64_t offset = 0;
-    std::size_t length = 0;
+    const remote_region* region = nullptr;  ///< the descriptor of the peer's region
+    std::uint64_t offset = 0;               ///< from the start of the region's range
+    std::size_t length = 0;                 ///< bytes (non-zero)
 };
 
 /// A piece of local memory for an operation: [offset, offset + length) of a registered region.
 struct local_segment {
-    const memory_region* region = nullptr;
-    std::size_t offset = 0;
-    std::size_t length = 0;
+    const memory_region* region = nullptr;  ///< registered; it must outlive the operation
+    std::size_t offset = 0;                 ///< from the start of the region
+    std::size_t length = 0;                 ///< bytes
 };
 
 }  // namespace remora

@@ -61,6 +61,7 @@ struct persistence_config {
 /// The persistence_config `conn` was set up with (the default, service_depth 0, when none).
 persistence_config persistence_config_of(const connection& conn);
 
+/// What a flush guarantees on completion (flush_options::type).
 enum class flush_type : std::uint8_t {
     visibility,   ///< the target's memory holds the written bytes
     persistence,  ///< ... and they are durable (the region must be persistent)
@@ -70,16 +71,19 @@ enum class flush_type : std::uint8_t {
     strongest,
 };
 
+/// How a flush reaches its guarantee (flush_options::method).
 enum class flush_method : std::uint8_t {
     automatic,         ///< the cheapest the region offers for the type (see flush())
     read_after_write,  ///< an 8-byte read after the writes (APM)
     gpspm,             ///< a flush request answered by the target's service once it persisted
 };
+/// "automatic", "read_after_write" or "gpspm".
 const char* to_string(flush_method m) noexcept;
 
+/// What flush() (and publish()) guarantees, and how.
 struct flush_options {
-    flush_type type = flush_type::strongest;
-    flush_method method = flush_method::automatic;
+    flush_type type = flush_type::strongest;        ///< visibility, persistence or the strongest
+    flush_method method = flush_method::automatic;  ///< the cheapest the region offers, or one
 };
 
 /// How a connection's atomics reach the target (atomics()).
@@ -89,6 +93,7 @@ enum class atomic_path : std::uint8_t {
               ///< connection with a service_depth)
     none,     ///< neither: atomics are refused with errc::not_supported
 };
+/// "native", "service" or "none".
 const char* to_string(atomic_path p) noexcept;
 
 /// Completes (op::flush) once the connection's earlier writes to [offset, offset + length) of
@@ -103,9 +108,19 @@ const char* to_string(atomic_path p) noexcept;
 /// atomics) complete where their reply arrives: on the RCQ when the connection has one; the
 /// request's own send completion is read from the CQ and holds the request's entry (one of
 /// service_depth) until then, so read both queues.
+/// \param conn   the connection that wrote the range
+/// \param dst    the peer's region (usage::flush_target)
+/// \param offset where the range starts in `dst`
+/// \param length its bytes
+/// \param how    the type and method (flush_options)
+/// \param opts   context, callback, reporting, parking (op_options)
+/// \return success once posted; errc::not_supported naming what is missing; the errors of
+///         every operation (see connection)
 result<void> flush(connection& conn, const remote_region& dst, std::uint64_t offset,
                    std::uint64_t length, flush_options how = {}, op_options opts = {});
 /// The method flush() would use on `conn` (automatic resolved), or why none can.
+/// \return the method; errc::not_supported naming what is missing; errc::invalid_argument for
+///         an unknown type or method
 result<flush_method> flush_method_for(const connection& conn, const remote_region& dst,
                                       flush_options how = {});
 
@@ -114,16 +129,28 @@ result<flush_method> flush_method_for(const connection& conn, const remote_regio
 /// (ordered after the connection's earlier writes, atomic with respect to every other service
 /// atomic); otherwise errc::not_supported. atomics() says which. compare_swap and fetch_add
 /// write the word's previous value into `result` (8 bytes at result_offset,
-/// usage::read_destination) before they complete.
+/// usage::read_destination) before they complete. Each completes as op::atomic.
+/// \param conn       the connection
+/// \param dst        the peer's region (usage::atomic_target)
+/// \param dst_offset the word's offset in `dst` (its address 8-byte aligned)
+/// \param value      the value written
+/// \param opts       context, callback, reporting (op_options)
+/// \return success once posted; connection::atomic_write's errors; errc::not_supported when
+///         atomics() is atomic_path::none
 result<void> atomic_write(connection& conn, const remote_region& dst, std::uint64_t dst_offset,
                           std::uint64_t value, op_options opts = {});
+/// connection::compare_swap, native or through the target's service (see atomic_write()).
+/// \return success once posted; as atomic_write()
 result<void> compare_swap(connection& conn, const remote_region& dst, std::uint64_t dst_offset,
                           std::uint64_t expected, std::uint64_t desired,
                           const memory_region& result, std::size_t result_offset,
                           op_options opts = {});
+/// connection::fetch_add, native or through the target's service (see atomic_write()).
+/// \return success once posted; as atomic_write()
 result<void> fetch_add(connection& conn, const remote_region& dst, std::uint64_t dst_offset,
                        std::uint64_t addend, const memory_region& result, std::size_t result_offset,
                        op_options opts = {});
+/// How `conn`'s atomics reach the target: native, through the service, or none.
 atomic_path atomics(const connection& conn) noexcept;
 
 /// Write + flush + atomic publish, reserved together. Writes the local range of `src` from
@@ -162,6 +189,16 @@ atomic_path atomics(const connection& conn) noexcept;
 /// reports nothing more (parts already posted complete silently). Allocates one small record
 /// per operation. The flag word itself is not flushed: flush it afterwards if it must be
 /// durable. Threading: as any post.
+/// \param conn        the connection
+/// \param data        the remote segments the data goes to, all in one region
+/// \param src         the registered local data (usage::write_source)
+/// \param src_offset  where part 0's bytes start in `src`
+/// \param flag        the region holding the publication word (usage::atomic_target)
+/// \param flag_offset the word's offset in `flag` (8-byte aligned)
+/// \param value       the value the word takes once the data is flushed
+/// \param how         the flush's type and method
+/// \param opts        context, callback, parking (op_options)
+/// \return success once the writes and the flush are posted; the errors above
 result<void> publish(connection& conn, std::span<const remote_segment> data,
                      const memory_region& src, std::size_t src_offset, const remote_region& flag,
                      std::uint64_t flag_offset, std::uint64_t value, flush_options how = {},

@@ -1,6 +1,39 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// \file
-/// remora/persistent_region.hpp — target-side memory that peers write into and flush to durability.
+/// remora/persistent_region.hpp — target-side memory that peers write into and flush to
+/// durability (persistent_region).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include <remora/domain.hpp>
+#include <remora/memory_region.hpp>
+#include <remora/remote_region.hpp>
+#include <remora/result.hpp>
+
+namespace remora {
+
+/// How persistent_region::open maps and registers a region.
+struct persistent_region_config {
+    std::string path{};    ///< backing file; empty: anonymous, volatile memory
+    std::size_t size = 0;  ///< bytes; 0 with a path: the file's current size
+    bool create = false;   ///< create a missing file or extend a short one (never shrinks)
+    /// What peers may do (registered usages).
+    usage uses =
+        usage::read_source | usage::write_destination | usage::atomic_target | usage::flush_target;
+    /// Declared by the operator, never guessed: writes placed into this mapping are durable
+    /// (CPU caches in the persistence domain, e.g. eADR, and a DAX mapping). Refused unless the
+    /// mapping is DAX.
+    bool apm_durable = false;
+    /// Lock the file and hold its lease (see persistent_region); false: neither.
+    bool exclusive = true;
+};
+
+/// Target-side memory that peers write into and flush to durability.
 ///
 /// A persistent_region is a registered memory_region over either
 ///  - a file, mapped shared: durable once persist() (msync of the page-aligned range) returns;
@@ -32,50 +65,33 @@
 /// mapping), and GPSPM (a flush request answered by the target's service) whenever the region is
 /// persistent and exposed through a target_service (target_service::expose adds the bit).
 ///
-/// Threading: persist() may run from any number of threads at once; the region must outlive
+/// \par Threading
+/// Persist() may run from any number of threads at once; the region must outlive
 /// every connection and service that uses it.
-#pragma once
-
-#include <cstddef>
-#include <cstdint>
-#include <memory>
-#include <span>
-#include <string>
-
-#include <remora/domain.hpp>
-#include <remora/memory_region.hpp>
-#include <remora/remote_region.hpp>
-#include <remora/result.hpp>
-
-namespace remora {
-
-struct persistent_region_config {
-    std::string path{};    ///< backing file; empty: anonymous, volatile memory
-    std::size_t size = 0;  ///< bytes; 0 with a path: the file's current size
-    bool create = false;   ///< create a missing file or extend a short one (never shrinks)
-    usage uses =
-        usage::read_source | usage::write_destination | usage::atomic_target | usage::flush_target;
-    /// Declared by the operator, never guessed: writes placed into this mapping are durable
-    /// (CPU caches in the persistence domain, e.g. eADR, and a DAX mapping). Refused unless the
-    /// mapping is DAX.
-    bool apm_durable = false;
-    /// Lock the file and hold its lease (see above); false: neither.
-    bool exclusive = true;
-};
-
+///
+/// \see flush_persistent.cpp, append_log.cpp
 class persistent_region {
   public:
+    /// Maps (creating or extending the file if asked) and registers a region.
+    /// \param dom    the domain it is registered in
+    /// \param config the file (or none: volatile), size, usages and locking
+    /// \return the region; errc::invalid_argument for a missing or short file without
+    ///         `create`, a volatile region without a size, apm_durable without DAX, or a file
+    ///         that cannot be opened, sized or mapped; errc::bad_state when another region
+    ///         holds the file (naming its pid), the lease cannot be taken, or for an empty
+    ///         domain handle; memory_region::create's errors
     static result<persistent_region> open(const domain& dom,
                                           const persistent_region_config& config);
-    persistent_region(persistent_region&&) noexcept;
+    persistent_region(persistent_region&&) noexcept;  ///< takes over the mapping and registration
+    /// Releases its own region, then takes over another's.
     persistent_region& operator=(persistent_region&&) noexcept;
-    ~persistent_region();
+    ~persistent_region();  ///< deregisters and unmaps (the file stays), drops lock and lease
 
-    const memory_region& region() const noexcept;
-    std::span<std::byte> memory() const noexcept;
-    bool is_persistent() const noexcept;  ///< file-backed
-    bool is_dax() const noexcept;         ///< mapped with MAP_SYNC
-    const std::string& path() const noexcept;
+    const memory_region& region() const noexcept;  ///< its registration
+    std::span<std::byte> memory() const noexcept;  ///< the mapped bytes
+    bool is_persistent() const noexcept;           ///< file-backed
+    bool is_dax() const noexcept;                  ///< mapped with MAP_SYNC
+    const std::string& path() const noexcept;      ///< the backing file (empty: volatile)
     /// True once another process opened or truncated the file (its lease is breaking): the
     /// region must be destroyed before the lease-break time runs out. Always false for a volatile
     /// or non-exclusive region. One fcntl; any thread.

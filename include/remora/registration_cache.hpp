@@ -1,19 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/registration_cache.hpp — reuse registrations of user memory instead of registering it
-/// for every operation.
-///
-/// Registering memory (fi_mr_reg) pins pages and costs a system call or more; an application that
-/// sends from or receives into the same buffers again and again should pay it once. get() returns
-/// a cached registration covering the requested range with at least the requested usages, or
-/// registers the range and caches it. A handle keeps its registration alive; the cache evicts
-/// only registrations nobody holds, least recently used first, once it holds `capacity` of them.
-///
-/// Memory must not be freed or unmapped while a registration of it may be cached: call
-/// invalidate() first. It drops the overlapping entries, and each is deregistered (its key closed,
-/// so a peer holding its descriptor can no longer reach the memory) when its last handle goes.
-///
-/// Threading: every call may run concurrently.
+/// for every operation (registration_cache), and gather_write from unregistered memory.
 #pragma once
 
 #include <cstddef>
@@ -34,9 +22,12 @@ namespace remora {
 /// A registration from the cache: the region, and where the requested range starts in it.
 class cached_region {
   public:
-    cached_region() = default;
+    cached_region() = default;  ///< no registration
+    /// The registration (valid while this handle is).
     const memory_region& region() const noexcept { return *mr_; }
+    /// Where the requested range starts in region().
     std::size_t offset() const noexcept { return offset_; }
+    /// True while it holds a registration.
     explicit operator bool() const noexcept { return mr_ != nullptr; }
 
   private:
@@ -45,23 +36,51 @@ class cached_region {
     std::size_t offset_ = 0;
 };
 
+/// A registration_cache's counters (registration_cache::stats).
 struct registration_cache_stats {
-    std::uint64_t hits = 0;
-    std::uint64_t misses = 0;  ///< registrations made
-    std::uint64_t evictions = 0;
-    std::size_t entries = 0;
+    std::uint64_t hits = 0;       ///< get() calls served by a cached registration
+    std::uint64_t misses = 0;     ///< registrations made
+    std::uint64_t evictions = 0;  ///< registrations dropped to make room
+    std::size_t entries = 0;      ///< registrations cached now
 };
 
+/// Reuses registrations of user memory instead of registering it for every operation.
+///
+/// Registering memory (fi_mr_reg) pins pages and costs a system call or more; an application that
+/// sends from or receives into the same buffers again and again should pay it once. get() returns
+/// a cached registration covering the requested range with at least the requested usages, or
+/// registers the range and caches it. A handle keeps its registration alive; the cache evicts
+/// only registrations nobody holds, least recently used first, once it holds `capacity` of them.
+///
+/// Memory must not be freed or unmapped while a registration of it may be cached: call
+/// invalidate() first. It drops the overlapping entries, and each is deregistered (its key closed,
+/// so a peer holding its descriptor can no longer reach the memory) when its last handle goes.
+///
+/// \par Threading
+/// Every call may run concurrently.
 class registration_cache {
   public:
+    /// An empty cache registering on `dom`.
+    /// \param dom      the domain it registers in
+    /// \param capacity registrations cached at most (> 0)
+    /// \return the cache; errc::invalid_argument for capacity 0; errc::bad_state for an empty
+    ///         domain handle
     static result<registration_cache> create(const domain& dom, std::size_t capacity = 64);
-    registration_cache(registration_cache&&) noexcept;
-    registration_cache& operator=(registration_cache&&) noexcept;
-    ~registration_cache();
+    registration_cache(registration_cache&&) noexcept;             ///< takes over the cache
+    registration_cache& operator=(registration_cache&&) noexcept;  ///< takes over the cache
+    ~registration_cache();  ///< drops its entries (each deregistered when its last handle goes)
 
+    /// A registration covering `memory` with at least `uses`: a cached one, or a new one
+    /// (cached, evicting the least recently used unheld entry when full).
+    /// \param memory the caller's memory (it must stay mapped while a registration of it may
+    ///               be cached: invalidate() before freeing it)
+    /// \param uses   the usages needed
+    /// \return the registration and the range's offset in it; errc::invalid_argument for empty
+    ///         memory; memory_region::create's errors
     result<cached_region> get(std::span<std::byte> memory, usage uses);
     /// Drops every cached registration overlapping `memory` (call before freeing it).
     void invalidate(std::span<const std::byte> memory) noexcept;
+    /// The cache's counters now.
     registration_cache_stats stats() const;
     const domain& dom() const noexcept;  ///< where it registers
 
@@ -82,6 +101,12 @@ class registration_cache {
 /// taken; one made for a refused post stays in the cache for the next. `src` must stay valid
 /// until the completion; `cache` must be of the connection's domain (errc::invalid_argument
 /// otherwise) and outlive the call. The rest as connection::gather_write.
+/// \param conn  the connection
+/// \param dst   the remote segments, as connection::gather_write's
+/// \param src   the caller's unregistered memory (all parts' bytes, in order)
+/// \param cache registers `src`
+/// \param opts  as connection::gather_write's
+/// \return success once every part is posted; the errors above and connection::gather_write's
 result<void> gather_write(connection& conn, std::span<const remote_segment> dst,
                           std::span<std::byte> src, registration_cache& cache,
                           op_options opts = {});

@@ -44,6 +44,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <remora/version.h>
+
 /** Marks the C API's functions: exported from libremora.so with default visibility. */
 #if defined(__GNUC__)
 #define REMORA_API __attribute__((visibility("default")))
@@ -94,6 +96,14 @@ REMORA_API const char* remora_strerror(int code);
  * @return the message, "" when no call failed on this thread.
  */
 REMORA_API const char* remora_last_error_message(void);
+
+/**
+ * The running library's version, "MAJOR.MINOR.PATCH". Equal to REMORA_VERSION_STRING
+ * (remora/version.h, included here) when the program runs with the library it was compiled
+ * against.
+ * @return a static string, never NULL.
+ */
+REMORA_API const char* remora_version(void);
 
 /** @} */
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// \file
-/// remora/remora.hpp — everything public.
+/// remora/remora.hpp — everything public: includes every public C++ header. Start here (see the
+/// main page); C programs include remora/remora.h.
 #pragma once
 
 #include <remora/admission.hpp>
@@ -24,3 +25,8 @@
 #include <remora/slot_pool.hpp>
 #include <remora/target_service.hpp>
 #include <remora/units.hpp>
+#include <remora/version.hpp>
+
+/// \namespace remora
+/// remora's public C++ API: every class, function and constant of include/remora/*.hpp.
+/// Internals live elsewhere and are never named by a public header.

@@ -1,7 +1,30 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/shared_receive_queue.hpp — one receive queue for many connections, over libfabric's
-/// shared receive context (librpma's rpma_srq).
+/// shared receive context (shared_receive_queue).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include <remora/completion_queue.hpp>
+#include <remora/connection.hpp>
+#include <remora/domain.hpp>
+#include <remora/memory_region.hpp>
+#include <remora/result.hpp>
+
+namespace remora {
+
+/// How shared_receive_queue::create makes a queue.
+struct shared_receive_queue_config {
+    /// Receives posted at once (clamped to the provider's rx size and to 262,144).
+    std::uint32_t size = 64;
+    std::uint64_t tag = 0;  ///< completion::tag of its receives
+};
+
+/// One receive queue for many connections, over libfabric's shared receive context (librpma's
+/// rpma_srq).
 ///
 /// A shared_receive_queue holds receives posted into the application's own registered buffers;
 /// every connection set up with connection_config::srq = q takes its incoming messages from them,
@@ -27,41 +50,27 @@
 /// (errc::bad_state), its disconnect cancels nothing of the queue's, and its receive-queue
 /// depth is unused. The queue lives as long as a connection uses it (each holds it).
 ///
-/// Threading: recv() may run from several threads at once; cq() follows completion_queue's rule
+/// \par Threading
+/// Recv() may run from several threads at once; cq() follows completion_queue's rule
 /// (one reader at a time).
-#pragma once
-
-#include <cstddef>
-#include <cstdint>
-#include <memory>
-
-#include <remora/completion_queue.hpp>
-#include <remora/connection.hpp>
-#include <remora/domain.hpp>
-#include <remora/memory_region.hpp>
-#include <remora/result.hpp>
-
-namespace remora {
-
-struct shared_receive_queue_config {
-    /// Receives posted at once (clamped to the provider's rx size and to 262,144).
-    std::uint32_t size = 64;
-    std::uint64_t tag = 0;  ///< completion::tag of its receives
-};
-
 class shared_receive_queue {
   public:
     shared_receive_queue() = default;  ///< empty handle
-    /// errc::not_supported where the domain's provider has no shared receive context (RDM
-    /// domains included), errc::invalid_argument for size 0.
+    /// A queue on `dom`, with its own completion queue.
+    /// \param dom a domain opened for endpoint_type::msg
+    /// \param cfg how many receives it keeps posted, and its completions' tag
+    /// \return the queue; errc::not_supported where the domain's provider has no shared receive
+    ///         context (RDM domains included); errc::invalid_argument for size 0
     static result<shared_receive_queue> create(const domain& dom,
                                                const shared_receive_queue_config& cfg = {});
 
+    /// True unless the handle is empty.
     explicit operator bool() const noexcept { return impl_ != nullptr; }
     /// Posts a receive into [offset, offset + length) of `dst` (usage::receive): checked like
     /// connection::recv (errc::out_of_range, access_denied; invalid_argument for a report other
     /// than completion_mode::always); errc::would_block when `size` receives are posted.
     /// op_options::park_until is not supported here (invalid_argument).
+    /// \return success once posted, or one of the errors above
     result<void> recv(const memory_region& dst, std::size_t offset, std::size_t length,
                       op_options opts = {});
     completion_queue& cq() const noexcept;     ///< its receives complete here

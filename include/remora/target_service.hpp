@@ -1,6 +1,23 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// \file
-/// remora/target_service.hpp — the target side of GPSPM flushes and service atomics.
+/// remora/target_service.hpp — the target side of GPSPM flushes and service atomics
+/// (target_service).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include <remora/connection.hpp>
+#include <remora/memory_region.hpp>
+#include <remora/persistent_region.hpp>
+#include <remora/remote_region.hpp>
+#include <remora/result.hpp>
+
+namespace remora {
+
+/// The target side of GPSPM flushes and service atomics.
 ///
 /// A target_service answers requests that one-sided operations cannot do on every provider:
 ///  - flush (GPSPM): persist a range of an exposed persistent region (msync), then reply — the
@@ -22,39 +39,43 @@
 /// connection ends. A persist
 /// (msync) runs on that thread, so a large GPSPM flush delays the others it serves.
 ///
-/// Threading: expose() and serve() may run concurrently with requests being answered. Exposed
+/// \par Threading
+/// Expose() and serve() may run concurrently with requests being answered. Exposed
 /// regions must outlive the service and every connection it serves.
-#pragma once
-
-#include <chrono>
-#include <cstdint>
-#include <memory>
-#include <span>
-
-#include <remora/connection.hpp>
-#include <remora/memory_region.hpp>
-#include <remora/persistent_region.hpp>
-#include <remora/remote_region.hpp>
-#include <remora/result.hpp>
-
-namespace remora {
-
+///
+///     auto svc = remora::target_service::create();
+///     auto desc = svc->expose(*pmem);  // send desc->serialize() to the client
+///     remora::connection_config cfg;
+///     cfg.addons = {remora::persistence_config{.service_depth = 8}};
+///     cfg.progress_thread = true;
+///     auto conn = req->accept(cfg, desc->serialize());
+///     svc->serve(*conn);
+///
+/// \see flush_persistent.cpp, cas_lock.cpp
 class target_service {
   public:
+    /// A service with no region exposed.
+    /// \return the service
     static result<target_service> create();
-    target_service(target_service&&) noexcept;
-    target_service& operator=(target_service&&) noexcept;
+    target_service(target_service&&) noexcept;             ///< takes over the service
+    target_service& operator=(target_service&&) noexcept;  ///< withdraws its own, takes another's
+    /// Withdraws every exposed region: requests on connections still served are refused from
+    /// then on (error replies), and persistent regions no longer state GPSPM when described.
     ~target_service();
 
-    /// Lets peers flush (GPSPM) and run service atomics on `region`. Returns its descriptor,
-    /// which states persistence::gpspm for a persistent region.
+    /// Lets peers flush (GPSPM) and run service atomics on `region`.
+    /// \return its descriptor, which states persistence::gpspm for a persistent region;
+    ///         errc::bad_state when the region is exposed already; memory_region::describe's
+    ///         errors
     result<remote_region> expose(const persistent_region& region);
     /// The same for plain registered memory: service atomics and visibility flushes only.
+    /// \return its descriptor; as the other overload's
     result<remote_region> expose(const memory_region& region);
 
     /// Answers `conn`'s service messages from now on: posts its service_depth (persistence.hpp)
     /// receives. errc::invalid_argument without a service depth; errc::bad_state when the
     /// connection already serves or calls a service.
+    /// \return success once its receives are posted, or one of the errors above
     result<void> serve(connection& conn);
     /// The same, but `conn` may name only the `grants` (descriptors this service's expose()
     /// returned): a request for any other exposed region is refused with errc::access_denied,
@@ -63,6 +84,7 @@ class target_service {
     /// with that grant; what a request may do is still bounded by the region's usage (a
     /// read_source-only registration refuses flushes and atomics). errc::invalid_argument when
     /// a grant is not exposed here (nothing changes).
+    /// \return success, or serve(conn)'s errors and the one above
     result<void> serve(connection& conn, std::span<const remote_region> grants);
 
     std::uint64_t requests() const noexcept;  ///< answered so far

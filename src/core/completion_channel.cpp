@@ -91,14 +91,14 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
             for (std::size_t i = 0; i < n; ++i) {
                 cq_impl* cq = cqs[(next + i) % n];
                 if (cq->polled && !cq->progress_owned()) {
-                    auto ready = cq->fill_ready();
+                    const ssize_t ready = cq->fill_ready();
                     later.cq = cq->self.lock();
-                    if (!ready) {
-                        return fail(ready.error());
+                    if (ready < 0) {
+                        return cq->read_failure(ready);
                     }
-                    if (*ready != 0 || cq->reaped) {
+                    if (ready != 0 || cq->reaped) {
                         next = (next + i + 1) % n;
-                        return event_for(cq, *ready);
+                        return event_for(cq, static_cast<std::size_t>(ready));
                     }
                     polled = true;
                     continue;
@@ -108,13 +108,13 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
                     return fail(armed.error());
                 }
                 if (!*armed) {
-                    auto ready = cq->fill_ready();
+                    const ssize_t ready = cq->fill_ready();
                     later.cq = cq->self.lock();
-                    if (!ready) {
-                        return fail(ready.error());
+                    if (ready < 0) {
+                        return cq->read_failure(ready);
                     }
                     next = (next + i + 1) % n;
-                    return event_for(cq, *ready);
+                    return event_for(cq, static_cast<std::size_t>(ready));
                 }
             }
             // Arm the connections' event queues too; pending events are read now, and a
@@ -203,12 +203,12 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
             continue;  // detached meanwhile
         }
         cq_impl* cq = *cq_it;
-        auto ready = cq->fill_ready();
+        const ssize_t ready = cq->fill_ready();
         later.cq = cq->self.lock();
-        if (!ready) {
-            return fail(ready.error());
+        if (ready < 0) {
+            return cq->read_failure(ready);
         }
-        return event_for(cq, *ready);
+        return event_for(cq, static_cast<std::size_t>(ready));
     }
 }
 }  // namespace detail

@@ -53,18 +53,25 @@ result<std::size_t> completion_queue::poll(std::span<completion> out) {
     return detail::impl_of(*this)->poll(out);
 }
 
+namespace {
+
+[[gnu::cold, gnu::noinline]] tl::unexpected<error> channel_is_shared() {
+    return fail(errc::bad_state,
+                "this CQ's completion channel is shared: wait on the connection or channel");
+}
+
+}  // namespace
+
 result<std::size_t> completion_queue::wait(std::chrono::milliseconds timeout) {
-    if (detail::impl_of(*this)->channel) {
-        return fail(errc::bad_state,
-                    "this CQ's completion channel is shared: wait on the connection or channel");
+    if (detail::impl_of(*this)->channel) [[unlikely]] {
+        return channel_is_shared();
     }
     return detail::impl_of(*this)->wait(timeout);
 }
 
 result<completion> completion_queue::next(std::chrono::milliseconds timeout) {
-    if (detail::impl_of(*this)->channel) {
-        return fail(errc::bad_state,
-                    "this CQ's completion channel is shared: wait on the connection or channel");
+    if (detail::impl_of(*this)->channel) [[unlikely]] {
+        return channel_is_shared();
     }
     const auto deadline = detail::deadline_after(timeout);
     completion c;

@@ -522,10 +522,10 @@ namespace {
                           .desc = g.desc,
                           .count = g.count,
                           .context = *rec};
-    auto r = detail::door(c, p, "recv");
-    if (!r) {
+    if (auto r = detail::door(c, p, "recv"); !r) [[unlikely]] {
         return r;
-    } else if (detail::cq_impl* q = c.rcq ? c.rcq.get() : c.cq.get(); q->progress_owned()) {
+    }
+    if (detail::cq_impl* q = c.rcq ? c.rcq.get() : c.cq.get(); q->progress_owned()) {
         // tcp holds a message that arrived before this receive until someone calls into the
         // provider after the post: do it here rather than leave it to the progress thread
         // (which does it when this runs inside a completion callback: driving here could
@@ -536,7 +536,7 @@ namespace {
             q->pump();
         }
     }
-    return r;
+    return {};
 }
 
 // As rma(), for the receives.

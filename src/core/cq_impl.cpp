@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <thread>
+#include <utility>
 
 #include "core/impl.hpp"
 #include "fabric/cq.hpp"
@@ -314,15 +315,19 @@ void cq_impl::refuse_stranger(completion& c, void* op_context, std::uint64_t sou
     return finish_entry(*this, c, e.context, e.flags, this, &src, when);
 }
 
-result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::size_t* consumed,
-                                           entry_source* from, hand_out_batch* now,
-                                           bool units_with_record) {
+ssize_t cq_impl::read_provider(completion* out, std::size_t n, std::size_t* consumed,
+                               entry_source* from, hand_out_batch* now, bool units_with_record) {
     return read_entries(out, n, consumed, from, now, units_with_record);
 }
 
-[[gnu::always_inline]] inline result<std::size_t> cq_impl::read_entries(
-    completion* out, std::size_t n, std::size_t* consumed, entry_source* from, hand_out_batch* now,
-    bool units_with_record) {
+tl::unexpected<error> cq_impl::read_failure(ssize_t code) const {
+    return fail(fabric_error(static_cast<int>(code), read_failed_in));
+}
+
+[[gnu::always_inline]] inline ssize_t cq_impl::read_entries(completion* out, std::size_t n,
+                                                            std::size_t* consumed,
+                                                            entry_source* from, hand_out_batch* now,
+                                                            bool units_with_record) {
     n = std::min(n, read_batch);
     const hand_out when = from == nullptr     ? hand_out::now
                           : units_with_record ? hand_out::next
@@ -355,7 +360,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         if (consumed != nullptr) {
             *consumed = taken;
         }
-        return emitted;
+        return static_cast<ssize_t>(emitted);
     }
     cq_entry entries[read_batch];
     fabric_addr sources[read_batch];
@@ -375,7 +380,7 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
                 ++emitted;
             }
         }
-        return emitted;
+        return static_cast<ssize_t>(emitted);
     }
     if (got == -fabric_errno::again) {
         return 0;
@@ -386,8 +391,9 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         if (r == -fabric_errno::again) {
             return 0;
         }
-        if (r < 0) {
-            return fail(fabric_error(static_cast<int>(r), "fi_cq_readerr"));
+        if (r < 0) [[unlikely]] {
+            read_failed_in = "fi_cq_readerr";
+            return r;
         }
         if (consumed != nullptr) {
             *consumed = 1;
@@ -403,10 +409,11 @@ result<std::size_t> cq_impl::read_provider(completion* out, std::size_t n, std::
         keep(0, src);
         return 1;
     }
-    return fail(fabric_error(static_cast<int>(got), "fi_cq_read"));
+    read_failed_in = "fi_cq_read";
+    return got;
 }
 
-inline result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
+inline ssize_t cq_impl::poll_locked(std::span<completion> out) {
     if (shared && detaching.load() != 0) {
         return 0;  // see fill_ready
     }
@@ -415,42 +422,81 @@ inline result<std::size_t> cq_impl::poll_locked(std::span<completion> out) {
     // What is ready first (older; a wait or the progress thread read it), else the provider
     // directly: a busy-polling application makes progress itself instead of waiting for a
     // progress thread to be scheduled. A poll that hands out ready completions does not read the
-    // provider too: the next one does.
+    // provider too, nor does one right after a wait that read it dry (librpma's wait-then-poll
+    // loop): the next one does, and the next wait reads before it arms.
     std::size_t n = take_ready(out, handed);
+    const bool dry = std::exchange(read_dry, false);
     if (progress_owned() && ready_count == 0) {
         std::uint64_t v;
         if (::read(notify.get(), &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v)) && n == 0) {
             unreported = true;  // the thread reaped entries that reported nothing
         }
     }
-    if (n != 0) {
-        return n;
+    if (n != 0 || dry) {
+        return static_cast<ssize_t>(n);
     }
     while (n < out.size()) {
         const std::size_t want = std::min<std::size_t>(out.size() - n, read_batch);
         std::size_t consumed = 0;
-        auto r = read_entries(out.data() + n, want, &consumed, nullptr, &handed, false);
-        if (!r) {
-            return n != 0 ? result<std::size_t>(n) : r;
+        const ssize_t r = read_entries(out.data() + n, want, &consumed, nullptr, &handed, false);
+        if (r < 0) [[unlikely]] {
+            return n != 0 ? static_cast<ssize_t>(n) : r;
         }
-        n += *r;
-        if (consumed > *r) {
+        const auto got = static_cast<std::size_t>(r);
+        n += got;
+        if (consumed > got) {
             unreported = true;  // callbacks ran: a wait after this poll must not sleep
         }
-        if (*r < want) {
+        if (got < want) {
             break;  // drained: another fi_cq_read would only cost a progress call
         }
     }
-    return n;
+    return static_cast<ssize_t>(n);
 }
 
 result<std::size_t> cq_impl::poll(std::span<completion> out) {
-    auto r = poll_locked(out);
-    if (r && *r == 0 && conn != nullptr) {
+    const ssize_t r = poll_locked(out);
+    if (r == 0 && conn != nullptr) {
         tick_if_due(*conn);  // what it ends comes with a later read
     }
     deliver();  // last: a callback may destroy the connection owning this CQ
-    return r;
+    if (r < 0) [[unlikely]] {
+        return read_failure(r);
+    }
+    return static_cast<std::size_t>(r);
+}
+
+ssize_t cq_impl::fill_ready() {
+    reaped = false;
+    if (progress_owned()) [[unlikely]] {
+        // Drain the provider into the ring from this thread: safe, since waiters sleep on the
+        // eventfd, and it saves the owner thread a wake-up on the way.
+        bool r = false;
+        pump(&r, false);  // the caller delivers, outside its own locks (a channel's)
+        reaped = r;
+        return static_cast<ssize_t>(ready_now());
+    }
+    std::unique_lock lock(read_mu, std::defer_lock);
+    if (shared) {
+        if (detaching.load() != 0) {
+            return 0;  // a connection is being destroyed: nothing is lost, ask again
+        }
+        lock.lock();
+    }
+    if (ready_count == 0) {
+        ready_head = 0;
+        std::size_t consumed = 0;
+        const ssize_t r =
+            read_entries(ready.data(), ready.size(), &consumed, ready_from.data(), nullptr,
+                         true);  // poll hands them out next (units with them)
+        if (r < 0) [[unlikely]] {
+            return r;
+        }
+        ready_count = static_cast<std::size_t>(r);
+        reaped = consumed != 0;
+        read_dry = consumed < ready.size();
+    }
+    return static_cast<ssize_t>(ready_count);
 }
 
 std::size_t cq_impl::ready_now() {
@@ -479,13 +525,13 @@ bool cq_impl::pump(bool* reaped_out, bool deliver_now, bool drain) {
             const std::size_t run = tail >= ready_head ? ready.size() - tail : ready_head - tail;
             const std::size_t want = std::min<std::size_t>(run, 16);
             std::size_t consumed = 0;
-            auto r = read_provider(&ready[tail], want, &consumed, &ready_from[tail]);
-            if (!r || consumed == 0) {
+            const ssize_t r = read_provider(&ready[tail], want, &consumed, &ready_from[tail]);
+            if (r < 0 || consumed == 0) {
                 break;
             }
             reaped_here = true;
-            ready_count += *r;
-            added = added || *r != 0;
+            ready_count += static_cast<std::size_t>(r);
+            added = added || r != 0;
             if (!drain && consumed < want) {
                 // The provider (or the backlog) had no more than this, or an error entry comes
                 // next: a looping reader finds the rest on its next look, sooner than another

@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include <sys/types.h>
+
 #include <remora/completion_channel.hpp>
 #include <remora/completion_queue.hpp>
 
@@ -131,6 +133,9 @@ struct cq_impl final : callback_sink, internal_access::opaque<completion_queue> 
     std::size_t ready_head = 0;
     std::size_t ready_count = 0;
     bool reaped = false;  // the last fill_ready read entries (reported or not)
+    // The last fill_ready read fewer entries than it asked for: the provider was dry a moment
+    // ago, so the poll that follows a wait hands out only what is ready (the guarded reader's).
+    bool read_dry = false;
     // The application's poll consumed entries that reported nothing (callbacks, hidden
     // successes, a progress thread's silent reap it cleared): the next arming (wait, arm, a
     // channel's wait) says "not armed" once, so `if (poll() == 0) wait()` re-checks at once.
@@ -279,13 +284,16 @@ struct cq_impl final : callback_sink, internal_access::opaque<completion_queue> 
     // reported, its origin in `src`.
     bool take_entry(completion& c, const raw_entry& e, const std::uint64_t* source,
                     entry_source& src, hand_out when);
-    result<std::size_t> read_provider(completion* out, std::size_t n, std::size_t* consumed,
-                                      entry_source* from, hand_out_batch* now = nullptr,
-                                      bool units_with_record = false);
-    // read_provider's body, inlined into poll (the busy poller's loop).
-    inline result<std::size_t> read_entries(completion* out, std::size_t n, std::size_t* consumed,
-                                            entry_source* from, hand_out_batch* now,
-                                            bool units_with_record);
+    // A negative return is the provider's -FI_* code: read_failure() makes it the error.
+    ssize_t read_provider(completion* out, std::size_t n, std::size_t* consumed, entry_source* from,
+                          hand_out_batch* now = nullptr, bool units_with_record = false);
+    // read_provider's body, inlined into poll and fill_ready (the pollers' and waiters' loops).
+    inline ssize_t read_entries(completion* out, std::size_t n, std::size_t* consumed,
+                                entry_source* from, hand_out_batch* now, bool units_with_record);
+    // The error of a failed read (a negative return of read_provider or fill_ready), naming the
+    // call that failed.
+    [[gnu::cold]] tl::unexpected<error> read_failure(ssize_t code) const;
+    const char* read_failed_in = "fi_cq_read";
     // Moves every entry the provider holds now (error entries included) to the end of the
     // backlog, in order, for the CQ's reader; the caller holds reader_lock(). connection::close()
     // on a connected endpoint keeps the statuses the shutdown gave this way before it closes the
@@ -298,14 +306,19 @@ struct cq_impl final : callback_sink, internal_access::opaque<completion_queue> 
     // (a disconnect cancels receives the provider does not flush).
     void drive_attached();
     // Fills the ready ring: a progress-owned CQ's from the provider, another's only when empty.
-    // Returns the number ready.
-    result<std::size_t> fill_ready();
+    // Returns the number ready, or a negative -FI_* code (read_failure).
+    ssize_t fill_ready();
     // fi_trywait on this CQ alone: true when it is safe to block on fd.
     result<bool> trywait(bool* notified = nullptr);
     result<std::size_t> poll(std::span<completion> out);
     // poll() before deliver(); inlined into poll() (its only caller: a busy poller's loop)
-    [[gnu::always_inline]] inline result<std::size_t> poll_locked(std::span<completion> out);
+    [[gnu::always_inline]] inline ssize_t poll_locked(std::span<completion> out);
     result<std::size_t> wait(std::chrono::milliseconds timeout);
+    // wait()'s one look: fill_ready, then the callbacks it read. True when the wait is over (an
+    // error, completions ready, or entries reaped that report nothing), with the result in `ready`.
+    bool look(ssize_t& ready);
+    // The rest of a wait whose first look found nothing: arm, sleep, look again.
+    [[gnu::noinline]] result<std::size_t> sleep_until_ready(std::chrono::milliseconds timeout);
 };
 
 struct channel_impl : internal_access::opaque<completion_channel> {

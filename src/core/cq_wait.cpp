@@ -20,8 +20,8 @@
 
 #include "core/cq_read.hpp"
 
-// Completion queues: fill_ready, trywait and wait (with the connection's request deadlines). poll
-// is in cq_impl.cpp, beside the read it inlines.
+// Completion queues: trywait and wait (with the connection's request deadlines). poll and
+// fill_ready are in cq_impl.cpp, beside the read they inline.
 
 namespace remora::detail {
 
@@ -41,37 +41,6 @@ bool tick_if_due(connection_impl& c) {
 int remaining_ms(clock::time_point deadline) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
     return static_cast<int>(std::max<std::chrono::milliseconds::rep>(0, left.count()));
-}
-
-result<std::size_t> cq_impl::fill_ready() {
-    reaped = false;
-    if (progress_owned()) {
-        // Drain the provider into the ring from this thread: safe, since waiters sleep on the
-        // eventfd, and it saves the owner thread a wake-up on the way.
-        bool r = false;
-        pump(&r, false);  // the caller delivers, outside its own locks (a channel's)
-        reaped = r;
-        return ready_now();
-    }
-    std::unique_lock lock(read_mu, std::defer_lock);
-    if (shared) {
-        if (detaching.load() != 0) {
-            return 0;  // a connection is being destroyed: nothing is lost, ask again
-        }
-        lock.lock();
-    }
-    if (ready_count == 0) {
-        ready_head = 0;
-        std::size_t consumed = 0;
-        auto r = read_provider(ready.data(), ready.size(), &consumed, ready_from.data(), nullptr,
-                               true);  // poll hands them out next (units with them)
-        if (!r) {
-            return r;
-        }
-        ready_count = *r;
-        reaped = consumed != 0;
-    }
-    return ready_count;
 }
 
 result<bool> cq_impl::trywait(bool* notified) {
@@ -136,17 +105,44 @@ void poll_backoff::pause(clock::time_point deadline) {
         std::min<clock::duration>(step, std::max<clock::duration>(left, {})));
 }
 
+namespace {
+
+[[gnu::cold, gnu::noinline]] tl::unexpected<error> timed_out(cq_kind kind,
+                                                             std::chrono::milliseconds timeout) {
+    return fail(errc::timed_out, std::string("no completion on the ") + to_string(kind) +
+                                     " within " + std::to_string(timeout.count()) + " ms");
+}
+
+}  // namespace
+
+inline bool cq_impl::look(ssize_t& ready) {
+    ready = fill_ready();
+    const bool reaped_now = reaped;
+    deliver();  // callbacks read here run now, outside the CQ's lock
+    // Entries reaped without a completion to report (callbacks, hidden successes, reclaimed
+    // unsignalled operations) end the wait too: in_flight() dropped.
+    return ready != 0 || reaped_now;
+}
+
 result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
+    if (ssize_t ready = 0; look(ready)) [[likely]] {
+        if (ready < 0) [[unlikely]] {
+            return read_failure(ready);
+        }
+        return static_cast<std::size_t>(ready);
+    }
+    return sleep_until_ready(timeout);
+}
+
+result<std::size_t> cq_impl::sleep_until_ready(std::chrono::milliseconds timeout) {
     const auto deadline = deadline_after(timeout);
     poll_backoff backoff;
-    for (;;) {
-        auto ready = fill_ready();
-        const bool reaped_now = reaped;
-        deliver();  // callbacks read here run now, outside the CQ's lock
-        if (!ready || *ready != 0 || reaped_now) {
-            // Entries reaped without a completion to report (callbacks, hidden successes,
-            // reclaimed unsignalled operations) end the wait too: in_flight() dropped.
-            return ready;
+    for (bool first = true;; first = false) {
+        if (ssize_t ready = 0; !first && look(ready)) {
+            if (ready < 0) {
+                return read_failure(ready);
+            }
+            return static_cast<std::size_t>(ready);
         }
         if (conn != nullptr) {
             // A request's deadline (an addon's, e.g. persistence_config::service_timeout) ends the
@@ -155,6 +151,19 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
             if (tick_if_due(*conn)) {
                 continue;
             }
+        }
+        if (polled && !progress_owned()) {
+            // Nothing to arm or block on (no wait fd): report what trywait would (entries a poll
+            // consumed without reporting them), else back off between looks (a spin, then up to
+            // 1 ms).
+            if (unreported.exchange(false)) {
+                return std::size_t{0};
+            }
+            if (clock::now() >= deadline) {
+                return timed_out(kind, timeout);
+            }
+            backoff.pause(deadline);
+            continue;
         }
         bool notified = false;
         auto armed = trywait(&notified);
@@ -167,13 +176,7 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
         }
         if (!*armed) {
             if (clock::now() >= deadline) {
-                return fail(errc::timed_out, std::string("no completion on the ") +
-                                                 to_string(kind) + " within " +
-                                                 std::to_string(timeout.count()) + " ms");
-            }
-            if (polled && !progress_owned()) {
-                // Nothing to block on: spin a little, then back off up to 1 ms between looks.
-                backoff.pause(deadline);
+                return timed_out(kind, timeout);
             }
             continue;  // the provider says completions are (about to be) ready: read again
         }
@@ -212,8 +215,7 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
             continue;
         }
         if (rc <= 0) {
-            return fail(errc::timed_out, std::string("no completion on the ") + to_string(kind) +
-                                             " within " + std::to_string(timeout.count()) + " ms");
+            return timed_out(kind, timeout);
         }
         if (watch_events && (p[1].revents & POLLIN) != 0) {
             conn->poll_events();
@@ -221,8 +223,8 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
                 continue;
             }
         }
-        auto woke = fill_ready();  // 0 here is a no_completion wake-up
-        if (woke && *woke == 0 && progress_owned()) {
+        const ssize_t woke = fill_ready();  // 0 here is a no_completion wake-up
+        if (woke == 0 && progress_owned()) {
             // This wake-up reports what the progress thread signalled (e.g. it ran a callback
             // after the caller's last poll): consume the signal, or the next wait would report
             // the same news again instead of sleeping.
@@ -233,7 +235,10 @@ result<std::size_t> cq_impl::wait(std::chrono::milliseconds timeout) {
             }
         }
         deliver();  // last: a callback may destroy the connection owning this CQ
-        return woke;
+        if (woke < 0) {
+            return read_failure(woke);
+        }
+        return static_cast<std::size_t>(woke);
     }
 }
 

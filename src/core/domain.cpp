@@ -233,6 +233,11 @@ const provider_caps no_caps{};
 const std::string no_node;
 }  // namespace
 
+std::vector<std::string> domain::providers(endpoint_type type) {
+    return detail::provider_names(type == endpoint_type::rdm ? detail::fabric_endpoint::rdm
+                                                             : detail::fabric_endpoint::msg);
+}
+
 const char* to_string(endpoint_type t) noexcept {
     return t == endpoint_type::rdm ? "rdm" : "msg";
 }

@@ -147,6 +147,26 @@ result<info_ptr> pick_provider(const std::string& provider, const std::string& n
     return chosen;
 }
 
+std::vector<std::string> provider_names(fabric_endpoint type) {
+    info_ptr hints =
+        make_hints(nullptr, caps_for({}), type == fabric_endpoint::rdm ? FI_EP_RDM : FI_EP_MSG);
+    info_ptr all;
+    std::vector<std::string> names;
+    if (!hints || getinfo(nullptr, nullptr, 0, hints.get(), all) != 0) {
+        return names;
+    }
+    for (const fi_info* i = all.get(); i != nullptr; i = i->next) {
+        const std::string name = i->fabric_attr->prov_name;
+        if (type == fabric_endpoint::msg && name.find(';') != std::string::npos) {
+            continue;  // as pick_provider: connected endpoints come from core providers
+        }
+        if (std::find(names.begin(), names.end(), name) == names.end()) {
+            names.push_back(name);
+        }
+    }
+    return names;
+}
+
 info_ptr endpoint_hints(const fi_info* chosen) {
     info_ptr hints =
         make_hints(chosen->fabric_attr->prov_name, chosen->caps, chosen->ep_attr->type);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fabric/fabric.hpp"
 
@@ -69,6 +70,10 @@ provider_offer describe(const fi_info* info);
 // fabric_errno::no_data means that none offers it.
 result<info_ptr> pick_provider(const std::string& provider, const std::string& node,
                                provider_wants wants, fabric_endpoint type);
+// The providers that offer `type` endpoints with remora's base capabilities on any local
+// address, each named once in libfabric's order (for connected endpoints, core providers only).
+// Empty when none does or fi_getinfo fails.
+std::vector<std::string> provider_names(fabric_endpoint type);
 // fi_getinfo hints for the endpoints of a domain opened on `chosen`: the same provider, NIC and
 // capabilities. Empty when out of memory.
 info_ptr endpoint_hints(const fi_info* chosen);

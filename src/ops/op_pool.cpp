@@ -35,35 +35,6 @@ void op_pool::reset(std::size_t sends, std::size_t service, std::size_t recvs) {
     }
 }
 
-namespace {
-
-void arm_taken(op_record* r) noexcept {
-    r->in_use.store(true, std::memory_order_relaxed);
-    r->target.hook = nullptr;
-    r->unsignaled.store(false, std::memory_order_relaxed);
-    r->reclaims = false;
-}
-
-}  // namespace
-
-op_record* op_pool::take(queue q) {
-    free_list& f = free_[static_cast<std::size_t>(q)];
-    std::uint64_t h = f.head.load(std::memory_order_acquire);
-    for (;;) {
-        const std::uint32_t top = top_in(h);
-        if (top == none) {
-            return nullptr;  // that queue is full
-        }
-        const std::uint32_t below = next_[top].load(std::memory_order_relaxed);
-        if (f.head.compare_exchange_weak(h, pack(below, free_in(h) - 1, tag_in(h) + 1),
-                                         std::memory_order_acquire, std::memory_order_acquire)) {
-            op_record* r = &records_[top];
-            arm_taken(r);
-            return r;
-        }
-    }
-}
-
 bool op_pool::take_n(queue q, std::size_t n, op_record** out) {
     free_list& f = free_[static_cast<std::size_t>(q)];
     std::uint64_t h = f.head.load(std::memory_order_acquire);

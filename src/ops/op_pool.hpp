@@ -101,7 +101,25 @@ class op_pool {
     static constexpr std::uint32_t max_queue = std::uint32_t{1} << 18;
     // Not concurrent with anything else on the pool (setup).
     void reset(std::size_t sends, std::size_t service, std::size_t recvs);
-    op_record* take(queue q);
+    // Inline: every post's path.
+    [[gnu::always_inline]] op_record* take(queue q) noexcept {
+        free_list& f = free_[static_cast<std::size_t>(q)];
+        std::uint64_t h = f.head.load(std::memory_order_acquire);
+        for (;;) {
+            const std::uint32_t top = top_in(h);
+            if (top == none) {
+                return nullptr;  // that queue is full
+            }
+            const std::uint32_t below = next_[top].load(std::memory_order_relaxed);
+            if (f.head.compare_exchange_weak(h, pack(below, free_in(h) - 1, tag_in(h) + 1),
+                                             std::memory_order_acquire,
+                                             std::memory_order_acquire)) {
+                op_record* r = &records_[top];
+                arm_taken(r);
+                return r;
+            }
+        }
+    }
     // `n` records of queue `q` into out[0..n), all or nothing (false: none taken). A multi-key
     // operation's parts (src/core/multi_ops.cpp).
     bool take_n(queue q, std::size_t n, op_record** out);
@@ -198,6 +216,13 @@ class op_pool {
         std::atomic<std::uint64_t> head{0};
         std::uint32_t capacity = 0;
     };
+    // A record just taken: in use, nothing of its last operation left on it.
+    [[gnu::always_inline]] static void arm_taken(op_record* r) noexcept {
+        r->in_use.store(true, std::memory_order_relaxed);
+        r->target.hook = nullptr;
+        r->unsignaled.store(false, std::memory_order_relaxed);
+        r->reclaims = false;
+    }
     static constexpr std::uint32_t none = (1u << 20) - 1;
     static constexpr std::uint64_t pack(std::uint32_t top, std::uint32_t count,
                                         std::uint64_t tag) noexcept {

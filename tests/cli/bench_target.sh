@@ -16,7 +16,7 @@ expect_run --out "$dir/ok.json" --stderr-lines 0 \
     -- "$remora" bench -p "$provider" --target "$t" --op write --op flush-gpspm --op fetch-add -d 0.3 --json ||
     fail "bench against the target"
 [ "$(grep -c '"ops_per_s"' "$dir/ok.json")" -eq 3 ] || fail "expected 3 results: $(cat "$dir/ok.json")"
-expect_run --exit 1 --stderr-lines 1 --stderr "loopback" \
+expect_run --exit 64 --stderr-lines 1 --stderr "loopback" \
     -- "$remora" bench -p "$provider" --target "$t" --op send -d 0.2 || fail "send against a serve target"
 
 # Kill the target while a 20-second run is writing to it. It is writing once serve has logged

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# A command as one test: expect.sh [--exit N] [--stderr ERE]... [--stdout ERE]...
-#   [--stderr-lines N] -- COMMAND ARGS...   (see lib.sh). Exits 0 when every check holds.
+# A command as one test: expect.sh [--exit N] [--stderr ERE]... [--stderr-not ERE]...
+#   [--stdout ERE]... [--stderr-lines N] -- COMMAND ARGS...   (see lib.sh). Exits 0 when every
+#   check holds.
 set -u
 # shellcheck source=tests/cli/lib.sh
 . "$(dirname "$0")/lib.sh"

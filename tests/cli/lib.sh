@@ -7,6 +7,7 @@
 #     --exit N             the exact exit code (default 0); a crash (128+signal) never matches
 #     --stderr ERE         stderr must match ERE (grep -E); may be given more than once
 #     --stdout ERE         stdout must match ERE; may be given more than once
+#     --stderr-not ERE     stderr must not match ERE; may be given more than once
 #     --stderr-lines N     stderr must have exactly N lines
 #     --stdin FILE         feed FILE on standard input (default /dev/null)
 #     --out FILE           keep stdout in FILE (to compare it afterwards)
@@ -31,12 +32,13 @@ no_sanitizer_report() {
 
 expect_run() {
     local want_exit=0 stderr_lines= stdin=/dev/null out=
-    local -a err_res=() out_res=()
+    local -a err_res=() out_res=() not_res=()
     while [ $# -gt 0 ]; do
         case $1 in
             --exit) want_exit=$2; shift 2 ;;
             --stderr) err_res+=("$2"); shift 2 ;;
             --stdout) out_res+=("$2"); shift 2 ;;
+            --stderr-not) not_res+=("$2"); shift 2 ;;
             --stderr-lines) stderr_lines=$2; shift 2 ;;
             --stdin) stdin=$2; shift 2 ;;
             --out) out=$2; shift 2 ;;
@@ -57,6 +59,9 @@ expect_run() {
     local re
     for re in "${err_res[@]}"; do
         grep -Eq -- "$re" "$tmp/err" || bad+=("stderr does not match /$re/")
+    done
+    for re in "${not_res[@]}"; do
+        grep -Eq -- "$re" "$tmp/err" && bad+=("stderr matches /$re/")
     done
     for re in "${out_res[@]}"; do
         grep -Eq -- "$re" "$tmp/out" || bad+=("stdout does not match /$re/")

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Installs the Debian packages of scripts/package.sh (dpkg -i), builds and runs a consumer of
-# libremora-dev through CMake's find_package(remora) (remora::remora and remora::shared) and
-# through pkg-config (remora, and remora-c for a C program), runs the installed `remora` command
-# and reads its man page, then purges the packages again, also when a step fails.
+# Installs the Debian packages of scripts/package.sh (dpkg -i), builds and runs consumers of
+# libremora-dev through CMake's find_package(remora) (remora::remora and remora::shared, each
+# from C++ and from C) and through pkg-config (remora, and remora-c for a C program), runs the
+# installed `remora` command and reads its man page, then purges the packages again, also when
+# a step fails.
 #   tests/install/deb.sh PACKAGES_DIR
 # Needs root (dpkg); without it, or when a remora package is already installed (this test would
 # remove it), it skips with a message and exit 0... unless REMORA_DEB_REQUIRED=1 (CI), which
@@ -40,19 +41,12 @@ done
 [ -n "$(find /usr/lib -name libremora.so.0 -print -quit)" ] ||
     { echo "deb: no libremora.so.0 under /usr/lib" >&2; exit 1; }
 
-# CMake: the consumer's programs, C++ static (remora::remora) and shared (remora::shared) and C
-# (remora::shared), with nothing but the installed packages (no prefix path).
-cmake -S "$src" -B "$work/cmake" >/dev/null
-cmake --build "$work/cmake" >/dev/null
-"$work/cmake/consumer"
-"$work/cmake/consumer_shared"
-"$work/cmake/consumer_c"
-libs=$(ldd "$work/cmake/consumer_shared")  # not piped into grep -q: pipefail and SIGPIPE
-grep -Eq 'libremora.so.0 => (/usr)?/lib/' <<<"$libs" ||
-    { echo "deb: consumer_shared does not load the packaged libremora.so.0" >&2; exit 1; }
+# CMake: remora::remora and remora::shared, each from C++ and from C, and a C-only project
+# (tests/install/consumers.sh), with nothing but the installed packages (no prefix path).
+bash "$(dirname "$0")/consumers.sh" deb "$work" '(/usr)?/lib/'
 # pkg-config: C++ (remora) and C (remora-c: the C API header and the shared library).
 # shellcheck disable=SC2046  # the flags are words
-g++ -std=c++20 "$src/main.cpp" $(pkg-config --cflags --libs remora) -o "$work/pc-consumer"
+g++ "$src/main.cpp" $(pkg-config --cflags --libs remora) -o "$work/pc-consumer"
 "$work/pc-consumer"
 cat >"$work/c-consumer.c" <<'C'
 #include <remora/remora.h>

@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// `remora bench --baseline`: the same workload through plain libfabric calls, in the same run,
-// so remora's overhead is a measured ratio. Deliberately written against libfabric directly
-// (the one place in the tools that is); it mirrors bench_target.cpp and bench_client.cpp: a
-// loopback target thread that answers sends, and a client that keeps `qd` operations in
-// flight. The client busy-polls fi_cq_read or blocks in fi_cq_sread as the run says. The
-// target runs in one of two arrangements: as remora's (a one-sided target blocks: it only
-// drives progress; a send target reaps as the client does), or busy-polling its CQ, the fastest
-// plain libfabric offers on a provider whose target must call in (tcp). CQs use FI_WAIT_FD, as
-// remora's do.
+// `remora bench --baseline`: the same workload through plain libfabric calls, so remora's
+// overhead is a measured ratio. Deliberately written against libfabric directly (the one place
+// in the tools that is, with baseline_rdm.cpp); it mirrors bench_target.cpp and bench_client.cpp:
+// a loopback target thread that answers sends, and a client that keeps `qd` operations in
+// flight. The bench runs it in a process of its own (bench_apart.cpp), so nothing of remora's
+// shares its CPU caches, allocator or threads.
+//
+// It is what a plain libfabric program would write: domains with FI_THREAD_DOMAIN (each used by
+// one thread at a time), sends of up to the provider's inject size injected (fi_inject, as
+// fi_pingpong does), and a CQ that only a side which blocks gives a wait object (FI_WAIT_FD);
+// one that busy-polls has none (FI_WAIT_NONE). The client busy-polls fi_cq_read or blocks in
+// fi_cq_sread as the run says. The target runs in one of two arrangements: as remora's (a
+// one-sided target blocks: it only drives progress; a send target reaps as the client does), or
+// busy-polling its CQ, the fastest plain libfabric offers on a provider whose target must call
+// in (tcp).
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -55,7 +61,7 @@ fi_info* hints_for(const std::string& prov) {
         FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
     h->ep_attr->type = FI_EP_MSG;
     h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-    h->domain_attr->threading = FI_THREAD_SAFE;
+    h->domain_attr->threading = FI_THREAD_DOMAIN;
     if (!prov.empty())
         h->fabric_attr->prov_name = strdup(prov.c_str());
     return h;
@@ -89,14 +95,16 @@ struct raw_ep {
     }
 };
 
-void make_ep(raw_fabric& f, fi_info* info, raw_ep& e, std::vector<std::byte>& mem) {
+// blocks: the side waits in fi_cq_sread (its CQ gets a file descriptor to sleep on); otherwise
+// it only busy-polls and its CQ has no wait object.
+void make_ep(raw_fabric& f, fi_info* info, raw_ep& e, std::vector<std::byte>& mem, bool blocks) {
     fi_eq_attr eqa{};
     eqa.wait_obj = FI_WAIT_UNSPEC;
     RAW_CHECK(fi_eq_open(f.fabric, &eqa, &e.eq, nullptr));
     fi_cq_attr cqa{};
     cqa.size = 128;
     cqa.format = FI_CQ_FORMAT_DATA;
-    cqa.wait_obj = FI_WAIT_FD;
+    cqa.wait_obj = blocks ? FI_WAIT_FD : FI_WAIT_NONE;
     RAW_CHECK(fi_cq_open(f.domain, &cqa, &e.cq, nullptr));
     RAW_CHECK(fi_endpoint(f.domain, info, &e.ep, nullptr));
     RAW_CHECK(fi_ep_bind(e.ep, &e.eq->fid, 0));
@@ -128,6 +136,21 @@ void raw_recv(fid_ep* ep, void* buf, std::size_t len, void* desc, void* ctx) {
     msg.iov_count = 1;
     msg.context = ctx;
     RAW_CHECK(fi_recvmsg(ep, &msg, FI_COMPLETION));
+}
+
+// A send that asks for no completion: injected up to the provider's inject size (the buffer is
+// the provider's copy when the call returns), else posted from the registered buffer.
+void raw_send(fid_ep* ep, void* buf, std::size_t len, void* desc, std::size_t inject_size) {
+    if (len <= inject_size) {
+        RAW_CHECK(fi_inject(ep, buf, len, 0));
+        return;
+    }
+    iovec iov{buf, len};
+    fi_msg msg{};
+    msg.msg_iov = &iov;
+    msg.desc = &desc;
+    msg.iov_count = 1;
+    RAW_CHECK(fi_sendmsg(ep, &msg, 0));
 }
 
 void raw_rma(fid_ep* ep, bool write, void* buf, std::size_t len, void* desc, std::uint64_t raddr,
@@ -173,6 +196,7 @@ result<figures> run_baseline(const setup& s, bool busy_target) {
         raw_ep te;
         std::atomic<bool> stop{false};
         std::string target_error;
+        const bool two_sided = s.op == "send";
         std::thread target([&] {
             const pinned on(s, side::target);
             try {
@@ -183,13 +207,16 @@ result<figures> run_baseline(const setup& s, bool busy_target) {
                     throw raw_error{"baseline: no connection request"};
                 fi_eq_cm_entry entry;
                 std::memcpy(&entry, buf.data(), sizeof(entry));
-                make_ep(tf, entry.info, te, tmem);
+                // As remora's target in the same run (a one-sided target blocks), or
+                // busy-polling.
+                const bool target_blocks = !(busy_target || (two_sided && s.wait == "busy"));
+                make_ep(tf, entry.info, te, tmem, target_blocks);
+                const std::size_t inject = entry.info->tx_attr->inject_size;
                 fi_freeinfo(entry.info);
                 const bool virt = (tf.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
                 descriptor d{virt ? reinterpret_cast<std::uintptr_t>(tmem.data()) : 0,
                              fi_mr_key(te.mr)};
                 void* desc = fi_mr_desc(te.mr);
-                const bool two_sided = s.op == "send";
                 if (two_sided) {
                     for (unsigned k = 0; k < s.qd; ++k) {
                         raw_recv(te.ep, tmem.data() + k * slot, slot, desc,
@@ -200,21 +227,13 @@ result<figures> run_baseline(const setup& s, bool busy_target) {
                 await_connected(te.eq);
                 fi_cq_data_entry e[16];
                 while (!stop) {
-                    // As remora's target loop in the same run (a one-sided target blocks), or
-                    // busy-polling.
-                    ssize_t got = busy_target || (two_sided && s.wait == "busy")
-                                      ? fi_cq_read(te.cq, e, 16)
-                                      : fi_cq_sread(te.cq, e, 16, nullptr, 100);
+                    ssize_t got = target_blocks ? fi_cq_sread(te.cq, e, 16, nullptr, 100)
+                                                : fi_cq_read(te.cq, e, 16);
                     for (ssize_t i = 0; i < got; ++i) {
                         if (!(e[i].flags & FI_RECV))
                             continue;
                         const auto k = reinterpret_cast<std::uintptr_t>(e[i].op_context);
-                        fi_msg msg{};
-                        iovec iov{tmem.data() + (s.qd + k) * slot, s.size};
-                        msg.msg_iov = &iov;
-                        msg.desc = &desc;
-                        msg.iov_count = 1;
-                        RAW_CHECK(fi_sendmsg(te.ep, &msg, 0));
+                        raw_send(te.ep, tmem.data() + (s.qd + k) * slot, s.size, desc, inject);
                         raw_recv(te.ep, tmem.data() + k * slot, slot, desc, e[i].op_context);
                     }
                 }
@@ -228,7 +247,8 @@ result<figures> run_baseline(const setup& s, bool busy_target) {
         open_fabric(cf, s.provider, "127.0.0.1", port.c_str(), 0);
         std::vector<std::byte> cmem(slot * s.qd * 2);
         raw_ep ce;
-        make_ep(cf, cf.info, ce, cmem);
+        make_ep(cf, cf.info, ce, cmem, blocking_wait(s));
+        const std::size_t inject = cf.info->tx_attr->inject_size;
         RAW_CHECK(fi_connect(ce.ep, cf.info->dest_addr, nullptr, 0));
         std::uint32_t event = 0;
         std::vector<std::byte> buf(sizeof(fi_eq_cm_entry) + 256);
@@ -242,7 +262,6 @@ result<figures> run_baseline(const setup& s, bool busy_target) {
         descriptor d;
         std::memcpy(&d, buf.data() + sizeof(fi_eq_cm_entry), sizeof(d));
         void* desc = fi_mr_desc(ce.mr);
-        const bool two_sided = s.op == "send";
         std::vector<clock::time_point> started(s.qd);
         auto post = [&](unsigned k) {
             started[k] = clock::now();
@@ -252,12 +271,7 @@ result<figures> run_baseline(const setup& s, bool busy_target) {
             if (s.op == "write" || s.op == "read") {
                 raw_rma(ce.ep, s.op == "write", local, s.size, desc, raddr, d.key, ctx);
             } else {
-                fi_msg msg{};
-                iovec iov{local, s.size};
-                msg.msg_iov = &iov;
-                msg.desc = &desc;
-                msg.iov_count = 1;
-                RAW_CHECK(fi_sendmsg(ce.ep, &msg, 0));
+                raw_send(ce.ep, local, s.size, desc, inject);
             }
         };
         const std::uint64_t budget = op_budget(s);  // --count (one connection)
@@ -279,8 +293,8 @@ result<figures> run_baseline(const setup& s, bool busy_target) {
                                   std::chrono::duration<double>(run_limit_s(s)));
         fi_cq_data_entry e[16];
         while (in_flight > 0) {
-            ssize_t got = s.wait == "busy" ? fi_cq_read(ce.cq, e, 16)
-                                           : fi_cq_sread(ce.cq, e, 16, nullptr, 100);
+            ssize_t got = blocking_wait(s) ? fi_cq_sread(ce.cq, e, 16, nullptr, 100)
+                                           : fi_cq_read(ce.cq, e, 16);
             if (got == -FI_EAGAIN)
                 continue;
             if (got < 0)

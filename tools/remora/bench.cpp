@@ -18,8 +18,12 @@
 // result: target, connections, loops, figures), bench_target.cpp (the loopback target),
 // bench_client.cpp and bench_loops.cpp (the client connections), bench_gather.cpp (--op gather),
 // bench_measure.cpp (figures, CPU time, pinning, reaping), bench_output.cpp (table, JSON, plot),
-// baseline.cpp and baseline_rdm.cpp (plain libfabric), bench_connect.cpp (--suite connect).
+// baseline.cpp and baseline_rdm.cpp (plain libfabric), bench_apart.cpp (the baseline in a
+// process of its own), bench_anchor.cpp (independent programs beside: fi_pingpong,
+// ucx_perftest), bench_connect.cpp (--suite connect).
+#include <algorithm>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "bench_internal.hpp"
@@ -30,18 +34,24 @@ namespace {
 // The baselines cover what plain libfabric code in baseline.cpp (MSG) and baseline_rdm.cpp
 // (RDM) does: write, read and send on one connection with a CQ of its own, one completion each
 // (a send under --signal-every too: the baseline's sends ask for no completion). MSG: two, the
-// target as remora's in this run and busy-polling; RDM: one, its target busy-polls.
-result<void> run_baselines(const setup& s, compared& vs) {
+// target as remora's in this run and busy-polling; RDM: one, its target busy-polls. Each runs
+// in a process of its own (--baseline-in-process: in this one, after remora's result).
+result<void> run_baselines(const setup& s, bool in_process, compared& vs) {
     if (!(op_of(s.op).baseline && s.connections == 1 && !s.rcq &&
           channel_of(s) == channel_mode::separate &&
           (s.signal_every == 1 || op_of(s.op).kind == op_kind::send) && !s.shared_cq))
         return {};
-    auto b = rdm(s) ? run_baseline_rdm(s) : run_baseline(s, false);
+    auto run = [&](bool busy_target) {
+        if (!in_process)
+            return run_baseline_apart(s, busy_target);
+        return rdm(s) ? run_baseline_rdm(s) : run_baseline(s, busy_target);
+    };
+    auto b = run(false);
     if (!b)
         return fail(b.error());
     vs.base = *b;
     if (!rdm(s)) {
-        auto bb = run_baseline(s, true);
+        auto bb = run(true);
         if (!bb)
             return fail(bb.error());
         vs.busy_base = *bb;
@@ -54,6 +64,13 @@ result<void> run_baselines(const setup& s, compared& vs) {
 int run_bench(const bench_options& o) {
     if (const suite_runner run = runner_of(o.suite))
         return run(o);
+    // Options that do not go together are a bad argument (64), found before anything opens.
+    for (const setup& s : setups_of(o)) {
+        if (auto r = validate(s); !r) {
+            report_line("bench", r.error().message());
+            return 64;
+        }
+    }
     bench_options resolved = o;
     if (resolved.provider.empty()) {
         // Name the provider the automatic choice lands on, in the table and for the baseline.
@@ -62,13 +79,18 @@ int run_bench(const bench_options& o) {
             return report("bench", d.error());
         resolved.provider = d->caps().provider;
     }
-    if (o.count != 0 && o.count < o.connections)
-        return report("bench", error(errc::invalid_argument,
-                                     fmt::format("--count {} gives each of the {} connections no "
-                                                 "operation",
-                                                 o.count, o.connections)));
+    // A suite that compares (the default one) brings both baselines and the anchors installed.
+    if (suite_compares(o.suite)) {
+        resolved.baseline = true;
+        for (const char* a : {"fi_pingpong", "ucx_perftest"}) {
+            const bool wanted = std::string(a) == "fi_pingpong" || anchor_installed(a);
+            if (wanted && std::find(resolved.anchors.begin(), resolved.anchors.end(), a) ==
+                              resolved.anchors.end())
+                resolved.anchors.emplace_back(a);
+        }
+    }
     const auto setups = setups_of(resolved);
-    printer out(o, resolved.provider);
+    printer out(resolved, resolved.provider);
     out.header();
     std::vector<std::pair<setup, figures>> plotted;
     for (setup s : setups) {
@@ -88,10 +110,11 @@ int run_bench(const bench_options& o) {
         if (!s.versus.empty() && !plotted.empty())
             vs.versus = plotted.back().second;
         plotted.emplace_back(s, m->f);
-        if (o.baseline) {
-            if (auto r = run_baselines(s, vs); !r)
+        if (resolved.baseline) {
+            if (auto r = run_baselines(s, o.baseline_in_process, vs); !r)
                 return report("bench --baseline", r.error());
         }
+        vs.anchors = run_anchors(resolved.anchors, s, m->f);
         out.print(s, *m, vs);
     }
     out.footer();

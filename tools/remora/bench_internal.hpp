@@ -2,6 +2,8 @@
 // tools/remora/bench_internal.hpp — what the bench's files (bench*.cpp, baseline*.cpp) share.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -149,6 +151,61 @@ result<figures> run_baseline(const setup& s, bool busy_target);
 // The same over reliable datagram endpoints (FI_EP_RDM, an address vector; baseline_rdm.cpp).
 result<figures> run_baseline_rdm(const setup& s);
 
+// --- Processes beside the bench's own (bench_apart.cpp) ---
+
+// A child process whose standard output (and optionally standard error) the bench reads.
+// Destroyed while still running, it is killed.
+class child_process {
+  public:
+    child_process() = default;
+    ~child_process();
+    child_process(const child_process&) = delete;
+    child_process& operator=(const child_process&) = delete;
+    // argv[0]: a path, or a name looked up on PATH (errc::not_supported: no such program);
+    // env_extra: NAME=VALUE entries added to this process's environment.
+    result<void> start(const std::vector<std::string>& argv,
+                       const std::vector<std::string>& env_extra, bool with_stderr);
+    // Reads its output until it closes it, then reaps it; killed after timeout_s
+    // (errc::timed_out).
+    result<void> finish(double timeout_s);
+    // Still running (reaps it when it has ended).
+    bool running();
+    bool succeeded() const;
+    int exit_status() const { return exit_; }
+    double cpu_s() const { return cpu_s_; }  // user + system CPU seconds, once reaped
+    const std::string& output() const { return out_; }
+    std::string last_line() const;
+
+  private:
+    pid_t pid_ = -1;
+    int fd_ = -1;
+    int exit_ = -1;
+    double cpu_s_ = 0;
+    std::string out_;
+};
+
+// The plain-libfabric baseline (run_baseline, run_baseline_rdm) in a process of its own: this
+// program re-executed with baseline_verb (common.hpp), the setup handed over as JSON and the
+// figures read back.
+result<figures> run_baseline_apart(const setup& s, bool busy_target);
+
+// --- Independent programs beside remora (bench_anchor.cpp) ---
+
+// What an anchor (fi_pingpong, ucx_perftest) measured beside a result, or why it did not run.
+struct anchor_result {
+    std::string name;           // the program
+    std::optional<figures> f;   // ops/s: round trips; latency: see below
+    double half_rtt_us = 0;     // as the program reports it (a mean for fi_pingpong)
+    bool mean_latency = false;  // f->p50_us is a mean round trip, not a median
+    std::string skipped;        // non-empty: why it has no figures
+};
+// The anchors that apply to the result `s` measured `remora` (a send ping-pong at QD 1 on one
+// connection; none for other rows), each run as its own client and server processes.
+std::vector<anchor_result> run_anchors(const std::vector<std::string>& names, const setup& s,
+                                       const figures& remora);
+// Whether an anchor's program is on PATH.
+bool anchor_installed(const std::string& name);
+
 // --- Options to setups (bench_config.cpp) ---
 
 constexpr std::size_t request_size = 16;  // gpspm flush request: offset + length
@@ -185,6 +242,8 @@ std::vector<setup> setups_of(const bench_options& o);
 // A suite that runs on its own instead of as rows of results (--suite connect), or nullptr.
 using suite_runner = int (*)(const bench_options&);
 suite_runner runner_of(const std::string& suite);
+// Whether the suite shows each result beside plain libfabric and the anchors (the default one).
+bool suite_compares(const std::string& suite);
 
 // --- Running one setup (bench_run.cpp) ---
 
@@ -207,6 +266,7 @@ result<void> plot(const std::vector<std::pair<setup, figures>>& rows, const std:
 // and plain libfabric (--baseline: the target as remora's in this run, and busy-polling).
 struct compared {
     std::optional<figures> versus, base, busy_base;
+    std::vector<anchor_result> anchors;  // --anchor: independent programs on the same workload
 };
 
 // Prints the results: a table (with the ratio rows) or one JSON object per result.
@@ -224,10 +284,12 @@ class printer {
     void json(const setup& s, const measured& m, const compared& vs) const;
     void table(const setup& s, const measured& m, const compared& vs);
     void row(const std::string& prov, const setup& s, const figures& f);
+    void anchor(const setup& s, const measured& m, const anchor_result& a, const figures* plain);
 
     const bench_options& o_;
-    const std::size_t pw_;     // the provider column's width
-    bool no_latency_ = false;  // a latency column printed "-"
+    const std::size_t pw_;            // the provider column's width
+    bool no_latency_ = false;         // a latency column printed "-"
+    std::vector<std::string> notes_;  // the notes printed (each once)
 };
 
 }  // namespace remora::tool

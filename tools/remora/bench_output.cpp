@@ -15,12 +15,18 @@
 namespace remora::tool {
 namespace {
 
+// Gigabits per second (10^9 bits, as perftest's --report_gbits and link speeds count).
+double gbit_per_s(const figures& f) {
+    return f.mib_per_s * 1048576.0 * 8 / 1e9;
+}
+
 nlohmann::json as_json(const figures& f) {
     auto us = [&](double v) { return f.has_latency ? nlohmann::json(v) : nlohmann::json(); };
     return nlohmann::json{{"ops", f.ops},
                           {"seconds", f.seconds},
                           {"ops_per_s", f.ops_per_s},
                           {"mib_per_s", f.mib_per_s},
+                          {"gbit_per_s", gbit_per_s(f)},
                           {"p50_us", us(f.p50_us)},
                           {"p99_us", us(f.p99_us)},
                           {"p999_us", us(f.p999_us)},
@@ -100,9 +106,9 @@ result<void> plot(const std::vector<std::pair<setup, figures>>& rows, const std:
     return {};
 }
 
-// The provider column fits "fi:" and the longest name (tcp;ofi_rxm).
+// The provider column fits "fi:" and the longest name (tcp;ofi_rxm), and the anchors' names.
 printer::printer(const bench_options& o, const std::string& provider)
-    : o_(o), pw_(std::max<std::size_t>(8, 3 + provider.size())) {}
+    : o_(o), pw_(std::max<std::size_t>(o.anchors.empty() ? 8 : 12, 3 + provider.size())) {}
 
 void printer::header() const {
     if (o_.json)
@@ -119,11 +125,24 @@ void printer::header() const {
     }
     if (endpoint_of(o_.endpoint) == endpoint_type::rdm)
         fmt::print("endpoint: rdm (peers over an address vector)\n");
+    if (o_.baseline || !o_.anchors.empty()) {
+        // What each column and row means, in one line.
+        fmt::print(
+            "columns: ops/s operations a second (send: round trips); MiB/s, Gb/s payload; p50, "
+            "p99, p99.9 us post to completion (send: request to reply; ~: a mean); cpu us/op "
+            "CPU of client and target per op. rows: PROVIDER remora; fi:PROVIDER/same plain "
+            "libfabric, target as remora's; fi:PROVIDER/busy plain libfabric, target "
+            "busy-polls ({}){}\n",
+            o_.baseline_in_process ? "in this process" : "a process of its own",
+            o_.anchors.empty() ? ""
+                               : "; fi_pingpong, ucx_perftest: those programs, server and "
+                                 "client processes");
+    }
     fmt::print(
-        "{:<{}} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11} {:>9} {:>8} {:>8} {:>8} "
-        "{:>9}\n",
+        "{:<{}} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11} {:>9} {:>7} {:>8} {:>8} "
+        "{:>8} {:>9}\n",
         "provider", pw_, "op", "size", "qd", "conns", "wait", "channel", "rcq", "ops/s", "MiB/s",
-        "p50 us", "p99 us", "p99.9 us", "cpu us/op");
+        "Gb/s", "p50 us", "p99 us", "p99.9 us", "cpu us/op");
 }
 
 // Latency columns print "-" (JSON null) where no operation's own completion was timed.
@@ -131,10 +150,11 @@ void printer::row(const std::string& prov, const setup& s, const figures& f) {
     auto us = [&](double v) { return f.has_latency ? fmt::format("{:.1f}", v) : std::string("-"); };
     no_latency_ = no_latency_ || !f.has_latency;
     fmt::print(
-        "{:<{}} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>8} {:>8} "
-        "{:>8} {:>9.2f}\n",
+        "{:<{}} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>7.3f} {:>8} "
+        "{:>8} {:>8} {:>9.2f}\n",
         prov, pw_, label(s), s.size, s.qd, s.connections, s.wait, s.channel, s.rcq ? "yes" : "no",
-        f.ops_per_s, f.mib_per_s, us(f.p50_us), us(f.p99_us), us(f.p999_us), f.cpu_us_per_op);
+        f.ops_per_s, f.mib_per_s, gbit_per_s(f), us(f.p50_us), us(f.p99_us), us(f.p999_us),
+        f.cpu_us_per_op);
 }
 
 void printer::print(const setup& s, const measured& m, const compared& vs) {
@@ -199,6 +219,29 @@ void printer::json(const setup& s, const measured& m, const compared& vs) const 
         j["ratio_busy_target_ops_per_s"] = m.f.ops_per_s / vs.busy_base->ops_per_s;
         j["ratio_busy_target_p50"] = m.f.p50_us / vs.busy_base->p50_us;
     }
+    // Anchors: their figures under their name (p50_us null where the program reports a mean:
+    // mean_rtt_us), or why they did not run; remora's ops/s (and p50) over theirs.
+    for (const anchor_result& a : vs.anchors) {
+        if (!a.f) {
+            j[a.name] = {{"skipped", a.skipped}};
+            continue;
+        }
+        figures f = *a.f;
+        nlohmann::json aj = as_json(f);
+        aj["p99_us"] = nullptr;
+        aj["p999_us"] = nullptr;
+        aj["half_rtt_us"] = a.half_rtt_us;
+        if (a.mean_latency) {
+            aj["p50_us"] = nullptr;
+            aj["mean_rtt_us"] = f.p50_us;
+        }
+        j[a.name] = aj;
+        j["ratio_" + a.name + "_ops_per_s"] = m.f.ops_per_s / f.ops_per_s;
+        if (const auto& plain = vs.busy_base ? vs.busy_base : vs.base)
+            j["ratio_baseline_" + a.name + "_ops_per_s"] = plain->ops_per_s / f.ops_per_s;
+        if (!a.mean_latency && m.f.has_latency)
+            j["ratio_" + a.name + "_p50"] = m.f.p50_us / f.p50_us;
+    }
     fmt::print("{}\n", j.dump());
 }
 
@@ -241,6 +284,8 @@ void printer::table(const setup& s, const measured& m, const compared& vs) {
         if (vs.busy_base)
             ratio("/busy: target busy-polls", *vs.busy_base);
     }
+    for (const anchor_result& a : vs.anchors)
+        anchor(s, m, a, vs.busy_base ? &*vs.busy_base : vs.base ? &*vs.base : nullptr);
     if (vs.versus) {
         fmt::print("{:<{}} {}: ops/s x{:.3f}, p50 {}, cpu us/op x{:.3f}\n", "ratio", pw_, s.versus,
                    m.f.ops_per_s / vs.versus->ops_per_s,
@@ -249,6 +294,41 @@ void printer::table(const setup& s, const measured& m, const compared& vs) {
                        : std::string("-"),
                    m.f.cpu_us_per_op / vs.versus->cpu_us_per_op);
     }
+}
+
+// An anchor's row and ratio (its latency: "~" where the program reports a mean), or the note
+// on why it did not run (each note once).
+void printer::anchor(const setup& s, const measured& m, const anchor_result& a,
+                     const figures* plain) {
+    if (!a.f) {
+        if (std::find(notes_.begin(), notes_.end(), a.skipped) == notes_.end()) {
+            notes_.push_back(a.skipped);
+            fmt::print("{:<{}} {}\n", "note", pw_, a.skipped);
+        }
+        return;
+    }
+    const figures& f = *a.f;
+    fmt::print(
+        "{:<{}} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>7.3f} {:>8} "
+        "{:>8} {:>8} {:>9.2f}\n",
+        a.name, pw_, "send", s.size, 1, 1, "busy", "-", "no", f.ops_per_s, f.mib_per_s,
+        gbit_per_s(f), fmt::format("{}{:.1f}", a.mean_latency ? "~" : "", f.p50_us), "-", "-",
+        f.cpu_us_per_op);
+    std::string latency;
+    if (m.f.has_latency) {
+        latency =
+            a.mean_latency
+                ? fmt::format(", half round trip {:.2f} us (remora p50) vs {:.2f} us ({} mean)",
+                              m.f.p50_us / 2, a.half_rtt_us, a.name)
+                : fmt::format(", p50 x{:.3f}", m.f.p50_us / f.p50_us);
+    }
+    fmt::print("{:<{}} remora/{}: ops/s x{:.3f}{}\n", "ratio", pw_, a.name,
+               m.f.ops_per_s / f.ops_per_s, latency);
+    // Whether the plain-libfabric baseline is as fast as the program (a baseline slower than
+    // it would flatter remora).
+    if (plain != nullptr)
+        fmt::print("{:<{}} baseline/{} (plain libfabric's fastest target): ops/s x{:.3f}\n",
+                   "ratio", pw_, a.name, plain->ops_per_s / f.ops_per_s);
 }
 
 }  // namespace remora::tool

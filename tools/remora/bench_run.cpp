@@ -48,12 +48,9 @@ result<void> connect_all(const setup& s, target* t, domain& cd, const shared_com
             auto c =
                 key ? connect_admitted(cd, hp->first, hp->second, *key, "remora-bench", cfg, want)
                     : connection::connect(cd, hp->first, hp->second, cfg, want);
-            if (!c) {
-                if (!key && admission_refusal_of(c.error()) == admission_refusal::malformed)
-                    return fail(errc::rejected,
-                                "the target requires admission: pass --key-file with its key");
-                return fail(c.error());
-            }
+            if (!c)
+                return fail(c.error().code(),
+                            connect_failure(s.target, c.error(), key.has_value()));
             auto h = parse_hello(c->peer_private_data());
             if (!h)
                 return fail(h.error());

@@ -30,6 +30,7 @@ struct suite {
     std::string_view name, description;
     std::span<const row> rows;
     suite_runner run = nullptr;  // instead of rows
+    bool compares = false;       // each result beside both baselines and the anchors
 };
 
 constexpr std::string_view busy = "busy";
@@ -104,11 +105,16 @@ constexpr row persistence[] = {
     {.op = "flush-gpspm", .size = 65536, .qd = 1, .conns = 1, .wait = "blocking"},
 };
 
-// Two-sided operations block: two busy pollers on a 2-core machine starve the kernel's
-// loopback delivery and measure the scheduler, not the fabric. Then 64 KiB writes at qd 16.
+// What a user would pick for each workload, beside plain libfabric (in a process of its own,
+// its target as remora's and busy-polling) and fi_pingpong: one-sided 8 B write and read
+// busy-polling; the send ping-pong busy-polling on both sides, as fi_pingpong runs, and with
+// blocking waits (beside plain libfabric blocking the same way: on a machine without a free
+// core for each busy poller the busy row measures the scheduler); GPSPM request/response and the
+// append log blocking; then 64 KiB writes at qd 16.
 constexpr row defaults[] = {
     {.op = "write", .size = 8, .qd = 1, .conns = 1, .wait = busy},
     {.op = "read", .size = 8, .qd = 1, .conns = 1, .wait = busy},
+    {.op = "send", .size = 8, .qd = 1, .conns = 1, .wait = busy},
     {.op = "send", .size = 8, .qd = 1, .conns = 1, .wait = "blocking"},
     {.op = "gpspm", .size = 8, .qd = 1, .conns = 1, .wait = "blocking"},
     {.op = "flush-gpspm", .size = 8, .qd = 1, .conns = 1, .wait = "blocking"},
@@ -118,8 +124,10 @@ constexpr row defaults[] = {
 
 // In the order --help lists them.
 constexpr suite suites[] = {
-    {"default", "write, read, send, gpspm and flush-gpspm at 8 B, and 64 KiB writes at qd 16",
-     defaults},
+    {"default",
+     "write, read, send (busy and blocking), gpspm and flush-gpspm at 8 B, and 64 KiB writes at "
+     "qd 16, beside plain libfabric (a process of its own) and fi_pingpong",
+     defaults, nullptr, true},
     {"channels",
      "GPSPM request/response with CQ + RCQ, blocking waits on both sides, separate vs shared "
      "completion channels at 1 and 8 connections",
@@ -175,6 +183,11 @@ std::vector<std::string> bench_suites() {
 suite_runner runner_of(const std::string& name) {
     const suite* s = find_named(suites, name);
     return s != nullptr ? s->run : nullptr;
+}
+
+bool suite_compares(const std::string& name) {
+    const suite* s = find_named(suites, name);
+    return s != nullptr && s->compares;
 }
 
 std::vector<setup> setups_of(const bench_options& o) {

@@ -11,11 +11,19 @@
 
 #include <remora/remora.hpp>
 
+#include "serve.hpp"
+
 namespace remora::tool {
 
-// Prints "remora <what>: <error>" on stderr and returns exit status 1.
+// Prints "remora <what>: <error>" on stderr (user_text: no libfabric call names) and returns
+// exit status 1.
 inline int report(const char* what, const error& e) {
-    fmt::print(stderr, "remora {}: {}\n", what, e.what());
+    fmt::print(stderr, "remora {}: {}\n", what, user_text(e));
+    return 1;
+}
+// Prints "remora <what>: <line>" on stderr and returns exit status 1.
+inline int report_line(const char* what, const std::string& line) {
+    fmt::print(stderr, "remora {}: {}\n", what, line);
     return 1;
 }
 
@@ -31,7 +39,7 @@ struct bench_options {
     std::string provider;                   // empty: automatic
     std::string endpoint = "msg";           // msg (connections) or rdm (peers over an AV)
     std::vector<std::string> ops{"write"};  // see bench_ops.hpp
-    std::vector<std::size_t> sizes{8};
+    std::vector<std::size_t> sizes{8};      // --size; all: powers of two (bench_sizes)
     unsigned qd = 1;
     unsigned connections = 1;
     double duration = 1.0;      // seconds per result
@@ -49,14 +57,21 @@ struct bench_options {
     std::string key_file;              // with target: the serve's admission key
     std::string plot;                  // PNG file to draw the results into (gnuplot)
     bool json = false;
-    bool baseline = false;        // also run plain libfabric and print the ratios
-    std::string target_progress;  // busy, adaptive, blocking; empty: the library default
-    unsigned target_spin_us = 0;  // adaptive's progress_spin; 0: the library default
-    bool pin = false;             // target threads on one CPU, client threads on another
-    bool more = false;            // reposts after one CQ read go as a burst (FI_MORE)
-    unsigned parts = 4;           // --op gather: remote segments per gather_write
+    bool baseline = false;             // also run plain libfabric and print the ratios
+    bool baseline_in_process = false;  // the baseline in this process (default: its own)
+    std::vector<std::string> anchors;  // independent programs run beside (fi_pingpong, ...)
+    std::string target_progress;       // busy, adaptive, blocking; empty: the library default
+    unsigned target_spin_us = 0;       // adaptive's progress_spin; 0: the library default
+    bool pin = false;                  // target threads on one CPU, client threads on another
+    bool more = false;                 // reposts after one CQ read go as a burst (FI_MORE)
+    unsigned parts = 4;                // --op gather: remote segments per gather_write
 };
 int run_bench(const bench_options& o);
+// The hidden verb `remora bench` re-executes itself with to run its plain-libfabric baseline in a
+// process of its own (bench_apart.cpp): `remora __bench-baseline SETUP-JSON` prints the figures
+// as JSON.
+inline constexpr const char* baseline_verb = "__bench-baseline";
+int run_baseline_child(const char* setup_json);
 // The names --op accepts (bench_config.cpp) and --suite accepts (bench_suites.cpp).
 std::vector<std::string> bench_ops();
 std::vector<std::string> bench_suites();

@@ -1,13 +1,76 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The `remora` command: info, serve, put, get and bench.
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include <CLI/CLI.hpp>
 
+#include "args.hpp"
 #include "common.hpp"
+
+namespace {
+
+// A hidden option that only says where a habit from another tool went (exit 64).
+void moved(CLI::App* app, const std::string& name, const std::string& why) {
+    app->add_option(name)->group("")->check(
+        CLI::Validator([why](std::string&) { return why; }, ""));
+}
+
+// --size's words: "all" or "all:MAX" (powers of two from 2 B to MAX, 8 MiB by default), else a
+// size; every size becomes its number of bytes.
+constexpr std::uint64_t bench_most = std::uint64_t{1} << 26;  // the bench's buffers
+CLI::Validator bench_size_arg() {
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            if (text == "all")
+                return {};
+            const bool all = text.rfind("all:", 0) == 0;
+            std::string n = all ? text.substr(4) : text;
+            const std::string e =
+                remora::tool::size_arg(all ? 2 : 1, bench_most, "the bench's buffers")(n);
+            if (!e.empty())
+                return e;
+            text = all ? "all:" + n : n;
+            return {};
+        },
+        "SIZE|all[:MAX]");
+}
+
+// The sizes --size names: "all[:MAX]" expands to 2, 4, ... MAX (perftest's -a).
+remora::endpoint_type endpoint_named(const std::string& e) {
+    return e == "rdm" ? remora::endpoint_type::rdm : remora::endpoint_type::msg;
+}
+
+std::vector<std::size_t> bench_sizes(const std::vector<std::string>& words) {
+    std::vector<std::size_t> out;
+    for (const auto& w : words) {
+        if (w.rfind("all", 0) != 0) {
+            out.push_back(std::stoull(w));
+            continue;
+        }
+        const std::size_t most = w == "all" ? std::size_t{1} << 23 : std::stoull(w.substr(4));
+        for (std::size_t n = 2; n <= most; n *= 2)
+            out.push_back(n);
+    }
+    return out;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
     using namespace remora::tool;
+    using remora::endpoint_type;
+    // `remora bench` re-executed to run its plain-libfabric baseline in a process of its own.
+    if (argc == 3 && std::string_view(argv[1]) == baseline_verb)
+        return run_baseline_child(argv[2]);
     CLI::App app{"remora: remote memory access over fabrics (libfabric)"};
     app.require_subcommand(1);
+    app.set_version_flag("--version", std::string("remora ") + remora::version(),
+                         "Print the version of remora and exit");
     app.footer(
         "Examples:\n"
         "  remora info                      providers usable here and what remora does on them\n"
@@ -19,8 +82,11 @@ int main(int argc, char** argv) {
         "  remora bench                     the default suite on loopback\n"
         "  remora bench --suite channels    separate vs shared completion channels (GPSPM)\n"
         "  remora bench --suite fanin       1/8/32 connections: a CQ each vs one shared CQ\n"
-        "Exit status: 0 done, 1 a failed run (one line on stderr says why), 64 a bad argument\n"
-        "(put also exits 2 when the bytes are written but not durable).\n");
+        "Sizes, lengths and offsets: a number of bytes, or with K, M, G, T (KiB, MiB, GiB,\n"
+        "TiB): powers of 1024, as perftest and fio read 4K; 1.5M is written 1536K.\n"
+        "Exit status: 0 done, 1 a failed run (one line on stderr says why), 64 a bad argument,\n"
+        "found before anything is opened (put also exits 2 when the bytes are written but not\n"
+        "durable).\n");
 
     info_options io;
     auto* info = app.add_subcommand(
@@ -44,8 +110,13 @@ int main(int argc, char** argv) {
         "serve", "Expose a region (memory or a file) to clients until SIGINT/SIGTERM");
     serve->add_option("-p,--provider", so.provider, "Provider (default: automatic)");
     serve->add_option("-l,--listen", so.listen, "HOST:PORT to listen on (port 0: any free port)")
+        ->check(address_arg(true))
         ->capture_default_str();
-    serve->add_option("-r,--region", so.region, "mem:SIZE or file:PATH[:SIZE] (K, M, G suffixes)")
+    serve
+        ->add_option("-r,--region", so.region,
+                     "mem:SIZE or file:PATH[:SIZE], 1 byte to 1 TiB (memory: no more than this "
+                     "machine has); SIZE in bytes or K, M, G, T (powers of 1024)")
+        ->check(region_arg())
         ->capture_default_str();
     serve->add_flag("--create", so.create,
                     "Create the file, or extend a short one (never truncates)");
@@ -55,11 +126,13 @@ int main(int argc, char** argv) {
     serve->add_option("--depth", so.depth, "Most service requests in flight per client")
         ->check(CLI::Range(1, 1024))
         ->capture_default_str();
-    serve->add_option(
-        "--key-file", so.key_files,
-        "[ro=|rw=]FILE: admit clients proving this 32-byte key (remora keygen FILE; mode 0600) "
-        "with that role: ro reads only, rw (the default) reads, writes, flushes and runs "
-        "atomics. Repeat for several keys");
+    serve
+        ->add_option(
+            "--key-file", so.key_files,
+            "[ro=|rw=]FILE: admit clients proving this 32-byte key (remora keygen FILE; mode 0600) "
+            "with that role: ro reads only, rw (the default) reads, writes, flushes and runs "
+            "atomics. Repeat for several keys")
+        ->check(key_spec_arg());
     serve
         ->add_option("--access", so.access,
                      "Without --key-file: the role every client gets, ro or rw")
@@ -113,8 +186,11 @@ int main(int argc, char** argv) {
     auto add_transfer = [&](CLI::App* c) {
         c->add_option("-p,--provider", to.provider, "Provider (default: automatic)");
         c->add_option("-t,--target", to.target, "HOST:PORT of a `remora serve`")
+            ->check(address_arg(false))
             ->capture_default_str();
-        c->add_option("-o,--offset", to.offset, "Offset in the region")->capture_default_str();
+        c->add_option("-o,--offset", to.offset, std::string("Offset in the region: ") + size_units)
+            ->transform(size_arg(0, UINT64_MAX))
+            ->capture_default_str();
         c->add_option("--key-file", to.key_file, "The target's admission key (its --key-file)")
             ->check(CLI::ExistingFile);
     };
@@ -130,10 +206,14 @@ int main(int argc, char** argv) {
         "  remora put --target 10.0.0.2:7471 --offset 0 < record.bin\n");
     auto* get = app.add_subcommand("get", "Print a range of the served region to stdout");
     add_transfer(get);
-    get->add_option("-n,--length", to.length, "Bytes (default: to the end of the region)");
+    get->add_option("-l,--length", to.length,
+                    std::string("Bytes to print, 1 or more (default: to the end of the region): ") +
+                        size_units + ". -l, not -n: bench's -n is a count of operations")
+        ->transform(size_arg(1, UINT64_MAX));
+    moved(get, "-n", "-n: get's length is -l/--length (-n is bench's count of operations)");
     get->footer(
         "Examples:\n  remora get --offset 4096 --length 5\n"
-        "  remora get --target 10.0.0.2:7471 -o 0 -n 1M > copy.bin\n");
+        "  remora get --target 10.0.0.2:7471 -o 0 -l 1M > copy.bin\n");
 
     std::string keygen_path;
     auto* keygen = app.add_subcommand(
@@ -144,7 +224,9 @@ int main(int argc, char** argv) {
         "  remora serve --key-file ~/.remora.key   and   remora get --key-file ~/.remora.key\n");
 
     bench_options bo;
-    std::vector<std::size_t> sizes;
+    std::vector<std::string> sizes;
+    bool all_sizes = false;
+    bool report_gbits = false;
     auto* bench =
         app.add_subcommand("bench", "Run a workload against a loopback target started here");
     bench->add_option("-p,--provider", bo.provider,
@@ -165,27 +247,58 @@ int main(int argc, char** argv) {
                      "own, timed in the same run against its writes posted together and one "
                      "write; QD 1)")
         ->check(CLI::IsMember(bench_ops()));
-    bench->add_option("-s,--size", sizes, "Transfer size(s) in bytes")
-        ->check(CLI::Range(1, 1 << 26));
+    bench
+        ->add_option("-s,-S,--size", sizes,
+                     std::string("Transfer size(s), 1 byte to 64 MiB: ") + size_units +
+                         "; all: powers of two from 2 B to 8 MiB (perftest's -a; fabtests' -S "
+                         "all), all:MAX to MAX")
+        ->transform(bench_size_arg());
+    bench->add_flag("-a,--all-sizes", all_sizes, "--size all, as perftest's -a");
+    bench->add_flag("--report_gbits", report_gbits,
+                    "Accepted for perftest's habit: the table always has a Gb/s column (10^9 "
+                    "bits/s) beside MiB/s");
     bench
         ->add_option("--parts", bo.parts,
                      "--op gather: remote segments per gather_write, --size bytes each")
         ->check(CLI::Range(1, 64))
         ->capture_default_str();
-    bench->add_option("-q,--qd", bo.qd, "Operations in flight per connection")
-        ->check(CLI::Range(1, 64))
-        ->capture_default_str();
-    bench->add_option("-c,--connections", bo.connections, "Connections (one client thread each)")
-        ->check(CLI::Range(1, 64))
-        ->capture_default_str();
-    auto* duration_opt = bench->add_option("-d,--duration", bo.duration, "Seconds per result")
-                             ->check(CLI::Range(0.05, 3600.0))
-                             ->capture_default_str();
     bench
-        ->add_option("-n,--count", bo.count,
-                     "Operations per result instead of a duration (split over the connections; "
-                     "fails when they have not completed within an hour, or when none "
-                     "completes for 10 s)")
+        ->add_option("--qd", bo.qd,
+                     "Operations in flight per connection (perftest's -t tx-depth; no -q: "
+                     "perftest's -q counts QPs, which are -c here)")
+        ->check(CLI::Range(1, 64))
+        ->capture_default_str();
+    moved(bench, "-q",
+          "-q: remora has no -q: perftest's -q QPS is -c/--connections here (a QP each), and its "
+          "-t TX_DEPTH is --qd");
+    bench
+        ->add_option("-c,--connections", bo.connections,
+                     "Connections, one QP and client thread each (perftest's -q)")
+        ->check(CLI::Range(1, 64))
+        ->capture_default_str();
+    auto* duration_opt =
+        bench
+            ->add_option("-d,-D,--duration", bo.duration,
+                         "Seconds per result (-D as perftest's; -d kept for existing scripts: "
+                         "perftest's -d DEVICE is -p PROVIDER here)")
+            ->check(CLI::Validator(
+                [](std::string& t) {
+                    char* end = nullptr;
+                    (void)std::strtod(t.c_str(), &end);
+                    return !t.empty() && *end == '\0'
+                               ? std::string()
+                               : "'" + t +
+                                     "' is not a number of seconds (-d is the duration here; "
+                                     "perftest's -d DEVICE is -p PROVIDER)";
+                },
+                ""))
+            ->check(CLI::Range(0.05, 3600.0))
+            ->capture_default_str();
+    bench
+        ->add_option("-n,-I,--count", bo.count,
+                     "Operations per result instead of a duration, as perftest's -n and "
+                     "fabtests' -I (split over the connections; fails when they have not "
+                     "completed within an hour, or when none completes for 10 s)")
         ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40))
         ->excludes(duration_opt);
     bench->add_option("-w,--wait", bo.wait, "How completions are reaped")
@@ -224,9 +337,12 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 8192))
         ->capture_default_str();
     bool loopback = false;
-    auto* target_opt = bench->add_option(
-        "-t,--target", bo.target,
-        "HOST:PORT of a `remora serve` to run against (one-sided, flush and atomic ops)");
+    auto* target_opt =
+        bench
+            ->add_option("-t,--target", bo.target,
+                         "HOST:PORT of a `remora serve` to run against (one-sided, flush and "
+                         "atomic ops; perftest's -t tx-depth is --qd)")
+            ->check(address_arg(false));
     bench
         ->add_option("--key-file", bo.key_file,
                      "With --target: the serve's admission key (its --key-file; an ro key "
@@ -247,7 +363,18 @@ int main(int argc, char** argv) {
     bench->add_flag("--json", bo.json, "One JSON object per result");
     bench->add_flag("--baseline", bo.baseline,
                     "Also run write/read/send through plain libfabric, with its target as "
-                    "remora's and busy-polling, and print remora/baseline for both");
+                    "remora's and busy-polling, each in a process of its own, and print "
+                    "remora/baseline for both (the default suite always does)");
+    bench->add_flag("--baseline-in-process", bo.baseline_in_process,
+                    "Run --baseline's plain libfabric in this process, after remora's result "
+                    "(default: a process of its own)");
+    bench
+        ->add_option("--anchor", bo.anchors,
+                     "Also run this program on send ping-pongs (--qd 1, --wait busy), server and "
+                     "client on loopback, and print its figures beside remora's: fi_pingpong "
+                     "(libfabric-bin), ucx_perftest (ucx-utils); skipped with a note when not "
+                     "installed (the default suite runs fi_pingpong)")
+        ->check(CLI::IsMember({"fi_pingpong", "ucx_perftest"}));
     bench
         ->add_option("--target-progress", bo.target_progress,
                      "How the loopback target's progress thread waits (domain_config::progress; "
@@ -259,9 +386,13 @@ int main(int argc, char** argv) {
                      "default 100)")
         ->check(CLI::Range(1, 1000000));
     bench->footer(
+        "perftest and fabtests users: -s/-S size (fabtests' -s source address has no option\n"
+        "here), -a all sizes, -n/-I iterations, -D duration, -c QPs (perftest's -q), --qd\n"
+        "tx-depth (perftest's -t), -p the provider (the port goes in --target HOST:PORT).\n"
         "Examples:\n"
         "  remora bench --suite default\n"
-        "  remora bench --op write --size 8 --size 65536 --qd 16\n"
+        "  remora bench --op write --size 8 --size 64K --qd 16\n"
+        "  remora bench --op write --size all -D 0.2     2 B .. 8 MiB, as ib_write_bw -a\n"
         "  remora bench --op write --size 4096 --count 100000\n"
         "  remora bench --op write --op read --op send --baseline\n"
         "  remora bench --op read --target-progress busy --baseline\n"
@@ -275,6 +406,16 @@ int main(int argc, char** argv) {
         "  remora bench --suite connect --setups 500 --provider tcp\n"
         "  remora bench --target 127.0.0.1:7471 --op flush-gpspm --size 4096 -d 5\n");
 
+    // A bad argument: one line, "remora SUBCOMMAND: --option: why", as the command's other
+    // errors; --help has the rest.
+    app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+        const auto subs = a->get_subcommands();
+        std::string what = e.what();
+        if (what.rfind(": ", 0) == 0)
+            what.erase(0, 2);  // a hidden option's message (moved) names the option itself
+        return fmt::format("remora{}: {}\n", subs.empty() ? "" : " " + subs.front()->get_name(),
+                           what);
+    });
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -282,21 +423,39 @@ int main(int argc, char** argv) {
         // code for it, so scripts can tell a usage error from a failed run (1).
         return app.exit(e) == 0 ? 0 : 64;
     }
-    if (*info)
+    // A provider this machine does not have is a bad argument too: said with the ones it has.
+    auto provider_ok = [](const char* what, const std::string& p,
+                          std::optional<endpoint_type> type) {
+        auto r = check_provider(p, type);
+        if (!r)
+            report_line(what, "--provider: " + r.error().message());
+        return static_cast<bool>(r);
+    };
+    if (*info) {
+        if (!provider_ok(
+                "info", io.provider,
+                io.endpoint.empty() ? std::nullopt : std::optional(endpoint_named(io.endpoint))))
+            return 64;
         return run_info(io);
+    }
     if (*serve)
-        return run_serve(so);
+        return provider_ok("serve", so.provider, endpoint_type::msg) ? run_serve(so) : 64;
     if (*put)
-        return run_put(to);
+        return provider_ok("put", to.provider, endpoint_type::msg) ? run_put(to) : 64;
     if (*get)
-        return run_get(to);
+        return provider_ok("get", to.provider, endpoint_type::msg) ? run_get(to) : 64;
     if (*keygen)
         return run_keygen(keygen_path);
+    if (all_sizes)
+        sizes.push_back("all");
     if (!sizes.empty())
-        bo.sizes = sizes;
+        bo.sizes = bench_sizes(sizes);
     if (!ops.empty())
         bo.ops = ops;
     if (bo.suite.empty() && argc == 2)
         bo.suite = "default";  // plain `remora bench`
+    if (!provider_ok("bench", bo.provider, endpoint_named(bo.endpoint)))
+        return 64;
+    (void)report_gbits;  // perftest's flag: the Gb/s column is always there
     return run_bench(bo);
 }

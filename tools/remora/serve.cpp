@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "args.hpp"
 #include "common.hpp"
 
 namespace remora::tool {
@@ -33,59 +34,6 @@ using namespace std::chrono_literals;
 volatile sig_atomic_t stop_requested = 0;
 void on_signal(int) {
     stop_requested = 1;
-}
-
-// "64M", "4096", "1G" -> bytes.
-result<std::size_t> parse_size(const std::string& s) {
-    std::size_t used = 0;
-    unsigned long long v = 0;
-    try {
-        v = std::stoull(s, &used);
-    } catch (const std::exception&) {
-        return fail(errc::invalid_argument, "size '" + s + "' is not a number");
-    }
-    const std::string suffix = s.substr(used);
-    unsigned shift = 0;
-    if (suffix == "K" || suffix == "k")
-        shift = 10;
-    else if (suffix == "M" || suffix == "m")
-        shift = 20;
-    else if (suffix == "G" || suffix == "g")
-        shift = 30;
-    else if (!suffix.empty())
-        return fail(errc::invalid_argument, "size '" + s + "': unknown suffix (K, M or G)");
-    if (v == 0 || v > (1ull << (40 - shift)))
-        return fail(errc::invalid_argument, "size '" + s + "' must be 1 byte .. 1 TiB");
-    return static_cast<std::size_t>(v << shift);
-}
-
-result<persistent_region_config> parse_region(const std::string& spec, bool create) {
-    persistent_region_config cfg;
-    cfg.create = create;
-    if (spec.rfind("mem:", 0) == 0) {
-        auto n = parse_size(spec.substr(4));
-        if (!n)
-            return fail(n.error());
-        cfg.size = *n;
-        return cfg;
-    }
-    if (spec.rfind("file:", 0) == 0) {
-        std::string rest = spec.substr(5);
-        const auto colon = rest.rfind(':');
-        if (colon != std::string::npos) {
-            auto n = parse_size(rest.substr(colon + 1));
-            if (!n)
-                return fail(n.error());
-            cfg.size = *n;
-            rest = rest.substr(0, colon);
-        }
-        if (rest.empty())
-            return fail(errc::invalid_argument, "region '" + spec + "': empty path");
-        cfg.path = rest;
-        return cfg;
-    }
-    return fail(errc::invalid_argument,
-                "region '" + spec + "' must be mem:SIZE or file:PATH[:SIZE]");
 }
 
 // Only this host can reach an address of the loopback network.
@@ -207,7 +155,7 @@ int run_serve(const serve_options& o) {
                             : std::any_of(keys.begin(), keys.end(), [](auto& k) { return k.rw; });
     auto dom = domain::open({.provider = o.provider, .node = addr->first});
     if (!dom)
-        return report("serve", dom.error());
+        return report_line("serve", listen_failure(o.listen, dom.error()));
     auto region = persistent_region::open(*dom, *cfg);
     if (!region)
         return report("serve", region.error());
@@ -244,7 +192,7 @@ int run_serve(const serve_options& o) {
     }
     auto lst = listener::create(*dom, addr->first, addr->second);
     if (!lst)
-        return report("serve", lst.error());
+        return report_line("serve", listen_failure(o.listen, lst.error()));
     // Plain TCP connects that never send hold nothing here: the kernel keeps them until their
     // first byte, and drops them after the handshake timeout.
     const bool deferred = static_cast<bool>(lst->defer_silent_connects(
@@ -475,7 +423,7 @@ int run_put(const transfer_options& o) {
                          std::istreambuf_iterator<char>());
     auto t = connect_with_options(o);
     if (!t)
-        return report("put", t.error());
+        return report_line("put", t.error().message());
     const remote_region& r = t->info.region;
     if (in.empty()) {
         std::fprintf(stderr, "remora put: nothing on stdin, nothing written\n");
@@ -524,7 +472,7 @@ int run_put(const transfer_options& o) {
 int run_get(const transfer_options& o) {
     auto t = connect_with_options(o);
     if (!t)
-        return report("get", t.error());
+        return report_line("get", t.error().message());
     const remote_region& r = t->info.region;
     if (o.offset >= r.length())
         return report("get", error(errc::out_of_range,

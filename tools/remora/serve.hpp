@@ -77,25 +77,55 @@ inline result<std::uint16_t> parse_depth_request(std::span<const std::byte> b) {
     return d;
 }
 
-// "HOST:PORT" (HOST may be empty: 127.0.0.1).
+// "HOST:PORT" (HOST may be empty: 127.0.0.1), the port a number from 0 to 65535.
 inline result<std::pair<std::string, std::uint16_t>> split_address(const std::string& a) {
     const auto colon = a.rfind(':');
     if (colon == std::string::npos)
-        return fail(errc::invalid_argument, "address '" + a + "' is not HOST:PORT");
+        return fail(errc::invalid_argument, "'" + a + "' is not HOST:PORT (no port)");
     std::string host = a.substr(0, colon);
     const std::string port = a.substr(colon + 1);
-    unsigned long p = 0;
-    try {
-        std::size_t used = 0;
-        p = std::stoul(port, &used);
-        if (used != port.size() || p > 65535)
-            throw std::out_of_range("port");
-    } catch (const std::exception&) {
-        return fail(errc::invalid_argument, "address '" + a + "': bad port '" + port + "'");
-    }
+    const bool digits = !port.empty() && port.size() <= 5 &&
+                        port.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoul(port) > 65535)
+        return fail(errc::invalid_argument,
+                    "'" + a + "': port '" + port + "' is not a number from 0 to 65535");
     if (host.empty())
         host = "127.0.0.1";
-    return std::pair{host, static_cast<std::uint16_t>(p)};
+    return std::pair{host, static_cast<std::uint16_t>(std::stoul(port))};
+}
+
+// A library error as one line for a user: its message without the libfabric call that failed
+// ("fi_getinfo: ...", "fi_passive_ep (why)"), then what its code says.
+inline std::string user_text(const error& e) {
+    std::string m = e.message();
+    if (m.rfind("fi_", 0) == 0) {
+        const auto end = m.find_first_not_of("abcdefghijklmnopqrstuvwxyz_", 3);
+        m = end == std::string::npos ? std::string() : m.substr(end);
+        if (m.rfind(": ", 0) == 0)
+            m.erase(0, 2);
+        else if (m.size() > 3 && m.rfind(" (", 0) == 0 && m.back() == ')')
+            m = m.substr(2, m.size() - 3);
+    }
+    return m.empty() ? e.code().message() : m + ": " + e.code().message();
+}
+
+// What a failed connect to a `remora serve` at `address` tells the user: the address and the
+// reason in its words, never the library's internals (`with_key`: the connect carried a token).
+inline std::string connect_failure(const std::string& address, const error& e, bool with_key) {
+    const auto why = admission_refusal_of(e);
+    if (!with_key && why == admission_refusal::malformed)
+        return "the target at " + address + " requires admission: pass --key-file with its key";
+    if (why)
+        return "the target at " + address + " refused admission: " + to_string(*why);
+    if (e == errc::rejected)
+        return "the target at " + address + " refused the connection (its log says why)";
+    if (e == errc::connection_refused)
+        return "nobody listens at " + address + " (is `remora serve` running there?)";
+    if (e == errc::unreachable)
+        return address + " cannot be reached";
+    if (e == errc::timed_out)
+        return "the target at " + address + " did not answer in time";
+    return "cannot connect to " + address + ": " + user_text(e);
 }
 
 // A connection to a `remora serve` target: the connection, the region it serves and the depth.
@@ -105,8 +135,9 @@ struct target_link {
     hello info;
 };
 
-// With `key`, the connect carries an admission token naming `identity`. A target's refusal
-// fails with errc::rejected and a message saying why (and, without a key, that it wants one).
+// With `key`, the connect carries an admission token naming `identity`. A failed connect keeps
+// its code, with connect_failure's message (a refusal says why; without a key, that it wants
+// one).
 inline result<target_link> connect_target(const std::string& provider, const std::string& address,
                                           std::uint16_t depth = default_service_depth,
                                           const admission_key* key = nullptr,
@@ -125,15 +156,8 @@ inline result<target_link> connect_target(const std::string& provider, const std
                     : connection::connect(
                           *dom, hp->first, hp->second,
                           {.addons = {remora::persistence_config{.service_depth = depth}}}, want);
-    if (!conn) {
-        const auto why = admission_refusal_of(conn.error());
-        if (key == nullptr && why == admission_refusal::malformed)
-            return fail(errc::rejected,
-                        "the target requires admission: pass --key-file with its key");
-        if (key == nullptr && why)
-            return fail(errc::rejected, std::string("the target refused: ") + to_string(*why));
-        return fail(conn.error());
-    }
+    if (!conn)
+        return fail(conn.error().code(), connect_failure(address, conn.error(), key != nullptr));
     auto h = parse_hello(conn->peer_private_data());
     if (!h)
         return fail(h.error());
