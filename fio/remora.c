@@ -165,10 +165,10 @@ struct rf_batch {
 
 struct rf_client {
     remora_domain* dom;
-    remora_conn* conn;
-    remora_cq* cq;
-    remora_remote* remote;
-    remora_mr* mr;
+    remora_connection* conn;
+    remora_completion_queue* cq;
+    remora_remote_region* remote;
+    remora_memory_region* mr;
     uint64_t ws_size;
     int flush_method;
     bool busy;
@@ -187,9 +187,9 @@ struct rf_client {
 struct rf_server {
     remora_domain* dom;
     remora_listener* lst;
-    remora_pregion* region;
-    remora_service* svc;
-    remora_conn* conn;
+    remora_persistent_region* region;
+    remora_target_service* svc;
+    remora_connection* conn;
 };
 
 static struct rf_options* opts(struct thread_data* td) {
@@ -243,7 +243,7 @@ static int rf_fail(struct thread_data* td, const char* what, int code) {
 
 static int rf_open_domain(struct thread_data* td, int progress, remora_domain** dom) {
     struct rf_options* o = opts(td);
-    struct remora_domain_cfg dc = {.size = sizeof dc};
+    struct remora_domain_config dc = {.size = sizeof dc};
     int r;
     dc.provider = o->provider != NULL && o->provider[0] != '\0' ? o->provider : NULL;
     dc.progress = progress;
@@ -274,7 +274,7 @@ static int server_init(struct thread_data* td) {
         td_verror(td, EINVAL, "port");
         return 1;
     }
-    r = remora_listener_new(s->dom, o->serverip, (uint16_t)rf_port(td), &s->lst);
+    r = remora_listener_create(s->dom, o->serverip, (uint16_t)rf_port(td), &s->lst);
     if (r != 0)
         return rf_fail(td, "listening", r);
     return 0;
@@ -294,12 +294,12 @@ static int server_get_file_size(struct thread_data* td, struct fio_file* f) {
 static int server_open_file(struct thread_data* td, struct fio_file* f) {
     struct rf_server* s = td->io_ops_data;
     struct rf_options* o = opts(td);
-    struct remora_pregion_cfg pc = {.size = sizeof pc};
-    struct remora_persist_cfg persist = {.size = sizeof persist};
-    struct remora_conn_cfg cc = {.size = sizeof cc, .persist = &persist};
+    struct remora_persistent_region_config pc = {.size = sizeof pc};
+    struct remora_persistence_config persist = {.size = sizeof persist};
+    struct remora_connection_config cc = {.size = sizeof cc, .persist = &persist};
     unsigned char desc[REMORA_DESCRIPTOR_SIZE];
-    remora_remote* remote = NULL;
-    remora_request* req = NULL;
+    remora_remote_region* remote = NULL;
+    remora_connection_request* req = NULL;
     const void* pdata = NULL;
     size_t plen = 0;
     int r;
@@ -311,15 +311,15 @@ static int server_open_file(struct thread_data* td, struct fio_file* f) {
     }
     pc.len = td->o.size;
     pc.apm_durable = o->direct_write_to_pmem != 0;
-    r = remora_pregion_open(s->dom, &pc, &s->region);
+    r = remora_persistent_region_open(s->dom, &pc, &s->region);
     if (r != 0)
         return rf_fail(td, "opening the region", r);
-    if ((r = remora_service_new(&s->svc)) != 0)
+    if ((r = remora_target_service_create(&s->svc)) != 0)
         return rf_fail(td, "creating the target service", r);
-    if ((r = remora_service_expose(s->svc, NULL, s->region, &remote)) != 0)
+    if ((r = remora_target_service_expose(s->svc, NULL, s->region, &remote)) != 0)
         return rf_fail(td, "exposing the region", r);
-    r = remora_remote_to_bytes(remote, desc, sizeof desc);
-    remora_remote_delete(remote);
+    r = remora_remote_region_serialize(remote, desc, sizeof desc);
+    remora_remote_region_delete(remote);
     if (r != 0)
         return rf_fail(td, "describing the region", r);
     while ((r = remora_listener_get_request(s->lst, RF_WAKE_MS, &req)) == REMORA_E_TIMED_OUT) {
@@ -328,22 +328,22 @@ static int server_open_file(struct thread_data* td, struct fio_file* f) {
     }
     if (r != 0)
         return rf_fail(td, "waiting for a client", r);
-    if (remora_request_private_data(req, &pdata, &plen) == 0 && plen >= 2) {
+    if (remora_connection_request_private_data(req, &pdata, &plen) == 0 && plen >= 2) {
         const unsigned char* p = pdata;
         persist.service_depth = (uint32_t)p[0] | (uint32_t)p[1] << 8;
     }
     if (persist.service_depth == 0) {
-        remora_request_delete(req);
+        remora_connection_request_delete(req);
         log_err("remora: the client sent no service depth (is it this engine's client?)\n");
         td_verror(td, EPROTO, "accept");
         return 1;
     }
     cc.progress_thread = true; /* one-sided access while this thread sleeps */
-    r = remora_request_accept(req, &cc, desc, sizeof desc, &s->conn);
-    remora_request_delete(req);
+    r = remora_connection_request_accept(req, &cc, desc, sizeof desc, &s->conn);
+    remora_connection_request_delete(req);
     if (r != 0)
         return rf_fail(td, "accepting the client", r);
-    if ((r = remora_service_serve(s->svc, s->conn)) != 0)
+    if ((r = remora_target_service_serve(s->svc, s->conn)) != 0)
         return rf_fail(td, "serving the client", r);
     return 0;
 }
@@ -353,7 +353,7 @@ static enum fio_q_status server_queue(struct thread_data* td, struct io_u* io_u)
     struct rf_server* s = td->io_ops_data;
     int ev = -1;
     while (!td->terminate) {
-        int r = remora_conn_next_event(s->conn, RF_WAKE_MS, &ev);
+        int r = remora_connection_next_event(s->conn, RF_WAKE_MS, &ev);
         if (r == REMORA_E_TIMED_OUT)
             continue;
         if (r != 0) {
@@ -372,9 +372,9 @@ static void server_cleanup(struct thread_data* td) {
     struct rf_server* s = td->io_ops_data;
     if (s == NULL)
         return;
-    remora_conn_delete(s->conn);
-    remora_service_delete(s->svc);
-    remora_pregion_delete(s->region);
+    remora_connection_delete(s->conn);
+    remora_target_service_delete(s->svc);
+    remora_persistent_region_delete(s->region);
     remora_listener_delete(s->lst);
     remora_domain_delete(s->dom);
     free(s);
@@ -386,8 +386,8 @@ static void server_cleanup(struct thread_data* td) {
 static int client_init(struct thread_data* td) {
     struct rf_options* o = opts(td);
     struct rf_client* c = calloc(1, sizeof *c);
-    struct remora_persist_cfg persist = {.size = sizeof persist};
-    struct remora_conn_cfg cc = {.size = sizeof cc, .persist = &persist};
+    struct remora_persistence_config persist = {.size = sizeof persist};
+    struct remora_connection_config cc = {.size = sizeof cc, .persist = &persist};
     const void* pdata = NULL;
     size_t plen = 0;
     unsigned char want[2];
@@ -404,7 +404,7 @@ static int client_init(struct thread_data* td) {
     c->per_write_flush = td->o.sync_io != 0;
     c->fsync_mode = !c->per_write_flush && (td->o.fsync_blocks > 0 || td->o.fdatasync_blocks > 0);
     if (strcmp(o->flush, "auto") == 0) {
-        c->flush_method = REMORA_FLUSH_AUTO;
+        c->flush_method = REMORA_FLUSH_AUTOMATIC;
     } else if (strcmp(o->flush, "raw") == 0) {
         c->flush_method = REMORA_FLUSH_READ_AFTER_WRITE;
     } else if (strcmp(o->flush, "gpspm") == 0) {
@@ -452,13 +452,13 @@ static int client_init(struct thread_data* td) {
                        &c->conn);
     if (r != 0)
         return rf_fail(td, "connecting to the server", r);
-    if ((r = remora_conn_peer_private_data(c->conn, &pdata, &plen)) != 0)
+    if ((r = remora_connection_peer_private_data(c->conn, &pdata, &plen)) != 0)
         return rf_fail(td, "reading the server's descriptor", r);
-    if ((r = remora_remote_from_bytes(pdata, plen, &c->remote)) != 0)
+    if ((r = remora_remote_region_parse(pdata, plen, &c->remote)) != 0)
         return rf_fail(td, "parsing the server's descriptor", r);
-    if ((r = remora_remote_info(c->remote, &c->ws_size, &usage, &persistence)) != 0)
+    if ((r = remora_remote_region_info(c->remote, &c->ws_size, &usage, &persistence)) != 0)
         return rf_fail(td, "reading the server's descriptor", r);
-    if ((r = remora_conn_cq(c->conn, &c->cq)) != 0)
+    if ((r = remora_connection_cq(c->conn, &c->cq)) != 0)
         return rf_fail(td, "getting the completion queue", r);
     if (td_write(td) && !c->no_flush) {
         int chosen = 0;
@@ -473,8 +473,9 @@ static int client_init(struct thread_data* td) {
 /* Registers fio's I/O buffers (allocated after init). */
 static int client_post_init(struct thread_data* td) {
     struct rf_client* c = td->io_ops_data;
-    int r = remora_mr_reg(c->dom, td->orig_buffer, td->orig_buffer_size,
-                          REMORA_USAGE_WRITE_SRC | REMORA_USAGE_READ_DST, &c->mr);
+    int r = remora_memory_region_create(c->dom, td->orig_buffer, td->orig_buffer_size,
+                                        REMORA_USAGE_WRITE_SOURCE | REMORA_USAGE_READ_DESTINATION,
+                                        &c->mr);
     return r == 0 ? 0 : rf_fail(td, "registering the I/O buffers", r);
 }
 
@@ -501,11 +502,11 @@ static int client_io_u_init(struct thread_data* td, struct io_u* io_u) {
 static void client_teardown(struct rf_client* c) {
     if (c->conn != NULL) {
         /* Operations still in flight (a failed job) complete with errors as it closes. */
-        (void)remora_conn_close(c->conn);
-        remora_conn_delete(c->conn);
+        (void)remora_connection_close(c->conn);
+        remora_connection_delete(c->conn);
         c->conn = NULL;
     }
-    remora_mr_delete(c->mr);
+    remora_memory_region_delete(c->mr);
     c->mr = NULL;
 }
 
@@ -698,10 +699,10 @@ static int client_getevents(struct thread_data* td, unsigned int min, unsigned i
     while (c->nready < min || (c->nready == 0 && min == 0)) {
         size_t n = 0, i;
         /* Ask for no more than can come: the C API prepares an entry per one asked for. */
-        const size_t want = c->in_flight == 0             ? 1
+        const size_t want = c->in_flight == 0              ? 1
                             : c->in_flight < RF_POLL_BATCH ? c->in_flight
                                                            : RF_POLL_BATCH;
-        int r = remora_cq_poll(c->cq, done, want, &n);
+        int r = remora_completion_queue_poll(c->cq, done, want, &n);
         if (r != 0) {
             rf_fail(td, "polling completions", r);
             return -rf_errno(r);
@@ -735,7 +736,7 @@ static int client_getevents(struct thread_data* td, unsigned int min, unsigned i
         }
         if (!c->busy) {
             size_t got = 0;
-            r = remora_cq_wait(c->cq, RF_WAKE_MS, &got);
+            r = remora_completion_queue_wait(c->cq, RF_WAKE_MS, &got);
             if (r != 0 && r != REMORA_E_TIMED_OUT) {
                 rf_fail(td, "waiting for completions", r);
                 return -rf_errno(r);
@@ -757,7 +758,7 @@ static void client_cleanup(struct thread_data* td) {
     if (c == NULL)
         return;
     client_teardown(c);
-    remora_remote_delete(c->remote);
+    remora_remote_region_delete(c->remote);
     remora_domain_delete(c->dom);
     if (c->batches != NULL) {
         for (i = 0; i < c->depth; ++i)

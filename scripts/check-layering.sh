@@ -13,7 +13,7 @@
 # provider's behaviour, or which call failed): they are not code.
 #
 # Second, includes follow the layers of DESIGN.md (each depends only on those below it):
-#   base    src/base/, include/remora/{result,units,version}.hpp: nothing of the library's but
+#   base    src/base/, include/remora/{result,units,version,log}.hpp: nothing of the library's but
 #           base.
 #   ops     src/ops/: base, fabric, and the vocabulary of completions (remora/completion_queue.hpp:
 #           `completion`, `op`); nothing from core/, slots/, persist/.
@@ -27,7 +27,7 @@
 #           door.hpp, ...), no ops/ and no fabric/ header directly.
 #   capi    src/capi/ (the C API): the public C++ API only (include/remora/*.hpp) and its own
 #           capi.hpp; nothing from src/ (base, fabric, ops, core, slots, persist, access).
-#   remora.h include/remora/remora.h (and remora_cq.h, remora_persist.h, remora_pools.h) is C: it
+#   remora.h include/remora/remora.h (and the remora_*.h it includes) is C: it
 #           includes no C++ header of the library.
 #   tools   tools/, examples/ and fio/: the public API only: nothing from src/, and no detail::
 #           name (the baselines talk to libfabric directly, excepted above).
@@ -108,8 +108,8 @@ check_includes() {
         layers=1
     fi
 }
-check_includes base '^(src/base/|include/remora/(result|units|version)\.hpp$)' \
-    'core/|ops/|fabric/|slots/|persist/|remora/(?!(result|units|version)\.(hpp|h))'
+check_includes base '^(src/base/|include/remora/(result|units|version|log)\.hpp$)' \
+    'core/|ops/|fabric/|slots/|persist/|remora/(?!(result|units|version|log)\.(hpp|h))'
 check_includes ops '^src/ops/' \
     "core/|slots/|persist/|remora/(?!(result|units|completion_queue)\.hpp)"
 check_includes core "^(src/core/|$core_public$)" "slots/|persist/|$upper_public"
@@ -117,7 +117,7 @@ check_includes capi '^src/capi/' 'base/|fabric/|ops/|core/|slots/|persist/|acces
 check_includes 'slots, persist or access' '^src/(slots|persist|access)/' \
     'fabric/|ops/|core/(?!(upper|multi_ops|peer_control|little_endian)\.hpp)' \
     'includes a fabric or ops header, or core beyond core/upper.hpp'
-check_includes remora.h '^include/remora/remora(_cq|_persist|_pools)?\.h$' 'remora/.*\.hpp'
+check_includes remora.h '^include/remora/remora(_[a-z]+)?\.h$' 'remora/.*\.hpp'
 check_includes 'tools, examples or fio' '^(tools/|examples/|fio/)' \
     'src/|base/|fabric/|ops/|core/|slots/|persist/|access/|capi/'
 # ... and name nothing of the library's internals (the public API only).

@@ -36,9 +36,9 @@ static void must(int rc, const char* what) {
 }
 
 /* Waits for the next completion on cq and checks it is `op` and succeeded. */
-static struct remora_completion next(remora_cq* cq, int op, const char* what) {
+static struct remora_completion next(remora_completion_queue* cq, int op, const char* what) {
     struct remora_completion c;
-    must(remora_cq_next(cq, TIMEOUT_MS, &c), what);
+    must(remora_completion_queue_next(cq, TIMEOUT_MS, &c), what);
     if (c.op != op || c.status != 0) {
         fprintf(stderr, "%s: completion op %d status %s\n", what, c.op, remora_strerror(c.status));
         exit(1);
@@ -54,36 +54,37 @@ struct server {
 };
 
 /* GPSPM flushes and service atomics: service requests in flight, set on both sides. */
-static const struct remora_persist_cfg persist = {.size = sizeof persist, .service_depth = 4};
+static const struct remora_persistence_config persist = {.size = sizeof persist,
+                                                         .service_depth = 4};
 
 static void* serve(void* arg) {
     struct server* s = arg;
     /* 8-byte aligned: the counter at offset 0 is an atomic target */
     static _Alignas(64) unsigned char mem[4096];
-    const struct remora_conn_cfg cfg = {
+    const struct remora_connection_config cfg = {
         .size = sizeof cfg, .progress_thread = true, .rcq = true, .persist = &persist};
     unsigned char wire[REMORA_DESCRIPTOR_SIZE];
-    remora_mr* mr = NULL;
-    remora_service* svc = NULL;
-    remora_remote* desc = NULL;
-    remora_request* req = NULL;
-    remora_conn* conn = NULL;
-    remora_cq* rcq = NULL;
+    remora_memory_region* mr = NULL;
+    remora_target_service* svc = NULL;
+    remora_remote_region* desc = NULL;
+    remora_connection_request* req = NULL;
+    remora_connection* conn = NULL;
+    remora_completion_queue* rcq = NULL;
     struct remora_completion c;
     uint64_t counter = 0;
-    must(remora_mr_reg(s->dom, mem, sizeof mem,
-                       REMORA_USAGE_WRITE_DST | REMORA_USAGE_READ_SRC | REMORA_USAGE_ATOMIC |
-                           REMORA_USAGE_FLUSH,
-                       &mr),
+    must(remora_memory_region_create(s->dom, mem, sizeof mem,
+                                     REMORA_USAGE_WRITE_DESTINATION | REMORA_USAGE_READ_SOURCE |
+                                         REMORA_USAGE_ATOMIC_TARGET | REMORA_USAGE_FLUSH_TARGET,
+                                     &mr),
          "server: register");
-    must(remora_service_new(&svc), "server: service");
-    must(remora_service_expose(svc, mr, NULL, &desc), "server: expose");
-    must(remora_remote_to_bytes(desc, wire, sizeof wire), "server: descriptor");
+    must(remora_target_service_create(&svc), "server: service");
+    must(remora_target_service_expose(svc, mr, NULL, &desc), "server: expose");
+    must(remora_remote_region_serialize(desc, wire, sizeof wire), "server: descriptor");
     must(remora_listener_get_request(s->lst, TIMEOUT_MS, &req), "server: request");
-    must(remora_request_accept(req, &cfg, wire, sizeof wire, &conn), "server: accept");
-    remora_request_delete(req);
-    must(remora_service_serve(svc, conn), "server: serve");
-    must(remora_conn_rcq(conn, &rcq), "server: rcq");
+    must(remora_connection_request_accept(req, &cfg, wire, sizeof wire, &conn), "server: accept");
+    remora_connection_request_delete(req);
+    must(remora_target_service_serve(svc, conn), "server: serve");
+    must(remora_connection_rcq(conn, &rcq), "server: rcq");
     /* The client's "done" write arrives on the RCQ with its immediate data (the service's own
      * requests arrive there too, and the library answers them: they are not reported). */
     c = next(rcq, REMORA_OP_REMOTE_WRITE, "server: done");
@@ -96,40 +97,42 @@ static void* serve(void* arg) {
     printf("server: line \"%s\", counter %llu\n", (const char*)mem + 64,
            (unsigned long long)counter);
     s->status = counter == 3 && strcmp((const char*)mem + 64, "hello from C") == 0 ? 0 : 1;
-    remora_conn_delete(conn);
-    remora_remote_delete(desc);
-    remora_service_delete(svc);
-    remora_mr_delete(mr);
+    remora_connection_delete(conn);
+    remora_remote_region_delete(desc);
+    remora_target_service_delete(svc);
+    remora_memory_region_delete(mr);
     return NULL;
 }
 
 static int client(const char* host, uint16_t port) {
     static _Alignas(64) unsigned char mem[256];
-    const struct remora_conn_cfg cfg = {.size = sizeof cfg, .persist = &persist};
+    const struct remora_connection_config cfg = {.size = sizeof cfg, .persist = &persist};
     remora_domain* dom = NULL;
-    remora_conn* conn = NULL;
-    remora_mr* mr = NULL;
-    remora_remote* remote = NULL;
-    remora_cq* cq = NULL;
+    remora_connection* conn = NULL;
+    remora_memory_region* mr = NULL;
+    remora_remote_region* remote = NULL;
+    remora_completion_queue* cq = NULL;
     const void* pdata = NULL;
     size_t plen = 0;
     uint64_t before = 0;
     int i;
     must(remora_domain_open(NULL, &dom), "client: domain");
-    must(remora_mr_reg(dom, mem, sizeof mem, REMORA_USAGE_WRITE_SRC | REMORA_USAGE_READ_DST, &mr),
+    must(remora_memory_region_create(
+             dom, mem, sizeof mem, REMORA_USAGE_WRITE_SOURCE | REMORA_USAGE_READ_DESTINATION, &mr),
          "client: register");
     must(remora_connect(dom, host, port, &cfg, NULL, 0, &conn), "client: connect");
-    must(remora_conn_peer_private_data(conn, &pdata, &plen), "client: private data");
-    must(remora_remote_from_bytes(
+    must(remora_connection_peer_private_data(conn, &pdata, &plen), "client: private data");
+    must(remora_remote_region_parse(
              pdata, plen < REMORA_DESCRIPTOR_SIZE ? plen : REMORA_DESCRIPTOR_SIZE, &remote),
          "client: descriptor");
-    must(remora_conn_cq(conn, &cq), "client: cq");
+    must(remora_connection_cq(conn, &cq), "client: cq");
 
     strcpy((char*)mem, "hello from C");
     must(remora_write(conn, remote, 64, mr, 0, strlen("hello from C") + 1, 0, NULL),
          "client: write");
     next(cq, REMORA_OP_WRITE, "client: write");
-    must(remora_flush(conn, remote, 64, 16, REMORA_FLUSH_VISIBILITY, REMORA_FLUSH_AUTO, 0, NULL),
+    must(remora_flush(conn, remote, 64, 16, REMORA_FLUSH_VISIBILITY, REMORA_FLUSH_AUTOMATIC, 0,
+                      NULL),
          "client: flush");
     next(cq, REMORA_OP_FLUSH, "client: flush");
     for (i = 0; i < 3; ++i) {
@@ -143,12 +146,12 @@ static int client(const char* host, uint16_t port) {
         }
     }
     memcpy(mem + 200, "done", 4);
-    must(remora_write_imm(conn, remote, 200, mr, 200, 4, 42, 0, NULL), "client: done");
+    must(remora_write_with_imm(conn, remote, 200, mr, 200, 4, 42, 0, NULL), "client: done");
     next(cq, REMORA_OP_WRITE, "client: done");
     printf("client: wrote, flushed, counted to 3, said done\n");
-    remora_remote_delete(remote);
-    remora_conn_delete(conn);
-    remora_mr_delete(mr);
+    remora_remote_region_delete(remote);
+    remora_connection_delete(conn);
+    remora_memory_region_delete(mr);
     must(remora_domain_close(&dom), "client: close");
     return 0;
 }
@@ -156,7 +159,7 @@ static int client(const char* host, uint16_t port) {
 static void open_server(struct server* s, uint16_t port) {
     memset(s, 0, sizeof *s);
     must(remora_domain_open(NULL, &s->dom), "server: domain");
-    must(remora_listener_new(s->dom, "127.0.0.1", port, &s->lst), "server: listen");
+    must(remora_listener_create(s->dom, "127.0.0.1", port, &s->lst), "server: listen");
     must(remora_listener_port(s->lst, &s->port), "server: port");
 }
 

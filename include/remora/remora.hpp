@@ -12,6 +12,7 @@
 #include <remora/coro.hpp>
 #include <remora/domain.hpp>
 #include <remora/listener.hpp>
+#include <remora/log.hpp>
 #include <remora/memory_region.hpp>
 #include <remora/op_options.hpp>
 #include <remora/persistence.hpp>

@@ -29,6 +29,7 @@ enum remora_op {
     REMORA_OP_REMOTE_WRITE = 5, /**< a peer's write with immediate data arrived */
     REMORA_OP_ATOMIC = 6,       /**< atomic write, compare-and-swap or fetch-add */
     REMORA_OP_FLUSH = 7,        /**< a flush: the range is visible / durable */
+    REMORA_OP_PUBLISH = 8,      /**< remora_publish: its writes, flush and publishing atomic */
 };
 
 /** One completion (remora::completion). */
@@ -36,10 +37,11 @@ struct remora_completion {
     int op;        /**< enum remora_op */
     int status;    /**< 0, or REMORA_E_* (CANCELED, DISCONNECTED, ...) */
     void* context; /**< the context the operation was posted with */
-    size_t len;    /**< bytes received (recv); otherwise the provider's report, often 0 */
+    size_t bytes;  /**< bytes received (recv); otherwise the provider's report, often 0 */
     uint64_t imm;  /**< immediate data when has_imm */
     bool has_imm;  /**< imm is valid */
-    uint64_t tag;  /**< remora_conn_cfg.tag of the connection (tells them apart on a shared CQ) */
+    uint64_t tag;  /**< remora_connection_config.tag of the connection (tells them apart on a shared
+                      CQ) */
     uint32_t failed_part; /**< remora_gather_write: index of the first part that failed */
 };
 
@@ -55,70 +57,132 @@ enum remora_cq_kind {
  * are not counted; after such a poll the next wait or arm returns at once (see
  * completion_queue.hpp).
  * Threading: one thread at a time polls or waits on a CQ.
+ * @param cq the completion queue
+ * @param out receives up to max completions
+ * @param max the most completions to write (at most 32 a call)
+ * @param n receives the count
+ * @return 0 with *n the count written; a provider error reading the queue.
  */
-REMORA_API int remora_cq_poll(remora_cq* cq, struct remora_completion* out, size_t max, size_t* n);
+REMORA_API int remora_completion_queue_poll(remora_completion_queue* cq,
+                                            struct remora_completion* out, size_t max, size_t* n);
 /**
  * Blocks until completions are ready or the CQ's channel fires; *ready is the count (0 is the
  * no_completion wake-up: poll and wait again). REMORA_E_TIMED_OUT after the timeout;
  * REMORA_E_BAD_STATE when the CQ's channel is shared (wait on the connection or channel).
  * No completion is lost between a poll that found nothing and this wait.
+ * @param cq the completion queue
+ * @param timeout_ms how long to wait, in milliseconds (0: only look)
+ * @param ready receives the count of completions ready (0: a wake-up without one)
+ * @return 0; REMORA_E_TIMED_OUT after the timeout; REMORA_E_BAD_STATE when the CQ's channel is
+ * shared.
  */
-REMORA_API int remora_cq_wait(remora_cq* cq, int timeout_ms, size_t* ready);
-/** The next completion within the timeout (polls, and waits between polls). */
-REMORA_API int remora_cq_next(remora_cq* cq, int timeout_ms, struct remora_completion* out);
+REMORA_API int remora_completion_queue_wait(remora_completion_queue* cq, int timeout_ms,
+                                            size_t* ready);
+/**
+ * The next completion within the timeout (polls, and waits between polls).
+ * @param cq the completion queue
+ * @param timeout_ms how long to wait, in milliseconds (0: only look)
+ * @param out receives the completion
+ * @return 0; REMORA_E_TIMED_OUT when none came; REMORA_E_BAD_STATE when the CQ's channel is shared.
+ */
+REMORA_API int remora_completion_queue_next(remora_completion_queue* cq, int timeout_ms,
+                                            struct remora_completion* out);
 /**
  * The fd for the caller's own epoll (readable when completions may be ready; -1 when the
- * caps' cq_wait_fd is false, unless a progress thread owns the CQ). Call remora_cq_arm() before
- * blocking on it.
+ * caps' cq_wait_fd is false, unless a progress thread owns the CQ). Call
+ * remora_completion_queue_arm() before blocking on it.
+ * @param cq the completion queue
+ * @param fd receives the file descriptor
+ * @return 0, or REMORA_E_INVALID for a NULL argument.
  */
-REMORA_API int remora_cq_fd(const remora_cq* cq, int* fd);
+REMORA_API int remora_completion_queue_fd(const remora_completion_queue* cq, int* fd);
 /**
  * Arms the CQ's fd: *armed true means it is safe to block on the fd; false means completions
  * may already be ready (poll first).
+ * @param cq the completion queue
+ * @param armed receives whether blocking on the fd is safe
+ * @return 0, or the provider's error.
  */
-REMORA_API int remora_cq_arm(remora_cq* cq, bool* armed);
-/** The CQ's kind (enum remora_cq_kind) and its connection's tag. */
-REMORA_API int remora_cq_info(const remora_cq* cq, int* kind, uint64_t* tag);
+REMORA_API int remora_completion_queue_arm(remora_completion_queue* cq, bool* armed);
+/**
+ * The CQ's kind (enum remora_cq_kind) and its connection's tag.
+ * @param cq the completion queue
+ * @param kind receives the CQ kind (enum remora_cq_kind), or NULL
+ * @param tag receives its connection's tag, or NULL
+ * @return 0, or REMORA_E_INVALID for a NULL CQ.
+ */
+REMORA_API int remora_completion_queue_info(const remora_completion_queue* cq, int* kind,
+                                            uint64_t* tag);
 
 /** Shared CQ configuration (remora::shared_cq_config). */
-struct remora_shared_cq_cfg {
-    size_t size;          /**< sizeof(struct remora_shared_cq_cfg) */
+struct remora_shared_cq_config {
+    size_t size;          /**< sizeof(struct remora_shared_cq_config) */
     uint32_t entries;     /**< 0: 1024; clamped to the provider's CQ size */
     bool progress_thread; /**< read by the domain's progress thread */
     uint64_t tag;         /**< reported for a peer's write with immediate data */
 };
 
 /**
- * A CQ shared by several connections (remora_conn_cfg.shared_cq / shared_rcq). Attaching a
+ * A CQ shared by several connections (remora_connection_config.shared_cq / shared_rcq). Attaching a
  * connection whose queue entries would overflow it fails with REMORA_E_TOO_LARGE.
+ * @param dom the domain
+ * @param cfg its configuration (NULL: the defaults)
+ * @param scq receives the shared CQ
+ * @return 0, or the provider's error.
  */
-REMORA_API int remora_shared_cq_new(remora_domain* dom, const struct remora_shared_cq_cfg* cfg,
-                                    remora_shared_cq** scq);
-/** Frees this handle; the CQ lives on while attached connections use it. NULL: nothing. */
-REMORA_API void remora_shared_cq_delete(remora_shared_cq* scq);
-/** The shared CQ's queue (borrowed, lives as long as the handle): poll, wait, fd, arm. */
-REMORA_API int remora_shared_cq_queue(const remora_shared_cq* scq, remora_cq** cq);
+REMORA_API int remora_shared_completion_queue_create(remora_domain* dom,
+                                                     const struct remora_shared_cq_config* cfg,
+                                                     remora_shared_completion_queue** scq);
+/**
+ * Frees this handle; the CQ lives on while attached connections use it. NULL: nothing.
+ * @param scq the shared CQ, or NULL
+ */
+REMORA_API void remora_shared_completion_queue_delete(remora_shared_completion_queue* scq);
+/**
+ * The shared CQ's queue (borrowed, lives as long as the handle): poll, wait, fd, arm.
+ * @param scq the shared completion queue
+ * @param cq receives its queue
+ * @return 0, or REMORA_E_INVALID for a NULL argument.
+ */
+REMORA_API int remora_shared_completion_queue_queue(const remora_shared_completion_queue* scq,
+                                                    remora_completion_queue** cq);
 
 /** What a channel wait reports (remora::channel_event). */
 struct remora_channel_event {
-    remora_cq* cq; /**< the CQ that fired: poll it */
-    int kind;      /**< enum remora_cq_kind */
-    uint64_t tag;  /**< its connection's tag */
-    size_t ready;  /**< completions ready on it; 0 is a no_completion wake-up */
+    remora_completion_queue* cq; /**< the CQ that fired: poll it */
+    int kind;                    /**< enum remora_cq_kind */
+    uint64_t tag;                /**< its connection's tag */
+    size_t ready;                /**< completions ready on it; 0 is a no_completion wake-up */
 };
 
-/** A completion channel that connections with channel_shared may share. */
-REMORA_API int remora_channel_new(remora_channel** ch);
-/** Frees this handle (the channel lives while attached connections do). NULL: nothing. */
-REMORA_API void remora_channel_delete(remora_channel* ch);
-/** The channel's fd for the caller's epoll. */
-REMORA_API int remora_channel_fd(const remora_channel* ch, int* fd);
+/**
+ * A completion channel that connections with channel_shared may share.
+ * @param ch receives the channel
+ * @return 0, or the system's error (REMORA_E_PROVIDER, REMORA_E_UNKNOWN).
+ */
+REMORA_API int remora_completion_channel_create(remora_completion_channel** ch);
+/**
+ * Frees this handle (the channel lives while attached connections do). NULL: nothing.
+ * @param ch the channel, or NULL
+ */
+REMORA_API void remora_completion_channel_delete(remora_completion_channel* ch);
+/**
+ * The channel's fd for the caller's epoll.
+ * @param ch the completion channel
+ * @param fd receives the file descriptor
+ * @return 0, or REMORA_E_INVALID for a NULL argument.
+ */
+REMORA_API int remora_completion_channel_fd(const remora_completion_channel* ch, int* fd);
 /**
  * Blocks until an attached CQ fires and says which (REMORA_E_TIMED_OUT after the timeout).
  * Threading: one waiter at a time.
+ * @param ch the completion channel
+ * @param timeout_ms how long to wait, in milliseconds (0: only look)
+ * @param ev receives the event
+ * @return 0; REMORA_E_TIMED_OUT after the timeout.
  */
-REMORA_API int remora_channel_wait(remora_channel* ch, int timeout_ms,
-                                   struct remora_channel_event* ev);
+REMORA_API int remora_completion_channel_wait(remora_completion_channel* ch, int timeout_ms,
+                                              struct remora_channel_event* ev);
 
 /** @} */
 

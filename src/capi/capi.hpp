@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <span>
 #include <string>
@@ -25,46 +26,88 @@
 #include <remora/remora.h>
 #include <remora/remora.hpp>
 
-// ---- handle types (the header declares them incomplete). remora_mr and remora_cq are the C++
-// objects themselves (memory_region, completion_queue), so borrowed ones need no allocation.
+// ---- handle types (the header declares them incomplete). remora_memory_region and
+// remora_completion_queue are the C++ objects themselves (memory_region, completion_queue), so
+// borrowed ones need no allocation.
 struct remora_domain {
     remora::domain d;
 };
-struct remora_remote {
+struct remora_remote_region {
     remora::remote_region r;
 };
-struct remora_pregion {
+struct remora_persistent_region {
     remora::persistent_region p;
 };
-struct remora_service {
+struct remora_target_service {
     remora::target_service s;
 };
 struct remora_listener {
     remora::listener l;
 };
-struct remora_request {
+struct remora_connection_request {
     remora::connection_request q;
 };
-struct remora_conn {
-    remora::connection c;
+namespace remora::capi {
+struct callback_record;
+// The C completion callbacks of one connection's operations not yet run: each record is unlinked
+// and freed by the trampoline that runs its callback; the ones a destroyed connection dropped
+// (never to run) are freed with the registry.
+struct callback_registry {
+    std::mutex mu;
+    callback_record* head = nullptr;
+    callback_registry() = default;
+    callback_registry(const callback_registry&) = delete;
+    callback_registry& operator=(const callback_registry&) = delete;
+    ~callback_registry();
 };
-struct remora_shared_cq {
+}  // namespace remora::capi
+struct remora_connection {
+    // Declared before the connection, so destroyed after it: once the connection is gone no
+    // callback of its operations runs any more, and the records left are freed.
+    std::unique_ptr<remora::capi::callback_registry> callbacks =
+        std::make_unique<remora::capi::callback_registry>();
+    remora::connection c;
+    explicit remora_connection(remora::connection&& conn) noexcept : c(std::move(conn)) {}
+};
+struct remora_shared_completion_queue {
     remora::shared_completion_queue q;
 };
-struct remora_channel {
+struct remora_completion_channel {
     remora::completion_channel ch;
 };
 struct remora_slot_pool {
     std::shared_ptr<remora::slot_pool> p;
 };
-struct remora_lease {
+struct remora_held_units {
     remora::held_units l;
 };
 struct remora_buffer_pool {
     remora::buffer_pool b;
 };
-struct remora_srq {
+struct remora_shared_receive_queue {
     remora::shared_receive_queue q;
+};
+
+struct remora_receive_pool {
+    remora::receive_pool p;
+};
+struct remora_message {
+    remora::message m;
+};
+struct remora_registration_cache {
+    remora::registration_cache c;
+};
+struct remora_cached_region {
+    remora::cached_region r;
+};
+struct remora_admission_key {
+    remora::admission_key k;
+};
+struct remora_admission_gate {
+    remora::admission_gate g;
+};
+struct remora_admitted_peer {
+    remora::admitted_peer p;
 };
 
 // The helpers below are hidden in both libraries (the version script exports namespace remora as
@@ -72,20 +115,20 @@ struct remora_srq {
 #pragma GCC visibility push(hidden)
 namespace remora::capi {
 
-inline const memory_region* mr_of(const remora_mr* m) noexcept {
+inline const memory_region* mr_of(const remora_memory_region* m) noexcept {
     return reinterpret_cast<const memory_region*>(m);
 }
-inline remora_mr* c_mr(memory_region* m) noexcept {
-    return reinterpret_cast<remora_mr*>(m);
+inline remora_memory_region* c_mr(memory_region* m) noexcept {
+    return reinterpret_cast<remora_memory_region*>(m);
 }
-inline completion_queue* cq_of(remora_cq* q) noexcept {
+inline completion_queue* cq_of(remora_completion_queue* q) noexcept {
     return reinterpret_cast<completion_queue*>(q);
 }
-inline const completion_queue* cq_of(const remora_cq* q) noexcept {
+inline const completion_queue* cq_of(const remora_completion_queue* q) noexcept {
     return reinterpret_cast<const completion_queue*>(q);
 }
-inline remora_cq* c_cq(completion_queue* q) noexcept {
-    return reinterpret_cast<remora_cq*>(q);
+inline remora_completion_queue* c_cq(completion_queue* q) noexcept {
+    return reinterpret_cast<remora_completion_queue*>(q);
 }
 
 // The REMORA_E_* code of an error code (0 for none).
@@ -140,8 +183,12 @@ int load_cfg(const char* fn, const char* type, const T* in, T& out) noexcept {
 
 // Operation flags to op_options: unknown bits or both modes together are REMORA_E_INVALID.
 int op_options_of(const char* fn, unsigned flags, void* context, op_options& out) noexcept;
+// A C connection configuration as the C++ one (connections.cpp; 0 fields keep the defaults).
+int connection_config_of(const char* fn, const remora_connection_config* cfg,
+                         connection_config& out);
 // A C persistence configuration as the C++ one (persistence.cpp; 0 fields keep the defaults).
-int persistence_config_of(const char* fn, const remora_persist_cfg* cfg, persistence_config& out);
+int persistence_config_of(const char* fn, const remora_persistence_config* cfg,
+                          persistence_config& out);
 
 // The connection operations' common start: `conn` given, `flags` and `context` as op_options.
 #define REMORA_CAPI_OP_PROLOGUE(fn)                         \
@@ -162,8 +209,8 @@ int give(const char* fn, result<T>&& r, H** out) {
     return 0;
 }
 
-// The body of remora_conn_wait and remora_channel_wait: waits on `w` (a connection or a
-// completion channel) for up to timeout_ms and stores the event in `*ev`.
+// The body of remora_connection_wait and remora_completion_channel_wait: waits on `w` (a connection
+// or a completion channel) for up to timeout_ms and stores the event in `*ev`.
 template <class Waiter>
 int wait_event(const char* fn, Waiter& w, int timeout_ms, remora_channel_event* ev) {
     REMORA_CAPI_NOT_NULL(fn, ev);
@@ -178,10 +225,13 @@ int wait_event(const char* fn, Waiter& w, int timeout_ms, remora_channel_event* 
     return 0;
 }
 
-// Operation options from the C struct (NULL: defaults), for the _ex operations, gather_write and
-// the copies. A C callback is carried by a record allocated here and freed by the trampoline
-// that calls it (or by release_op_callback when the post fails: nothing will call it then).
-int op_options_of(const char* fn, const remora_op_opts* in, op_options& out);
+// Operation options from the C struct (NULL: defaults), for the _ex operations, gather_write,
+// publish and the copies of connection `conn`. A C callback is carried by a record allocated here
+// and linked in conn's registry, freed by the trampoline that calls it, by release_op_callback
+// when the post fails (nothing will call it then), or with the registry when the connection is
+// destroyed before it ran.
+int op_options_of(const char* fn, const remora_op_options* in, remora_connection& conn,
+                  op_options& out);
 void release_op_callback(const op_options& o) noexcept;
 
 // A C++ completion as the C struct.

@@ -10,8 +10,9 @@ using namespace remora::capi;
 
 extern "C" {
 
-REMORA_API int remora_cq_poll(remora_cq* cq, struct remora_completion* out, size_t max, size_t* n) {
-    static constexpr const char* fn = "remora_cq_poll";
+REMORA_API int remora_completion_queue_poll(remora_completion_queue* cq,
+                                            struct remora_completion* out, size_t max, size_t* n) {
+    static constexpr const char* fn = "remora_completion_queue_poll";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, cq);
         REMORA_CAPI_NOT_NULL(fn, out);
@@ -35,8 +36,9 @@ REMORA_API int remora_cq_poll(remora_cq* cq, struct remora_completion* out, size
     });
 }
 
-REMORA_API int remora_cq_wait(remora_cq* cq, int timeout_ms, size_t* ready) {
-    static constexpr const char* fn = "remora_cq_wait";
+REMORA_API int remora_completion_queue_wait(remora_completion_queue* cq, int timeout_ms,
+                                            size_t* ready) {
+    static constexpr const char* fn = "remora_completion_queue_wait";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, cq);
         REMORA_CAPI_NOT_NULL(fn, ready);
@@ -52,8 +54,9 @@ REMORA_API int remora_cq_wait(remora_cq* cq, int timeout_ms, size_t* ready) {
     });
 }
 
-REMORA_API int remora_cq_next(remora_cq* cq, int timeout_ms, struct remora_completion* out) {
-    static constexpr const char* fn = "remora_cq_next";
+REMORA_API int remora_completion_queue_next(remora_completion_queue* cq, int timeout_ms,
+                                            struct remora_completion* out) {
+    static constexpr const char* fn = "remora_completion_queue_next";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, cq);
         REMORA_CAPI_NOT_NULL(fn, out);
@@ -69,12 +72,12 @@ REMORA_API int remora_cq_next(remora_cq* cq, int timeout_ms, struct remora_compl
     });
 }
 
-REMORA_API int remora_cq_fd(const remora_cq* cq, int* fd) {
-    return REMORA_CAPI_GET("remora_cq_fd", cq, fd, cq_of(cq)->fd());
+REMORA_API int remora_completion_queue_fd(const remora_completion_queue* cq, int* fd) {
+    return REMORA_CAPI_GET("remora_completion_queue_fd", cq, fd, cq_of(cq)->fd());
 }
 
-REMORA_API int remora_cq_arm(remora_cq* cq, bool* armed) {
-    static constexpr const char* fn = "remora_cq_arm";
+REMORA_API int remora_completion_queue_arm(remora_completion_queue* cq, bool* armed) {
+    static constexpr const char* fn = "remora_completion_queue_arm";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, cq);
         REMORA_CAPI_NOT_NULL(fn, armed);
@@ -87,8 +90,9 @@ REMORA_API int remora_cq_arm(remora_cq* cq, bool* armed) {
     });
 }
 
-REMORA_API int remora_cq_info(const remora_cq* cq, int* kind, uint64_t* tag) {
-    static constexpr const char* fn = "remora_cq_info";
+REMORA_API int remora_completion_queue_info(const remora_completion_queue* cq, int* kind,
+                                            uint64_t* tag) {
+    static constexpr const char* fn = "remora_completion_queue_info";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, cq);
         if (kind != nullptr) {
@@ -103,14 +107,15 @@ REMORA_API int remora_cq_info(const remora_cq* cq, int* kind, uint64_t* tag) {
 
 // ---- shared CQs
 
-REMORA_API int remora_shared_cq_new(remora_domain* dom, const struct remora_shared_cq_cfg* cfg,
-                                    remora_shared_cq** scq) {
-    static constexpr const char* fn = "remora_shared_cq_new";
+REMORA_API int remora_shared_completion_queue_create(remora_domain* dom,
+                                                     const struct remora_shared_cq_config* cfg,
+                                                     remora_shared_completion_queue** scq) {
+    static constexpr const char* fn = "remora_shared_completion_queue_create";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, dom);
         REMORA_CAPI_NOT_NULL(fn, scq);
-        remora_shared_cq_cfg c;
-        if (int rc = load_cfg(fn, "remora_shared_cq_cfg", cfg, c)) {
+        remora_shared_cq_config c;
+        if (int rc = load_cfg(fn, "remora_shared_cq_config", cfg, c)) {
             return rc;
         }
         remora::shared_cq_config sc;
@@ -123,35 +128,36 @@ REMORA_API int remora_shared_cq_new(remora_domain* dom, const struct remora_shar
     });
 }
 
-REMORA_API void remora_shared_cq_delete(remora_shared_cq* scq) {
+REMORA_API void remora_shared_completion_queue_delete(remora_shared_completion_queue* scq) {
     guarded_void([&] { delete scq; });
 }
 
-REMORA_API int remora_shared_cq_queue(const remora_shared_cq* scq, remora_cq** cq) {
-    return REMORA_CAPI_GET("remora_shared_cq_queue", scq, cq, c_cq(&scq->q.queue()));
+REMORA_API int remora_shared_completion_queue_queue(const remora_shared_completion_queue* scq,
+                                                    remora_completion_queue** cq) {
+    return REMORA_CAPI_GET("remora_shared_completion_queue_queue", scq, cq, c_cq(&scq->q.queue()));
 }
 
 // ---- channels
 
-REMORA_API int remora_channel_new(remora_channel** ch) {
-    static constexpr const char* fn = "remora_channel_new";
+REMORA_API int remora_completion_channel_create(remora_completion_channel** ch) {
+    static constexpr const char* fn = "remora_completion_channel_create";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, ch);
         return give(fn, remora::completion_channel::create(), ch);
     });
 }
 
-REMORA_API void remora_channel_delete(remora_channel* ch) {
+REMORA_API void remora_completion_channel_delete(remora_completion_channel* ch) {
     guarded_void([&] { delete ch; });
 }
 
-REMORA_API int remora_channel_fd(const remora_channel* ch, int* fd) {
-    return REMORA_CAPI_GET("remora_channel_fd", ch, fd, ch->ch.fd());
+REMORA_API int remora_completion_channel_fd(const remora_completion_channel* ch, int* fd) {
+    return REMORA_CAPI_GET("remora_completion_channel_fd", ch, fd, ch->ch.fd());
 }
 
-REMORA_API int remora_channel_wait(remora_channel* ch, int timeout_ms,
-                                   struct remora_channel_event* ev) {
-    static constexpr const char* fn = "remora_channel_wait";
+REMORA_API int remora_completion_channel_wait(remora_completion_channel* ch, int timeout_ms,
+                                              struct remora_channel_event* ev) {
+    static constexpr const char* fn = "remora_completion_channel_wait";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, ch);
         return wait_event(fn, ch->ch, timeout_ms, ev);

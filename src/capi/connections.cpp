@@ -5,12 +5,13 @@
 
 using namespace remora::capi;
 
-namespace {
+namespace remora::capi {
 
 // A C connection configuration as the C++ one (0 fields keep the C++ defaults).
-int conn_config_of(const char* fn, const remora_conn_cfg* cfg, remora::connection_config& out) {
-    remora_conn_cfg c;
-    if (int rc = load_cfg(fn, "remora_conn_cfg", cfg, c)) {
+int connection_config_of(const char* fn, const remora_connection_config* cfg,
+                         remora::connection_config& out) {
+    remora_connection_config c;
+    if (int rc = load_cfg(fn, "remora_connection_config", cfg, c)) {
         return rc;
     }
     out = {};
@@ -66,6 +67,10 @@ int conn_config_of(const char* fn, const remora_conn_cfg* cfg, remora::connectio
     return 0;
 }
 
+}  // namespace remora::capi
+
+namespace {
+
 int done(const char* fn, const remora::result<void>& r) {
     return r ? 0 : fail(r.error(), fn);
 }
@@ -82,9 +87,9 @@ extern "C" {
 
 // ---- listener and requests
 
-REMORA_API int remora_listener_new(remora_domain* dom, const char* host, uint16_t port,
-                                   remora_listener** lst) {
-    static constexpr const char* fn = "remora_listener_new";
+REMORA_API int remora_listener_create(remora_domain* dom, const char* host, uint16_t port,
+                                      remora_listener** lst) {
+    static constexpr const char* fn = "remora_listener_create";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, dom);
         REMORA_CAPI_NOT_NULL(fn, host);
@@ -106,7 +111,7 @@ REMORA_API int remora_listener_fd(const remora_listener* lst, int* fd) {
 }
 
 REMORA_API int remora_listener_get_request(remora_listener* lst, int timeout_ms,
-                                           remora_request** req) {
+                                           remora_connection_request** req) {
     static constexpr const char* fn = "remora_listener_get_request";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, lst);
@@ -118,9 +123,9 @@ REMORA_API int remora_listener_get_request(remora_listener* lst, int timeout_ms,
     });
 }
 
-REMORA_API int remora_request_private_data(const remora_request* req, const void** data,
-                                           size_t* len) {
-    static constexpr const char* fn = "remora_request_private_data";
+REMORA_API int remora_connection_request_private_data(const remora_connection_request* req,
+                                                      const void** data, size_t* len) {
+    static constexpr const char* fn = "remora_connection_request_private_data";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, req);
         REMORA_CAPI_NOT_NULL(fn, data);
@@ -129,9 +134,11 @@ REMORA_API int remora_request_private_data(const remora_request* req, const void
     });
 }
 
-REMORA_API int remora_request_accept(remora_request* req, const struct remora_conn_cfg* cfg,
-                                     const void* pdata, size_t pdata_len, remora_conn** conn) {
-    static constexpr const char* fn = "remora_request_accept";
+REMORA_API int remora_connection_request_accept(remora_connection_request* req,
+                                                const struct remora_connection_config* cfg,
+                                                const void* pdata, size_t pdata_len,
+                                                remora_connection** conn) {
+    static constexpr const char* fn = "remora_connection_request_accept";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, req);
         REMORA_CAPI_NOT_NULL(fn, conn);
@@ -139,17 +146,18 @@ REMORA_API int remora_request_accept(remora_request* req, const struct remora_co
             return rc;
         }
         remora::connection_config cc;
-        if (int rc = conn_config_of(fn, cfg, cc)) {
+        if (int rc = connection_config_of(fn, cfg, cc)) {
             return rc;
         }
         return give(fn, req->q.accept(cc, bytes(pdata, pdata_len)), conn);
     });
 }
 
-REMORA_API int remora_request_accept_async(remora_request* req, const struct remora_conn_cfg* cfg,
-                                           const void* pdata, size_t pdata_len,
-                                           remora_conn** conn) {
-    static constexpr const char* fn = "remora_request_accept_async";
+REMORA_API int remora_connection_request_accept_async(remora_connection_request* req,
+                                                      const struct remora_connection_config* cfg,
+                                                      const void* pdata, size_t pdata_len,
+                                                      remora_connection** conn) {
+    static constexpr const char* fn = "remora_connection_request_accept_async";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, req);
         REMORA_CAPI_NOT_NULL(fn, conn);
@@ -157,15 +165,16 @@ REMORA_API int remora_request_accept_async(remora_request* req, const struct rem
             return rc;
         }
         remora::connection_config cc;
-        if (int rc = conn_config_of(fn, cfg, cc)) {
+        if (int rc = connection_config_of(fn, cfg, cc)) {
             return rc;
         }
         return give(fn, req->q.accept_async(cc, bytes(pdata, pdata_len)), conn);
     });
 }
 
-REMORA_API int remora_request_reject(remora_request* req, const void* pdata, size_t pdata_len) {
-    static constexpr const char* fn = "remora_request_reject";
+REMORA_API int remora_connection_request_reject(remora_connection_request* req, const void* pdata,
+                                                size_t pdata_len) {
+    static constexpr const char* fn = "remora_connection_request_reject";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, req);
         if (int rc = check_bytes(fn, "pdata", pdata, pdata_len)) {
@@ -175,15 +184,15 @@ REMORA_API int remora_request_reject(remora_request* req, const void* pdata, siz
     });
 }
 
-REMORA_API void remora_request_delete(remora_request* req) {
+REMORA_API void remora_connection_request_delete(remora_connection_request* req) {
     guarded_void([&] { delete req; });
 }
 
 // ---- connections
 
 REMORA_API int remora_connect(remora_domain* dom, const char* host, uint16_t port,
-                              const struct remora_conn_cfg* cfg, const void* pdata,
-                              size_t pdata_len, remora_conn** conn) {
+                              const struct remora_connection_config* cfg, const void* pdata,
+                              size_t pdata_len, remora_connection** conn) {
     static constexpr const char* fn = "remora_connect";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, dom);
@@ -193,7 +202,7 @@ REMORA_API int remora_connect(remora_domain* dom, const char* host, uint16_t por
             return rc;
         }
         remora::connection_config cc;
-        if (int rc = conn_config_of(fn, cfg, cc)) {
+        if (int rc = connection_config_of(fn, cfg, cc)) {
             return rc;
         }
         return give(
@@ -202,8 +211,8 @@ REMORA_API int remora_connect(remora_domain* dom, const char* host, uint16_t por
 }
 
 REMORA_API int remora_connect_async(remora_domain* dom, const char* host, uint16_t port,
-                                    const struct remora_conn_cfg* cfg, const void* pdata,
-                                    size_t pdata_len, remora_conn** conn) {
+                                    const struct remora_connection_config* cfg, const void* pdata,
+                                    size_t pdata_len, remora_connection** conn) {
     static constexpr const char* fn = "remora_connect_async";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, dom);
@@ -213,7 +222,7 @@ REMORA_API int remora_connect_async(remora_domain* dom, const char* host, uint16
             return rc;
         }
         remora::connection_config cc;
-        if (int rc = conn_config_of(fn, cfg, cc)) {
+        if (int rc = connection_config_of(fn, cfg, cc)) {
             return rc;
         }
         return give(
@@ -222,30 +231,31 @@ REMORA_API int remora_connect_async(remora_domain* dom, const char* host, uint16
     });
 }
 
-REMORA_API int remora_conn_setup_status(const remora_conn* conn) {
-    static constexpr const char* fn = "remora_conn_setup_status";
+REMORA_API int remora_connection_setup_status(const remora_connection* conn) {
+    static constexpr const char* fn = "remora_connection_setup_status";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, conn);
         return done(fn, conn->c.setup_status());
     });
 }
 
-REMORA_API int remora_peer_open(remora_domain* dom, const struct remora_conn_cfg* cfg,
-                                remora_conn** conn) {
-    static constexpr const char* fn = "remora_peer_open";
+REMORA_API int remora_open_peer(remora_domain* dom, const struct remora_connection_config* cfg,
+                                remora_connection** conn) {
+    static constexpr const char* fn = "remora_open_peer";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, dom);
         REMORA_CAPI_NOT_NULL(fn, conn);
         remora::connection_config cc;
-        if (int rc = conn_config_of(fn, cfg, cc)) {
+        if (int rc = connection_config_of(fn, cfg, cc)) {
             return rc;
         }
         return give(fn, remora::connection::open_peer(dom->d, cc), conn);
     });
 }
 
-REMORA_API int remora_peer_address(const remora_conn* conn, const void** addr, size_t* len) {
-    static constexpr const char* fn = "remora_peer_address";
+REMORA_API int remora_connection_local_address(const remora_connection* conn, const void** addr,
+                                               size_t* len) {
+    static constexpr const char* fn = "remora_connection_local_address";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, conn);
         REMORA_CAPI_NOT_NULL(fn, addr);
@@ -254,8 +264,8 @@ REMORA_API int remora_peer_address(const remora_conn* conn, const void** addr, s
     });
 }
 
-REMORA_API int remora_peer_attach(remora_conn* conn, const void* addr, size_t len) {
-    static constexpr const char* fn = "remora_peer_attach";
+REMORA_API int remora_connection_attach(remora_connection* conn, const void* addr, size_t len) {
+    static constexpr const char* fn = "remora_connection_attach";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, conn);
         REMORA_CAPI_NOT_NULL(fn, addr);
@@ -263,21 +273,21 @@ REMORA_API int remora_peer_attach(remora_conn* conn, const void* addr, size_t le
     });
 }
 
-REMORA_API int remora_conn_close(remora_conn* conn) {
-    static constexpr const char* fn = "remora_conn_close";
+REMORA_API int remora_connection_close(remora_connection* conn) {
+    static constexpr const char* fn = "remora_connection_close";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, conn);
         return done(fn, conn->c.close());
     });
 }
 
-REMORA_API void remora_conn_delete(remora_conn* conn) {
+REMORA_API void remora_connection_delete(remora_connection* conn) {
     guarded_void([&] { delete conn; });
 }
 
-REMORA_API int remora_conn_peer_private_data(const remora_conn* conn, const void** data,
-                                             size_t* len) {
-    static constexpr const char* fn = "remora_conn_peer_private_data";
+REMORA_API int remora_connection_peer_private_data(const remora_connection* conn, const void** data,
+                                                   size_t* len) {
+    static constexpr const char* fn = "remora_connection_peer_private_data";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, conn);
         REMORA_CAPI_NOT_NULL(fn, data);
@@ -286,25 +296,25 @@ REMORA_API int remora_conn_peer_private_data(const remora_conn* conn, const void
     });
 }
 
-REMORA_API int remora_conn_cq(remora_conn* conn, remora_cq** cq) {
-    return REMORA_CAPI_GET("remora_conn_cq", conn, cq, c_cq(&conn->c.cq()));
+REMORA_API int remora_connection_cq(remora_connection* conn, remora_completion_queue** cq) {
+    return REMORA_CAPI_GET("remora_connection_cq", conn, cq, c_cq(&conn->c.cq()));
 }
 
-REMORA_API int remora_conn_rcq(remora_conn* conn, remora_cq** rcq) {
-    return REMORA_CAPI_GET("remora_conn_rcq", conn, rcq, c_cq(conn->c.rcq()));
+REMORA_API int remora_connection_rcq(remora_connection* conn, remora_completion_queue** rcq) {
+    return REMORA_CAPI_GET("remora_connection_rcq", conn, rcq, c_cq(conn->c.rcq()));
 }
 
-REMORA_API int remora_conn_wait(remora_conn* conn, int timeout_ms,
-                                struct remora_channel_event* ev) {
-    static constexpr const char* fn = "remora_conn_wait";
+REMORA_API int remora_connection_wait(remora_connection* conn, int timeout_ms,
+                                      struct remora_channel_event* ev) {
+    static constexpr const char* fn = "remora_connection_wait";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, conn);
         return wait_event(fn, conn->c, timeout_ms, ev);
     });
 }
 
-REMORA_API int remora_conn_next_event(remora_conn* conn, int timeout_ms, int* event) {
-    static constexpr const char* fn = "remora_conn_next_event";
+REMORA_API int remora_connection_next_event(remora_connection* conn, int timeout_ms, int* event) {
+    static constexpr const char* fn = "remora_connection_next_event";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, conn);
         REMORA_CAPI_NOT_NULL(fn, event);
@@ -320,19 +330,19 @@ REMORA_API int remora_conn_next_event(remora_conn* conn, int timeout_ms, int* ev
     });
 }
 
-REMORA_API int remora_conn_event_fd(const remora_conn* conn, int* fd) {
-    return REMORA_CAPI_GET("remora_conn_event_fd", conn, fd, conn->c.event_fd());
+REMORA_API int remora_connection_event_fd(const remora_connection* conn, int* fd) {
+    return REMORA_CAPI_GET("remora_connection_event_fd", conn, fd, conn->c.event_fd());
 }
 
-REMORA_API int remora_conn_in_flight(const remora_conn* conn, size_t* n) {
-    return REMORA_CAPI_GET("remora_conn_in_flight", conn, n, conn->c.in_flight());
+REMORA_API int remora_connection_in_flight(const remora_connection* conn, size_t* n) {
+    return REMORA_CAPI_GET("remora_connection_in_flight", conn, n, conn->c.in_flight());
 }
 
 // ---- operations
 
-REMORA_API int remora_write(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                            const remora_mr* src, size_t src_offset, size_t len, unsigned flags,
-                            void* context) {
+REMORA_API int remora_write(remora_connection* conn, const remora_remote_region* dst,
+                            uint64_t dst_offset, const remora_memory_region* src, size_t src_offset,
+                            size_t len, unsigned flags, void* context) {
     static constexpr const char* fn = "remora_write";
     return guarded(fn, [&] {
         REMORA_CAPI_OP_PROLOGUE(fn);
@@ -342,10 +352,11 @@ REMORA_API int remora_write(remora_conn* conn, const remora_remote* dst, uint64_
     });
 }
 
-REMORA_API int remora_write_imm(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                const remora_mr* src, size_t src_offset, size_t len, uint64_t imm,
-                                unsigned flags, void* context) {
-    static constexpr const char* fn = "remora_write_imm";
+REMORA_API int remora_write_with_imm(remora_connection* conn, const remora_remote_region* dst,
+                                     uint64_t dst_offset, const remora_memory_region* src,
+                                     size_t src_offset, size_t len, uint64_t imm, unsigned flags,
+                                     void* context) {
+    static constexpr const char* fn = "remora_write_with_imm";
     return guarded(fn, [&] {
         REMORA_CAPI_OP_PROLOGUE(fn);
         REMORA_CAPI_NOT_NULL(fn, dst);
@@ -355,9 +366,9 @@ REMORA_API int remora_write_imm(remora_conn* conn, const remora_remote* dst, uin
     });
 }
 
-REMORA_API int remora_read(remora_conn* conn, const remora_mr* dst, size_t dst_offset,
-                           const remora_remote* src, uint64_t src_offset, size_t len,
-                           unsigned flags, void* context) {
+REMORA_API int remora_read(remora_connection* conn, const remora_memory_region* dst,
+                           size_t dst_offset, const remora_remote_region* src, uint64_t src_offset,
+                           size_t len, unsigned flags, void* context) {
     static constexpr const char* fn = "remora_read";
     return guarded(fn, [&] {
         REMORA_CAPI_OP_PROLOGUE(fn);
@@ -367,8 +378,8 @@ REMORA_API int remora_read(remora_conn* conn, const remora_mr* dst, size_t dst_o
     });
 }
 
-REMORA_API int remora_send(remora_conn* conn, const remora_mr* src, size_t offset, size_t len,
-                           unsigned flags, void* context) {
+REMORA_API int remora_send(remora_connection* conn, const remora_memory_region* src, size_t offset,
+                           size_t len, unsigned flags, void* context) {
     static constexpr const char* fn = "remora_send";
     return guarded(fn, [&] {
         REMORA_CAPI_OP_PROLOGUE(fn);
@@ -377,9 +388,10 @@ REMORA_API int remora_send(remora_conn* conn, const remora_mr* src, size_t offse
     });
 }
 
-REMORA_API int remora_send_imm(remora_conn* conn, const remora_mr* src, size_t offset, size_t len,
-                               uint64_t imm, unsigned flags, void* context) {
-    static constexpr const char* fn = "remora_send_imm";
+REMORA_API int remora_send_with_imm(remora_connection* conn, const remora_memory_region* src,
+                                    size_t offset, size_t len, uint64_t imm, unsigned flags,
+                                    void* context) {
+    static constexpr const char* fn = "remora_send_with_imm";
     return guarded(fn, [&] {
         REMORA_CAPI_OP_PROLOGUE(fn);
         REMORA_CAPI_NOT_NULL(fn, src);
@@ -387,8 +399,8 @@ REMORA_API int remora_send_imm(remora_conn* conn, const remora_mr* src, size_t o
     });
 }
 
-REMORA_API int remora_recv(remora_conn* conn, const remora_mr* dst, size_t offset, size_t len,
-                           unsigned flags, void* context) {
+REMORA_API int remora_recv(remora_connection* conn, const remora_memory_region* dst, size_t offset,
+                           size_t len, unsigned flags, void* context) {
     static constexpr const char* fn = "remora_recv";
     return guarded(fn, [&] {
         REMORA_CAPI_OP_PROLOGUE(fn);

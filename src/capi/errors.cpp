@@ -11,6 +11,7 @@ namespace {
 struct last_error {
     std::string message;
     std::vector<std::byte> data;
+    int refusal = 0;  // enum remora_admission_refusal of the failure
 };
 
 last_error& last() noexcept {
@@ -46,6 +47,7 @@ int fail(int code, const char* fn, const std::string& message) noexcept {
         e.message.clear();  // no memory for the message: the code still says what happened
     }
     e.data.clear();
+    e.refusal = 0;
     return code;
 }
 
@@ -63,6 +65,9 @@ int fail(const error& err, const char* fn) noexcept {
     try {
         last().data.assign(err.data().begin(), err.data().end());
     } catch (...) {
+    }
+    if (const auto r = admission_refusal_of(err)) {
+        last().refusal = static_cast<int>(*r);
     }
     return code == 0 ? REMORA_E_UNKNOWN : code;
 }
@@ -107,11 +112,11 @@ int load_sized(const char* fn, const char* type, const void* in, void* out,
 }
 
 int op_options_of(const char* fn, unsigned flags, void* context, op_options& out) noexcept {
-    constexpr unsigned known = REMORA_F_ON_ERROR | REMORA_F_AT_POST;
+    constexpr unsigned known = REMORA_F_ON_ERROR | REMORA_F_AT_POST | REMORA_F_MORE;
     if ((flags & ~known) != 0) {
         return fail(REMORA_E_INVALID, fn, "unknown flag bits " + std::to_string(flags & ~known));
     }
-    if (flags == known) {
+    if ((flags & REMORA_F_ON_ERROR) != 0 && (flags & REMORA_F_AT_POST) != 0) {
         return fail(REMORA_E_INVALID, fn,
                     "REMORA_F_ON_ERROR and REMORA_F_AT_POST exclude each other");
     }
@@ -120,6 +125,7 @@ int op_options_of(const char* fn, unsigned flags, void* context, op_options& out
     out.report = (flags & REMORA_F_AT_POST)    ? completion_mode::at_post
                  : (flags & REMORA_F_ON_ERROR) ? completion_mode::on_error
                                                : completion_mode::always;
+    out.more = (flags & REMORA_F_MORE) != 0;
     return 0;
 }
 
@@ -127,7 +133,7 @@ void to_c(const completion& in, remora_completion& out) noexcept {
     out.op = static_cast<int>(in.op);
     out.status = code_of(in.status);
     out.context = in.context;
-    out.len = in.bytes;
+    out.bytes = in.bytes;
     out.imm = in.imm;
     out.has_imm = in.has_imm;
     out.tag = in.tag;
@@ -185,6 +191,10 @@ REMORA_API const char* remora_strerror(int code) {
 
 REMORA_API const char* remora_last_error_message(void) {
     return last().message.c_str();
+}
+
+REMORA_API int remora_last_admission_refusal(void) {
+    return last().refusal;
 }
 
 REMORA_API void remora_last_error_data(const void** data, size_t* len) {

@@ -1,16 +1,18 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // src/capi/persistence.cpp — the C API's persistence verbs over a connection (remora_persist.h):
 // its configuration, flush, and atomics native or through the target's service.
+#include <vector>
+
 #include "capi.hpp"
 
 using namespace remora::capi;
 
 namespace remora::capi {
 
-int persistence_config_of(const char* fn, const remora_persist_cfg* cfg,
+int persistence_config_of(const char* fn, const remora_persistence_config* cfg,
                           remora::persistence_config& out) {
-    remora_persist_cfg c;
-    if (int rc = load_cfg(fn, "remora_persist_cfg", cfg, c)) {
+    remora_persistence_config c;
+    if (int rc = load_cfg(fn, "remora_persistence_config", cfg, c)) {
         return rc;
     }
     out = {};
@@ -33,8 +35,9 @@ int done(const char* fn, const remora::result<void>& r) {
 
 extern "C" {
 
-REMORA_API int remora_atomic_write(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                   uint64_t value, unsigned flags, void* context) {
+REMORA_API int remora_atomic_write(remora_connection* conn, const remora_remote_region* dst,
+                                   uint64_t dst_offset, uint64_t value, unsigned flags,
+                                   void* context) {
     static constexpr const char* fn = "remora_atomic_write";
     return guarded(fn, [&] {
         REMORA_CAPI_OP_PROLOGUE(fn);
@@ -43,9 +46,10 @@ REMORA_API int remora_atomic_write(remora_conn* conn, const remora_remote* dst, 
     });
 }
 
-REMORA_API int remora_compare_swap(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                   uint64_t expected, uint64_t desired, const remora_mr* result,
-                                   size_t result_offset, unsigned flags, void* context) {
+REMORA_API int remora_compare_swap(remora_connection* conn, const remora_remote_region* dst,
+                                   uint64_t dst_offset, uint64_t expected, uint64_t desired,
+                                   const remora_memory_region* result, size_t result_offset,
+                                   unsigned flags, void* context) {
     static constexpr const char* fn = "remora_compare_swap";
     return guarded(fn, [&] {
         REMORA_CAPI_OP_PROLOGUE(fn);
@@ -56,8 +60,9 @@ REMORA_API int remora_compare_swap(remora_conn* conn, const remora_remote* dst, 
     });
 }
 
-REMORA_API int remora_fetch_add(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                uint64_t addend, const remora_mr* result, size_t result_offset,
+REMORA_API int remora_fetch_add(remora_connection* conn, const remora_remote_region* dst,
+                                uint64_t dst_offset, uint64_t addend,
+                                const remora_memory_region* result, size_t result_offset,
                                 unsigned flags, void* context) {
     static constexpr const char* fn = "remora_fetch_add";
     return guarded(fn, [&] {
@@ -89,7 +94,7 @@ int flush_options_of(const char* fn, int type, int method, remora::flush_options
                         "flush type " + std::to_string(type) + " is not a REMORA_FLUSH_* type");
     }
     switch (method) {
-        case REMORA_FLUSH_AUTO:
+        case REMORA_FLUSH_AUTOMATIC:
             out.method = remora::flush_method::automatic;
             break;
         case REMORA_FLUSH_READ_AFTER_WRITE:
@@ -110,8 +115,9 @@ int flush_options_of(const char* fn, int type, int method, remora::flush_options
 
 extern "C" {
 
-REMORA_API int remora_flush(remora_conn* conn, const remora_remote* dst, uint64_t offset,
-                            uint64_t len, int type, int method, unsigned flags, void* context) {
+REMORA_API int remora_flush(remora_connection* conn, const remora_remote_region* dst,
+                            uint64_t offset, uint64_t len, int type, int method, unsigned flags,
+                            void* context) {
     static constexpr const char* fn = "remora_flush";
     return guarded(fn, [&] {
         REMORA_CAPI_OP_PROLOGUE(fn);
@@ -124,8 +130,9 @@ REMORA_API int remora_flush(remora_conn* conn, const remora_remote* dst, uint64_
     });
 }
 
-REMORA_API int remora_flush_method_for(const remora_conn* conn, const remora_remote* dst, int type,
-                                       int method, int* chosen) {
+REMORA_API int remora_flush_method_for(const remora_connection* conn,
+                                       const remora_remote_region* dst, int type, int method,
+                                       int* chosen) {
     static constexpr const char* fn = "remora_flush_method_for";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, conn);
@@ -141,6 +148,46 @@ REMORA_API int remora_flush_method_for(const remora_conn* conn, const remora_rem
         }
         *chosen =
             *m == remora::flush_method::gpspm ? REMORA_FLUSH_GPSPM : REMORA_FLUSH_READ_AFTER_WRITE;
+        return 0;
+    });
+}
+
+}  // extern "C"
+
+extern "C" {
+
+REMORA_API int remora_publish(remora_connection* conn, const struct remora_remote_segment* data,
+                              size_t n, const remora_memory_region* src, size_t src_offset,
+                              const remora_remote_region* flag, uint64_t flag_offset,
+                              uint64_t value, int type, int method,
+                              const struct remora_op_options* opts) {
+    static constexpr const char* fn = "remora_publish";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        REMORA_CAPI_NOT_NULL(fn, src);
+        REMORA_CAPI_NOT_NULL(fn, flag);
+        if (n != 0) {
+            REMORA_CAPI_NOT_NULL(fn, data);
+        }
+        remora::flush_options how;
+        if (int rc = flush_options_of(fn, type, method, how)) {
+            return rc;
+        }
+        std::vector<remora::remote_segment> segs(n);
+        for (size_t i = 0; i < n; ++i) {
+            segs[i] = {data[i].region == nullptr ? nullptr : &data[i].region->r, data[i].offset,
+                       data[i].length};
+        }
+        remora::op_options o;
+        if (int rc = op_options_of(fn, opts, *conn, o)) {
+            return rc;
+        }
+        auto r = remora::publish(conn->c, segs, *mr_of(src), src_offset, flag->r, flag_offset,
+                                 value, how, o);
+        if (!r) {
+            release_op_callback(o);
+            return fail(r.error(), fn);
+        }
         return 0;
     });
 }

@@ -39,23 +39,70 @@ void acquire_trampoline(void* ctx, remora::result<remora::held_units> r) {
         c.fn(c.ctx, code_of(r.error().code()), nullptr);
         return;
     }
-    auto* l = new (std::nothrow) remora_lease{std::move(*r)};
+    auto* l = new (std::nothrow) remora_held_units{std::move(*r)};
     c.fn(c.ctx, l == nullptr ? REMORA_E_NOMEM : 0, l);  // without a handle the units go back
 }
 
-// A C completion callback and the operation's context, carried as the C++ context.
-struct c_callback {
+void callback_trampoline(const remora::completion& c);
+
+}  // namespace
+
+namespace remora::capi {
+
+// A C completion callback and the operation's context, carried as the C++ context; linked in its
+// connection's registry until the callback runs.
+struct callback_record {
     remora_completion_cb fn;
     void* ctx;
+    callback_registry* owner;
+    callback_record* prev = nullptr;
+    callback_record* next = nullptr;
 };
 
+callback_registry::~callback_registry() {
+    for (callback_record* r = head; r != nullptr;) {
+        callback_record* next = r->next;
+        delete r;
+        r = next;
+    }
+}
+
+namespace {
+
+callback_record* link(callback_registry& reg, remora_completion_cb fn, void* ctx) {
+    auto* rec = new callback_record{fn, ctx, &reg};
+    const std::lock_guard lock(reg.mu);
+    rec->next = reg.head;
+    if (reg.head != nullptr) {
+        reg.head->prev = rec;
+    }
+    reg.head = rec;
+    return rec;
+}
+
+void unlink_and_free(callback_record* rec) noexcept {
+    {
+        const std::lock_guard lock(rec->owner->mu);
+        (rec->prev != nullptr ? rec->prev->next : rec->owner->head) = rec->next;
+        if (rec->next != nullptr) {
+            rec->next->prev = rec->prev;
+        }
+    }
+    delete rec;
+}
+
+}  // namespace
+}  // namespace remora::capi
+
+namespace {
+
 void callback_trampoline(const remora::completion& c) {
-    auto* rec = static_cast<c_callback*>(c.context);
+    auto* rec = static_cast<callback_record*>(c.context);
     remora_completion out{};
     to_c(c, out);
     out.context = rec->ctx;
     const remora_completion_cb fn = rec->fn;
-    delete rec;
+    unlink_and_free(rec);  // before the callback: it may destroy the connection
     fn(&out);
 }
 
@@ -71,9 +118,10 @@ int done(const char* fn, const remora::result<void>& r, const remora::op_options
 
 namespace remora::capi {
 
-int op_options_of(const char* fn, const remora_op_opts* in, op_options& out) {
-    remora_op_opts o;
-    if (int rc = load_cfg(fn, "remora_op_opts", in, o)) {
+int op_options_of(const char* fn, const remora_op_options* in, remora_connection& conn,
+                  op_options& out) {
+    remora_op_options o;
+    if (int rc = load_cfg(fn, "remora_op_options", in, o)) {
         return rc;
     }
     if (int rc = op_options_of(fn, o.flags, o.context, out)) {
@@ -94,7 +142,7 @@ int op_options_of(const char* fn, const remora_op_opts* in, op_options& out) {
     }
     out.park = static_cast<park_mode>(o.park_mode);
     if (o.callback != nullptr) {
-        out.context = new c_callback{o.callback, o.context};
+        out.context = link(*conn.callbacks, o.callback, o.context);
         out.callback = callback_trampoline;
     }
     return 0;
@@ -102,7 +150,7 @@ int op_options_of(const char* fn, const remora_op_opts* in, op_options& out) {
 
 void release_op_callback(const op_options& o) noexcept {
     if (o.callback == callback_trampoline) {
-        delete static_cast<c_callback*>(o.context);
+        unlink_and_free(static_cast<callback_record*>(o.context));
     }
 }
 
@@ -112,14 +160,14 @@ extern "C" {
 
 // ---- slot pools
 
-REMORA_API int remora_slot_pool_new(const struct remora_slot_pool_cfg* cfg,
-                                    remora_slot_pool** pool) {
-    static constexpr const char* fn = "remora_slot_pool_new";
+REMORA_API int remora_slot_pool_create(const struct remora_slot_pool_config* cfg,
+                                       remora_slot_pool** pool) {
+    static constexpr const char* fn = "remora_slot_pool_create";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, cfg);
         REMORA_CAPI_NOT_NULL(fn, pool);
-        remora_slot_pool_cfg c;
-        if (int rc = load_cfg(fn, "remora_slot_pool_cfg", cfg, c)) {
+        remora_slot_pool_config c;
+        if (int rc = load_cfg(fn, "remora_slot_pool_config", cfg, c)) {
             return rc;
         }
         remora::slot_pool_config pc;
@@ -128,16 +176,17 @@ REMORA_API int remora_slot_pool_new(const struct remora_slot_pool_cfg* cfg,
             return fail(REMORA_E_INVALID, fn, "the capacity is empty (every unit count is 0)");
         }
         switch (c.policy) {
-            case REMORA_BACKPRESSURE:
+            case REMORA_EXHAUSTION_BACKPRESSURE:
                 pc.policy = remora::exhaustion::backpressure;
                 break;
-            case REMORA_FORBID:
+            case REMORA_EXHAUSTION_FORBID:
                 pc.policy = remora::exhaustion::forbid;
                 break;
             default:
-                return fail(REMORA_E_INVALID, fn,
-                            "policy " + std::to_string(c.policy) +
-                                " is not REMORA_BACKPRESSURE or REMORA_FORBID");
+                return fail(
+                    REMORA_E_INVALID, fn,
+                    "policy " + std::to_string(c.policy) +
+                        " is not REMORA_EXHAUSTION_BACKPRESSURE or REMORA_EXHAUSTION_FORBID");
         }
         if (c.max_waiters != 0) {
             pc.max_waiters = c.max_waiters;
@@ -156,13 +205,13 @@ REMORA_API void remora_slot_pool_delete(remora_slot_pool* pool) {
 }
 
 REMORA_API int remora_slot_pool_try_acquire(remora_slot_pool* pool, const struct remora_units* need,
-                                            remora_lease** lease) {
+                                            remora_held_units** lease) {
     static constexpr const char* fn = "remora_slot_pool_try_acquire";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, pool);
         REMORA_CAPI_NOT_NULL(fn, need);
         REMORA_CAPI_NOT_NULL(fn, lease);
-        auto handle = std::make_unique<remora_lease>();  // before taking: NOMEM takes nothing
+        auto handle = std::make_unique<remora_held_units>();  // before taking: NOMEM takes nothing
         auto l = pool->p->try_acquire(units_of(*need));
         if (!l) {
             return fail(l.error(), fn);
@@ -226,8 +275,8 @@ REMORA_API int remora_slot_pool_available(const remora_slot_pool* pool, struct r
     });
 }
 
-REMORA_API int remora_lease_units(const remora_lease* lease, struct remora_units* held) {
-    static constexpr const char* fn = "remora_lease_units";
+REMORA_API int remora_held_units_held(const remora_held_units* lease, struct remora_units* held) {
+    static constexpr const char* fn = "remora_held_units_held";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, lease);
         REMORA_CAPI_NOT_NULL(fn, held);
@@ -236,20 +285,21 @@ REMORA_API int remora_lease_units(const remora_lease* lease, struct remora_units
     });
 }
 
-REMORA_API void remora_lease_release(remora_lease* lease) {
+REMORA_API void remora_held_units_delete(remora_held_units* lease) {
     guarded_void([&] { delete lease; });
 }
 
 // ---- bounce buffers
 
-REMORA_API int remora_buffer_pool_new(remora_domain* dom, const struct remora_buffer_pool_cfg* cfg,
-                                      remora_buffer_pool** pool) {
-    static constexpr const char* fn = "remora_buffer_pool_new";
+REMORA_API int remora_buffer_pool_create(remora_domain* dom,
+                                         const struct remora_buffer_pool_config* cfg,
+                                         remora_buffer_pool** pool) {
+    static constexpr const char* fn = "remora_buffer_pool_create";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, dom);
         REMORA_CAPI_NOT_NULL(fn, pool);
-        remora_buffer_pool_cfg c;
-        if (int rc = load_cfg(fn, "remora_buffer_pool_cfg", cfg, c)) {
+        remora_buffer_pool_config c;
+        if (int rc = load_cfg(fn, "remora_buffer_pool_config", cfg, c)) {
             return rc;
         }
         remora::buffer_pool_config bc;
@@ -299,14 +349,15 @@ REMORA_API int remora_buffer_pool_info(const remora_buffer_pool* pool, size_t* a
 
 // ---- shared receive queues
 
-REMORA_API int remora_srq_new(remora_domain* dom, const struct remora_srq_cfg* cfg,
-                              remora_srq** srq) {
-    static constexpr const char* fn = "remora_srq_new";
+REMORA_API int remora_shared_receive_queue_create(
+    remora_domain* dom, const struct remora_shared_receive_queue_config* cfg,
+    remora_shared_receive_queue** srq) {
+    static constexpr const char* fn = "remora_shared_receive_queue_create";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, dom);
         REMORA_CAPI_NOT_NULL(fn, srq);
-        remora_srq_cfg c;
-        if (int rc = load_cfg(fn, "remora_srq_cfg", cfg, c)) {
+        remora_shared_receive_queue_config c;
+        if (int rc = load_cfg(fn, "remora_shared_receive_queue_config", cfg, c)) {
             return rc;
         }
         remora::shared_receive_queue_config qc;
@@ -318,18 +369,19 @@ REMORA_API int remora_srq_new(remora_domain* dom, const struct remora_srq_cfg* c
         if (!q) {
             return fail(q.error(), fn);
         }
-        *srq = new remora_srq{std::move(*q)};
+        *srq = new remora_shared_receive_queue{std::move(*q)};
         return 0;
     });
 }
 
-REMORA_API void remora_srq_delete(remora_srq* srq) {
+REMORA_API void remora_shared_receive_queue_delete(remora_shared_receive_queue* srq) {
     guarded_void([&] { delete srq; });
 }
 
-REMORA_API int remora_srq_recv(remora_srq* srq, const remora_mr* dst, size_t offset, size_t len,
-                               unsigned flags, void* context) {
-    static constexpr const char* fn = "remora_srq_recv";
+REMORA_API int remora_shared_receive_queue_recv(remora_shared_receive_queue* srq,
+                                                const remora_memory_region* dst, size_t offset,
+                                                size_t len, unsigned flags, void* context) {
+    static constexpr const char* fn = "remora_shared_receive_queue_recv";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, srq);
         REMORA_CAPI_NOT_NULL(fn, dst);
@@ -342,8 +394,9 @@ REMORA_API int remora_srq_recv(remora_srq* srq, const remora_mr* dst, size_t off
     });
 }
 
-REMORA_API int remora_srq_cq(const remora_srq* srq, remora_cq** cq) {
-    static constexpr const char* fn = "remora_srq_cq";
+REMORA_API int remora_shared_receive_queue_cq(const remora_shared_receive_queue* srq,
+                                              remora_completion_queue** cq) {
+    static constexpr const char* fn = "remora_shared_receive_queue_cq";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, srq);
         REMORA_CAPI_NOT_NULL(fn, cq);
@@ -352,9 +405,10 @@ REMORA_API int remora_srq_cq(const remora_srq* srq, remora_cq** cq) {
     });
 }
 
-REMORA_API int remora_srq_info(const remora_srq* srq, size_t* depth, size_t* posted,
-                               size_t* connections) {
-    static constexpr const char* fn = "remora_srq_info";
+REMORA_API int remora_shared_receive_queue_info(const remora_shared_receive_queue* srq,
+                                                size_t* depth, size_t* posted,
+                                                size_t* connections) {
+    static constexpr const char* fn = "remora_shared_receive_queue_info";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, srq);
         if (depth != nullptr) {
@@ -372,16 +426,17 @@ REMORA_API int remora_srq_info(const remora_srq* srq, size_t* depth, size_t* pos
 
 // ---- operations with options
 
-#define REMORA_CAPI_EX_PROLOGUE(fn)            \
-    REMORA_CAPI_NOT_NULL(fn, conn);            \
-    remora::op_options o;                      \
-    if (int rc = op_options_of(fn, opts, o)) { \
-        return rc;                             \
+#define REMORA_CAPI_EX_PROLOGUE(fn)                   \
+    REMORA_CAPI_NOT_NULL(fn, conn);                   \
+    remora::op_options o;                             \
+    if (int rc = op_options_of(fn, opts, *conn, o)) { \
+        return rc;                                    \
     }
 
-REMORA_API int remora_write_ex(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                               const remora_mr* src, size_t src_offset, size_t len,
-                               const struct remora_op_opts* opts) {
+REMORA_API int remora_write_ex(remora_connection* conn, const remora_remote_region* dst,
+                               uint64_t dst_offset, const remora_memory_region* src,
+                               size_t src_offset, size_t len,
+                               const struct remora_op_options* opts) {
     static constexpr const char* fn = "remora_write_ex";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, dst);
@@ -391,9 +446,10 @@ REMORA_API int remora_write_ex(remora_conn* conn, const remora_remote* dst, uint
     });
 }
 
-REMORA_API int remora_read_ex(remora_conn* conn, const remora_mr* dst, size_t dst_offset,
-                              const remora_remote* src, uint64_t src_offset, size_t len,
-                              const struct remora_op_opts* opts) {
+REMORA_API int remora_read_ex(remora_connection* conn, const remora_memory_region* dst,
+                              size_t dst_offset, const remora_remote_region* src,
+                              uint64_t src_offset, size_t len,
+                              const struct remora_op_options* opts) {
     static constexpr const char* fn = "remora_read_ex";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, dst);
@@ -403,8 +459,8 @@ REMORA_API int remora_read_ex(remora_conn* conn, const remora_mr* dst, size_t ds
     });
 }
 
-REMORA_API int remora_send_ex(remora_conn* conn, const remora_mr* src, size_t offset, size_t len,
-                              const struct remora_op_opts* opts) {
+REMORA_API int remora_send_ex(remora_connection* conn, const remora_memory_region* src,
+                              size_t offset, size_t len, const struct remora_op_options* opts) {
     static constexpr const char* fn = "remora_send_ex";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, src);
@@ -413,8 +469,8 @@ REMORA_API int remora_send_ex(remora_conn* conn, const remora_mr* src, size_t of
     });
 }
 
-REMORA_API int remora_recv_ex(remora_conn* conn, const remora_mr* dst, size_t offset, size_t len,
-                              const struct remora_op_opts* opts) {
+REMORA_API int remora_recv_ex(remora_connection* conn, const remora_memory_region* dst,
+                              size_t offset, size_t len, const struct remora_op_options* opts) {
     static constexpr const char* fn = "remora_recv_ex";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, dst);
@@ -423,9 +479,9 @@ REMORA_API int remora_recv_ex(remora_conn* conn, const remora_mr* dst, size_t of
     });
 }
 
-REMORA_API int remora_gather_write(remora_conn* conn, const struct remora_segment* dst, size_t n,
-                                   const remora_mr* src, size_t src_offset,
-                                   const struct remora_op_opts* opts) {
+REMORA_API int remora_gather_write(remora_connection* conn, const struct remora_remote_segment* dst,
+                                   size_t n, const remora_memory_region* src, size_t src_offset,
+                                   const struct remora_op_options* opts) {
     static constexpr const char* fn = "remora_gather_write";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, src);
@@ -435,16 +491,17 @@ REMORA_API int remora_gather_write(remora_conn* conn, const struct remora_segmen
         // More parts than allowed are passed on as they are: the connection names the limit.
         std::vector<remora::remote_segment> segs(n);
         for (size_t i = 0; i < n; ++i) {
-            segs[i] = {dst[i].remote == nullptr ? nullptr : &dst[i].remote->r, dst[i].offset,
-                       dst[i].len};
+            segs[i] = {dst[i].region == nullptr ? nullptr : &dst[i].region->r, dst[i].offset,
+                       dst[i].length};
         }
         REMORA_CAPI_EX_PROLOGUE(fn);
         return done(fn, conn->c.gather_write(segs, *mr_of(src), src_offset, o), o);
     });
 }
 
-REMORA_API int remora_write_copy(remora_conn* conn, const remora_remote* dst, uint64_t dst_offset,
-                                 const void* data, size_t len, const struct remora_op_opts* opts) {
+REMORA_API int remora_write_copy(remora_connection* conn, const remora_remote_region* dst,
+                                 uint64_t dst_offset, const void* data, size_t len,
+                                 const struct remora_op_options* opts) {
     static constexpr const char* fn = "remora_write_copy";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, dst);
@@ -454,8 +511,8 @@ REMORA_API int remora_write_copy(remora_conn* conn, const remora_remote* dst, ui
     });
 }
 
-REMORA_API int remora_send_copy(remora_conn* conn, const void* data, size_t len,
-                                const struct remora_op_opts* opts) {
+REMORA_API int remora_send_copy(remora_connection* conn, const void* data, size_t len,
+                                const struct remora_op_options* opts) {
     static constexpr const char* fn = "remora_send_copy";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, data);
@@ -464,8 +521,8 @@ REMORA_API int remora_send_copy(remora_conn* conn, const void* data, size_t len,
     });
 }
 
-REMORA_API int remora_conn_cancel_parked(remora_conn* conn, size_t* n) {
-    static constexpr const char* fn = "remora_conn_cancel_parked";
+REMORA_API int remora_connection_cancel_parked(remora_connection* conn, size_t* n) {
+    static constexpr const char* fn = "remora_connection_cancel_parked";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, conn);
         const std::size_t k = conn->c.cancel_parked();
@@ -476,8 +533,8 @@ REMORA_API int remora_conn_cancel_parked(remora_conn* conn, size_t* n) {
     });
 }
 
-REMORA_API int remora_conn_parked(const remora_conn* conn, size_t* n) {
-    static constexpr const char* fn = "remora_conn_parked";
+REMORA_API int remora_connection_parked(const remora_connection* conn, size_t* n) {
+    static constexpr const char* fn = "remora_connection_parked";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, conn);
         REMORA_CAPI_NOT_NULL(fn, n);

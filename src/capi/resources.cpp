@@ -10,10 +10,10 @@ using remora::errc;
 static_assert(REMORA_E_INVALID == -static_cast<int>(errc::invalid_argument));
 static_assert(REMORA_E_MALFORMED_DESCRIPTOR == -static_cast<int>(errc::malformed_descriptor));
 static_assert(REMORA_E_PROVIDER == -static_cast<int>(errc::provider_error));
-static_assert(REMORA_USAGE_READ_SRC == static_cast<unsigned>(remora::usage::read_source));
-static_assert(REMORA_USAGE_FLUSH == static_cast<unsigned>(remora::usage::flush_target));
+static_assert(REMORA_USAGE_READ_SOURCE == static_cast<unsigned>(remora::usage::read_source));
+static_assert(REMORA_USAGE_FLUSH_TARGET == static_cast<unsigned>(remora::usage::flush_target));
 static_assert(REMORA_USAGE_ALL == static_cast<unsigned>(remora::all_usages));
-static_assert(REMORA_PERSIST_GPSPM == static_cast<unsigned>(remora::persistence::gpspm));
+static_assert(REMORA_PERSISTENCE_GPSPM == static_cast<unsigned>(remora::persistence::gpspm));
 static_assert(REMORA_OP_FLUSH == static_cast<int>(remora::op::flush));
 static_assert(REMORA_OP_REMOTE_WRITE == static_cast<int>(remora::op::remote_write));
 static_assert(REMORA_RCQ == static_cast<int>(remora::cq_kind::rcq));
@@ -36,12 +36,12 @@ extern "C" {
 
 // ---- domain
 
-REMORA_API int remora_domain_open(const struct remora_domain_cfg* cfg, remora_domain** dom) {
+REMORA_API int remora_domain_open(const struct remora_domain_config* cfg, remora_domain** dom) {
     static constexpr const char* fn = "remora_domain_open";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, dom);
-        remora_domain_cfg c;
-        if (int rc = load_cfg(fn, "remora_domain_cfg", cfg, c)) {
+        remora_domain_config c;
+        if (int rc = load_cfg(fn, "remora_domain_config", cfg, c)) {
             return rc;
         }
         remora::domain_config dc;
@@ -52,16 +52,16 @@ REMORA_API int remora_domain_open(const struct remora_domain_cfg* cfg, remora_do
             dc.node = c.node;
         }
         switch (c.endpoint) {
-            case REMORA_EP_MSG:
+            case REMORA_ENDPOINT_MSG:
                 dc.endpoint = remora::endpoint_type::msg;
                 break;
-            case REMORA_EP_RDM:
+            case REMORA_ENDPOINT_RDM:
                 dc.endpoint = remora::endpoint_type::rdm;
                 break;
             default:
                 return fail(REMORA_E_INVALID, fn,
                             "endpoint " + std::to_string(c.endpoint) +
-                                " is not REMORA_EP_MSG or REMORA_EP_RDM");
+                                " is not REMORA_ENDPOINT_MSG or REMORA_ENDPOINT_RDM");
         }
         switch (c.progress) {
             case REMORA_PROGRESS_DEFAULT:
@@ -109,21 +109,22 @@ REMORA_API void remora_domain_delete(remora_domain* dom) {
     guarded_void([&] { delete dom; });
 }
 
-REMORA_API int remora_domain_caps(const remora_domain* dom, struct remora_caps* caps) {
+REMORA_API int remora_domain_caps(const remora_domain* dom, struct remora_provider_caps* caps) {
     static constexpr const char* fn = "remora_domain_caps";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, dom);
         REMORA_CAPI_NOT_NULL(fn, caps);
-        remora_caps c;
-        if (int rc = load_cfg(fn, "remora_caps", caps, c)) {
+        remora_provider_caps c;
+        if (int rc = load_cfg(fn, "remora_provider_caps", caps, c)) {
             return rc;
         }
         const std::size_t theirs = caps->size;
         const auto& k = dom->d.caps();
-        c = remora_caps{};
+        c = remora_provider_caps{};
         c.size = theirs;
         std::snprintf(c.provider, sizeof c.provider, "%s", k.provider.c_str());
-        c.endpoint = k.endpoint == remora::endpoint_type::rdm ? REMORA_EP_RDM : REMORA_EP_MSG;
+        c.endpoint =
+            k.endpoint == remora::endpoint_type::rdm ? REMORA_ENDPOINT_RDM : REMORA_ENDPOINT_MSG;
         c.native_atomics = k.native_atomics;
         c.target_needs_progress = k.target_needs_progress;
         c.cq_wait_fd = k.cq_wait_fd;
@@ -138,9 +139,9 @@ REMORA_API int remora_domain_caps(const remora_domain* dom, struct remora_caps* 
 
 // ---- memory regions
 
-REMORA_API int remora_mr_reg(remora_domain* dom, void* addr, size_t len, unsigned usage,
-                             remora_mr** mr) {
-    static constexpr const char* fn = "remora_mr_reg";
+REMORA_API int remora_memory_region_create(remora_domain* dom, void* addr, size_t len,
+                                           unsigned usage, remora_memory_region** mr) {
+    static constexpr const char* fn = "remora_memory_region_create";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, dom);
         REMORA_CAPI_NOT_NULL(fn, addr);
@@ -159,12 +160,12 @@ REMORA_API int remora_mr_reg(remora_domain* dom, void* addr, size_t len, unsigne
     });
 }
 
-REMORA_API void remora_mr_delete(remora_mr* mr) {
+REMORA_API void remora_memory_region_delete(remora_memory_region* mr) {
     guarded_void([&] { delete const_cast<remora::memory_region*>(mr_of(mr)); });
 }
 
-REMORA_API int remora_mr_memory(const remora_mr* mr, void** addr, size_t* len) {
-    static constexpr const char* fn = "remora_mr_memory";
+REMORA_API int remora_memory_region_data(const remora_memory_region* mr, void** addr, size_t* len) {
+    static constexpr const char* fn = "remora_memory_region_data";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, mr);
         REMORA_CAPI_NOT_NULL(fn, addr);
@@ -175,9 +176,9 @@ REMORA_API int remora_mr_memory(const remora_mr* mr, void** addr, size_t* len) {
     });
 }
 
-REMORA_API int remora_mr_describe(const remora_mr* mr, size_t offset, size_t len,
-                                  remora_remote** remote) {
-    static constexpr const char* fn = "remora_mr_describe";
+REMORA_API int remora_memory_region_describe(const remora_memory_region* mr, size_t offset,
+                                             size_t len, remora_remote_region** remote) {
+    static constexpr const char* fn = "remora_memory_region_describe";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, mr);
         REMORA_CAPI_NOT_NULL(fn, remote);
@@ -187,8 +188,9 @@ REMORA_API int remora_mr_describe(const remora_mr* mr, size_t offset, size_t len
 
 // ---- descriptors
 
-REMORA_API int remora_remote_from_bytes(const void* bytes_in, size_t len, remora_remote** remote) {
-    static constexpr const char* fn = "remora_remote_from_bytes";
+REMORA_API int remora_remote_region_parse(const void* bytes_in, size_t len,
+                                          remora_remote_region** remote) {
+    static constexpr const char* fn = "remora_remote_region_parse";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, bytes_in);
         REMORA_CAPI_NOT_NULL(fn, remote);
@@ -196,8 +198,9 @@ REMORA_API int remora_remote_from_bytes(const void* bytes_in, size_t len, remora
     });
 }
 
-REMORA_API int remora_remote_to_bytes(const remora_remote* remote, void* buf, size_t len) {
-    static constexpr const char* fn = "remora_remote_to_bytes";
+REMORA_API int remora_remote_region_serialize(const remora_remote_region* remote, void* buf,
+                                              size_t len) {
+    static constexpr const char* fn = "remora_remote_region_serialize";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, remote);
         REMORA_CAPI_NOT_NULL(fn, buf);
@@ -212,9 +215,9 @@ REMORA_API int remora_remote_to_bytes(const remora_remote* remote, void* buf, si
     });
 }
 
-REMORA_API int remora_remote_slice(const remora_remote* remote, uint64_t offset, uint64_t len,
-                                   remora_remote** slice) {
-    static constexpr const char* fn = "remora_remote_slice";
+REMORA_API int remora_remote_region_slice(const remora_remote_region* remote, uint64_t offset,
+                                          uint64_t len, remora_remote_region** slice) {
+    static constexpr const char* fn = "remora_remote_region_slice";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, remote);
         REMORA_CAPI_NOT_NULL(fn, slice);
@@ -222,9 +225,9 @@ REMORA_API int remora_remote_slice(const remora_remote* remote, uint64_t offset,
     });
 }
 
-REMORA_API int remora_remote_info(const remora_remote* remote, uint64_t* len, unsigned* usage,
-                                  unsigned* persistence) {
-    static constexpr const char* fn = "remora_remote_info";
+REMORA_API int remora_remote_region_info(const remora_remote_region* remote, uint64_t* len,
+                                         unsigned* usage, unsigned* persistence) {
+    static constexpr const char* fn = "remora_remote_region_info";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, remote);
         if (len != nullptr) {
@@ -240,20 +243,21 @@ REMORA_API int remora_remote_info(const remora_remote* remote, uint64_t* len, un
     });
 }
 
-REMORA_API void remora_remote_delete(remora_remote* remote) {
+REMORA_API void remora_remote_region_delete(remora_remote_region* remote) {
     guarded_void([&] { delete remote; });
 }
 
 // ---- persistent regions
 
-REMORA_API int remora_pregion_open(remora_domain* dom, const struct remora_pregion_cfg* cfg,
-                                   remora_pregion** region) {
-    static constexpr const char* fn = "remora_pregion_open";
+REMORA_API int remora_persistent_region_open(remora_domain* dom,
+                                             const struct remora_persistent_region_config* cfg,
+                                             remora_persistent_region** region) {
+    static constexpr const char* fn = "remora_persistent_region_open";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, dom);
         REMORA_CAPI_NOT_NULL(fn, region);
-        remora_pregion_cfg c;
-        if (int rc = load_cfg(fn, "remora_pregion_cfg", cfg, c)) {
+        remora_persistent_region_config c;
+        if (int rc = load_cfg(fn, "remora_persistent_region_config", cfg, c)) {
             return rc;
         }
         remora::persistent_region_config pc;
@@ -274,17 +278,19 @@ REMORA_API int remora_pregion_open(remora_domain* dom, const struct remora_pregi
     });
 }
 
-REMORA_API void remora_pregion_delete(remora_pregion* region) {
+REMORA_API void remora_persistent_region_delete(remora_persistent_region* region) {
     guarded_void([&] { delete region; });
 }
 
-REMORA_API int remora_pregion_mr(const remora_pregion* region, const remora_mr** mr) {
-    return REMORA_CAPI_GET("remora_pregion_mr", region, mr,
-                           reinterpret_cast<const remora_mr*>(&region->p.region()));
+REMORA_API int remora_persistent_region_region(const remora_persistent_region* region,
+                                               const remora_memory_region** mr) {
+    return REMORA_CAPI_GET("remora_persistent_region_region", region, mr,
+                           reinterpret_cast<const remora_memory_region*>(&region->p.region()));
 }
 
-REMORA_API int remora_pregion_persist(const remora_pregion* region, uint64_t offset, uint64_t len) {
-    static constexpr const char* fn = "remora_pregion_persist";
+REMORA_API int remora_persistent_region_persist(const remora_persistent_region* region,
+                                                uint64_t offset, uint64_t len) {
+    static constexpr const char* fn = "remora_persistent_region_persist";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, region);
         if (auto r = region->p.persist(offset, len); !r) {
@@ -294,8 +300,9 @@ REMORA_API int remora_pregion_persist(const remora_pregion* region, uint64_t off
     });
 }
 
-REMORA_API int remora_pregion_revoked(const remora_pregion* region, bool* revoked) {
-    static constexpr const char* fn = "remora_pregion_revoked";
+REMORA_API int remora_persistent_region_revoked(const remora_persistent_region* region,
+                                                bool* revoked) {
+    static constexpr const char* fn = "remora_persistent_region_revoked";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, region);
         REMORA_CAPI_NOT_NULL(fn, revoked);
@@ -304,9 +311,10 @@ REMORA_API int remora_pregion_revoked(const remora_pregion* region, bool* revoke
     });
 }
 
-REMORA_API int remora_pregion_describe(const remora_pregion* region, size_t offset, size_t len,
-                                       remora_remote** remote) {
-    static constexpr const char* fn = "remora_pregion_describe";
+REMORA_API int remora_persistent_region_describe(const remora_persistent_region* region,
+                                                 size_t offset, size_t len,
+                                                 remora_remote_region** remote) {
+    static constexpr const char* fn = "remora_persistent_region_describe";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, region);
         REMORA_CAPI_NOT_NULL(fn, remote);
@@ -316,21 +324,23 @@ REMORA_API int remora_pregion_describe(const remora_pregion* region, size_t offs
 
 // ---- target service
 
-REMORA_API int remora_service_new(remora_service** svc) {
-    static constexpr const char* fn = "remora_service_new";
+REMORA_API int remora_target_service_create(remora_target_service** svc) {
+    static constexpr const char* fn = "remora_target_service_create";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, svc);
         return give(fn, remora::target_service::create(), svc);
     });
 }
 
-REMORA_API void remora_service_delete(remora_service* svc) {
+REMORA_API void remora_target_service_delete(remora_target_service* svc) {
     guarded_void([&] { delete svc; });
 }
 
-REMORA_API int remora_service_expose(remora_service* svc, const remora_mr* mr,
-                                     const remora_pregion* region, remora_remote** remote) {
-    static constexpr const char* fn = "remora_service_expose";
+REMORA_API int remora_target_service_expose(remora_target_service* svc,
+                                            const remora_memory_region* mr,
+                                            const remora_persistent_region* region,
+                                            remora_remote_region** remote) {
+    static constexpr const char* fn = "remora_target_service_expose";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, svc);
         REMORA_CAPI_NOT_NULL(fn, remote);
@@ -342,8 +352,8 @@ REMORA_API int remora_service_expose(remora_service* svc, const remora_mr* mr,
     });
 }
 
-REMORA_API int remora_service_serve(remora_service* svc, remora_conn* conn) {
-    static constexpr const char* fn = "remora_service_serve";
+REMORA_API int remora_target_service_serve(remora_target_service* svc, remora_connection* conn) {
+    static constexpr const char* fn = "remora_target_service_serve";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, svc);
         REMORA_CAPI_NOT_NULL(fn, conn);
@@ -354,9 +364,9 @@ REMORA_API int remora_service_serve(remora_service* svc, remora_conn* conn) {
     });
 }
 
-REMORA_API int remora_service_stats(const remora_service* svc, uint64_t* requests,
-                                    uint64_t* refused) {
-    static constexpr const char* fn = "remora_service_stats";
+REMORA_API int remora_target_service_stats(const remora_target_service* svc, uint64_t* requests,
+                                           uint64_t* refused) {
+    static constexpr const char* fn = "remora_target_service_stats";
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, svc);
         if (requests != nullptr) {

@@ -118,6 +118,9 @@ struct service_conn {
     // Reply receives canceled by tick() to end expired requests, until their completion comes.
     std::vector<bool> recv_canceled;
     std::size_t recv_cancels = 0;
+    // Client side: a reply from the target came on this connection (the log's hint for a
+    // target that never served it).
+    bool replied = false;
 
     std::byte* request_buf(std::uint32_t i) { return storage.data() + i * request_room; }
     std::byte* reply_buf(std::uint32_t i) {

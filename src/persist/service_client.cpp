@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "base/log.hpp"
 #include "core/little_endian.hpp"
 #include "core/upper.hpp"
 
@@ -184,6 +185,7 @@ bool client_reply(void* context, completion& c, callback_sink* sink) {
         return false;
     }
     service_conn::slot& sl = s.slots[i];
+    s.replied = true;
     if (rp->status != 0) {
         c.status = make_error_code(static_cast<errc>(rp->status));
     } else if (sl.result != nullptr) {
@@ -386,6 +388,7 @@ std::chrono::steady_clock::time_point persist_conn::tick(
     std::lock_guard slots(s.mu);
     tp next = tp::max();
     std::size_t awaiting_reply = 0;  // expired requests whose send is done
+    std::size_t newly_expired = 0;   // reached service_timeout in this pass
     bool canceled = false;
     std::vector<std::pair<op_record*, bool>> taken;
     for (std::uint32_t i = 0; i < s.depth; ++i) {
@@ -397,6 +400,7 @@ std::chrono::steady_clock::time_point persist_conn::tick(
             next = std::min(next, sl.deadline);
             continue;
         }
+        newly_expired += sl.expired ? 0 : 1;
         sl.expired = true;
         next =
             std::min(next, now + std::chrono::milliseconds(100));  // looked at again until it ends
@@ -441,6 +445,16 @@ std::chrono::steady_clock::time_point persist_conn::tick(
     if (canceled) {
         // The canceled completions come through the CQ's reader: make sure it reads.
         kick_readers(c);
+    }
+    if (newly_expired != 0 && log_enabled(log_level::warning)) {
+        log_line(log_level::warning,
+                 std::to_string(newly_expired) + " service request(s) on connection tag " +
+                     std::to_string(c.config.tag) + " got no reply within service_timeout (" +
+                     std::to_string(persistence_of(c).service_timeout.count()) +
+                     " ms) and end timed_out" +
+                     (s.replied ? ""
+                                : "; the target has never answered on this connection: does it "
+                                  "call target_service::serve on it?"));
     }
     return next;
 }

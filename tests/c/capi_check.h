@@ -56,12 +56,12 @@
 struct pair {
     remora_domain *sdom, *cdom;
     remora_listener* lst;
-    remora_conn *server, *client;
+    remora_connection *server, *client;
     /* what the server saw in the request */
     char request_data[64];
     size_t request_len;
     /* accept's inputs */
-    const struct remora_conn_cfg* scfg;
+    const struct remora_connection_config* scfg;
     const void* accept_data;
     size_t accept_len;
     int accept_rc;
@@ -69,19 +69,20 @@ struct pair {
 
 static inline void* pair_server(void* arg) {
     struct pair* p = arg;
-    remora_request* req = NULL;
+    remora_connection_request* req = NULL;
     const void* data = NULL;
     p->accept_rc = remora_listener_get_request(p->lst, T_WAIT_MS, &req);
     if (p->accept_rc != 0) {
         return NULL;
     }
-    OK(remora_request_private_data(req, &data, &p->request_len));
+    OK(remora_connection_request_private_data(req, &data, &p->request_len));
     CHECK(p->request_len <= sizeof p->request_data);
     if (p->request_len > 0) {
         memcpy(p->request_data, data, p->request_len);
     }
-    p->accept_rc = remora_request_accept(req, p->scfg, p->accept_data, p->accept_len, &p->server);
-    remora_request_delete(req);
+    p->accept_rc =
+        remora_connection_request_accept(req, p->scfg, p->accept_data, p->accept_len, &p->server);
+    remora_connection_request_delete(req);
     return NULL;
 }
 
@@ -89,13 +90,14 @@ static inline void pair_domains(struct pair* p) {
     memset(p, 0, sizeof *p);
     OK(remora_domain_open(NULL, &p->sdom));
     OK(remora_domain_open(NULL, &p->cdom));
-    OK(remora_listener_new(p->sdom, "127.0.0.1", 0, &p->lst));
+    OK(remora_listener_create(p->sdom, "127.0.0.1", 0, &p->lst));
 }
 
 /* Connects; the server side answers with accept_data (its configuration scfg). */
-static inline void pair_connect(struct pair* p, const struct remora_conn_cfg* scfg,
-                                const struct remora_conn_cfg* ccfg, const void* accept_data,
-                                size_t accept_len, const void* connect_data, size_t connect_len) {
+static inline void pair_connect(struct pair* p, const struct remora_connection_config* scfg,
+                                const struct remora_connection_config* ccfg,
+                                const void* accept_data, size_t accept_len,
+                                const void* connect_data, size_t connect_len) {
     pthread_t t;
     uint16_t port = 0;
     p->scfg = scfg;
@@ -109,8 +111,8 @@ static inline void pair_connect(struct pair* p, const struct remora_conn_cfg* sc
 }
 
 static inline void pair_close(struct pair* p) {
-    remora_conn_delete(p->client);
-    remora_conn_delete(p->server);
+    remora_connection_delete(p->client);
+    remora_connection_delete(p->server);
     remora_listener_delete(p->lst);
     OK(remora_domain_close(&p->cdom));
     OK(remora_domain_close(&p->sdom));
@@ -118,9 +120,10 @@ static inline void pair_close(struct pair* p) {
 }
 
 /* The next completion on cq, which must be `op` with status 0 and `context`. */
-static inline struct remora_completion expect_completion(remora_cq* cq, int op, void* context) {
+static inline struct remora_completion expect_completion(remora_completion_queue* cq, int op,
+                                                         void* context) {
     struct remora_completion c;
-    OK(remora_cq_next(cq, T_WAIT_MS, &c));
+    OK(remora_completion_queue_next(cq, T_WAIT_MS, &c));
     if (c.op != op || c.status != 0 || c.context != context) {
         fprintf(stderr, "completion: op %d status %d (%s) context %p; expected op %d context %p\n",
                 c.op, c.status, remora_strerror(c.status), c.context, op, context);

@@ -22,70 +22,74 @@
 
 enum { REGION = 4096 };
 
-static const struct remora_conn_cfg default_cfg = {.size = sizeof(struct remora_conn_cfg)};
+static const struct remora_connection_config default_cfg = {
+    .size = sizeof(struct remora_connection_config)};
 
 /* A server region described in the accept's private data; the client parses it. */
 struct remote_pair {
     struct pair p;
     alignas(64) unsigned char server_mem[REGION];
     alignas(64) unsigned char client_mem[REGION];
-    remora_mr *server_mr, *client_mr;
-    remora_remote* remote; /* the client's copy, parsed from the accept data */
+    remora_memory_region *server_mr, *client_mr;
+    remora_remote_region* remote; /* the client's copy, parsed from the accept data */
 };
 
-static void remote_pair_open(struct remote_pair* rp, const struct remora_conn_cfg* scfg,
-                             const struct remora_conn_cfg* ccfg, remora_service* svc) {
+static void remote_pair_open(struct remote_pair* rp, const struct remora_connection_config* scfg,
+                             const struct remora_connection_config* ccfg,
+                             remora_target_service* svc) {
     unsigned char wire[REMORA_DESCRIPTOR_SIZE];
-    remora_remote* desc = NULL;
+    remora_remote_region* desc = NULL;
     const void* peer = NULL;
     size_t peer_len = 0;
     pair_domains(&rp->p);
-    OK(remora_mr_reg(rp->p.sdom, rp->server_mem, REGION, REMORA_USAGE_ALL, &rp->server_mr));
-    OK(remora_mr_reg(rp->p.cdom, rp->client_mem, REGION, REMORA_USAGE_ALL, &rp->client_mr));
+    OK(remora_memory_region_create(rp->p.sdom, rp->server_mem, REGION, REMORA_USAGE_ALL,
+                                   &rp->server_mr));
+    OK(remora_memory_region_create(rp->p.cdom, rp->client_mem, REGION, REMORA_USAGE_ALL,
+                                   &rp->client_mr));
     if (svc != NULL) {
-        OK(remora_service_expose(svc, rp->server_mr, NULL, &desc));
+        OK(remora_target_service_expose(svc, rp->server_mr, NULL, &desc));
     } else {
-        OK(remora_mr_describe(rp->server_mr, 0, 0, &desc));
+        OK(remora_memory_region_describe(rp->server_mr, 0, 0, &desc));
     }
-    OK(remora_remote_to_bytes(desc, wire, sizeof wire));
-    remora_remote_delete(desc);
+    OK(remora_remote_region_serialize(desc, wire, sizeof wire));
+    remora_remote_region_delete(desc);
     pair_connect(&rp->p, scfg, ccfg, wire, sizeof wire, "hello", 5);
     /* each side read the other's private data */
     CHECK(rp->p.request_len == 5 && memcmp(rp->p.request_data, "hello", 5) == 0);
-    OK(remora_conn_peer_private_data(rp->p.client, &peer, &peer_len));
+    OK(remora_connection_peer_private_data(rp->p.client, &peer, &peer_len));
     CHECK(peer_len >= sizeof wire); /* tcp may pad private data */
-    OK(remora_remote_from_bytes(peer, sizeof wire, &rp->remote));
+    OK(remora_remote_region_parse(peer, sizeof wire, &rp->remote));
     if (svc != NULL) {
-        OK(remora_service_serve(svc, rp->p.server));
+        OK(remora_target_service_serve(svc, rp->p.server));
     }
 }
 
 static void remote_pair_close(struct remote_pair* rp) {
-    remora_remote_delete(rp->remote);
-    remora_conn_delete(rp->p.client);
-    remora_conn_delete(rp->p.server);
+    remora_remote_region_delete(rp->remote);
+    remora_connection_delete(rp->p.client);
+    remora_connection_delete(rp->p.server);
     rp->p.client = rp->p.server = NULL;
-    remora_mr_delete(rp->server_mr);
-    remora_mr_delete(rp->client_mr);
+    remora_memory_region_delete(rp->server_mr);
+    remora_memory_region_delete(rp->client_mr);
     pair_close(&rp->p);
 }
 
 static struct remote_pair rp; /* large: static, one test a process */
 
 /* Server side with a progress thread, so one-sided access lands on tcp while it sleeps. */
-static const struct remora_conn_cfg target_cfg = {.size = sizeof(struct remora_conn_cfg),
-                                                  .progress_thread = true};
+static const struct remora_connection_config target_cfg = {
+    .size = sizeof(struct remora_connection_config), .progress_thread = true};
 
 static void test_write_read(void) {
-    remora_cq* cq = NULL;
+    remora_completion_queue* cq = NULL;
     uint64_t len = 0;
     unsigned usage = 0;
     remote_pair_open(&rp, &target_cfg, &default_cfg, NULL);
-    OK(remora_remote_info(rp.remote, &len, &usage, NULL));
+    OK(remora_remote_region_info(rp.remote, &len, &usage, NULL));
     CHECK(len == REGION);
-    CHECK(usage == (REMORA_USAGE_READ_SRC | REMORA_USAGE_WRITE_DST | REMORA_USAGE_ATOMIC |
-                    REMORA_USAGE_FLUSH));
-    OK(remora_conn_cq(rp.p.client, &cq));
+    CHECK(usage == (REMORA_USAGE_READ_SOURCE | REMORA_USAGE_WRITE_DESTINATION |
+                    REMORA_USAGE_ATOMIC_TARGET | REMORA_USAGE_FLUSH_TARGET));
+    OK(remora_connection_cq(rp.p.client, &cq));
     memcpy(rp.client_mem, "remora from C", 13);
     OK(remora_write(rp.p.client, rp.remote, 100, rp.client_mr, 0, 13, 0, &rp));
     expect_completion(cq, REMORA_OP_WRITE, &rp);
@@ -98,16 +102,16 @@ static void test_write_read(void) {
 }
 
 static void test_atomics(void) {
-    const struct remora_persist_cfg pcfg = {.size = sizeof pcfg, .service_depth = 4};
-    const struct remora_conn_cfg scfg = {
+    const struct remora_persistence_config pcfg = {.size = sizeof pcfg, .service_depth = 4};
+    const struct remora_connection_config scfg = {
         .size = sizeof scfg, .progress_thread = true, .persist = &pcfg};
-    const struct remora_conn_cfg ccfg = {.size = sizeof ccfg, .persist = &pcfg};
-    remora_service* svc = NULL;
-    remora_cq* cq = NULL;
+    const struct remora_connection_config ccfg = {.size = sizeof ccfg, .persist = &pcfg};
+    remora_target_service* svc = NULL;
+    remora_completion_queue* cq = NULL;
     uint64_t word = 0, result = 0, requests = 0;
-    OK(remora_service_new(&svc));
+    OK(remora_target_service_create(&svc));
     remote_pair_open(&rp, &scfg, &ccfg, svc);
-    OK(remora_conn_cq(rp.p.client, &cq));
+    OK(remora_connection_cq(rp.p.client, &cq));
     OK(remora_atomic_write(rp.p.client, rp.remote, 64, 40, 0, NULL));
     expect_completion(cq, REMORA_OP_ATOMIC, NULL);
     OK(remora_fetch_add(rp.p.client, rp.remote, 64, 2, rp.client_mr, 8, 0, NULL));
@@ -135,48 +139,48 @@ static void test_atomics(void) {
     /* a connection to a service carries only the service's messages */
     EXPECT_CODE(remora_send(rp.p.client, rp.client_mr, 0, 8, 0, NULL), REMORA_E_BAD_STATE,
                 "service_depth");
-    OK(remora_service_stats(svc, &requests, NULL));
+    OK(remora_target_service_stats(svc, &requests, NULL));
     {
         /* native atomics (sockets) or the service answered all four (tcp) */
-        struct remora_caps caps = {.size = sizeof caps};
+        struct remora_provider_caps caps = {.size = sizeof caps};
         OK(remora_domain_caps(rp.p.cdom, &caps));
         CHECK(requests == (caps.native_atomics ? 0u : 4u));
     }
     remote_pair_close(&rp);
-    remora_service_delete(svc);
+    remora_target_service_delete(svc);
 }
 
 static void test_send_recv_imm(void) {
-    const struct remora_conn_cfg scfg = {.size = sizeof scfg, .rcq = true, .tag = 7};
-    remora_cq *rcq = NULL, *cq = NULL, *scq = NULL;
+    const struct remora_connection_config scfg = {.size = sizeof scfg, .rcq = true, .tag = 7};
+    remora_completion_queue *rcq = NULL, *cq = NULL, *scq = NULL;
     struct remora_completion c;
     remote_pair_open(&rp, &scfg, &default_cfg, NULL);
-    OK(remora_conn_rcq(rp.p.server, &rcq));
-    OK(remora_conn_cq(rp.p.server, &scq));
+    OK(remora_connection_rcq(rp.p.server, &rcq));
+    OK(remora_connection_cq(rp.p.server, &scq));
     CHECK(rcq != NULL && rcq != scq);
-    OK(remora_conn_rcq(rp.p.client, &cq));
+    OK(remora_connection_rcq(rp.p.client, &cq));
     CHECK(cq == NULL); /* the client has no receive CQ */
-    OK(remora_conn_cq(rp.p.client, &cq));
+    OK(remora_connection_cq(rp.p.client, &cq));
     OK(remora_recv(rp.p.server, rp.server_mr, 0, 256, 0, (void*)1));
     OK(remora_recv(rp.p.server, rp.server_mr, 256, 256, 0, (void*)2));
     memcpy(rp.client_mem, "message with imm", 16);
-    OK(remora_send_imm(rp.p.client, rp.client_mr, 0, 16, 0x1234, 0, NULL));
+    OK(remora_send_with_imm(rp.p.client, rp.client_mr, 0, 16, 0x1234, 0, NULL));
     expect_completion(cq, REMORA_OP_SEND, NULL);
     c = expect_completion(rcq, REMORA_OP_RECV, (void*)1);
-    CHECK(c.has_imm && c.imm == 0x1234 && c.len == 16 && c.tag == 7);
+    CHECK(c.has_imm && c.imm == 0x1234 && c.bytes == 16 && c.tag == 7);
     CHECK(memcmp(rp.server_mem, "message with imm", 16) == 0);
     /* a plain send carries no immediate data */
     OK(remora_send(rp.p.client, rp.client_mr, 0, 7, 0, NULL));
     expect_completion(cq, REMORA_OP_SEND, NULL);
     c = expect_completion(rcq, REMORA_OP_RECV, (void*)2);
-    CHECK(!c.has_imm && c.len == 7);
+    CHECK(!c.has_imm && c.bytes == 7);
     /* a write with immediate data: the server sees it arrive with its imm (tcp and sockets
      * consume no receive for it) */
     memcpy(rp.client_mem, "imm write", 9);
-    OK(remora_write_imm(rp.p.client, rp.remote, 2048, rp.client_mr, 0, 9, 0xbeef, 0, NULL));
+    OK(remora_write_with_imm(rp.p.client, rp.remote, 2048, rp.client_mr, 0, 9, 0xbeef, 0, NULL));
     expect_completion(cq, REMORA_OP_WRITE, NULL);
     for (;;) {
-        OK(remora_cq_next(rcq, T_WAIT_MS, &c));
+        OK(remora_completion_queue_next(rcq, T_WAIT_MS, &c));
         if (c.op == REMORA_OP_REMOTE_WRITE) {
             break;
         }
@@ -189,20 +193,20 @@ static void test_send_recv_imm(void) {
 static char pfile[64];
 
 static void test_flush(void) {
-    const struct remora_persist_cfg pcfg = {.size = sizeof pcfg, .service_depth = 4};
-    const struct remora_conn_cfg scfg = {
+    const struct remora_persistence_config pcfg = {.size = sizeof pcfg, .service_depth = 4};
+    const struct remora_connection_config scfg = {
         .size = sizeof scfg, .progress_thread = true, .persist = &pcfg};
-    const struct remora_conn_cfg ccfg = {.size = sizeof ccfg, .persist = &pcfg};
-    remora_service* svc = NULL;
-    remora_pregion *file = NULL, *mem = NULL;
-    remora_remote *fdesc = NULL, *mdesc = NULL, *cfile = NULL, *cmem = NULL;
+    const struct remora_connection_config ccfg = {.size = sizeof ccfg, .persist = &pcfg};
+    remora_target_service* svc = NULL;
+    remora_persistent_region *file = NULL, *mem = NULL;
+    remora_remote_region *fdesc = NULL, *mdesc = NULL, *cfile = NULL, *cmem = NULL;
     unsigned char wire[2 * REMORA_DESCRIPTOR_SIZE];
     const void* peer = NULL;
     size_t peer_len = 0;
     unsigned persistence = 0;
     int method = -1;
-    remora_cq* cq = NULL;
-    remora_mr* src = NULL;
+    remora_completion_queue* cq = NULL;
+    remora_memory_region* src = NULL;
     char ondisk[16] = {0};
     int fd = -1;
     strcpy(pfile, "/tmp/remora-capi-XXXXXX");
@@ -211,11 +215,11 @@ static void test_flush(void) {
     pair_domains(&rp.p);
     {
         /* unguarded: this test reads the file through its own descriptor while it is served */
-        const struct remora_pregion_cfg fcfg = {
+        const struct remora_persistent_region_config fcfg = {
             .size = sizeof fcfg, .path = pfile, .len = 8192, .create = true, .unguarded = true};
-        const struct remora_pregion_cfg mcfg = {.size = sizeof mcfg, .len = 8192};
-        OK(remora_pregion_open(rp.p.sdom, &fcfg, &file));
-        OK(remora_pregion_open(rp.p.sdom, &mcfg, &mem));
+        const struct remora_persistent_region_config mcfg = {.size = sizeof mcfg, .len = 8192};
+        OK(remora_persistent_region_open(rp.p.sdom, &fcfg, &file));
+        OK(remora_persistent_region_open(rp.p.sdom, &mcfg, &mem));
     }
     {
         /* guarded (the default): the file held alone; another open breaks the lease, and the
@@ -224,42 +228,44 @@ static void test_flush(void) {
         int gfd = mkstemp(gfile);
         CHECK(gfd >= 0);
         close(gfd);
-        const struct remora_pregion_cfg gcfg = {
+        const struct remora_persistent_region_config gcfg = {
             .size = sizeof gcfg, .path = gfile, .len = 4096, .create = true};
-        remora_pregion* guarded = NULL;
-        remora_pregion* second = NULL;
+        remora_persistent_region* guarded = NULL;
+        remora_persistent_region* second = NULL;
         bool revoked = true;
-        OK(remora_pregion_open(rp.p.sdom, &gcfg, &guarded));
-        OK(remora_pregion_revoked(guarded, &revoked));
+        OK(remora_persistent_region_open(rp.p.sdom, &gcfg, &guarded));
+        OK(remora_persistent_region_revoked(guarded, &revoked));
         CHECK(!revoked);
-        EXPECT_CODE(remora_pregion_open(rp.p.sdom, &gcfg, &second), REMORA_E_BAD_STATE,
+        EXPECT_CODE(remora_persistent_region_open(rp.p.sdom, &gcfg, &second), REMORA_E_BAD_STATE,
                     "is already served by another region");
-        OK(remora_pregion_revoked(guarded, &revoked));
+        OK(remora_persistent_region_revoked(guarded, &revoked));
         CHECK(!revoked);
         CHECK(open(gfile, O_RDONLY | O_NONBLOCK) == -1 && errno == EWOULDBLOCK);
-        OK(remora_pregion_revoked(guarded, &revoked));
+        OK(remora_persistent_region_revoked(guarded, &revoked));
         CHECK(revoked);
-        remora_pregion_delete(guarded);
+        remora_persistent_region_delete(guarded);
         unlink(gfile);
     }
-    OK(remora_service_new(&svc));
-    OK(remora_service_expose(svc, NULL, file, &fdesc));
-    OK(remora_service_expose(svc, NULL, mem, &mdesc));
-    OK(remora_remote_to_bytes(fdesc, wire, REMORA_DESCRIPTOR_SIZE));
-    OK(remora_remote_to_bytes(mdesc, wire + REMORA_DESCRIPTOR_SIZE, REMORA_DESCRIPTOR_SIZE));
+    OK(remora_target_service_create(&svc));
+    OK(remora_target_service_expose(svc, NULL, file, &fdesc));
+    OK(remora_target_service_expose(svc, NULL, mem, &mdesc));
+    OK(remora_remote_region_serialize(fdesc, wire, REMORA_DESCRIPTOR_SIZE));
+    OK(remora_remote_region_serialize(mdesc, wire + REMORA_DESCRIPTOR_SIZE,
+                                      REMORA_DESCRIPTOR_SIZE));
     pair_connect(&rp.p, &scfg, &ccfg, wire, sizeof wire, NULL, 0);
-    OK(remora_service_serve(svc, rp.p.server));
-    OK(remora_conn_peer_private_data(rp.p.client, &peer, &peer_len));
+    OK(remora_target_service_serve(svc, rp.p.server));
+    OK(remora_connection_peer_private_data(rp.p.client, &peer, &peer_len));
     CHECK(peer_len >= sizeof wire);
-    OK(remora_remote_from_bytes(peer, REMORA_DESCRIPTOR_SIZE, &cfile));
-    OK(remora_remote_from_bytes((const unsigned char*)peer + REMORA_DESCRIPTOR_SIZE,
-                                REMORA_DESCRIPTOR_SIZE, &cmem));
-    OK(remora_remote_info(cfile, NULL, NULL, &persistence));
-    CHECK(persistence == (REMORA_PERSIST_PERSISTENT | REMORA_PERSIST_GPSPM));
-    OK(remora_remote_info(cmem, NULL, NULL, &persistence));
-    CHECK(persistence == REMORA_PERSIST_NONE);
-    OK(remora_mr_reg(rp.p.cdom, rp.client_mem, REGION, REMORA_USAGE_WRITE_SRC, &src));
-    OK(remora_conn_cq(rp.p.client, &cq));
+    OK(remora_remote_region_parse(peer, REMORA_DESCRIPTOR_SIZE, &cfile));
+    OK(remora_remote_region_parse((const unsigned char*)peer + REMORA_DESCRIPTOR_SIZE,
+                                  REMORA_DESCRIPTOR_SIZE, &cmem));
+    OK(remora_remote_region_info(cfile, NULL, NULL, &persistence));
+    CHECK(persistence == (REMORA_PERSISTENCE_PERSISTENT | REMORA_PERSISTENCE_GPSPM));
+    OK(remora_remote_region_info(cmem, NULL, NULL, &persistence));
+    CHECK(persistence == REMORA_PERSISTENCE_NONE);
+    OK(remora_memory_region_create(rp.p.cdom, rp.client_mem, REGION, REMORA_USAGE_WRITE_SOURCE,
+                                   &src));
+    OK(remora_connection_cq(rp.p.client, &cq));
 
     /* persistence by GPSPM (named explicitly), then read from the file itself */
     memcpy(rp.client_mem, "durable record", 14);
@@ -270,10 +276,10 @@ static void test_flush(void) {
     expect_completion(cq, REMORA_OP_FLUSH, (void*)3);
     CHECK(pread(fd, ondisk, 14, 256) == 14 && memcmp(ondisk, "durable record", 14) == 0);
     /* the strongest flush of a persistent region is persistence, by GPSPM here */
-    OK(remora_flush_method_for(rp.p.client, cfile, REMORA_FLUSH_STRONGEST, REMORA_FLUSH_AUTO,
+    OK(remora_flush_method_for(rp.p.client, cfile, REMORA_FLUSH_STRONGEST, REMORA_FLUSH_AUTOMATIC,
                                &method));
     CHECK(method == REMORA_FLUSH_GPSPM);
-    OK(remora_flush(rp.p.client, cfile, 256, 14, REMORA_FLUSH_STRONGEST, REMORA_FLUSH_AUTO, 0,
+    OK(remora_flush(rp.p.client, cfile, 256, 14, REMORA_FLUSH_STRONGEST, REMORA_FLUSH_AUTOMATIC, 0,
                     NULL));
     expect_completion(cq, REMORA_OP_FLUSH, NULL);
     /* persistence by read-after-write: the target did not declare placed writes durable */
@@ -289,52 +295,52 @@ static void test_flush(void) {
     {
         void* fmem = NULL;
         size_t flen = 0;
-        const remora_mr* fmr = NULL;
-        OK(remora_pregion_mr(file, &fmr));
-        OK(remora_mr_memory(fmr, &fmem, &flen));
+        const remora_memory_region* fmr = NULL;
+        OK(remora_persistent_region_region(file, &fmr));
+        OK(remora_memory_region_data(fmr, &fmem, &flen));
         CHECK(flen == 8192 && memcmp((char*)fmem + 4096, "visible note", 12) == 0);
     }
     /* the volatile region: persistence refused, visibility by GPSPM and by default works */
-    EXPECT_CODE(
-        remora_flush(rp.p.client, cmem, 0, 8, REMORA_FLUSH_PERSISTENCE, REMORA_FLUSH_AUTO, 0, NULL),
-        REMORA_E_NOT_SUPPORTED, "remora_flush: ");
+    EXPECT_CODE(remora_flush(rp.p.client, cmem, 0, 8, REMORA_FLUSH_PERSISTENCE,
+                             REMORA_FLUSH_AUTOMATIC, 0, NULL),
+                REMORA_E_NOT_SUPPORTED, "remora_flush: ");
     memcpy(rp.client_mem, "volatile bytes", 14);
     OK(remora_write(rp.p.client, cmem, 128, src, 0, 14, 0, NULL));
     expect_completion(cq, REMORA_OP_WRITE, NULL);
     OK(remora_flush(rp.p.client, cmem, 128, 14, REMORA_FLUSH_VISIBILITY, REMORA_FLUSH_GPSPM, 0,
                     NULL));
     expect_completion(cq, REMORA_OP_FLUSH, NULL);
-    OK(remora_flush(rp.p.client, cmem, 128, 14, REMORA_FLUSH_STRONGEST, REMORA_FLUSH_AUTO, 0,
+    OK(remora_flush(rp.p.client, cmem, 128, 14, REMORA_FLUSH_STRONGEST, REMORA_FLUSH_AUTOMATIC, 0,
                     NULL));
     expect_completion(cq, REMORA_OP_FLUSH, NULL);
     {
         void* vmem = NULL;
         size_t vlen = 0;
-        const remora_mr* vmr = NULL;
-        OK(remora_pregion_mr(mem, &vmr));
-        OK(remora_mr_memory(vmr, &vmem, &vlen));
+        const remora_memory_region* vmr = NULL;
+        OK(remora_persistent_region_region(mem, &vmr));
+        OK(remora_memory_region_data(vmr, &vmem, &vlen));
         CHECK(memcmp((char*)vmem + 128, "volatile bytes", 14) == 0);
     }
-    EXPECT_CODE(remora_pregion_persist(mem, 0, 8), REMORA_E_NOT_SUPPORTED,
-                "remora_pregion_persist: ");
-    OK(remora_pregion_persist(file, 0, 8));
+    EXPECT_CODE(remora_persistent_region_persist(mem, 0, 8), REMORA_E_NOT_SUPPORTED,
+                "remora_persistent_region_persist: ");
+    OK(remora_persistent_region_persist(file, 0, 8));
     /* bad flush arguments */
-    EXPECT_CODE(remora_flush(rp.p.client, cfile, 0, 8, 9, REMORA_FLUSH_AUTO, 0, NULL),
+    EXPECT_CODE(remora_flush(rp.p.client, cfile, 0, 8, 9, REMORA_FLUSH_AUTOMATIC, 0, NULL),
                 REMORA_E_INVALID, "flush type 9");
     EXPECT_CODE(remora_flush(rp.p.client, cfile, 0, 8, REMORA_FLUSH_VISIBILITY, 9, 0, NULL),
                 REMORA_E_INVALID, "flush method 9");
 
-    remora_remote_delete(cfile);
-    remora_remote_delete(cmem);
-    remora_remote_delete(fdesc);
-    remora_remote_delete(mdesc);
-    remora_conn_delete(rp.p.client);
-    remora_conn_delete(rp.p.server);
+    remora_remote_region_delete(cfile);
+    remora_remote_region_delete(cmem);
+    remora_remote_region_delete(fdesc);
+    remora_remote_region_delete(mdesc);
+    remora_connection_delete(rp.p.client);
+    remora_connection_delete(rp.p.server);
     rp.p.client = rp.p.server = NULL;
-    remora_service_delete(svc);
-    remora_mr_delete(src);
-    remora_pregion_delete(file);
-    remora_pregion_delete(mem);
+    remora_target_service_delete(svc);
+    remora_memory_region_delete(src);
+    remora_persistent_region_delete(file);
+    remora_persistent_region_delete(mem);
     pair_close(&rp.p);
     close(fd);
     unlink(pfile);
@@ -342,17 +348,17 @@ static void test_flush(void) {
 
 /* Two client connections share one channel: a wait names the connection (tag) and its CQ. */
 static void test_channel(void) {
-    remora_channel* ch = NULL;
-    struct remora_conn_cfg c1 = {.size = sizeof c1, .channel_shared = true, .tag = 1};
-    struct remora_conn_cfg c2 = {.size = sizeof c2, .channel_shared = true, .tag = 2};
-    remora_conn *second_server = NULL, *second = NULL;
-    remora_cq *cq2 = NULL, *cq1 = NULL;
+    remora_completion_channel* ch = NULL;
+    struct remora_connection_config c1 = {.size = sizeof c1, .channel_shared = true, .tag = 1};
+    struct remora_connection_config c2 = {.size = sizeof c2, .channel_shared = true, .tag = 2};
+    remora_connection *second_server = NULL, *second = NULL;
+    remora_completion_queue *cq2 = NULL, *cq1 = NULL;
     struct remora_channel_event ev;
     struct remora_completion c;
     size_t n = 0, ready = 0;
     int fd = -1;
-    OK(remora_channel_new(&ch));
-    OK(remora_channel_fd(ch, &fd));
+    OK(remora_completion_channel_create(&ch));
+    OK(remora_completion_channel_fd(ch, &fd));
     CHECK(fd >= 0);
     c1.shared_channel = ch;
     c2.shared_channel = ch;
@@ -362,87 +368,89 @@ static void test_channel(void) {
     /* a second connection from the same client domain, on the same channel */
     rp.p.server = rp.p.client = NULL;
     pair_connect(&rp.p, &target_cfg, &c2, NULL, 0, NULL, 0);
-    OK(remora_conn_cq(rp.p.client, &cq2));
-    OK(remora_conn_cq(second, &cq1));
+    OK(remora_connection_cq(rp.p.client, &cq2));
+    OK(remora_connection_cq(second, &cq1));
     /* the CQ of a shared channel is not waited on by itself */
-    EXPECT_CODE(remora_cq_wait(cq2, 0, &ready), REMORA_E_BAD_STATE, "remora_cq_wait: ");
+    EXPECT_CODE(remora_completion_queue_wait(cq2, 0, &ready), REMORA_E_BAD_STATE,
+                "remora_completion_queue_wait: ");
     memcpy(rp.client_mem, "via tag 2", 9);
     OK(remora_write(rp.p.client, rp.remote, 0, rp.client_mr, 0, 9, 0, (void*)22));
     for (;;) {
-        OK(remora_channel_wait(ch, T_WAIT_MS, &ev));
+        OK(remora_completion_channel_wait(ch, T_WAIT_MS, &ev));
         if (ev.ready > 0) {
             break; /* 0: a no_completion wake-up, wait again */
         }
     }
     CHECK(ev.tag == 2 && ev.cq == cq2 && ev.kind == REMORA_CQ);
-    OK(remora_cq_poll(ev.cq, &c, 1, &n));
+    OK(remora_completion_queue_poll(ev.cq, &c, 1, &n));
     CHECK(n == 1 && c.op == REMORA_OP_WRITE && c.context == (void*)22 && c.tag == 2);
-    /* the first connection: remora_conn_wait on the shared channel names its CQ */
+    /* the first connection: remora_connection_wait on the shared channel names its CQ */
     OK(remora_write(second, rp.remote, 16, rp.client_mr, 0, 9, 0, (void*)11));
     for (;;) {
-        OK(remora_conn_wait(second, T_WAIT_MS, &ev));
+        OK(remora_connection_wait(second, T_WAIT_MS, &ev));
         if (ev.ready > 0) {
             break;
         }
     }
     CHECK(ev.tag == 1 && ev.cq == cq1);
-    OK(remora_cq_poll(ev.cq, &c, 1, &n));
+    OK(remora_completion_queue_poll(ev.cq, &c, 1, &n));
     CHECK(n == 1 && c.context == (void*)11 && c.tag == 1);
-    remora_conn_delete(second);
-    remora_conn_delete(second_server);
-    remora_channel_delete(ch);
+    remora_connection_delete(second);
+    remora_connection_delete(second_server);
+    remora_completion_channel_delete(ch);
     remote_pair_close(&rp);
 }
 
 /* One connection's CQ and RCQ share its own channel: the wait names the RCQ for a receive. */
 static void test_channel_rcq(void) {
-    const struct remora_conn_cfg scfg = {
+    const struct remora_connection_config scfg = {
         .size = sizeof scfg, .rcq = true, .channel_shared = true, .tag = 9};
-    remora_cq *rcq = NULL, *cq = NULL;
+    remora_completion_queue *rcq = NULL, *cq = NULL;
     struct remora_channel_event ev;
     struct remora_completion c;
     size_t n = 0;
     remote_pair_open(&rp, &scfg, &default_cfg, NULL);
-    OK(remora_conn_rcq(rp.p.server, &rcq));
-    OK(remora_conn_cq(rp.p.client, &cq));
+    OK(remora_connection_rcq(rp.p.server, &rcq));
+    OK(remora_connection_cq(rp.p.client, &cq));
     OK(remora_recv(rp.p.server, rp.server_mr, 0, 64, 0, (void*)8));
     memcpy(rp.client_mem, "to the rcq", 10);
     OK(remora_send(rp.p.client, rp.client_mr, 0, 10, 0, NULL));
     expect_completion(cq, REMORA_OP_SEND, NULL);
     for (;;) {
-        OK(remora_conn_wait(rp.p.server, T_WAIT_MS, &ev));
+        OK(remora_connection_wait(rp.p.server, T_WAIT_MS, &ev));
         if (ev.ready > 0) {
             break; /* 0: a no_completion wake-up (tcp signals both CQs), wait again */
         }
     }
     CHECK(ev.kind == REMORA_RCQ && ev.cq == rcq && ev.tag == 9);
-    OK(remora_cq_poll(ev.cq, &c, 1, &n));
-    CHECK(n == 1 && c.op == REMORA_OP_RECV && c.context == (void*)8 && c.len == 10);
+    OK(remora_completion_queue_poll(ev.cq, &c, 1, &n));
+    CHECK(n == 1 && c.op == REMORA_OP_RECV && c.context == (void*)8 && c.bytes == 10);
     CHECK(memcmp(rp.server_mem, "to the rcq", 10) == 0);
     remote_pair_close(&rp);
 }
 
 /* Separate channels: the CQ's fd in the caller's own poll(2), armed first. */
 static void test_cq_fd(void) {
-    remora_cq* cq = NULL;
+    remora_completion_queue* cq = NULL;
     struct remora_completion c;
     size_t n = 0;
     int fd = -1, rounds = 0;
     struct remora_channel_event ev;
     remote_pair_open(&rp, &target_cfg, &default_cfg, NULL);
-    OK(remora_conn_cq(rp.p.client, &cq));
-    OK(remora_cq_fd(cq, &fd));
+    OK(remora_connection_cq(rp.p.client, &cq));
+    OK(remora_completion_queue_fd(cq, &fd));
     CHECK(fd >= 0);
     /* waiting on the connection is for shared channels only */
-    EXPECT_CODE(remora_conn_wait(rp.p.client, 0, &ev), REMORA_E_BAD_STATE, "remora_conn_wait: ");
+    EXPECT_CODE(remora_connection_wait(rp.p.client, 0, &ev), REMORA_E_BAD_STATE,
+                "remora_connection_wait: ");
     OK(remora_write(rp.p.client, rp.remote, 0, rp.client_mr, 0, 64, 0, (void*)5));
     for (;;) {
         bool armed = false;
-        OK(remora_cq_poll(cq, &c, 1, &n));
+        OK(remora_completion_queue_poll(cq, &c, 1, &n));
         if (n == 1) {
             break;
         }
-        OK(remora_cq_arm(cq, &armed));
+        OK(remora_completion_queue_arm(cq, &armed));
         if (armed) {
             struct pollfd pfd = {.fd = fd, .events = POLLIN};
             CHECK(poll(&pfd, 1, T_WAIT_MS) == 1);
@@ -455,118 +463,123 @@ static void test_cq_fd(void) {
 
 /* Two connections complete on one shared CQ; their tags tell them apart. */
 static void test_shared_cq(void) {
-    remora_shared_cq* scq = NULL;
-    remora_cq *q = NULL, *own = NULL;
-    struct remora_conn_cfg c1 = {.size = sizeof c1, .tag = 1};
-    struct remora_conn_cfg c2 = {.size = sizeof c2, .tag = 2};
-    remora_conn *first = NULL, *first_server = NULL;
+    remora_shared_completion_queue* scq = NULL;
+    remora_completion_queue *q = NULL, *own = NULL;
+    struct remora_connection_config c1 = {.size = sizeof c1, .tag = 1};
+    struct remora_connection_config c2 = {.size = sizeof c2, .tag = 2};
+    remora_connection *first = NULL, *first_server = NULL;
     struct remora_completion c;
     unsigned seen = 0;
     int i;
     pair_domains(&rp.p);
-    OK(remora_shared_cq_new(rp.p.cdom, NULL, &scq));
-    OK(remora_shared_cq_queue(scq, &q));
+    OK(remora_shared_completion_queue_create(rp.p.cdom, NULL, &scq));
+    OK(remora_shared_completion_queue_queue(scq, &q));
     c1.shared_cq = scq;
     c2.shared_cq = scq;
-    OK(remora_mr_reg(rp.p.sdom, rp.server_mem, REGION, REMORA_USAGE_ALL, &rp.server_mr));
-    OK(remora_mr_reg(rp.p.cdom, rp.client_mem, REGION, REMORA_USAGE_ALL, &rp.client_mr));
-    OK(remora_mr_describe(rp.server_mr, 0, 0, &rp.remote));
+    OK(remora_memory_region_create(rp.p.sdom, rp.server_mem, REGION, REMORA_USAGE_ALL,
+                                   &rp.server_mr));
+    OK(remora_memory_region_create(rp.p.cdom, rp.client_mem, REGION, REMORA_USAGE_ALL,
+                                   &rp.client_mr));
+    OK(remora_memory_region_describe(rp.server_mr, 0, 0, &rp.remote));
     pair_connect(&rp.p, &target_cfg, &c1, NULL, 0, NULL, 0);
     first = rp.p.client;
     first_server = rp.p.server;
     pair_connect(&rp.p, &target_cfg, &c2, NULL, 0, NULL, 0);
-    OK(remora_conn_cq(first, &own));
+    OK(remora_connection_cq(first, &own));
     CHECK(own == q); /* the connection's CQ is the shared one */
     OK(remora_write(first, rp.remote, 0, rp.client_mr, 0, 8, 0, NULL));
     OK(remora_write(rp.p.client, rp.remote, 8, rp.client_mr, 0, 8, 0, NULL));
     for (i = 0; i < 2; ++i) {
-        OK(remora_cq_next(q, T_WAIT_MS, &c));
+        OK(remora_completion_queue_next(q, T_WAIT_MS, &c));
         CHECK(c.op == REMORA_OP_WRITE && c.status == 0 && (c.tag == 1 || c.tag == 2));
         seen |= 1u << c.tag;
     }
     CHECK(seen == 6);
-    remora_conn_delete(first);
-    remora_conn_delete(first_server);
-    remora_shared_cq_delete(scq);
+    remora_connection_delete(first);
+    remora_connection_delete(first_server);
+    remora_shared_completion_queue_delete(scq);
     remote_pair_close(&rp);
 }
 
 /* Descriptor bytes from a peer are validated field by field. */
 static void test_bad_descriptor(void) {
     remora_domain* dom = NULL;
-    remora_mr* mr = NULL;
-    remora_remote *r = NULL, *s = NULL;
+    remora_memory_region* mr = NULL;
+    remora_remote_region *r = NULL, *s = NULL;
     unsigned char wire[REMORA_DESCRIPTOR_SIZE], bad[REMORA_DESCRIPTOR_SIZE];
     OK(remora_domain_open(NULL, &dom));
-    OK(remora_mr_reg(dom, rp.server_mem, REGION, REMORA_USAGE_WRITE_DST, &mr));
-    OK(remora_mr_describe(mr, 0, 0, &r));
-    OK(remora_remote_to_bytes(r, wire, sizeof wire));
-    EXPECT_CODE(remora_remote_to_bytes(r, wire, 31), REMORA_E_TOO_LARGE, "takes 32 bytes");
-    remora_remote_delete(r);
+    OK(remora_memory_region_create(dom, rp.server_mem, REGION, REMORA_USAGE_WRITE_DESTINATION,
+                                   &mr));
+    OK(remora_memory_region_describe(mr, 0, 0, &r));
+    OK(remora_remote_region_serialize(r, wire, sizeof wire));
+    EXPECT_CODE(remora_remote_region_serialize(r, wire, 31), REMORA_E_TOO_LARGE, "takes 32 bytes");
+    remora_remote_region_delete(r);
     r = NULL;
     /* short */
-    EXPECT_CODE(remora_remote_from_bytes(wire, 31, &r), REMORA_E_MALFORMED_DESCRIPTOR,
-                "remora_remote_from_bytes: ");
+    EXPECT_CODE(remora_remote_region_parse(wire, 31, &r), REMORA_E_MALFORMED_DESCRIPTOR,
+                "remora_remote_region_parse: ");
     CHECK(r == NULL);
     /* wrong version */
     memcpy(bad, wire, sizeof bad);
     bad[0] = 9;
-    EXPECT_CODE(remora_remote_from_bytes(bad, sizeof bad, &r), REMORA_E_MALFORMED_DESCRIPTOR,
+    EXPECT_CODE(remora_remote_region_parse(bad, sizeof bad, &r), REMORA_E_MALFORMED_DESCRIPTOR,
                 "version");
     /* reserved bytes set */
     memcpy(bad, wire, sizeof bad);
     bad[31] = 1;
-    EXPECT_CODE(remora_remote_from_bytes(bad, sizeof bad, &r), REMORA_E_MALFORMED_DESCRIPTOR,
+    EXPECT_CODE(remora_remote_region_parse(bad, sizeof bad, &r), REMORA_E_MALFORMED_DESCRIPTOR,
                 "reserved");
     /* zero length */
     memcpy(bad, wire, sizeof bad);
     memset(bad + 12, 0, 8);
-    EXPECT_CODE(remora_remote_from_bytes(bad, sizeof bad, &r), REMORA_E_MALFORMED_DESCRIPTOR,
+    EXPECT_CODE(remora_remote_region_parse(bad, sizeof bad, &r), REMORA_E_MALFORMED_DESCRIPTOR,
                 "length");
     CHECK(r == NULL);
-    EXPECT_CODE(remora_remote_from_bytes(NULL, 32, &r), REMORA_E_INVALID, "bytes_in is NULL");
+    EXPECT_CODE(remora_remote_region_parse(NULL, 32, &r), REMORA_E_INVALID, "bytes_in is NULL");
     /* the good bytes parse, and a slice grants nothing beyond its range */
-    OK(remora_remote_from_bytes(wire, sizeof wire, &r));
-    EXPECT_CODE(remora_remote_slice(r, REGION - 8, 16, &s), REMORA_E_OUT_OF_RANGE,
-                "remora_remote_slice: ");
-    EXPECT_CODE(remora_remote_slice(r, 0, 0, &s), REMORA_E_INVALID, "remora_remote_slice: ");
-    OK(remora_remote_slice(r, 8, 16, &s));
-    remora_remote_delete(s);
-    remora_remote_delete(r);
+    OK(remora_remote_region_parse(wire, sizeof wire, &r));
+    EXPECT_CODE(remora_remote_region_slice(r, REGION - 8, 16, &s), REMORA_E_OUT_OF_RANGE,
+                "remora_remote_region_slice: ");
+    EXPECT_CODE(remora_remote_region_slice(r, 0, 0, &s), REMORA_E_INVALID,
+                "remora_remote_region_slice: ");
+    OK(remora_remote_region_slice(r, 8, 16, &s));
+    remora_remote_region_delete(s);
+    remora_remote_region_delete(r);
     /* describing beyond the region */
-    EXPECT_CODE(remora_mr_describe(mr, REGION, 1, &r), REMORA_E_OUT_OF_RANGE,
-                "remora_mr_describe: ");
+    EXPECT_CODE(remora_memory_region_describe(mr, REGION, 1, &r), REMORA_E_OUT_OF_RANGE,
+                "remora_memory_region_describe: ");
     /* the domain refuses to close under its region, and says how many hold it */
     EXPECT_CODE(remora_domain_close(&dom), REMORA_E_BAD_STATE, "remora_domain_close: ");
     CHECK(dom != NULL);
-    remora_mr_delete(mr);
+    remora_memory_region_delete(mr);
     OK(remora_domain_close(&dom));
     CHECK(dom == NULL);
 }
 
 /* Operations: bounds, usages, flags, NULLs, timeouts; nothing is posted. */
 static void test_bad_operations(void) {
-    remora_mr* ro = NULL;
-    remora_remote* read_only = NULL;
-    remora_cq* cq = NULL;
+    remora_memory_region* ro = NULL;
+    remora_remote_region* read_only = NULL;
+    remora_completion_queue* cq = NULL;
     size_t n = 99, inflight = 99;
     struct remora_completion c;
     remote_pair_open(&rp, &target_cfg, &default_cfg, NULL);
-    OK(remora_conn_cq(rp.p.client, &cq));
+    OK(remora_connection_cq(rp.p.client, &cq));
     EXPECT_CODE(remora_write(rp.p.client, rp.remote, REGION - 4, rp.client_mr, 0, 8, 0, NULL),
                 REMORA_E_OUT_OF_RANGE, "remora_write: ");
     EXPECT_CODE(remora_read(rp.p.client, rp.client_mr, REGION - 4, rp.remote, 0, 8, 0, NULL),
                 REMORA_E_OUT_OF_RANGE, "remora_read: ");
     /* a descriptor that grants reads only */
-    OK(remora_mr_reg(rp.p.sdom, rp.server_mem, REGION, REMORA_USAGE_READ_SRC, &ro));
-    OK(remora_mr_describe(ro, 0, 0, &read_only));
+    OK(remora_memory_region_create(rp.p.sdom, rp.server_mem, REGION, REMORA_USAGE_READ_SOURCE,
+                                   &ro));
+    OK(remora_memory_region_describe(ro, 0, 0, &read_only));
     EXPECT_CODE(remora_write(rp.p.client, read_only, 0, rp.client_mr, 0, 8, 0, NULL),
                 REMORA_E_ACCESS_DENIED, "remora_write: ");
     EXPECT_CODE(remora_flush(rp.p.client, read_only, 0, 8, REMORA_FLUSH_VISIBILITY,
-                             REMORA_FLUSH_AUTO, 0, NULL),
+                             REMORA_FLUSH_AUTOMATIC, 0, NULL),
                 REMORA_E_ACCESS_DENIED, "remora_flush: ");
-    EXPECT_CODE(remora_write(rp.p.client, rp.remote, 0, rp.client_mr, 0, 8, 4u, NULL),
-                REMORA_E_INVALID, "unknown flag bits 4");
+    EXPECT_CODE(remora_write(rp.p.client, rp.remote, 0, rp.client_mr, 0, 8, 8u, NULL),
+                REMORA_E_INVALID, "unknown flag bits 8");
     EXPECT_CODE(remora_write(rp.p.client, rp.remote, 0, rp.client_mr, 0, 8,
                              REMORA_F_ON_ERROR | REMORA_F_AT_POST, NULL),
                 REMORA_E_INVALID, "exclude each other");
@@ -576,39 +589,40 @@ static void test_bad_operations(void) {
                 "remora_write: dst is NULL");
     EXPECT_CODE(remora_read(rp.p.client, NULL, 0, rp.remote, 0, 8, 0, NULL), REMORA_E_INVALID,
                 "remora_read: dst is NULL");
-    EXPECT_CODE(remora_cq_poll(cq, NULL, 1, &n), REMORA_E_INVALID, "out is NULL");
-    EXPECT_CODE(remora_cq_next(cq, -1, &c), REMORA_E_INVALID, "timeout_ms is -1");
-    EXPECT_CODE(remora_mr_reg(rp.p.cdom, rp.client_mem, REGION, 0, &ro), REMORA_E_INVALID,
-                "REMORA_USAGE_");
-    EXPECT_CODE(remora_mr_reg(rp.p.cdom, rp.client_mem, REGION, 0x100, &ro), REMORA_E_INVALID,
-                "usage 256");
-    EXPECT_CODE(remora_mr_reg(rp.p.cdom, NULL, REGION, REMORA_USAGE_SEND, &ro), REMORA_E_INVALID,
-                "addr is NULL");
+    EXPECT_CODE(remora_completion_queue_poll(cq, NULL, 1, &n), REMORA_E_INVALID, "out is NULL");
+    EXPECT_CODE(remora_completion_queue_next(cq, -1, &c), REMORA_E_INVALID, "timeout_ms is -1");
+    EXPECT_CODE(remora_memory_region_create(rp.p.cdom, rp.client_mem, REGION, 0, &ro),
+                REMORA_E_INVALID, "REMORA_USAGE_");
+    EXPECT_CODE(remora_memory_region_create(rp.p.cdom, rp.client_mem, REGION, 0x100, &ro),
+                REMORA_E_INVALID, "usage 256");
+    EXPECT_CODE(remora_memory_region_create(rp.p.cdom, NULL, REGION, REMORA_USAGE_SEND, &ro),
+                REMORA_E_INVALID, "addr is NULL");
     /* nothing was posted: no completion, nothing in flight */
-    OK(remora_conn_in_flight(rp.p.client, &inflight));
+    OK(remora_connection_in_flight(rp.p.client, &inflight));
     CHECK(inflight == 0);
-    EXPECT_CODE(remora_cq_next(cq, 0, &c), REMORA_E_TIMED_OUT, "remora_cq_next: ");
+    EXPECT_CODE(remora_completion_queue_next(cq, 0, &c), REMORA_E_TIMED_OUT,
+                "remora_completion_queue_next: ");
     /* the error message stays until the next failure */
-    OK(remora_conn_in_flight(rp.p.client, &inflight));
-    CHECK(strstr(remora_last_error_message(), "remora_cq_next: ") != NULL);
-    remora_remote_delete(read_only);
-    remora_mr_delete(ro);
+    OK(remora_connection_in_flight(rp.p.client, &inflight));
+    CHECK(strstr(remora_last_error_message(), "remora_completion_queue_next: ") != NULL);
+    remora_remote_region_delete(read_only);
+    remora_memory_region_delete(ro);
     remote_pair_close(&rp);
 }
 
 /* Connection setup: private data limits, refusal, rejection with data. */
 static void test_bad_connect(void) {
-    struct remora_caps caps = {.size = sizeof caps};
+    struct remora_provider_caps caps = {.size = sizeof caps};
     unsigned char big[4096];
-    remora_conn* conn = NULL;
-    remora_request* req = NULL;
+    remora_connection* conn = NULL;
+    remora_connection_request* req = NULL;
     uint16_t port = 0, dead_port = 0;
     remora_listener* dead = NULL;
     memset(big, 'x', sizeof big);
     pair_domains(&rp.p);
     OK(remora_domain_caps(rp.p.cdom, &caps));
     CHECK(caps.cm_data_size > 0 && caps.cm_data_size < sizeof big);
-    CHECK(caps.provider[0] != '\0' && caps.endpoint == REMORA_EP_MSG);
+    CHECK(caps.provider[0] != '\0' && caps.endpoint == REMORA_ENDPOINT_MSG);
     OK(remora_listener_port(rp.p.lst, &port));
     EXPECT_CODE(
         remora_connect(rp.p.cdom, "127.0.0.1", port, NULL, big, caps.cm_data_size + 1, &conn),
@@ -619,7 +633,7 @@ static void test_bad_connect(void) {
     EXPECT_CODE(remora_connect(rp.p.cdom, NULL, port, NULL, NULL, 0, &conn), REMORA_E_INVALID,
                 "host is NULL");
     /* nobody listens on a port a closed listener had */
-    OK(remora_listener_new(rp.p.sdom, "127.0.0.1", 0, &dead));
+    OK(remora_listener_create(rp.p.sdom, "127.0.0.1", 0, &dead));
     OK(remora_listener_port(dead, &dead_port));
     remora_listener_delete(dead);
     EXPECT_CODE(remora_connect(rp.p.cdom, "127.0.0.1", dead_port, NULL, NULL, 0, &conn),
@@ -646,27 +660,27 @@ struct rejecter {
 
 static void* reject_thread(void* arg) {
     struct rejecter* r = arg;
-    remora_request* req = NULL;
-    remora_conn* conn = NULL;
+    remora_connection_request* req = NULL;
+    remora_connection* conn = NULL;
     unsigned char big[4096];
     memset(big, 'y', sizeof big);
     OK(remora_listener_get_request(r->lst, T_WAIT_MS, &req));
-    r->rc_accept = remora_request_accept(req, NULL, big, sizeof big, &conn);
-    r->rc_reject = remora_request_reject(req, "go away", 7);
-    remora_request_delete(req);
+    r->rc_accept = remora_connection_request_accept(req, NULL, big, sizeof big, &conn);
+    r->rc_reject = remora_connection_request_reject(req, "go away", 7);
+    remora_connection_request_delete(req);
     return NULL;
 }
 
 static void test_reject(void) {
     struct rejecter r = {0};
     remora_domain* dom = NULL;
-    remora_conn* conn = NULL;
+    remora_connection* conn = NULL;
     uint16_t port = 0;
     pthread_t t;
     const void* data = NULL;
     size_t len = 0;
     OK(remora_domain_open(NULL, &dom));
-    OK(remora_listener_new(dom, "127.0.0.1", 0, &r.lst));
+    OK(remora_listener_create(dom, "127.0.0.1", 0, &r.lst));
     OK(remora_listener_port(r.lst, &port));
     CHECK(pthread_create(&t, NULL, reject_thread, &r) == 0);
     EXPECT_CODE(remora_connect(dom, "127.0.0.1", port, NULL, NULL, 0, &conn), REMORA_E_REJECTED,
@@ -683,14 +697,14 @@ static void test_reject(void) {
 /* Sized configuration structs: older (smaller) sizes work, larger and tiny ones are refused. */
 static void test_config_size(void) {
     struct {
-        struct remora_conn_cfg cfg;
+        struct remora_connection_config cfg;
         char newer_fields[16];
     } newer;
-    struct remora_conn_cfg old = {0};
-    struct remora_domain_cfg dcfg = {.size = sizeof dcfg + 8};
-    struct remora_caps caps = {.size = sizeof caps + 1};
+    struct remora_connection_config old = {0};
+    struct remora_domain_config dcfg = {.size = sizeof dcfg + 8};
+    struct remora_provider_caps caps = {.size = sizeof caps + 1};
     remora_domain* dom = NULL;
-    remora_conn* conn = NULL;
+    remora_connection* conn = NULL;
     uint16_t port = 0;
     EXPECT_CODE(remora_domain_open(&dcfg, &dom), REMORA_E_INVALID, "larger than this library's");
     dcfg.size = 4;
@@ -701,33 +715,35 @@ static void test_config_size(void) {
     CHECK(dom == NULL);
     EXPECT_CODE(remora_domain_open(NULL, NULL), REMORA_E_INVALID, "dom is NULL");
     pair_domains(&rp.p);
-    EXPECT_CODE(remora_domain_caps(rp.p.cdom, &caps), REMORA_E_INVALID, "struct remora_caps");
+    EXPECT_CODE(remora_domain_caps(rp.p.cdom, &caps), REMORA_E_INVALID,
+                "struct remora_provider_caps");
     /* a caps struct from an older header: only its first fields are written */
     {
-        struct remora_caps small;
+        struct remora_provider_caps small;
         memset(&small, 0xab, sizeof small);
-        small.size = offsetof(struct remora_caps, endpoint);
+        small.size = offsetof(struct remora_provider_caps, endpoint);
         OK(remora_domain_caps(rp.p.cdom, &small));
-        CHECK(small.provider[0] != '\0' && small.size == offsetof(struct remora_caps, endpoint));
-        CHECK(((unsigned char*)&small)[offsetof(struct remora_caps, endpoint)] == 0xab);
+        CHECK(small.provider[0] != '\0' &&
+              small.size == offsetof(struct remora_provider_caps, endpoint));
+        CHECK(((unsigned char*)&small)[offsetof(struct remora_provider_caps, endpoint)] == 0xab);
     }
     OK(remora_listener_port(rp.p.lst, &port));
     memset(&newer, 0, sizeof newer);
     newer.cfg.size = sizeof newer;
     EXPECT_CODE(remora_connect(rp.p.cdom, "127.0.0.1", port, &newer.cfg, NULL, 0, &conn),
-                REMORA_E_INVALID, "struct remora_conn_cfg size");
+                REMORA_E_INVALID, "struct remora_connection_config size");
     CHECK(conn == NULL);
     /* an older header's struct ended before rcq: the rest takes defaults; it connects */
-    old.size = offsetof(struct remora_conn_cfg, rcq);
+    old.size = offsetof(struct remora_connection_config, rcq);
     old.sq_size = 8;
     old.tag = 12345; /* past the old size: ignored */
     pair_connect(&rp.p, NULL, &old, NULL, 0, NULL, 0);
     {
-        remora_cq* cq = NULL;
+        remora_completion_queue* cq = NULL;
         uint64_t tag = 1;
         int kind = -1;
-        OK(remora_conn_cq(rp.p.client, &cq));
-        OK(remora_cq_info(cq, &kind, &tag));
+        OK(remora_connection_cq(rp.p.client, &cq));
+        OK(remora_completion_queue_info(cq, &kind, &tag));
         CHECK(tag == 0 && kind == REMORA_CQ);
     }
     pair_close(&rp.p);
@@ -748,29 +764,30 @@ static void test_strerror(void) {
 
 /* RDM peers on shm: exchange addresses, attach, write and read back. */
 static void test_rdm_shm(void) {
-    const struct remora_domain_cfg dcfg = {
-        .size = sizeof dcfg, .provider = "shm", .endpoint = REMORA_EP_RDM};
-    const struct remora_conn_cfg tcfg = {.size = sizeof tcfg, .progress_thread = true};
+    const struct remora_domain_config dcfg = {
+        .size = sizeof dcfg, .provider = "shm", .endpoint = REMORA_ENDPOINT_RDM};
+    const struct remora_connection_config tcfg = {.size = sizeof tcfg, .progress_thread = true};
     remora_domain* dom = NULL;
-    remora_conn *a = NULL, *b = NULL;
+    remora_connection *a = NULL, *b = NULL;
     const void *addr_a = NULL, *addr_b = NULL;
     size_t len_a = 0, len_b = 0;
-    remora_mr *amr = NULL, *bmr = NULL;
-    remora_remote* desc = NULL;
-    remora_cq* cq = NULL;
+    remora_memory_region *amr = NULL, *bmr = NULL;
+    remora_remote_region* desc = NULL;
+    remora_completion_queue* cq = NULL;
     OK(remora_domain_open(&dcfg, &dom));
-    OK(remora_peer_open(dom, &tcfg, &a));
-    OK(remora_peer_open(dom, NULL, &b));
-    OK(remora_peer_address(a, &addr_a, &len_a));
-    OK(remora_peer_address(b, &addr_b, &len_b));
+    OK(remora_open_peer(dom, &tcfg, &a));
+    OK(remora_open_peer(dom, NULL, &b));
+    OK(remora_connection_local_address(a, &addr_a, &len_a));
+    OK(remora_connection_local_address(b, &addr_b, &len_b));
     CHECK(len_a > 0 && len_b > 0);
-    EXPECT_CODE(remora_peer_attach(b, "junk", 4), REMORA_E_INVALID, "remora_peer_attach: ");
-    OK(remora_peer_attach(a, addr_b, len_b));
-    OK(remora_peer_attach(b, addr_a, len_a));
-    OK(remora_mr_reg(dom, rp.server_mem, REGION, REMORA_USAGE_ALL, &amr));
-    OK(remora_mr_reg(dom, rp.client_mem, REGION, REMORA_USAGE_ALL, &bmr));
-    OK(remora_mr_describe(amr, 0, 0, &desc));
-    OK(remora_conn_cq(b, &cq));
+    EXPECT_CODE(remora_connection_attach(b, "junk", 4), REMORA_E_INVALID,
+                "remora_connection_attach: ");
+    OK(remora_connection_attach(a, addr_b, len_b));
+    OK(remora_connection_attach(b, addr_a, len_a));
+    OK(remora_memory_region_create(dom, rp.server_mem, REGION, REMORA_USAGE_ALL, &amr));
+    OK(remora_memory_region_create(dom, rp.client_mem, REGION, REMORA_USAGE_ALL, &bmr));
+    OK(remora_memory_region_describe(amr, 0, 0, &desc));
+    OK(remora_connection_cq(b, &cq));
     memcpy(rp.client_mem, "over shm", 8);
     OK(remora_write(b, desc, 40, bmr, 0, 8, 0, NULL));
     expect_completion(cq, REMORA_OP_WRITE, NULL);
@@ -778,11 +795,11 @@ static void test_rdm_shm(void) {
     expect_completion(cq, REMORA_OP_READ, NULL);
     CHECK(memcmp(rp.client_mem + 100, "over shm", 8) == 0);
     CHECK(memcmp(rp.server_mem + 40, "over shm", 8) == 0);
-    remora_remote_delete(desc);
-    remora_conn_delete(b);
-    remora_conn_delete(a);
-    remora_mr_delete(amr);
-    remora_mr_delete(bmr);
+    remora_remote_region_delete(desc);
+    remora_connection_delete(b);
+    remora_connection_delete(a);
+    remora_memory_region_delete(amr);
+    remora_memory_region_delete(bmr);
     OK(remora_domain_close(&dom));
 }
 
@@ -796,7 +813,7 @@ struct seen {
     int status;
     void* context;
     int op;
-    remora_lease* lease;
+    remora_held_units* lease;
 };
 static struct seen seen = {
     PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, NULL, 0, NULL};
@@ -823,7 +840,7 @@ static void seen_wait(int calls) {
     pthread_mutex_unlock(&seen.mu);
 }
 
-static void on_acquire(void* ctx, int status, remora_lease* lease) {
+static void on_acquire(void* ctx, int status, remora_held_units* lease) {
     pthread_mutex_lock(&seen.mu);
     seen.calls++;
     seen.status = status;
@@ -844,26 +861,26 @@ static void on_completion(const struct remora_completion* c) {
 }
 
 static void test_slot_pool(void) {
-    struct remora_slot_pool_cfg cfg = {.size = sizeof cfg, .capacity = {.sq = 2, .cq = 2}};
+    struct remora_slot_pool_config cfg = {.size = sizeof cfg, .capacity = {.sq = 2, .cq = 2}};
     const struct remora_units one = {.sq = 1, .cq = 1}, two = {.sq = 2, .cq = 2};
     const struct remora_units huge = {.sq = 3}, none = {0};
     remora_slot_pool *pool = NULL, *forbid = NULL;
-    remora_lease *a = NULL, *b = NULL, *c = NULL;
+    remora_held_units *a = NULL, *b = NULL, *c = NULL;
     struct remora_units u;
     size_t waiting = 99, n = 99;
     bool parked = false;
     int tag = 0;
-    EXPECT_CODE(remora_slot_pool_new(NULL, &pool), REMORA_E_INVALID, "cfg is NULL");
+    EXPECT_CODE(remora_slot_pool_create(NULL, &pool), REMORA_E_INVALID, "cfg is NULL");
     cfg.capacity.sq = 0;
     cfg.capacity.cq = 0;
-    EXPECT_CODE(remora_slot_pool_new(&cfg, &pool), REMORA_E_INVALID, "capacity is empty");
+    EXPECT_CODE(remora_slot_pool_create(&cfg, &pool), REMORA_E_INVALID, "capacity is empty");
     cfg.capacity = two;
     cfg.policy = 9;
-    EXPECT_CODE(remora_slot_pool_new(&cfg, &pool), REMORA_E_INVALID, "policy 9");
-    cfg.policy = REMORA_BACKPRESSURE;
-    OK(remora_slot_pool_new(&cfg, &pool));
+    EXPECT_CODE(remora_slot_pool_create(&cfg, &pool), REMORA_E_INVALID, "policy 9");
+    cfg.policy = REMORA_EXHAUSTION_BACKPRESSURE;
+    OK(remora_slot_pool_create(&cfg, &pool));
     OK(remora_slot_pool_try_acquire(pool, &one, &a));
-    OK(remora_lease_units(a, &u));
+    OK(remora_held_units_held(a, &u));
     CHECK(u.sq == 1 && u.cq == 1 && u.recv == 0);
     EXPECT_CODE(remora_slot_pool_try_acquire(pool, &two, &b), REMORA_E_WOULD_BLOCK,
                 "remora_slot_pool_try_acquire: ");
@@ -887,11 +904,11 @@ static void test_slot_pool(void) {
     CHECK(waiting == 1);
     EXPECT_CODE(remora_slot_pool_try_acquire(pool, &one, &c), REMORA_E_WOULD_BLOCK,
                 "remora_slot_pool_try_acquire: "); /* the parked request goes first */
-    remora_lease_release(a);
+    remora_held_units_delete(a);
     CHECK(seen.calls == 0); /* one unit of each back: not enough yet */
-    remora_lease_release(b);
+    remora_held_units_delete(b);
     CHECK(seen.calls == 1 && seen.status == 0 && seen.lease != NULL); /* ran in the release */
-    OK(remora_lease_units(seen.lease, &u));
+    OK(remora_held_units_held(seen.lease, &u));
     CHECK(u.sq == 2 && u.cq == 2);
     a = seen.lease;
     /* a deadline fires on its own (the pool's timer thread) */
@@ -913,19 +930,19 @@ static void test_slot_pool(void) {
     EXPECT_CODE(remora_slot_pool_acquire(pool, &huge, 10, on_acquire, NULL, &parked),
                 REMORA_E_TOO_LARGE, "remora_slot_pool_acquire: ");
     CHECK(seen.calls == 1); /* refused: no callback */
-    remora_lease_release(a);
+    remora_held_units_delete(a);
     OK(remora_slot_pool_available(pool, &u, &waiting));
     CHECK(u.sq == 2 && u.cq == 2 && waiting == 0);
     /* forbid: exhaustion is a sizing bug, and nothing parks */
-    cfg.policy = REMORA_FORBID;
-    OK(remora_slot_pool_new(&cfg, &forbid));
+    cfg.policy = REMORA_EXHAUSTION_FORBID;
+    OK(remora_slot_pool_create(&cfg, &forbid));
     OK(remora_slot_pool_try_acquire(forbid, &two, &a));
     EXPECT_CODE(remora_slot_pool_try_acquire(forbid, &one, &b), REMORA_E_BAD_STATE,
                 "remora_slot_pool_try_acquire: ");
     EXPECT_CODE(remora_slot_pool_acquire(forbid, &one, 10, on_acquire, NULL, &parked),
                 REMORA_E_BAD_STATE, "remora_slot_pool_acquire: ");
-    remora_lease_release(a);
-    remora_lease_release(NULL);
+    remora_held_units_delete(a);
+    remora_held_units_delete(NULL);
     remora_slot_pool_delete(forbid);
     remora_slot_pool_delete(pool);
     remora_slot_pool_delete(NULL);
@@ -933,12 +950,13 @@ static void test_slot_pool(void) {
 
 /* Parked posts and callbacks on a client drawing on a pool with room for one operation (with
  * `pool`, its units but one are held here meanwhile). */
-static void parked_posts(remora_conn* client, remora_cq* cq, const remora_remote* remote,
-                         const remora_mr* mr, remora_slot_pool* pool) {
-    struct remora_op_opts o = {.size = sizeof o, .context = &rp};
+static void parked_posts(remora_connection* client, remora_completion_queue* cq,
+                         const remora_remote_region* remote, const remora_memory_region* mr,
+                         remora_slot_pool* pool) {
+    struct remora_op_options o = {.size = sizeof o, .context = &rp};
     struct remora_completion c;
     const struct remora_units one = {.sq = 1, .cq = 1};
-    remora_lease* held = NULL;
+    remora_held_units* held = NULL;
     size_t n = 99;
     int ctx = 0;
     if (pool != NULL) {
@@ -952,11 +970,11 @@ static void parked_posts(remora_conn* client, remora_cq* cq, const remora_remote
     EXPECT_CODE(remora_read_ex(client, mr, 64, remote, 0, 8, &o), REMORA_E_TIMED_OUT,
                 "remora_read_ex: ");
     {
-        const struct remora_segment seg = {remote, 16, 8};
+        const struct remora_remote_segment seg = {remote, 16, 8};
         EXPECT_CODE(remora_gather_write(client, &seg, 1, mr, 0, &o), REMORA_E_TIMED_OUT,
                     "remora_gather_write: ");
     }
-    OK(remora_conn_parked(client, &n));
+    OK(remora_connection_parked(client, &n));
     CHECK(n == 0);
     /* queued: returns at once, posted by the library once the unit comes back */
     seen_reset();
@@ -965,12 +983,12 @@ static void parked_posts(remora_conn* client, remora_cq* cq, const remora_remote
     o.callback = on_completion;
     o.context = &ctx;
     OK(remora_write_ex(client, remote, 8, mr, 0, 8, &o));
-    OK(remora_conn_parked(client, &n));
+    OK(remora_connection_parked(client, &n));
     CHECK(n == 1 && seen.calls == 0);
     expect_completion(cq, REMORA_OP_WRITE, &rp); /* gives the unit back */
     for (;;) { /* its callback runs on this thread, the CQ's reader */
         size_t got = 0;
-        OK(remora_cq_poll(cq, &c, 1, &got));
+        OK(remora_completion_queue_poll(cq, &c, 1, &got));
         CHECK(got == 0);
         pthread_mutex_lock(&seen.mu);
         n = (size_t)seen.calls;
@@ -978,7 +996,7 @@ static void parked_posts(remora_conn* client, remora_cq* cq, const remora_remote
         if (n == 1) {
             break;
         }
-        OK(remora_cq_wait(cq, T_WAIT_MS, &n));
+        OK(remora_completion_queue_wait(cq, T_WAIT_MS, &n));
     }
     CHECK(seen.status == 0 && seen.context == &ctx && seen.op == REMORA_OP_WRITE);
     /* cancel_parked ends a queued post: its callback says so */
@@ -993,7 +1011,7 @@ static void parked_posts(remora_conn* client, remora_cq* cq, const remora_remote
     o.callback = on_completion;
     o.context = &ctx;
     OK(remora_send_ex(client, mr, 0, 8, &o));
-    OK(remora_conn_cancel_parked(client, &n));
+    OK(remora_connection_cancel_parked(client, &n));
     CHECK(n == 1);
     seen_wait(1);
     CHECK(seen.status == REMORA_E_CANCELED && seen.context == &ctx && seen.op == REMORA_OP_SEND);
@@ -1011,43 +1029,43 @@ static void parked_posts(remora_conn* client, remora_cq* cq, const remora_remote
     o.park_ms = 0;
     o.size = sizeof o + 8;
     EXPECT_CODE(remora_write_ex(client, remote, 0, mr, 0, 8, &o), REMORA_E_INVALID,
-                "remora_op_opts");
+                "remora_op_options");
     EXPECT_CODE(remora_write_ex(NULL, remote, 0, mr, 0, 8, NULL), REMORA_E_INVALID, "conn is NULL");
     EXPECT_CODE(remora_write_ex(client, remote, 4090, mr, 0, 8, NULL), REMORA_E_OUT_OF_RANGE,
                 "remora_write_ex: ");
-    EXPECT_CODE(remora_conn_parked(client, NULL), REMORA_E_INVALID, "n is NULL");
-    OK(remora_conn_in_flight(client, &n));
+    EXPECT_CODE(remora_connection_parked(client, NULL), REMORA_E_INVALID, "n is NULL");
+    OK(remora_connection_in_flight(client, &n));
     CHECK(n == 0);
-    remora_lease_release(held);
+    remora_held_units_delete(held);
 }
 
 static void test_slots_parked(void) {
-    struct remora_slot_pool_cfg pcfg = {.size = sizeof pcfg, .capacity = {.sq = 1, .cq = 1}};
-    struct remora_conn_cfg ccfg = {.size = sizeof ccfg};
+    struct remora_slot_pool_config pcfg = {.size = sizeof pcfg, .capacity = {.sq = 1, .cq = 1}};
+    struct remora_connection_config ccfg = {.size = sizeof ccfg};
     remora_slot_pool* pool = NULL;
-    remora_cq* cq = NULL;
-    OK(remora_slot_pool_new(&pcfg, &pool));
+    remora_completion_queue* cq = NULL;
+    OK(remora_slot_pool_create(&pcfg, &pool));
     ccfg.slots = pool;
     remote_pair_open(&rp, &target_cfg, &ccfg, NULL);
     remora_slot_pool_delete(pool); /* the connection holds it */
-    OK(remora_conn_cq(rp.p.client, &cq));
+    OK(remora_connection_cq(rp.p.client, &cq));
     parked_posts(rp.p.client, cq, rp.remote, rp.client_mr, NULL);
     remote_pair_close(&rp);
 }
 
 /* A forbid pool refuses a post beyond its size with BAD_STATE; signal_every > 1 is refused. */
 static void test_slots_forbid(void) {
-    struct remora_slot_pool_cfg pcfg = {
-        .size = sizeof pcfg, .capacity = {.sq = 1, .cq = 1}, .policy = REMORA_FORBID};
-    struct remora_conn_cfg ccfg = {.size = sizeof ccfg};
+    struct remora_slot_pool_config pcfg = {
+        .size = sizeof pcfg, .capacity = {.sq = 1, .cq = 1}, .policy = REMORA_EXHAUSTION_FORBID};
+    struct remora_connection_config ccfg = {.size = sizeof ccfg};
     remora_slot_pool* pool = NULL;
-    remora_conn* bad = NULL;
+    remora_connection* bad = NULL;
     uint16_t port = 0;
-    remora_cq* cq = NULL;
-    OK(remora_slot_pool_new(&pcfg, &pool));
+    remora_completion_queue* cq = NULL;
+    OK(remora_slot_pool_create(&pcfg, &pool));
     ccfg.slots = pool;
     remote_pair_open(&rp, &target_cfg, &ccfg, NULL);
-    OK(remora_conn_cq(rp.p.client, &cq));
+    OK(remora_connection_cq(rp.p.client, &cq));
     OK(remora_write(rp.p.client, rp.remote, 0, rp.client_mr, 0, 8, 0, NULL));
     EXPECT_CODE(remora_write(rp.p.client, rp.remote, 0, rp.client_mr, 0, 8, 0, NULL),
                 REMORA_E_BAD_STATE, "remora_write: ");
@@ -1064,21 +1082,22 @@ static void test_slots_forbid(void) {
 }
 
 /* gather_write over two slices of the peer's region, then its refusals. */
-static void gather(remora_conn* client, remora_cq* cq, const remora_remote* remote,
-                   const remora_mr* mr, unsigned char* local, const unsigned char* peer_mem) {
-    remora_remote *s1 = NULL, *s2 = NULL;
-    struct remora_segment seg[REMORA_MAX_GATHER_PARTS + 1];
-    struct remora_op_opts o = {.size = sizeof o, .context = &seg};
+static void gather(remora_connection* client, remora_completion_queue* cq,
+                   const remora_remote_region* remote, const remora_memory_region* mr,
+                   unsigned char* local, const unsigned char* peer_mem) {
+    remora_remote_region *s1 = NULL, *s2 = NULL;
+    struct remora_remote_segment seg[REMORA_MAX_GATHER_PARTS + 1];
+    struct remora_op_options o = {.size = sizeof o, .context = &seg};
     struct remora_completion c;
     size_t i, n = 99;
-    OK(remora_remote_slice(remote, 1024, 512, &s1));
-    OK(remora_remote_slice(remote, 3072, 512, &s2));
+    OK(remora_remote_region_slice(remote, 1024, 512, &s1));
+    OK(remora_remote_region_slice(remote, 3072, 512, &s2));
     memcpy(local, "gathered-in-two-parts", 21);
-    seg[0] = (struct remora_segment){s1, 10, 8};
-    seg[1] = (struct remora_segment){s2, 20, 13};
+    seg[0] = (struct remora_remote_segment){s1, 10, 8};
+    seg[1] = (struct remora_remote_segment){s2, 20, 13};
     OK(remora_gather_write(client, seg, 2, mr, 0, &o));
     c = expect_completion(cq, REMORA_OP_WRITE, &seg);
-    CHECK(c.len == 21 && c.failed_part == 0);
+    CHECK(c.bytes == 21 && c.failed_part == 0);
     /* a read behind the write makes it visible; then look at the peer's memory */
     OK(remora_read(client, mr, 2048, remote, 1024 + 10, 8, 0, NULL));
     expect_completion(cq, REMORA_OP_READ, NULL);
@@ -1093,14 +1112,14 @@ static void gather(remora_conn* client, remora_cq* cq, const remora_remote* remo
     /* refusals, nothing posted */
     EXPECT_CODE(remora_gather_write(client, seg, 0, mr, 0, NULL), REMORA_E_INVALID,
                 "remora_gather_write: ");
-    seg[1].remote = NULL;
+    seg[1].region = NULL;
     EXPECT_CODE(remora_gather_write(client, seg, 2, mr, 0, NULL), REMORA_E_INVALID,
                 "remora_gather_write: ");
-    seg[1] = (struct remora_segment){s2, 500, 13};
+    seg[1] = (struct remora_remote_segment){s2, 500, 13};
     EXPECT_CODE(remora_gather_write(client, seg, 2, mr, 0, NULL), REMORA_E_OUT_OF_RANGE,
                 "remora_gather_write: ");
     for (i = 0; i <= REMORA_MAX_GATHER_PARTS; ++i) {
-        seg[i] = (struct remora_segment){s1, i, 1};
+        seg[i] = (struct remora_remote_segment){s1, i, 1};
     }
     EXPECT_CODE(remora_gather_write(client, seg, REMORA_MAX_GATHER_PARTS + 1, mr, 0, NULL),
                 REMORA_E_TOO_LARGE, "remora_gather_write: ");
@@ -1109,56 +1128,58 @@ static void gather(remora_conn* client, remora_cq* cq, const remora_remote* remo
                 "remora_gather_write: ");
     EXPECT_CODE(remora_gather_write(client, NULL, 2, mr, 0, NULL), REMORA_E_INVALID, "dst is NULL");
     EXPECT_CODE(remora_gather_write(NULL, seg, 2, mr, 0, NULL), REMORA_E_INVALID, "conn is NULL");
-    OK(remora_conn_in_flight(client, &n));
+    OK(remora_connection_in_flight(client, &n));
     CHECK(n == 0);
-    remora_remote_delete(s1);
-    remora_remote_delete(s2);
+    remora_remote_region_delete(s1);
+    remora_remote_region_delete(s2);
 }
 
 static void test_gather_write(void) {
-    remora_cq* cq = NULL;
+    remora_completion_queue* cq = NULL;
     remote_pair_open(&rp, &target_cfg, &default_cfg, NULL);
-    OK(remora_conn_cq(rp.p.client, &cq));
+    OK(remora_connection_cq(rp.p.client, &cq));
     gather(rp.p.client, cq, rp.remote, rp.client_mr, rp.client_mem, rp.server_mem);
     remote_pair_close(&rp);
 }
 
 /* write_copy and send_copy through a pool of one bounce buffer. */
 static void test_copy(void) {
-    const struct remora_conn_cfg scfg = {.size = sizeof scfg, .progress_thread = true};
-    struct remora_buffer_pool_cfg bcfg = {.size = sizeof bcfg, .buffers = 1, .buffer_size = 64};
-    struct remora_conn_cfg ccfg = {.size = sizeof ccfg};
+    const struct remora_connection_config scfg = {.size = sizeof scfg, .progress_thread = true};
+    struct remora_buffer_pool_config bcfg = {.size = sizeof bcfg, .buffers = 1, .buffer_size = 64};
+    struct remora_connection_config ccfg = {.size = sizeof ccfg};
     remora_buffer_pool* bp = NULL;
-    remora_cq *cq = NULL, *scq = NULL;
+    remora_completion_queue *cq = NULL, *scq = NULL;
     unsigned char big[65] = {0};
     size_t avail = 99, cap = 0, bsize = 0;
     pair_domains(&rp.p);
     bcfg.usage = 0x100;
-    EXPECT_CODE(remora_buffer_pool_new(rp.p.cdom, &bcfg, &bp), REMORA_E_INVALID, "usage 256");
+    EXPECT_CODE(remora_buffer_pool_create(rp.p.cdom, &bcfg, &bp), REMORA_E_INVALID, "usage 256");
     bcfg.usage = 0;
-    OK(remora_buffer_pool_new(rp.p.cdom, &bcfg, &bp));
+    OK(remora_buffer_pool_create(rp.p.cdom, &bcfg, &bp));
     OK(remora_buffer_pool_info(bp, &avail, &cap, &bsize));
     CHECK(avail == 1 && cap == 1 && bsize == 64);
     EXPECT_CODE(remora_domain_close(&rp.p.cdom), REMORA_E_BAD_STATE, "remora_domain_close: ");
     CHECK(rp.p.cdom != NULL); /* the pool uses it */
     {
         unsigned char wire[REMORA_DESCRIPTOR_SIZE];
-        remora_remote* desc = NULL;
+        remora_remote_region* desc = NULL;
         const void* peer = NULL;
         size_t peer_len = 0;
-        OK(remora_mr_reg(rp.p.sdom, rp.server_mem, REGION, REMORA_USAGE_ALL, &rp.server_mr));
-        OK(remora_mr_reg(rp.p.cdom, rp.client_mem, REGION, REMORA_USAGE_ALL, &rp.client_mr));
-        OK(remora_mr_describe(rp.server_mr, 0, 0, &desc));
-        OK(remora_remote_to_bytes(desc, wire, sizeof wire));
-        remora_remote_delete(desc);
+        OK(remora_memory_region_create(rp.p.sdom, rp.server_mem, REGION, REMORA_USAGE_ALL,
+                                       &rp.server_mr));
+        OK(remora_memory_region_create(rp.p.cdom, rp.client_mem, REGION, REMORA_USAGE_ALL,
+                                       &rp.client_mr));
+        OK(remora_memory_region_describe(rp.server_mr, 0, 0, &desc));
+        OK(remora_remote_region_serialize(desc, wire, sizeof wire));
+        remora_remote_region_delete(desc);
         ccfg.bounce = bp;
         pair_connect(&rp.p, &scfg, &ccfg, wire, sizeof wire, NULL, 0);
-        OK(remora_conn_peer_private_data(rp.p.client, &peer, &peer_len));
-        OK(remora_remote_from_bytes(peer, sizeof wire, &rp.remote));
+        OK(remora_connection_peer_private_data(rp.p.client, &peer, &peer_len));
+        OK(remora_remote_region_parse(peer, sizeof wire, &rp.remote));
     }
     remora_buffer_pool_delete(bp); /* the connection holds it */
-    OK(remora_conn_cq(rp.p.client, &cq));
-    OK(remora_conn_cq(rp.p.server, &scq));
+    OK(remora_connection_cq(rp.p.client, &cq));
+    OK(remora_connection_cq(rp.p.server, &scq));
     {
         char data[16] = "copied at post";
         OK(remora_write_copy(rp.p.client, rp.remote, 200, data, 15, NULL));
@@ -1173,7 +1194,7 @@ static void test_copy(void) {
         OK(remora_recv(rp.p.server, rp.server_mr, 1024, 64, 0, (void*)3));
         OK(remora_send_copy(rp.p.client, "sent copy", 9, NULL));
         expect_completion(cq, REMORA_OP_SEND, NULL);
-        CHECK(expect_completion(scq, REMORA_OP_RECV, (void*)3).len == 9);
+        CHECK(expect_completion(scq, REMORA_OP_RECV, (void*)3).bytes == 9);
         CHECK(memcmp(rp.server_mem + 1024, "sent copy", 9) == 0);
     }
     EXPECT_CODE(remora_write_copy(rp.p.client, rp.remote, 0, big, sizeof big, NULL),
@@ -1187,65 +1208,65 @@ static void test_copy(void) {
 
 /* The same on shm RDM peers in one process: gather_write, and parked posts on a slot pool. */
 static void test_rdm_shm_ext(void) {
-    const struct remora_domain_cfg dcfg = {
-        .size = sizeof dcfg, .provider = "shm", .endpoint = REMORA_EP_RDM};
-    const struct remora_conn_cfg tcfg = {.size = sizeof tcfg, .progress_thread = true};
-    struct remora_slot_pool_cfg pcfg = {.size = sizeof pcfg, .capacity = {.sq = 2, .cq = 2}};
-    struct remora_conn_cfg bcfg = {.size = sizeof bcfg};
+    const struct remora_domain_config dcfg = {
+        .size = sizeof dcfg, .provider = "shm", .endpoint = REMORA_ENDPOINT_RDM};
+    const struct remora_connection_config tcfg = {.size = sizeof tcfg, .progress_thread = true};
+    struct remora_slot_pool_config pcfg = {.size = sizeof pcfg, .capacity = {.sq = 2, .cq = 2}};
+    struct remora_connection_config bcfg = {.size = sizeof bcfg};
     remora_slot_pool* pool = NULL;
     remora_domain* dom = NULL;
-    remora_conn *a = NULL, *b = NULL;
+    remora_connection *a = NULL, *b = NULL;
     const void *addr_a = NULL, *addr_b = NULL;
     size_t len_a = 0, len_b = 0;
-    remora_mr *amr = NULL, *bmr = NULL;
-    remora_remote* desc = NULL;
-    remora_cq* cq = NULL;
-    OK(remora_slot_pool_new(&pcfg, &pool));
+    remora_memory_region *amr = NULL, *bmr = NULL;
+    remora_remote_region* desc = NULL;
+    remora_completion_queue* cq = NULL;
+    OK(remora_slot_pool_create(&pcfg, &pool));
     bcfg.slots = pool;
     OK(remora_domain_open(&dcfg, &dom));
-    OK(remora_peer_open(dom, &tcfg, &a));
-    OK(remora_peer_open(dom, &bcfg, &b));
-    OK(remora_peer_address(a, &addr_a, &len_a));
-    OK(remora_peer_address(b, &addr_b, &len_b));
-    OK(remora_peer_attach(a, addr_b, len_b));
-    OK(remora_peer_attach(b, addr_a, len_a));
-    OK(remora_mr_reg(dom, rp.server_mem, REGION, REMORA_USAGE_ALL, &amr));
-    OK(remora_mr_reg(dom, rp.client_mem, REGION, REMORA_USAGE_ALL, &bmr));
-    OK(remora_mr_describe(amr, 0, 0, &desc));
-    OK(remora_conn_cq(b, &cq));
+    OK(remora_open_peer(dom, &tcfg, &a));
+    OK(remora_open_peer(dom, &bcfg, &b));
+    OK(remora_connection_local_address(a, &addr_a, &len_a));
+    OK(remora_connection_local_address(b, &addr_b, &len_b));
+    OK(remora_connection_attach(a, addr_b, len_b));
+    OK(remora_connection_attach(b, addr_a, len_a));
+    OK(remora_memory_region_create(dom, rp.server_mem, REGION, REMORA_USAGE_ALL, &amr));
+    OK(remora_memory_region_create(dom, rp.client_mem, REGION, REMORA_USAGE_ALL, &bmr));
+    OK(remora_memory_region_describe(amr, 0, 0, &desc));
+    OK(remora_connection_cq(b, &cq));
     parked_posts(b, cq, desc, bmr, pool);
     gather(b, cq, desc, bmr, rp.client_mem, rp.server_mem);
-    remora_remote_delete(desc);
-    remora_conn_delete(b);
-    remora_conn_delete(a);
+    remora_remote_region_delete(desc);
+    remora_connection_delete(b);
+    remora_connection_delete(a);
     remora_slot_pool_delete(pool);
-    remora_mr_delete(amr);
-    remora_mr_delete(bmr);
+    remora_memory_region_delete(amr);
+    remora_memory_region_delete(bmr);
     OK(remora_domain_close(&dom));
 }
 
 /* The next connection event of conn (bounded by T_WAIT_MS). */
-static int next_event(remora_conn* conn) {
+static int next_event(remora_connection* conn) {
     int ev = -1;
-    OK(remora_conn_next_event(conn, T_WAIT_MS, &ev));
+    OK(remora_connection_next_event(conn, T_WAIT_MS, &ev));
     return ev;
 }
 
 struct async_server {
     remora_listener* lst;
-    const struct remora_conn_cfg* cfg;
-    remora_conn* conn;
+    const struct remora_connection_config* cfg;
+    remora_connection* conn;
     int rc;
     atomic_int done;
 };
 
 static void* accept_async_thread(void* arg) {
     struct async_server* s = arg;
-    remora_request* req = NULL;
+    remora_connection_request* req = NULL;
     s->rc = remora_listener_get_request(s->lst, T_WAIT_MS, &req);
     if (s->rc == 0) {
-        s->rc = remora_request_accept_async(req, s->cfg, "ok", 2, &s->conn);
-        remora_request_delete(req);
+        s->rc = remora_connection_request_accept_async(req, s->cfg, "ok", 2, &s->conn);
+        remora_connection_request_delete(req);
     }
     atomic_store(&s->done, 1);
     return NULL;
@@ -1254,30 +1275,33 @@ static void* accept_async_thread(void* arg) {
 /* connect_async and accept_async: each side learns the outcome as an event; then a send lands
  * in a shared receive queue on the server (tcp and sockets have one). */
 static void test_async_srq(void) {
-    struct remora_srq_cfg qcfg = {.size = sizeof qcfg, .depth = 4, .tag = 99};
-    struct remora_conn_cfg scfg = {.size = sizeof scfg};
-    const struct remora_persist_cfg pcfg2 = {.size = sizeof pcfg2, .service_depth = 2};
+    struct remora_shared_receive_queue_config qcfg = {.size = sizeof qcfg, .depth = 4, .tag = 99};
+    struct remora_connection_config scfg = {.size = sizeof scfg};
+    const struct remora_persistence_config pcfg2 = {.size = sizeof pcfg2, .service_depth = 2};
     struct async_server s = {0};
-    remora_srq* srq = NULL;
-    remora_cq *qcq = NULL, *ccq = NULL;
+    remora_shared_receive_queue* srq = NULL;
+    remora_completion_queue *qcq = NULL, *ccq = NULL;
     struct remora_completion c;
     const void* pdata = NULL;
     size_t plen = 0, depth = 0, posted = 0, conns = 0;
     uint16_t port = 0;
     pthread_t t;
     pair_domains(&rp.p);
-    OK(remora_mr_reg(rp.p.sdom, rp.server_mem, REGION, REMORA_USAGE_ALL, &rp.server_mr));
-    OK(remora_mr_reg(rp.p.cdom, rp.client_mem, REGION, REMORA_USAGE_ALL, &rp.client_mr));
+    OK(remora_memory_region_create(rp.p.sdom, rp.server_mem, REGION, REMORA_USAGE_ALL,
+                                   &rp.server_mr));
+    OK(remora_memory_region_create(rp.p.cdom, rp.client_mem, REGION, REMORA_USAGE_ALL,
+                                   &rp.client_mr));
     qcfg.size = sizeof qcfg + 1;
-    EXPECT_CODE(remora_srq_new(rp.p.sdom, &qcfg, &srq), REMORA_E_INVALID, "remora_srq_cfg");
+    EXPECT_CODE(remora_shared_receive_queue_create(rp.p.sdom, &qcfg, &srq), REMORA_E_INVALID,
+                "remora_shared_receive_queue_config");
     qcfg.size = sizeof qcfg;
-    OK(remora_srq_new(rp.p.sdom, &qcfg, &srq));
-    OK(remora_srq_cq(srq, &qcq));
-    OK(remora_srq_recv(srq, rp.server_mr, 0, 64, 0, (void*)5));
-    EXPECT_CODE(remora_srq_recv(srq, rp.server_mr, REGION - 8, 64, 0, NULL), REMORA_E_OUT_OF_RANGE,
-                "remora_srq_recv: ");
-    EXPECT_CODE(remora_srq_recv(NULL, rp.server_mr, 0, 64, 0, NULL), REMORA_E_INVALID,
-                "srq is NULL");
+    OK(remora_shared_receive_queue_create(rp.p.sdom, &qcfg, &srq));
+    OK(remora_shared_receive_queue_cq(srq, &qcq));
+    OK(remora_shared_receive_queue_recv(srq, rp.server_mr, 0, 64, 0, (void*)5));
+    EXPECT_CODE(remora_shared_receive_queue_recv(srq, rp.server_mr, REGION - 8, 64, 0, NULL),
+                REMORA_E_OUT_OF_RANGE, "remora_shared_receive_queue_recv: ");
+    EXPECT_CODE(remora_shared_receive_queue_recv(NULL, rp.server_mr, 0, 64, 0, NULL),
+                REMORA_E_INVALID, "srq is NULL");
     scfg.srq = srq;
     scfg.persist = &pcfg2;
     OK(remora_listener_port(rp.p.lst, &port));
@@ -1291,36 +1315,36 @@ static void test_async_srq(void) {
     CHECK(next_event(rp.p.client) == REMORA_CONN_REJECTED);
     CHECK(pthread_join(t, NULL) == 0);
     CHECK(s.rc == REMORA_E_INVALID && s.conn == NULL);
-    EXPECT_CODE(remora_conn_setup_status(rp.p.client), REMORA_E_REJECTED,
-                "remora_conn_setup_status: ");
-    remora_conn_delete(rp.p.client);
+    EXPECT_CODE(remora_connection_setup_status(rp.p.client), REMORA_E_REJECTED,
+                "remora_connection_setup_status: ");
+    remora_connection_delete(rp.p.client);
     scfg.persist = NULL;
     atomic_store(&s.done, 0);
     CHECK(pthread_create(&t, NULL, accept_async_thread, &s) == 0);
     OK(remora_connect_async(rp.p.cdom, "127.0.0.1", port, NULL, "hi", 2, &rp.p.client));
-    CHECK(remora_conn_setup_status(rp.p.client) == REMORA_E_WOULD_BLOCK);
+    CHECK(remora_connection_setup_status(rp.p.client) == REMORA_E_WOULD_BLOCK);
     {
         /* tcp progresses an asynchronous setup only while it is looked at: as the header
          * says, poll both event fds and look (next_event 0 ms) at a side whose fd is readable;
          * each poll is bounded, the loop by about T_WAIT_MS */
         int cev = -1, sev = -1, rounds = 0, ev = -1;
         struct pollfd fds[2] = {{.events = POLLIN}, {.events = POLLIN}};
-        OK(remora_conn_event_fd(rp.p.client, &fds[0].fd));
+        OK(remora_connection_event_fd(rp.p.client, &fds[0].fd));
         fds[1].fd = -1; /* ignored until the server has accepted */
         while ((cev < 0 || sev < 0) && rounds++ < T_WAIT_MS / 5) {
             if (rp.p.server == NULL && atomic_load(&s.done)) {
                 CHECK(pthread_join(t, NULL) == 0);
                 OK(s.rc);
                 rp.p.server = s.conn;
-                OK(remora_conn_event_fd(rp.p.server, &fds[1].fd));
+                OK(remora_connection_event_fd(rp.p.server, &fds[1].fd));
             }
             CHECK(poll(fds, 2, 5) >= 0);
             if (cev < 0 && (fds[0].revents & POLLIN) &&
-                remora_conn_next_event(rp.p.client, 0, &ev) == 0) {
+                remora_connection_next_event(rp.p.client, 0, &ev) == 0) {
                 cev = ev;
             }
             if (sev < 0 && (fds[1].revents & POLLIN) &&
-                remora_conn_next_event(rp.p.server, 0, &ev) == 0) {
+                remora_connection_next_event(rp.p.server, 0, &ev) == 0) {
                 sev = ev;
             }
         }
@@ -1329,24 +1353,24 @@ static void test_async_srq(void) {
         }
         CHECK(cev == REMORA_CONN_ESTABLISHED && sev == REMORA_CONN_ESTABLISHED);
     }
-    OK(remora_conn_setup_status(rp.p.client));
-    OK(remora_conn_setup_status(rp.p.server));
-    OK(remora_conn_peer_private_data(rp.p.client, &pdata, &plen));
+    OK(remora_connection_setup_status(rp.p.client));
+    OK(remora_connection_setup_status(rp.p.server));
+    OK(remora_connection_peer_private_data(rp.p.client, &pdata, &plen));
     CHECK(plen >= 2 && memcmp(pdata, "ok", 2) == 0);
-    OK(remora_srq_info(srq, &depth, &posted, &conns));
+    OK(remora_shared_receive_queue_info(srq, &depth, &posted, &conns));
     CHECK(depth >= 1 && posted == 1 && conns == 1);
     /* the server posts no receives of its own */
     EXPECT_CODE(remora_recv(rp.p.server, rp.server_mr, 0, 8, 0, NULL), REMORA_E_BAD_STATE,
                 "remora_recv: ");
-    OK(remora_conn_cq(rp.p.client, &ccq));
+    OK(remora_connection_cq(rp.p.client, &ccq));
     memcpy(rp.client_mem, "into the srq", 12);
     OK(remora_send(rp.p.client, rp.client_mr, 0, 12, 0, NULL));
     expect_completion(ccq, REMORA_OP_SEND, NULL);
     c = expect_completion(qcq, REMORA_OP_RECV, (void*)5);
-    CHECK(c.len == 12 && c.tag == 99 && memcmp(rp.server_mem, "into the srq", 12) == 0);
-    remora_srq_delete(srq); /* the server connection keeps it */
-    remora_mr_delete(rp.server_mr);
-    remora_mr_delete(rp.client_mr);
+    CHECK(c.bytes == 12 && c.tag == 99 && memcmp(rp.server_mem, "into the srq", 12) == 0);
+    remora_shared_receive_queue_delete(srq); /* the server connection keeps it */
+    remora_memory_region_delete(rp.server_mr);
+    remora_memory_region_delete(rp.client_mr);
     pair_close(&rp.p);
 }
 
@@ -1354,21 +1378,21 @@ static void test_async_srq(void) {
 static void test_async_refused(void) {
     remora_domain* dom = NULL;
     remora_listener* lst = NULL;
-    remora_conn* conn = NULL;
+    remora_connection* conn = NULL;
     uint16_t port = 0;
     int rc;
     OK(remora_domain_open(NULL, &dom));
-    OK(remora_listener_new(dom, "127.0.0.1", 0, &lst));
+    OK(remora_listener_create(dom, "127.0.0.1", 0, &lst));
     OK(remora_listener_port(lst, &port));
     remora_listener_delete(lst); /* the port is free again */
     rc = remora_connect_async(dom, "127.0.0.1", port, NULL, NULL, 0, &conn);
     if (rc == 0) {
-        CHECK(remora_conn_setup_status(conn) == REMORA_E_WOULD_BLOCK ||
-              remora_conn_setup_status(conn) == REMORA_E_CONNECTION_REFUSED);
+        CHECK(remora_connection_setup_status(conn) == REMORA_E_WOULD_BLOCK ||
+              remora_connection_setup_status(conn) == REMORA_E_CONNECTION_REFUSED);
         CHECK(next_event(conn) == REMORA_CONN_REFUSED);
-        EXPECT_CODE(remora_conn_setup_status(conn), REMORA_E_CONNECTION_REFUSED,
-                    "remora_conn_setup_status: ");
-        remora_conn_delete(conn);
+        EXPECT_CODE(remora_connection_setup_status(conn), REMORA_E_CONNECTION_REFUSED,
+                    "remora_connection_setup_status: ");
+        remora_connection_delete(conn);
     } else {
         CHECK(rc == REMORA_E_CONNECTION_REFUSED && conn == NULL);
     }
@@ -1376,7 +1400,7 @@ static void test_async_refused(void) {
                 REMORA_E_INVALID, "dom is NULL");
     EXPECT_CODE(remora_connect_async(dom, "127.0.0.1", port, NULL, NULL, 3, &conn),
                 REMORA_E_INVALID, "pdata");
-    EXPECT_CODE(remora_conn_setup_status(NULL), REMORA_E_INVALID, "conn is NULL");
+    EXPECT_CODE(remora_connection_setup_status(NULL), REMORA_E_INVALID, "conn is NULL");
     OK(remora_domain_close(&dom));
 }
 

@@ -90,12 +90,12 @@ TEST(CapiGuard, GettersRefuseANullHandle) {
     EXPECT_STREQ(remora_last_error_message(), "remora_listener_port: lst is NULL");
     EXPECT_EQ(port, 7);
     std::size_t n = 3;
-    EXPECT_EQ(remora_conn_in_flight(nullptr, &n), REMORA_E_INVALID);
-    EXPECT_STREQ(remora_last_error_message(), "remora_conn_in_flight: conn is NULL");
+    EXPECT_EQ(remora_connection_in_flight(nullptr, &n), REMORA_E_INVALID);
+    EXPECT_STREQ(remora_last_error_message(), "remora_connection_in_flight: conn is NULL");
     EXPECT_EQ(n, 3u);
     int fd = -2;
-    EXPECT_EQ(remora_channel_fd(nullptr, &fd), REMORA_E_INVALID);
-    EXPECT_STREQ(remora_last_error_message(), "remora_channel_fd: ch is NULL");
+    EXPECT_EQ(remora_completion_channel_fd(nullptr, &fd), REMORA_E_INVALID);
+    EXPECT_STREQ(remora_last_error_message(), "remora_completion_channel_fd: ch is NULL");
     EXPECT_EQ(fd, -2);
 }
 

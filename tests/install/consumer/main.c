@@ -6,8 +6,8 @@
 #include <remora/remora.h>
 
 int main(void) {
-    const struct remora_domain_cfg cfg = {.size = sizeof cfg, .provider = "tcp"};
-    struct remora_caps caps = {.size = sizeof caps};
+    const struct remora_domain_config cfg = {.size = sizeof cfg, .provider = "tcp"};
+    struct remora_provider_caps caps = {.size = sizeof caps};
     remora_domain* dom = NULL;
     if (remora_domain_open(&cfg, &dom) != 0 || remora_domain_caps(dom, &caps) != 0) {
         fprintf(stderr, "consumer: %s\n", remora_last_error_message());
