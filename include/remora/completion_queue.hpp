@@ -109,7 +109,9 @@ class completion_queue {
 
     /// Reads ready completions without blocking, writing up to out.size() of them.
     /// Completions consumed by callbacks are not counted; after such a poll the next wait() or
-    /// arm() does not block (see completion_queue).
+    /// arm() does not block (see completion_queue). A poll right after a wait() that found the
+    /// provider empty hands out only what that wait read (it does not read the provider again);
+    /// the next poll or wait does.
     /// \param out where completions are written (out[0] .. out[n - 1])
     /// \return n, the count written (0: none to report); a provider error as it reports it
     result<std::size_t> poll(std::span<completion> out);
