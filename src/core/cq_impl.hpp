@@ -372,11 +372,15 @@ class progress_engine {
         return provider_wait_timeouts_.load(std::memory_order_relaxed);
     }
     bool provider_wait_off() const noexcept { return provider_wait_off_.load(); }
-    // Wake-ups from epoll that found nothing to read (a readable fd with nothing behind it);
-    // four in a row and the thread backs off (1 to 8 ms) before it waits again.
-    std::uint64_t empty_wakes() const noexcept {
-        return empty_wakes_total_.load(std::memory_order_relaxed);
+    // Timed looks at CQs whose fd stayed readable with nothing read (a readable fd with
+    // nothing the provider will take): each one a step of the 1 to 8 ms back-off.
+    std::uint64_t lingering_looks() const noexcept {
+        return lingering_looks_.load(std::memory_order_relaxed);
     }
+    // How many more reads a CQ whose fd stays readable after its drive gets: on a wake-up by its
+    // fd (something new arrived), and on the timer's look at what lingers.
+    static constexpr int settle_rounds_new = 256;
+    static constexpr int settle_rounds_timer = 16;
     // A wait in the provider ends on an entry or on interrupt_wait's signal; the timeout is a
     // safety net only (a control that forgot to interrupt costs this long, and shows in
     // provider_wait_timeouts).
@@ -398,7 +402,7 @@ class progress_engine {
     std::atomic<std::uint64_t> provider_waits_{0};
     std::atomic<std::uint64_t> provider_wait_timeouts_{0};
     std::atomic<bool> provider_wait_off_{false};
-    std::atomic<std::uint64_t> empty_wakes_total_{0};
+    std::atomic<std::uint64_t> lingering_looks_{0};
     unique_fd epfd_;
     unique_fd wake_;  // eventfd to stop the thread
     std::mutex mu_;

@@ -73,7 +73,11 @@ result<void> progress_engine::watch(cq_impl* cq) {
                     std::string("progress thread: eventfd: ") + std::strerror(errno));
     }
     epoll_event ev{};
-    ev.events = EPOLLIN;
+    // Edge-triggered: a CQ fd wakes the thread when something new arrives behind it, not for as
+    // long as it stays readable. A dead peer's hang-up, or a message waiting for a receive not
+    // yet posted, keeps the fd readable with nothing the provider will take: level-triggered,
+    // that is a spin. What a drive leaves readable is looked at again on a timer (run()).
+    ev.events = EPOLLIN | EPOLLET;
     ev.data.ptr = cq;
     if (cq_impl* q = in_provider_.load()) {
         interrupt_wait(q);  // two CQs to wait for: the thread waits in epoll from now on
@@ -171,13 +175,12 @@ void progress_engine::run() {
     epoll_event evs[16];
     // CQs whose provider kept refusing to arm (trywait: fabric_errno::again) although reading them
     // yields nothing: tcp does that while a message waits for a receive the application has not
-    // posted yet. They are driven again every millisecond instead of spinning on one of them,
-    // which would starve every other CQ of this thread.
+    // posted yet. They are driven again on the lingering CQs' timer (below) instead of spinning
+    // on one of them, which would starve every other CQ of this thread.
     std::vector<cq_impl*> unsettled;
     // This thread is each watched CQ's only reader: read (which drives the provider's progress)
     // until it is empty, then arm it; a failed arm means more arrived, so read again.
-    // Whether the drives since it was last cleared read any entry (a wake-up with nothing to
-    // read is counted in empty_wakes below).
+    // Whether the drives since it was last cleared read any entry.
     bool drove_entries = false;
     auto drive = [&](cq_impl* cq) {
         bool reaped = false;
@@ -186,15 +189,16 @@ void progress_engine::run() {
             drove_entries = drove_entries || reaped;
             return;
         }
-        for (int round = 0; round < 32; ++round) {
+        for (int round = 0, idle = 0; round < 32 && idle < 2; ++round) {
             cq->pump(&reaped);
             drove_entries = drove_entries || reaped;
+            idle = reaped ? 0 : idle + 1;  // refused twice with nothing read: leave it to the timer
             const int armed = detail::trywait(cq->dom->fabric.get(), cq->cq.as_fid());
             if (armed == 0 || cq->ready_now() >= cq->ready.size()) {
                 return;
             }
             if (armed != -fabric_errno::again) {
-                break;  // not armed (an error): driven again in a millisecond, never left asleep
+                break;  // not armed (an error): driven again on the timer, never left asleep
             }
         }
         if (std::find(unsettled.begin(), unsettled.end(), cq) == unsettled.end()) {
@@ -286,8 +290,51 @@ void progress_engine::run() {
     const bool adaptive = policy_ == progress_policy::adaptive;
     clock::time_point spin_until{};
     std::vector<pollfd> fds;
-    bool armed = true;    // every watched CQ armed (trywait) since the last polling read
-    int empty_wakes = 0;  // wake-ups in a row that found nothing to read
+    bool armed = true;  // every watched CQ armed (trywait) since the last polling read
+    // CQs whose fd was still readable after their drive and a few reads more: a provider that
+    // holds what it cannot place yet (a message waiting for a receive, a dead peer's hang-up)
+    // or a stream the reads have not caught up with. Edge-triggered epoll does not wake the
+    // thread for them again until something new arrives, so they are driven on a timer that
+    // backs off from 1 to 8 ms while they stay readable and nothing is read.
+    std::vector<cq_impl*> lingering;
+    std::vector<pollfd> linger_fds;
+    int linger_ms = 0;  // the timer's current step (0: nothing lingers)
+    // After a wake-up's drives: read the fired and lingering CQs again while their fds stay
+    // readable (a peer's one-sided writes and reads complete inside the provider and leave no
+    // entry here, one message per read on tcp), at most a few rounds; what is still readable
+    // then lingers. True if any of these reads took an entry.
+    auto settle = [&](std::vector<cq_impl*>& cqs, int rounds) {
+        bool reaped_any = false;
+        std::vector<cq_impl*> pumped;
+        for (int round = 0; round < rounds && !cqs.empty(); ++round) {
+            linger_fds.clear();
+            for (cq_impl* cq : cqs) {
+                linger_fds.push_back({cq->fd, POLLIN, 0});
+            }
+            if (::poll(linger_fds.data(), linger_fds.size(), 0) <= 0) {
+                cqs.clear();
+                break;
+            }
+            std::size_t kept = 0;
+            for (std::size_t i = 0; i < cqs.size(); ++i) {
+                if (linger_fds[i].revents == 0) {
+                    continue;  // drained: armed by its drive, edge-triggered from here
+                }
+                bool reaped = false;
+                cqs[i]->pump(&reaped);
+                reaped_any = reaped_any || reaped;
+                if (std::find(pumped.begin(), pumped.end(), cqs[i]) == pumped.end()) {
+                    pumped.push_back(cqs[i]);
+                }
+                cqs[kept++] = cqs[i];
+            }
+            cqs.resize(kept);
+        }
+        for (cq_impl* cq : pumped) {
+            drive(cq);  // read since its arm: armed again before the thread sleeps
+        }
+        return reaped_any;
+    };
     while (!stop_.load(std::memory_order_relaxed)) {
         if (adaptive && clock::now() < spin_until) {
             bool traffic = false;
@@ -345,7 +392,7 @@ void progress_engine::run() {
             }
             continue;
         }
-        if (!adaptive && unsettled.empty() && wait_in_provider()) {
+        if (!adaptive && unsettled.empty() && lingering.empty() && wait_in_provider()) {
             continue;
         }
         if (!armed) {
@@ -363,17 +410,8 @@ void progress_engine::run() {
             tick = !polled_.empty();
         }
         const timespec tick_ts{0, 100'000};
-        const timespec settle_ts{0, 1'000'000};
-        const timespec* timeout = tick ? &tick_ts : !unsettled.empty() ? &settle_ts : nullptr;
-        if (empty_wakes >= 4) {
-            // The wait keeps returning with nothing to read: an fd that stays readable (tcp keeps
-            // a dead peer's socket in the domain's wait set, hung up, until its endpoint is
-            // closed). Sleep before waiting again, 1 ms doubling to 8 ms, so it costs no core;
-            // any entry read ends the back-off.
-            const long ms = 1L << std::min(empty_wakes - 4, 3);
-            const timespec pause{0, ms * 1'000'000};
-            ::nanosleep(&pause, nullptr);
-        }
+        const timespec linger_ts{0, static_cast<long>(linger_ms) * 1'000'000};
+        const timespec* timeout = tick ? &tick_ts : linger_ms != 0 ? &linger_ts : nullptr;
         sleeps_.fetch_add(1, std::memory_order_relaxed);
         drove_entries = false;
         int n = epoll_pwait2(epfd_.get(), evs, 16, timeout, nullptr);
@@ -392,6 +430,14 @@ void progress_engine::run() {
             }
         }
         bool kicked = false;
+        bool edge = false;           // a CQ fd fired
+        std::vector<cq_impl*> look;  // driven now: read again while their fds stay readable
+        look.swap(lingering);
+        for (cq_impl* cq : look) {
+            if (watched(cq)) {
+                drive(cq);  // the timer's look (or a wake-up's): what lingers may be placed now
+            }
+        }
         for (int i = 0; i < n; ++i) {
             auto* cq = static_cast<cq_impl*>(evs[i].data.ptr);
             if (cq == nullptr) {
@@ -399,11 +445,30 @@ void progress_engine::run() {
                 kicked = true;
             } else if (watched(cq)) {
                 drive(cq);
+                edge = true;
+                if (std::find(look.begin(), look.end(), cq) == look.end()) {
+                    look.push_back(cq);
+                }
             }
         }
-        const bool empty = n > 0 && !kicked && !drove_entries;
-        empty_wakes = empty ? empty_wakes + 1 : 0;
-        empty_wakes_total_.fetch_add(empty ? 1 : 0, std::memory_order_relaxed);
+        look.erase(
+            std::remove_if(look.begin(), look.end(), [&](cq_impl* cq) { return !watched(cq); }),
+            look.end());
+        // Something new arrived (an edge): read until the fds go quiet, as many rounds as a
+        // socket's worth of large messages takes (one message per read on tcp). The timer's
+        // looks at what lingers: a few rounds.
+        const bool reaped = settle(look, edge ? settle_rounds_new : settle_rounds_timer);
+        lingering.swap(look);
+        const bool read_something = drove_entries || reaped;
+        if (lingering.empty() && unsettled.empty()) {
+            linger_ms = 0;
+        } else if (read_something) {
+            linger_ms = 1;
+        } else {
+            linger_ms = linger_ms == 0 ? 1 : std::min(linger_ms * 2, 8);
+            lingering_looks_.fetch_add(1, std::memory_order_relaxed);
+        }
+        const bool quiet = n > 0 && !kicked && !read_something;
         bool remote = false;
         if (rma_events_ != nullptr) {
             // A CQ without an fd (shm) wakes only on the tick: the counter says whether the
@@ -412,7 +477,7 @@ void progress_engine::run() {
             remote = now_seen != rma_seen;
             rma_seen = now_seen;
         }
-        if (adaptive && ((n > 0 && !empty) || remote)) {
+        if (adaptive && ((n > 0 && !quiet) || remote)) {
             spin_until = clock::now() + spin_;
         }
     }

@@ -325,13 +325,57 @@ struct progress_counts {
     std::uint64_t provider_waits = 0;
     std::uint64_t provider_wait_timeouts = 0;
     bool provider_wait_off = false;
+    std::uint64_t lingering_looks = 0;
 };
 progress_counts counts_of(const domain& d) {
     std::lock_guard lock(detail::impl_of(d)->progress_mu);
     const auto& e = detail::impl_of(d)->progress;
-    return e ? progress_counts{e->sleeps(), e->remote_signs(), e->provider_waits(),
-                               e->provider_wait_timeouts(), e->provider_wait_off()}
+    return e ? progress_counts{e->sleeps(),
+                               e->remote_signs(),
+                               e->provider_waits(),
+                               e->provider_wait_timeouts(),
+                               e->provider_wait_off(),
+                               e->lingering_looks()}
              : progress_counts{};
+}
+
+// A stream of large one-sided writes leaves no entry on the target, and tcp's CQ fd stays
+// readable while the provider catches up with it: whatever the policy, the progress thread
+// keeps serving it and never takes it for a peer that sends nothing the provider will take
+// (the 1 to 8 ms timer that such a peer gets would hold every write up by as much). 1,024
+// writes of 64 KiB, 16 in flight, take tens of milliseconds; held up, seconds.
+TEST_P(progress_policies, a_stream_of_large_one_sided_writes_is_served_without_pause) {
+    constexpr std::size_t size = 64 * 1024;
+    constexpr int depth = 16;
+    constexpr int total = 1024;
+    buffer target(size * depth), local(size * depth);
+    auto p = must(pair_with(GetParam().provider, GetParam().policy));
+    auto [tmr, lmr, desc] = one_sided(p, target, local);
+    for (int i = 0; i < depth; ++i)
+        std::memset(local.bytes.data() + i * size, i + 1, size);
+    const auto before = counts_of(p.target_domain);
+    const auto t0 = std::chrono::steady_clock::now();
+    int posted = 0, done = 0;
+    while (done < total) {
+        while (posted < total && posted - done < depth) {
+            const std::size_t slot = static_cast<std::size_t>(posted % depth) * size;
+            REMORA_ASSERT_OK(p.client->write(desc, slot, lmr, slot, size));
+            ++posted;
+        }
+        auto c = collect(p.client->cq(), 1, true);
+        ASSERT_EQ(c.size(), 1u) << "write " << done << " did not complete";
+        ASSERT_TRUE(c[0].ok()) << c[0].status.message();
+        ++done;
+    }
+    const auto took = std::chrono::steady_clock::now() - t0;
+    const auto after = counts_of(p.target_domain);
+    for (int i = 0; i < depth; ++i)
+        ASSERT_EQ(target.bytes[static_cast<std::size_t>(i) * size + size - 1],
+                  static_cast<std::byte>(i + 1));
+    EXPECT_LE(after.lingering_looks - before.lingering_looks, 2u)
+        << "the progress thread took the stream for a stuck peer and looked on its timer";
+    EXPECT_LT(took, 5s) << "1,024 writes of 64 KiB took "
+                        << std::chrono::duration<double>(took).count() << " s";
 }
 
 // adaptive under a stream of one-sided reads only: the target reads no completion for them, yet
