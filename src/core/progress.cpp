@@ -290,7 +290,8 @@ void progress_engine::run() {
     const bool adaptive = policy_ == progress_policy::adaptive;
     clock::time_point spin_until{};
     std::vector<pollfd> fds;
-    bool armed = true;  // every watched CQ armed (trywait) since the last polling read
+    std::vector<pollfd> readable;  // the CQ fds a polling round found readable before its reads
+    bool armed = true;             // every watched CQ armed (trywait) since the last polling read
     // CQs whose fd was still readable after their drive and a few reads more: a provider that
     // holds what it cannot place yet (a message waiting for a receive, a dead peer's hang-up)
     // or a stream the reads have not caught up with. Edge-triggered epoll does not wake the
@@ -302,9 +303,9 @@ void progress_engine::run() {
     // After a wake-up's drives: read the fired and lingering CQs again while their fds stay
     // readable (a peer's one-sided writes and reads complete inside the provider and leave no
     // entry here, one message per read on tcp), at most a few rounds; what is still readable
-    // then lingers. True if any of these reads took an entry.
+    // then lingers. True if the provider served anything: an entry read, or an fd made quiet.
     auto settle = [&](std::vector<cq_impl*>& cqs, int rounds) {
-        bool reaped_any = false;
+        bool served = false;
         std::vector<cq_impl*> pumped;
         for (int round = 0; round < rounds && !cqs.empty(); ++round) {
             linger_fds.clear();
@@ -313,16 +314,18 @@ void progress_engine::run() {
             }
             if (::poll(linger_fds.data(), linger_fds.size(), 0) <= 0) {
                 cqs.clear();
+                served = true;
                 break;
             }
             std::size_t kept = 0;
             for (std::size_t i = 0; i < cqs.size(); ++i) {
                 if (linger_fds[i].revents == 0) {
+                    served = true;
                     continue;  // drained: armed by its drive, edge-triggered from here
                 }
                 bool reaped = false;
                 cqs[i]->pump(&reaped);
-                reaped_any = reaped_any || reaped;
+                served = served || reaped;
                 if (std::find(pumped.begin(), pumped.end(), cqs[i]) == pumped.end()) {
                     pumped.push_back(cqs[i]);
                 }
@@ -333,7 +336,7 @@ void progress_engine::run() {
         for (cq_impl* cq : pumped) {
             drive(cq);  // read since its arm: armed again before the thread sleeps
         }
-        return reaped_any;
+        return served;
     };
     while (!stop_.load(std::memory_order_relaxed)) {
         if (adaptive && clock::now() < spin_until) {
@@ -349,10 +352,20 @@ void progress_engine::run() {
                         }
                     }
                     // A readable CQ fd is not traffic by itself (a dead peer's socket stays
-                    // readable with nothing to read): what the pumps below read is.
-                    if (::poll(fds.data(), fds.size(), 0) > 0 && fds[0].revents != 0) {
-                        traffic = true;
-                        woken();
+                    // readable with nothing to read): what the pumps below read is, and so is an
+                    // fd they made quiet (a peer's one-sided operation, served inside the
+                    // provider, leaves no entry here).
+                    if (::poll(fds.data(), fds.size(), 0) > 0) {
+                        if (fds[0].revents != 0) {
+                            traffic = true;
+                            woken();
+                        }
+                        readable.clear();
+                        for (std::size_t i = 1; i < fds.size(); ++i) {
+                            if (fds[i].revents != 0) {
+                                readable.push_back({fds[i].fd, POLLIN, 0});
+                            }
+                        }
                     }
                 } else if (kicks_.load(std::memory_order_relaxed)) {
                     // No CQ fd to look at (shm): no poll(2) per round; a kick is the one wake-up
@@ -366,6 +379,12 @@ void progress_engine::run() {
                     cq->pump(&reaped, true, false);
                     traffic = traffic || reaped;
                 }
+                if (!traffic && !readable.empty()) {
+                    // Fewer readable after the reads than before: the provider took something.
+                    const int still = ::poll(readable.data(), readable.size(), 0);
+                    traffic = still >= 0 && static_cast<std::size_t>(still) < readable.size();
+                }
+                readable.clear();
             }
             if (rma_events_ != nullptr && !traffic) {
                 // Only a round without other signs reads the counter (a read is a provider call):
@@ -457,9 +476,9 @@ void progress_engine::run() {
         // Something new arrived (an edge): read until the fds go quiet, as many rounds as a
         // socket's worth of large messages takes (one message per read on tcp). The timer's
         // looks at what lingers: a few rounds.
-        const bool reaped = settle(look, edge ? settle_rounds_new : settle_rounds_timer);
+        const bool served = settle(look, edge ? settle_rounds_new : settle_rounds_timer);
         lingering.swap(look);
-        const bool read_something = drove_entries || reaped;
+        const bool read_something = drove_entries || served;
         if (lingering.empty() && unsettled.empty()) {
             linger_ms = 0;
         } else if (read_something) {
