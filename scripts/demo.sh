@@ -33,6 +33,6 @@ echo "== remora info"
 echo "== remora bench (default suite)"
 prov=()
 [ -n "${FI_PROVIDER:-}" ] && prov=(--provider "$FI_PROVIDER")
-"$build"/tools/remora/remora bench --suite default --duration 1 --baseline \
+"$build"/tools/remora/remora bench --suite default --duration 1 \
     --plot "$build"/bench-default.png "${prov[@]}"
 echo "(chart: $build/bench-default.png; demo took $((SECONDS - start)) s)"

@@ -99,13 +99,15 @@ struct provider_caps {
 ///             at the price of one core for as long as the thread runs, traffic or not. For a
 ///             dedicated core: with more runnable threads than cores it competes with the
 ///             application for the CPU, and latency becomes the scheduler's time slice.
-///   adaptive  Sleeps like `blocking`; after each sign of traffic (the thread woke on a CQ fd,
-///             a CQ fd was readable, or it read entries) it polls like `busy` for progress_spin
+///   adaptive  Sleeps like `blocking`; after each sign of traffic (it read entries, or its
+///             reads made a readable CQ fd quiet) it polls like `busy` for progress_spin
 ///             more. A burst is served at `busy` latency after its first operation, which pays
 ///             the wake-up. A peer's one-sided reads and writes produce no entry on the
-///             target; other signs show them: a readable CQ fd (checked each round), and, where CQs
-///             have no fd (shm), a remote-access counter (FI_RMA_EVENT) the domain binds to its
-///             endpoints, whose change is traffic. Where neither shows them, a stream of only
+///             target; other signs show them: a CQ fd the reads made quiet (checked each round),
+///             and, where CQs have no fd (shm), a remote-access counter (FI_RMA_EVENT) the domain
+///             binds to its endpoints, whose change is traffic. A CQ fd that stays readable
+///             however often it is read (a dead peer's hang-up, a message waiting for a receive
+///             not yet posted) is not traffic: it is looked at again every 1 to 8 ms. Where neither shows them, a stream of only
 ///             one-sided operations may let the thread sleep between them (per provider:
 ///             docs/providers.md). While polling, a round that found nothing yields the CPU
 ///             (sched_yield) to other runnable threads; a yield that outlasts the spin puts the

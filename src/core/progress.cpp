@@ -276,15 +276,14 @@ void progress_engine::run() {
     // blocking sleeps in epoll until a CQ fd fires. adaptive sleeps the same way, but after each
     // sign of traffic it polls for `spin`: it reads every CQ in a loop as `busy` does, which
     // serves the provider at once, and extends the spin on the next sign. Reading is what
-    // serves: it calls into the provider, which then needs no fd to fire. Signs of traffic: a
-    // CQ fd readable
-    // (checked with poll(2) before the reads), entries read, a wake-up from epoll or a kick,
-    // and the domain's remote-access counter moving (rma_events_). A peer's one-sided
-    // operations read no entry on this side: the provider serves them inside the reads. On shm
-    // (no CQ fd) only the counter says they happened; on tcp the CQ fd is readable for about
-    // half of them (the others arrive between the poll and the read that serves them).
-    // Without either, a steady stream of them lets the thread sleep once per spin, and the next
-    // operation pays one wake-up.
+    // serves: it calls into the provider, which then needs no fd to fire. Signs of traffic:
+    // entries read, a CQ fd readable before the reads and quiet after them (checked with
+    // poll(2)), a wake-up by a CQ fd that its drive served, a kick, and the domain's
+    // remote-access counter moving (rma_events_). A peer's one-sided operations read no entry on
+    // this side: the provider serves them inside the reads. On shm (no CQ fd) only the counter
+    // says they happened; on tcp the fd the reads made quiet does. Without either, a steady
+    // stream of them lets the thread sleep once per spin, and the next operation pays one
+    // wake-up.
     std::uint64_t rma_seen = rma_events_ != nullptr ? cntr_value(rma_events_) : 0;
     using clock = std::chrono::steady_clock;
     const bool adaptive = policy_ == progress_policy::adaptive;
