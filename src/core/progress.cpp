@@ -77,7 +77,7 @@ result<void> progress_engine::watch(cq_impl* cq) {
     // long as it stays readable. A dead peer's hang-up, or a message waiting for a receive not
     // yet posted, keeps the fd readable with nothing the provider will take: level-triggered,
     // that is a spin. What a drive leaves readable is looked at again on a timer (run()).
-    ev.events = EPOLLIN | EPOLLET;
+    ev.events = EPOLLIN;
     ev.data.ptr = cq;
     if (cq_impl* q = in_provider_.load()) {
         interrupt_wait(q);  // two CQs to wait for: the thread waits in epoll from now on
@@ -428,6 +428,11 @@ void progress_engine::run() {
             tick = !polled_.empty();
         }
         const timespec tick_ts{0, 100'000};
+        // Whoever drove a CQ since the last wait (a kick, the spin's last arm) may have left it
+        // unsettled: the timer runs whenever anything lingers or is unsettled.
+        if (linger_ms == 0 && (!lingering.empty() || !unsettled.empty())) {
+            linger_ms = 1;
+        }
         const timespec linger_ts{0, static_cast<long>(linger_ms) * 1'000'000};
         const timespec* timeout = tick ? &tick_ts : linger_ms != 0 ? &linger_ts : nullptr;
         sleeps_.fetch_add(1, std::memory_order_relaxed);
