@@ -69,7 +69,7 @@ cpu_pct() {
 legit_get() {
     local s e
     s=$(date +%s%N)
-    if timeout 20 "$remora" get -p "$provider" -t "127.0.0.1:$port" -o 0 -l 5 --key-file "$dir/k" \
+    if timeout 20 "$remora" get -p "$provider" -t "127.0.0.1:$port" --offset 0 -l 5 --key-file "$dir/k" \
         > /dev/null 2> "$dir/get.err"; then
         e=$(date +%s%N)
         echo $(( (e - s) / 1000000 ))

@@ -13,7 +13,10 @@
 /// A connection without a persistence_config flushes by read-after-write only and has the
 /// provider's native atomics only. The target side of GPSPM flushes and service atomics is a
 /// target_service (target_service.hpp) serving the accepted connection, set up with a
-/// persistence_config of at least the client's service_depth.
+/// persistence_config of at least the client's service_depth. A target that accepts with a
+/// service_depth but never serves the connection is told apart from a slow one: the client's
+/// requests fail with errc::bad_state after persistence_config::serve_wait (1 s by default),
+/// not at service_timeout.
 ///
 /// Every verb here is an operation of the connection: it checks its arguments before anything is
 /// posted, takes its queue entries (and connection_config::slots units) at post, completes on the
@@ -40,7 +43,8 @@ struct persistence_config {
     /// Requests to (client) or from (target) the target's service in flight: GPSPM flushes and
     /// service atomics (see target_service.hpp). 0: none. Set it on both sides; the target's must
     /// be at least the client's. The service's messages get queue entries of their own (the
-    /// send queue grows by service_depth, receives are sized to it), and a connection with a
+    /// send queue grows by service_depth + 1, receives are sized to it: the one more is for the
+    /// hello, see serve_wait), and a connection with a
     /// service depth carries only the service's messages: send and recv are refused, and it
     /// cannot take a shared_receive_queue. Past the provider's queues or remora's bound of a
     /// queue: errc::too_large at setup.
@@ -53,6 +57,23 @@ struct persistence_config {
     /// connection's CQ is read or waited on (a wait wakes for it) or by its progress thread's
     /// reads; must be > 0 (errc::invalid_argument at setup).
     std::chrono::milliseconds service_timeout{30000};
+    /// Client side: how long the target has to show that it serves the connection. With the
+    /// connection's first service request the client also sends a hello, whose reply has a
+    /// receive of its own; a target that serves the connection (target_service::serve, on the
+    /// thread that reads its CQs) answers it at once. When neither the hello nor any request has
+    /// been answered serve_wait after the hello was sent, the target accepted the service but
+    /// does not serve it: the requests in flight complete with errc::bad_state (their queue
+    /// entries come back, in_flight() drops; a line at log_level::warning says why), and new
+    /// ones are refused with errc::bad_state and a message saying so, until a reply comes after
+    /// all (a target that serves late: requests work again). The hello is sent once per
+    /// connection, is not counted in in_flight() and takes no request of service_depth (the
+    /// service's queues have one entry more for it), so later requests cost no more than
+    /// without it. Its reply is read where receives complete, like every reply: a client that
+    /// leaves its RCQ unread past serve_wait is told the target does not serve. A wait longer
+    /// than service_timeout acts at service_timeout. 0: no hello and no check (an unserved
+    /// target's requests end only at service_timeout); negative: errc::invalid_argument at
+    /// setup.
+    std::chrono::milliseconds serve_wait{1000};
 
     /// As an entry of connection_config::addons (`cfg.addons = {pcfg}`). Allocates.
     operator std::shared_ptr<const connection_addon>() const;

@@ -153,7 +153,19 @@ struct remora_persistence_config {
     uint32_t service_timeout_ms;
     /* (Such timeouts are also a REMORA_LOG_WARNING line, with a hint when the target never
      * answered on the connection: a target that never called remora_target_service_serve.) */
+    /** Client side: how long the target has to show it serves the connection
+     *  (remora::persistence_config::serve_wait). The first service request also sends a hello,
+     *  which a serving target answers at once; when nothing has been answered this long after
+     *  it, the requests in flight complete with REMORA_E_BAD_STATE and new ones are refused with
+     *  REMORA_E_BAD_STATE and a message saying the target accepted the service but does not
+     *  serve it (remora_target_service_serve), until an answer comes. 0: 1000;
+     *  REMORA_SERVE_WAIT_NONE: no hello and no check (such requests end at service_timeout_ms).
+     *  A caller built against an older header (a smaller size) gets the default. */
+    uint32_t serve_wait_ms;
 };
+
+/** remora_persistence_config.serve_wait_ms: no check that the target serves the connection. */
+#define REMORA_SERVE_WAIT_NONE UINT32_MAX
 
 /**
  * Atomics on an 8-byte aligned word (REMORA_USAGE_ATOMIC_TARGET; remora/persistence.hpp): native,

@@ -73,8 +73,12 @@ class target_service {
     result<remote_region> expose(const memory_region& region);
 
     /// Answers `conn`'s service messages from now on: posts its service_depth (persistence.hpp)
-    /// receives. errc::invalid_argument without a service depth; errc::bad_state when the
-    /// connection already serves or calls a service.
+    /// receives, and one more for the client's hello, which it answers at once. Call it on every
+    /// connection accepted with a service_depth, soon after the accept: a client whose hello
+    /// is not answered within its persistence_config::serve_wait (1 s by default) fails its
+    /// requests with errc::bad_state, saying the target does not serve (and recovers once this
+    /// is called after all). errc::invalid_argument without a service depth; errc::bad_state
+    /// when the connection already serves or calls a service.
     /// \return success once its receives are posted, or one of the errors above
     result<void> serve(connection& conn);
     /// The same, but `conn` may name only the `grants` (descriptors this service's expose()

@@ -20,6 +20,11 @@ int persistence_config_of(const char* fn, const remora_persistence_config* cfg,
     if (c.service_timeout_ms != 0) {
         out.service_timeout = std::chrono::milliseconds(c.service_timeout_ms);
     }
+    if (c.serve_wait_ms == REMORA_SERVE_WAIT_NONE) {
+        out.serve_wait = std::chrono::milliseconds(0);
+    } else if (c.serve_wait_ms != 0) {
+        out.serve_wait = std::chrono::milliseconds(c.serve_wait_ms);
+    }
     return 0;
 }
 

@@ -3,6 +3,7 @@
 // service (its internal sends), and how the persistence layer reads it back.
 #include <remora/persistence.hpp>
 
+#include <algorithm>
 #include <string>
 
 #include "core/upper.hpp"
@@ -16,11 +17,15 @@ class persistence_addon final : public connection_addon {
   public:
     explicit persistence_addon(const persistence_config& c) : cfg(c) {}
     [[nodiscard]] std::uint32_t internal_sends() const noexcept override {
-        return cfg.service_depth;
+        return message_slots(cfg.service_depth);  // the requests and the client's hello
     }
     [[nodiscard]] result<void> check() const override {
         if (cfg.service_timeout.count() <= 0) {
             return fail(errc::invalid_argument, "persistence_config: service_timeout must be > 0");
+        }
+        if (cfg.serve_wait.count() < 0) {
+            return fail(errc::invalid_argument,
+                        "persistence_config: serve_wait must be >= 0 (0: no check)");
         }
         return {};
     }
@@ -38,6 +43,16 @@ const persistence_config& persistence_of(const connection_impl& c) noexcept {
         }
     }
     return default_config;
+}
+
+std::string unserved_message(const connection_impl& c) {
+    const persistence_config& cfg = persistence_of(c);
+    return "the target accepted a service on this connection (tag " + std::to_string(c.config.tag) +
+           ") but does not serve it: neither the hello nor any request was answered within "
+           "serve_wait (" +
+           std::to_string(std::min(cfg.serve_wait, cfg.service_timeout).count()) +
+           " ms); the target must call target_service::serve on the accepted connection and read "
+           "its CQs (or give it a progress thread)";
 }
 
 }  // namespace detail

@@ -56,7 +56,8 @@ enum class service_op : std::uint8_t {
     flush = 1,
     atomic_write = 2,
     compare_swap = 3,
-    fetch_add = 4
+    fetch_add = 4,
+    hello = 5,  // a client asks whether the target serves the connection (first request)
 };
 
 inline constexpr std::uint16_t flush_persistent = 1;

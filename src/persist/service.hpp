@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
+#include <string>
 #include <vector>
 
 #include <remora/completion_queue.hpp>
@@ -59,7 +60,9 @@ struct service_conn {
     connection_impl* conn = nullptr;
     bool target = false;
     std::uint32_t depth = 0;
-    std::vector<std::byte> storage;  // depth requests (48 B each), then depth replies (32 B each)
+    // Messages each side has room for: depth requests and the client's hello (message_slots).
+    std::uint32_t count = 0;
+    std::vector<std::byte> storage;  // count requests (request_room each), then count replies
     std::optional<memory_region> mr;
     struct ref {
         service_conn* owner;
@@ -76,7 +79,7 @@ struct service_conn {
     // (target_service::reply_wait). Sized with the slots, read by any thread.
     std::unique_ptr<std::atomic<std::int64_t>[]> reply_since;
 
-    // Client side: one slot per request in flight.
+    // Client side: one slot per request in flight, and the hello's (index depth, never free).
     struct slot {
         bool busy = false;
         bool posted = false;  // its request's send was accepted by the provider
@@ -100,6 +103,9 @@ struct service_conn {
         // and that receive's completion carries the timeout (client_reply).
         std::chrono::steady_clock::time_point deadline{};
         bool expired = false;
+        // Sent before the target was heard from, and ended by the hello's serve_wait: it
+        // completes errc::bad_state instead of timed_out.
+        bool unserved = false;
     };
     std::mutex mu;
     std::vector<slot> slots;
@@ -121,10 +127,18 @@ struct service_conn {
     // Client side: a reply from the target came on this connection (the log's hint for a
     // target that never served it).
     bool replied = false;
+    // Client side: whether the target serves this connection, learnt from the hello sent with
+    // the first request (persistence_config::serve_wait). unknown: no hello sent yet (or its
+    // post was refused: the next request tries again); waiting: sent, no reply yet; yes: a
+    // reply came (or the check is off); no: none came within serve_wait, and requests are
+    // refused (errc::bad_state) until one does.
+    enum class serving : std::uint8_t { unknown, waiting, yes, no };
+    serving served = serving::unknown;
+    std::chrono::steady_clock::time_point hello_deadline{};
 
     std::byte* request_buf(std::uint32_t i) { return storage.data() + i * request_room; }
     std::byte* reply_buf(std::uint32_t i) {
-        return storage.data() + depth * request_room + i * reply_size;
+        return storage.data() + count * request_room + i * reply_size;
     }
 };
 
@@ -150,6 +164,15 @@ struct persist_conn final : connection_extension {
 
 // The connection's persistence state, attached on first use.
 persist_conn& persist_of(connection_impl& c);
+
+// The messages either side of a service of depth `depth` has room for: its requests and the
+// client's hello. The addon's internal sends (config.cpp) and the receives of both sides.
+constexpr std::uint32_t message_slots(std::uint32_t depth) noexcept {
+    return depth == 0 ? 0 : depth + 1;
+}
+
+// The message a client's bad_state carries when the target never answered its hello.
+std::string unserved_message(const connection_impl& c);
 
 // The service state of connection `c` in the target (`target`) or client role: its buffers,
 // registered, and its receives' contexts. errc::not_supported without a service depth.

@@ -74,17 +74,38 @@ bool deliver(service_conn& s, std::uint32_t i, completion& c, std::unique_lock<s
 
 bool client_reply(void* context, completion& c, callback_sink* sink);
 
+// The hello's send or reply is done (the hello is no request: nothing is delivered).
+void settle_hello(service_conn& s) {
+    service_conn::slot& h = s.slots[s.depth];
+    if (--h.pending == 0) {
+        h.busy = false;
+    }
+}
+
+// What an expired request ends with: bad_state when the target never showed it serves.
+std::error_code expiry_status(const service_conn::slot& sl) {
+    return make_error_code(sl.unserved ? errc::bad_state : errc::timed_out);
+}
+
 bool client_sent(void* context, completion& c, callback_sink* sink) {
     auto& ref = *static_cast<service_conn::ref*>(context);
     service_conn& s = *ref.owner;
     std::unique_lock lock(s.mu);
+    if (ref.index == s.depth) {
+        if (!c.ok() && s.served == service_conn::serving::waiting) {
+            // The hello was lost: no check on this connection (service_timeout still holds).
+            s.served = service_conn::serving::yes;
+        }
+        settle_hello(s);
+        return false;
+    }
     service_conn::slot& sl = s.slots[ref.index];
     if (!sl.delivered && (!c.ok() || s.dead)) {
         // Failed, or sent into a connection that is gone: no reply will come.
         if (c.ok()) {
             c.status = make_error_code(errc::disconnected);
         } else if (sl.expired) {
-            c.status = make_error_code(errc::timed_out);  // tick() canceled it
+            c.status = expiry_status(sl);  // tick() canceled it
         }
         const bool report = deliver(s, ref.index, c, lock, sink);
         settle(s, ref.index);
@@ -127,7 +148,7 @@ bool client_reply(void* context, completion& c, callback_sink* sink) {
             if (oldest == s.depth) {
                 return false;  // its reply came meanwhile
             }
-            c.status = make_error_code(errc::timed_out);
+            c.status = expiry_status(s.slots[oldest]);
             return deliver(s, oldest, c, lock, sink);
         }
     }
@@ -159,8 +180,11 @@ bool client_reply(void* context, completion& c, callback_sink* sink) {
     bool ok = rp.has_value();
     if (ok) {
         i = static_cast<std::uint32_t>(rp->id & ((std::uint64_t{1} << s.index_bits) - 1));
-        ok = i < s.depth && s.slots[i].busy && !s.slots[i].delivered && s.slots[i].id == rp->id &&
-             (s.slots[i].kind == service_op::flush) == (rp->op == service_op::flush);
+        // The hello's (slot depth) may carry any op: a target that could not read it answers
+        // with the op clamped, and still answers.
+        ok = i <= s.depth && s.slots[i].busy && !s.slots[i].delivered && s.slots[i].id == rp->id &&
+             (i == s.depth ||
+              (s.slots[i].kind == service_op::flush) == (rp->op == service_op::flush));
     }
     // Repost before the slot can be reused, so a new request always finds a receive.
     repost_reply(s, ref.index);
@@ -186,6 +210,13 @@ bool client_reply(void* context, completion& c, callback_sink* sink) {
     }
     service_conn::slot& sl = s.slots[i];
     s.replied = true;
+    // Any answer shows the target serves the connection (a late one: requests work again).
+    s.served = service_conn::serving::yes;
+    if (i == s.depth) {
+        sl.delivered = true;
+        settle_hello(s);
+        return false;
+    }
     if (rp->status != 0) {
         c.status = make_error_code(static_cast<errc>(rp->status));
     } else if (sl.result != nullptr) {
@@ -222,15 +253,18 @@ result<service_conn*> client_side(connection_impl& c) {
     }
     static_assert(crypto_shorthash_KEYBYTES == 16);
     randombytes_buf(sc.id_key.data(), sc.id_key.size());
-    sc.index_bits = static_cast<unsigned>(std::bit_width(sc.depth));
-    sc.slots.resize(sc.depth);
-    sc.recv_canceled.assign(sc.depth, false);
+    sc.index_bits = static_cast<unsigned>(std::bit_width(sc.depth));  // slots 0 .. depth
+    sc.slots.resize(sc.count);  // the requests' and the hello's
+    sc.recv_canceled.assign(sc.count, false);
+    sc.served = persistence_of(c).serve_wait.count() > 0 ? service_conn::serving::unknown
+                                                         : service_conn::serving::yes;
     for (std::uint32_t i = sc.depth; i-- > 0;) {
         sc.free_slots.push_back(i);
     }
     // Installed before anything is posted: the receives' records point into it.
     p.svc = std::move(*s);
-    for (std::uint32_t j = 0; j < sc.depth; ++j) {
+    for (std::uint32_t j = 0; j < sc.count;
+         ++j) {  // a reply receive for each request, and the hello's
         if (auto r = post_internal(c, queue::recv, sc.reply_buf(j), reply_size, desc_of(sc),
                                    client_reply, &sc.recv_refs[j]);
             !r) {
@@ -242,10 +276,14 @@ result<service_conn*> client_side(connection_impl& c) {
 
 namespace {
 
-// Takes a free request slot (caller holds s.mu).
-result<std::uint32_t> take_slot(service_conn& s) {
+// Takes a free request slot (caller holds s.mu). `hello`: set when the caller must send the
+// hello (send_hello) before the request: the connection's first.
+result<std::uint32_t> take_slot(service_conn& s, bool& hello) {
     if (s.dead) {
         return fail(errc::disconnected, "the connection to the target's service is lost");
+    }
+    if (s.served == service_conn::serving::no) [[unlikely]] {
+        return fail(errc::bad_state, unserved_message(*s.conn));
     }
     if (s.free_slots.empty()) {
         return fail(errc::would_block, "service requests in flight reach service_depth " +
@@ -255,6 +293,10 @@ result<std::uint32_t> take_slot(service_conn& s) {
     s.free_slots.pop_back();
     ++s.busy;
     s.slots[i].busy = true;
+    hello = s.served == service_conn::serving::unknown;
+    if (hello) {
+        s.served = service_conn::serving::waiting;  // until send_hello says otherwise
+    }
     return i;
 }
 
@@ -281,6 +323,7 @@ result<void> send_slot(connection_impl& c, service_conn& s, std::uint32_t i, ser
         sl.sequence = s.next_sequence++;
         sl.deadline = std::chrono::steady_clock::now() + persistence_of(c).service_timeout;
         sl.expired = false;
+        sl.unserved = false;
         c.expect_deadline(sl.deadline);
         sl.posted = false;
         sl.delivered = false;
@@ -298,8 +341,54 @@ result<void> send_slot(connection_impl& c, service_conn& s, std::uint32_t i, ser
         settle(s, i);
     } else {
         sl.posted = true;
+        if (s.served == service_conn::serving::no) [[unlikely]] {
+            // serve_wait passed while it was being posted: it ends as the others did (tick).
+            sl.unserved = true;
+            sl.deadline = std::chrono::steady_clock::now();
+            c.expect_deadline(sl.deadline);
+        }
     }
     return r;
+}
+
+// Sends the connection's hello (slot depth) before its first request: the target's answer, or
+// its lack within serve_wait, says whether it serves the connection (tick). A refused post
+// refuses the request with it (`request`, taken, is given back); the next request tries again.
+result<void> send_hello(connection_impl& c, service_conn& s, std::uint32_t request) {
+    const persistence_config& cfg = persistence_of(c);
+    const std::uint32_t h = s.depth;
+    {
+        std::lock_guard lock(s.mu);
+        service_conn::slot& sl = s.slots[h];
+        sl = {};
+        sl.busy = true;
+        sl.kind = service_op::hello;
+        sl.pending = 2;  // its send's completion and its reply
+        sl.sequence = s.next_sequence++;
+        sl.id = make_request_id(s, sl.sequence, h);
+        s.hello_deadline =
+            std::chrono::steady_clock::now() + std::min(cfg.serve_wait, cfg.service_timeout);
+        c.expect_deadline(s.hello_deadline);
+    }
+    service_request rq;
+    rq.op = service_op::hello;
+    rq.id = s.slots[h].id;
+    encode(rq, std::span<std::byte, request_size>(s.request_buf(h), request_size));
+    auto r = post_internal(c, queue::service, s.request_buf(h), request_size, desc_of(s),
+                           client_sent, &s.send_refs[h]);
+    std::lock_guard lock(s.mu);
+    service_conn::slot& sl = s.slots[h];
+    if (!r) {
+        sl = {};
+        if (s.served == service_conn::serving::waiting) {
+            s.served = service_conn::serving::unknown;
+        }
+        s.slots[request].pending = 1;
+        settle(s, request);
+        return r;
+    }
+    sl.posted = true;
+    return {};
 }
 
 }  // namespace
@@ -316,9 +405,10 @@ result<void> client_request(connection_impl& c, service_request rq, std::byte* r
     }
     service_conn& s = **sp;
     std::uint32_t i;
+    bool hello = false;
     {
         std::lock_guard lock(s.mu);
-        auto t = take_slot(s);
+        auto t = take_slot(s, hello);
         if (!t) {
             return fail(t.error());
         }
@@ -330,6 +420,11 @@ result<void> client_request(connection_impl& c, service_request rq, std::byte* r
         sl.kind = rq.op;
         sl.result = result;
     }
+    if (hello) [[unlikely]] {
+        if (auto r = send_hello(c, s, i); !r) {
+            return r;
+        }
+    }
     return send_slot(c, s, i, rq);
 }
 
@@ -339,13 +434,24 @@ result<std::uint32_t> reserve_request(connection_impl& c) {
         return fail(sp.error());
     }
     service_conn& s = **sp;
-    std::lock_guard lock(s.mu);
-    auto t = take_slot(s);
-    if (t) {
-        s.slots[*t].reserved = true;
-        s.slots[*t].pending = 1;  // release_request settles it
+    bool hello = false;
+    std::uint32_t i;
+    {
+        std::lock_guard lock(s.mu);
+        auto t = take_slot(s, hello);
+        if (!t) {
+            return t;
+        }
+        i = *t;
+        s.slots[i].reserved = true;
+        s.slots[i].pending = 1;  // release_request settles it
     }
-    return t;
+    if (hello) [[unlikely]] {
+        if (auto r = send_hello(c, s, i); !r) {
+            return fail(r.error());
+        }
+    }
+    return i;
 }
 
 result<void> hook_request(connection_impl& c, std::uint32_t slot, service_request rq, hook_fn hook,
@@ -391,6 +497,25 @@ std::chrono::steady_clock::time_point persist_conn::tick(
     std::size_t newly_expired = 0;   // reached service_timeout in this pass
     bool canceled = false;
     std::vector<std::pair<op_record*, bool>> taken;
+    if (s.served == service_conn::serving::waiting) {
+        if (s.hello_deadline > now) {
+            next = std::min(next, s.hello_deadline);
+        } else {
+            // No answer to the hello nor to any request within serve_wait: the target does not
+            // serve this connection. Its requests end now, with bad_state (below).
+            s.served = service_conn::serving::no;
+            for (std::uint32_t i = 0; i < s.depth; ++i) {
+                service_conn::slot& sl = s.slots[i];
+                if (sl.busy && sl.posted && !sl.delivered && !sl.expired) {
+                    sl.unserved = true;
+                    sl.deadline = now;
+                }
+            }
+            if (log_enabled(log_level::warning)) {
+                log_line(log_level::warning, unserved_message(c));
+            }
+        }
+    }
     for (std::uint32_t i = 0; i < s.depth; ++i) {
         service_conn::slot& sl = s.slots[i];
         if (!sl.busy || !sl.posted || sl.delivered) {
@@ -400,7 +525,7 @@ std::chrono::steady_clock::time_point persist_conn::tick(
             next = std::min(next, sl.deadline);
             continue;
         }
-        newly_expired += sl.expired ? 0 : 1;
+        newly_expired += sl.expired || sl.unserved ? 0 : 1;
         sl.expired = true;
         next =
             std::min(next, now + std::chrono::milliseconds(100));  // looked at again until it ends
@@ -424,7 +549,7 @@ std::chrono::steady_clock::time_point persist_conn::tick(
     }
     // One reply receive canceled per expired request waiting for its reply: the receive's
     // completion ends the oldest of them (client_reply).
-    for (std::uint32_t j = 0; j < s.depth && s.recv_cancels < awaiting_reply; ++j) {
+    for (std::uint32_t j = 0; j < s.count && s.recv_cancels < awaiting_reply; ++j) {
         if (s.recv_canceled[j] || !endpoint_open(c)) {
             continue;
         }

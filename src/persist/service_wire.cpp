@@ -28,7 +28,7 @@ result<void> check_header(std::span<const std::byte> in, std::size_t size, const
     }
     const auto op = static_cast<std::uint8_t>(in[5]);
     if (op < static_cast<std::uint8_t>(service_op::flush) ||
-        op > static_cast<std::uint8_t>(service_op::fetch_add)) {
+        op > static_cast<std::uint8_t>(service_op::hello)) {
         return fail(errc::invalid_argument,
                     std::string(what) + ": unknown operation " + std::to_string(op));
     }
@@ -84,6 +84,9 @@ result<service_request> decode_request(std::span<const std::byte> in) {
     rq.arg1 = get_le(&in[40], 8);
     if (rq.op != service_op::compare_swap && rq.arg1 != 0) {
         return fail(errc::invalid_argument, "service request: unused operand is not zero");
+    }
+    if (rq.op == service_op::hello && (rq.key != 0 || rq.address != 0 || rq.arg0 != 0)) {
+        return fail(errc::invalid_argument, "service request: a hello's fields are not zero");
     }
     return rq;
 }

@@ -90,6 +90,7 @@ service_reply service_core::execute(const service_request& rq,
             rp.value = word.fetch_add(rq.arg0, std::memory_order_acq_rel);
             break;
         case service_op::flush:
+        case service_op::hello:  // answered by target_request, never executed
             break;
     }
     return rp;
@@ -106,13 +107,14 @@ result<std::unique_ptr<service_conn>> make_service_conn(connection_impl& c, bool
     s->conn = &c;
     s->target = target;
     s->depth = depth;
-    s->storage.assign(depth * (request_room + reply_size), std::byte{0});
+    s->count = message_slots(depth);
+    s->storage.assign(s->count * (request_room + reply_size), std::byte{0});
     auto mr = memory_region::create(c.dom_handle, s->storage, usage::send | usage::receive);
     if (!mr) {
         return fail(mr.error());
     }
     s->mr.emplace(std::move(*mr));
-    for (std::uint32_t i = 0; i < depth; ++i) {
+    for (std::uint32_t i = 0; i < s->count; ++i) {
         s->recv_refs.push_back({s.get(), i});
         s->send_refs.push_back({s.get(), i});
     }
@@ -172,21 +174,27 @@ bool target_request(void* context, completion& c, callback_sink* /*sink*/) {
         if (c.bytes >= 16) {
             rp.id = get_le(s.request_buf(ref.index) + 8, 8);
             rp.op = static_cast<service_op>(
-                std::clamp<int>(static_cast<int>(s.request_buf(ref.index)[5]), 1, 4));
+                std::clamp<int>(static_cast<int>(s.request_buf(ref.index)[5]), 1, 5));
         }
+    } else if (rq->op == service_op::hello) {
+        // The client asks whether this connection is served: it is (no request of the counts).
+        rp.op = service_op::hello;
+        rp.id = rq->id;
     } else {
         rp = s.core->execute(*rq, s.granted ? &*s.granted : nullptr);
     }
-    s.core->requests.fetch_add(1, std::memory_order_relaxed);
-    s.answered.fetch_add(1, std::memory_order_relaxed);
-    if (rp.status != 0) {
-        s.core->refused.fetch_add(1, std::memory_order_relaxed);
+    if (!rq || rq->op != service_op::hello) {
+        s.core->requests.fetch_add(1, std::memory_order_relaxed);
+        s.answered.fetch_add(1, std::memory_order_relaxed);
+        if (rp.status != 0) {
+            s.core->refused.fetch_add(1, std::memory_order_relaxed);
+        }
     }
     encode(rp, std::span<std::byte, reply_size>(s.reply_buf(ref.index), reply_size));
     // The receive is reposted once the reply is sent (target_reply_sent): the reply buffer is
-    // the slot's, and a client never has more than service_depth requests out. A reply that
-    // cannot be posted is lost (the client's request completes when the connection ends), but
-    // the receive is posted again at once: the service keeps its depth.
+    // the slot's, and a client never has more than service_depth requests and its hello out. A
+    // reply that cannot be posted is lost (the client's request completes when the connection
+    // ends), but the receive is posted again at once: the service keeps its depth.
     // The post is tried twice (a transient refusal); its record was given back on failure.
     bool sent = false;
     for (int attempt = 0; attempt < 2 && !sent; ++attempt) {
@@ -195,7 +203,8 @@ bool target_request(void* context, completion& c, callback_sink* /*sink*/) {
                    .has_value();
     }
     if (!sent) {
-        s.core->refused.fetch_add(rp.status == 0 ? 1 : 0, std::memory_order_relaxed);
+        const bool hello = rq && rq->op == service_op::hello;
+        s.core->refused.fetch_add(rp.status == 0 && !hello ? 1 : 0, std::memory_order_relaxed);
         repost_request(s, ref.index);
     } else {
         const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
@@ -326,7 +335,7 @@ result<void> target_service::serve_impl(connection& conn,
     }
     detail::service_conn& sc = **s;
     sc.core = detail::shared_impl_of(*this);
-    sc.reply_since = std::make_unique<std::atomic<std::int64_t>[]>(sc.depth);
+    sc.reply_since = std::make_unique<std::atomic<std::int64_t>[]>(sc.count);
     if (grants != nullptr) {
         sc.granted.emplace();
         for (const remote_region& g : *grants) {
@@ -334,7 +343,7 @@ result<void> target_service::serve_impl(connection& conn,
         }
     }
     p.svc = std::move(*s);  // before posting: the receives' records point into it
-    for (std::uint32_t j = 0; j < sc.depth; ++j) {
+    for (std::uint32_t j = 0; j < sc.count; ++j) {  // the requests' and the client's hello
         if (auto r = detail::post_internal(c, detail::queue::recv, sc.request_buf(j),
                                            detail::request_room, detail::desc_of(sc),
                                            detail::target_request, &sc.recv_refs[j]);
@@ -367,7 +376,7 @@ std::chrono::milliseconds target_service::reply_wait(const connection& conn) con
         return {};
     }
     std::int64_t oldest = 0;
-    for (std::uint32_t i = 0; i < p.svc->depth; ++i) {
+    for (std::uint32_t i = 0; i < p.svc->count; ++i) {
         const std::int64_t t = p.svc->reply_since[i].load(std::memory_order_relaxed);
         if (t != 0 && (oldest == 0 || t < oldest)) {
             oldest = t;

@@ -403,8 +403,11 @@ static void on_log(int level, const char* line, void* context) {
 
 static void test_log(void) {
     const struct remora_persistence_config tcfg = {.size = sizeof tcfg, .service_depth = 4};
-    const struct remora_persistence_config ccfg_p = {
-        .size = sizeof ccfg_p, .service_depth = 4, .service_timeout_ms = 200};
+    /* No serve_wait check: the unserved target's flush ends at its service timeout. */
+    const struct remora_persistence_config ccfg_p = {.size = sizeof ccfg_p,
+                                                     .service_depth = 4,
+                                                     .service_timeout_ms = 200,
+                                                     .serve_wait_ms = REMORA_SERVE_WAIT_NONE};
     const struct remora_connection_config scfg = {
         .size = sizeof scfg, .progress_thread = true, .persist = &tcfg};
     const struct remora_connection_config ccfg = {.size = sizeof ccfg, .persist = &ccfg_p};
@@ -443,6 +446,52 @@ static void test_log(void) {
     close_pair();
 }
 
+/* ---- a target that accepts a service and does not serve it */
+
+static void test_unserved(void) {
+    const struct remora_persistence_config tcfg = {.size = sizeof tcfg, .service_depth = 4};
+    const struct remora_persistence_config ccfg_p = {
+        .size = sizeof ccfg_p, .service_depth = 4, .serve_wait_ms = 200};
+    const struct remora_connection_config scfg = {
+        .size = sizeof scfg, .progress_thread = true, .persist = &tcfg};
+    const struct remora_connection_config ccfg = {.size = sizeof ccfg, .persist = &ccfg_p};
+    remora_completion_queue* cq = NULL;
+    struct remora_completion c;
+    double t0, took;
+    int rc;
+    open_pair(&scfg, &ccfg, true, false);
+    OK(remora_connection_cq(rp.p.client, &cq));
+    /* The flush fails within the serve wait (not the 30 s service timeout), with BAD_STATE. */
+    t0 = now_s();
+    OK(remora_flush(rp.p.client, rp.remote, 0, 8, REMORA_FLUSH_VISIBILITY, REMORA_FLUSH_GPSPM, 0,
+                    &rp));
+    OK(remora_completion_queue_next(cq, T_WAIT_MS, &c));
+    took = now_s() - t0;
+    CHECK(c.op == REMORA_OP_FLUSH && c.context == &rp && c.status == REMORA_E_BAD_STATE);
+    CHECK(took >= 0.2 && took < 10.0);
+    /* The next one is refused at once, saying what is wrong. */
+    EXPECT_CODE(remora_flush(rp.p.client, rp.remote, 0, 8, REMORA_FLUSH_VISIBILITY,
+                             REMORA_FLUSH_GPSPM, 0, &rp),
+                REMORA_E_BAD_STATE, "does not serve it");
+    /* Served late: flushes work again once the target's answer arrives. */
+    OK(remora_target_service_serve(rp.svc, rp.p.server));
+    t0 = now_s();
+    do {
+        rc = remora_flush(rp.p.client, rp.remote, 0, 8, REMORA_FLUSH_VISIBILITY, REMORA_FLUSH_GPSPM,
+                          0, &rp);
+        if (rc == REMORA_E_BAD_STATE) {
+            /* reads the client's CQ: the answer arrives there */
+            size_t n = 1;
+            OK(remora_completion_queue_poll(cq, &c, 1, &n));
+            CHECK(n == 0);
+        }
+    } while (rc == REMORA_E_BAD_STATE && now_s() - t0 < 10.0);
+    OK(rc);
+    OK(remora_completion_queue_next(cq, T_WAIT_MS, &c));
+    CHECK(c.op == REMORA_OP_FLUSH && c.status == 0);
+    close_pair();
+}
+
 static const struct {
     const char* name;
     void (*run)(void);
@@ -454,6 +503,7 @@ static const struct {
     {"registration_cache", test_registration_cache},
     {"admission", test_admission},
     {"log", test_log},
+    {"unserved", test_unserved},
 };
 
 int main(int argc, char** argv) {

@@ -6,7 +6,8 @@
 # opened; an unknown provider lists the ones there are, and a connected provider asked for RDM
 # names its RDM form; a failed listen or connect names HOST:PORT and no library internals;
 # --version; perftest's and fabtests' habits (-D, -a, -S, -I, --report_gbits) and where
-# they went (-q, -d DEVICE, get -n); bench's Gb/s column and --size all.
+# they went (-q, -d DEVICE, get -n); one meaning per short option across subcommands (-o, -a,
+# -l); bench's Gb/s column and --size all.
 #   arguments.sh REMORA PROVIDER VERSION
 set -u
 remora=$1
@@ -34,7 +35,7 @@ bad "^remora [a-z]+: --size: '128M' is too large: at most 64 MiB" bench -p "$pro
 bad "^remora [a-z]+: --size: '1.5K': a whole number is needed" bench -p "$provider" --size 1.5K
 bad "^remora [a-z]+: --size: '99999999999999999999' is too large" bench -p "$provider" --size 99999999999999999999
 bad "^remora [a-z]+: --size: '20000000T' is too large" bench -p "$provider" --size 20000000T
-bad "^remora [a-z]+: --offset: '-1' is negative" get -p "$provider" -o -1
+bad "^remora [a-z]+: --offset: '-1' is negative" get -p "$provider" --offset=-1
 bad "^remora [a-z]+: --offset: '-5' is negative" put -p "$provider" --offset=-5
 bad "^remora [a-z]+: --length: '0': 0 bytes mean nothing" get -p "$provider" --length 0
 bad "^remora serve: --region: region 'mem:64X': '64X': unknown suffix 'X'" \
@@ -65,6 +66,12 @@ bad "^remora serve: --provider: 'tcp;ofi_rxm' offers RDM endpoints only" serve -
 bad "^remora [a-z]+: -q: remora has no -q: perftest's -q QPS is -c/--connections" bench -q 4
 bad "^remora [a-z]+: --duration: 'mlx5_0' is not a number of seconds" bench -d mlx5_0
 bad "^remora [a-z]+: -n: get's length is -l/--length" get -n 5
+# A short option means one thing across subcommands: -o is bench's --op (fabtests' -o), -a its
+# all sizes (perftest's -a), -l get's --length; the others say where theirs went.
+bad "^remora get: -o: the offset is --offset \(-o is bench's --op" get -p "$provider" -o 0
+bad "^remora put: -o: the offset is --offset \(-o is bench's --op" put -p "$provider" -o 0
+bad "^remora serve: -l: serve listens at --listen HOST:PORT \(-l is get's --length\)" serve -l 127.0.0.1:0
+bad "^remora info: -a: the local address is --address \(-a is bench's all sizes" info -a 127.0.0.1
 bad "^remora [a-z]+: --op: fly not in" bench --op fly
 # -S (fabtests), -I (fabtests' iterations), -D (perftest's duration) and --report_gbits run;
 # the table has a Gb/s column.
@@ -89,9 +96,9 @@ start_serve --region mem:2M
 t=127.0.0.1:$port
 head -c 1024 /dev/urandom > "$dir/in.bin"
 expect_run --stdin "$dir/in.bin" --exit 2 -- r put -t "$t" --offset 1K || fail "put --offset 1K"
-expect_run --out "$dir/out.bin" --stderr-lines 0 -- r get -t "$t" -o 1KiB -l 1K || fail "get -l 1K"
-cmp "$dir/in.bin" "$dir/out.bin" || fail "get -o 1KiB -l 1K returned other bytes"
-expect_run --out "$dir/mib.bin" --stderr-lines 0 -- r get -t "$t" -o 0 -l 1M || fail "get -l 1M"
+expect_run --out "$dir/out.bin" --stderr-lines 0 -- r get -t "$t" --offset 1KiB -l 1K || fail "get -l 1K"
+cmp "$dir/in.bin" "$dir/out.bin" || fail "get --offset 1KiB -l 1K returned other bytes"
+expect_run --out "$dir/mib.bin" --stderr-lines 0 -- r get -t "$t" --offset 0 -l 1M || fail "get -l 1M"
 [ "$(stat -c %s "$dir/mib.bin")" -eq 1048576 ] || fail "get -l 1M printed other than 1 MiB"
 # A second serve on the same port: the address it could not take, and why.
 expect_run --exit 1 --stderr-lines 1 --stderr-not "(^|[^a-z])fi_[a-z]" \

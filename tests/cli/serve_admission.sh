@@ -34,18 +34,18 @@ grep -q "admission by key" "$dir/serve.log" || fail "serve does not say it admit
 t=127.0.0.1:$port
 echo hello > "$dir/hello"
 expect_run --exit 2 --stdin "$dir/hello" --stderr "NOT durable" \
-    -- r put -t "$t" -o 0 --key-file "$dir/k" || fail "put with the key"
-expect_run --stdout "^hello$" --stderr-lines 0 -- r get -t "$t" -o 0 -l 5 --key-file "$dir/k" ||
+    -- r put -t "$t" --offset 0 --key-file "$dir/k" || fail "put with the key"
+expect_run --stdout "^hello$" --stderr-lines 0 -- r get -t "$t" --offset 0 -l 5 --key-file "$dir/k" ||
     fail "get with the key"
 expect_run --exit 1 --stderr-lines 1 --stderr "^remora get: the target at 127.0.0.1:[0-9]+ refused admission: wrong key" \
-    -- r get -t "$t" -o 0 -l 5 --key-file "$dir/wrong" || fail "get with a wrong key"
+    -- r get -t "$t" --offset 0 -l 5 --key-file "$dir/wrong" || fail "get with a wrong key"
 expect_run --exit 1 --stderr-lines 1 \
     --stderr "^remora get: the target at 127.0.0.1:[0-9]+ requires admission: pass --key-file" \
-    -- r get -t "$t" -o 0 -l 5 || fail "get without a key"
+    -- r get -t "$t" --offset 0 -l 5 || fail "get without a key"
 expect_run --exit 1 --stderr-lines 1 --stdin "$dir/hello" \
-    --stderr "^remora put: the target at 127.0.0.1:[0-9]+ requires admission" -- r put -t "$t" -o 0 || fail "put without a key"
+    --stderr "^remora put: the target at 127.0.0.1:[0-9]+ requires admission" -- r put -t "$t" --offset 0 || fail "put without a key"
 # serve keeps serving: the right key still works, and it logged both refusals
-expect_run --stdout "^hello$" -- r get -t "$t" -o 0 -l 5 --key-file "$dir/k" || fail "get after refusals"
+expect_run --stdout "^hello$" -- r get -t "$t" --offset 0 -l 5 --key-file "$dir/k" || fail "get after refusals"
 [ "$(grep -c "refused a client: admission refused: wrong key" "$dir/serve.log")" -eq 1 ] ||
     fail "serve did not log the wrong key"
 [ "$(grep -c "refused a client: admission refused: no valid admission token" "$dir/serve.log")" -eq 2 ] ||
@@ -56,8 +56,8 @@ stop_serve
 start_serve --region mem:64K
 grep -q "no admission" "$dir/serve.log" || fail "serve does not say it has no admission"
 grep -q "WARNING" "$dir/serve.log" && fail "warned on loopback"
-expect_run --exit 2 --stdin "$dir/hello" -- r put -t "127.0.0.1:$port" -o 0 || fail "put, keyless"
-expect_run --stdout "^hello$" -- r get -t "127.0.0.1:$port" -o 0 -l 5 || fail "get, keyless"
+expect_run --exit 2 --stdin "$dir/hello" -- r put -t "127.0.0.1:$port" --offset 0 || fail "put, keyless"
+expect_run --stdout "^hello$" -- r get -t "127.0.0.1:$port" --offset 0 -l 5 || fail "get, keyless"
 stop_serve
 
 # ---- beyond loopback without a key: a warning on stderr
@@ -82,13 +82,13 @@ exec 3< "$dir/fifo"
 head -c 1 <&3 > /dev/null  # the first client has its bytes: it is connected
 expect_run --exit 1 --stderr-lines 1 \
     --stderr "^remora get: the target at 127.0.0.1:[0-9]+ refused admission: the target is at its limit" \
-    -- r get -t "127.0.0.1:$port" -o 0 -l 5 --key-file "$dir/k" || fail "second client not refused"
+    -- r get -t "127.0.0.1:$port" --offset 0 -l 5 --key-file "$dir/k" || fail "second client not refused"
 grep -q "rejected a client: 1 clients connected (--max-clients)" "$dir/serve.log" || fail "no load log"
 cat <&3 > /dev/null
 exec 3<&-
 wait "$holder" || fail "the first client failed"
 for _ in $(seq 200); do grep -q "client 1 closed" "$dir/serve.log" && break; sleep 0.05; done
-expect_run --out "$dir/five" -- r get -t "127.0.0.1:$port" -o 0 -l 5 --key-file "$dir/k" ||
+expect_run --out "$dir/five" -- r get -t "127.0.0.1:$port" --offset 0 -l 5 --key-file "$dir/k" ||
     fail "get after the first client left"
 stop_serve
 echo "ok: serve_admission $provider"

@@ -19,10 +19,10 @@ start_serve --region mem:64K --key-file "ro=$dir/ro" --key-file "rw=$dir/rw"
 grep -q "admission by key (ro, rw)" "$dir/serve.log" || fail "serve does not name the roles"
 t=127.0.0.1:$port
 echo hello > "$dir/hello"
-expect_run --exit 2 --stdin "$dir/hello" -- r put -t "$t" -o 0 --key-file "$dir/rw" || fail "rw put"
-expect_run --stdout "^hello$" -- r get -t "$t" -o 0 -l 5 --key-file "$dir/ro" || fail "ro get"
+expect_run --exit 2 --stdin "$dir/hello" -- r put -t "$t" --offset 0 --key-file "$dir/rw" || fail "rw put"
+expect_run --stdout "^hello$" -- r get -t "$t" --offset 0 -l 5 --key-file "$dir/ro" || fail "ro get"
 expect_run --exit 1 --stderr-lines 1 --stdin "$dir/hello" --stderr "^remora put: .*access denied" \
-    -- r put -t "$t" -o 0 --key-file "$dir/ro" || fail "ro put not refused"
+    -- r put -t "$t" --offset 0 --key-file "$dir/ro" || fail "ro put not refused"
 # bench against the keyed serve: with a key it runs, without one it is told to pass --key-file
 expect_run --stdout "^$provider +read " -- r bench -t "$t" --key-file "$dir/ro" --op read -d 0.1 ||
     fail "bench --target --key-file"
@@ -47,7 +47,7 @@ grep -q "client 1 evicted: no service request for 1 s (--idle-timeout)" "$dir/se
 cat <&3 > /dev/null
 exec 3<&-
 wait "$holder"
-expect_run --stdout "^" -- r get -t "127.0.0.1:$port" -o 0 -l 5 || fail "get after the eviction"
+expect_run --stdout "^" -- r get -t "127.0.0.1:$port" --offset 0 -l 5 || fail "get after the eviction"
 stop_serve
 
 # ---- --handshake-timeout: a TCP connect that never sends its connection request is dropped at
@@ -74,7 +74,7 @@ if [ "$provider" = tcp ]; then
             fail "a silent connect under --handshake-timeout $hs was closed after $took s"
         grep -q "dropped 1 TCP connects silent for $hs s" "$dir/serve.log" ||
             fail "serve did not log the dropped silent connect"
-        expect_run --stdout "^" -- r get -t "127.0.0.1:$port" -o 0 -l 5 ||
+        expect_run --stdout "^" -- r get -t "127.0.0.1:$port" --offset 0 -l 5 ||
             fail "get after a dropped silent connect"
         stop_serve
     done

@@ -30,9 +30,9 @@ ticks() { awk '{print $14 + $15}' "/proc/$serve_pid/stat"; }
 # legit_put WORD: a put of "legit WORD" (exit 2: stored in a volatile region), read back.
 legit_put() {
     printf 'legit %s' "$1" > "$dir/data"
-    expect_run --exit 2 --stdin "$dir/data" -- r put -t "127.0.0.1:$port" -o 0 \
+    expect_run --exit 2 --stdin "$dir/data" -- r put -t "127.0.0.1:$port" --offset 0 \
         --key-file "$dir/rw" || fail "a legitimate put after $1"
-    expect_run --stdout "^legit $1\$" -- r get -t "127.0.0.1:$port" -o 0 -l $((6 + ${#1})) \
+    expect_run --stdout "^legit $1\$" -- r get -t "127.0.0.1:$port" --offset 0 -l $((6 + ${#1})) \
         --key-file "$dir/ro" || fail "a legitimate get after $1"
 }
 # flood MODE: three flooders, each until the target has backed up; waited for (exit: each floods

@@ -39,7 +39,7 @@ expect_run --exit 1 --stderr-lines 1 --stderr "already served by another region 
     -- r serve --listen 127.0.0.1:0 --region "file:$dir/r.bin" || fail "a second serve on the file"
 kill -0 "$first" 2>/dev/null || fail "the first serve died"
 echo "still here" > "$dir/data"
-expect_run --stdin "$dir/data" -- r put -t "127.0.0.1:$port" -o 4096 || fail "put after the refusal"
+expect_run --stdin "$dir/data" -- r put -t "127.0.0.1:$port" --offset 4096 || fail "put after the refusal"
 
 # ---- another process truncates the file under serve
 expect_run --exit 1 --stderr "Resource temporarily unavailable" -- truncate -s 0 "$dir/r.bin" ||

@@ -402,10 +402,13 @@ TEST(fabric_fault_seam, calls_are_addressed_by_name_and_ordinal_and_counted) {
 TEST_P(fabric_fault, a_target_service_whose_reply_fails_keeps_its_depth) {
     constexpr std::uint32_t depth = 2;
     // The target is driven by this thread alone (no progress thread): the fault is armed
-    // between the client's post and the target's reading of the request.
-    auto p = must(connect_pair(GetParam(),
-                               {.addons = {remora::persistence_config{.service_depth = depth}}},
-                               {.addons = {remora::persistence_config{.service_depth = depth}}}));
+    // between the client's post and the target's reading of the request. The client sends no
+    // hello (serve_wait 0), so the fault meets the request's reply. The service has a receive
+    // for each request and one for a client's hello.
+    constexpr std::size_t receives = depth + 1;
+    auto p = must(connect_pair(
+        GetParam(), {.addons = {remora::persistence_config{.service_depth = depth}}},
+        {.addons = {remora::persistence_config{.service_depth = depth, .serve_wait = 0ms}}}));
     buffer mem(4096);
     auto mr = must(memory_region::create(p.server_domain, mem.span(),
                                          usage::write_destination | usage::flush_target));
@@ -413,7 +416,7 @@ TEST_P(fabric_fault, a_target_service_whose_reply_fails_keeps_its_depth) {
     auto desc = must(svc.expose(mr));
     REMORA_ASSERT_OK(svc.serve(*p.server));
     detail::connection_impl& target = *detail::impl_of(*p.server);
-    ASSERT_EQ(target.ops.in_use(detail::queue::recv), depth);
+    ASSERT_EQ(target.ops.in_use(detail::queue::recv), receives);
 
     int ctx = 0;
     const flush_options gpspm{.type = flush_type::visibility, .method = flush_method::gpspm};
@@ -426,7 +429,7 @@ TEST_P(fabric_fault, a_target_service_whose_reply_fails_keeps_its_depth) {
     })) << "the target never read the request";
     fault::disarm();
     EXPECT_EQ(fault::fired(fabric_call::post_send) >= 2, true);
-    EXPECT_EQ(target.ops.in_use(detail::queue::recv), depth) << "the service lost a receive";
+    EXPECT_EQ(target.ops.in_use(detail::queue::recv), receives) << "the service lost a receive";
     EXPECT_EQ(svc.refused(), 1u);
 
     // The service still answers `depth` requests at once (on a fresh client slot: one is held
@@ -452,7 +455,7 @@ TEST_P(fabric_fault, a_target_service_whose_reply_fails_keeps_its_depth) {
     // (a receive is posted again once its reply's send completion is read)
     EXPECT_TRUE(eventually([&] {
         (void)p.server->cq().poll(buf);
-        return target.ops.in_use(detail::queue::recv) == depth;
+        return target.ops.in_use(detail::queue::recv) == receives;
     })) << "the service lost a receive: "
         << target.ops.in_use(detail::queue::recv);
 

@@ -11,6 +11,7 @@
 
 #include <remora/target_service.hpp>
 
+#include "core/connection_impl.hpp"
 #include "fabric/fault.hpp"
 #include "persist/service.hpp"
 #include "support.hpp"
@@ -77,6 +78,29 @@ class publish_test : public testing::TestWithParam<std::string> {
         }
     }
     connection& client() { return *pair_->client; }
+    // The connection's first service use also sends the client's hello (serve_wait): done here,
+    // and answered, so that a fault armed next meets the operation under test.
+    void first_service_use() {
+        if (rdm()) {
+            return;  // these RDM pairs carry no target service
+        }
+        REMORA_ASSERT_OK(
+            remora::flush(client(), data_, 0, 8,
+                          {.type = flush_type::visibility, .method = flush_method::gpspm}));
+        auto got = collect(client().cq(), 1, true, 10s);
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_TRUE(got[0].ok()) << got[0].status.message();
+        // The requests' own send completions (the hello's, the flush's) and the target's
+        // replies' may follow the reply (sockets): all read before a fault turns the next entry
+        // read into an error.
+        EXPECT_TRUE(eventually([&] {
+            completion none[4];
+            EXPECT_EQ(client().cq().poll(none).value_or(0), 0u);
+            using remora::detail::impl_of, remora::detail::queue;
+            return impl_of(client())->ops.in_use(queue::service) == 0 &&
+                   impl_of(*pair_->server)->ops.in_use(queue::service) == 0;
+        }));
+    }
     // Send-queue entries a read-after-write publish takes: the writes, the flush and a native
     // atomic.
     std::uint32_t raw_need() {
@@ -235,6 +259,7 @@ TEST_P(publish_test, a_failed_write_is_named_and_the_flag_is_never_written) {
     open();
     if (!atomics_or_skip())
         GTEST_SKIP() << GetParam() << " has no atomic path here (refusal checked)";
+    first_service_use();
     const std::size_t alive = remora::detail::publish_ops_alive();
     fault::arm_error_entry(FI_EIO, 1);
     REMORA_ASSERT_OK(publish({.context = &ctx_[1]}, {.method = flush_method::read_after_write}));
@@ -270,6 +295,7 @@ TEST_P(publish_test, a_failed_atomic_post_is_named) {
     open();
     if (!atomics_or_skip())
         GTEST_SKIP() << GetParam() << " has no atomic path here (refusal checked)";
+    first_service_use();
     const std::size_t alive = remora::detail::publish_ops_alive();
     fault::arm(remora::atomics(client()) == atomic_path::native
                    ? remora::detail::fabric_call::post_atomic

@@ -43,8 +43,11 @@ bool request_valid(const std::vector<std::byte>& b) {
     }
     const auto op = static_cast<int>(b[5]);
     const auto flags = le(b, 6, 2);
-    if (op < 1 || op > 4 || flags > 1 || (flags != 0 && op != 1)) {
+    if (op < 1 || op > 5 || flags > 1 || (flags != 0 && op != 1)) {
         return false;
+    }
+    if (op == 5) {  // a hello: nothing after the id
+        return le(b, 16, 8) == 0 && le(b, 24, 8) == 0 && le(b, 32, 8) == 0 && le(b, 40, 8) == 0;
     }
     return op == 3 || le(b, 40, 8) == 0;  // only compare_swap has a second operand
 }
@@ -54,7 +57,7 @@ bool reply_valid(const std::vector<std::byte>& b) {
         return false;
     }
     const auto op = static_cast<int>(b[5]);
-    return op >= 1 && op <= 4 && le(b, 6, 2) <= static_cast<std::uint64_t>(errc::provider_error) &&
+    return op >= 1 && op <= 5 && le(b, 6, 2) <= static_cast<std::uint64_t>(errc::provider_error) &&
            le(b, 24, 8) == 0;
 }
 
@@ -115,6 +118,25 @@ TEST(service_wire, truncated_oversize_and_foreign_messages_are_refused) {
                 errc::invalid_argument);
 }
 
+// A client's hello (persistence_config::serve_wait) carries its id and nothing else; its answer
+// is a reply like any other.
+TEST(service_wire, a_hello_carries_its_id_only) {
+    auto back =
+        must(detail::decode_request(wire(service_request{.op = service_op::hello, .id = 7})));
+    EXPECT_EQ(back.op, service_op::hello);
+    EXPECT_EQ(back.id, 7u);
+    for (const service_request bad : {service_request{.op = service_op::hello, .key = 1},
+                                      service_request{.op = service_op::hello, .address = 1},
+                                      service_request{.op = service_op::hello, .arg0 = 1},
+                                      service_request{.op = service_op::hello, .arg1 = 1},
+                                      service_request{.op = service_op::hello, .flags = 1}}) {
+        EXPECT_ERRC(detail::decode_request(wire(bad)), errc::invalid_argument);
+    }
+    auto reply = must(detail::decode_reply(wire(service_reply{.op = service_op::hello, .id = 7})));
+    EXPECT_EQ(reply.op, service_op::hello);
+    EXPECT_EQ(reply.id, 7u);
+}
+
 TEST(service_wire, mutated_messages_decode_exactly_when_valid) {
     std::mt19937_64 rng(0x5eed'5e41'0001ull);
     auto pick = [&](std::uint64_t n) {
@@ -124,12 +146,12 @@ TEST(service_wire, mutated_messages_decode_exactly_when_valid) {
     for (int i = 0; i < 100'000; ++i) {
         const bool request = pick(2) == 0;
         std::vector<std::byte> b =
-            request ? wire(service_request{.op = static_cast<service_op>(1 + pick(4)),
+            request ? wire(service_request{.op = static_cast<service_op>(1 + pick(5)),
                                            .id = rng(),
                                            .key = rng(),
                                            .address = rng(),
                                            .arg0 = rng()})
-                    : wire(service_reply{.op = static_cast<service_op>(1 + pick(4)),
+                    : wire(service_reply{.op = static_cast<service_op>(1 + pick(5)),
                                          .status = static_cast<std::uint16_t>(pick(16)),
                                          .id = rng(),
                                          .value = rng()});

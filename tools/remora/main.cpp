@@ -84,6 +84,10 @@ int main(int argc, char** argv) {
         "  remora bench --suite fanin       1/8/32 connections: a CQ each vs one shared CQ\n"
         "Sizes, lengths and offsets: a number of bytes, or with K, M, G, T (KiB, MiB, GiB,\n"
         "TiB): powers of 1024, as perftest and fio read 4K; 1.5M is written 1536K.\n"
+        "A short option means one thing in every subcommand: -p provider, -e endpoint, -t\n"
+        "target; -o bench's --op (fabtests' -o), -a bench's all sizes (perftest's -a), -l get's\n"
+        "--length. So put/get's offset is --offset, serve's --listen and info's --address have\n"
+        "no short form.\n"
         "Exit status: 0 done, 1 a failed run (one line on stderr says why), 64 a bad argument,\n"
         "found before anything is opened (put also exits 2 when the bytes are written but not\n"
         "durable).\n");
@@ -98,8 +102,10 @@ int main(int argc, char** argv) {
                      "Only this endpoint type: msg (connections) or rdm (peers over an address "
                      "vector); default both")
         ->check(CLI::IsMember({"msg", "rdm"}));
-    info->add_option("-a,--address", io.address, "Local address selecting the NIC")
+    info->add_option("--address", io.address, "Local address selecting the NIC")
         ->capture_default_str();
+    moved(info, "-a",
+          "-a: the local address is --address (-a is bench's all sizes, as perftest's -a)");
     info->add_flag("--json", io.json, "One JSON array instead of a table");
     info->footer(
         "Examples:\n  remora info\n  remora info --provider tcp --json\n"
@@ -109,9 +115,10 @@ int main(int argc, char** argv) {
     auto* serve = app.add_subcommand(
         "serve", "Expose a region (memory or a file) to clients until SIGINT/SIGTERM");
     serve->add_option("-p,--provider", so.provider, "Provider (default: automatic)");
-    serve->add_option("-l,--listen", so.listen, "HOST:PORT to listen on (port 0: any free port)")
+    serve->add_option("--listen", so.listen, "HOST:PORT to listen on (port 0: any free port)")
         ->check(address_arg(true))
         ->capture_default_str();
+    moved(serve, "-l", "-l: serve listens at --listen HOST:PORT (-l is get's --length)");
     serve
         ->add_option("-r,--region", so.region,
                      "mem:SIZE or file:PATH[:SIZE], 1 byte to 1 TiB (memory: no more than this "
@@ -188,9 +195,13 @@ int main(int argc, char** argv) {
         c->add_option("-t,--target", to.target, "HOST:PORT of a `remora serve`")
             ->check(address_arg(false))
             ->capture_default_str();
-        c->add_option("-o,--offset", to.offset, std::string("Offset in the region: ") + size_units)
+        c->add_option("--offset", to.offset,
+                      std::string("Offset in the region: ") + size_units +
+                          ". No -o: -o is bench's --op, as fabtests' -o")
             ->transform(size_arg(0, UINT64_MAX))
             ->capture_default_str();
+        moved(c, "-o",
+              "-o: the offset is --offset (-o is bench's --op, the operation, as fabtests' -o)");
         c->add_option("--key-file", to.key_file, "The target's admission key (its --key-file)")
             ->check(CLI::ExistingFile);
     };
@@ -213,7 +224,7 @@ int main(int argc, char** argv) {
     moved(get, "-n", "-n: get's length is -l/--length (-n is bench's count of operations)");
     get->footer(
         "Examples:\n  remora get --offset 4096 --length 5\n"
-        "  remora get --target 10.0.0.2:7471 -o 0 -l 1M > copy.bin\n");
+        "  remora get --target 10.0.0.2:7471 --offset 0 -l 1M > copy.bin\n");
 
     std::string keygen_path;
     auto* keygen = app.add_subcommand(
@@ -245,7 +256,7 @@ int main(int argc, char** argv) {
                      "flush to persistence through the target service), atomic-write, cas, "
                      "fetch-add, gather (gather_write of --parts segments, each a region of its "
                      "own, timed in the same run against its writes posted together and one "
-                     "write; QD 1)")
+                     "write; QD 1). -o as fabtests' fi_rma_bw -o")
         ->check(CLI::IsMember(bench_ops()));
     bench
         ->add_option("-s,-S,--size", sizes,
@@ -388,7 +399,8 @@ int main(int argc, char** argv) {
     bench->footer(
         "perftest and fabtests users: -s/-S size (fabtests' -s source address has no option\n"
         "here), -a all sizes, -n/-I iterations, -D duration, -c QPs (perftest's -q), --qd\n"
-        "tx-depth (perftest's -t), -p the provider (the port goes in --target HOST:PORT).\n"
+        "tx-depth (perftest's -t), -p the provider (the port goes in --target HOST:PORT), -o\n"
+        "the operation (fabtests' -o write|read).\n"
         "Examples:\n"
         "  remora bench --suite default\n"
         "  remora bench --op write --size 8 --size 64K --qd 16\n"
