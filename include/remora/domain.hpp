@@ -54,7 +54,9 @@ const char* to_string(endpoint_type t) noexcept;
 /// caps() reports verbs' limits where they are smaller than the provider's (local and remote
 /// segments, inject size, immediate data, private data, message size, mr_mode local and
 /// prov_key). A post or registration that breaks a rule fails with errc::invalid_argument,
-/// whose message names the rule, and nothing reaches the provider. What the mode cannot
+/// whose message names the rule, and nothing reaches the provider; the rule is also logged at
+/// log_level::error (remora/log.hpp) or, with no log function set, printed on stderr (the first
+/// twenty), so a failure a caller ignores still shows. What the mode cannot
 /// emulate is listed in docs/providers.md ("verbs rules"). The checks cost nothing while no
 /// domain under rules is open.
 enum class provider_rules : std::uint8_t {

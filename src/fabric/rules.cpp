@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "base/log.hpp"
 #include "fabric/endpoint.hpp"
 #include "fabric/mr.hpp"
 
@@ -49,7 +50,11 @@ constexpr unsigned max_printed = 20;
 int violation(const std::string& what) {
     violation_count.fetch_add(1, std::memory_order_relaxed);
     last_message = "verbs rules: " + what;
-    if (printed.fetch_add(1, std::memory_order_relaxed) < max_printed) {
+    // Logged; without a log function the first ones go to stderr: the mode is a testing aid,
+    // and a rule broken by a post whose failure a caller swallows must still show.
+    if (log_enabled(log_level::error)) {
+        log_line(log_level::error, last_message);
+    } else if (printed.fetch_add(1, std::memory_order_relaxed) < max_printed) {
         std::fprintf(stderr, "remora: %s\n", last_message.c_str());
     }
     return -FI_EINVAL;
