@@ -2,6 +2,7 @@
 // src/fabric/rules.cpp — the verbs-rules registry and checks (rules.hpp).
 #include "fabric/rules.hpp"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>

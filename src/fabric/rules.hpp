@@ -20,9 +20,10 @@
 //
 // A post or registration that breaks a rule returns -FI_EINVAL without reaching the provider;
 // the message saying which rule is attached to the error fabric_error() builds on the same thread
-// and logged at log_level::error (without a log function, the first ones are printed on stderr). Registrations of an enrolled domain hand out a
-// descriptor of the mode's own (the entry it checks), translated back to the provider's at the
-// post. What the mode cannot emulate: docs/providers.md, "verbs rules".
+// and logged at log_level::error (without a log function, the first ones are printed on stderr).
+// Registrations of an enrolled domain hand out a descriptor of the mode's own (the entry it
+// checks), translated back to the provider's at the post. What the mode cannot emulate:
+// docs/providers.md, "verbs rules".
 //
 // Cost when no enrolled domain is open: one relaxed load and a predictable branch in ep_post,
 // mr_reg, mr_desc, connect, accept and each close. Threading: any thread (a shared mutex guards
