@@ -45,6 +45,28 @@ enum class endpoint_type : std::uint8_t {
 /// "msg" or "rdm".
 const char* to_string(endpoint_type t) noexcept;
 
+/// Which provider's rules a domain is held to (domain_config::rules).
+///
+/// Under provider_rules::verbs the domain behaves as it must on libfabric's verbs provider
+/// (InfiniBand, RoCE, iWARP) whatever provider it runs on: every post names the local
+/// descriptor of a registration of the same domain covering the whole buffer (a destination's
+/// registration allowing local writes), the provider chooses the remote keys (32 bits), and
+/// caps() reports verbs' limits where they are smaller than the provider's (local and remote
+/// segments, inject size, immediate data, private data, message size, mr_mode local and
+/// prov_key). A post or registration that breaks a rule fails with errc::invalid_argument,
+/// whose message names the rule, and nothing reaches the provider; the rule is also logged at
+/// log_level::error (remora/log.hpp) or, with no log function set, printed on stderr (the first
+/// twenty), so a failure a caller ignores still shows. What the mode cannot
+/// emulate is listed in docs/providers.md ("verbs rules"). The checks cost nothing while no
+/// domain under rules is open.
+enum class provider_rules : std::uint8_t {
+    environment,  ///< the REMORA_RULES environment variable decides: "verbs", or native when unset
+    native,       ///< the opened provider's own rules only
+    verbs,        ///< libfabric's verbs provider's rules, on any provider
+};
+/// "environment", "native" or "verbs".
+const char* to_string(provider_rules r) noexcept;
+
 /// What the opened provider can do (asked of fi_getinfo/fi_getopt, never assumed).
 struct provider_caps {
     std::string provider;                         ///< "tcp", "sockets", "verbs", ...
@@ -87,6 +109,8 @@ struct provider_caps {
     /// kernels without epoll_pwait2, before Linux 5.11); completion_queue::fd() is -1 unless the
     /// progress thread owns the CQ (then it is the thread's eventfd).
     bool cq_wait_fd = true;
+    /// The rules the domain is held to: native, or verbs (domain_config::rules).
+    provider_rules rules = provider_rules::native;
 };
 
 /// How the domain's library progress thread waits for work (see domain_config::progress). The
@@ -153,6 +177,10 @@ struct domain_config {
     /// policies.
     std::chrono::microseconds progress_spin{100};
     endpoint_type endpoint = endpoint_type::msg;  ///< the kind of endpoint it serves
+    /// The rules the domain is held to (see provider_rules); by default REMORA_RULES decides,
+    /// so a whole program or test suite runs under verbs' rules without a change. An unknown
+    /// REMORA_RULES value makes domain::open fail with errc::invalid_argument.
+    provider_rules rules = provider_rules::environment;
 };
 
 /// The local peer: a libfabric provider and NIC opened for one local address.
@@ -185,7 +213,8 @@ class domain {
   public:
     /// Opens a provider domain (and its fabric) for `config.node`.
     /// \param config provider, local address, endpoint type and progress thread policy
-    /// \return the open domain; errc::invalid_argument for a progress_spin out of bounds;
+    /// \return the open domain; errc::invalid_argument for a progress_spin out of bounds
+    ///         or an unknown REMORA_RULES value (rules: environment);
     ///         errc::not_supported (or the provider's error) when no provider offers the
     ///         endpoint type on that address
     static result<domain> open(const domain_config& config = {});

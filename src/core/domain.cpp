@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string_view>
 #include <utility>
 
 #include "core/impl.hpp"
@@ -41,6 +43,43 @@ remora::mr_mode to_mr_mode(const mr_needs& m) {
     if (m.endpoint)
         r |= remora::mr_mode::endpoint;
     return r;
+}
+
+// The rules `asked` resolves to (environment: REMORA_RULES), or an error for an unknown value.
+result<provider_rules> resolve_rules(provider_rules asked) {
+    if (asked == provider_rules::native || asked == provider_rules::verbs) {
+        return asked;
+    }
+    if (asked != provider_rules::environment) {
+        return fail(errc::invalid_argument,
+                    "domain_config: rules is not environment, native or verbs (value " +
+                        std::to_string(static_cast<int>(asked)) + ")");
+    }
+    const char* env = std::getenv("REMORA_RULES");
+    if (env == nullptr || *env == '\0' || std::string_view(env) == "native") {
+        return provider_rules::native;
+    }
+    if (std::string_view(env) == "verbs") {
+        return provider_rules::verbs;
+    }
+    return fail(errc::invalid_argument,
+                std::string("REMORA_RULES=") + env + ": unknown rules (verbs, native, or unset)");
+}
+
+// What caps() reports under verbs rules: verbs' limits where they are smaller, and its
+// registration modes (local descriptors, provider keys; rules.hpp lists the figures).
+void apply_verbs_limits(provider_caps& c) {
+    c.inject_size = std::min(c.inject_size, verbs_limits.inject_size);
+    c.iov_limit = std::min(c.iov_limit, verbs_limits.iov_limit);
+    c.rma_iov_limit = std::min(c.rma_iov_limit, verbs_limits.rma_iov_limit);
+    c.cq_data_size = std::min(c.cq_data_size, verbs_limits.cq_data_size);
+    c.max_msg_size = std::min(c.max_msg_size, verbs_limits.max_msg_size);
+    c.mr_key_size = std::min(c.mr_key_size, verbs_limits.mr_key_size);
+    if (c.endpoint == endpoint_type::msg) {
+        c.cm_data_size = std::min(c.cm_data_size, verbs_limits.cm_data_size);
+    }
+    c.mr_mode |= remora::mr_mode::local | remora::mr_mode::prov_key | remora::mr_mode::allocated;
+    c.rules = provider_rules::verbs;
 }
 
 fabric_endpoint to_fabric(endpoint_type t) {
@@ -86,6 +125,10 @@ result<domain> domain::open(const domain_config& config) {
                     "policy (got " +
                         std::to_string(config.progress_spin.count()) +
                         " us); use progress_policy::blocking or busy for no spin or no sleep");
+    }
+    const auto rules = resolve_rules(config.rules);
+    if (!rules) {
+        return fail(rules.error());
     }
     auto impl = std::make_shared<domain_impl>();
     impl->node = config.node;
@@ -164,6 +207,10 @@ result<domain> domain::open(const domain_config& config) {
         return fail(fabric_error(ret, "fi_domain for " + prov));
     }
 
+    if (*rules == provider_rules::verbs) {
+        fabric_rules::enroll(impl->domain.get());  // before any endpoint or registration
+    }
+
     if (rma_events && cntr_open(impl->domain.get(), impl->rma_events) != 0) {
         impl->rma_events.reset();  // no counter: CQ traffic only, as without FI_RMA_EVENT
     }
@@ -225,6 +272,9 @@ result<domain> domain::open(const domain_config& config) {
             c.cm_data_size = *sz;
         }
     }
+    if (*rules == provider_rules::verbs) {
+        apply_verbs_limits(c);
+    }
     return internal_access::wrap<domain>(std::move(impl));
 }
 
@@ -236,6 +286,18 @@ const std::string no_node;
 std::vector<std::string> domain::providers(endpoint_type type) {
     return detail::provider_names(type == endpoint_type::rdm ? detail::fabric_endpoint::rdm
                                                              : detail::fabric_endpoint::msg);
+}
+
+const char* to_string(provider_rules r) noexcept {
+    switch (r) {
+        case provider_rules::environment:
+            return "environment";
+        case provider_rules::native:
+            return "native";
+        case provider_rules::verbs:
+            return "verbs";
+    }
+    return "unknown";
 }
 
 const char* to_string(endpoint_type t) noexcept {

@@ -11,7 +11,11 @@ int open_endpoint(fid_domain* domain, fi_info* info, ep_handle& out) {
     if (int r = injected(fabric_call::endpoint)) {
         return r;
     }
-    return out.opened(fi_endpoint(domain, info, out.out(), nullptr));
+    const int ret = out.opened(fi_endpoint(domain, info, out.out(), nullptr));
+    if (ret == 0 && fabric_rules::on()) [[unlikely]] {
+        fabric_rules::endpoint_opened(domain, out.as_fid());
+    }
+    return ret;
 }
 
 int open_srx(fid_domain* domain, const fi_info* info, std::size_t size, ep_handle& out) {
@@ -22,7 +26,11 @@ int open_srx(fid_domain* domain, const fi_info* info, std::size_t size, ep_handl
     attr.size = size;
     attr.iov_limit = 1;
     attr.op_flags |= FI_COMPLETION;
-    return out.opened(fi_srx_context(domain, &attr, out.out(), nullptr));
+    const int ret = out.opened(fi_srx_context(domain, &attr, out.out(), nullptr));
+    if (ret == 0 && fabric_rules::on()) [[unlikely]] {
+        fabric_rules::endpoint_opened(domain, out.as_fid());
+    }
+    return ret;
 }
 
 int ep_bind(fid_ep* ep, fid* f, bind_flags flags) {
@@ -43,12 +51,22 @@ int ep_connect(fid_ep* ep, const fi_info* info, const void* data, std::size_t le
     if (int r = injected(fabric_call::connect)) {
         return r;
     }
+    if (fabric_rules::on()) [[unlikely]] {
+        if (int r = fabric_rules::check_cm_data(&ep->fid, len, "fi_connect")) {
+            return r;
+        }
+    }
     return fi_connect(ep, info->dest_addr, data, len);
 }
 
 int ep_accept(fid_ep* ep, const void* data, std::size_t len) {
     if (int r = injected(fabric_call::accept)) {
         return r;
+    }
+    if (fabric_rules::on()) [[unlikely]] {
+        if (int r = fabric_rules::check_cm_data(&ep->fid, len, "fi_accept")) {
+            return r;
+        }
     }
     return fi_accept(ep, data, len);
 }

@@ -254,7 +254,7 @@ constexpr fabric_call post_call(post_kind kind) noexcept {
     return fabric_call::post_compare_atomic;
 }
 
-[[gnu::always_inline]] inline ssize_t ep_post(fid_ep* ep, const fabric_post& p) {
+[[gnu::always_inline]] inline ssize_t ep_post_direct(fid_ep* ep, const fabric_post& p) {
     switch (p.kind) {
         case post_kind::send:
             return ep_send(ep, p.addr, p.iov, p.desc, p.count, p.data, p.context, p.flags);
@@ -276,6 +276,18 @@ constexpr fabric_call post_call(post_kind kind) noexcept {
     }
     return ep_compare_atomic(ep, p.addr, p.operands, p.operands + 1, p.result, p.result_desc,
                              p.remote.addr, p.remote.key, p.context, p.flags);
+}
+
+// The post under verbs rules (rules.hpp): checked, its descriptors translated, then posted with
+// ep_post_direct(); a broken rule returns -FI_EINVAL without posting.
+ssize_t rules_post(fid_ep* ep, const fabric_post& p);
+
+// The one post: ep_post_direct(), or rules_post() while a domain under verbs rules is open.
+[[gnu::always_inline]] inline ssize_t ep_post(fid_ep* ep, const fabric_post& p) {
+    if (fabric_rules::on()) [[unlikely]] {
+        return rules_post(ep, p);
+    }
+    return ep_post_direct(ep, p);
 }
 
 }  // namespace remora::detail

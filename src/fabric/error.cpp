@@ -94,6 +94,11 @@ error fabric_error(int ret, const std::string& what) {
         msg += fabric_strerror(ret);
         msg += ")";
     }
+    if (fabric_rules::on()) [[unlikely]] {
+        if (std::string rule = fabric_rules::take_message(); !rule.empty()) {
+            msg += ": " + rule;  // the rule a post or registration broke (rules.hpp)
+        }
+    }
     return {code, msg};
 }
 

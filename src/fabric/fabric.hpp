@@ -26,6 +26,7 @@
 
 #include "fabric/context.hpp"
 #include "fabric/fault.hpp"
+#include "fabric/rules.hpp"
 
 namespace remora::detail {
 
@@ -50,6 +51,9 @@ class fid_handle {
     void reset() noexcept {
         if (p_ != nullptr) {
             fi_close(&p_->fid);
+            if (fabric_rules::on()) [[unlikely]] {
+                fabric_rules::forget(&p_->fid);
+            }
             p_ = nullptr;
             fabric_fault::open_count.fetch_sub(1, std::memory_order_relaxed);
         }
@@ -65,6 +69,9 @@ class fid_handle {
         }
         if (int r = fi_close(&p_->fid); r != 0) {
             return r;
+        }
+        if (fabric_rules::on()) [[unlikely]] {
+            fabric_rules::forget(&p_->fid);
         }
         p_ = nullptr;
         fabric_fault::open_count.fetch_sub(1, std::memory_order_relaxed);

@@ -29,7 +29,10 @@ info_ptr make_hints(const char* provider, std::uint64_t caps, fi_ep_type type) {
         return hints;
     }
     hints->caps = caps;
-    hints->mode = 0;
+    // Every post's context is an operation record that starts with an fi_context2 area the
+    // provider may use until the completion (context.hpp): providers that need one (efa) are
+    // offered too.
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
     hints->ep_attr->type = type;
     hints->domain_attr->mr_mode = supported_mr_mode;
     hints->domain_attr->threading = FI_THREAD_SAFE;

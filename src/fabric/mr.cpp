@@ -8,6 +8,9 @@ int mr_reg(fid_domain* domain, void* buf, std::size_t len, std::uint64_t access,
     if (int r = injected(fabric_call::mr_reg)) {
         return r;
     }
+    if (fabric_rules::on()) [[unlikely]] {
+        return rules_mr_reg(domain, buf, len, access, requested_key, out);
+    }
     return out.opened(fi_mr_reg(domain, buf, len, access, 0, requested_key, 0, out.out(), nullptr));
 }
 

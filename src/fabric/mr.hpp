@@ -25,7 +25,15 @@ inline constexpr mr_access mr_access_remote_write = FI_REMOTE_WRITE;  // peers w
 // their keys, mr_mode::prov_key). On failure `out` stays empty.
 int mr_reg(fid_domain* domain, void* buf, std::size_t len, mr_access access,
            std::uint64_t requested_key, mr_handle& out);
+// Under verbs rules (rules.hpp): the registration of an enrolled domain, its key drawn by the
+// mode; and its descriptor, the mode's own (translated back at the post).
+int rules_mr_reg(fid_domain* domain, void* buf, std::size_t len, mr_access access,
+                 std::uint64_t requested_key, mr_handle& out);
+void* rules_mr_desc(fid_mr* mr) noexcept;
 inline void* mr_desc(fid_mr* mr) noexcept {
+    if (fabric_rules::on()) [[unlikely]] {
+        return rules_mr_desc(mr);
+    }
     return fi_mr_desc(mr);
 }
 // What mr_key returns for a provider whose keys do not fit 64 bits (raw keys, FI_MR_RAW).
