@@ -131,13 +131,13 @@ struct provider_caps {
 ///             and, where CQs have no fd (shm), a remote-access counter (FI_RMA_EVENT) the domain
 ///             binds to its endpoints, whose change is traffic. A CQ fd that stays readable
 ///             however often it is read (a dead peer's hang-up, a message waiting for a receive
-///             not yet posted) is not traffic: it is looked at again every 1 to 8 ms. Where neither shows them, a stream of only
-///             one-sided operations may let the thread sleep between them (per provider:
-///             docs/providers.md). While polling, a round that found nothing yields the CPU
-///             (sched_yield) to other runnable threads; a yield that outlasts the spin puts the
-///             thread to sleep at once (adaptive backs off when other threads want the core).
-///             CPU: polling for at most progress_spin after the last sign of traffic; an idle
-///             domain uses none.
+///             not yet posted) is not traffic: it is looked at again every 1 to 8 ms. Where neither
+///             shows them, a stream of only one-sided operations may let the thread sleep between
+///             them (per provider: docs/providers.md). While polling, a round that found nothing
+///             yields the CPU (sched_yield) to other runnable threads; a yield that outlasts the
+///             spin puts the thread to sleep at once (adaptive backs off when other threads want
+///             the core). CPU: polling for at most progress_spin after the last sign of traffic; an
+///             idle domain uses none.
 ///   blocking  The thread sleeps between events: no CPU while idle, but every one-sided
 ///             operation that needs the target's progress pays a thread wake-up
 ///             (docs/performance.md). Serving a single CQ on tcp or net it sleeps in the
