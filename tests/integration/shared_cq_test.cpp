@@ -26,7 +26,7 @@ TEST_P(shared_cq_test, cq_entries_sizes_a_shared_cq_exactly) {
                           .rq_size = 4,
                           .addons = {remora::persistence_config{.service_depth = 2}}},
                          cq_kind::cq),
-              14u);
+              15u);  // 12, and the service's depth plus its hello (persistence_config)
 
     auto s = server_side::open(GetParam());
     const std::vector<connection_config> cfgs = {
