@@ -77,7 +77,7 @@ result<void> progress_engine::watch(cq_impl* cq) {
     // long as it stays readable. A dead peer's hang-up, or a message waiting for a receive not
     // yet posted, keeps the fd readable with nothing the provider will take: level-triggered,
     // that is a spin. What a drive leaves readable is looked at again on a timer (run()).
-    ev.events = EPOLLIN;
+    ev.events = EPOLLIN | EPOLLET;
     ev.data.ptr = cq;
     if (cq_impl* q = in_provider_.load()) {
         interrupt_wait(q);  // two CQs to wait for: the thread waits in epoll from now on
@@ -489,7 +489,8 @@ void progress_engine::run() {
             linger_ms = 1;
         } else {
             linger_ms = linger_ms == 0 ? 1 : std::min(linger_ms * 2, 8);
-            lingering_looks_.fetch_add(1, std::memory_order_relaxed);
+            // Counted for fds that stayed readable (not for a provider that only refused to arm).
+            lingering_looks_.fetch_add(lingering.empty() ? 0 : 1, std::memory_order_relaxed);
         }
         const bool quiet = n > 0 && !kicked && !read_something;
         bool remote = false;

@@ -372,7 +372,9 @@ TEST_P(progress_policies, a_stream_of_large_one_sided_writes_is_served_without_p
     for (int i = 0; i < depth; ++i)
         ASSERT_EQ(target.bytes[static_cast<std::size_t>(i) * size + size - 1],
                   static_cast<std::byte>(i + 1));
-    EXPECT_LE(after.lingering_looks - before.lingering_looks, 2u)
+    // A handful of timer looks may fall at the stream's edges (a look that finds the fd read
+    // quiet by then); a stream taken for a stuck fd pays one per write batch, hundreds here.
+    EXPECT_LE(after.lingering_looks - before.lingering_looks, 16u)
         << "the progress thread took the stream for a stuck peer and looked on its timer";
     EXPECT_LT(took, 5s) << "1,024 writes of 64 KiB took "
                         << std::chrono::duration<double>(took).count() << " s";
