@@ -118,7 +118,7 @@ class pinned {
 
   private:
     bool pinned_ = false;
-    unsigned char saved_[128] = {};  // a cpu_set_t
+    alignas(unsigned long) unsigned char saved_[128] = {};  // a cpu_set_t, aligned as one
 };
 
 // Operations that go through remora's persistence layer (flush, atomics): their target exposes
