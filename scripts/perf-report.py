@@ -139,7 +139,8 @@ def render(args):
     fmt_r = lambda v: f"{v:.3f}"
     groups = []
     channels = []
-    for rid, group, what, _, measure in ROWS:
+    # One table per group, its rows in ROWS order (a group's rows need not be adjacent there).
+    for rid, group, what, _, measure in sorted(ROWS, key=lambda r: [x[1] for x in ROWS].index(r[1])):
         mine = [r for r in recs if r["row"] == rid]
         if not mine:
             continue
