@@ -8,6 +8,12 @@
 /// that accepted with a service_depth and never called target_service::serve). By default nothing
 /// is logged (no function is set) and the library writes nothing to stdout or stderr.
 ///
+/// libfabric's own lines come to the same function while one is set, once the library has called
+/// libfabric (a domain, a listener or `remora info`): the lines libfabric's own settings ask for
+/// (FI_LOG_LEVEL: none when unset; FI_LOG_PROV), as "libfabric <provider>:<subsystem>:
+/// <function>():<line>: <text>", warn at log_level::warning, info at info, trace and debug at
+/// debug, and then not on stderr. With no function set, libfabric writes them to stderr itself.
+///
 ///     remora::set_log_function([](remora::log_level l, const char* line, void*) {
 ///         std::fprintf(stderr, "remora %s: %s\n", remora::to_string(l), line);
 ///     });

@@ -130,7 +130,8 @@ typedef void (*remora_log_function)(int level, const char* line, void* context);
 /**
  * Sends the library's log lines at or above the threshold to `fn` with `context`; NULL stops
  * logging (the default: the library writes nothing to stdout or stderr). One function for the
- * process, shared with the C++ API's remora::set_log_function: the last set wins.
+ * process, shared with the C++ API's remora::set_log_function: the last set wins. libfabric's
+ * own lines (those FI_LOG_LEVEL asks for) come to it too, instead of stderr (remora/log.hpp).
  * @param fn      the function, or NULL
  * @param context passed to every call of fn
  */

@@ -17,6 +17,10 @@ std::mutex sink_mu;  // guards `current` as a pair
 sink current;
 std::atomic<bool> have_fn{false};
 std::atomic<std::uint8_t> threshold{static_cast<std::uint8_t>(log_level::notice)};
+// Told when a function is set or removed (the fabric layer routes libfabric's lines with it).
+// watch_mu orders its calls; it is never held while a line is delivered.
+std::mutex watch_mu;
+detail::log_watch watcher = nullptr;
 
 }  // namespace
 
@@ -37,9 +41,15 @@ const char* to_string(log_level l) noexcept {
 }
 
 void set_log_function(log_function fn, void* context) noexcept {
-    const std::lock_guard lock(sink_mu);
-    current = {fn, context};
-    have_fn.store(fn != nullptr, std::memory_order_release);
+    const std::lock_guard watch(watch_mu);
+    {
+        const std::lock_guard lock(sink_mu);
+        current = {fn, context};
+        have_fn.store(fn != nullptr, std::memory_order_release);
+    }
+    if (watcher != nullptr) {
+        watcher(fn != nullptr);
+    }
 }
 
 void set_log_threshold(log_level level) noexcept {
@@ -47,6 +57,12 @@ void set_log_threshold(log_level level) noexcept {
 }
 
 namespace detail {
+
+void watch_log_function(log_watch w) noexcept {
+    const std::lock_guard watch(watch_mu);
+    watcher = w;
+    w(have_fn.load(std::memory_order_acquire));
+}
 
 bool log_enabled(log_level level) noexcept {
     return have_fn.load(std::memory_order_acquire) &&

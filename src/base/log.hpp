@@ -15,4 +15,9 @@ bool log_enabled(log_level level) noexcept;
 // Delivers `line` at `level` (nothing when not enabled). Never throws.
 void log_line(log_level level, const std::string& line) noexcept;
 
+// Called with whether a log function is set: at once, and after each set_log_function (one
+// watcher; a later call replaces it).
+using log_watch = void (*)(bool has_function) noexcept;
+void watch_log_function(log_watch w) noexcept;
+
 }  // namespace remora::detail

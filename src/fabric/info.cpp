@@ -204,6 +204,7 @@ info_ptr endpoint_info(const fi_info* request, const fi_info* domain_info,
 
 int getinfo(const char* node, const char* service, std::uint64_t flags, const fi_info* hints,
             info_ptr& out) {
+    route_provider_log();
     if (int r = injected(fabric_call::getinfo)) {
         return r;
     }

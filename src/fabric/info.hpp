@@ -93,9 +93,13 @@ info_ptr endpoint_info(const fi_info* request, const fi_info* domain_info,
 
 // getinfo's flags: none, or getinfo_source (node and service name the local side: a listener).
 inline constexpr std::uint64_t getinfo_source = FI_SOURCE;
-// fi_getinfo at API version 1.17; on success `out` owns the list.
+// fi_getinfo at API version 1.17; on success `out` owns the list. The first call starts routing
+// libfabric's own log lines to the application's log function (route_provider_log).
 int getinfo(const char* node, const char* service, std::uint64_t flags, const fi_info* hints,
             info_ptr& out);
+// From now on, libfabric's own log lines reach the log function while one is set
+// (log_import.cpp); idempotent.
+void route_provider_log() noexcept;
 // The fabric and the domain `info` names.
 int open_fabric(fi_info* info, fabric_handle& out);
 int open_domain(fid_fabric* fabric, fi_info* info, domain_handle& out);
