@@ -119,6 +119,9 @@ struct remora_admission_gate {
 struct remora_admitted_peer {
     remora::admitted_peer p;
 };
+struct remora_attach_request {
+    remora::attach_request r;
+};
 
 // The helpers below are hidden in both libraries (the version script exports namespace remora as
 // a whole; these are not part of it).
