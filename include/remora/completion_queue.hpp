@@ -70,6 +70,7 @@ struct completion {
 };
 
 class domain;
+class connection;
 
 /// Where a connection's operations complete, and how to wait for them.
 ///
@@ -142,6 +143,16 @@ class completion_queue {
     cq_kind kind() const noexcept;       ///< the connection's CQ or its receive CQ
     std::size_t size() const noexcept;   ///< effective depth
     std::uint64_t tag() const noexcept;  ///< the owning connection's tag
+    /// The connection this CQ belongs to: for a connection's own CQ or receive CQ, the connection
+    /// object that holds it now (the pointer follows the connection when it is moved). nullptr
+    /// for a CQ that several connections may share (shared_completion_queue::queue(), and so
+    /// cq() or rcq() of a connection set up with connection_config::shared_cq, shared_rcq, or srq
+    /// without rcq): there each completion's `tag` (connection_config::tag) names its connection.
+    /// Non-owning. A connection's own CQ is destroyed with the connection, so the pointer is
+    /// valid as long as this CQ is; a shared CQ outlives its connections and reports nothing of
+    /// one destroyed (shared_completion_queue). Not concurrent with moving or destroying the
+    /// connection.
+    remora::connection* connection() const noexcept;
 
   private:
     friend struct internal_access;

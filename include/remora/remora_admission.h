@@ -8,7 +8,9 @@
  * checked and what this does not protect. A client connects with remora_connect_admitted; the
  * target checks each request with remora_admission_gate_admit before it accepts, which rejects
  * a request that does not prove the key (the client's connect then fails with
- * REMORA_E_REJECTED, and remora_last_admission_refusal() names why).
+ * REMORA_E_REJECTED, and remora_last_admission_refusal() names why). RDM peers, which have no
+ * connection request, run the attach handshake instead: remora_prove_admission on the client,
+ * remora_admit_peer (or remora_attach_request_*) on the target.
  */
 #ifndef REMORA_REMORA_ADMISSION_H
 #define REMORA_REMORA_ADMISSION_H
@@ -166,9 +168,131 @@ REMORA_API int remora_connect_admitted(remora_domain* dom, const char* host, uin
                                        const void* payload, size_t payload_len,
                                        remora_connection** conn);
 
+/* ---- RDM peers: the attach handshake (remora/admission.hpp) ---- */
+
+/** The target's side of one RDM attach handshake (remora::attach_request). */
+typedef struct remora_attach_request remora_attach_request;
+
+/** The longest accept data an RDM target may send (remora::admission_max_accept_data): a buffer
+ * this long always holds what remora_prove_admission receives. */
+#define REMORA_ADMISSION_MAX_ACCEPT_DATA 512
+/** The longest payload a client may send in the RDM handshake. */
+#define REMORA_ADMISSION_MAX_PEER_PAYLOAD 256
+
 /**
- * Why the last call that failed on this thread was an admission refusal (a gate's, or a
- * target's reject of remora_connect_admitted): enum remora_admission_refusal, or
+ * The client's side of the attach handshake (remora::prove_admission): `conn` (an RDM peer from
+ * remora_open_peer) is attached to the target already, and the target has attached (or will
+ * attach, within the timeout) this endpoint's remora_connection_local_address. Waits for the
+ * target's challenge, answers with a token for `key` naming `identity` and carrying `payload`,
+ * and receives the target's accept data. The handshake's messages are the library's own: they
+ * take queue entries as every operation does, and never show on the connection's CQs.
+ * Threading: not concurrent with other operations on `conn`. After a failure, delete `conn`.
+ * @param conn        the client's RDM peer, attached to the target
+ * @param key         the key the target admits
+ * @param identity    who connects (at most 64 bytes; "" for none)
+ * @param payload     application data for the target (may be NULL with length 0)
+ * @param payload_len its length (at most REMORA_ADMISSION_MAX_PEER_PAYLOAD)
+ * @param timeout_ms  how long the whole handshake may take, in milliseconds
+ * @param accept_data receives the target's accept data (may be NULL when accept_cap is 0)
+ * @param accept_cap  its size in bytes (REMORA_ADMISSION_MAX_ACCEPT_DATA always suffices)
+ * @param accept_len  receives the accept data's length (may be NULL)
+ * @return 0 when admitted; REMORA_E_REJECTED when the target refused (the reason:
+ *         remora_last_admission_refusal()); REMORA_E_TIMED_OUT when the target did not answer in
+ *         time; REMORA_E_INVALID for a NULL argument, a negative timeout, an identity over 64
+ *         bytes or a payload over REMORA_ADMISSION_MAX_PEER_PAYLOAD;
+ *         REMORA_E_MALFORMED_DESCRIPTOR for an answer that is not a handshake message;
+ *         REMORA_E_TOO_LARGE when the accept data does not fit accept_cap (the target did admit
+ *         this peer: *accept_len is the length needed, nothing is copied); REMORA_E_BAD_STATE
+ *         when `conn` is not an attached RDM peer.
+ */
+REMORA_API int remora_prove_admission(remora_connection* conn, const remora_admission_key* key,
+                                      const char* identity, const void* payload, size_t payload_len,
+                                      int timeout_ms, void* accept_data, size_t accept_cap,
+                                      size_t* accept_len);
+
+/**
+ * The target's side for one key (remora::admit_peer): remora_attach_request_receive, the check
+ * by `gate`, then the accept with `accept_data` or a reject with the reason.
+ * Threading: not concurrent with other operations on `conn`. After a failure, delete `conn`.
+ * @param conn        the target's RDM peer, attached to the client
+ * @param gate        the gate of the key it admits
+ * @param accept_data what the client receives when admitted (e.g. a region's descriptor; may be
+ *                    NULL with length 0)
+ * @param accept_len  its length (at most REMORA_ADMISSION_MAX_ACCEPT_DATA)
+ * @param timeout_ms  how long to wait for the client's token, in milliseconds
+ * @param peer        receives what the admitted peer said (NULL: not wanted)
+ * @return 0 when admitted; REMORA_E_ACCESS_DENIED when refused, the client told why
+ *         (remora_last_admission_refusal() names it); REMORA_E_TIMED_OUT when no token came;
+ *         REMORA_E_TOO_LARGE for accept data over REMORA_ADMISSION_MAX_ACCEPT_DATA (nothing is
+ *         sent); REMORA_E_INVALID for a NULL argument or a negative timeout;
+ *         REMORA_E_BAD_STATE when `conn` is not an attached RDM peer.
+ */
+REMORA_API int remora_admit_peer(remora_connection* conn, remora_admission_gate* gate,
+                                 const void* accept_data, size_t accept_len, int timeout_ms,
+                                 remora_admitted_peer** peer);
+
+/**
+ * The target's side step by step (remora::attach_request), for a target that tries several
+ * keys (one gate per role): sends a fresh challenge to the peer `conn` is attached to and waits
+ * for its token. Then remora_attach_request_check with each gate in turn, and
+ * remora_attach_request_accept or _reject once.
+ * Threading: the request and `conn` are used from one thread; `conn` must outlive the request.
+ * @param conn       the target's RDM peer, attached to the client
+ * @param timeout_ms how long the request may take from now (its answer included), in
+ *                   milliseconds
+ * @param req        receives the request, holding the client's token
+ * @return 0; REMORA_E_TIMED_OUT when no token came (the client did not call
+ *         remora_prove_admission, or attached the target only after the challenge was sent);
+ *         REMORA_E_BAD_STATE when `conn` is not an attached RDM peer; REMORA_E_INVALID for a
+ *         NULL argument or a negative timeout; the provider's error otherwise.
+ */
+REMORA_API int remora_attach_request_receive(remora_connection* conn, int timeout_ms,
+                                             remora_attach_request** req);
+/**
+ * Checks the request's token with `gate` (remora_admission_gate_check), and that it answers this
+ * request's challenge (else refused as REMORA_ADMISSION_REPLAYED). The admitted peer's payload is
+ * the client's own. Nothing is sent to the client.
+ * @param req  the request
+ * @param gate the gate of one key
+ * @param peer receives what the admitted peer said (NULL: not wanted)
+ * @return 0 when admitted; REMORA_E_ACCESS_DENIED when refused (remora_last_admission_refusal()
+ *         says why); REMORA_E_INVALID for a NULL argument.
+ */
+REMORA_API int remora_attach_request_check(const remora_attach_request* req,
+                                           remora_admission_gate* gate,
+                                           remora_admitted_peer** peer);
+/**
+ * Tells the client it is admitted, with `data` (what its remora_prove_admission receives).
+ * @param req  the request
+ * @param data the accept data (may be NULL with length 0)
+ * @param len  its length (at most REMORA_ADMISSION_MAX_ACCEPT_DATA)
+ * @return 0 once sent; REMORA_E_TOO_LARGE for longer data (nothing is sent); REMORA_E_BAD_STATE
+ *         when the request was answered already; REMORA_E_INVALID for a NULL argument; the
+ *         connection's error sending the answer.
+ */
+REMORA_API int remora_attach_request_accept(remora_attach_request* req, const void* data,
+                                            size_t len);
+/**
+ * Tells the client it is refused, and why (its remora_prove_admission fails with
+ * REMORA_E_REJECTED and this reason). Delete the connection afterwards.
+ * @param req    the request
+ * @param reason enum remora_admission_refusal, not REMORA_ADMISSION_NONE
+ * @return 0 once sent; REMORA_E_INVALID for a NULL request or a reason out of range;
+ *         REMORA_E_BAD_STATE when the request was answered already; the connection's error
+ *         sending the answer.
+ */
+REMORA_API int remora_attach_request_reject(remora_attach_request* req, int reason);
+/**
+ * Frees the request (an unanswered one sends nothing: the client's wait times out). NULL:
+ * nothing.
+ * @param req the request, or NULL
+ */
+REMORA_API void remora_attach_request_delete(remora_attach_request* req);
+
+/**
+ * Why the last call that failed on this thread was an admission refusal (a gate's, an
+ * attach request's check, or a target's reject of remora_connect_admitted or
+ * remora_prove_admission): enum remora_admission_refusal, or
  * REMORA_ADMISSION_NONE for any other failure.
  * @return the reason.
  */

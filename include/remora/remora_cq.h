@@ -113,6 +113,22 @@ REMORA_API int remora_completion_queue_arm(remora_completion_queue* cq, bool* ar
  */
 REMORA_API int remora_completion_queue_info(const remora_completion_queue* cq, int* kind,
                                             uint64_t* tag);
+/**
+ * The connection a CQ belongs to (remora::completion_queue::connection): for a connection's own
+ * CQ or receive CQ, that connection (the caller's own handle, not a new one: do not delete it
+ * here). NULL for a CQ several connections may share (remora_shared_completion_queue_queue, and a
+ * connection's CQ or RCQ set up with shared_cq, shared_rcq, or srq without rcq): there each
+ * completion's tag (remora_connection_config.tag) names its connection. A connection's own CQ is
+ * deleted with the connection, so the answer is valid as long as the CQ is; a shared CQ reports
+ * nothing of a deleted connection. Handy after remora_completion_channel_wait: the event's cq
+ * names its connection.
+ * Threading: not concurrent with deleting the connection.
+ * @param cq the completion queue
+ * @param conn receives the connection, or NULL for a shared CQ
+ * @return 0, or REMORA_E_INVALID for a NULL argument.
+ */
+REMORA_API int remora_completion_queue_connection(const remora_completion_queue* cq,
+                                                  remora_connection** conn);
 
 /** Shared CQ configuration (remora::shared_cq_config). */
 struct remora_shared_cq_config {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// src/capi/admission.cpp — the C API's admission keys, gates and admitted connects
-// (remora_admission.h over remora/admission.hpp).
+// src/capi/admission.cpp — the C API's admission keys, gates, admitted connects and the RDM
+// attach handshake (remora_admission.h over remora/admission.hpp).
 #include "capi.hpp"
 
 using namespace remora::capi;
@@ -8,6 +8,7 @@ using namespace remora::capi;
 static_assert(REMORA_ADMISSION_OVERLOADED ==
               static_cast<int>(remora::admission_refusal::overloaded));
 static_assert(REMORA_ADMISSION_KEY_SIZE == remora::admission_key::size);
+static_assert(REMORA_ADMISSION_MAX_ACCEPT_DATA == remora::admission_max_accept_data);
 
 namespace {
 
@@ -170,6 +171,133 @@ REMORA_API int remora_connect_admitted(remora_domain* dom, const char* host, uin
                                              bytes(payload, payload_len)),
                     conn);
     });
+}
+
+// ---- the RDM attach handshake
+
+REMORA_API int remora_prove_admission(remora_connection* conn, const remora_admission_key* key,
+                                      const char* identity, const void* payload, size_t payload_len,
+                                      int timeout_ms, void* accept_data, size_t accept_cap,
+                                      size_t* accept_len) {
+    static constexpr const char* fn = "remora_prove_admission";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        REMORA_CAPI_NOT_NULL(fn, key);
+        REMORA_CAPI_NOT_NULL(fn, identity);
+        if (int rc = check_bytes(fn, "payload", payload, payload_len)) {
+            return rc;
+        }
+        if (int rc = check_bytes(fn, "accept_data", accept_data, accept_cap)) {
+            return rc;
+        }
+        if (int rc = check_timeout(fn, timeout_ms)) {
+            return rc;
+        }
+        auto r = remora::prove_admission(conn->c, key->k, identity, bytes(payload, payload_len),
+                                         ms(timeout_ms));
+        if (!r) {
+            return fail(r.error(), fn);
+        }
+        if (r->size() > accept_cap) {
+            if (accept_len != nullptr) {
+                *accept_len = r->size();
+            }
+            return fail(REMORA_E_TOO_LARGE, fn,
+                        "the target admitted this peer, but its accept data (" +
+                            std::to_string(r->size()) + " bytes) does not fit accept_cap (" +
+                            std::to_string(accept_cap) +
+                            "; REMORA_ADMISSION_MAX_ACCEPT_DATA always does)");
+        }
+        if (!r->empty()) {
+            std::memcpy(accept_data, r->data(), r->size());
+        }
+        if (accept_len != nullptr) {
+            *accept_len = r->size();
+        }
+        return 0;
+    });
+}
+
+REMORA_API int remora_admit_peer(remora_connection* conn, remora_admission_gate* gate,
+                                 const void* accept_data, size_t accept_len, int timeout_ms,
+                                 remora_admitted_peer** peer) {
+    static constexpr const char* fn = "remora_admit_peer";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        REMORA_CAPI_NOT_NULL(fn, gate);
+        if (int rc = check_bytes(fn, "accept_data", accept_data, accept_len)) {
+            return rc;
+        }
+        if (int rc = check_timeout(fn, timeout_ms)) {
+            return rc;
+        }
+        // Checked before the handshake starts: a client told nothing waits out its timeout.
+        if (accept_len > remora::admission_max_accept_data) {
+            return fail(REMORA_E_TOO_LARGE, fn,
+                        std::to_string(accept_len) + " bytes of accept data (at most " +
+                            std::to_string(remora::admission_max_accept_data) +
+                            "); nothing was sent");
+        }
+        return give_peer(
+            fn,
+            remora::admit_peer(conn->c, gate->g, bytes(accept_data, accept_len), ms(timeout_ms)),
+            peer);
+    });
+}
+
+REMORA_API int remora_attach_request_receive(remora_connection* conn, int timeout_ms,
+                                             remora_attach_request** req) {
+    static constexpr const char* fn = "remora_attach_request_receive";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, conn);
+        REMORA_CAPI_NOT_NULL(fn, req);
+        if (int rc = check_timeout(fn, timeout_ms)) {
+            return rc;
+        }
+        return give(fn, remora::attach_request::receive(conn->c, ms(timeout_ms)), req);
+    });
+}
+
+REMORA_API int remora_attach_request_check(const remora_attach_request* req,
+                                           remora_admission_gate* gate,
+                                           remora_admitted_peer** peer) {
+    static constexpr const char* fn = "remora_attach_request_check";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, req);
+        REMORA_CAPI_NOT_NULL(fn, gate);
+        return give_peer(fn, req->r.check(gate->g), peer);
+    });
+}
+
+REMORA_API int remora_attach_request_accept(remora_attach_request* req, const void* data,
+                                            size_t len) {
+    static constexpr const char* fn = "remora_attach_request_accept";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, req);
+        if (int rc = check_bytes(fn, "data", data, len)) {
+            return rc;
+        }
+        auto r = req->r.accept(bytes(data, len));
+        return r ? 0 : fail(r.error(), fn);
+    });
+}
+
+REMORA_API int remora_attach_request_reject(remora_attach_request* req, int reason) {
+    static constexpr const char* fn = "remora_attach_request_reject";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, req);
+        if (reason < REMORA_ADMISSION_MALFORMED || reason > REMORA_ADMISSION_OVERLOADED) {
+            return fail(REMORA_E_INVALID, fn,
+                        "reason " + std::to_string(reason) +
+                            " is not a REMORA_ADMISSION_* refusal (MALFORMED .. OVERLOADED)");
+        }
+        auto r = req->r.reject(static_cast<remora::admission_refusal>(reason));
+        return r ? 0 : fail(r.error(), fn);
+    });
+}
+
+REMORA_API void remora_attach_request_delete(remora_attach_request* req) {
+    guarded_void([&] { delete req; });
 }
 
 }  // extern "C"

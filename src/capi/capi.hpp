@@ -61,13 +61,23 @@ struct callback_registry {
     ~callback_registry();
 };
 }  // namespace remora::capi
-struct remora_connection {
-    // Declared before the connection, so destroyed after it: once the connection is gone no
-    // callback of its operations runs any more, and the records left are freed.
-    std::unique_ptr<remora::capi::callback_registry> callbacks =
-        std::make_unique<remora::capi::callback_registry>();
-    remora::connection c;
-    explicit remora_connection(remora::connection&& conn) noexcept : c(std::move(conn)) {}
+namespace remora::capi {
+// The registry of a C connection, as its first base: built before the connection and destroyed
+// after it, so once the connection is gone no callback of its operations runs any more, and the
+// records left are freed.
+struct callback_owner {
+    std::unique_ptr<callback_registry> callbacks = std::make_unique<callback_registry>();
+};
+}  // namespace remora::capi
+// The C handle is the C++ connection itself (a derived object), so the connection a CQ names
+// (completion_queue::connection) converts back to its C handle (conn_of) without a lookup. It is
+// never moved: the connection the CQ names is always this one. `c` is the connection.
+struct remora_connection final : remora::capi::callback_owner, remora::connection {
+    explicit remora_connection(remora::connection&& conn) noexcept
+        : remora::connection(std::move(conn)) {}
+    remora_connection(const remora_connection&) = delete;
+    remora_connection& operator=(const remora_connection&) = delete;
+    remora::connection& c = *this;
 };
 struct remora_shared_completion_queue {
     remora::shared_completion_queue q;
@@ -109,6 +119,9 @@ struct remora_admission_gate {
 struct remora_admitted_peer {
     remora::admitted_peer p;
 };
+struct remora_attach_request {
+    remora::attach_request r;
+};
 
 // The helpers below are hidden in both libraries (the version script exports namespace remora as
 // a whole; these are not part of it).
@@ -129,6 +142,11 @@ inline const completion_queue* cq_of(const remora_completion_queue* q) noexcept 
 }
 inline remora_completion_queue* c_cq(completion_queue* q) noexcept {
     return reinterpret_cast<remora_completion_queue*>(q);
+}
+// The C handle of a connection the library names (a CQ's connection()): every connection of the
+// C API is a remora_connection; nullptr stays nullptr.
+inline remora_connection* conn_of(connection* c) noexcept {
+    return static_cast<remora_connection*>(c);
 }
 
 // The REMORA_E_* code of an error code (0 for none).

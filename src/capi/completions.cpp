@@ -105,6 +105,12 @@ REMORA_API int remora_completion_queue_info(const remora_completion_queue* cq, i
     });
 }
 
+REMORA_API int remora_completion_queue_connection(const remora_completion_queue* cq,
+                                                  remora_connection** conn) {
+    return REMORA_CAPI_GET("remora_completion_queue_connection", cq, conn,
+                           conn_of(cq_of(cq)->connection()));
+}
+
 // ---- shared CQs
 
 REMORA_API int remora_shared_completion_queue_create(remora_domain* dom,

@@ -115,4 +115,9 @@ std::size_t completion_queue::size() const noexcept {
 std::uint64_t completion_queue::tag() const noexcept {
     return detail::impl_of(*this)->tag;
 }
+remora::connection* completion_queue::connection() const noexcept {
+    // Set on a connection's own CQs only: a shared CQ's completions name theirs by tag.
+    const detail::connection_impl* c = detail::impl_of(*this)->conn;
+    return c != nullptr ? c->handle : nullptr;
+}
 }  // namespace remora

@@ -405,12 +405,30 @@ std::uint32_t cq_entries(const connection_config& c, cq_kind kind) noexcept {
 
 // ---------------------------------------------------------------- public API: lifecycle
 
-connection::connection(std::unique_ptr<impl, impl_deleter> p) noexcept : impl_(std::move(p)) {}
+// Every handle that takes a state over tells it where it is now (completion_queue::connection).
+connection::connection(std::unique_ptr<impl, impl_deleter> p) noexcept : impl_(std::move(p)) {
+    if (impl_) {
+        detail::impl_of(*this)->handle = this;
+    }
+}
 void connection::impl_deleter::operator()(impl* p) const noexcept {
+    internal_access::cast<connection>(p)->handle = nullptr;
     internal_access::destroy<connection>(p);
 }
-connection::connection(connection&&) noexcept = default;
-connection& connection::operator=(connection&&) noexcept = default;
+connection::connection(connection&& other) noexcept : impl_(std::move(other.impl_)) {
+    if (impl_) {
+        detail::impl_of(*this)->handle = this;
+    }
+}
+connection& connection::operator=(connection&& other) noexcept {
+    if (this != &other) {
+        impl_ = std::move(other.impl_);
+        if (impl_) {
+            detail::impl_of(*this)->handle = this;
+        }
+    }
+    return *this;
+}
 connection::~connection() = default;
 
 completion_queue& connection::cq() noexcept {

@@ -45,6 +45,9 @@ struct srq_impl;
 struct connection_impl : internal_access::opaque<connection> {
     std::shared_ptr<domain_impl> dom;
     domain dom_handle;
+    // The public handle holding this state now (completion_queue::connection): set when a handle
+    // is made or moved into, null once the handle's destruction began.
+    connection* handle = nullptr;
     connection_config config;
     // Send entries of the addon that asked for them (connection_addon::internal_sends,
     // queue::service); with any, the connection's receives are the addon's too.

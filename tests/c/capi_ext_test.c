@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/* tests/c/capi_ext_test.c — the C API's publish, receive pools, registration cache, admission,
- * REMORA_F_MORE, the log function, and callback records of a connection deleted before they
- * ran, on real providers over loopback, in C11.
+/* tests/c/capi_ext_test.c — the C API's publish, receive pools, registration cache, admission
+ * (the attach handshake of RDM peers too), REMORA_F_MORE, the log function, and callback records
+ * of a connection deleted before they ran, on real providers over loopback, in C11.
  *
  *   capi_ext_test NAME    runs one test (ctest runs each on tcp and on sockets: FI_PROVIDER)
+ *   capi_ext_test rdm_admission PROVIDER   the RDM attach handshake on shm or tcp;ofi_rxm
  *
  * callbacks_on_delete proves itself under AddressSanitizer (scripts/test.sh --sanitize): a record
  * left behind is a leak there.
@@ -385,6 +386,229 @@ static void test_admission(void) {
     pair_close(&rp.p);
 }
 
+/* ---- the attach handshake of RDM peers (provider: argv[2], "shm" or "tcp;ofi_rxm") */
+
+static const char* rdm_provider = "shm";
+
+/* Two RDM peers in domains of their own, attached to each other: `target` and `client`. */
+static void rdm_peers(remora_domain* tdom, remora_domain* cdom, remora_connection** target,
+                      remora_connection** client) {
+    const void *ta = NULL, *ca = NULL;
+    size_t ta_len = 0, ca_len = 0;
+    OK(remora_open_peer(tdom, NULL, target));
+    OK(remora_open_peer(cdom, NULL, client));
+    OK(remora_connection_local_address(*target, &ta, &ta_len));
+    OK(remora_connection_local_address(*client, &ca, &ca_len));
+    OK(remora_connection_attach(*client, ta, ta_len));
+    OK(remora_connection_attach(*target, ca, ca_len));
+}
+
+/* The target's side, on a thread of its own: remora_admit_peer, or step by step with two gates
+ * (the first one's key refused, the second admitted) when `second` is set. */
+struct rdm_target {
+    remora_connection* conn;
+    remora_admission_gate* gate;
+    remora_admission_gate* second;
+    const char* accept_data;
+    size_t accept_len;
+    int timeout_ms;
+    int rc;
+    int refusal;
+    int first_rc, first_refusal; /* step by step: the first gate's check */
+    int again_rc;                /* step by step: a second answer */
+    char identity[80];
+    char payload[32];
+    size_t payload_len;
+};
+
+static void keep_peer(struct rdm_target* t, remora_admitted_peer* peer) {
+    const char* id = NULL;
+    const void* pl = NULL;
+    OK(remora_admitted_peer_identity(peer, &id));
+    OK(remora_admitted_peer_payload(peer, &pl, &t->payload_len));
+    snprintf(t->identity, sizeof t->identity, "%s", id);
+    CHECK(t->payload_len <= sizeof t->payload);
+    if (t->payload_len > 0) {
+        memcpy(t->payload, pl, t->payload_len);
+    }
+    remora_admitted_peer_delete(peer);
+}
+
+static void* rdm_target_thread(void* arg) {
+    struct rdm_target* t = arg;
+    remora_admitted_peer* peer = NULL;
+    remora_attach_request* req = NULL;
+    if (t->second == NULL) {
+        t->rc = remora_admit_peer(t->conn, t->gate, t->accept_data, t->accept_len, t->timeout_ms,
+                                  &peer);
+        t->refusal = remora_last_admission_refusal();
+        if (t->rc == 0) {
+            keep_peer(t, peer);
+        }
+        return NULL;
+    }
+    t->rc = remora_attach_request_receive(t->conn, t->timeout_ms, &req);
+    if (t->rc != 0) {
+        return NULL;
+    }
+    t->first_rc = remora_attach_request_check(req, t->gate, NULL);
+    t->first_refusal = remora_last_admission_refusal();
+    t->rc = remora_attach_request_check(req, t->second, &peer);
+    if (t->rc == 0) {
+        keep_peer(t, peer);
+        t->rc = remora_attach_request_accept(req, t->accept_data, t->accept_len);
+        t->again_rc = remora_attach_request_reject(req, REMORA_ADMISSION_BAD_PROOF);
+    }
+    remora_attach_request_delete(req);
+    return NULL;
+}
+
+static void test_rdm_admission(void) {
+    const struct remora_domain_config dcfg = {
+        .size = sizeof dcfg, .provider = rdm_provider, .endpoint = REMORA_ENDPOINT_RDM};
+    remora_domain *tdom = NULL, *cdom = NULL;
+    remora_connection *target = NULL, *client = NULL, *named = NULL;
+    remora_admission_key *key = NULL, *other = NULL;
+    remora_admission_gate *gate = NULL, *other_gate = NULL;
+    remora_memory_region *tmr = NULL, *cmr = NULL;
+    remora_completion_queue* cq = NULL;
+    struct remora_completion c;
+    struct rdm_target t;
+    pthread_t th;
+    unsigned char accepted[REMORA_ADMISSION_MAX_ACCEPT_DATA];
+    unsigned char small[4];
+    char big[REMORA_ADMISSION_MAX_ACCEPT_DATA + 1];
+    size_t accepted_len = 0;
+    int rc;
+    memset(big, 'b', sizeof big);
+    OK(remora_domain_open(&dcfg, &tdom));
+    OK(remora_domain_open(&dcfg, &cdom));
+    OK(remora_admission_key_generate(&key));
+    OK(remora_admission_key_generate(&other));
+    OK(remora_admission_gate_create(key, NULL, &gate));
+    OK(remora_admission_gate_create(other, NULL, &other_gate));
+
+    /* The key holder is admitted: the target learns its identity and payload, the client gets
+     * the accept data, and the connection then carries the application's messages (the
+     * handshake's own never show on the CQs). */
+    rdm_peers(tdom, cdom, &target, &client);
+    t = (struct rdm_target){.conn = target,
+                            .gate = gate,
+                            .accept_data = "role: writer",
+                            .accept_len = 12,
+                            .timeout_ms = T_WAIT_MS};
+    CHECK(pthread_create(&th, NULL, rdm_target_thread, &t) == 0);
+    OK(remora_prove_admission(client, key, "client-1", "depth=4", 7, T_WAIT_MS, accepted,
+                              sizeof accepted, &accepted_len));
+    CHECK(pthread_join(th, NULL) == 0);
+    OK(t.rc);
+    CHECK(accepted_len == 12 && memcmp(accepted, "role: writer", 12) == 0);
+    CHECK(strcmp(t.identity, "client-1") == 0);
+    CHECK(t.payload_len == 7 && memcmp(t.payload, "depth=4", 7) == 0);
+    OK(remora_memory_region_create(tdom, rp.server_mem, REGION, REMORA_USAGE_ALL, &tmr));
+    OK(remora_memory_region_create(cdom, rp.client_mem, REGION, REMORA_USAGE_ALL, &cmr));
+    OK(remora_recv(target, tmr, 0, 64, 0, &t));
+    memcpy(rp.client_mem, "after admission", 15);
+    OK(remora_send(client, cmr, 0, 15, 0, &rp));
+    OK(remora_connection_cq(target, &cq));
+    OK(remora_completion_queue_connection(cq, &named));
+    CHECK(named == target);
+    OK(remora_completion_queue_next(cq, T_WAIT_MS, &c));
+    CHECK(c.op == REMORA_OP_RECV && c.status == 0 && c.context == &t && c.bytes == 15);
+    CHECK(memcmp(rp.server_mem, "after admission", 15) == 0);
+    OK(remora_connection_cq(client, &cq));
+    OK(remora_completion_queue_connection(cq, &named));
+    CHECK(named == client);
+    OK(remora_completion_queue_next(cq, T_WAIT_MS, &c));
+    CHECK(c.op == REMORA_OP_SEND && c.status == 0 && c.context == &rp);
+    remora_connection_delete(client);
+    remora_connection_delete(target);
+
+    /* Another key: refused on both sides, with the reason. */
+    rdm_peers(tdom, cdom, &target, &client);
+    t = (struct rdm_target){.conn = target, .gate = gate, .timeout_ms = T_WAIT_MS};
+    CHECK(pthread_create(&th, NULL, rdm_target_thread, &t) == 0);
+    rc = remora_prove_admission(client, other, "intruder", NULL, 0, T_WAIT_MS, accepted,
+                                sizeof accepted, &accepted_len);
+    CHECK(rc == REMORA_E_REJECTED);
+    CHECK(remora_last_admission_refusal() == REMORA_ADMISSION_BAD_PROOF);
+    CHECK(strstr(remora_last_error_message(), "refused admission") != NULL);
+    CHECK(pthread_join(th, NULL) == 0);
+    CHECK(t.rc == REMORA_E_ACCESS_DENIED && t.refusal == REMORA_ADMISSION_BAD_PROOF);
+    remora_connection_delete(client);
+    remora_connection_delete(target);
+
+    /* Step by step with a gate per role: the first gate refuses, the second admits, and the
+     * request answers once. The client's buffer is too small for the accept data: it is told
+     * the length it needs. */
+    rdm_peers(tdom, cdom, &target, &client);
+    t = (struct rdm_target){.conn = target,
+                            .gate = gate,
+                            .second = other_gate,
+                            .accept_data = "role: reader",
+                            .accept_len = 12,
+                            .timeout_ms = T_WAIT_MS};
+    CHECK(pthread_create(&th, NULL, rdm_target_thread, &t) == 0);
+    accepted_len = 0;
+    EXPECT_CODE(remora_prove_admission(client, other, "reader-7", NULL, 0, T_WAIT_MS, small,
+                                       sizeof small, &accepted_len),
+                REMORA_E_TOO_LARGE, "REMORA_ADMISSION_MAX_ACCEPT_DATA");
+    CHECK(accepted_len == 12);
+    CHECK(pthread_join(th, NULL) == 0);
+    OK(t.rc);
+    CHECK(t.first_rc == REMORA_E_ACCESS_DENIED && t.first_refusal == REMORA_ADMISSION_BAD_PROOF);
+    CHECK(t.again_rc == REMORA_E_BAD_STATE);
+    CHECK(strcmp(t.identity, "reader-7") == 0 && t.payload_len == 0);
+    remora_connection_delete(client);
+    remora_connection_delete(target);
+
+    /* A client that never proves anything: the target times out. */
+    rdm_peers(tdom, cdom, &target, &client);
+    EXPECT_CODE(remora_admit_peer(target, gate, NULL, 0, 200, NULL), REMORA_E_TIMED_OUT,
+                "prove_admission");
+    remora_connection_delete(client);
+    remora_connection_delete(target);
+
+    /* Bad arguments change nothing and send nothing. */
+    rdm_peers(tdom, cdom, &target, &client);
+    EXPECT_CODE(remora_admit_peer(target, gate, big, sizeof big, T_WAIT_MS, NULL),
+                REMORA_E_TOO_LARGE, "at most 512");
+    EXPECT_CODE(remora_admit_peer(NULL, gate, NULL, 0, T_WAIT_MS, NULL), REMORA_E_INVALID,
+                "conn is NULL");
+    EXPECT_CODE(remora_admit_peer(target, gate, NULL, 3, T_WAIT_MS, NULL), REMORA_E_INVALID,
+                "accept_data");
+    EXPECT_CODE(remora_admit_peer(target, gate, NULL, 0, -1, NULL), REMORA_E_INVALID, "");
+    EXPECT_CODE(remora_prove_admission(client, NULL, "x", NULL, 0, T_WAIT_MS, NULL, 0, NULL),
+                REMORA_E_INVALID, "key is NULL");
+    EXPECT_CODE(remora_prove_admission(client, key, NULL, NULL, 0, T_WAIT_MS, NULL, 0, NULL),
+                REMORA_E_INVALID, "identity is NULL");
+    EXPECT_CODE(remora_prove_admission(client, key, "x", big, REMORA_ADMISSION_MAX_PEER_PAYLOAD + 1,
+                                       T_WAIT_MS, NULL, 0, NULL),
+                REMORA_E_INVALID, "at most 256");
+    EXPECT_CODE(remora_attach_request_receive(target, T_WAIT_MS, NULL), REMORA_E_INVALID,
+                "req is NULL");
+    EXPECT_CODE(remora_attach_request_reject(NULL, REMORA_ADMISSION_STALE), REMORA_E_INVALID,
+                "req is NULL");
+    EXPECT_CODE(remora_attach_request_check(NULL, gate, NULL), REMORA_E_INVALID, "req is NULL");
+    remora_attach_request_delete(NULL);
+    remora_connection_delete(client);
+    remora_connection_delete(target);
+    /* Not an attached RDM peer. */
+    OK(remora_open_peer(cdom, NULL, &client));
+    EXPECT_CODE(remora_prove_admission(client, key, "x", NULL, 0, 100, NULL, 0, NULL),
+                REMORA_E_BAD_STATE, "no peer attached");
+    remora_connection_delete(client);
+
+    remora_memory_region_delete(tmr);
+    remora_memory_region_delete(cmr);
+    remora_admission_gate_delete(gate);
+    remora_admission_gate_delete(other_gate);
+    remora_admission_key_delete(key);
+    remora_admission_key_delete(other);
+    OK(remora_domain_close(&tdom));
+    OK(remora_domain_close(&cdom));
+}
+
 /* ---- the log function */
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -502,15 +726,19 @@ static const struct {
     {"receive_pool", test_receive_pool},
     {"registration_cache", test_registration_cache},
     {"admission", test_admission},
+    {"rdm_admission", test_rdm_admission},
     {"log", test_log},
     {"unserved", test_unserved},
 };
 
 int main(int argc, char** argv) {
     size_t i;
-    if (argc != 2) {
-        fprintf(stderr, "usage: capi_ext_test NAME\n");
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: capi_ext_test NAME [RDM-PROVIDER]\n");
         return 2;
+    }
+    if (argc == 3) {
+        rdm_provider = argv[2];
     }
     for (i = 0; i < sizeof tests / sizeof tests[0]; ++i) {
         if (strcmp(argv[1], tests[i].name) == 0) {

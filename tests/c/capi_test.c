@@ -501,6 +501,88 @@ static void test_shared_cq(void) {
     remote_pair_close(&rp);
 }
 
+/* From a CQ back to its connection: each connection's own CQ and RCQ name it, a shared
+ * channel's event names the connection that fired, a shared CQ names none. */
+static void test_cq_connection(void) {
+    remora_completion_channel* ch = NULL;
+    remora_shared_completion_queue* scq = NULL;
+    remora_completion_queue *q = NULL, *rq = NULL;
+    remora_connection* servers[2];
+    remora_connection* clients[2];
+    remora_connection* named = NULL;
+    struct remora_connection_config scfg[2] = {
+        {.size = sizeof scfg[0], .channel_shared = true, .tag = 10},
+        {.size = sizeof scfg[1], .channel_shared = true, .rcq = true, .tag = 11}};
+    struct remora_channel_event ev;
+    struct remora_completion c;
+    size_t n = 0;
+    unsigned seen = 0;
+    int i;
+    pair_domains(&rp.p);
+    OK(remora_completion_channel_create(&ch));
+    OK(remora_memory_region_create(rp.p.sdom, rp.server_mem, REGION, REMORA_USAGE_ALL,
+                                   &rp.server_mr));
+    OK(remora_memory_region_create(rp.p.cdom, rp.client_mem, REGION, REMORA_USAGE_ALL,
+                                   &rp.client_mr));
+    for (i = 0; i < 2; ++i) {
+        scfg[i].shared_channel = ch;
+        pair_connect(&rp.p, &scfg[i], NULL, NULL, 0, NULL, 0);
+        servers[i] = rp.p.server;
+        clients[i] = rp.p.client;
+        OK(remora_recv(servers[i], rp.server_mr, (size_t)i * 64, 64, 0, NULL));
+    }
+    for (i = 0; i < 2; ++i) {
+        OK(remora_connection_cq(servers[i], &q));
+        OK(remora_completion_queue_connection(q, &named));
+        CHECK(named == servers[i]);
+        OK(remora_connection_rcq(servers[i], &rq));
+        CHECK((rq != NULL) == (i == 1));
+        if (rq != NULL) {
+            named = NULL;
+            OK(remora_completion_queue_connection(rq, &named));
+            CHECK(named == servers[i]);
+        }
+        OK(remora_connection_cq(clients[i], &q));
+        OK(remora_completion_queue_connection(q, &named));
+        CHECK(named == clients[i]);
+    }
+    /* Each client sends one message: the channel's event names the server that received it. */
+    for (i = 0; i < 2; ++i) {
+        OK(remora_send(clients[i], rp.client_mr, 0, 16, 0, NULL));
+        OK(remora_connection_cq(clients[i], &q));
+        expect_completion(q, REMORA_OP_SEND, NULL);
+    }
+    while (seen != 3) {
+        OK(remora_completion_channel_wait(ch, T_WAIT_MS, &ev));
+        CHECK(ev.tag == 10 || ev.tag == 11);
+        OK(remora_completion_queue_connection(ev.cq, &named));
+        CHECK(named == servers[ev.tag - 10]);
+        OK(remora_completion_queue_poll(ev.cq, &c, 1, &n));
+        if (n == 1) {
+            CHECK(c.op == REMORA_OP_RECV && c.status == 0 && c.tag == ev.tag);
+            seen |= 1u << (ev.tag - 10);
+        }
+    }
+    /* A shared CQ names no connection (its completions' tags do). */
+    OK(remora_shared_completion_queue_create(rp.p.sdom, NULL, &scq));
+    OK(remora_shared_completion_queue_queue(scq, &q));
+    named = servers[0];
+    OK(remora_completion_queue_connection(q, &named));
+    CHECK(named == NULL);
+    EXPECT_CODE(remora_completion_queue_connection(NULL, &named), REMORA_E_INVALID, "cq is NULL");
+    EXPECT_CODE(remora_completion_queue_connection(q, NULL), REMORA_E_INVALID, "conn is NULL");
+    remora_shared_completion_queue_delete(scq);
+    for (i = 0; i < 2; ++i) {
+        remora_connection_delete(clients[i]);
+        remora_connection_delete(servers[i]);
+    }
+    rp.p.client = rp.p.server = NULL;
+    remora_completion_channel_delete(ch);
+    remora_memory_region_delete(rp.server_mr);
+    remora_memory_region_delete(rp.client_mr);
+    pair_close(&rp.p);
+}
+
 /* Descriptor bytes from a peer are validated field by field. */
 static void test_bad_descriptor(void) {
     remora_domain* dom = NULL;
@@ -1418,6 +1500,7 @@ static const struct named_test tests[] = {
     {"channel_rcq", test_channel_rcq},
     {"cq_fd", test_cq_fd},
     {"shared_cq", test_shared_cq},
+    {"cq_connection", test_cq_connection},
     {"bad_descriptor", test_bad_descriptor},
     {"bad_operations", test_bad_operations},
     {"bad_connect", test_bad_connect},
