@@ -61,10 +61,11 @@ class connection_addon {
     virtual result<void> check() const { return {}; }
 };
 
-/// Whether a connection's CQs have their own channels or share one (connection_config::channel).
+/// A connection's CQ channels: one each, one shared, or none (connection_config::channel).
 enum class channel_mode : std::uint8_t {
     separate,  ///< each CQ has its own channel: wait on the CQ
     shared,    ///< CQ and RCQ share one channel: wait on the connection (or on the channel)
+    none,      ///< no wait object (FI_WAIT_NONE): cheapest to busy-poll; waits poll, fd() is -1
 };
 
 /// How a connection is set up: its queue depths, completion queues and channels, progress,
@@ -87,7 +88,7 @@ struct connection_config {
     std::uint32_t cq_size = 0;   ///< 0: sq_size, plus rq_size when receives complete on the CQ
     bool rcq = false;            ///< receives complete on a separate receive CQ
     std::uint32_t rcq_size = 0;  ///< 0: rq_size
-    channel_mode channel = channel_mode::separate;  ///< CQ and RCQ channels: own or shared
+    channel_mode channel = channel_mode::separate;  ///< CQ and RCQ channels: own, shared, none
     /// With channel_mode::shared: attach to this channel (shared by many connections) instead of
     /// a channel of the connection's own.
     completion_channel shared_channel{};

@@ -58,6 +58,10 @@ struct remora_connection_config {
     /** The persistence layer's setup (remora_persist.h: GPSPM flushes, service atomics);
      *  NULL: none. Read during the call that takes this configuration. */
     const struct remora_persistence_config* persist;
+    /** No channel (remora::channel_mode::none): the CQs have no wait object, the cheapest to
+     *  busy-poll; waits poll and the CQs' fds are -1. Refused (REMORA_E_INVALID) with
+     *  channel_shared. */
+    bool no_channel;
 };
 
 /** Connection events (remora::conn_event). */

@@ -24,7 +24,12 @@ int connection_config_of(const char* fn, const remora_connection_config* cfg,
     out.cq_size = c.cq_size;
     out.rcq = c.rcq;
     out.rcq_size = c.rcq_size;
-    out.channel = c.channel_shared ? remora::channel_mode::shared : remora::channel_mode::separate;
+    if (c.no_channel && c.channel_shared) {
+        return fail(REMORA_E_INVALID, fn, "no_channel and channel_shared contradict each other");
+    }
+    out.channel = c.channel_shared ? remora::channel_mode::shared
+                  : c.no_channel   ? remora::channel_mode::none
+                                   : remora::channel_mode::separate;
     if (c.shared_channel != nullptr) {
         if (!c.channel_shared) {
             return fail(REMORA_E_INVALID, fn, "shared_channel is set without channel_shared");

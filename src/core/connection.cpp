@@ -81,8 +81,9 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
     auto attach = [&](const shared_completion_queue& shared, cq_kind kind, std::size_t need,
                       std::shared_ptr<cq_impl>& q, std::size_t& reserved) -> result<void> {
         if (!shared) {
-            auto r = cq_impl::open(
-                dom, kind, kind == cq_kind::cq ? config.cq_size : config.rcq_size, config.tag);
+            auto r =
+                cq_impl::open(dom, kind, kind == cq_kind::cq ? config.cq_size : config.rcq_size,
+                              config.tag, config.channel == channel_mode::none);
             if (!r) {
                 return fail(r.error());
             }

@@ -48,13 +48,14 @@ remora::op op_from_flags(std::uint64_t f) {
 }  // namespace
 
 result<std::shared_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl>& dom,
-                                               cq_kind kind, std::size_t size, std::uint64_t tag) {
+                                               cq_kind kind, std::size_t size, std::uint64_t tag,
+                                               bool no_wait) {
     auto cq = std::make_shared<cq_impl>();
     cq->dom = dom;
     cq->kind = kind;
     cq->size = size;
     cq->tag = tag;
-    cq->polled = dom->cq_polled;
+    cq->polled = dom->cq_polled || no_wait;
     cq->check_source = dom->source_checked;
     cq->self = cq;
     int ret = cq_open(dom->domain.get(), size, cq->cq, !cq->polled);

@@ -263,8 +263,10 @@ struct cq_impl final : callback_sink, internal_access::opaque<completion_queue> 
     cq_impl(const cq_impl&) = delete;
     cq_impl& operator=(const cq_impl&) = delete;
     ~cq_impl();  // a shared CQ leaves the progress thread here
+    // `no_wait`: without a wait object even where the provider offers one (channel_mode::none).
     static result<std::shared_ptr<cq_impl>> open(const std::shared_ptr<domain_impl>& dom,
-                                                 cq_kind kind, std::size_t size, std::uint64_t tag);
+                                                 cq_kind kind, std::size_t size, std::uint64_t tag,
+                                                 bool no_wait = false);
     // Reads up to n completions from the provider (errors included) into out; returns how many
     // are for the caller (callbacks and dropped ones are not), and how many were read in
     // `consumed`. Where each reported one came from goes to from[i] (kept with the entry until

@@ -461,6 +461,34 @@ static void test_cq_fd(void) {
     remote_pair_close(&rp);
 }
 
+/* no_channel: the CQ has no fd, a write completes through the (polling) wait, and it contradicts
+ * channel_shared. */
+static void test_no_channel(void) {
+    remora_completion_queue* cq = NULL;
+    struct remora_completion c;
+    size_t n = 0, ready = 0;
+    int fd = 0, rounds = 0;
+    struct remora_connection_config cfg = {.size = sizeof cfg, .no_channel = true};
+    struct remora_connection_config both = {
+        .size = sizeof both, .no_channel = true, .channel_shared = true};
+    remote_pair_open(&rp, &target_cfg, &cfg, NULL);
+    OK(remora_connection_cq(rp.p.client, &cq));
+    OK(remora_completion_queue_fd(cq, &fd));
+    CHECK(fd == -1);
+    OK(remora_write(rp.p.client, rp.remote, 0, rp.client_mr, 0, 64, 0, (void*)6));
+    do {
+        OK(remora_completion_queue_wait(cq, T_WAIT_MS, &ready));
+        OK(remora_completion_queue_poll(cq, &c, 1, &n));
+        CHECK(++rounds < 1000);
+    } while (n == 0);
+    CHECK(c.op == REMORA_OP_WRITE && c.status == 0 && c.context == (void*)6);
+    remora_connection* none = NULL;
+    EXPECT_CODE(remora_connect(rp.p.cdom, "127.0.0.1", 1, &both, NULL, 0, &none), REMORA_E_INVALID,
+                "no_channel and channel_shared");
+    CHECK(none == NULL);
+    remote_pair_close(&rp);
+}
+
 /* Two connections complete on one shared CQ; their tags tell them apart. */
 static void test_shared_cq(void) {
     remora_shared_completion_queue* scq = NULL;
@@ -1499,6 +1527,7 @@ static const struct named_test tests[] = {
     {"channel", test_channel},
     {"channel_rcq", test_channel_rcq},
     {"cq_fd", test_cq_fd},
+    {"no_channel", test_no_channel},
     {"shared_cq", test_shared_cq},
     {"cq_connection", test_cq_connection},
     {"bad_descriptor", test_bad_descriptor},

@@ -38,7 +38,7 @@ namespace {
 // in a process of its own (--baseline-in-process: in this one, after remora's result).
 result<void> run_baselines(const setup& s, bool in_process, compared& vs) {
     if (!(op_of(s.op).baseline && s.connections == 1 && !s.rcq &&
-          channel_of(s) == channel_mode::separate &&
+          channel_of(s) != channel_mode::shared &&
           (s.signal_every == 1 || op_of(s.op).kind == op_kind::send) && !s.shared_cq))
         return {};
     auto run = [&](bool busy_target) {

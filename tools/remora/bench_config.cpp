@@ -19,7 +19,9 @@ constexpr std::pair<std::string_view, completion_style> completion_styles[] = {
     {"callback", completion_style::callback},
     {"coroutine", completion_style::coroutine}};
 constexpr std::pair<std::string_view, channel_mode> channels[] = {
-    {"separate", channel_mode::separate}, {"shared", channel_mode::shared}};
+    {"separate", channel_mode::separate},
+    {"shared", channel_mode::shared},
+    {"none", channel_mode::none}};
 
 }  // namespace
 
@@ -32,7 +34,17 @@ endpoint_type endpoint_of(const std::string& e) {
 }
 
 channel_mode channel_of(const setup& s) {
-    return pick(channels, s.channel, channel_mode::separate);
+    // A side that busy-polls opens its CQs without a wait object, as plain libfabric does.
+    return pick(channels, s.channel,
+                s.wait == "busy" ? channel_mode::none : channel_mode::separate);
+}
+
+std::string channel_name(const setup& s) {
+    const channel_mode m = channel_of(s);
+    for (const auto& [name, mode] : channels)
+        if (mode == m)
+            return std::string(name);
+    return "separate";
 }
 
 progress_policy target_policy(const setup& s) {
@@ -58,6 +70,8 @@ connection_config config_for(const setup& s, bool target) {
     // target), as the plain libfabric baseline does; the service's requests still need the
     // progress thread.
     c.progress_thread = target && (info.persistence || (!rdm(s) && info.idle_target));
+    if (c.progress_thread && c.channel == channel_mode::none && s.channel.empty())
+        c.channel = channel_mode::separate;  // the progress thread sleeps on the CQs' fds
     // One service request per operation in flight (a flush or an atomic without native support).
     if (info.persistence)
         c.addons = {persistence_config{.service_depth = std::max(1u, s.qd)}};

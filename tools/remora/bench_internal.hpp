@@ -216,6 +216,8 @@ inline bool rdm(const setup& s) {
 }
 // The completion channels of a connection (--channel).
 channel_mode channel_of(const setup& s);
+// Its name: "separate", "shared" or "none".
+std::string channel_name(const setup& s);
 // The loopback target's progress policy (--target-progress; the library default when unset).
 progress_policy target_policy(const setup& s);
 // The configuration of a connection of the loopback target's (target) or the client's.

@@ -152,9 +152,9 @@ void printer::row(const std::string& prov, const setup& s, const figures& f) {
     fmt::print(
         "{:<{}} {:<12} {:>7} {:>3} {:>5} {:<9} {:<8} {:>4} {:>11.0f} {:>9.1f} {:>7.3f} {:>8} "
         "{:>8} {:>8} {:>9.2f}\n",
-        prov, pw_, label(s), s.size, s.qd, s.connections, s.wait, s.channel, s.rcq ? "yes" : "no",
-        f.ops_per_s, f.mib_per_s, gbit_per_s(f), us(f.p50_us), us(f.p99_us), us(f.p999_us),
-        f.cpu_us_per_op);
+        prov, pw_, label(s), s.size, s.qd, s.connections, s.wait, channel_name(s),
+        s.rcq ? "yes" : "no", f.ops_per_s, f.mib_per_s, gbit_per_s(f), us(f.p50_us), us(f.p99_us),
+        us(f.p999_us), f.cpu_us_per_op);
 }
 
 void printer::print(const setup& s, const measured& m, const compared& vs) {
@@ -178,7 +178,7 @@ void printer::json(const setup& s, const measured& m, const compared& vs) const 
     nlohmann::json j = {{"provider", prov}, {"endpoint", s.endpoint},
                         {"op", s.op},       {"size", s.size},
                         {"qd", s.qd},       {"connections", s.connections},
-                        {"wait", s.wait},   {"channel", s.channel},
+                        {"wait", s.wait},   {"channel", channel_name(s)},
                         {"rcq", s.rcq}};
     j["completion"] = s.callbacks ? "callback" : s.coroutines ? "coroutine" : "poll";
     j["registration"] = s.registration;

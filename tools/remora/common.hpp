@@ -45,7 +45,7 @@ struct bench_options {
     double duration = 1.0;      // seconds per result
     std::uint64_t count = 0;    // --count: operations per result instead of a duration (0: none)
     std::string wait = "busy";  // busy or blocking
-    std::string channel = "separate";
+    std::string channel;        // empty: none with --wait busy, else separate
     bool rcq = false;
     std::string completion = "poll";   // poll, callback or coroutine
     std::string registration = "pre";  // pre, per-op or cache

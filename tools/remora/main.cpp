@@ -315,9 +315,12 @@ int main(int argc, char** argv) {
     bench->add_option("-w,--wait", bo.wait, "How completions are reaped")
         ->check(CLI::IsMember({"busy", "blocking"}))
         ->capture_default_str();
-    bench->add_option("--channel", bo.channel, "Completion channels of each connection")
-        ->check(CLI::IsMember({"separate", "shared"}))
-        ->capture_default_str();
+    bench
+        ->add_option("--channel", bo.channel,
+                     "Completion channels of each connection: separate, shared, or none (CQs "
+                     "without a wait object, as a busy-polling libfabric program opens them; the "
+                     "default with --wait busy, else separate)")
+        ->check(CLI::IsMember({"separate", "shared", "none"}));
     bench->add_flag("--rcq", bo.rcq, "Receives complete on a separate receive CQ");
     bench
         ->add_option("--completion", bo.completion,
