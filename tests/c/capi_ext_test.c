@@ -341,7 +341,7 @@ static void test_admission(void) {
     char dir[64] = "/tmp/remora-capi-key-XXXXXX", path[96];
     pthread_t t;
     uint16_t port = 0;
-    struct remora_provider_caps caps;
+    struct remora_provider_caps caps = {.size = sizeof caps};
     size_t room = 0;
     unsigned char* long_payload = NULL;
     int rc;
