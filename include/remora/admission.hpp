@@ -9,15 +9,27 @@
 /// checks it before it accepts (admission_gate::admit), and rejects anything else with a reject
 /// that names a short reason. The key itself never crosses the wire.
 ///
-/// The token (v1, 64 bytes + identity + payload, all integers little-endian):
+/// The token (version 2, 38 bytes + identity + payload, all integers little-endian):
 ///
-///     "RMAU" | u8 version (1) | u8 identity length (0..64) | u16 payload length |
-///     u64 timestamp (ms since the Unix epoch) | 16-byte random nonce | identity | payload |
-///     32-byte HMAC-SHA-512-256 (libsodium crypto_auth) under the key over every byte before it
+///     "Ra" | u8 version (2) | u8 identity length (0..64) | u48 timestamp (ms since the Unix
+///     epoch) | 12-byte random nonce | identity | payload |
+///     16-byte MAC: the first 16 bytes of HMAC-SHA-512-256 (libsodium crypto_auth) under the key
+///     over every byte before it
 ///
-/// The payload is the application's own connect data (e.g.\ `remora serve`'s service depth): it
-/// is covered by the HMAC, so nobody without the key can change it. The whole token must fit in
-/// caps().cm_data_size (the connect request's private data: no extra round trip).
+/// The payload is what follows the identity up to the MAC (its length is the token's less the
+/// rest). It is the application's own connect data (e.g.\ `remora serve`'s service depth): it
+/// is covered by the MAC, so nobody without the key can change it. The MAC keeps half of the
+/// HMAC's output, 128 bits (truncation as RFC 2104 section 5 allows), and is compared in
+/// constant time.
+///
+/// The whole token travels in the connection request's private data (no extra round trip), so
+/// it must fit in caps().cm_data_size: identity and payload may take
+/// admission_connect_room(dom) = cm_data_size - 38 bytes together. On tcp and sockets (256)
+/// that is 218: the longest identity (64 bytes) and a payload of up to 154; under verbs rules
+/// (domain_config::rules, REMORA_RULES=verbs) and on libfabric's verbs provider over InfiniBand
+/// (55) it is 17, e.g.\ a 15-byte identity with `remora serve`'s 2-byte depth. connect_admitted
+/// refuses a longer identity + payload with errc::invalid_argument naming both sizes, before
+/// anything is sent.
 ///
 /// Refusals. admission_gate::check fails with errc::access_denied; admit() also rejects the
 /// request, with admission_reject_data(reason) as its private data ("RMAR" | u8 reason). The
@@ -115,7 +127,7 @@ class admission_key {
     unsigned char* bytes_ = nullptr;  ///< sodium_malloc'ed, `size` bytes
 };
 
-inline constexpr std::size_t admission_token_overhead = 64;  ///< bytes besides identity + payload
+inline constexpr std::size_t admission_token_overhead = 38;  ///< bytes besides identity + payload
 inline constexpr std::size_t admission_max_identity = 64;  ///< bytes of a token's identity at most
 
 /// A token proving `key` (the connection request's private data; connect_admitted makes and
@@ -124,8 +136,9 @@ inline constexpr std::size_t admission_max_identity = 64;  ///< bytes of a token
 /// \param identity who the client says it is (at most admission_max_identity bytes)
 /// \param payload  the application's own data, covered by the HMAC (at most 65535 bytes)
 /// \param now      the token's timestamp
-/// \return the token; errc::invalid_argument for a longer identity or payload; errc::bad_state
-///         for a moved-from key
+/// \return the token (admission_token_overhead + identity + payload bytes);
+///         errc::invalid_argument for a longer identity or payload, or a time before 1970;
+///         errc::bad_state for a moved-from key
 result<std::vector<std::byte>> make_admission_token(
     const admission_key& key, std::string_view identity, std::span<const std::byte> payload = {},
     std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
@@ -202,10 +215,17 @@ std::array<std::byte, 5> admission_reject_data(admission_refusal reason) noexcep
 /// admission_reject_data. nullopt for anything else.
 std::optional<admission_refusal> admission_refusal_of(const error& e) noexcept;
 
+/// Bytes an admission token leaves for identity + payload in a connect on `dom`: its
+/// caps().cm_data_size (verbs' 55 under verbs rules) less admission_token_overhead. 0 for an
+/// empty or RDM domain (RDM peers prove admission in messages, prove_admission).
+std::size_t admission_connect_room(const domain& dom) noexcept;
+
 /// connection::connect with a token for `key` and `identity` carrying `payload`. A target that
 /// refuses admission makes it fail with errc::rejected, "the target refused admission: <reason>",
-/// and the reject's bytes in error::data(). errc::too_large when the token would not fit in the
-/// provider's cm_data_size (nothing is sent). Other failures are connect's.
+/// and the reject's bytes in error::data(). errc::invalid_argument for an identity over
+/// admission_max_identity bytes, or when identity + payload exceed admission_connect_room(dom)
+/// (the message names the token's size and the provider's limit; nothing is sent). Other
+/// failures are connect's.
 result<connection> connect_admitted(const domain& dom, const std::string& host, std::uint16_t port,
                                     const admission_key& key, std::string_view identity,
                                     const connection_config& config = {},

@@ -30,6 +30,8 @@ typedef struct remora_admitted_peer remora_admitted_peer;   /**< what an admitte
 
 /** Bytes of an admission key (remora::admission_key::size). */
 #define REMORA_ADMISSION_KEY_SIZE 32
+/** Bytes of an admission token besides identity and payload (remora::admission_token_overhead). */
+#define REMORA_ADMISSION_TOKEN_OVERHEAD 38
 
 /** Why a target refused a peer (remora::admission_refusal). */
 enum remora_admission_refusal {
@@ -147,20 +149,32 @@ REMORA_API int remora_admitted_peer_payload(const remora_admitted_peer* peer, co
 REMORA_API void remora_admitted_peer_delete(remora_admitted_peer* peer);
 
 /**
+ * Bytes a token leaves for identity + payload in a remora_connect_admitted on `dom`: its
+ * caps.cm_data_size (55 under verbs rules, 256 on tcp and sockets) less
+ * REMORA_ADMISSION_TOKEN_OVERHEAD; 0 for an RDM domain.
+ * @param dom  the domain
+ * @param room receives the bytes
+ * @return 0; REMORA_E_INVALID for a NULL argument.
+ */
+REMORA_API int remora_admission_connect_room(const remora_domain* dom, size_t* room);
+
+/**
  * remora_connect with a token for `key` naming `identity` and carrying `payload` (covered by
  * the key: nobody without it can change it) as the request's private data.
  * @param dom         the domain
  * @param host        the target's address
  * @param port        its port
  * @param key         the key the target admits
- * @param identity    who connects (at most 64 bytes; "" for none)
+ * @param identity    who connects (at most 64 bytes; "" for none); identity and payload
+ *                    together at most remora_admission_connect_room()
  * @param cfg         connection configuration (NULL: defaults)
  * @param payload     application data for the target (may be NULL with length 0)
  * @param payload_len its length
  * @param conn        receives the connection
  * @return 0; REMORA_E_REJECTED when the target refuses admission (the reason:
- *         remora_last_admission_refusal()); REMORA_E_TOO_LARGE when the token does not fit the
- *         provider's private data; REMORA_E_INVALID for a long identity; else remora_connect's.
+ *         remora_last_admission_refusal()); REMORA_E_INVALID for a long identity, or when the
+ *         token does not fit the provider's private data (nothing is sent); else
+ *         remora_connect's.
  */
 REMORA_API int remora_connect_admitted(remora_domain* dom, const char* host, uint16_t port,
                                        const remora_admission_key* key, const char* identity,

@@ -21,14 +21,25 @@ namespace {
 static_assert(crypto_auth_hmacsha512256_KEYBYTES == admission_key::size);
 static_assert(crypto_auth_hmacsha512256_BYTES == 32);
 
-constexpr std::size_t mac_size = crypto_auth_hmacsha512256_BYTES;
-constexpr std::size_t nonce_size = 16;
-constexpr std::size_t header_size = 32;  // magic .. nonce
-constexpr std::byte token_magic[4] = {std::byte{'R'}, std::byte{'M'}, std::byte{'A'},
-                                      std::byte{'U'}};
+// The token's layout (remora/admission.hpp): magic, version, identity length, time, nonce, then
+// identity and payload, then the HMAC truncated to its first mac_size bytes.
+constexpr std::size_t mac_size = 16;
+static_assert(mac_size * 2 >= crypto_auth_hmacsha512256_BYTES && mac_size * 8 >= 80,
+              "a truncated HMAC keeps at least half its output and 80 bits (RFC 2104, 5)");
+constexpr std::size_t version_at = 2;
+constexpr std::size_t identity_length_at = 3;
+constexpr std::size_t time_at = 4;
+constexpr std::size_t time_size = 6;
+constexpr std::size_t nonce_at = time_at + time_size;
+constexpr std::size_t nonce_size = 12;
+constexpr std::size_t header_size = nonce_at + nonce_size;  // magic .. nonce
+static_assert(header_size + mac_size == admission_token_overhead);
+static_assert(mac_size == crypto_verify_16_BYTES);
+constexpr std::size_t max_payload = 0xffff;
+constexpr std::byte token_magic[2] = {std::byte{'R'}, std::byte{'a'}};
 constexpr std::byte reject_magic[4] = {std::byte{'R'}, std::byte{'M'}, std::byte{'A'},
                                        std::byte{'R'}};
-constexpr std::byte token_version{1};
+constexpr std::byte token_version{2};
 
 using nonce_t = std::array<std::byte, nonce_size>;
 
@@ -199,6 +210,19 @@ admission_key::~admission_key() {
 
 // ---- tokens
 
+namespace {
+
+// The full HMAC of `message` under `key`; the token carries its first mac_size bytes.
+std::array<unsigned char, crypto_auth_hmacsha512256_BYTES> full_mac(
+    const admission_key& key, std::span<const std::byte> message) {
+    std::array<unsigned char, crypto_auth_hmacsha512256_BYTES> mac;
+    crypto_auth_hmacsha512256(mac.data(), reinterpret_cast<const unsigned char*>(message.data()),
+                              message.size(), key.bytes());
+    return mac;
+}
+
+}  // namespace
+
 result<std::vector<std::byte>> make_admission_token(const admission_key& key,
                                                     std::string_view identity,
                                                     std::span<const std::byte> payload,
@@ -208,23 +232,27 @@ result<std::vector<std::byte>> make_admission_token(const admission_key& key,
     if (identity.size() > admission_max_identity)
         return fail(errc::invalid_argument, "an admission identity is at most 64 bytes, not " +
                                                 std::to_string(identity.size()));
-    if (payload.size() > 0xffff)
+    if (payload.size() > max_payload)
         return fail(errc::invalid_argument, "an admission payload is at most 65535 bytes");
+    const std::int64_t ms = to_ms(now);
+    if (ms < 0 || static_cast<std::uint64_t>(ms) >> (8 * time_size) != 0)
+        return fail(errc::invalid_argument,
+                    "an admission token's time is between 1970 and the year 10889");
+    if (auto r = init_sodium(); !r)
+        return fail(r.error());
     std::vector<std::byte> t(admission_token_overhead + identity.size() + payload.size());
-    std::memcpy(t.data(), token_magic, 4);
-    t[4] = token_version;
-    t[5] = static_cast<std::byte>(identity.size());
-    put_le(&t[6], payload.size(), 2);
-    put_le(&t[8], static_cast<std::uint64_t>(to_ms(now)), 8);
-    randombytes_buf(&t[16], nonce_size);
+    std::memcpy(t.data(), token_magic, sizeof token_magic);
+    t[version_at] = token_version;
+    t[identity_length_at] = static_cast<std::byte>(identity.size());
+    put_le(&t[time_at], static_cast<std::uint64_t>(ms), time_size);
+    randombytes_buf(&t[nonce_at], nonce_size);
     if (!identity.empty())
         std::memcpy(&t[header_size], identity.data(), identity.size());
     if (!payload.empty())
         std::memcpy(&t[header_size + identity.size()], payload.data(), payload.size());
     const std::size_t signed_len = t.size() - mac_size;
-    crypto_auth_hmacsha512256(reinterpret_cast<unsigned char*>(&t[signed_len]),
-                              reinterpret_cast<const unsigned char*>(t.data()), signed_len,
-                              key.bytes());
+    auto mac = full_mac(key, std::span<const std::byte>(t.data(), signed_len));
+    std::memcpy(&t[signed_len], mac.data(), mac_size);
     return t;
 }
 
@@ -281,24 +309,27 @@ result<admitted_peer> admission_gate::check(std::span<const std::byte> t,
                                             std::chrono::system_clock::time_point now) {
     // Shape first: nothing is allocated for a refused token.
     if (t.size() < admission_token_overhead)
-        return refuse(admission_refusal::malformed,
-                      std::to_string(t.size()) + " bytes, a token has at least 64");
-    if (std::memcmp(t.data(), token_magic, 4) != 0)
+        return refuse(admission_refusal::malformed, std::to_string(t.size()) +
+                                                        " bytes, a token has at least " +
+                                                        std::to_string(admission_token_overhead));
+    if (std::memcmp(t.data(), token_magic, sizeof token_magic) != 0)
         return refuse(admission_refusal::malformed, "no token");
-    if (t[4] != token_version)
+    if (t[version_at] != token_version)
         return refuse(admission_refusal::malformed,
-                      "token version " + std::to_string(static_cast<unsigned>(t[4])));
-    const std::size_t id_len = static_cast<std::size_t>(t[5]);
-    const std::size_t payload_len = get_le(&t[6], 2);
+                      "token version " + std::to_string(static_cast<unsigned>(t[version_at])));
+    const std::size_t id_len = static_cast<std::size_t>(t[identity_length_at]);
     if (id_len > admission_max_identity ||
-        t.size() != admission_token_overhead + id_len + payload_len)
+        t.size() > admission_token_overhead + id_len + max_payload ||
+        t.size() < admission_token_overhead + id_len)
         return refuse(admission_refusal::malformed, "its lengths do not add up");
     const std::size_t signed_len = t.size() - mac_size;
-    if (crypto_auth_hmacsha512256_verify(reinterpret_cast<const unsigned char*>(&t[signed_len]),
-                                         reinterpret_cast<const unsigned char*>(t.data()),
-                                         signed_len, impl_->key.bytes()) != 0)
+    auto mac = full_mac(impl_->key, t.first(signed_len));
+    const bool proven =
+        crypto_verify_16(mac.data(), reinterpret_cast<const unsigned char*>(&t[signed_len])) == 0;
+    sodium_memzero(mac.data(), mac.size());
+    if (!proven)
         return refuse(admission_refusal::bad_proof, "");
-    const auto stamp = static_cast<std::int64_t>(get_le(&t[8], 8));
+    const auto stamp = static_cast<std::int64_t>(get_le(&t[time_at], time_size));
     const std::int64_t now_ms = to_ms(now);
     const std::int64_t window = impl_->config.window.count();
     std::unique_lock lock(impl_->mu);
@@ -307,7 +338,7 @@ result<admitted_peer> admission_gate::check(std::span<const std::byte> t,
         return refuse(admission_refusal::stale,
                       std::to_string((now_ms - stamp) / 1000) + " s from the target's clock");
     nonce_t nonce;
-    std::memcpy(nonce.data(), &t[16], nonce_size);
+    std::memcpy(nonce.data(), &t[nonce_at], nonce_size);
     if (impl_->seen.count(nonce) != 0)
         return refuse(admission_refusal::replayed, "");
     if (impl_->seen.size() >= impl_->config.replay_cache)
@@ -340,18 +371,36 @@ std::size_t admission_gate::remembered() const {
 
 // ---- the client
 
+std::size_t admission_connect_room(const domain& dom) noexcept {
+    if (!dom || dom.caps().endpoint != endpoint_type::msg ||
+        dom.caps().cm_data_size < admission_token_overhead)
+        return 0;
+    return dom.caps().cm_data_size - admission_token_overhead;
+}
+
 result<connection> connect_admitted(const domain& dom, const std::string& host, std::uint16_t port,
                                     const admission_key& key, std::string_view identity,
                                     const connection_config& config,
                                     std::span<const std::byte> payload) {
+    if (dom && dom.caps().endpoint == endpoint_type::msg &&
+        identity.size() <= admission_max_identity && payload.size() <= max_payload) {
+        // The whole token must fit in the connect request's private data.
+        const std::size_t size = admission_token_overhead + identity.size() + payload.size();
+        const auto& caps = dom.caps();
+        if (size > caps.cm_data_size)
+            return fail(errc::invalid_argument,
+                        "admission: a token of " + std::to_string(size) + " bytes (" +
+                            std::to_string(admission_token_overhead) + " + identity " +
+                            std::to_string(identity.size()) + " + payload " +
+                            std::to_string(payload.size()) + ") does not fit in " + caps.provider +
+                            "'s connect data of " + std::to_string(caps.cm_data_size) + " bytes" +
+                            (caps.rules == provider_rules::verbs ? " (verbs rules)" : "") +
+                            ": identity and payload may take " +
+                            std::to_string(admission_connect_room(dom)) + " bytes together");
+    }
     auto token = make_admission_token(key, identity, payload);
     if (!token)
         return fail(token.error());
-    const std::size_t limit = dom.caps().cm_data_size;
-    if (token->size() > limit)
-        return fail(errc::too_large, "the admission token (" + std::to_string(token->size()) +
-                                         " bytes) exceeds the provider's connect data limit (" +
-                                         std::to_string(limit) + " bytes)");
     auto c = connection::connect(dom, host, port, config, *token);
     if (c)
         return c;

@@ -9,6 +9,7 @@ static_assert(REMORA_ADMISSION_OVERLOADED ==
               static_cast<int>(remora::admission_refusal::overloaded));
 static_assert(REMORA_ADMISSION_KEY_SIZE == remora::admission_key::size);
 static_assert(REMORA_ADMISSION_MAX_ACCEPT_DATA == remora::admission_max_accept_data);
+static_assert(REMORA_ADMISSION_TOKEN_OVERHEAD == remora::admission_token_overhead);
 
 namespace {
 
@@ -145,6 +146,11 @@ REMORA_API int remora_admitted_peer_payload(const remora_admitted_peer* peer, co
 
 REMORA_API void remora_admitted_peer_delete(remora_admitted_peer* peer) {
     guarded_void([&] { delete peer; });
+}
+
+REMORA_API int remora_admission_connect_room(const remora_domain* dom, size_t* room) {
+    return REMORA_CAPI_GET("remora_admission_connect_room", dom, room,
+                           remora::admission_connect_room(dom->d));
 }
 
 REMORA_API int remora_connect_admitted(remora_domain* dom, const char* host, uint16_t port,

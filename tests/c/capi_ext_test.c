@@ -341,6 +341,9 @@ static void test_admission(void) {
     char dir[64] = "/tmp/remora-capi-key-XXXXXX", path[96];
     pthread_t t;
     uint16_t port = 0;
+    struct remora_provider_caps caps = {.size = sizeof caps};
+    size_t room = 0;
+    unsigned char* long_payload = NULL;
     int rc;
     memset(raw, 7, sizeof raw);
     pair_domains(&rp.p);
@@ -375,6 +378,17 @@ static void test_admission(void) {
     CHECK(strstr(remora_last_error_message(), "refused admission") != NULL);
     CHECK(pthread_join(t, NULL) == 0);
     CHECK(s.admit_rc == REMORA_E_ACCESS_DENIED && s.refusal == REMORA_ADMISSION_BAD_PROOF);
+    /* Identity and payload beyond the connect data's room: refused before anything is sent. */
+    OK(remora_domain_caps(rp.p.cdom, &caps));
+    OK(remora_admission_connect_room(rp.p.cdom, &room));
+    CHECK(room == caps.cm_data_size - REMORA_ADMISSION_TOKEN_OVERHEAD);
+    long_payload = calloc(room, 1);
+    CHECK(long_payload != NULL);
+    EXPECT_CODE(remora_connect_admitted(rp.p.cdom, "127.0.0.1", port, key, "x", NULL,
+                                        long_payload, room, &rp.p.client),
+                REMORA_E_INVALID, "does not fit");
+    CHECK(rp.p.client == NULL);
+    free(long_payload);
     /* A failure that is not a refusal names none. */
     EXPECT_CODE(remora_admission_gate_check(s.gate, NULL, 3, NULL), REMORA_E_INVALID, "token");
     CHECK(remora_last_admission_refusal() == REMORA_ADMISSION_NONE);

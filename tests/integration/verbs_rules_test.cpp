@@ -379,14 +379,24 @@ TEST_P(verbs_rules_msg, private_data_past_the_connect_limit_fails) {
     EXPECT_TRUE(p) << p.error().what();
 }
 
-TEST_P(verbs_rules_msg, a_connect_with_admission_fails_clearly) {
-    // The admission token is larger than verbs' connect data: refused before anything is sent.
+TEST_P(verbs_rules_msg, admission_tokens_fit_and_a_longer_identity_fails_clearly) {
     rules_env env("verbs");
     auto d = must(domain::open({.provider = GetParam()}));
     auto key = must(admission_key::generate());
-    auto c = connect_admitted(d, "127.0.0.1", 1, key, "client");
-    ASSERT_ERRC(c, errc::too_large);
-    EXPECT_NE(c.error().message().find("(55 bytes)"), std::string::npos) << c.error().what();
+    EXPECT_EQ(admission_connect_room(d), 55u - admission_token_overhead);
+    // A 64-byte identity: refused by connect_admitted before anything is sent, naming both sizes.
+    const unsigned long before = detail::fabric_rules::violations();
+    auto c = connect_admitted(d, "127.0.0.1", 1, key, std::string(64, 'x'));
+    ASSERT_ERRC(c, errc::invalid_argument);
+    EXPECT_NE(c.error().message().find("102 bytes"), std::string::npos) << c.error().what();
+    EXPECT_NE(c.error().message().find("55 bytes"), std::string::npos) << c.error().what();
+    EXPECT_EQ(detail::fabric_rules::violations(), before);  // the seam never saw it
+    // A token that fits passes the seam: the connect fails only because nobody listens there.
+    const std::array<std::byte, 2> depth{std::byte{8}, std::byte{0}};
+    auto fits = connect_admitted(d, "127.0.0.1", 1, key, std::string(15, 'x'), {}, depth);
+    ASSERT_FALSE(fits);
+    EXPECT_FALSE(fits.error() == errc::invalid_argument) << fits.error().what();
+    EXPECT_EQ(detail::fabric_rules::violations(), before);
 }
 
 TEST(verbs_rules_env, an_unknown_value_fails_domain_open) {

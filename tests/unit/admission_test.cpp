@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Admission tokens (remora/admission.hpp): what a gate admits and why it refuses the rest.
+#include <sodium.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,6 +52,35 @@ TEST(admission_token, valid_token_is_admitted_with_identity_and_payload) {
     EXPECT_EQ(gate.remembered(), 1u);
 }
 
+// The layout admission.hpp states, byte by byte, with the MAC recomputed here through libsodium.
+TEST(admission_token, layout_is_the_documented_one) {
+    EXPECT_EQ(admission_token_overhead, 38u);
+    const std::array<std::byte, 3> payload{std::byte{4}, std::byte{5}, std::byte{6}};
+    const clock::time_point now{std::chrono::milliseconds(0x0123456789abLL)};
+    const auto t = token(7, "dave", payload, now);
+    ASSERT_EQ(t.size(), 38u + 4 + 3);
+    EXPECT_EQ(t[0], std::byte{'R'});
+    EXPECT_EQ(t[1], std::byte{'a'});
+    EXPECT_EQ(t[2], std::byte{2});  // version
+    EXPECT_EQ(t[3], std::byte{4});  // identity length
+    const std::array<std::byte, 6> stamp{std::byte{0xab}, std::byte{0x89}, std::byte{0x67},
+                                         std::byte{0x45}, std::byte{0x23}, std::byte{0x01}};
+    EXPECT_TRUE(std::equal(stamp.begin(), stamp.end(), t.begin() + 4));
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(&t[22]), 4), "dave");
+    EXPECT_TRUE(std::equal(payload.begin(), payload.end(), t.begin() + 26));
+    auto k = key_of(7);
+    std::array<unsigned char, crypto_auth_hmacsha512256_BYTES> mac;
+    crypto_auth_hmacsha512256(mac.data(), reinterpret_cast<const unsigned char*>(t.data()),
+                              t.size() - 16, k.bytes());
+    EXPECT_EQ(std::memcmp(mac.data(), &t[t.size() - 16], 16), 0);
+    // Two tokens of the same instant differ in their random nonce (bytes 10..21).
+    const auto u = token(7, "dave", payload, now);
+    EXPECT_FALSE(std::equal(t.begin() + 10, t.begin() + 22, u.begin() + 10));
+    auto gate = gate_of(7);
+    REMORA_ASSERT_OK(gate.check(t, now));
+    REMORA_ASSERT_OK(gate.check(u, now));
+}
+
 TEST(admission_token, wrong_key_is_refused_as_bad_proof) {
     auto gate = gate_of(7);
     EXPECT_EQ(refusal(gate.check(token(8))), admission_refusal::bad_proof);
@@ -66,8 +96,8 @@ TEST(admission_token, every_tampered_byte_is_refused) {
         bad[i] ^= std::byte{0x01};
         const auto why = refusal(gate.check(bad));
         ASSERT_TRUE(why.has_value()) << "byte " << i << " flipped was admitted";
-        // Flipping a byte of the magic, version or lengths changes the token's shape.
-        if (i >= 8) {
+        // Flipping a byte of the magic, version or identity length changes the token's shape.
+        if (i >= 4) {
             EXPECT_EQ(why, admission_refusal::bad_proof) << "byte " << i;
         }
     }
@@ -113,25 +143,52 @@ TEST(admission_token, full_replay_cache_fails_closed_and_frees_with_time) {
 TEST(admission_token, truncated_oversized_and_foreign_data_are_malformed) {
     auto gate = gate_of(7);
     const auto good = token(7, "carol");
-    for (std::size_t n :
-         {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{63}, good.size() - 1}) {
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{2},
+                          admission_token_overhead - 1, good.size() - 1}) {
         std::vector<std::byte> cut(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(n));
         EXPECT_EQ(refusal(gate.check(cut)), admission_refusal::malformed) << n << " bytes";
     }
-    auto longer = good;
-    longer.push_back(std::byte{0});
-    EXPECT_EQ(refusal(gate.check(longer)), admission_refusal::malformed);
+    // An identity length over the limit, or beyond the token's end.
+    auto long_id = good;
+    long_id[3] = std::byte{65};
+    EXPECT_EQ(refusal(gate.check(long_id)), admission_refusal::malformed);
+    auto past_end = good;
+    past_end[3] = std::byte{6};
+    past_end.resize(admission_token_overhead + 5);
+    EXPECT_EQ(refusal(gate.check(past_end)), admission_refusal::malformed);
     std::vector<std::byte> big(256, std::byte{0x41});
     EXPECT_EQ(refusal(gate.check(big)), admission_refusal::malformed);
-    auto version2 = good;
-    version2[4] = std::byte{2};
-    EXPECT_EQ(refusal(gate.check(version2)), admission_refusal::malformed);
+    for (auto v : {std::byte{1}, std::byte{3}}) {
+        auto other_version = good;
+        other_version[2] = v;
+        EXPECT_EQ(refusal(gate.check(other_version)), admission_refusal::malformed);
+    }
     EXPECT_EQ(gate.remembered(), 0u);
+}
+
+TEST(admission_token, bytes_added_or_removed_at_the_end_break_the_proof) {
+    // The payload runs to the MAC: a byte more or less moves the MAC, which then fails.
+    auto gate = gate_of(7);
+    const std::array<std::byte, 2> payload{std::byte{8}, std::byte{0}};
+    const auto good = token(7, "erin", payload);
+    auto longer = good;
+    longer.push_back(std::byte{0});
+    EXPECT_EQ(refusal(gate.check(longer)), admission_refusal::bad_proof);
+    auto shorter = good;
+    shorter.erase(shorter.end() - 17);  // the payload's last byte
+    EXPECT_EQ(refusal(gate.check(shorter)), admission_refusal::bad_proof);
+    EXPECT_EQ(gate.remembered(), 0u);
+    REMORA_ASSERT_OK(gate.check(good));
 }
 
 TEST(admission_token, limits_of_identity_and_config_are_refused) {
     EXPECT_ERRC(make_admission_token(key_of(1), std::string(65, 'x')), errc::invalid_argument);
     REMORA_ASSERT_OK(make_admission_token(key_of(1), std::string(64, 'x')));
+    EXPECT_ERRC(make_admission_token(key_of(1), "a", std::vector<std::byte>(65536)),
+                errc::invalid_argument);
+    EXPECT_ERRC(
+        make_admission_token(key_of(1), "a", {}, clock::time_point{std::chrono::milliseconds(-1)}),
+        errc::invalid_argument);
     EXPECT_ERRC(admission_gate::create(key_of(1), {.window = std::chrono::milliseconds(0)}),
                 errc::invalid_argument);
     EXPECT_ERRC(admission_gate::create(key_of(1), {.replay_cache = 0}), errc::invalid_argument);

@@ -135,7 +135,8 @@ struct target_link {
     hello info;
 };
 
-// With `key`, the connect carries an admission token naming `identity`. A failed connect keeps
+// With `key`, the connect carries an admission token naming `identity` (its start, where the
+// provider's connect data leaves less room, as verbs' 55 bytes do). A failed connect keeps
 // its code, with connect_failure's message (a refusal says why; without a key, that it wants
 // one).
 inline result<target_link> connect_target(const std::string& provider, const std::string& address,
@@ -149,6 +150,9 @@ inline result<target_link> connect_target(const std::string& provider, const std
     if (!dom)
         return fail(dom.error());
     const auto want = make_depth_request(depth);
+    // The identity is a label: cut to what the provider's connect data leaves (e.g. verbs').
+    const std::size_t room = admission_connect_room(*dom);
+    identity = identity.substr(0, room > want.size() ? room - want.size() : 0);
     auto conn = key != nullptr
                     ? connect_admitted(
                           *dom, hp->first, hp->second, *key, identity,
