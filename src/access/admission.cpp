@@ -382,25 +382,24 @@ result<connection> connect_admitted(const domain& dom, const std::string& host, 
                                     const admission_key& key, std::string_view identity,
                                     const connection_config& config,
                                     std::span<const std::byte> payload) {
-    if (dom && dom.caps().endpoint == endpoint_type::msg &&
-        identity.size() <= admission_max_identity && payload.size() <= max_payload) {
-        // The whole token must fit in the connect request's private data.
-        const std::size_t size = admission_token_overhead + identity.size() + payload.size();
-        const auto& caps = dom.caps();
-        if (size > caps.cm_data_size)
-            return fail(errc::invalid_argument,
-                        "admission: a token of " + std::to_string(size) + " bytes (" +
-                            std::to_string(admission_token_overhead) + " + identity " +
-                            std::to_string(identity.size()) + " + payload " +
-                            std::to_string(payload.size()) + ") does not fit in " + caps.provider +
-                            "'s connect data of " + std::to_string(caps.cm_data_size) + " bytes" +
-                            (caps.rules == provider_rules::verbs ? " (verbs rules)" : "") +
-                            ": identity and payload may take " +
-                            std::to_string(admission_connect_room(dom)) + " bytes together");
-    }
     auto token = make_admission_token(key, identity, payload);
     if (!token)
         return fail(token.error());
+    // The whole token must fit in the connect request's private data: refused before anything
+    // is sent.
+    if (dom && dom.caps().endpoint == endpoint_type::msg &&
+        token->size() > dom.caps().cm_data_size) {
+        const auto& caps = dom.caps();
+        return fail(errc::invalid_argument,
+                    "admission: a token of " + std::to_string(token->size()) + " bytes (" +
+                        std::to_string(admission_token_overhead) + " + identity " +
+                        std::to_string(identity.size()) + " + payload " +
+                        std::to_string(payload.size()) + ") does not fit in " + caps.provider +
+                        "'s connect data of " + std::to_string(caps.cm_data_size) + " bytes" +
+                        (caps.rules == provider_rules::verbs ? " (verbs rules)" : "") +
+                        ": identity and payload may take " +
+                        std::to_string(admission_connect_room(dom)) + " bytes together");
+    }
     auto c = connection::connect(dom, host, port, config, *token);
     if (c)
         return c;

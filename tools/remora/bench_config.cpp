@@ -70,8 +70,13 @@ connection_config config_for(const setup& s, bool target) {
     // target), as the plain libfabric baseline does; the service's requests still need the
     // progress thread.
     c.progress_thread = target && (info.persistence || (!rdm(s) && info.idle_target));
-    if (c.progress_thread && c.channel == channel_mode::none && s.channel.empty())
-        c.channel = channel_mode::separate;  // the progress thread sleeps on the CQs' fds
+    if (s.channel.empty() && target) {
+        // The progress thread sleeps on the CQs' fds; an RDM target's thread busy-polls them.
+        if (c.progress_thread)
+            c.channel = channel_mode::separate;
+        else if (rdm(s))
+            c.channel = channel_mode::none;
+    }
     // One service request per operation in flight (a flush or an atomic without native support).
     if (info.persistence)
         c.addons = {persistence_config{.service_depth = std::max(1u, s.qd)}};
