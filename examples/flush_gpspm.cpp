@@ -60,39 +60,43 @@ std::string_view in_memory(const remora::persistent_region& r, std::size_t i) {
 
 void run_server(std::promise<std::uint16_t>& port, const std::string& path,
                 std::promise<void>& served) {
-    auto dom = must(remora::domain::open(), "server: open domain");
-    auto file = must(
-        remora::persistent_region::open(dom, {.path = path, .size = region_size, .create = true}),
-        "server: open " + path);
-    auto memory = must(remora::persistent_region::open(dom, {.size = region_size}),
-                       "server: open volatile region");
-    auto service = must(remora::target_service::create(), "server: create service");
-    const auto file_wire = must(service.expose(file), "server: expose").serialize();
-    const auto memory_wire = must(service.expose(memory), "server: expose").serialize();
-    std::vector<std::byte> wire(file_wire.begin(), file_wire.end());
-    wire.insert(wire.end(), memory_wire.begin(), memory_wire.end());
+    {
+        // The file region holds its file alone while it is open (a lease: another open, even
+        // this process's, would wait for it to close): the file is read below, once it is closed.
+        auto dom = must(remora::domain::open(), "server: open domain");
+        auto file = must(remora::persistent_region::open(
+                             dom, {.path = path, .size = region_size, .create = true}),
+                         "server: open " + path);
+        auto memory = must(remora::persistent_region::open(dom, {.size = region_size}),
+                           "server: open volatile region");
+        auto service = must(remora::target_service::create(), "server: create service");
+        const auto file_wire = must(service.expose(file), "server: expose").serialize();
+        const auto memory_wire = must(service.expose(memory), "server: expose").serialize();
+        std::vector<std::byte> wire(file_wire.begin(), file_wire.end());
+        wire.insert(wire.end(), memory_wire.begin(), memory_wire.end());
 
-    auto lst = must(remora::listener::create(dom, "127.0.0.1", 0), "server: listen");
-    port.set_value(lst.port());
-    auto req = must(lst.get_request(10s), "server: get_request");
-    auto conn =
-        must(req.accept({.progress_thread = true,
-                         .addons = {remora::persistence_config{.service_depth = service_depth}}},
-                        wire),
-             "server: accept");
-    must(service.serve(conn), "server: serve");
-    served.set_value();
-    example::wait_for_close(conn, "server");
+        auto lst = must(remora::listener::create(dom, "127.0.0.1", 0), "server: listen");
+        port.set_value(lst.port());
+        auto req = must(lst.get_request(10s), "server: get_request");
+        auto conn = must(
+            req.accept({.progress_thread = true,
+                        .addons = {remora::persistence_config{.service_depth = service_depth}}},
+                       wire),
+            "server: accept");
+        must(service.serve(conn), "server: serve");
+        served.set_value();
+        example::wait_for_close(conn, "server");
 
-    if (service.requests() != 2 || service.refused() != 0) {
-        die("server: expected 2 answered requests, got " + std::to_string(service.requests()) +
-            " (" + std::to_string(service.refused()) + " refused)");
+        if (service.requests() != 2 || service.refused() != 0) {
+            die("server: expected 2 answered requests, got " + std::to_string(service.requests()) +
+                " (" + std::to_string(service.refused()) + " refused)");
+        }
+        if (in_memory(file, 1) != texts[1] || in_memory(memory, 2) != texts[2]) {
+            die("server: a flushed write is not in the server's memory");
+        }
     }
     if (example::read_file(path, offsets[0], texts[0].size()) != texts[0]) {
         die("server: the persisted record is not in the file");
-    }
-    if (in_memory(file, 1) != texts[1] || in_memory(memory, 2) != texts[2]) {
-        die("server: a flushed write is not in the server's memory");
     }
     std::printf("server: file holds \"%s\"; memory holds \"%s\" and \"%s\"; 2 requests served\n",
                 texts[0].data(), texts[1].data(), texts[2].data());

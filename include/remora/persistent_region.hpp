@@ -49,10 +49,11 @@ struct persistent_region_config {
 /// A file-backed region holds its file alone (`exclusive`, the default):
 ///  - an exclusive lock: a second region on the same file, in this process or another, is
 ///    refused with errc::bad_state naming the holder's pid;
-///  - a write lease: the kernel breaks it before another process's open or truncate(2) of the
-///    file completes, and makes that process wait (/proc/sys/fs/lease-break-time, 45 s by
-///    default). revoked() then turns true: stop serving and destroy the region within that time,
-///    and the other process's change lands after the mapping is gone, never under it. The break
+///  - a write lease: the kernel breaks it before any other open or truncate(2) of the file
+///    completes (this process's own too: read the file only after the region is destroyed), and
+///    makes the opener wait (/proc/sys/fs/lease-break-time, 45 s by default). revoked() then
+///    turns true: stop serving and destroy the region within that time, and the opener's
+///    change lands after the mapping is gone, never under it. The break
 ///    is signalled with SIGURG, ignored unless the application handles SIGURG. The lease needs
 ///    the file's owner (or CAP_LEASE) and a file nobody else has open; either missing is
 ///    errc::bad_state at open. Processes that already mapped the file are not covered.

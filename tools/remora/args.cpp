@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 namespace remora::tool {
 namespace {

@@ -10,11 +10,13 @@
 #include <string_view>
 #include <utility>
 
-#include <CLI/CLI.hpp>
-
 #include <remora/remora.hpp>
 
 #include "serve.hpp"
+
+namespace CLI {
+class Validator;  // <CLI/CLI.hpp>: included only where the validators are built and used
+}  // namespace CLI
 
 namespace remora::tool {
 
