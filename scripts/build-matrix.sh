@@ -4,7 +4,8 @@
 # (default Release) with GCC and with Debian's clang 14, the library, examples and the remora
 # command. The tests are built and run by scripts/test.sh (RelWithDebInfo and the sanitizer's
 # Debug build); REMORA_MATRIX_TESTS=ON builds them here too. REMORA_MATRIX_COMPILERS chooses the
-# compilers (default "g++ clang++-14").
+# compilers (default "g++ clang++-14"). Every source file is compiled on its own
+# (REMORA_UNITY=OFF), so each one is checked to include what it needs.
 #   scripts/build-matrix.sh [BUILD_TYPE...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,8 @@ for type in "${types[@]}"; do
     for cxx in ${REMORA_MATRIX_COMPILERS:-g++ clang++-14}; do
         build=build-matrix/$type-$cxx
         cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="$type" -DCMAKE_CXX_COMPILER="$cxx" \
-            -DREMORA_WERROR=ON -DREMORA_TESTS="${REMORA_MATRIX_TESTS:-OFF}" >/dev/null
+            -DREMORA_WERROR=ON -DREMORA_UNITY=OFF -DREMORA_TESTS="${REMORA_MATRIX_TESTS:-OFF}" \
+            >/dev/null
         cmake --build "$build" -j "$(nproc)"
         echo "build-matrix: $type with $cxx built without warnings"
     done

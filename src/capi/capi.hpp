@@ -156,6 +156,10 @@ int code_of(std::error_code ec) noexcept;
 int fail(int code, const char* fn, const std::string& message) noexcept;
 // The same for a remora::error (its code mapped, its data kept).
 int fail(const error& e, const char* fn) noexcept;
+// 0 when `r` succeeded, else fail(r.error(), fn).
+inline int done(const char* fn, const result<void>& r) noexcept {
+    return r ? 0 : fail(r.error(), fn);
+}
 
 // NULL checks: REMORA_E_INVALID "fn: NAME is NULL".
 #define REMORA_CAPI_NOT_NULL(fn, p)                                           \

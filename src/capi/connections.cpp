@@ -76,10 +76,6 @@ int connection_config_of(const char* fn, const remora_connection_config* cfg,
 
 namespace {
 
-int done(const char* fn, const remora::result<void>& r) {
-    return r ? 0 : fail(r.error(), fn);
-}
-
 int give_span(std::span<const std::byte> s, const void** data, size_t* len) {
     *data = s.empty() ? nullptr : s.data();
     *len = s.size();

@@ -30,14 +30,6 @@ int persistence_config_of(const char* fn, const remora_persistence_config* cfg,
 
 }  // namespace remora::capi
 
-namespace {
-
-int done(const char* fn, const remora::result<void>& r) {
-    return r ? 0 : fail(r.error(), fn);
-}
-
-}  // namespace
-
 extern "C" {
 
 REMORA_API int remora_atomic_write(remora_connection* conn, const remora_remote_region* dst,

@@ -40,10 +40,6 @@ namespace {
 
 using namespace std::chrono;
 
-std::string n2s(std::size_t v) {
-    return std::to_string(v);
-}
-
 }  // namespace
 
 domain connection_impl::make_domain_handle(const std::shared_ptr<domain_impl>& d) {
@@ -98,11 +94,11 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
         }
         const std::string what =
             kind == cq_kind::cq
-                ? "connection_config::shared_cq: send queue " + n2s(config.sq_size) +
-                      (internal_sends != 0 ? " + internal sends " + n2s(internal_sends)
+                ? "connection_config::shared_cq: send queue " + std::to_string(config.sq_size) +
+                      (internal_sends != 0 ? " + internal sends " + std::to_string(internal_sends)
                                            : std::string()) +
-                      (config.rcq ? "" : " + receive queue " + n2s(config.rq_size))
-                : "connection_config::shared_rcq: receive queue " + n2s(config.rq_size);
+                      (config.rcq ? "" : " + receive queue " + std::to_string(config.rq_size))
+                : "connection_config::shared_rcq: receive queue " + std::to_string(config.rq_size);
         if (auto r = detail::impl_of(shared)->attach_connection(this, need, what); !r) {
             return r;
         }

@@ -9,13 +9,7 @@
 
 namespace remora::detail {
 
-namespace {
-
-std::string n2s(std::size_t v) {
-    return std::to_string(v);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::uint32_t addon_sends(const connection_config& c) noexcept {
     for (const auto& a : c.addons) {
@@ -51,9 +45,10 @@ result<connection_config> effective_config(const connection_config& in, const pr
     // values); the per-operation factor (max_sge) never is: it is refused below.
     if (c.sq_size + internal > caps.tx_size) {
         if (internal >= caps.tx_size) {
-            return fail(errc::too_large,
-                        "connection_config: an addon's internal sends " + n2s(internal) +
-                            " leaves no room in the provider's send queue of " + n2s(caps.tx_size));
+            return fail(errc::too_large, "connection_config: an addon's internal sends " +
+                                             std::to_string(internal) +
+                                             " leaves no room in the provider's send queue of " +
+                                             std::to_string(caps.tx_size));
         }
         c.sq_size = static_cast<std::uint32_t>(caps.tx_size) - internal;
     }
@@ -63,24 +58,26 @@ result<connection_config> effective_config(const connection_config& in, const pr
     c.rq_size = std::min<std::uint32_t>(c.rq_size, detail::op_pool::max_queue);
     const std::size_t sge_limit = std::min<std::size_t>(caps.iov_limit, max_segments);
     if (c.max_sge == 0 || c.max_sge > sge_limit) {
-        return fail(errc::too_large, "connection_config: max_sge " + n2s(c.max_sge) +
-                                         " must be 1.." + n2s(sge_limit) +
+        return fail(errc::too_large, "connection_config: max_sge " + std::to_string(c.max_sge) +
+                                         " must be 1.." + std::to_string(sge_limit) +
                                          " (the provider's iov limit, at most " +
-                                         n2s(max_segments) + ")");
+                                         std::to_string(max_segments) + ")");
     }
     if (internal > detail::op_pool::max_queue) {
         return fail(errc::too_large, "connection_config: an addon's internal sends " +
-                                         n2s(internal) + " exceeds remora's " +
-                                         n2s(detail::op_pool::max_queue) + " records a queue");
+                                         std::to_string(internal) + " exceeds remora's " +
+                                         std::to_string(detail::op_pool::max_queue) +
+                                         " records a queue");
     }
     if (internal != 0) {
         // The addon's messages are the connection's only receives, and its sends get entries
         // of their own beside the application's.
         c.rq_size = internal;
         if (c.rq_size > caps.rx_size) {
-            return fail(errc::too_large,
-                        "connection_config: an addon's internal sends " + n2s(internal) +
-                            " exceeds the provider's receive queue of " + n2s(caps.rx_size));
+            return fail(errc::too_large, "connection_config: an addon's internal sends " +
+                                             std::to_string(internal) +
+                                             " exceeds the provider's receive queue of " +
+                                             std::to_string(caps.rx_size));
         }
     }
     if (c.srq) {
@@ -133,7 +130,7 @@ result<connection_config> effective_config(const connection_config& in, const pr
                                                   static_cast<std::uint32_t>(caps.cq_size));
         if (room < (c.rcq ? 1u : 2u)) {
             return fail(errc::too_large, "connection_config: the provider's CQ of " +
-                                             n2s(caps.cq_size) +
+                                             std::to_string(caps.cq_size) +
                                              " cannot hold these internal sends");
         }
         if (c.rcq) {
@@ -154,9 +151,9 @@ result<connection_config> effective_config(const connection_config& in, const pr
         c.cq_size = need;
     } else if (c.cq_size < need) {
         return fail(errc::invalid_argument,
-                    "connection_config: cq_size " + n2s(c.cq_size) + " cannot hold " + n2s(need) +
-                        " completions (send queue" + (c.rcq ? "" : " + receive queue") +
-                        "); it could overflow");
+                    "connection_config: cq_size " + std::to_string(c.cq_size) + " cannot hold " +
+                        std::to_string(need) + " completions (send queue" +
+                        (c.rcq ? "" : " + receive queue") + "); it could overflow");
     }
     if (c.srq) {
         c.rcq_size = detail::impl_of(c.srq)->size;
@@ -166,9 +163,10 @@ result<connection_config> effective_config(const connection_config& in, const pr
         if (c.rcq_size == 0) {
             c.rcq_size = c.rq_size;
         } else if (c.rcq_size < c.rq_size) {
-            return fail(errc::invalid_argument, "connection_config: rcq_size " + n2s(c.rcq_size) +
-                                                    " cannot hold the receive queue of " +
-                                                    n2s(c.rq_size) + "; it could overflow");
+            return fail(errc::invalid_argument,
+                        "connection_config: rcq_size " + std::to_string(c.rcq_size) +
+                            " cannot hold the receive queue of " + std::to_string(c.rq_size) +
+                            "; it could overflow");
         }
     } else {
         c.rcq_size = 0;

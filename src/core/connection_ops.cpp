@@ -13,13 +13,7 @@
 namespace remora {
 namespace detail {
 
-namespace {
-
-std::string n2s(std::size_t v) {
-    return std::to_string(v);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 // ---------------------------------------------------------------- posting
 
@@ -38,8 +32,9 @@ struct gathered {
                                                   std::span<const local_segment> segs, usage need,
                                                   const char* what, gathered& g) {
     if (segs.size() > c.config.max_sge || segs.size() > gathered::max) {
-        return fail(errc::too_large, std::string(what) + ": " + n2s(segs.size()) +
-                                         " segments exceed max_sge " + n2s(c.config.max_sge));
+        return fail(errc::too_large, std::string(what) + ": " + std::to_string(segs.size()) +
+                                         " segments exceed max_sge " +
+                                         std::to_string(c.config.max_sge));
     }
     for (const local_segment& s : segs) {
         if (s.region == nullptr) {
@@ -51,9 +46,10 @@ struct gathered {
                         std::string(what) + ": region registered in another domain");
         }
         if (s.offset > r.memory.size() || s.length > r.memory.size() - s.offset) {
-            return fail(errc::out_of_range, std::string(what) + ": local range [" + n2s(s.offset) +
-                                                ", +" + n2s(s.length) + ") outside region of " +
-                                                n2s(r.memory.size()) + " bytes");
+            return fail(errc::out_of_range, std::string(what) + ": local range [" +
+                                                std::to_string(s.offset) + ", +" +
+                                                std::to_string(s.length) + ") outside region of " +
+                                                std::to_string(r.memory.size()) + " bytes");
         }
         if (!has_all(r.uses, need)) {
             return fail(errc::access_denied,
@@ -84,7 +80,8 @@ result<void> posted(ssize_t ret, const connection_impl& c, const char* what, boo
     if (ret == -fabric_errno::again) {
         return fail(errc::would_block,
                     std::string(what) + ": " + (recv ? "receive" : "send") + " queue full (depth " +
-                        n2s(recv ? c.config.rq_size : c.config.sq_size) + "); reap completions");
+                        std::to_string(recv ? c.config.rq_size : c.config.sq_size) +
+                        "); reap completions");
     }
     if (!c.open) {
         return fail(errc::disconnected, std::string(what) + ": connection is closed");
@@ -144,7 +141,8 @@ result<void> check_imm(const connection_impl& c, std::uint64_t imm) {
         char hex[24];
         std::snprintf(hex, sizeof(hex), "0x%llx", static_cast<unsigned long long>(imm));
         return fail(errc::too_large, std::string("immediate data ") + hex + " exceeds the " +
-                                         n2s(bytes) + "-byte immediate of this provider");
+                                         std::to_string(bytes) +
+                                         "-byte immediate of this provider");
     }
     return {};
 }
@@ -191,9 +189,9 @@ namespace {
 result<void> check_at_post(const connection_impl& c, const op_options& opts, std::size_t bytes,
                            const char* what) {
     if (opts.report == completion_mode::at_post && bytes > c.dom->caps.inject_size) {
-        return fail(errc::too_large, std::string(what) + ": " + n2s(bytes) +
+        return fail(errc::too_large, std::string(what) + ": " + std::to_string(bytes) +
                                          " bytes cannot complete at post: the inject size is " +
-                                         n2s(c.dom->caps.inject_size));
+                                         std::to_string(c.dom->caps.inject_size));
     }
     return {};
 }

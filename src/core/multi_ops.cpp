@@ -35,7 +35,7 @@ struct multi_part {
     std::uint32_t index = 0;
 };
 
-std::atomic<std::size_t> alive{0};  // multi_ops_alive()
+std::atomic<std::size_t> multi_alive{0};  // multi_ops_alive()
 
 // A connection's multi-key operations in flight, owned here until their last part is done (or
 // the connection goes).
@@ -47,9 +47,9 @@ struct multi_op {
         for (std::size_t i = 0; i < n; ++i) {
             parts[i] = {this, static_cast<std::uint32_t>(i)};
         }
-        alive.fetch_add(1);
+        multi_alive.fetch_add(1);
     }
-    ~multi_op() { alive.fetch_sub(1); }
+    ~multi_op() { multi_alive.fetch_sub(1); }
     multi_op(const multi_op&) = delete;
     multi_op& operator=(const multi_op&) = delete;
     std::vector<multi_part> parts;
@@ -66,11 +66,12 @@ struct multi_op {
     multi_registry* registry;
 };
 
-const char registry_key = 0;
+const char multi_registry_key = 0;
 
-multi_registry& registry_of(connection_impl& c) {
-    return static_cast<multi_registry&>(c.extension(
-        &registry_key, [] { return std::unique_ptr<connection_extension>(new multi_registry()); }));
+multi_registry& multi_registry_of(connection_impl& c) {
+    return static_cast<multi_registry&>(c.extension(&multi_registry_key, [] {
+        return std::unique_ptr<connection_extension>(new multi_registry());
+    }));
 }
 
 // The operation's outcome, once every part is done. Returns whether the CQ's reader sees it.
@@ -84,7 +85,7 @@ bool finish_multi(std::unique_ptr<multi_op> m, completion& c, callback_sink* sin
     return report_parts(std::move(m), c, sink);
 }
 
-bool part_done(void* context, completion& c, callback_sink* sink) {
+bool multi_part_done(void* context, completion& c, callback_sink* sink) {
     auto* part = static_cast<multi_part*>(context);
     multi_op* m = part->op;
     m->status[part->index] = c.status;
@@ -94,14 +95,10 @@ bool part_done(void* context, completion& c, callback_sink* sink) {
     return finish_multi(m->registry->release(m), c, sink);
 }
 
-std::string n2s(std::size_t v) {
-    return std::to_string(v);
-}
-
 }  // namespace
 
 std::size_t multi_ops_alive() noexcept {
-    return alive.load();
+    return multi_alive.load();
 }
 
 }  // namespace detail
@@ -123,9 +120,10 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
         return fail(errc::invalid_argument, "gather_write: no remote segment");
     }
     if (dst.size() > connection::max_gather_parts || dst.size() > c.config.sq_size) {
-        return fail(errc::too_large, "gather_write: " + n2s(dst.size()) + " parts exceed " +
-                                         n2s(connection::max_gather_parts) +
-                                         " or the send queue's depth " + n2s(c.config.sq_size));
+        return fail(errc::too_large,
+                    "gather_write: " + std::to_string(dst.size()) + " parts exceed " +
+                        std::to_string(connection::max_gather_parts) +
+                        " or the send queue's depth " + std::to_string(c.config.sq_size));
     }
     if (opts.report == completion_mode::at_post) {
         return fail(errc::invalid_argument,
@@ -146,7 +144,7 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
     for (std::size_t i = 0; i < dst.size(); ++i) {
         const remote_segment& s = dst[i];
         // The part's name only for an error: built per part, it cost each call N allocations.
-        auto part = [i] { return "gather_write: part " + n2s(i) + ": "; };
+        auto part = [i] { return "gather_write: part " + std::to_string(i) + ": "; };
         if (s.region == nullptr || s.length == 0) {
             return fail(errc::invalid_argument,
                         part() + (s.region == nullptr ? "no remote region" : "zero length"));
@@ -157,9 +155,9 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
         total += s.length;
     }
     if (src_offset > lr.memory.size() || total > lr.memory.size() - src_offset) {
-        return fail(errc::out_of_range, "gather_write: local range [" + n2s(src_offset) + ", +" +
-                                            n2s(total) + ") outside region of " +
-                                            n2s(lr.memory.size()) + " bytes");
+        return fail(errc::out_of_range, "gather_write: local range [" + std::to_string(src_offset) +
+                                            ", +" + std::to_string(total) + ") outside region of " +
+                                            std::to_string(lr.memory.size()) + " bytes");
     }
 
     // Reservation: every part's record and every part's units, or nothing.
@@ -173,9 +171,10 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
     }
     auto reserved = reserve_parked(c, opts, what, [&]() -> result<held_units> {
         if (!c.ops.take_n(queue::send, n, recs)) {
-            return fail(errc::would_block, "gather_write: " + n2s(n) +
+            return fail(errc::would_block, "gather_write: " + std::to_string(n) +
                                                " send-queue entries are not free (depth " +
-                                               n2s(c.config.sq_size) + "); reap completions");
+                                               std::to_string(c.config.sq_size) +
+                                               "); reap completions");
         }
         if (!c.config.slots) {
             return held_units{};
@@ -192,7 +191,7 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
     if (!reserved) {
         return fail(reserved.error());
     }
-    multi_registry& registry = registry_of(c);
+    multi_registry& registry = multi_registry_of(c);
     auto m = std::make_unique<multi_op>(n, registry);
     m->units = std::move(*reserved);
     m->keep = keep;
@@ -203,7 +202,7 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
     m->bytes = total;
     m->left.store(n);
     for (std::size_t i = 0; i < n; ++i) {
-        arm_internal(*recs[i], &part_done, &m->parts[i], op::write);
+        arm_internal(*recs[i], &multi_part_done, &m->parts[i], op::write);
     }
 
     // Post the parts. From here on the connection owns `m`, and the last part to complete frees
@@ -231,8 +230,8 @@ result<void> gather_write_now(connection_impl& c, std::span<const remote_segment
                 registry.release(mp);  // every posted part has completed already: freed here
             }
             return fail(err.error().code(),
-                        "gather_write: part " + n2s(i) + " of " + n2s(n) + ": " +
-                            err.error().message() +
+                        "gather_write: part " + std::to_string(i) + " of " + std::to_string(n) +
+                            ": " + err.error().message() +
                             (i == 0 ? "; nothing was posted" : "; earlier parts were posted"));
         }
         at += s.length;

@@ -38,7 +38,7 @@ struct publish_part {
 
 using publish_registry = owned_operations<publish_op>;
 
-std::atomic<std::size_t> alive{0};  // publish_ops_alive()
+std::atomic<std::size_t> publish_alive{0};  // publish_ops_alive()
 
 // The atomic's reserved entry: not yet posted, posted, or ended before it was posted (an RDM
 // close() completes every taken record, canceled).
@@ -50,9 +50,9 @@ struct publish_op {
         for (std::size_t i = 0; i < parts.size(); ++i) {
             parts[i] = {this, static_cast<std::uint32_t>(i)};
         }
-        alive.fetch_add(1);
+        publish_alive.fetch_add(1);
     }
-    ~publish_op() { alive.fetch_sub(1); }
+    ~publish_op() { publish_alive.fetch_sub(1); }
     publish_op(const publish_op&) = delete;
     publish_op& operator=(const publish_op&) = delete;
 
@@ -83,16 +83,12 @@ struct publish_op {
     }
 };
 
-const char registry_key = 0;
+const char publish_registry_key = 0;
 
-publish_registry& registry_of(connection_impl& c) {
-    return static_cast<publish_registry&>(c.extension(&registry_key, [] {
+publish_registry& publish_registry_of(connection_impl& c) {
+    return static_cast<publish_registry&>(c.extension(&publish_registry_key, [] {
         return std::unique_ptr<connection_extension>(new publish_registry());
     }));
-}
-
-std::string n2s(std::size_t v) {
-    return std::to_string(v);
 }
 
 // The operation's one report. Returns whether the CQ's reader sees `c`.
@@ -179,7 +175,7 @@ bool start_atomic(publish_op* m, completion& c, callback_sink* sink) {
     return finish(m, c, sink);
 }
 
-bool part_done(void* context, completion& c, callback_sink* sink) {
+bool publish_part_done(void* context, completion& c, callback_sink* sink) {
     auto* part = static_cast<publish_part*>(context);
     publish_op* m = part->op;
     m->status[part->index] = c.status;
@@ -229,7 +225,7 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
     std::uint64_t lo = UINT64_MAX, hi = 0;
     for (std::size_t i = 0; i < n; ++i) {
         const remote_segment& s = data[i];
-        const std::string part = "publish: part " + n2s(i) + " (write): ";
+        const std::string part = "publish: part " + std::to_string(i) + " (write): ";
         if (s.region == nullptr || s.length == 0) {
             return fail(errc::invalid_argument,
                         part + (s.region == nullptr ? "no remote region" : "zero length"));
@@ -247,12 +243,12 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
         total += s.length;
     }
     if (src_offset > local.size() || total > local.size() - src_offset) {
-        return fail(errc::out_of_range, "publish: local range [" + n2s(src_offset) + ", +" +
-                                            n2s(total) + ") outside region of " +
-                                            n2s(local.size()) + " bytes");
+        return fail(errc::out_of_range, "publish: local range [" + std::to_string(src_offset) +
+                                            ", +" + std::to_string(total) + ") outside region of " +
+                                            std::to_string(local.size()) + " bytes");
     }
     const remote_region& dr = *data[0].region;
-    const std::string flush_part = "publish: part " + n2s(n) + " (flush): ";
+    const std::string flush_part = "publish: part " + std::to_string(n) + " (flush): ";
     if (auto r = dr.check(lo, hi - lo, usage::flush_target); !r) {
         return fail(r.error().code(), flush_part + r.error().message());
     }
@@ -262,7 +258,7 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
     const bool gpspm = *method == flush_method::gpspm;
     const bool persist_flush =
         has_all(dr.persistence(), persistence::persistent) && how.type != flush_type::visibility;
-    const std::string atomic_part = "publish: part " + n2s(n + 1) + " (atomic): ";
+    const std::string atomic_part = "publish: part " + std::to_string(n + 1) + " (atomic): ";
     if (auto r = flag.check(flag_offset, 8, usage::atomic_target); !r) {
         return fail(r.error().code(), atomic_part + r.error().message());
     }
@@ -279,10 +275,11 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
     const bool native = path == atomic_path::native;
     const std::size_t nrecs = n + (gpspm ? 0 : 1) + (native ? 1 : 0);
     if (n > connection::max_gather_parts || nrecs > c.config.sq_size) {
-        return fail(errc::too_large, "publish: " + n2s(n) + " writes exceed " +
-                                         n2s(connection::max_gather_parts) + ", or " + n2s(nrecs) +
+        return fail(errc::too_large, "publish: " + std::to_string(n) + " writes exceed " +
+                                         std::to_string(connection::max_gather_parts) + ", or " +
+                                         std::to_string(nrecs) +
                                          " send-queue entries exceed its depth " +
-                                         n2s(c.config.sq_size));
+                                         std::to_string(c.config.sq_size));
     }
     const memory_region* scratch = nullptr;
     if (!gpspm) {
@@ -301,9 +298,10 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
     auto reserved = reserve_parked(c, opts, what, [&]() -> result<std::unique_ptr<taken>> {
         auto t = std::make_unique<taken>();
         if (!c.ops.take_n(queue::send, nrecs, t->recs)) {
-            return fail(errc::would_block, "publish: " + n2s(nrecs) +
+            return fail(errc::would_block, "publish: " + std::to_string(nrecs) +
                                                " send-queue entries are not free (depth " +
-                                               n2s(c.config.sq_size) + "); reap completions");
+                                               std::to_string(c.config.sq_size) +
+                                               "); reap completions");
         }
         t->nrecs = nrecs;
         // Undoing a step does not notify the gate (op_pool::give with wake false): units come last,
@@ -351,7 +349,7 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
         return fail(reserved.error());
     }
     taken& t = **reserved;
-    publish_registry& registry = registry_of(c);
+    publish_registry& registry = publish_registry_of(c);
     auto m = std::make_unique<publish_op>(n, registry);
     m->units = std::move(t.units);
     m->conn = &c;
@@ -366,11 +364,11 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
     m->value = value;
     m->left.store(n + 1);
     for (std::size_t i = 0; i < n; ++i) {
-        arm_internal(*t.recs[i], &part_done, &m->parts[i], op::write);
+        arm_internal(*t.recs[i], &publish_part_done, &m->parts[i], op::write);
     }
     op_record* flush_rec = gpspm ? nullptr : t.recs[n];
     if (flush_rec != nullptr) {
-        arm_internal(*flush_rec, &part_done, &m->parts[n], op::flush);
+        arm_internal(*flush_rec, &publish_part_done, &m->parts[n], op::flush);
     }
     if (native) {
         m->atomic_rec = t.recs[nrecs - 1];
@@ -400,7 +398,7 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
             registry.release(mp);
         }
         return fail(e.code(),
-                    "publish: part " + n2s(i) + " of " + n2s(n + 2) + " (" +
+                    "publish: part " + std::to_string(i) + " of " + std::to_string(n + 2) + " (" +
                         (i < n ? "write" : "flush") + "): " + e.message() +
                         (i == 0 ? "; nothing was posted" : "; earlier parts were posted"));
     };
@@ -444,7 +442,7 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
         rq.key = dr.key();
         rq.address = dr.address() + lo;
         rq.arg0 = hi - lo;
-        auto r = hook_request(c, t.flush_slot, rq, &part_done, &mp->parts[n]);
+        auto r = hook_request(c, t.flush_slot, rq, &publish_part_done, &mp->parts[n]);
         if (!r) {
             flush_rec = nullptr;
             t.flush_slot = 0;
@@ -454,9 +452,9 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
             if (mp->left.fetch_sub(1) == 1) {
                 registry.release(mp);
             }
-            return fail(r.error().code(), "publish: part " + n2s(n) + " of " + n2s(n + 2) +
-                                              " (flush): " + r.error().message() +
-                                              "; earlier parts were posted");
+            return fail(r.error().code(),
+                        "publish: part " + std::to_string(n) + " of " + std::to_string(n + 2) +
+                            " (flush): " + r.error().message() + "; earlier parts were posted");
         }
     }
     return {};
@@ -465,7 +463,7 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
 }  // namespace
 
 std::size_t publish_ops_alive() noexcept {
-    return alive.load();
+    return publish_alive.load();
 }
 
 }  // namespace detail

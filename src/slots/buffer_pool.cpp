@@ -37,7 +37,7 @@ struct buffer_pool_impl : internal_access::opaque<buffer_pool> {
 
 // The pool behind a buffer's pool_.
 template <class P>
-buffer_pool_impl* pool_of(const P& p) noexcept {
+buffer_pool_impl* buffer_pool_of(const P& p) noexcept {
     return internal_access::cast<buffer_pool>(p.get());
 }
 
@@ -62,8 +62,8 @@ pooled_buffer::~pooled_buffer() {
 void pooled_buffer::release() noexcept {
     if (pool_) {
         {
-            std::lock_guard lock(detail::pool_of(pool_)->mu);
-            detail::pool_of(pool_)->free.push_back(
+            std::lock_guard lock(detail::buffer_pool_of(pool_)->mu);
+            detail::buffer_pool_of(pool_)->free.push_back(
                 index_);  // capacity reserved at creation: no allocation
         }
         pool_.reset();
@@ -71,13 +71,14 @@ void pooled_buffer::release() noexcept {
 }
 
 std::span<std::byte> pooled_buffer::data() const noexcept {
-    return detail::pool_of(pool_)->memory.subspan(offset(), detail::pool_of(pool_)->buffer_size);
+    return detail::buffer_pool_of(pool_)->memory.subspan(
+        offset(), detail::buffer_pool_of(pool_)->buffer_size);
 }
 const memory_region& pooled_buffer::region() const noexcept {
-    return *detail::pool_of(pool_)->mr;
+    return *detail::buffer_pool_of(pool_)->mr;
 }
 std::size_t pooled_buffer::offset() const noexcept {
-    return static_cast<std::size_t>(index_) * detail::pool_of(pool_)->buffer_size;
+    return static_cast<std::size_t>(index_) * detail::buffer_pool_of(pool_)->buffer_size;
 }
 
 result<buffer_pool> buffer_pool::create(const domain& dom, const buffer_pool_config& cfg) {

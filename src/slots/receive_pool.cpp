@@ -346,7 +346,7 @@ void receive_pool_impl::forget(connection_impl& c) {
 
 // The pool behind a message's pool_.
 template <class P>
-receive_pool_impl* pool_of(const P& p) noexcept {
+receive_pool_impl* receive_pool_of(const P& p) noexcept {
     return internal_access::cast<receive_pool>(p.get());
 }
 
@@ -380,7 +380,8 @@ message::~message() {
 }
 
 std::span<const std::byte> message::data() const noexcept {
-    return pool_ ? std::span<const std::byte>(detail::pool_of(pool_)->buffers[index_].buf, bytes_)
+    return pool_ ? std::span<const std::byte>(detail::receive_pool_of(pool_)->buffers[index_].buf,
+                                              bytes_)
                  : std::span<const std::byte>();
 }
 
@@ -390,7 +391,7 @@ std::uint64_t message::tag() const noexcept {
 
 void message::release() noexcept {
     if (pool_) {
-        detail::receive_pool_impl* p = detail::pool_of(pool_);
+        detail::receive_pool_impl* p = detail::receive_pool_of(pool_);
         p->give_back(&p->buffers[index_]);
         pool_.reset();
     }

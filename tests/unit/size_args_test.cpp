@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include <CLI/CLI.hpp>
+
 #include "args.hpp"
 
 using remora::tool::format_size;

@@ -41,7 +41,7 @@ constexpr auto coroutine = completion_style::coroutine;
 // clang-format off
 // GPSPM request/response with CQ + RCQ, blocking waits on both sides: the completion channel
 // question librpma left open, at 1 and 8 connections.
-constexpr row channels[] = {
+constexpr row channel_rows[] = {
     {.op = "gpspm", .qd = 1, .conns = 1, .wait = "blocking", .channel = "separate", .rcq = true},
     {.op = "gpspm", .qd = 1, .conns = 1, .wait = "blocking", .channel = "shared", .rcq = true},
     {.op = "gpspm", .qd = 1, .conns = 8, .wait = "blocking", .channel = "separate", .rcq = true},
@@ -131,7 +131,7 @@ constexpr suite suites[] = {
     {"channels",
      "GPSPM request/response with CQ + RCQ, blocking waits on both sides, separate vs shared "
      "completion channels at 1 and 8 connections",
-     channels},
+     channel_rows},
     {"persistence",
      "flush latency by method, each atomic path, and the append log (write + GPSPM flush) at "
      "64 B .. 64 KiB",
