@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 start=$SECONDS
 build=${REMORA_DEMO_BUILD:-build}
 bash scripts/install-deps.sh --minimal
+echo "   (packages: $((SECONDS - start)) s)"
 echo "== build: library, command, examples ($build)"
 # A new tree: optimized (-O2) without debug information, the quickest build to compile; an
 # existing tree keeps its build type (scripts/test.sh turns the tests back on).
