@@ -1,16 +1,26 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The application's messages beside the target service's on one connection
-// (persistence_config::message_size): the library's receives (carriers) take every message in
-// the order the provider fills them, the mark of the application's messages tells the two
+// (persistence_config::message_size).
+//
+// Every receive the provider holds on the connection is the library's (a carrier): carriers take
+// the messages in the order they come, the mark of the application's messages tells the two kinds
 // apart, and each message is copied to the receive of its consumer: the service's (its receive
-// slots, posted here instead of to the provider) or the application's (its recv, queued here).
-// A carrier whose message cannot be reported (a service message, one kept for a later receive)
-// frees its completion entry for what is waiting for one: a message kept for a receive posted
-// since, a service receive the client ends early (service_timeout). When nothing brings such an
-// entry, a carrier is canceled for it: its completion is the entry.
+// slots, queued here instead of posted) or the application's (its recv, queued here). The queues
+// are fixed rings sized when the carriers are set up; nothing is allocated per message.
+//
+// Entries: a carrier's completion is a CQ entry. One whose message is not reported at once (a
+// service message, an application message kept until a receive is posted) carries what waits for
+// an entry: a kept message whose receive has been posted since, or a service receive the client
+// ends early (service_timeout). When nothing brings such an entry, a posted carrier is canceled:
+// its completion is the entry, and the carrier is posted again.
+//
+// Closing: once the connection is closing (close(), the peer's end, or its destruction, which
+// marks the mux before anything is torn down), nothing is posted or canceled here again; each
+// carrier the close completes ends one receive still waiting, the application's first. Posts run
+// outside the mux's lock (a receive's post may read the CQ, whose hooks come back here); cancels
+// run under it, so a carrier's record is the one posted for it.
 #include <algorithm>
 #include <cstring>
-#include <deque>
 #include <string>
 
 #include "core/little_endian.hpp"
@@ -26,6 +36,51 @@ namespace {
 constexpr std::uint32_t app_magic = 0x50414d52;  // "RMAP"
 constexpr std::size_t mark_size = 8;
 
+// A FIFO of at most the capacity given to reserve(), allocated there once.
+template <class T>
+class ring {
+  public:
+    void reserve(std::size_t capacity) { items_.resize(capacity); }
+    [[nodiscard]] bool empty() const noexcept { return count_ == 0; }
+    [[nodiscard]] std::size_t size() const noexcept { return count_; }
+    [[nodiscard]] bool full() const noexcept { return count_ == items_.size(); }
+    // False (and nothing queued) when full: the callers' bounds keep it from happening.
+    bool push(const T& v) noexcept {
+        if (full()) {
+            return false;
+        }
+        at(count_++) = v;
+        return true;
+    }
+    T pop() noexcept {
+        T v = items_[head_];
+        head_ = (head_ + 1) % items_.size();
+        --count_;
+        return v;
+    }
+    // Takes out the oldest entry `pred` accepts, the others keeping their order.
+    template <class P>
+    bool take_if(P pred, T& out) {
+        for (std::size_t i = 0; i < count_; ++i) {
+            if (pred(at(i))) {
+                out = at(i);
+                for (std::size_t j = i; j + 1 < count_; ++j) {
+                    at(j) = at(j + 1);
+                }
+                --count_;
+                return true;
+            }
+        }
+        return false;
+    }
+
+  private:
+    T& at(std::size_t i) noexcept { return items_[(head_ + i) % items_.size()]; }
+    std::vector<T> items_;
+    std::size_t head_ = 0;
+    std::size_t count_ = 0;
+};
+
 }  // namespace
 
 struct message_mux {
@@ -35,7 +90,7 @@ struct message_mux {
     struct carrier {
         message_mux* owner = nullptr;
         std::uint32_t index = 0;
-        bool posted = false;    // with the provider
+        bool posted = false;    // with the provider (or being posted)
         bool canceled = false;  // canceled here for its entry
         std::size_t bytes = 0;  // a kept message's length (mark included) and immediate data
         bool has_imm = false;
@@ -44,45 +99,57 @@ struct message_mux {
     std::vector<carrier> carriers;
     std::vector<std::byte> storage;  // the mark, then one room per carrier
     std::optional<memory_region> mr;
-    std::mutex mu;
+    std::mutex mu;  // guards what follows
     struct app_recv {
         void* context = nullptr;
         void (*callback)(const completion&) = nullptr;
         std::array<std::pair<std::byte*, std::size_t>, max_segments> segs{};
         std::size_t count = 0;
     };
-    std::deque<app_recv> app_recvs;      // the application's receives waiting, oldest first
-    std::deque<std::uint32_t> app_kept;  // carriers holding its messages, oldest first
+    ring<app_recv> app_recvs;      // the application's receives waiting, oldest first
+    ring<std::uint32_t> app_kept;  // carriers holding its messages, oldest first
     struct svc_recv {
         std::byte* buf = nullptr;
         std::size_t len = 0;
         hook_fn hook = nullptr;
         void* context = nullptr;
     };
-    std::deque<svc_recv> svc_recvs;      // the service's receives waiting, oldest first
-    std::deque<std::uint32_t> svc_kept;  // target side: requests before a receive was free
-    std::deque<svc_recv> svc_ending;     // service receives to complete canceled (client tick)
-    std::size_t cancels = 0;             // carriers canceled here, their entries to come
+    ring<svc_recv> svc_recvs;      // the service's receives waiting, oldest first
+    ring<std::uint32_t> svc_kept;  // target side: requests that came before a receive was free
+    ring<svc_recv> svc_ending;     // service receives to complete canceled (client tick)
+    std::size_t cancels = 0;       // carriers canceled here, their entries to come
     bool target = false;
+    bool closing = false;  // nothing is posted or canceled any more
 
     std::byte* buf(std::uint32_t k) { return storage.data() + mark_size + k * room; }
+    // Whether carriers may still be posted or canceled; marks the mux closing when not. Under mu.
+    bool live() {
+        closing = closing || connection_closing(*conn);
+        return !closing;
+    }
 };
 
 namespace {
 
+using lock_t = std::unique_lock<std::mutex>;
+
 bool carrier_done(void* context, completion& c, callback_sink* sink);
 
-// Posts carrier k (not under mux.mu: a post may read the CQ outside a completion).
+// Posts carrier k again, unless the connection is closing. Called without m.mu.
 void post_carrier(message_mux& m, std::uint32_t k) {
     message_mux::carrier& ca = m.carriers[k];
     {
         std::lock_guard lock(m.mu);
+        if (!m.live()) {
+            return;
+        }
         ca.posted = true;
     }
     if (!post_internal(*m.conn, queue::recv, m.buf(k), m.room, local_desc(*m.mr), carrier_done,
                        &ca)) {
         std::lock_guard lock(m.mu);
-        ca.posted = false;  // the connection is going away
+        ca.posted = false;
+        m.closing = true;  // refused: the connection is going away
     }
 }
 
@@ -116,129 +183,109 @@ bool report_app(message_mux& m, const message_mux::app_recv& r, completion& c,
     return true;
 }
 
-// Carriers to cancel for an entry: what waits for one, less the cancels on their way.
-void request_entries(message_mux& m, std::unique_lock<std::mutex>& lock) {
+// Cancels posted carriers for what waits for an entry, less the cancels on their way. Under
+// m.mu (the canceled carrier's record is then the one posted for it).
+void request_entries(message_mux& m) {
     const std::size_t want = std::min(m.app_kept.size(), m.app_recvs.size()) + m.svc_ending.size();
-    if (want <= m.cancels || !endpoint_open(*m.conn)) {
+    if (want <= m.cancels || !m.live()) {
         return;
     }
-    std::size_t more = want - m.cancels;
-    std::vector<std::uint32_t> picked;
-    for (std::uint32_t k = static_cast<std::uint32_t>(m.carriers.size()); k-- > 0 && more != 0;) {
+    bool any = false;
+    for (auto k = static_cast<std::uint32_t>(m.carriers.size()); k-- > 0 && m.cancels < want;) {
         message_mux::carrier& ca = m.carriers[k];
-        if (ca.posted && !ca.canceled) {
+        // A carrier being posted has no record yet, one completed has none any more: skipped.
+        if (ca.posted && !ca.canceled && cancel_internal_recv(*m.conn, &ca)) {
             ca.canceled = true;
             ++m.cancels;
-            picked.push_back(k);
-            --more;
+            any = true;
         }
-    }
-    lock.unlock();
-    bool any = false;
-    auto taken = m.conn->ops.taken();
-    for (std::uint32_t k : picked) {
-        bool done = false;
-        for (auto [rec, is_recv] : taken) {
-            if (is_recv && rec->user_context == &m.carriers[k]) {
-                done = cancel_op(*m.conn, rec);
-                break;
-            }
-        }
-        if (!done) {
-            // Completed meanwhile (its entry is on its way) or gone: no cancel of ours.
-            std::lock_guard g(m.mu);
-            if (m.carriers[k].canceled) {
-                m.carriers[k].canceled = false;
-                --m.cancels;
-            }
-        }
-        any = any || done;
     }
     if (any) {
-        kick_readers(*m.conn);
+        kick_readers(*m.conn);  // the canceled completions come through the CQ's reader
     }
-    lock.lock();
 }
 
-// An entry nothing else reports: it carries what waits for one, if anything. Caller holds
-// m.mu through `lock`; it may be released.
-bool use_entry(message_mux& m, completion& c, std::unique_lock<std::mutex>& lock,
-               callback_sink* sink) {
+// An entry nothing else reports carries what waits for one, if anything. Takes over `lock`
+// (released on return).
+bool use_entry(message_mux& m, completion& c, lock_t& lock, callback_sink* sink) {
     if (!m.app_kept.empty() && !m.app_recvs.empty()) {
-        const std::uint32_t k = m.app_kept.front();
-        m.app_kept.pop_front();
-        const message_mux::app_recv r = m.app_recvs.front();
-        m.app_recvs.pop_front();
-        completion out = c;
-        out.status = {};
-        out.has_imm = m.carriers[k].has_imm;
-        out.imm = m.carriers[k].imm;
-        fill_app(m, k, m.carriers[k].bytes, r, out);
-        request_entries(m, lock);
+        const std::uint32_t k = m.app_kept.pop();
+        const message_mux::app_recv r = m.app_recvs.pop();
+        c.status = {};
+        c.has_imm = m.carriers[k].has_imm;
+        c.imm = m.carriers[k].imm;
+        fill_app(m, k, m.carriers[k].bytes, r, c);
+        request_entries(m);
         lock.unlock();
         post_carrier(m, k);
-        c = out;
         return report_app(m, r, c, sink);
     }
     if (!m.svc_ending.empty()) {
-        const message_mux::svc_recv s = m.svc_ending.front();
-        m.svc_ending.pop_front();
+        const message_mux::svc_recv s = m.svc_ending.pop();
         lock.unlock();
         c.status = make_error_code(errc::canceled);
         c.bytes = 0;
         return s.hook(s.context, c, sink);
     }
-    request_entries(m, lock);
+    request_entries(m);
+    lock.unlock();
     return false;
+}
+
+// A carrier's failed completion while the connection closes: it ends one receive still waiting,
+// the application's first (each one once), else reports nothing.
+bool end_waiting(message_mux& m, completion& c, lock_t& lock, callback_sink* sink) {
+    if (!m.app_recvs.empty()) {
+        const message_mux::app_recv r = m.app_recvs.pop();
+        lock.unlock();
+        c.op = op::recv;
+        c.context = r.context;
+        c.bytes = 0;
+        return report_app(m, r, c, sink);
+    }
+    message_mux::svc_recv s;
+    if (!m.svc_recvs.empty()) {
+        s = m.svc_recvs.pop();
+    } else if (!m.svc_ending.empty()) {
+        s = m.svc_ending.pop();
+    } else {
+        return false;
+    }
+    lock.unlock();
+    return s.hook(s.context, c, sink);
 }
 
 bool carrier_done(void* context, completion& c, callback_sink* sink) {
     auto& ca = *static_cast<message_mux::carrier*>(context);
     message_mux& m = *ca.owner;
     const std::uint32_t k = ca.index;
-    std::unique_lock lock(m.mu);
+    lock_t lock(m.mu);
     ca.posted = false;
-    const bool ours = ca.canceled;
-    if (ours) {
-        ca.canceled = false;
-        --m.cancels;
-    }
-    const bool going = !endpoint_open(*m.conn) || !m.conn->open.load();
-    if (!c.ok() && (c.status == errc::access_denied || (ours && !going))) {
-        // A stranger's RDM message, or canceled here for its entry: the carrier goes back, and
-        // its entry carries what waits for one.
+    const bool ours = std::exchange(ca.canceled, false);
+    m.cancels -= ours ? 1 : 0;
+    if (!c.ok()) {
+        if (!m.live() || !m.conn->open.load()) {
+            m.closing = true;
+            return end_waiting(m, c, lock, sink);
+        }
+        // Canceled here for its entry, or a stranger's RDM message: the carrier goes back, and its
+        // entry carries what waits for one. Any other failure (a message longer than the carrier,
+        // where the provider goes on): the first receive of the application's waiting sees it.
+        const bool again = ours || c.status == errc::access_denied;
         lock.unlock();
         post_carrier(m, k);
         lock.lock();
-        return use_entry(m, c, lock, sink);
-    }
-    if (!c.ok()) {
-        // The connection is going away (or the provider failed the receive): the entry fails a
-        // receive still waiting, the application's first, then the service's.
-        if (!m.app_recvs.empty()) {
-            const message_mux::app_recv r = m.app_recvs.front();
-            m.app_recvs.pop_front();
-            lock.unlock();
-            c.op = op::recv;
-            c.context = r.context;
-            c.bytes = 0;
-            return report_app(m, r, c, sink);
+        if (again || m.app_recvs.empty()) {
+            return use_entry(m, c, lock, sink);
         }
-        if (!m.svc_recvs.empty()) {
-            const message_mux::svc_recv s = m.svc_recvs.front();
-            m.svc_recvs.pop_front();
-            lock.unlock();
-            return s.hook(s.context, c, sink);
-        }
-        return false;
+        return end_waiting(m, c, lock, sink);
     }
     const std::size_t bytes = c.bytes;
     const bool app =
         bytes >= mark_size && get_le(m.buf(k), 4) == app_magic && get_le(m.buf(k) + 4, 4) == 1;
     if (app) {
         if (m.app_kept.empty() && !m.app_recvs.empty()) {
-            const message_mux::app_recv r = m.app_recvs.front();
-            m.app_recvs.pop_front();
+            const message_mux::app_recv r = m.app_recvs.pop();
             fill_app(m, k, bytes, r, c);
             lock.unlock();
             post_carrier(m, k);
@@ -248,14 +295,14 @@ bool carrier_done(void* context, completion& c, callback_sink* sink) {
         ca.bytes = bytes;
         ca.has_imm = c.has_imm;
         ca.imm = c.imm;
-        m.app_kept.push_back(k);
+        (void)m.app_kept.push(k);  // room for every carrier
         return use_entry(m, c, lock, sink);
     }
     // The service's (anything without the mark: the service's own checks judge it).
     if (m.svc_recvs.empty()) {
         if (m.target) {
             ca.bytes = bytes;
-            m.svc_kept.push_back(k);  // answered once a request slot is free (service_recv)
+            (void)m.svc_kept.push(k);  // answered once a request slot is free (service_recv)
         } else {
             lock.unlock();  // a reply nobody waits for: not an answer to anything asked
             post_carrier(m, k);
@@ -263,8 +310,7 @@ bool carrier_done(void* context, completion& c, callback_sink* sink) {
         }
         return use_entry(m, c, lock, sink);
     }
-    const message_mux::svc_recv s = m.svc_recvs.front();
-    m.svc_recvs.pop_front();
+    const message_mux::svc_recv s = m.svc_recvs.pop();
     std::memcpy(s.buf, m.buf(k), std::min(bytes, s.len));
     lock.unlock();
     post_carrier(m, k);
@@ -276,14 +322,10 @@ bool carrier_done(void* context, completion& c, callback_sink* sink) {
     return use_entry(m, c, lock, sink);
 }
 
-}  // namespace
-
-namespace {
-
 // The connection's message mux, created (its carriers registered and posted) on first use.
 result<message_mux*> mux_of(connection_impl& c) {
     persist_conn& p = persist_of(c);
-    std::unique_lock lock(p.mux_mu);
+    lock_t lock(p.mux_mu);
     if (p.mux) {
         return p.mux.get();
     }
@@ -291,9 +333,9 @@ result<message_mux*> mux_of(connection_impl& c) {
     auto m = std::make_unique<message_mux>();
     m->conn = &c;
     const std::uint32_t service = message_slots(cfg.service_depth);
-    m->app_depth = (c.config.rq_size - service) / 2;
-    m->room = std::max<std::size_t>(cfg.message_size + mark_size, request_room);
     const std::uint32_t count = c.config.rq_size;
+    m->app_depth = (count - service) / 2;
+    m->room = std::max<std::size_t>(cfg.message_size + mark_size, request_room);
     m->storage.assign(mark_size + count * m->room, std::byte{0});
     put_le(m->storage.data(), app_magic, 4);
     put_le(m->storage.data() + 4, 1, 4);
@@ -307,26 +349,30 @@ result<message_mux*> mux_of(connection_impl& c) {
         m->carriers[k].owner = m.get();
         m->carriers[k].index = k;
     }
+    m->app_recvs.reserve(m->app_depth);
+    m->app_kept.reserve(count);
+    m->svc_recvs.reserve(service);
+    m->svc_kept.reserve(count);
+    m->svc_ending.reserve(service);
+    message_mux& mx = *m;
+    // Before anything of the connection is torn down: nothing is posted or canceled here again.
+    on_teardown(
+        c,
+        [&mx](connection_impl&) {
+            std::lock_guard g(mx.mu);
+            mx.closing = true;
+        },
+        nullptr);
     p.mux = std::move(m);
-    message_mux& mx = *p.mux;
-    {
-        std::lock_guard g(mx.mu);
-        for (auto& ca : mx.carriers) {
-            ca.posted = true;
-        }
-    }
-    // Posted outside the lock: a post may read the CQ, whose hooks come back here.
     lock.unlock();
     for (std::uint32_t k = 0; k < count; ++k) {
-        if (auto r = post_internal(c, queue::recv, mx.buf(k), mx.room, local_desc(*mx.mr),
-                                   carrier_done, &mx.carriers[k]);
-            !r) {
-            std::lock_guard g(mx.mu);
-            for (std::uint32_t j = k; j < count; ++j) {
-                mx.carriers[j].posted = false;
-            }
-            return fail(r.error());
-        }
+        post_carrier(mx, k);
+    }
+    std::lock_guard g(mx.mu);
+    if (mx.closing) {
+        return fail(errc::disconnected,
+                    "the connection's receives could not be posted: it is "
+                    "closing");
     }
     return &mx;
 }
@@ -347,15 +393,14 @@ result<void> service_recv(service_conn& s, void* buf, std::size_t len, hook_fn h
         return fail(mp.error());
     }
     message_mux& m = **mp;
-    std::unique_lock lock(m.mu);
+    lock_t lock(m.mu);
     m.target = s.target;
     if (m.svc_kept.empty()) {
-        m.svc_recvs.push_back({static_cast<std::byte*>(buf), len, hook, context});
+        (void)m.svc_recvs.push({static_cast<std::byte*>(buf), len, hook, context});  // one a slot
         return {};
     }
     // A request that came before this slot was free: answered now.
-    const std::uint32_t k = m.svc_kept.front();
-    m.svc_kept.pop_front();
+    const std::uint32_t k = m.svc_kept.pop();
     const std::size_t bytes = m.carriers[k].bytes;
     std::memcpy(buf, m.buf(k), std::min(bytes, len));
     lock.unlock();
@@ -377,16 +422,14 @@ bool cancel_service_recv(persist_conn& p, void* context) {
     if (m == nullptr) {
         return false;
     }
-    std::unique_lock lock(m->mu);
-    const auto it =
-        std::find_if(m->svc_recvs.begin(), m->svc_recvs.end(),
-                     [&](const message_mux::svc_recv& r) { return r.context == context; });
-    if (it == m->svc_recvs.end()) {
+    std::lock_guard lock(m->mu);
+    message_mux::svc_recv r;
+    if (!m->svc_recvs.take_if([&](const message_mux::svc_recv& s) { return s.context == context; },
+                              r)) {
         return false;
     }
-    m->svc_ending.push_back(*it);
-    m->svc_recvs.erase(it);
-    request_entries(*m, lock);
+    (void)m->svc_ending.push(r);  // one a slot, as svc_recvs
+    request_entries(*m);
     return true;
 }
 
@@ -444,20 +487,28 @@ result<void> mux_recv(connection_impl& c, std::span<const local_segment> dst,
         }
         r.segs[r.count++] = {mem.data() + s.offset, s.length};
     }
+    if (!c.open.load() && c.connecting.load()) {
+        return fail(errc::bad_state,
+                    "recv: with persistence_config::message_size, receives are taken once the "
+                    "connection is established (wait for conn_event::established)");
+    }
+    if (auto ok = check_open(c, "recv"); !ok) {
+        return ok;
+    }
     auto mp = mux_of(c);
     if (!mp) {
         return fail(mp.error());
     }
     message_mux& m = **mp;
-    std::unique_lock lock(m.mu);
-    if (m.app_recvs.size() >= m.app_depth) {
+    std::lock_guard lock(m.mu);
+    if (!m.live()) {
+        return fail(errc::disconnected, "recv: connection is not open");
+    }
+    if (!m.app_recvs.push(r)) {
         return fail(errc::would_block, "recv: receive queue full (depth " +
                                            std::to_string(m.app_depth) + "); reap completions");
     }
-    m.app_recvs.push_back(r);
-    if (!m.app_kept.empty()) {
-        request_entries(m, lock);  // a message waits for it: an entry brings it
-    }
+    request_entries(m);  // a message kept for it: an entry brings it
     return {};
 }
 
