@@ -8,6 +8,13 @@
 // slots, queued here instead of posted) or the application's (its recv, queued here). The queues
 // are fixed rings sized when the carriers are set up; nothing is allocated per message.
 //
+// Early messages: at most rq_size messages of the application's wait in carriers for receives,
+// so the carriers still posted (service_depth + 1 + rq_size at least) always outnumber the
+// receives that wait, and a carrier can always be canceled for an entry. A message of the
+// application's that comes when rq_size of its messages wait already is dropped (its carrier is
+// posted again at once, so the service's messages go on): the receive that would have taken it
+// completes with errc::would_block in its place, in the order the messages came.
+//
 // Entries: a carrier's completion is a CQ entry. One whose message is not reported at once (a
 // service message, an application message kept until a receive is posted) carries what waits for
 // an entry: a kept message whose receive has been posted since, or a service receive the client
@@ -41,6 +48,8 @@ template <class T>
 class ring {
   public:
     void reserve(std::size_t capacity) { items_.resize(capacity); }
+    T& front() noexcept { return at(0); }
+    T& back() noexcept { return at(count_ - 1); }
     [[nodiscard]] bool empty() const noexcept { return count_ == 0; }
     [[nodiscard]] std::size_t size() const noexcept { return count_; }
     [[nodiscard]] bool full() const noexcept { return count_ == items_.size(); }
@@ -106,8 +115,17 @@ struct message_mux {
         std::array<std::pair<std::byte*, std::size_t>, max_segments> segs{};
         std::size_t count = 0;
     };
-    ring<app_recv> app_recvs;      // the application's receives waiting, oldest first
-    ring<std::uint32_t> app_kept;  // carriers holding its messages, oldest first
+    ring<app_recv> app_recvs;  // the application's receives waiting, oldest first
+    // Its messages waiting for a receive, oldest first: a carrier holding one, or (carrier
+    // `dropped`) that many dropped in a row, each to complete a receive errc::would_block.
+    static constexpr std::uint32_t dropped = ~std::uint32_t{0};
+    struct early {
+        std::uint32_t carrier = dropped;
+        std::uint32_t drops = 0;
+    };
+    ring<early> app_kept;
+    std::uint32_t app_rooms = 0;  // carriers in app_kept (at most app_depth)
+    std::size_t app_pending = 0;  // messages in app_kept, dropped ones included
     struct svc_recv {
         std::byte* buf = nullptr;
         std::size_t len = 0;
@@ -134,6 +152,7 @@ namespace {
 using lock_t = std::unique_lock<std::mutex>;
 
 bool carrier_done(void* context, completion& c, callback_sink* sink);
+void request_entries(message_mux& m);
 
 // Posts carrier k again, unless the connection is closing. Called without m.mu.
 void post_carrier(message_mux& m, std::uint32_t k) {
@@ -145,12 +164,15 @@ void post_carrier(message_mux& m, std::uint32_t k) {
         }
         ca.posted = true;
     }
-    if (!post_internal(*m.conn, queue::recv, m.buf(k), m.room, local_desc(*m.mr), carrier_done,
-                       &ca)) {
-        std::lock_guard lock(m.mu);
+    const bool ok = static_cast<bool>(post_internal(*m.conn, queue::recv, m.buf(k), m.room,
+                                                    local_desc(*m.mr), carrier_done, &ca));
+    std::lock_guard lock(m.mu);
+    if (!ok) {
         ca.posted = false;
         m.closing = true;  // refused: the connection is going away
+        return;
     }
+    request_entries(m);  // a cancel that found this carrier still being posted
 }
 
 // Copies carrier k's message (its mark stripped) into receive r; fills c as r's completion.
@@ -186,7 +208,7 @@ bool report_app(message_mux& m, const message_mux::app_recv& r, completion& c,
 // Cancels posted carriers for what waits for an entry, less the cancels on their way. Under
 // m.mu (the canceled carrier's record is then the one posted for it).
 void request_entries(message_mux& m) {
-    const std::size_t want = std::min(m.app_kept.size(), m.app_recvs.size()) + m.svc_ending.size();
+    const std::size_t want = std::min(m.app_pending, m.app_recvs.size()) + m.svc_ending.size();
     if (want <= m.cancels || !m.live()) {
         return;
     }
@@ -208,9 +230,26 @@ void request_entries(message_mux& m) {
 // An entry nothing else reports carries what waits for one, if anything. Takes over `lock`
 // (released on return).
 bool use_entry(message_mux& m, completion& c, lock_t& lock, callback_sink* sink) {
-    if (!m.app_kept.empty() && !m.app_recvs.empty()) {
-        const std::uint32_t k = m.app_kept.pop();
+    if (m.app_pending != 0 && !m.app_recvs.empty()) {
         const message_mux::app_recv r = m.app_recvs.pop();
+        message_mux::early& e = m.app_kept.front();
+        const std::uint32_t k = e.carrier;
+        --m.app_pending;
+        if (k == message_mux::dropped) {
+            if (--e.drops == 0) {
+                (void)m.app_kept.pop();
+            }
+            request_entries(m);
+            lock.unlock();
+            c.op = op::recv;
+            c.context = r.context;
+            c.bytes = 0;
+            c.has_imm = false;
+            c.status = make_error_code(errc::would_block);
+            return report_app(m, r, c, sink);
+        }
+        (void)m.app_kept.pop();
+        --m.app_rooms;
         c.status = {};
         c.has_imm = m.carriers[k].has_imm;
         c.imm = m.carriers[k].imm;
@@ -284,18 +323,33 @@ bool carrier_done(void* context, completion& c, callback_sink* sink) {
     const bool app =
         bytes >= mark_size && get_le(m.buf(k), 4) == app_magic && get_le(m.buf(k) + 4, 4) == 1;
     if (app) {
-        if (m.app_kept.empty() && !m.app_recvs.empty()) {
+        if (m.app_pending == 0 && !m.app_recvs.empty()) {
             const message_mux::app_recv r = m.app_recvs.pop();
             fill_app(m, k, bytes, r, c);
             lock.unlock();
             post_carrier(m, k);
             return report_app(m, r, c, sink);
         }
-        // Kept until the application posts a receive (and behind those kept before it).
-        ca.bytes = bytes;
-        ca.has_imm = c.has_imm;
-        ca.imm = c.imm;
-        (void)m.app_kept.push(k);  // room for every carrier
+        ++m.app_pending;
+        if (m.app_rooms < m.app_depth) {
+            // Kept until the application posts a receive (and behind those kept before it).
+            ca.bytes = bytes;
+            ca.has_imm = c.has_imm;
+            ca.imm = c.imm;
+            ++m.app_rooms;
+            (void)m.app_kept.push({k, 0});
+            return use_entry(m, c, lock, sink);
+        }
+        // rq_size of its messages wait already: this one is dropped, its receive fails in its
+        // place, and the carrier goes back for the messages behind it.
+        if (!m.app_kept.empty() && m.app_kept.back().carrier == message_mux::dropped) {
+            ++m.app_kept.back().drops;
+        } else {
+            (void)m.app_kept.push({message_mux::dropped, 1});
+        }
+        lock.unlock();
+        post_carrier(m, k);
+        lock.lock();
         return use_entry(m, c, lock, sink);
     }
     // The service's (anything without the mark: the service's own checks judge it).
@@ -350,7 +404,7 @@ result<message_mux*> mux_of(connection_impl& c) {
         m->carriers[k].index = k;
     }
     m->app_recvs.reserve(m->app_depth);
-    m->app_kept.reserve(count);
+    m->app_kept.reserve(2 * std::size_t{m->app_depth} + 1);  // kept and runs of drops alternate
     m->svc_recvs.reserve(service);
     m->svc_kept.reserve(count);
     m->svc_ending.reserve(service);
