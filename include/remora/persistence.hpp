@@ -62,19 +62,22 @@ struct persistence_config {
     /// each max(message_size + 8, 256) bytes, registered at the connection's first message;
     /// config().rq_size reports their count (the CQ or RCQ holds as many entries). The
     /// application's recv posts nothing: it takes one of rq_size receives of the application
-    /// (errc::would_block past them; no connection_config::slots units) and completes, on the
-    /// CQ or RCQ with op::recv, the bytes, its immediate data and op_options::context, once a
-    /// message of the application's is copied into it, in the order the messages came (a
-    /// longer message than its segments hold: errc::too_large, its first bytes copied). A
-    /// message that arrives with no receive of the application's waiting is kept until one is
-    /// posted, which then completes through an entry the library frees for it (a canceled
-    /// receive of its own). Each send of the application takes one segment more than its own
-    /// (an 8-byte mark: max_sge must leave one free, errc::too_large at setup) and its usual
-    /// send-queue entry; copied sends (send_copy) are refused (errc::not_supported). When the
-    /// connection ends, the application's receives still waiting complete with its error.
-    /// A peer that sends more of the application's messages than this side's rq_size before
-    /// it posts receives for them holds up the connection's stream (the service's messages
-    /// too) until it does, as an unreceived message holds up any connection.
+    /// (errc::would_block past them; no connection_config::slots units; errc::bad_state before
+    /// the connection is established) and completes, on the CQ or RCQ with op::recv, the bytes,
+    /// its immediate data and op_options::context, once a message of the application's is
+    /// copied into it, in the order the messages came (a longer message than its segments
+    /// hold: errc::too_large, its first bytes copied). Up to rq_size messages that arrive with
+    /// no receive of the application's waiting are kept until receives are posted, which then
+    /// complete through entries the library frees for them (canceled receives of its own). A
+    /// message that arrives when rq_size of them wait already is dropped, and the receive that
+    /// would have taken it completes with errc::would_block and no bytes in its place, in the
+    /// same order: a peer's application should not send further ahead of this side's receives
+    /// (a verbs peer would see receiver-not-ready). The service's messages go on meanwhile.
+    /// Each send of the application takes one segment more than its own (an 8-byte mark:
+    /// max_sge must leave one free, errc::too_large at setup) and its usual send-queue entry;
+    /// copied sends (send_copy) are refused (errc::not_supported), as a send longer than
+    /// message_size (errc::too_large). When the connection ends (close(), the peer's end), each
+    /// receive of the application's still waiting completes once, with the connection's error.
     std::uint32_t message_size = 0;
     /// Client side of the target's service: a GPSPM flush or service atomic whose reply has not
     /// come service_timeout after its post completes with errc::timed_out, and its queue entries

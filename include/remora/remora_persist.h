@@ -168,7 +168,9 @@ struct remora_persistence_config {
      *  (remora::persistence_config::message_size, where the contract is stated in full). Set the
      *  same value on both sides. The application's receives are then taken by the library
      *  (up to rq_size at once, REMORA_E_WOULD_BLOCK past them) and complete with
-     *  REMORA_OP_RECV once a message of the application's is copied into them; a longer send
+     *  REMORA_OP_RECV once a message of the application's is copied into them (one that came
+     *  when rq_size of them waited for receives already: status REMORA_E_WOULD_BLOCK, no
+     *  bytes, in its place); a longer send
      *  than message_size gives REMORA_E_TOO_LARGE, a copied send REMORA_E_NOT_SUPPORTED, a
      *  message_size without a service_depth REMORA_E_INVALID at setup. 0: none. A caller built
      *  against an older header (a smaller size) gets 0. */

@@ -8,7 +8,8 @@
 //  - queue entries of its own: a connection whose addon (connection_config::addons) asks for
 //    internal sends (connection_addon::internal_sends; persistence's service_depth) has that many
 //    send entries beside the application's (queue::service), and its receives are the
-//    extension's (queue::recv); the application's send and recv are refused there;
+//    extension's (queue::recv); the application's send and recv are refused there, unless the
+//    addon is a message_router (below), which carries them beside its own;
 //  - a hook on its internal completions: a send or receive posted with post_internal completes
 //    through its hook, in finish(), instead of a user callback;
 //  - busy(): the requests it has in flight for the application, which connection::in_flight()

@@ -551,26 +551,12 @@ std::chrono::steady_clock::time_point persist_conn::tick(
         if (s.recv_canceled[j] || !endpoint_open(c)) {
             continue;
         }
-        if (c.router != nullptr) {
-            // The service's receives are the library's (message_size): ended there.
-            if (cancel_service_recv(*this, &s.recv_refs[j])) {
-                s.recv_canceled[j] = true;
-                ++s.recv_cancels;
-            }
-            continue;
-        }
-        if (taken.empty()) {
-            taken = c.ops.taken();
-        }
-        for (auto [rec, is_recv] : taken) {
-            if (is_recv && rec->user_context == &s.recv_refs[j]) {
-                if (cancel_op(c, rec)) {
-                    s.recv_canceled[j] = true;
-                    ++s.recv_cancels;
-                    canceled = true;
-                }
-                break;
-            }
+        // With message_size the service's receives are the library's: ended there.
+        if (c.router != nullptr ? cancel_service_recv(*this, &s.recv_refs[j])
+                                : cancel_internal_recv(c, &s.recv_refs[j])) {
+            s.recv_canceled[j] = true;
+            ++s.recv_cancels;
+            canceled = canceled || c.router == nullptr;
         }
     }
     if (canceled) {

@@ -45,9 +45,12 @@ constexpr std::uint32_t msg = 200;
 
 class service_messages : public testing::TestWithParam<std::string> {
   protected:
-    void start(bool serve = true, std::chrono::milliseconds serve_wait = 1000ms) {
-        const persistence_config pc{
-            .service_depth = depth, .message_size = msg, .serve_wait = serve_wait};
+    void start(bool serve = true, std::chrono::milliseconds serve_wait = 1000ms,
+               std::chrono::milliseconds timeout = 30s) {
+        const persistence_config pc{.service_depth = depth,
+                                    .message_size = msg,
+                                    .service_timeout = timeout,
+                                    .serve_wait = serve_wait};
         pair_ =
             must(connect_pair(GetParam(), {.rq_size = rq, .progress_thread = true, .addons = {pc}},
                               {.rq_size = rq, .addons = {pc}}));
@@ -326,6 +329,38 @@ TEST_P(service_messages, an_unserved_service_does_not_hold_up_the_applications_m
     EXPECT_EQ(flush.context, &ctx);
     EXPECT_TRUE(flush.status == errc::bad_state) << flush.status.message();
     EXPECT_EQ(service_->requests(), 0u);
+}
+
+TEST_P(service_messages, a_request_past_service_timeout_ends_while_messages_flow) {
+    // No serve_wait check and a target that never serves: the flushes end at service_timeout,
+    // through an entry of the library's receives (a canceled one), and messages go on.
+    start(false, 0ms, 300ms);
+    int ctx[2];
+    for (int& x : ctx) {
+        REMORA_ASSERT_OK(
+            retrying([&] { return remora::flush(*client_, desc_, 0, 8, gpspm, {.context = &x}); }));
+    }
+    std::size_t ended = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (ended < 2 && std::chrono::steady_clock::now() < deadline) {
+        for (const auto& c : collect(client_->cq(), 1, true, 100ms)) {
+            if (c.op == op::flush) {
+                EXPECT_TRUE(c.context == &ctx[0] || c.context == &ctx[1]);
+                EXPECT_TRUE(c.status == errc::timed_out) << c.status.message();
+                ++ended;
+            }
+        }
+    }
+    EXPECT_EQ(ended, 2u);
+    EXPECT_EQ(client_->in_flight(), 0u);
+    REMORA_ASSERT_OK(server_->recv(*smr_, 0, msg));
+    const std::string m = text("still", 1);
+    put(*cbuf_, 0, m);
+    REMORA_ASSERT_OK(retrying([&] { return client_->send(*cmr_, 0, m.size()); }));
+    auto got = collect(rq_of(*server_), 1, true, 10s);
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_TRUE(got[0].ok()) << got[0].status.message();
+    EXPECT_EQ(get(*sbuf_, 0, m.size()), m);
 }
 
 TEST_P(service_messages, receives_and_requests_in_flight_end_once_when_the_peer_goes_away) {
