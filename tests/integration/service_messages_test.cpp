@@ -649,7 +649,7 @@ TEST_P(service_messages, killed_peer_process_ends_every_receive_and_request_once
 }
 
 std::vector<std::string> params() {
-    return {"tcp", "sockets", "rdm:shm", "rdm:tcp;ofi_rxm", "rdm:net"};
+    return {"tcp", "sockets", "rdm:shm", "rdm:tcp;ofi_rxm", "rdm:net", "rdm:sockets"};
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, service_messages, testing::ValuesIn(params()), provider_name);
