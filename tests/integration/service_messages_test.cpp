@@ -2,7 +2,8 @@
 // The application's messages beside the target service's on one connection
 // (persistence_config::message_size): GPSPM flushes interleaved with send/recv ping-pongs, each
 // message at its own consumer with its bytes; one side's receives missing while the other's
-// traffic goes on; the peer going away in the middle. MSG (tcp, sockets) and RDM peers.
+// traffic goes on; the peer going away in the middle; a peer process killed mid-traffic. MSG
+// (tcp, sockets) and RDM peers (shm, tcp;ofi_rxm, net, sockets).
 #include <remora/remora.hpp>
 
 #include <gtest/gtest.h>
