@@ -44,11 +44,41 @@ struct persistence_config {
     /// service atomics (see target_service.hpp). 0: none. Set it on both sides; the target's must
     /// be at least the client's. The service's messages get queue entries of their own (the
     /// send queue grows by service_depth + 1, receives are sized to it: the one more is for the
-    /// hello, see serve_wait), and a connection with a
-    /// service depth carries only the service's messages: send and recv are refused, and it
-    /// cannot take a shared_receive_queue. Past the provider's queues or remora's bound of a
-    /// queue: errc::too_large at setup.
+    /// hello, see serve_wait). Without message_size, a connection with a service depth carries
+    /// only the service's messages: send and recv are refused (errc::bad_state). It cannot take
+    /// a shared_receive_queue. Past the provider's queues or remora's bound of a queue:
+    /// errc::too_large at setup.
     std::uint32_t service_depth = 0;
+    /// With a service_depth: the longest message of the application's own (send, recv) that
+    /// the connection also carries; 0 (default): none, send and recv are refused. Set the same
+    /// value on both sides: each side's send marks the application's messages and the other
+    /// side's receives tell them from the service's by that mark, so a message of the
+    /// application never reaches the service and a service message never reaches the
+    /// application's receives.
+    ///
+    /// What it costs: every receive the provider holds on the connection is then the
+    /// library's, service_depth + 1 for the service and 2 x rq_size for the application (its
+    /// receives, and as many again for its messages that arrive before it posts a receive),
+    /// each max(message_size + 8, 256) bytes, registered at the connection's first message;
+    /// config().rq_size reports their count (the CQ or RCQ holds as many entries). The
+    /// application's recv posts nothing: it takes one of rq_size receives of the application
+    /// (errc::would_block past them; no connection_config::slots units; errc::bad_state before
+    /// the connection is established) and completes, on the CQ or RCQ with op::recv, the bytes,
+    /// its immediate data and op_options::context, once a message of the application's is
+    /// copied into it, in the order the messages came (a longer message than its segments
+    /// hold: errc::too_large, its first bytes copied). Up to rq_size messages that arrive with
+    /// no receive of the application's waiting are kept until receives are posted, which then
+    /// complete through entries the library frees for them (canceled receives of its own). A
+    /// message that arrives when rq_size of them wait already is dropped, and the receive that
+    /// would have taken it completes with errc::would_block and no bytes in its place, in the
+    /// same order: a peer's application should not send further ahead of this side's receives
+    /// (a verbs peer would see receiver-not-ready). The service's messages go on meanwhile.
+    /// Each send of the application takes one segment more than its own (an 8-byte mark:
+    /// max_sge must leave one free, errc::too_large at setup) and its usual send-queue entry;
+    /// copied sends (send_copy) are refused (errc::not_supported), as a send longer than
+    /// message_size (errc::too_large). When the connection ends (close(), the peer's end), each
+    /// receive of the application's still waiting completes once, with the connection's error.
+    std::uint32_t message_size = 0;
     /// Client side of the target's service: a GPSPM flush or service atomic whose reply has not
     /// come service_timeout after its post completes with errc::timed_out, and its queue entries
     /// and request entry come back (in_flight() drops); a reply that comes later is ignored. The

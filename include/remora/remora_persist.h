@@ -144,8 +144,9 @@ REMORA_API int remora_target_service_stats(const remora_target_service* svc, uin
 struct remora_persistence_config {
     size_t size; /**< sizeof(struct remora_persistence_config) */
     /** Target-service requests in flight (GPSPM flushes, service atomics); set on both sides,
-     *  the target's at least the client's. Such a connection carries only the service's
-     *  messages: remora_send and remora_recv are refused (REMORA_E_BAD_STATE). 0: none. */
+     *  the target's at least the client's. Without message_size, such a connection carries
+     *  only the service's messages: remora_send and remora_recv are refused
+     *  (REMORA_E_BAD_STATE). 0: none. */
     uint32_t service_depth;
     /** A GPSPM flush or service atomic whose reply has not come this long after its post
      *  completes with REMORA_E_TIMED_OUT (the target may or may not have executed it).
@@ -162,6 +163,18 @@ struct remora_persistence_config {
      *  REMORA_SERVE_WAIT_NONE: no hello and no check (such requests end at service_timeout_ms).
      *  A caller built against an older header (a smaller size) gets the default. */
     uint32_t serve_wait_ms;
+    /** With a service_depth: the longest message of the application's own (remora_send,
+     *  remora_recv) that the connection also carries beside the service's
+     *  (remora::persistence_config::message_size, where the contract is stated in full). Set the
+     *  same value on both sides. The application's receives are then taken by the library
+     *  (up to rq_size at once, REMORA_E_WOULD_BLOCK past them) and complete with
+     *  REMORA_OP_RECV once a message of the application's is copied into them (one that came
+     *  when rq_size of them waited for receives already: status REMORA_E_WOULD_BLOCK, no
+     *  bytes, in its place); a longer send
+     *  than message_size gives REMORA_E_TOO_LARGE, a copied send REMORA_E_NOT_SUPPORTED, a
+     *  message_size without a service_depth REMORA_E_INVALID at setup. 0: none. A caller built
+     *  against an older header (a smaller size) gets 0. */
+    uint32_t message_size;
 };
 
 /** remora_persistence_config.serve_wait_ms: no check that the target serves the connection. */

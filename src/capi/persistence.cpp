@@ -17,6 +17,7 @@ int persistence_config_of(const char* fn, const remora_persistence_config* cfg,
     }
     out = {};
     out.service_depth = c.service_depth;
+    out.message_size = c.message_size;
     if (c.service_timeout_ms != 0) {
         out.service_timeout = std::chrono::milliseconds(c.service_timeout_ms);
     }

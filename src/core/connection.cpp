@@ -53,6 +53,7 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
     }
     config = *eff;
     internal_sends = addon_sends(config);
+    router = router_of(config);
 
     int ret = 0;
     if (rdm) {
@@ -178,7 +179,8 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
     info_ptr ep_info = endpoint_info(info, dom->info.get(),
                                      {.tx = config.sq_size + internal_sends,
                                       .rx = config.rq_size,
-                                      .max_sge = config.max_sge,
+                                      // A routed send's mark takes one segment more.
+                                      .max_sge = config.max_sge + (router != nullptr ? 1u : 0u),
                                       .shared_rx = srq != nullptr});
     if (!ep_info) {
         return fail(errc::provider_error, "fi_dupinfo failed: out of memory");

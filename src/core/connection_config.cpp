@@ -20,6 +20,16 @@ std::uint32_t addon_sends(const connection_config& c) noexcept {
     return 0;
 }
 
+const message_router* router_of(const connection_config& c) noexcept {
+    for (const auto& a : c.addons) {
+        if (a != nullptr && a->internal_sends() != 0) {
+            const auto* r = dynamic_cast<const message_router*>(a.get());
+            return r != nullptr && r->application_receives(1) != 0 ? r : nullptr;
+        }
+    }
+    return nullptr;
+}
+
 // Validates and completes a connection_config against the provider's limits.
 result<connection_config> effective_config(const connection_config& in, const provider_caps& caps) {
     connection_config c = in;
@@ -70,14 +80,26 @@ result<connection_config> effective_config(const connection_config& in, const pr
                                          " records a queue");
     }
     if (internal != 0) {
-        // The addon's messages are the connection's only receives, and its sends get entries
-        // of their own beside the application's.
-        c.rq_size = internal;
-        if (c.rq_size > caps.rx_size) {
-            return fail(errc::too_large, "connection_config: an addon's internal sends " +
-                                             std::to_string(internal) +
-                                             " exceeds the provider's receive queue of " +
-                                             std::to_string(caps.rx_size));
+        // The addon's messages are the connection's only receives (with a router, the addon's
+        // receives carry the application's messages too), and its sends get entries of their
+        // own beside the application's.
+        const message_router* router = router_of(c);
+        const std::uint64_t want =
+            std::uint64_t{internal} +
+            (router != nullptr ? router->application_receives(in.rq_size) : 0);
+        if (want > caps.rx_size || want > detail::op_pool::max_queue) {
+            return fail(errc::too_large,
+                        "connection_config: an addon's receives " + std::to_string(want) +
+                            " exceed the provider's receive queue of " +
+                            std::to_string(caps.rx_size) + " (or remora's bound of a queue)");
+        }
+        c.rq_size = static_cast<std::uint32_t>(want);
+        if (router != nullptr && c.max_sge + 1 > sge_limit) {
+            return fail(errc::too_large,
+                        "connection_config: max_sge " + std::to_string(c.max_sge) +
+                            " leaves no segment for the mark of the application's messages "
+                            "beside the addon's (at most " +
+                            std::to_string(sge_limit - 1) + ")");
         }
     }
     if (c.srq) {

@@ -52,6 +52,9 @@ struct connection_impl : internal_access::opaque<connection> {
     // Send entries of the addon that asked for them (connection_addon::internal_sends,
     // queue::service); with any, the connection's receives are the addon's too.
     std::uint32_t internal_sends = 0;
+    // The addon that routes the application's messages beside its own (message_router), or
+    // null: with internal sends, the application's send and recv are then refused.
+    const message_router* router = nullptr;
     eq_handle eq;
     int eq_fd = -1;
     std::shared_ptr<cq_impl> cq;   // private, or a shared_completion_queue's
@@ -380,8 +383,11 @@ enum class rma_kind { read, write, write_imm };
 result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_segment> local,
                       const remote_region& remote, std::uint64_t remote_offset, std::uint64_t imm,
                       const op_options& opts, op_holding* bounce = nullptr);
+// `routed`: posted by the connection's message_router (its mark first: one segment more than
+// max_sge may be given).
 result<void> post_send(connection_impl& c, std::span<const local_segment> local, bool with_imm,
-                       std::uint64_t imm, const op_options& opts, op_holding* bounce = nullptr);
+                       std::uint64_t imm, const op_options& opts, op_holding* bounce = nullptr,
+                       bool routed = false);
 // op_options::more: post_more on this post (connection.hpp says what ends the burst).
 inline post_flags more_flag(const op_options& opts) noexcept {
     return opts.more ? post_more : 0;

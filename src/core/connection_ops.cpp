@@ -30,8 +30,9 @@ struct gathered {
 // Inlined into both posting paths: its call and result cost more than its checks.
 [[gnu::always_inline]] inline result<void> gather(const connection_impl& c,
                                                   std::span<const local_segment> segs, usage need,
-                                                  const char* what, gathered& g) {
-    if (segs.size() > c.config.max_sge || segs.size() > gathered::max) {
+                                                  const char* what, gathered& g,
+                                                  std::size_t extra = 0) {
+    if (segs.size() > c.config.max_sge + extra || segs.size() > gathered::max) {
         return fail(errc::too_large, std::string(what) + ": " + std::to_string(segs.size()) +
                                          " segments exceed max_sge " +
                                          std::to_string(c.config.max_sge));
@@ -270,10 +271,12 @@ result<void> post_rma(connection_impl& c, rma_kind kind, std::span<const local_s
 namespace {
 
 result<void> check_messaging(const connection_impl& c, const char* what) {
-    if (c.internal_sends != 0) {
-        return fail(errc::bad_state, std::string(what) +
-                                         ": the connection has an addon's internal sends (a "
-                                         "service_depth) and carries only the addon's messages");
+    if (c.internal_sends != 0 && c.router == nullptr) {
+        return fail(errc::bad_state,
+                    std::string(what) +
+                        ": the connection has an addon's internal sends (a service_depth) and "
+                        "carries only the addon's messages (set persistence_config::message_size "
+                        "on both sides to carry the application's too)");
     }
     return {};
 }
@@ -281,24 +284,29 @@ result<void> check_messaging(const connection_impl& c, const char* what) {
 }  // namespace
 
 // post_send's body: inlined into the public one-segment sends, as post_rma_inline.
-[[gnu::always_inline]] inline result<void> post_send_inline(connection_impl& c,
-                                                            std::span<const local_segment> local,
-                                                            bool with_imm, std::uint64_t imm,
-                                                            const op_options& opts,
-                                                            op_holding* bounce) {
+[[gnu::always_inline]] inline result<void> post_send_inline(
+    connection_impl& c, std::span<const local_segment> local, bool with_imm, std::uint64_t imm,
+    const op_options& opts, op_holding* bounce, bool routed = false) {
     const char* what = with_imm ? "send_with_imm" : "send";
     if (!c.open.load()) [[unlikely]] {  // open: check_open_for passes (the posting fast path)
         if (auto r = check_open_for(c, opts, what); !r) {
             return r;
         }
     }
-    if (c.internal_sends != 0) [[unlikely]] {  // check_messaging refuses only then
+    if (c.internal_sends != 0 && !routed) [[unlikely]] {  // check_messaging refuses only then
         if (auto r = check_messaging(c, what); !r) {
             return r;
         }
+        if (c.router != nullptr) {
+            if (bounce != nullptr) {
+                return fail(errc::not_supported,
+                            std::string(what) + ": copied sends are not routed beside a service");
+            }
+            return c.router->send(c, local, with_imm, imm, opts);
+        }
     }
     gathered g;
-    if (auto r = gather(c, local, usage::send, what, g); !r) {
+    if (auto r = gather(c, local, usage::send, what, g, routed ? 1 : 0); !r) {
         return r;
     }
     if (with_imm) {
@@ -327,8 +335,8 @@ result<void> check_messaging(const connection_impl& c, const char* what) {
 }
 
 result<void> post_send(connection_impl& c, std::span<const local_segment> local, bool with_imm,
-                       std::uint64_t imm, const op_options& opts, op_holding* bounce) {
-    return post_send_inline(c, local, with_imm, imm, opts, bounce);
+                       std::uint64_t imm, const op_options& opts, op_holding* bounce, bool routed) {
+    return post_send_inline(c, local, with_imm, imm, opts, bounce, routed);
 }
 
 result<void> post_internal(connection_impl& c, queue q, void* buf, std::size_t len, void* desc,
@@ -506,6 +514,9 @@ namespace {
     if (opts.report != completion_mode::always) {
         return fail(errc::invalid_argument,
                     "recv: a receive always completes (it reports what arrived)");
+    }
+    if (c.router != nullptr) [[unlikely]] {
+        return c.router->recv(c, dst, opts);  // the addon's receives carry it
     }
     detail::gathered g;
     if (auto r = detail::gather(c, dst, usage::receive, "recv", g); !r) {

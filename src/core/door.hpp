@@ -89,4 +89,12 @@ inline bool cancel_op(connection_impl& c, op_record* r) {
     return ep_cancel(c.ep.as_fid(), r) == 0;
 }
 
+// Cancels the library-internal receive posted on `c` with `context` (post_internal); true when
+// the provider found it (its hook then sees errc::canceled). Allocates nothing. The caller keeps
+// the endpoint open meanwhile (a completion hook, or a thread that does not race close()).
+inline bool cancel_internal_recv(connection_impl& c, const void* context) {
+    op_record* r = c.ops.posted_recv_of(context);
+    return r != nullptr && cancel_op(c, r);
+}
+
 }  // namespace remora::detail

@@ -8,7 +8,8 @@
 //  - queue entries of its own: a connection whose addon (connection_config::addons) asks for
 //    internal sends (connection_addon::internal_sends; persistence's service_depth) has that many
 //    send entries beside the application's (queue::service), and its receives are the
-//    extension's (queue::recv); the application's send and recv are refused there;
+//    extension's (queue::recv); the application's send and recv are refused there, unless the
+//    addon is a message_router (below), which carries them beside its own;
 //  - a hook on its internal completions: a send or receive posted with post_internal completes
 //    through its hook, in finish(), instead of a user callback;
 //  - busy(): the requests it has in flight for the application, which connection::in_flight()
@@ -23,9 +24,41 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <unordered_map>
 
+#include <remora/connection.hpp>
+#include <remora/op_options.hpp>
+#include <remora/result.hpp>
+
 namespace remora::detail {
+
+struct connection_impl;
+
+// An addon (connection_addon) whose internal sends share the connection with the application's
+// own messages implements this too: the connection's setup finds it (dynamic_cast) and routes
+// the application's send and recv through it instead of refusing them. The layer then owns
+// every receive the provider holds (application_receives says how many it adds to its internal
+// sends), tells its messages from the application's, and hands the application's to its
+// receives. Threading: as the connection's posts.
+class message_router {
+  public:
+    // Receives the provider holds for the application's messages, given the receive depth
+    // the application asked for (connection_config::rq_size): added to the internal sends'.
+    virtual std::uint32_t application_receives(std::uint32_t rq_size) const noexcept = 0;
+    // The application's send: the layer marks it and posts it with post_send(..., routed).
+    virtual result<void> send(connection_impl& c, std::span<const local_segment> src, bool with_imm,
+                              std::uint64_t imm, const op_options& opts) const = 0;
+    // The application's receive: taken by the layer, completed through its receives.
+    virtual result<void> recv(connection_impl& c, std::span<const local_segment> dst,
+                              const op_options& opts) const = 0;
+
+  protected:
+    ~message_router() = default;
+};
+
+// The router among the configuration's addons, or null.
+const message_router* router_of(const connection_config& c) noexcept;
 
 class connection_extension {
   public:

@@ -48,6 +48,13 @@ inline bool endpoint_open(const connection_impl& c) noexcept {
     return static_cast<bool>(c.ep);
 }
 
+// Whether `c` is closing for good: close() ran (or runs), or its endpoint is gone. A layer that
+// posts its own operations again from its hooks stops at this (close() waits for the hooks that
+// run in the CQs' readers, so one that saw it false may still post).
+inline bool connection_closing(const connection_impl& c) noexcept {
+    return c.closed.load() || !c.ep;
+}
+
 // Makes the readers of `c`'s CQs read soon: a progress thread that owns one is woken for it
 // (without one, the application's next poll or wait reads). For a completion that the caller
 // caused outside a post, such as a cancel's; safe inside a completion hook.

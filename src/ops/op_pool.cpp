@@ -220,6 +220,18 @@ std::vector<op_record*> op_pool::posted_recvs() {
     return out;
 }
 
+op_record* op_pool::posted_recv_of(const void* context) {
+    std::lock_guard lock(mu_);
+    for (std::size_t i = sends_ + service_; i < records_.size(); ++i) {
+        if (records_[i].in_use.load(std::memory_order_relaxed) &&
+            !records_[i].delivering.load(std::memory_order_relaxed) &&
+            records_[i].user_context == context) {
+            return &records_[i];
+        }
+    }
+    return nullptr;
+}
+
 std::vector<std::pair<op_record*, bool>> op_pool::taken() {
     std::lock_guard lock(mu_);
     std::vector<std::pair<op_record*, bool>> out;

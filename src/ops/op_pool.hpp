@@ -156,6 +156,9 @@ class op_pool {
     std::vector<op_record*> posted_recvs();
     // Every record taken and not given back, with whether it is a receive's (RDM close).
     std::vector<std::pair<op_record*, bool>> taken();
+    // The record of a receive still posted whose user_context is `context`, or null. Allocates
+    // nothing (a layer's own receives, canceled on its data path).
+    op_record* posted_recv_of(const void* context);
     // Selective signalling, under connection_impl::signal_mu: an unsignalled post's record
     // joins the ring (undo with unpush_quiet if the post fails); a signalled one is marked to
     // reclaim everything before it when its completion is read (reclaim).

@@ -13,7 +13,7 @@ namespace remora {
 namespace detail {
 namespace {
 
-class persistence_addon final : public connection_addon {
+class persistence_addon final : public connection_addon, public message_router {
   public:
     explicit persistence_addon(const persistence_config& c) : cfg(c) {}
     [[nodiscard]] std::uint32_t internal_sends() const noexcept override {
@@ -23,11 +23,28 @@ class persistence_addon final : public connection_addon {
         if (cfg.service_timeout.count() <= 0) {
             return fail(errc::invalid_argument, "persistence_config: service_timeout must be > 0");
         }
+        if (cfg.message_size != 0 && cfg.service_depth == 0) {
+            return fail(errc::invalid_argument,
+                        "persistence_config: message_size needs a service_depth (without one the "
+                        "connection carries the application's messages anyway)");
+        }
         if (cfg.serve_wait.count() < 0) {
             return fail(errc::invalid_argument,
                         "persistence_config: serve_wait must be >= 0 (0: no check)");
         }
         return {};
+    }
+    [[nodiscard]] std::uint32_t application_receives(
+        std::uint32_t rq_size) const noexcept override {
+        return cfg.message_size == 0 ? 0 : 2 * std::max<std::uint32_t>(rq_size, 1);
+    }
+    result<void> send(connection_impl& c, std::span<const local_segment> src, bool with_imm,
+                      std::uint64_t imm, const op_options& opts) const override {
+        return mux_send(c, src, with_imm, imm, opts);
+    }
+    result<void> recv(connection_impl& c, std::span<const local_segment> dst,
+                      const op_options& opts) const override {
+        return mux_recv(c, dst, opts);
     }
     persistence_config cfg;
 };

@@ -142,6 +142,8 @@ struct service_conn {
     }
 };
 
+struct message_mux;  // messages.cpp
+
 // The persistence layer's state on one connection, attached to it as its extension
 // (core/extension.hpp): the service's messages in either role, and the read-after-write flush's
 // buffer. Destroyed with the connection, after its endpoint is closed.
@@ -155,12 +157,35 @@ struct persist_conn final : connection_extension {
     std::atomic<bool> scratch_ready{false};
     std::optional<memory_region> scratch;
     std::array<std::byte, 8> scratch_bytes{};
+    // persistence_config::message_size: the library's receives that carry the service's
+    // messages and the application's (messages.cpp), created on first use.
+    mutable std::mutex mux_mu;
+    std::unique_ptr<message_mux> mux;
+
+    persist_conn();
+    ~persist_conn() override;
 
     // Client side: service requests in flight (connection::in_flight counts them).
     std::size_t busy() const noexcept override;
     // Client side: ends the requests past their connection_config::service_timeout.
     std::chrono::steady_clock::time_point tick(std::chrono::steady_clock::time_point now) override;
 };
+
+// The service's receive of [buf, buf + len) (registered with the service's buffers): posted to
+// the provider, or with persistence_config::message_size taken from the library's receives
+// (messages.cpp). Its completion goes to hook(context, c) either way.
+result<void> service_recv(service_conn& s, void* buf, std::size_t len, hook_fn hook, void* context);
+// With message_size: ends the service receive of `p` posted with `context` early (its hook sees
+// errc::canceled, as a canceled provider receive). False when it is not waiting (any more), or
+// the connection has no message_size (cancel the provider's receive instead).
+bool cancel_service_recv(persist_conn& p, void* context);
+// The application's send and recv on a connection with message_size (message_router).
+result<void> mux_send(connection_impl& c, std::span<const local_segment> src, bool with_imm,
+                      std::uint64_t imm, const op_options& opts);
+result<void> mux_recv(connection_impl& c, std::span<const local_segment> dst,
+                      const op_options& opts);
+// The application's receives waiting for a message (connection::in_flight counts them).
+std::size_t mux_waiting(persist_conn& p) noexcept;
 
 // The connection's persistence state, attached on first use.
 persist_conn& persist_of(connection_impl& c);

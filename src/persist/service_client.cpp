@@ -119,8 +119,7 @@ bool client_sent(void* context, completion& c, callback_sink* sink) {
 // connection is gone. Caller holds s.mu (post_internal never takes it).
 void repost_reply(service_conn& s, std::uint32_t j) {
     for (int attempt = 0; attempt < 2; ++attempt) {
-        if (post_internal(*s.conn, queue::recv, s.reply_buf(j), reply_size, desc_of(s),
-                          client_reply, &s.recv_refs[j])) {
+        if (service_recv(s, s.reply_buf(j), reply_size, client_reply, &s.recv_refs[j])) {
             return;
         }
     }
@@ -265,8 +264,7 @@ result<service_conn*> client_side(connection_impl& c) {
     p.svc = std::move(*s);
     for (std::uint32_t j = 0; j < sc.count;
          ++j) {  // a reply receive for each request, and the hello's
-        if (auto r = post_internal(c, queue::recv, sc.reply_buf(j), reply_size, desc_of(sc),
-                                   client_reply, &sc.recv_refs[j]);
+        if (auto r = service_recv(sc, sc.reply_buf(j), reply_size, client_reply, &sc.recv_refs[j]);
             !r) {
             return fail(r.error());
         }
@@ -553,18 +551,12 @@ std::chrono::steady_clock::time_point persist_conn::tick(
         if (s.recv_canceled[j] || !endpoint_open(c)) {
             continue;
         }
-        if (taken.empty()) {
-            taken = c.ops.taken();
-        }
-        for (auto [rec, is_recv] : taken) {
-            if (is_recv && rec->user_context == &s.recv_refs[j]) {
-                if (cancel_op(c, rec)) {
-                    s.recv_canceled[j] = true;
-                    ++s.recv_cancels;
-                    canceled = true;
-                }
-                break;
-            }
+        // With message_size the service's receives are the library's: ended there.
+        if (c.router != nullptr ? cancel_service_recv(*this, &s.recv_refs[j])
+                                : cancel_internal_recv(c, &s.recv_refs[j])) {
+            s.recv_canceled[j] = true;
+            ++s.recv_cancels;
+            canceled = canceled || c.router == nullptr;
         }
     }
     if (canceled) {
@@ -585,12 +577,13 @@ std::chrono::steady_clock::time_point persist_conn::tick(
 }
 
 std::size_t persist_conn::busy() const noexcept {
+    const std::size_t waiting = mux_waiting(const_cast<persist_conn&>(*this));
     std::lock_guard lock(svc_mu);
     if (!svc || svc->target) {
-        return 0;
+        return waiting;
     }
     std::lock_guard slots(svc->mu);
-    return svc->busy;
+    return svc->busy + waiting;
 }
 
 }  // namespace remora::detail

@@ -143,8 +143,7 @@ bool target_request(void* context, completion& c, callback_sink* /*sink*/);
 // (a transient refusal), and after that the connection is taken to be going away.
 void repost_request(service_conn& s, std::uint32_t i) {
     for (int attempt = 0; attempt < 2; ++attempt) {
-        if (post_internal(*s.conn, queue::recv, s.request_buf(i), request_room, desc_of(s),
-                          target_request, &s.recv_refs[i])) {
+        if (service_recv(s, s.request_buf(i), request_room, target_request, &s.recv_refs[i])) {
             return;
         }
     }
@@ -344,9 +343,8 @@ result<void> target_service::serve_impl(connection& conn,
     }
     p.svc = std::move(*s);  // before posting: the receives' records point into it
     for (std::uint32_t j = 0; j < sc.count; ++j) {  // the requests' and the client's hello
-        if (auto r = detail::post_internal(c, detail::queue::recv, sc.request_buf(j),
-                                           detail::request_room, detail::desc_of(sc),
-                                           detail::target_request, &sc.recv_refs[j]);
+        if (auto r = detail::service_recv(sc, sc.request_buf(j), detail::request_room,
+                                          detail::target_request, &sc.recv_refs[j]);
             !r) {
             return r;
         }

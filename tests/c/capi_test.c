@@ -150,6 +150,60 @@ static void test_atomics(void) {
     remora_target_service_delete(svc);
 }
 
+/* GPSPM and the application's messages on one connection (message_size on both sides): a
+ * message sent before its receive waits for it while a flush is answered; each reaches only its
+ * consumer; a send longer than message_size and message_size without a service depth are
+ * refused. */
+static void test_service_messages(void) {
+    const struct remora_persistence_config pcfg = {
+        .size = sizeof pcfg, .service_depth = 4, .message_size = 64};
+    const struct remora_persistence_config no_depth = {.size = sizeof no_depth, .message_size = 64};
+    const struct remora_connection_config scfg = {
+        .size = sizeof scfg, .progress_thread = true, .persist = &pcfg};
+    const struct remora_connection_config ccfg = {.size = sizeof ccfg, .persist = &pcfg};
+    const struct remora_connection_config bad = {.size = sizeof bad, .persist = &no_depth};
+    remora_target_service* svc = NULL;
+    remora_completion_queue *cq = NULL, *scq = NULL;
+    remora_connection* conn = NULL;
+    struct remora_completion c;
+    uint64_t requests = 0, refused = 0;
+    uint16_t port = 0;
+    OK(remora_target_service_create(&svc));
+    remote_pair_open(&rp, &scfg, &ccfg, svc);
+    OK(remora_connection_cq(rp.p.client, &cq));
+    OK(remora_connection_cq(rp.p.server, &scq));
+    memcpy(rp.client_mem, "early bird", 10);
+    OK(remora_send(rp.p.client, rp.client_mr, 0, 10, 0, (void*)1));
+    expect_completion(cq, REMORA_OP_SEND, (void*)1);
+    memcpy(rp.client_mem + 64, "flushed!", 8);
+    OK(remora_write(rp.p.client, rp.remote, 128, rp.client_mr, 64, 8, 0, NULL));
+    expect_completion(cq, REMORA_OP_WRITE, NULL);
+    OK(remora_flush(rp.p.client, rp.remote, 128, 8, REMORA_FLUSH_VISIBILITY, REMORA_FLUSH_GPSPM, 0,
+                    (void*)2));
+    expect_completion(cq, REMORA_OP_FLUSH, (void*)2);
+    CHECK(memcmp(rp.server_mem + 128, "flushed!", 8) == 0);
+    /* the receive comes late: the message waited for it */
+    OK(remora_recv(rp.p.server, rp.server_mr, 512, 64, 0, (void*)3));
+    c = expect_completion(scq, REMORA_OP_RECV, (void*)3);
+    CHECK(c.bytes == 10 && memcmp(rp.server_mem + 512, "early bird", 10) == 0);
+    /* and a reply the other way */
+    OK(remora_recv(rp.p.client, rp.client_mr, 1024, 64, 0, (void*)4));
+    memcpy(rp.server_mem + 2048, "pong", 4);
+    OK(remora_send(rp.p.server, rp.server_mr, 2048, 4, 0, NULL));
+    c = expect_completion(cq, REMORA_OP_RECV, (void*)4);
+    CHECK(c.bytes == 4 && memcmp(rp.client_mem + 1024, "pong", 4) == 0);
+    OK(remora_target_service_stats(svc, &requests, &refused));
+    CHECK(requests == 1 && refused == 0); /* no application message reached the service */
+    EXPECT_CODE(remora_send(rp.p.client, rp.client_mr, 0, 65, 0, NULL), REMORA_E_TOO_LARGE,
+                "message_size");
+    OK(remora_listener_port(rp.p.lst, &port));
+    EXPECT_CODE(remora_connect(rp.p.cdom, "127.0.0.1", port, &bad, NULL, 0, &conn),
+                REMORA_E_INVALID, "message_size needs a service_depth");
+    CHECK(conn == NULL);
+    remote_pair_close(&rp);
+    remora_target_service_delete(svc);
+}
+
 static void test_send_recv_imm(void) {
     const struct remora_connection_config scfg = {.size = sizeof scfg, .rcq = true, .tag = 7};
     remora_completion_queue *rcq = NULL, *cq = NULL, *scq = NULL;
@@ -1523,6 +1577,7 @@ static const struct named_test tests[] = {
     {"write_read", test_write_read},
     {"atomics", test_atomics},
     {"send_recv_imm", test_send_recv_imm},
+    {"service_messages", test_service_messages},
     {"flush", test_flush},
     {"channel", test_channel},
     {"channel_rcq", test_channel_rcq},
