@@ -17,6 +17,7 @@
 #   shared_cq_test destroying_a_connection_drops_only_its_completions  the test polls the
 #                     receive buffer the provider writes into (landing is detected without reading
 #                     the CQ, by design): a race in the test's method, not in remora.
+#   service_messages_test killed_peer_process  forks a peer process, as peer_death_test does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -29,7 +30,8 @@ subset=(channels_test ops_test slot_pool_test slots_test
         signalling_test signalling_pools_test stress_test accounting_test
         next_test api_test
         domain_close_test persistence_test overload_test budget_test bounce_test
-        op_pool_test park_gate_test multi_key_test)
+        op_pool_test park_gate_test multi_key_test
+        "service_messages_test:-*killed_peer_process*")
 [ $# -gt 0 ] && subset=("$@")
 binaries=()
 for entry in "${subset[@]}"; do

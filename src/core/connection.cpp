@@ -325,8 +325,7 @@ std::chrono::steady_clock::time_point connection_impl::tick_extensions(
     std::chrono::steady_clock::time_point now) {
     ext_deadline.store(std::numeric_limits<std::int64_t>::max());  // before: posts lower it again
     auto next = std::chrono::steady_clock::time_point::max();
-    std::lock_guard lock(ext_mu);
-    for (auto& [k, e] : extensions) {
+    for (std::size_t i = 0; connection_extension* e = extension_at(i); ++i) {
         next = std::min(next, e->tick(now));
     }
     expect_deadline(next);
@@ -334,12 +333,19 @@ std::chrono::steady_clock::time_point connection_impl::tick_extensions(
 }
 
 std::size_t connection_impl::extensions_busy() const noexcept {
-    std::lock_guard lock(ext_mu);
     std::size_t n = 0;
-    for (const auto& [k, e] : extensions) {
+    for (std::size_t i = 0; connection_extension* e = extension_at(i); ++i) {
         n += e->busy();
     }
     return n;
+}
+
+connection_extension* connection_impl::extension_at(std::size_t i) const noexcept {
+    // Extensions are only added, and live as long as the connection: the one found stays valid
+    // once ext_mu is released. Calling into it without ext_mu keeps the lock order one way (an
+    // extension's own locks may be held while it looks up another extension).
+    std::lock_guard lock(ext_mu);
+    return i < extensions.size() ? extensions[i].second.get() : nullptr;
 }
 
 connection_impl::connection_impl(std::shared_ptr<domain_impl> d)

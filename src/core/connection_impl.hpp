@@ -130,6 +130,9 @@ struct connection_impl : internal_access::opaque<connection> {
                                     std::unique_ptr<connection_extension> (*make)());
     // The sum of the extensions' busy().
     std::size_t extensions_busy() const noexcept;
+    // The i-th extension, or null past the last; extensions_busy and tick_extensions call each
+    // one without ext_mu held.
+    connection_extension* extension_at(std::size_t i) const noexcept;
     // The earliest deadline of an extension's request (steady_clock ticks; max: none). Readers
     // of the connection's CQ call tick_extensions once it has passed; an extension that posts
     // a request with a deadline lowers it (expect_deadline).
