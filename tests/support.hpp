@@ -332,4 +332,29 @@ bool eventually(Pred pred, std::chrono::milliseconds limit = std::chrono::second
     return true;
 }
 
+// Writes or reads all n bytes through fd (a pipe to a forked peer process); false when it ends
+// first or fails.
+inline bool write_all(int fd, const void* p, std::size_t n) {
+    const auto* b = static_cast<const char*>(p);
+    while (n != 0) {
+        const ssize_t w = ::write(fd, b, n);
+        if (w <= 0)
+            return false;
+        b += w;
+        n -= static_cast<std::size_t>(w);
+    }
+    return true;
+}
+inline bool read_all(int fd, void* p, std::size_t n) {
+    auto* b = static_cast<char*>(p);
+    while (n != 0) {
+        const ssize_t r = ::read(fd, b, n);
+        if (r <= 0)
+            return false;
+        b += r;
+        n -= static_cast<std::size_t>(r);
+    }
+    return true;
+}
+
 }  // namespace remora::test

@@ -660,28 +660,6 @@ TEST_P(rdm, close_completes_every_outstanding_operation_canceled) {
 // mappings go with it. Protocol over two pipes: it writes [u32 n][its address][descriptor of
 // 64 KiB it exposes], reads [u32 n][the parent's address], attaches, and reads its CQ until
 // killed.
-bool write_all(int fd, const void* p, std::size_t n) {
-    auto* b = static_cast<const char*>(p);
-    while (n != 0) {
-        const ssize_t w = ::write(fd, b, n);
-        if (w <= 0)
-            return false;
-        b += w;
-        n -= static_cast<std::size_t>(w);
-    }
-    return true;
-}
-bool read_all(int fd, void* p, std::size_t n) {
-    auto* b = static_cast<char*>(p);
-    while (n != 0) {
-        const ssize_t r = ::read(fd, b, n);
-        if (r <= 0)
-            return false;
-        b += r;
-        n -= static_cast<std::size_t>(r);
-    }
-    return true;
-}
 
 TEST(rdm_child, DISABLED_peer_process) {
     const char* prov = std::getenv("REMORA_RDM_CHILD");

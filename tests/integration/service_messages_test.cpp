@@ -428,29 +428,6 @@ TEST_P(service_messages, bad_configuration_and_oversize_messages_are_refused) {
                 errc::invalid_argument);
 }
 
-bool write_all(int fd, const void* p, std::size_t n) {
-    const auto* b = static_cast<const char*>(p);
-    while (n != 0) {
-        const ssize_t w = ::write(fd, b, n);
-        if (w <= 0)
-            return false;
-        b += w;
-        n -= static_cast<std::size_t>(w);
-    }
-    return true;
-}
-bool read_all(int fd, void* p, std::size_t n) {
-    auto* b = static_cast<char*>(p);
-    while (n != 0) {
-        const ssize_t r = ::read(fd, b, n);
-        if (r <= 0)
-            return false;
-        b += r;
-        n -= static_cast<std::size_t>(r);
-    }
-    return true;
-}
-
 const persistence_config child_pc{.service_depth = depth, .message_size = msg};
 
 // The peer process of killed_peer_process_*: a target that serves GPSPM on the connection and
