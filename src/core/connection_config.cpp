@@ -9,8 +9,6 @@
 
 namespace remora::detail {
 
-namespace {}  // namespace
-
 std::uint32_t addon_sends(const connection_config& c) noexcept {
     for (const auto& a : c.addons) {
         if (a != nullptr && a->internal_sends() != 0) {

@@ -13,8 +13,6 @@
 namespace remora {
 namespace detail {
 
-namespace {}  // namespace
-
 // ---------------------------------------------------------------- posting
 
 namespace {
