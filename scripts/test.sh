@@ -28,7 +28,18 @@ fi
 cmake -S . -B "$build" -DREMORA_WERROR=ON -DREMORA_TESTS=ON "${flags[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
 log=$build/ctest.log
-ctest --test-dir "$build" --output-on-failure --no-tests=error -j 2 --timeout 300 | tee "$log"
+status=0
+ctest --test-dir "$build" --output-on-failure --no-tests=error -j 2 --timeout 300 | tee "$log" ||
+    status=$?
+if [ "$status" -ne 0 ]; then
+    # What the failed tests printed, again at the end where a truncated log still shows it: each
+    # failed test's line and its output, up to the next test's start or end.
+    echo "==== the failed tests' output ===="
+    awk '/\*\*\*(Failed|Exception|Timeout)/ { on = 1; print; next }
+         on && (/^ *Start +[0-9]+:/ || /^ *[0-9]+\/[0-9]+ Test +#/) { on = 0 }
+         on { print }' "$log" | tail -n 400
+    exit "$status"
+fi
 bash scripts/check-skips.sh "$log"
 if [ -z "${flags[*]}" ]; then
     # The Debian packages: built and checked with lintian, then (as root) installed, used by
