@@ -13,14 +13,11 @@
 #                     TSan's 5-15x slow-down breaks the budgets, not the code.
 #   durability_test, fabric_fault_test, bad_input_test, units_test, remote_region_test,
 #   service_wire_test, serve_hello_test  single-threaded or child-process tests: nothing for TSan.
-#   service_messages_test  with persistence_config::message_size, the search for the record of a
-#                     receive to cancel (op_pool::posted_recv_of) reads a record's context while
-#                     the progress thread may be arming it: a data race TSan reports, to be
-#                     synchronised before this binary joins the subset.
 # and single tests (BINARY:-FILTER, a gtest negative filter), each for a named reason:
 #   shared_cq_test destroying_a_connection_drops_only_its_completions  the test polls the
 #                     receive buffer the provider writes into (landing is detected without reading
 #                     the CQ, by design): a race in the test's method, not in remora.
+#   service_messages_test killed_peer_process  forks a peer process (as peer_death_test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -33,7 +30,8 @@ subset=(channels_test ops_test slot_pool_test slots_test
         signalling_test signalling_pools_test stress_test accounting_test
         next_test api_test
         domain_close_test persistence_test overload_test budget_test bounce_test
-        op_pool_test park_gate_test multi_key_test)
+        op_pool_test park_gate_test multi_key_test
+        "service_messages_test:-*killed_peer_process*")
 [ $# -gt 0 ] && subset=("$@")
 binaries=()
 for entry in "${subset[@]}"; do

@@ -101,10 +101,11 @@ namespace {
     }
     op_pool* const pool = rec->owner;
     c.tag = pool->shared_rx && !cq.shared ? cq.tag : pool->tag;
-    if (rec->done == &done_report && !rec->held && !rec->reclaims &&
+    const done_fn done = rec->done.load(std::memory_order_relaxed);
+    if (done == &done_report && !rec->held && !rec->reclaims &&
         !pool->retired.load(std::memory_order_relaxed)) [[likely]] {
         // The plain reported operation (done_report, inline): the common completion.
-        c.context = rec->user_context;
+        c.context = rec->user_context.load(std::memory_order_relaxed);
         const bool report = rec->report_success || !c.ok();
         if (report && when != hand_out::now && sink != nullptr) {
             rec->delivering.store(true, std::memory_order_relaxed);  // until it is handed out
@@ -145,11 +146,11 @@ namespace {
     // keeps its record taken until poll hands it out (done_report, read with a sink),
     // a callback its record until it is called (done_callback); an internal hook gives its record
     // back first, so the pool's `undelivered` counts what it reports or defers.
-    const bool internal = rec->done == &done_internal;
+    const bool internal = done == &done_internal;
     if (internal) {
         pool->undelivered.fetch_add(1, std::memory_order_relaxed);
     }
-    const bool seen = rec->done(*rec, c, sink);  // the one dispatch: report, callback or hook
+    const bool seen = done(*rec, c, sink);  // the one dispatch: report, callback or hook
     if (internal) {
         if (!seen) {
             pool->undelivered.fetch_sub(1, std::memory_order_relaxed);

@@ -34,7 +34,7 @@ void run_callback(void (*fn)(const completion&), const completion& c, const op_p
 }
 
 bool done_report(op_record& r, completion& c, callback_sink* sink) {
-    c.context = r.user_context;
+    c.context = r.user_context.load(std::memory_order_relaxed);
     const bool report = r.report_success || !c.ok();
     if (report && sink != nullptr) {
         // Read by a CQ's reader: the record stays taken until poll hands the completion out
@@ -47,8 +47,8 @@ bool done_report(op_record& r, completion& c, callback_sink* sink) {
 }
 
 bool done_callback(op_record& r, completion& c, callback_sink* sink) {
-    c.context = r.user_context;
-    auto* callback = r.target.callback;
+    c.context = r.user_context.load(std::memory_order_relaxed);
+    auto* callback = r.callback;
     op_pool* owner = r.owner;
     if (sink != nullptr) {
         // The record stays taken (its entries, in_flight()) until the sink calls the callback,
@@ -64,8 +64,8 @@ bool done_callback(op_record& r, completion& c, callback_sink* sink) {
 }
 
 bool done_internal(op_record& r, completion& c, callback_sink* sink) {
-    auto* hook = r.target.hook;
-    void* context = r.user_context;
+    auto* hook = r.hook.load(std::memory_order_relaxed);
+    void* context = r.user_context.load(std::memory_order_relaxed);
     r.owner->give(&r);
     completion_scope scope;
     return hook(context, c, sink);

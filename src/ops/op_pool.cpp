@@ -225,7 +225,7 @@ op_record* op_pool::posted_recv_of(const void* context) {
     for (std::size_t i = sends_ + service_; i < records_.size(); ++i) {
         if (records_[i].in_use.load(std::memory_order_relaxed) &&
             !records_[i].delivering.load(std::memory_order_relaxed) &&
-            records_[i].user_context == context) {
+            records_[i].user_context.load(std::memory_order_relaxed) == context) {
             return &records_[i];
         }
     }

@@ -55,14 +55,15 @@ using hook_fn = bool (*)(void* context, completion& c, callback_sink* sink);
 struct op_record {
     provider_context fi{};  // first: the provider's context area
     op_pool* owner = nullptr;
-    done_fn done = nullptr;  // set at reservation: see ops/done.hpp
-    void* user_context = nullptr;
-    // What `done` calls with the completion: the user's callback (done_callback) or a
-    // library-internal hook with user_context (done_internal); unused by done_report.
-    union target_fn {
-        void (*callback)(const completion&);
-        hook_fn hook;
-    } target{nullptr};
+    // Set at reservation (see ops/done.hpp), with the context `done` reports and, for a
+    // library-internal operation, its hook (done_internal). Atomic (relaxed): the cancel and close
+    // scans (op_pool::posted_recv_of, posted_recvs, taken) read them while another thread re-arms
+    // the record; a scan that meets a record being armed finds it not yet posted, so its cancel
+    // misses, as it does for a record that has just completed.
+    std::atomic<done_fn> done{nullptr};
+    std::atomic<void*> user_context{nullptr};
+    std::atomic<hook_fn> hook{nullptr};
+    void (*callback)(const completion&) = nullptr;  // the user's callback (done_callback)
     // Operands of a native compare-and-swap or fetch-add: they must live until completion.
     std::uint64_t operands[2]{};
     remora::op kind = op::unknown;
@@ -222,7 +223,7 @@ class op_pool {
     // A record just taken: in use, nothing of its last operation left on it.
     [[gnu::always_inline]] static void arm_taken(op_record* r) noexcept {
         r->in_use.store(true, std::memory_order_relaxed);
-        r->target.hook = nullptr;
+        r->hook.store(nullptr, std::memory_order_relaxed);
         r->unsignaled.store(false, std::memory_order_relaxed);
         r->reclaims = false;
     }

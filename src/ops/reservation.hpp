@@ -48,25 +48,28 @@ inline result<op_record*> reserve_op(op_pool& pool, queue q, const std::shared_p
 // or goes to `callback` with `context`.
 inline void arm_user(op_record& r, void* context, void (*callback)(const completion&),
                      remora::op kind, bool report_success) noexcept {
-    r.user_context = context;
-    r.target.callback = callback;
+    r.user_context.store(context, std::memory_order_relaxed);
+    r.callback = callback;
     r.kind = kind;
     r.report_success = report_success;
-    r.done = callback != nullptr ? &done_callback : &done_report;
+    r.done.store(callback != nullptr ? &done_callback : &done_report, std::memory_order_relaxed);
 }
 
 // A library-internal operation: its completion goes to hook(context, c).
 inline void arm_internal(op_record& r, hook_fn hook, void* context, remora::op kind) noexcept {
-    r.user_context = context;
-    r.target.hook = hook;
+    r.user_context.store(context, std::memory_order_relaxed);
+    r.hook.store(hook, std::memory_order_relaxed);
     r.kind = kind;
     r.report_success = true;
-    r.done = &done_internal;
+    r.done.store(&done_internal, std::memory_order_relaxed);
 }
 
-// Whether `r` is a library-internal operation armed with `hook` (to find one's records).
-inline bool armed_with(const op_record& r, hook_fn hook) noexcept {
-    return r.done == &done_internal && r.target.hook == hook;
+// Whether `r` is a library-internal operation armed with `hook`, and with `context` unless that
+// is null (to find one's records).
+inline bool armed_with(const op_record& r, hook_fn hook, const void* context = nullptr) noexcept {
+    return r.done.load(std::memory_order_relaxed) == &done_internal &&
+           r.hook.load(std::memory_order_relaxed) == hook &&
+           (context == nullptr || r.user_context.load(std::memory_order_relaxed) == context);
 }
 
 // A post that failed: the record and what it holds go back (give: the holdings after the

@@ -536,8 +536,7 @@ std::chrono::steady_clock::time_point persist_conn::tick(
                 taken = c.ops.taken();
             }
             for (auto [rec, is_recv] : taken) {
-                if (!is_recv && armed_with(*rec, &client_sent) &&
-                    rec->user_context == &s.send_refs[i]) {
+                if (!is_recv && armed_with(*rec, &client_sent, &s.send_refs[i])) {
                     canceled = cancel_op(c, rec) || canceled;
                 }
             }

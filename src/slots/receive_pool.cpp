@@ -165,8 +165,7 @@ bool receive_pool_impl::cancel_posted(connection_impl& c, const receive_buffer* 
     bool canceled = false;
     if (endpoint_open(c)) {
         for (op_record* r : c.ops.posted_recvs()) {
-            if (armed_with(*r, &receive_pool_impl::on_receive) &&
-                (only == nullptr || r->user_context == only)) {
+            if (armed_with(*r, &receive_pool_impl::on_receive, only)) {
                 canceled = cancel_op(c, r) || canceled;
                 if (only != nullptr) {
                     break;
