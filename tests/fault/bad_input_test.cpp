@@ -89,7 +89,7 @@ class bad_input : public testing::TestWithParam<std::string> {
 // ---------------------------------------------------------------- ranges
 
 TEST_P(bad_input, remote_out_of_range_write_is_refused_before_posting) {
-    open_pair();
+    ASSERT_NO_FATAL_FAILURE(open_pair());
     int ctx = 0;
     const op_options o{.context = &ctx};
     EXPECT_ERRC(client().write(desc_, 4000, *lmr_, 0, 200, o), errc::out_of_range);
@@ -109,7 +109,7 @@ TEST_P(bad_input, remote_out_of_range_write_is_refused_before_posting) {
 }
 
 TEST_P(bad_input, remote_out_of_range_read_is_refused_before_posting) {
-    open_pair();
+    ASSERT_NO_FATAL_FAILURE(open_pair());
     int ctx = 0;
     const op_options o{.context = &ctx};
     EXPECT_ERRC(client().read(*lmr_, 0, desc_, 4000, 200, o), errc::out_of_range);
@@ -125,7 +125,7 @@ TEST_P(bad_input, remote_out_of_range_read_is_refused_before_posting) {
 }
 
 TEST_P(bad_input, local_range_outside_local_region) {
-    open_pair({}, {.max_sge = 2});
+    ASSERT_NO_FATAL_FAILURE(open_pair({}, {.max_sge = 2}));
     int ctx = 0;
     const op_options o{.context = &ctx};
     EXPECT_ERRC(client().write(desc_, 0, *lmr_, 4000, 200, o), errc::out_of_range);
@@ -159,7 +159,7 @@ TEST_P(bad_input, local_range_outside_local_region) {
 // ---------------------------------------------------------------- usage
 
 TEST_P(bad_input, write_to_remote_region_without_write_destination_is_denied) {
-    open_pair();
+    ASSERT_NO_FATAL_FAILURE(open_pair());
     buffer ro(region_size);
     std::fill(ro.bytes.begin(), ro.bytes.end(), target_fill);
     auto ro_mr = must(memory_region::create(pair_->server_domain, ro.span(), usage::read_source));
@@ -193,7 +193,7 @@ TEST_P(bad_input, write_to_remote_region_without_write_destination_is_denied) {
 //   the bad key: the read is flushed (canceled) and the client sees the connection close.
 //   Had the write been applied, the read would have succeeded and brought the forged bytes back.
 TEST_P(bad_input, forged_descriptor_cannot_write_a_read_only_region) {
-    open_pair();
+    ASSERT_NO_FATAL_FAILURE(open_pair());
     buffer ro(region_size);
     std::fill(ro.bytes.begin(), ro.bytes.end(), target_fill);
     auto ro_mr = must(memory_region::create(pair_->server_domain, ro.span(), usage::read_source));
@@ -231,7 +231,7 @@ TEST_P(bad_input, forged_descriptor_cannot_write_a_read_only_region) {
 }
 
 TEST_P(bad_input, local_region_without_the_usage_is_denied) {
-    open_pair({}, {.max_sge = 2});
+    ASSERT_NO_FATAL_FAILURE(open_pair({}, {.max_sge = 2}));
     int ctx = 0;
     const op_options o{.context = &ctx};
     buffer b(region_size);
@@ -256,7 +256,7 @@ TEST_P(bad_input, local_region_without_the_usage_is_denied) {
 }
 
 TEST_P(bad_input, receive_into_region_without_receive_usage_is_denied) {
-    open_pair();
+    ASSERT_NO_FATAL_FAILURE(open_pair());
     buffer bad(256), good(256), src(256);
     std::fill(bad.bytes.begin(), bad.bytes.end(), std::byte{0});
     std::fill(good.bytes.begin(), good.bytes.end(), std::byte{0});
@@ -296,7 +296,7 @@ TEST_P(bad_input, more_segments_than_max_sge_is_too_large) {
         return d ? d->caps().iov_limit : 0;
     }();
     ASSERT_GT(limit, 1u);
-    open_pair({}, {.max_sge = static_cast<std::uint32_t>(limit)});
+    ASSERT_NO_FATAL_FAILURE(open_pair({}, {.max_sge = static_cast<std::uint32_t>(limit)}));
     ASSERT_EQ(client().config().max_sge, limit);
     int ctx = 0;
     const op_options o{.context = &ctx};
@@ -682,7 +682,7 @@ TEST_P(bad_input, connect_to_a_listener_that_never_answers_times_out) {
 // 32 bits is then refused before posting (the peer's first remote write after it carries the
 // 32-bit value posted later), and a provider without immediate data refuses any.
 TEST_P(bad_input, immediate_data_wider_than_the_provider_is_too_large) {
-    open_pair();
+    ASSERT_NO_FATAL_FAILURE(open_pair());
     provider_caps& caps = detail::impl_of(pair_->client_domain)->caps;
     // Under verbs rules the domain reports verbs' 4 bytes itself: the 8-byte part does not apply.
     const bool verbs_rules = caps.rules == provider_rules::verbs;
@@ -729,7 +729,7 @@ TEST_P(bad_input, immediate_data_wider_than_the_provider_is_too_large) {
 }
 
 TEST_P(bad_input, atomic_write_without_native_atomics_is_not_supported) {
-    open_pair();
+    ASSERT_NO_FATAL_FAILURE(open_pair());
     if (GetParam() == "tcp") {
         EXPECT_FALSE(pair_->client_domain.caps().native_atomics);
     }
@@ -747,7 +747,7 @@ TEST_P(bad_input, atomic_write_without_native_atomics_is_not_supported) {
 }
 
 TEST_P(bad_input, atomic_write_checks_alignment_range_and_usage) {
-    open_pair();
+    ASSERT_NO_FATAL_FAILURE(open_pair());
     // sockets must run it: tcp (no native atomics) skips it.
     if (GetParam() == "sockets") {
         ASSERT_TRUE(pair_->client_domain.caps().native_atomics);
@@ -794,7 +794,7 @@ TEST_P(bad_input, atomic_write_checks_alignment_range_and_usage) {
 // ---------------------------------------------------------------- waiting on the wrong thing
 
 TEST_P(bad_input, cq_wait_with_a_shared_channel_is_bad_state) {
-    open_pair({}, {.rcq = true, .channel = channel_mode::shared});
+    ASSERT_NO_FATAL_FAILURE(open_pair({}, {.rcq = true, .channel = channel_mode::shared}));
     auto w = client().cq().wait(10ms);
     ASSERT_FALSE(w.has_value());
     EXPECT_TRUE(w.error() == errc::bad_state) << w.error().what();
@@ -809,7 +809,7 @@ TEST_P(bad_input, cq_wait_with_a_shared_channel_is_bad_state) {
 }
 
 TEST_P(bad_input, connection_wait_with_separate_channels_is_bad_state) {
-    open_pair();
+    ASSERT_NO_FATAL_FAILURE(open_pair());
     auto w = client().wait(10ms);
     ASSERT_FALSE(w.has_value());
     EXPECT_TRUE(w.error() == errc::bad_state) << w.error().what();
@@ -825,7 +825,7 @@ TEST_P(bad_input, connection_wait_with_separate_channels_is_bad_state) {
 // ---------------------------------------------------------------- closed connection
 
 TEST_P(bad_input, operations_on_a_closed_connection_are_disconnected) {
-    open_pair();
+    ASSERT_NO_FATAL_FAILURE(open_pair());
     ASSERT_TRUE(client().close().has_value());
     EXPECT_FALSE(client().is_open());
     ASSERT_TRUE(client().close().has_value());  // idempotent
