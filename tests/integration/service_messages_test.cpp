@@ -46,7 +46,9 @@ constexpr std::uint32_t msg = 200;
 
 class service_messages : public testing::TestWithParam<std::string> {
   protected:
-    void start(bool serve = true, std::chrono::milliseconds serve_wait = 1000ms,
+    // A serving target answers the hello whatever serve_wait is; the wait bounds only a target
+    // that does not serve, so it is generous here (a loaded or sanitized run answers slowly).
+    void start(bool serve = true, std::chrono::milliseconds serve_wait = 10s,
                std::chrono::milliseconds timeout = 30s) {
         const persistence_config pc{.service_depth = depth,
                                     .message_size = msg,
