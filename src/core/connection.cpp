@@ -134,6 +134,13 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
             return r;
         }
     }
+    // Verbs rules: peers' writes with immediate data take posted receives, counted where the
+    // connection's receives complete on a CQ of its own (a shared CQ cannot tell whose write an
+    // entry without context is; a shared receive queue's receives are not the connection's).
+    if (dom->caps.rules == provider_rules::verbs && !srq) {
+        cq_impl* q = rcq ? rcq.get() : cq.get();
+        q->rx_rule = !q->shared;
+    }
     // The progress thread takes its CQs before anything waits on them (their wait fd changes).
     // It also answers the target service's requests and fills receive pools, which arrive as
     // completions, so it runs on every provider when asked for.

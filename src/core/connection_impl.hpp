@@ -63,7 +63,10 @@ struct connection_impl : internal_access::opaque<connection> {
     std::size_t rcq_reserved = 0;
     std::shared_ptr<channel_impl> channel;  // shared mode only
     std::shared_ptr<srq_impl> srq;          // connection_config::srq: receives come from it
-    info_ptr ep_info;                       // outlives ep: sockets keeps a shallow copy of it
+    // Verbs rules (cq_impl::rx_rule): posted receives that peers' writes with immediate data
+    // would have consumed on verbs. They stay posted here, so they are counted apart.
+    std::atomic<std::size_t> rx_taken{0};
+    info_ptr ep_info;  // outlives ep: sockets keeps a shallow copy of it
     // RDM peers (open_peer): the endpoint's address vector (closed after it), the peer's entry
     // there (the destination of every post), and the endpoint's own address. On MSG: no AV,
     // peer 0 (libfabric ignores it on a connected endpoint).

@@ -18,6 +18,7 @@
 
 #include "core/impl.hpp"
 #include "fabric/cq.hpp"
+#include "fabric/rules.hpp"
 
 #include "core/cq_read.hpp"
 
@@ -75,6 +76,32 @@ result<std::shared_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
 
 namespace {
 
+// Verbs rules (cq_impl::rx_rule): verbs delivers a peer's write with immediate data into a posted
+// receive (FI_RX_CQ_DATA), and a message needs one too. The providers here need none for the
+// write, so the rule counts: each such write takes one of the connection's posted receives
+// (connection_impl::rx_taken), and a write or a message that finds none left fails its completion
+// here (errc::invalid_argument, the rule logged), where verbs would fail the sender's operation
+// (receiver not ready). `imm`: c is a peer's write, else a message received. Counts only: the
+// receive a verbs NIC would have consumed stays posted and takes the next message.
+[[gnu::cold, gnu::noinline]] void rx_rule(const cq_impl& cq, completion& c, bool imm) {
+    connection_impl& k = *cq.conn;
+    const std::size_t posted = k.ops.in_use(queue::recv);  // a message's own still counts
+    const std::size_t taken = k.rx_taken.load(std::memory_order_relaxed);
+    if (posted <= taken) {
+        c.status = make_error_code(errc::invalid_argument);
+        fabric_rules::report(
+            imm ? "a peer's write with immediate data arrived with no receive posted for it: "
+                  "verbs consumes a posted receive for each (FI_RX_CQ_DATA; caps().rx_cq_data), "
+                  "and without one the writer's operation fails (receiver not ready)"
+                : "a message arrived while peers' writes with immediate data had taken every "
+                  "posted receive: verbs would have had none for it (receiver not ready)");
+        return;
+    }
+    if (imm) {
+        k.rx_taken.fetch_add(1, std::memory_order_relaxed);
+    }
+}
+
 // finish(), inlined into the CQ's read loop (take_entry).
 [[gnu::always_inline]] inline bool finish_entry(const cq_impl& cq, completion& c, void* op_context,
                                                 std::uint64_t flags, callback_sink* sink,
@@ -90,6 +117,9 @@ namespace {
             return false;
         }
         c.tag = cq.tag;
+        if (cq.rx_rule && (flags & cq_flag_remote_data) != 0) [[unlikely]] {
+            rx_rule(cq, c, true);
+        }
         return true;  // a peer's write with immediate data: no local operation
     }
     c.op = (flags & cq_flag_remote_write) != 0 ? op::remote_write : rec->kind;
@@ -102,7 +132,7 @@ namespace {
     op_pool* const pool = rec->owner;
     c.tag = pool->shared_rx && !cq.shared ? cq.tag : pool->tag;
     const done_fn done = rec->done.load(std::memory_order_relaxed);
-    if (done == &done_report && !rec->held && !rec->reclaims &&
+    if (done == &done_report && !rec->held && !rec->reclaims && !cq.rx_rule &&
         !pool->retired.load(std::memory_order_relaxed)) [[likely]] {
         // The plain reported operation (done_report, inline): the common completion.
         c.context = rec->user_context.load(std::memory_order_relaxed);
@@ -141,6 +171,9 @@ namespace {
     }
     if (rec->reclaims) {
         pool->reclaim(rec->mark);
+    }
+    if (cq.rx_rule && c.ok() && (flags & cq_flag_recv) != 0 && rec->kind == op::recv) {
+        rx_rule(cq, c, false);
     }
     // Counted (connection::in_flight) until the application has the completion: a reported one
     // keeps its record taken until poll hands it out (done_report, read with a sink),

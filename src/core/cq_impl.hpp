@@ -118,6 +118,9 @@ struct cq_impl final : callback_sink, internal_access::opaque<completion_queue> 
     std::shared_ptr<channel_impl> channel;  // set when the channel is shared
     completion_queue handle = internal_access::wrap<completion_queue>(this);
     connection_impl* conn = nullptr;  // the owning connection: its events also wake waits
+    // Verbs rules on the connection's own receive CQ: a peer's write with immediate data takes a
+    // posted receive, as on verbs (FI_RX_CQ_DATA); see rx_rule in cq_impl.cpp.
+    bool rx_rule = false;
     channel_source source{this, nullptr};
 
     // Completions read and not yet handed out, oldest first, with where each came from

@@ -16,7 +16,10 @@
 //     32 bits, atomics on 8-byte aligned remote words;
 //   - every post names a context (the provider may use all of fi_context2's bytes from the post
 //     to the completion: the mode scribbles over them at each post);
-//   - connection private data of at most verbs_limits.cm_data_size bytes (connect, accept).
+//   - connection private data of at most verbs_limits.cm_data_size bytes (connect, accept);
+//   - a peer's write with immediate data takes a posted receive (FI_RX_CQ_DATA), and one or a
+//     message that finds none fails its completion: counted by the core's CQs, which see the
+//     connection behind an entry (core/cq_impl.cpp, rx_rule), and reported here (report()).
 //
 // A post or registration that breaks a rule returns -FI_EINVAL without reaching the provider;
 // the message saying which rule is attached to the error fabric_error() builds on the same thread
@@ -96,7 +99,11 @@ void endpoint_opened(const fid_domain* domain, const fid* ep);
 int check_cm_data(const fid* ep, std::size_t len, const char* call);
 // `f` is closed: the registry lets go of it (a domain: with its endpoints and registrations).
 void forget(const fid* f) noexcept;
-// How many posts, registrations and connection calls broke a rule since the process started.
+// A rule broken where only the layer above can see it (a receive a peer's write with immediate
+// data would have consumed, core/cq_impl.cpp): counted and logged as the seam's own violations.
+void report(const std::string& what);
+// How many posts, registrations, connection calls and completions broke a rule since the process
+// started.
 unsigned long violations() noexcept;
 // This thread's last violation message, cleared ("" when none).
 std::string take_message();

@@ -355,6 +355,69 @@ TEST_P(verbs_rules, caps_report_verbs_limits) {
     }
 }
 
+// The server's completions until `n` arrived or 10 s passed (the client's CQ is read too: its
+// writes and sends complete there).
+std::vector<completion> server_completions(bench& b, std::size_t n) {
+    std::vector<completion> got;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    completion buf[8];
+    while (got.size() < n && std::chrono::steady_clock::now() < deadline) {
+        (void)b.client().cq().poll(buf);
+        auto r = b.pair->server->cq().poll(buf);
+        if (r)
+            got.insert(got.end(), buf, buf + *r);
+    }
+    return got;
+}
+
+// verbs delivers a write with immediate data into a posted receive (FI_RX_CQ_DATA): under the
+// mode each one takes a posted receive, and a write (or a message) that finds none fails its
+// completion at the target, naming the rule. Natively the same writes need no receive.
+TEST_P(verbs_rules, writes_with_immediate_data_take_posted_receives) {
+    for (const char* rules : {"verbs", "native"}) {
+        SCOPED_TRACE(rules);
+        const bool verbs = std::strcmp(rules, "verbs") == 0;
+        bench b(GetParam(), rules);
+        if (!b.error.empty())
+            GTEST_SKIP() << GetParam() << ": " << b.error;
+        if (b.caps().cq_data_size == 0)
+            GTEST_SKIP() << GetParam() << ": no immediate data";
+        EXPECT_EQ(b.caps().rx_cq_data, verbs || b.pair->server_domain.caps().rx_cq_data);
+        std::vector<std::byte> in(64);
+        auto in_mr = must(memory_region::create(b.pair->server_domain, in, usage::receive));
+        int recv_ctx = 0;
+        REMORA_ASSERT_OK(b.pair->server->recv(in_mr, 0, 64, {.context = &recv_ctx}));
+        const unsigned long before = detail::fabric_rules::violations();
+        // Two writes with immediate data: the first takes the one receive, the second finds none.
+        for (std::uint64_t imm : {1u, 2u}) {
+            REMORA_ASSERT_OK(
+                b.client().write_with_imm(*b.remote, 8 * imm, *b.source_mr, 0, 8, imm));
+            auto got = server_completions(b, 1);
+            ASSERT_EQ(got.size(), 1u);
+            EXPECT_EQ(got[0].op, op::remote_write);
+            EXPECT_EQ(got[0].imm, imm);
+            if (verbs && imm == 2) {
+                EXPECT_TRUE(got[0].status == errc::invalid_argument) << got[0].status.message();
+            } else {
+                EXPECT_TRUE(got[0].ok()) << got[0].status.message();
+            }
+        }
+        // A message now: verbs' only receive went to the first write, so it has none either.
+        REMORA_ASSERT_OK(b.client().send(*b.half_mr, 0, 16));
+        auto got = server_completions(b, 1);
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_EQ(got[0].op, op::recv);
+        EXPECT_EQ(got[0].context, &recv_ctx);
+        if (verbs) {
+            EXPECT_TRUE(got[0].status == errc::invalid_argument) << got[0].status.message();
+            EXPECT_EQ(detail::fabric_rules::violations(), before + 2);
+        } else {
+            EXPECT_TRUE(got[0].ok()) << got[0].status.message();
+            EXPECT_EQ(detail::fabric_rules::violations(), before);
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(providers, verbs_rules,
                          testing::Values("tcp", "sockets", "rdm:shm", "rdm:tcp;ofi_rxm"),
                          provider_name);
