@@ -150,8 +150,9 @@ TEST_P(srq, own_receive_cqs_tell_the_connection) {
     buffer inbox(4 * slot), outbox(2 * slot);
     auto rmr = must(memory_region::create(s.dom, inbox.span(), usage::receive));
     auto smr = must(memory_region::create(s.client_dom, outbox.span(), usage::send));
+    int ctx[4];
     for (int j = 0; j < 4; ++j) {
-        REMORA_ASSERT_OK(q.recv(rmr, j * slot, slot));
+        REMORA_ASSERT_OK(q.recv(rmr, j * slot, slot, {.context = &ctx[j]}));
     }
     std::memcpy(outbox.bytes.data(), "for a", 5);
     std::memcpy(outbox.bytes.data() + slot, "for b", 5);
@@ -163,7 +164,15 @@ TEST_P(srq, own_receive_cqs_tell_the_connection) {
     ASSERT_EQ(got_b.size(), 1u);
     EXPECT_EQ(got_a[0].tag, 1u);
     EXPECT_EQ(got_b[0].tag, 2u);
-    EXPECT_TRUE(got_a[0].ok() && got_b[0].ok());
+    ASSERT_TRUE(got_a[0].ok()) << got_a[0].status.message();
+    ASSERT_TRUE(got_b[0].ok()) << got_b[0].status.message();
+    auto text = [&](const completion& c) {
+        const auto j = static_cast<int*>(c.context) - ctx;
+        EXPECT_TRUE(j >= 0 && j < 4);
+        return std::string(reinterpret_cast<const char*>(inbox.bytes.data()) + j * slot, c.bytes);
+    };
+    EXPECT_EQ(text(got_a[0]), "for a");  // each completion names the connection it came from
+    EXPECT_EQ(text(got_b[0]), "for b");
     EXPECT_EQ(q.posted(), 2u);
     completion none[1];
     auto on_queue = q.cq().poll(none);
@@ -219,6 +228,49 @@ TEST_P(srq_unsupported, create_names_the_provider_and_receive_pool) {
 
 INSTANTIATE_TEST_SUITE_P(providers, srq_unsupported, testing::ValuesIn(rdm_providers()),
                          provider_name);
+
+// RDM: a peer not attached to the queue that sends to one of its peers' addresses consumes a
+// receive, which completes with access_denied and nothing received; the next receive serves the
+// attached peer.
+TEST(srq_rdm, a_stranger_takes_a_receive_and_is_refused) {
+    auto s = side::open("rdm:sockets");
+    auto q = must(shared_receive_queue::create(s.dom, {.size = 4}));
+    auto a = must(s.add({.rcq = true, .tag = 1, .srq = q}));
+    auto stranger = must(connection::open_peer(s.client_dom));
+    REMORA_ASSERT_OK(stranger.attach(a.local_address()));
+    buffer inbox(2 * slot), outbox(2 * slot);
+    auto rmr = must(memory_region::create(s.dom, inbox.span(), usage::receive));
+    auto smr = must(memory_region::create(s.client_dom, outbox.span(), usage::send));
+    REMORA_ASSERT_OK(q.recv(rmr, 0, slot));
+    REMORA_ASSERT_OK(q.recv(rmr, slot, slot));
+    std::memcpy(outbox.bytes.data(), "intruder", 8);
+    std::memcpy(outbox.bytes.data() + slot, "friend", 6);
+    REMORA_ASSERT_OK(stranger.send(smr, 0, 8));
+    auto refused = collect(*a.rcq(), 1, false);
+    ASSERT_EQ(refused.size(), 1u);
+    EXPECT_EQ(refused[0].status, errc::access_denied) << refused[0].status.message();
+    EXPECT_EQ(refused[0].bytes, 0u);
+    EXPECT_EQ(q.posted(), 1u);
+    REMORA_ASSERT_OK(s.clients()[0].send(smr, slot, 6));
+    auto got = collect(*a.rcq(), 1, false);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(got[0].ok()) << got[0].status.message();
+    EXPECT_EQ(got[0].bytes, 6u);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(inbox.bytes.data()) + slot, 6), "friend");
+    EXPECT_EQ(q.posted(), 0u);
+}
+
+// The admission attach handshake needs receives of the connection's own: an RDM peer taking its
+// messages from a queue is refused it, and nothing is posted.
+TEST(srq_rdm, an_attach_handshake_is_refused) {
+    auto s = side::open("rdm:sockets");
+    auto q = must(shared_receive_queue::create(s.dom, {.size = 2}));
+    auto a = must(s.add({.rcq = true, .srq = q}));
+    auto gate = must(admission_gate::create(must(admission_key::generate())));
+    EXPECT_ERRC(admit_peer(a, gate, {}, 1s), errc::not_supported);
+    EXPECT_EQ(q.posted(), 0u);
+    EXPECT_EQ(a.in_flight(), 0u);
+}
 
 TEST(srq_rdm, sockets_has_a_shared_receive_context) {
     auto d = must(domain::open({.provider = "sockets", .endpoint = endpoint_type::rdm}));
