@@ -139,6 +139,31 @@ TEST_P(srq, receives_outlive_a_connection) {
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(inbox.bytes.data()), 4), "to b");
 }
 
+// The same with receive CQs of their own: the receives left in the queue when a connection (an
+// RDM peer) and its CQ go away complete on the CQ of the connection the next message arrives on.
+TEST_P(srq, receives_outlive_a_connection_and_its_cq) {
+    auto s = side::open(GetParam());
+    auto q = must(shared_receive_queue::create(s.dom, {.size = 4}));
+    auto a = must(s.add({.rcq = true, .tag = 1, .srq = q}));
+    auto b = must(s.add({.rcq = true, .tag = 2, .srq = q}));
+    buffer inbox(2 * slot), outbox(slot);
+    auto rmr = must(memory_region::create(s.dom, inbox.span(), usage::receive));
+    auto smr = must(memory_region::create(s.client_dom, outbox.span(), usage::send));
+    REMORA_ASSERT_OK(q.recv(rmr, 0, slot));
+    REMORA_ASSERT_OK(q.recv(rmr, slot, slot));
+    { auto gone = std::move(a); }
+    EXPECT_EQ(q.connections(), 1u);
+    EXPECT_EQ(q.posted(), 2u);
+    std::memcpy(outbox.bytes.data(), "to b", 4);
+    REMORA_ASSERT_OK(s.clients()[1].send(smr, 0, 4));
+    auto got = collect(*b.rcq(), 1, false);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(got[0].ok()) << got[0].status.message();
+    EXPECT_EQ(got[0].tag, 2u);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(inbox.bytes.data()), 4), "to b");
+    EXPECT_EQ(q.posted(), 1u);
+}
+
 // With receive CQs of their own, the connections tell which one a message came from: the
 // queue's receives complete on the receiving connection's CQ, with its tag.
 TEST_P(srq, own_receive_cqs_tell_the_connection) {
