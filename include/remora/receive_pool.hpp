@@ -53,8 +53,10 @@ class message;
 /// control; receiver-not-ready retries on verbs). The target stops taking new work and nothing
 /// is dropped; its memory stays bounded by buffers × buffer_size.
 ///
-/// libfabric's shared receive contexts (fi_srx_context) are not used: with FI_EP_MSG they do not
-/// say which connection a message came from, and a target must reply on that connection.
+/// libfabric's shared receive contexts are not used (shared_receive_queue is that): they do not
+/// say which connection a message came from unless each has a receive CQ of its own, and a
+/// target must reply on that connection. A receive_pool works on every provider, including those
+/// without a shared receive context (docs/providers.md).
 ///
 /// Usage: attach() each accepted connection (its rq_size must be at least per_connection), then
 /// take messages from all of them in arrival order with next(). The pool's receives complete

@@ -28,7 +28,8 @@ struct remora_shared_receive_queue_config {
 };
 /**
  * One receive queue for many connections (remora_connection_config.srq). REMORA_E_NOT_SUPPORTED
- * where the provider has none (every RDM domain; tcp and sockets msg domains have one). Threading:
+ * where the provider has none (shm, tcp;ofi_rxm and net RDM domains; tcp and sockets msg domains
+ * and sockets RDM domains have one; docs/providers.md). Threading:
  * remora_shared_receive_queue_recv may run on several threads; its CQ has one reader at a time.
  * @param dom the domain
  * @param cfg its configuration (NULL: the defaults)

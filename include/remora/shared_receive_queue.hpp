@@ -31,20 +31,26 @@ struct shared_receive_queue_config {
 /// in the order they were posted, whichever connection a message arrives on. A server with many
 /// clients thus keeps `size` receives posted in all, not rq_size per connection.
 ///
+/// Endpoints: connected (msg) connections, and RDM peers (connection::open_peer) of a domain
+/// whose provider has a shared receive context (caps().shared_rx; which providers have one:
+/// docs/providers.md). Elsewhere create() fails with errc::not_supported naming the provider;
+/// there receive_pool (receive_pool.hpp) is the answer: library buffers lent to each
+/// connection's own receive queue.
+///
 /// Completions: by default the receives complete on the queue's own completion queue, cq() (a
 /// shared_completion_queue of `size` entries: it cannot overflow, since at most `size` receives
 /// are posted), with completion::tag = the queue's tag; which connection a message came from is
-/// not told there (libfabric's MSG providers report the receive, not the endpoint). A
-/// connection set up with connection_config::rcq = true as well gets a receive CQ of its own
-/// (sized `size`): the queue's receives that its messages consume complete there, with the
-/// connection's tag — which connection, at the price of one CQ each to read. A CQ read drives
-/// the provider for its connections.
+/// not told there (the provider reports the receive, not the endpoint). A connection set up with
+/// connection_config::rcq = true as well gets a receive CQ of its own (sized `size`): the
+/// queue's receives that its messages consume complete there, with the connection's tag — which
+/// connection, at the price of one CQ each to read. A CQ read drives the provider for its
+/// connections.
 ///
-/// Connected (msg) endpoints only: create() fails with errc::not_supported on an RDM domain and
-/// where the provider has no shared receive context (caps().shared_rx false; which providers
-/// have one: docs/providers.md). There receive_pool
-/// (receive_pool.hpp) is the answer: library buffers lent to each connection's own receive
-/// queue.
+/// RDM peers: a receive takes a message from any peer attached to the queue (receives cannot be
+/// directed at one peer). Where the domain checks sources (caps().directed_receive), a message
+/// from anyone not attached to the queue still consumes a receive, which completes with
+/// errc::access_denied and nothing received (post another). An RDM peer with an srq cannot run
+/// the admission attach handshake (prove_admission, admit_peer: errc::not_supported).
 ///
 /// A connection with an srq posts no receives of its own: connection::recv is refused
 /// (errc::bad_state), its disconnect cancels nothing of the queue's, and its receive-queue
@@ -57,10 +63,11 @@ class shared_receive_queue {
   public:
     shared_receive_queue() = default;  ///< empty handle
     /// A queue on `dom`, with its own completion queue.
-    /// \param dom a domain opened for endpoint_type::msg
+    /// \param dom a domain whose provider has a shared receive context (caps().shared_rx), for
+    ///        either endpoint type
     /// \param cfg how many receives it keeps posted, and its completions' tag
-    /// \return the queue; errc::not_supported where the domain's provider has no shared receive
-    ///         context (RDM domains included); errc::invalid_argument for size 0
+    /// \return the queue; errc::not_supported, naming the provider, where the domain's provider
+    ///         has no shared receive context; errc::invalid_argument for size 0
     static result<shared_receive_queue> create(const domain& dom,
                                                const shared_receive_queue_config& cfg = {});
 

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/impl.hpp"
+#include "core/srq_impl.hpp"
 #include "fabric/av.hpp"
 #include "fabric/cq.hpp"
 #include "fabric/endpoint.hpp"
@@ -236,6 +237,22 @@ result<void> connection::attach(std::span<const std::byte> peer_address) {
                         "attach: " + c.dom->caps.provider + " refused the peer's address");
         }
         return fail(fabric_error(ret, "attach: fi_av_insert of the peer's address"));
+    }
+    if (c.srq && c.dom->source_checked) {
+        // The queue's receives serve every peer attached to it and are read with the source as
+        // each endpoint's address vector names it: this peer must have the entry every other
+        // one has (an address vector of tables gives each peer entry 1, after the endpoint's
+        // own).
+        std::uint64_t first = srq_no_peer;
+        auto& source = c.srq->ops.source;
+        if (!source.compare_exchange_strong(first, addr, std::memory_order_relaxed) &&
+            first != addr) {
+            return fail(errc::not_supported,
+                        "attach: " + c.dom->caps.provider +
+                            " numbers this peer's address differently from the other peers of "
+                            "its shared_receive_queue (an address vector of type map); use a "
+                            "receive_pool");
+        }
     }
     c.peer = addr;
     // Receives take the attached peer's messages only (FI_DIRECTED_RECV where the provider

@@ -100,6 +100,12 @@ result<std::vector<std::byte>> control_exchange(connection& conn,
     if (!c->attached.load()) {
         return fail(errc::bad_state, "attach handshake: no peer attached");
     }
+    if (receive && c->srq) {
+        return fail(errc::not_supported,
+                    "attach handshake: the connection takes its messages from a "
+                    "shared_receive_queue, which serves every peer attached to it; admit the "
+                    "peer on a connection without srq");
+    }
     if (message.size() > control_max) {
         return fail(errc::too_large, "attach handshake: a message of " +
                                          std::to_string(message.size()) + " bytes (at most " +

@@ -21,11 +21,13 @@ result<shared_receive_queue> shared_receive_queue::create(const domain& dom,
                     "shared_receive_queue: the domain handle is empty (closed or moved from)");
     }
     const auto& caps = dom.caps();
-    if (caps.endpoint != endpoint_type::msg || !caps.shared_rx) {
+    const bool rdm = caps.endpoint == endpoint_type::rdm;
+    if (!caps.shared_rx) {
         return fail(errc::not_supported,
-                    "shared_receive_queue: " + caps.provider +
-                        (caps.endpoint != endpoint_type::msg ? " (RDM endpoints)" : "") +
-                        " has no shared receive context; use a receive_pool");
+                    "shared_receive_queue: provider " + caps.provider +
+                        (rdm ? " (RDM endpoints)" : " (connected endpoints)") +
+                        " has no shared receive context; use a receive_pool (receive_pool.hpp), "
+                        "which lends library buffers to each connection's own receive queue");
     }
     if (cfg.size == 0) {
         return fail(errc::invalid_argument, "shared_receive_queue: size must be > 0");
@@ -42,6 +44,12 @@ result<shared_receive_queue> shared_receive_queue::create(const domain& dom,
     impl->ops.reset(0, 0, impl->size);
     impl->ops.tag = cfg.tag;
     impl->ops.shared_rx = true;
+    if (rdm && detail::impl_of(dom)->source_checked) {
+        // A message from anyone but an attached peer fails the receive it took, as on a peer's
+        // own receive queue; until the first peer attaches, every message does (srq_no_peer).
+        impl->ops.source.store(srq_no_peer, std::memory_order_relaxed);
+        impl->ops.check_source.store(true, std::memory_order_relaxed);
+    }
     int ret = open_srx(impl->dom->domain.get(), impl->dom->info.get(), impl->size, impl->srx);
     if (ret != 0) {
         return fail(fabric_error(ret, "fi_srx_context"));

@@ -22,6 +22,9 @@ struct srq_impl;
 REMORA_HANDLE_STATE(srq_binding, srq_impl);
 REMORA_HANDLE_STATE(shared_receive_queue, srq_impl);
 
+// RDM: the queue's source before any peer is attached (no address vector entry is this).
+inline constexpr std::uint64_t srq_no_peer = ~std::uint64_t{1};
+
 struct srq_impl : internal_access::opaque<srq_binding> {
     std::shared_ptr<domain_impl> dom;
     op_pool ops;                 // its receives' records (the receive queue only)

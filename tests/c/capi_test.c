@@ -967,6 +967,64 @@ static void test_rdm_shm(void) {
     OK(remora_domain_close(&dom));
 }
 
+/* A shared receive queue on RDM peers (sockets): receives posted once serve two peers, each
+ * completing on its peer's own receive CQ with its tag; shm has none and says so. */
+static void test_rdm_srq(void) {
+    const struct remora_domain_config dcfg = {
+        .size = sizeof dcfg, .provider = "sockets", .endpoint = REMORA_ENDPOINT_RDM};
+    const struct remora_domain_config shm_cfg = {
+        .size = sizeof shm_cfg, .provider = "shm", .endpoint = REMORA_ENDPOINT_RDM};
+    struct remora_shared_receive_queue_config qcfg = {.size = sizeof qcfg, .depth = 4, .tag = 9};
+    struct remora_connection_config scfg = {.size = sizeof scfg, .rcq = true};
+    remora_domain *dom = NULL, *shm = NULL;
+    remora_shared_receive_queue *srq = NULL, *none = NULL;
+    remora_connection *s[2] = {NULL, NULL}, *c[2] = {NULL, NULL};
+    remora_memory_region *smr = NULL, *cmr = NULL;
+    remora_completion_queue* rcq = NULL;
+    const void* addr = NULL;
+    size_t len = 0;
+    int i;
+    OK(remora_domain_open(&shm_cfg, &shm));
+    EXPECT_CODE(remora_shared_receive_queue_create(shm, &qcfg, &none), REMORA_E_NOT_SUPPORTED,
+                "shm (RDM endpoints) has no shared receive context; use a receive_pool");
+    CHECK(none == NULL);
+    OK(remora_domain_close(&shm));
+    OK(remora_domain_open(&dcfg, &dom));
+    OK(remora_shared_receive_queue_create(dom, &qcfg, &srq));
+    scfg.srq = srq;
+    for (i = 0; i < 2; ++i) {
+        scfg.tag = (uint64_t)i + 1;
+        OK(remora_open_peer(dom, &scfg, &s[i]));
+        OK(remora_open_peer(dom, NULL, &c[i]));
+        OK(remora_connection_local_address(c[i], &addr, &len));
+        OK(remora_connection_attach(s[i], addr, len));
+        OK(remora_connection_local_address(s[i], &addr, &len));
+        OK(remora_connection_attach(c[i], addr, len));
+    }
+    OK(remora_memory_region_create(dom, rp.server_mem, REGION, REMORA_USAGE_ALL, &smr));
+    OK(remora_memory_region_create(dom, rp.client_mem, REGION, REMORA_USAGE_ALL, &cmr));
+    OK(remora_shared_receive_queue_recv(srq, smr, 0, 64, 0, (void*)1));
+    OK(remora_shared_receive_queue_recv(srq, smr, 64, 64, 0, (void*)2));
+    memcpy(rp.client_mem, "peer one", 8);
+    memcpy(rp.client_mem + 64, "peer two", 8);
+    for (i = 0; i < 2; ++i) {
+        struct remora_completion got;
+        OK(remora_send(c[i], cmr, (size_t)i * 64, 8, 0, NULL));
+        OK(remora_connection_rcq(s[i], &rcq));
+        got = expect_completion(rcq, REMORA_OP_RECV, (void*)(uintptr_t)(i + 1));
+        CHECK(got.tag == (uint64_t)i + 1 && got.bytes == 8);
+        CHECK(memcmp(rp.server_mem + i * 64, i == 0 ? "peer one" : "peer two", 8) == 0);
+    }
+    for (i = 0; i < 2; ++i) {
+        remora_connection_delete(s[i]);
+        remora_connection_delete(c[i]);
+    }
+    remora_shared_receive_queue_delete(srq);
+    remora_memory_region_delete(smr);
+    remora_memory_region_delete(cmr);
+    OK(remora_domain_close(&dom));
+}
+
 /* ---- slot pools, parked posts, callbacks, gather_write, copies ---- */
 
 /* What callbacks saw, for the thread that waits for them (bounded by T_WAIT_MS). */
@@ -1592,6 +1650,7 @@ static const struct named_test tests[] = {
     {"config_size", test_config_size},
     {"strerror", test_strerror},
     {"rdm_shm", test_rdm_shm},
+    {"rdm_srq", test_rdm_srq},
     {"slot_pool", test_slot_pool},
     {"slots_parked", test_slots_parked},
     {"slots_forbid", test_slots_forbid},
