@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // src/capi/pools.cpp — the C API's slot pools and leases, bounce-buffer pools, and the operations
-// that take options (parked posts, callbacks, multi-key gather_write, the copies).
+// that take options (parked posts, callbacks, multi-key gather_write and scatter_read, the copies).
 #include "capi.hpp"
 
 using namespace remora::capi;
@@ -479,6 +479,22 @@ REMORA_API int remora_recv_ex(remora_connection* conn, const remora_memory_regio
     });
 }
 
+namespace {
+
+// A multi-key operation's remote segments from the C array (n 0: none; more parts than allowed
+// are passed on as they are: the connection names the limit).
+std::vector<remora::remote_segment> segments_of(const struct remora_remote_segment* segs,
+                                                size_t n) {
+    std::vector<remora::remote_segment> out(n);
+    for (size_t i = 0; i < n; ++i) {
+        out[i] = {segs[i].region == nullptr ? nullptr : &segs[i].region->r, segs[i].offset,
+                  segs[i].length};
+    }
+    return out;
+}
+
+}  // namespace
+
 REMORA_API int remora_gather_write(remora_connection* conn, const struct remora_remote_segment* dst,
                                    size_t n, const remora_memory_region* src, size_t src_offset,
                                    const struct remora_op_options* opts) {
@@ -488,14 +504,24 @@ REMORA_API int remora_gather_write(remora_connection* conn, const struct remora_
         if (n != 0) {
             REMORA_CAPI_NOT_NULL(fn, dst);
         }
-        // More parts than allowed are passed on as they are: the connection names the limit.
-        std::vector<remora::remote_segment> segs(n);
-        for (size_t i = 0; i < n; ++i) {
-            segs[i] = {dst[i].region == nullptr ? nullptr : &dst[i].region->r, dst[i].offset,
-                       dst[i].length};
-        }
+        const auto segs = segments_of(dst, n);
         REMORA_CAPI_EX_PROLOGUE(fn);
         return done(fn, conn->c.gather_write(segs, *mr_of(src), src_offset, o), o);
+    });
+}
+
+REMORA_API int remora_scatter_read(remora_connection* conn, const struct remora_remote_segment* src,
+                                   size_t n, const remora_memory_region* dst, size_t dst_offset,
+                                   const struct remora_op_options* opts) {
+    static constexpr const char* fn = "remora_scatter_read";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, dst);
+        if (n != 0) {
+            REMORA_CAPI_NOT_NULL(fn, src);
+        }
+        const auto segs = segments_of(src, n);
+        REMORA_CAPI_EX_PROLOGUE(fn);
+        return done(fn, conn->c.scatter_read(segs, *mr_of(dst), dst_offset, o), o);
     });
 }
 

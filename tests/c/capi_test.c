@@ -1298,11 +1298,65 @@ static void gather(remora_connection* client, remora_completion_queue* cq,
     remora_remote_region_delete(s2);
 }
 
+/* scatter_read of two slices of the peer's memory (in this process) into consecutive local bytes,
+ * then its refusals. */
+static void scatter(remora_connection* client, remora_completion_queue* cq,
+                    const remora_remote_region* remote, const remora_memory_region* mr,
+                    unsigned char* local, unsigned char* peer_mem) {
+    remora_remote_region *s1 = NULL, *s2 = NULL;
+    struct remora_remote_segment seg[2];
+    struct remora_op_options o = {.size = sizeof o, .context = &seg};
+    struct remora_completion c;
+    size_t n = 99;
+    OK(remora_remote_region_slice(remote, 1024, 512, &s1));
+    OK(remora_remote_region_slice(remote, 3072, 512, &s2));
+    memcpy(peer_mem + 1024 + 40, "scatter-", 8);
+    memcpy(peer_mem + 3072 + 60, "read-in-two", 11);
+    memset(local + 2490, 0, 40);
+    seg[0] = (struct remora_remote_segment){s1, 40, 8};
+    seg[1] = (struct remora_remote_segment){s2, 60, 11};
+    OK(remora_scatter_read(client, seg, 2, mr, 2500, &o));
+    c = expect_completion(cq, REMORA_OP_READ, &seg);
+    CHECK(c.bytes == 19 && c.failed_part == 0);
+    CHECK(memcmp(local + 2500, "scatter-read-in-two", 19) == 0);
+    CHECK(local[2499] == 0 && local[2519] == 0);
+    /* refusals, nothing posted */
+    EXPECT_CODE(remora_scatter_read(client, seg, 0, mr, 0, NULL), REMORA_E_INVALID,
+                "remora_scatter_read: ");
+    seg[1].region = NULL;
+    EXPECT_CODE(remora_scatter_read(client, seg, 2, mr, 0, NULL), REMORA_E_INVALID,
+                "remora_scatter_read: ");
+    seg[1] = (struct remora_remote_segment){s2, 500, 13};
+    EXPECT_CODE(remora_scatter_read(client, seg, 2, mr, 0, NULL), REMORA_E_OUT_OF_RANGE, "part 1");
+    seg[1] = (struct remora_remote_segment){s2, 60, 11};
+    EXPECT_CODE(remora_scatter_read(client, seg, 2, mr, REGION - 8, NULL), REMORA_E_OUT_OF_RANGE,
+                "remora_scatter_read: ");
+    o.flags = REMORA_F_AT_POST;
+    EXPECT_CODE(remora_scatter_read(client, seg, 2, mr, 0, &o), REMORA_E_INVALID,
+                "remora_scatter_read: ");
+    EXPECT_CODE(remora_scatter_read(client, NULL, 2, mr, 0, NULL), REMORA_E_INVALID, "src is NULL");
+    EXPECT_CODE(remora_scatter_read(client, seg, 2, NULL, 0, NULL), REMORA_E_INVALID,
+                "dst is NULL");
+    EXPECT_CODE(remora_scatter_read(NULL, seg, 2, mr, 0, NULL), REMORA_E_INVALID, "conn is NULL");
+    OK(remora_connection_in_flight(client, &n));
+    CHECK(n == 0);
+    remora_remote_region_delete(s1);
+    remora_remote_region_delete(s2);
+}
+
 static void test_gather_write(void) {
     remora_completion_queue* cq = NULL;
     remote_pair_open(&rp, &target_cfg, &default_cfg, NULL);
     OK(remora_connection_cq(rp.p.client, &cq));
     gather(rp.p.client, cq, rp.remote, rp.client_mr, rp.client_mem, rp.server_mem);
+    remote_pair_close(&rp);
+}
+
+static void test_scatter_read(void) {
+    remora_completion_queue* cq = NULL;
+    remote_pair_open(&rp, &target_cfg, &default_cfg, NULL);
+    OK(remora_connection_cq(rp.p.client, &cq));
+    scatter(rp.p.client, cq, rp.remote, rp.client_mr, rp.client_mem, rp.server_mem);
     remote_pair_close(&rp);
 }
 
@@ -1370,7 +1424,8 @@ static void test_copy(void) {
     remote_pair_close(&rp);
 }
 
-/* The same on shm RDM peers in one process: gather_write, and parked posts on a slot pool. */
+/* The same on shm RDM peers in one process: gather_write, scatter_read, and parked posts on a
+ * slot pool. */
 static void test_rdm_shm_ext(void) {
     const struct remora_domain_config dcfg = {
         .size = sizeof dcfg, .provider = "shm", .endpoint = REMORA_ENDPOINT_RDM};
@@ -1400,6 +1455,7 @@ static void test_rdm_shm_ext(void) {
     OK(remora_connection_cq(b, &cq));
     parked_posts(b, cq, desc, bmr, pool);
     gather(b, cq, desc, bmr, rp.client_mem, rp.server_mem);
+    scatter(b, cq, desc, bmr, rp.client_mem, rp.server_mem);
     remora_remote_region_delete(desc);
     remora_connection_delete(b);
     remora_connection_delete(a);
@@ -1596,6 +1652,7 @@ static const struct named_test tests[] = {
     {"slots_parked", test_slots_parked},
     {"slots_forbid", test_slots_forbid},
     {"gather_write", test_gather_write},
+    {"scatter_read", test_scatter_read},
     {"copy", test_copy},
     {"rdm_shm_ext", test_rdm_shm_ext},
     {"async_srq", test_async_srq},
