@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// What the slots layer lends a connection's operations: bounce buffers (write_copy, send_copy)
-// and registrations (gather_write through a registration_cache), held by the operation record as a
-// type-erased op_holding (ops/holding.hpp), so the endpoint layer does not name them. (Units of
-// connection_config::slots reach the endpoint through the base layer's `budget` interface, which
-// slot_pool implements: no call from the endpoint layer up into this one remains.)
+// What the slots layer lends a connection's operations: bounce buffers (write_copy, send_copy,
+// write_or_copy past max_sge) and registrations (gather_write through a registration_cache), held
+// by the operation record as a type-erased op_holding (ops/holding.hpp), so the endpoint layer does
+// not name them. (Units of connection_config::slots reach the endpoint through the base layer's
+// `budget` interface, which slot_pool implements: no call from the endpoint layer up into this one
+// remains.)
 #include <remora/buffer_pool.hpp>
 #include <remora/connection.hpp>
 #include <remora/registration_cache.hpp>
@@ -25,9 +26,9 @@ class bounce_addon final : public connection_addon {
     buffer_pool pool;
 };
 
-// Takes a bounce buffer from the connection's pool and copies `data` into it: the operation's
+// Takes a bounce buffer of at least `size` bytes from the connection's pool: the operation's
 // slot then holds it until completion.
-result<pooled_buffer> bounce_copy(const detail::connection_impl& c, std::span<const std::byte> data,
+result<pooled_buffer> bounce_take(const detail::connection_impl& c, std::size_t size,
                                   const char* what) {
     const bounce_addon* found = nullptr;
     for (const auto& a : c.config.addons) {
@@ -41,8 +42,8 @@ result<pooled_buffer> bounce_copy(const detail::connection_impl& c, std::span<co
                     std::string(what) + ": the connection has no buffer_pool among its addons");
     }
     buffer_pool pool = found->pool;  // a handle: the same pool
-    if (data.size() > pool.buffer_size()) {
-        return fail(errc::too_large, std::string(what) + ": " + std::to_string(data.size()) +
+    if (size > pool.buffer_size()) {
+        return fail(errc::too_large, std::string(what) + ": " + std::to_string(size) +
                                          " bytes exceed the bounce buffers of " +
                                          std::to_string(pool.buffer_size()));
     }
@@ -50,7 +51,14 @@ result<pooled_buffer> bounce_copy(const detail::connection_impl& c, std::span<co
     if (!b) {
         return fail(b.error().code(), std::string(what) + ": " + b.error().message());
     }
-    if (!data.empty()) {
+    return b;
+}
+
+// bounce_take, then `data` copied into the buffer.
+result<pooled_buffer> bounce_copy(const detail::connection_impl& c, std::span<const std::byte> data,
+                                  const char* what) {
+    auto b = bounce_take(c, data.size(), what);
+    if (b && !data.empty()) {
         std::memcpy(b->data().data(), data.data(), data.size());
     }
     return b;
@@ -74,6 +82,56 @@ result<void> write_copy(connection& conn, const remote_region& dst, std::uint64_
     }
     const local_segment seg{&b->region(), b->offset(), data.size()};
     detail::op_holding held(std::move(*b));  // the segment points into the pool's registration
+    return detail::post_rma(c, detail::rma_kind::write, {&seg, 1}, dst, dst_offset, 0, opts, &held);
+}
+
+result<void> write_or_copy(connection& conn, const remote_region& dst, std::uint64_t dst_offset,
+                           std::span<const local_segment> src, op_options opts) {
+    auto& c = *detail::impl_of(conn);
+    if (src.size() <= c.config.max_sge) {
+        return conn.write(dst, dst_offset, src, opts);  // one scatter-gather post
+    }
+    const char* what = "write_or_copy";
+    if (auto r = detail::check_open(c, what); !r) {
+        return r;
+    }
+    // More segments than one post carries: each checked as a write's source, then all their bytes
+    // copied, in order, into one bounce buffer and written from it.
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < src.size(); ++i) {
+        const local_segment& s = src[i];
+        auto part = [i, what] {
+            return std::string(what) + ": segment " + std::to_string(i) + ": ";
+        };
+        if (s.region == nullptr) {
+            return fail(errc::invalid_argument, part() + "no region");
+        }
+        if (!detail::same_domain(c, *s.region)) {
+            return fail(errc::invalid_argument, part() + "a region of another domain");
+        }
+        if (!has_all(s.region->usages(), usage::write_source)) {
+            return fail(errc::access_denied, part() + "region not registered for this use");
+        }
+        if (s.offset > s.region->size() || s.length > s.region->size() - s.offset) {
+            return fail(errc::out_of_range, part() + "[" + std::to_string(s.offset) + ", +" +
+                                                std::to_string(s.length) + ") outside region of " +
+                                                std::to_string(s.region->size()) + " bytes");
+        }
+        total += s.length;
+    }
+    auto b = bounce_take(c, total, what);
+    if (!b) {
+        return fail(b.error());
+    }
+    std::size_t at = 0;
+    for (const local_segment& s : src) {
+        if (s.length != 0) {
+            std::memcpy(b->data().data() + at, s.region->memory().data() + s.offset, s.length);
+        }
+        at += s.length;
+    }
+    const local_segment seg{&b->region(), b->offset(), total};
+    detail::op_holding held(std::move(*b));
     return detail::post_rma(c, detail::rma_kind::write, {&seg, 1}, dst, dst_offset, 0, opts, &held);
 }
 
