@@ -108,6 +108,23 @@ class multi_key_test : public testing::TestWithParam<std::string> {
         }
         return out;
     }
+    // What a whole operation's completions must be (read for two, within 2 s: one completion,
+    // never a second): one success of `kind` with `ctx` and every part's bytes, nothing left.
+    void expect_one_success(const std::vector<completion>& got, op kind, void* ctx) {
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_TRUE(got[0].ok()) << got[0].status.message();
+        EXPECT_EQ(got[0].op, kind);
+        EXPECT_EQ(got[0].context, ctx);
+        EXPECT_EQ(got[0].bytes, parts * part_len);
+        EXPECT_EQ(client().in_flight(), 0u);
+    }
+    // A descriptor of `mr` claiming both RMA accesses, whatever its key was registered for.
+    static remote_region forged_from(const memory_region& mr) {
+        const auto real = must(mr.describe());
+        return must(remote_region::make(real.address(), real.length(), real.key(),
+                                        usage::read_source | usage::write_destination,
+                                        real.virtual_addressing()));
+    }
     bool landed(std::size_t i) const {
         for (std::size_t b = 0; b < part_len; ++b) {
             if (targets_[i].bytes[8 * i + b] != static_cast<std::byte>(i + 1))
@@ -138,13 +155,7 @@ TEST_P(multi_key_test, a_gather_write_lands_every_part_and_completes_once) {
     open({.sq_size = 8});
     REMORA_ASSERT_OK(gather(&ctx_[0]));
     EXPECT_EQ(client().in_flight(), parts);
-    auto got = collect(client().cq(), 2, false, 2s);  // one completion, never a second
-    ASSERT_EQ(got.size(), 1u);
-    EXPECT_TRUE(got[0].ok()) << got[0].status.message();
-    EXPECT_EQ(got[0].op, op::write);
-    EXPECT_EQ(got[0].context, &ctx_[0]);
-    EXPECT_EQ(got[0].bytes, parts * part_len);
-    EXPECT_EQ(client().in_flight(), 0u);
+    expect_one_success(collect(client().cq(), 2, false, 2s), op::write, &ctx_[0]);
     if (GetParam() == "sockets") {  // sockets completes a write once the target has it
         for (std::size_t i = 0; i < parts; ++i) {
             EXPECT_TRUE(landed(i)) << "part " << i;
@@ -274,10 +285,7 @@ TEST_P(multi_key_test, a_part_refused_by_the_target_is_named) {
     // Part 2's descriptor claims write access its key was never registered for.
     buffer ro(4096);
     auto ro_mr = must(memory_region::create(pair_->server_domain, ro.span(), usage::read_source));
-    const auto real = must(ro_mr.describe());
-    const auto forged = must(remote_region::make(real.address(), real.length(), real.key(),
-                                                 usage::read_source | usage::write_destination,
-                                                 real.virtual_addressing()));
+    const auto forged = forged_from(ro_mr);
     segs_[2] = {&forged, 0, part_len};
     REMORA_ASSERT_OK(gather(&ctx_[0]));
     auto got = collect(client().cq(), 2, false, 5s);
@@ -389,13 +397,15 @@ TEST_P(multi_key_test, a_queued_gather_write_posts_all_its_parts_once_admitted) 
     EXPECT_EQ(queued_calls.load(), 1);
 }
 
-// A connection destroyed with a gather_write in flight frees its state: no part may complete
-// after that (its private CQ goes with it).
-TEST_P(multi_key_test, destroying_the_connection_with_a_gather_write_in_flight_frees_it) {
+// A connection destroyed with a gather_write and a scatter_read in flight frees their state: no
+// part may complete after that (its private CQ goes with it).
+TEST_P(multi_key_test, destroying_the_connection_with_multi_key_operations_in_flight_frees_them) {
     open({.sq_size = 8});
     const std::size_t before = remora::detail::multi_ops_alive();
     REMORA_ASSERT_OK(gather(&ctx_[0]));
     EXPECT_EQ(remora::detail::multi_ops_alive(), before + 1);
+    REMORA_ASSERT_OK(scatter(&ctx_[1]));
+    EXPECT_EQ(remora::detail::multi_ops_alive(), before + 2);
     pair_->client.reset();  // its completions never read
     EXPECT_EQ(remora::detail::multi_ops_alive(), before);
 }
@@ -441,13 +451,7 @@ TEST_P(multi_key_test, a_scatter_read_lands_every_part_in_order_and_completes_on
     seed_targets();
     REMORA_ASSERT_OK(scatter(&ctx_[0]));
     EXPECT_EQ(client().in_flight(), parts);
-    auto got = reap(2, 2s);  // one completion, never a second
-    ASSERT_EQ(got.size(), 1u);
-    EXPECT_TRUE(got[0].ok()) << got[0].status.message();
-    EXPECT_EQ(got[0].op, op::read);
-    EXPECT_EQ(got[0].context, &ctx_[0]);
-    EXPECT_EQ(got[0].bytes, parts * part_len);
-    EXPECT_EQ(client().in_flight(), 0u);
+    expect_one_success(reap(2, 2s), op::read, &ctx_[0]);
     // Part i at read_at + i * part_len, nothing outside the local range touched.
     for (std::size_t i = 0; i < parts; ++i) {
         for (std::size_t b = 0; b < part_len; ++b) {
@@ -520,10 +524,7 @@ TEST_P(multi_key_test, a_scatter_read_part_refused_by_the_target_is_named) {
     buffer wo(4096);
     auto wo_mr =
         must(memory_region::create(pair_->server_domain, wo.span(), usage::write_destination));
-    const auto real = must(wo_mr.describe());
-    const auto forged = must(remote_region::make(real.address(), real.length(), real.key(),
-                                                 usage::read_source | usage::write_destination,
-                                                 real.virtual_addressing()));
+    const auto forged = forged_from(wo_mr);
     segs_[2] = {&forged, 0, part_len};
     REMORA_ASSERT_OK(scatter(&ctx_[0]));
     auto got = reap(2, 5s);
@@ -615,15 +616,6 @@ TEST_P(multi_key_test, a_queued_scatter_read_posts_all_its_parts_once_admitted) 
     EXPECT_EQ(queued_context, &ctx_[1]);
     EXPECT_EQ(client().parked(), 0u);
     EXPECT_TRUE(eventually([&] { return client().in_flight() == 0; }));
-}
-
-TEST_P(multi_key_test, destroying_the_connection_with_a_scatter_read_in_flight_frees_it) {
-    open({.sq_size = 8});
-    const std::size_t before = remora::detail::multi_ops_alive();
-    REMORA_ASSERT_OK(scatter(&ctx_[0]));
-    EXPECT_EQ(remora::detail::multi_ops_alive(), before + 1);
-    pair_->client.reset();  // its completions never read
-    EXPECT_EQ(remora::detail::multi_ops_alive(), before);
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, multi_key_test, testing::ValuesIn(multi_key_providers()),
