@@ -482,8 +482,7 @@ REMORA_API int remora_recv_ex(remora_connection* conn, const remora_memory_regio
 namespace {
 
 // remora_gather_write (`read` false: `local` is the source, `segs` the destination) and
-// remora_scatter_read (`read` true: the other way round), over the C segment array (n 0: none;
-// more parts than allowed are passed on as they are: the connection names the limit).
+// remora_scatter_read (`read` true: the other way round).
 int multi_key(const char* fn, remora_connection* conn, const struct remora_remote_segment* segs,
               size_t n, const remora_memory_region* local, size_t local_offset,
               const struct remora_op_options* opts, bool read) {
@@ -494,11 +493,7 @@ int multi_key(const char* fn, remora_connection* conn, const struct remora_remot
         if (n != 0 && segs == nullptr) {
             return fail(REMORA_E_INVALID, fn, read ? "src is NULL" : "dst is NULL");
         }
-        std::vector<remora::remote_segment> parts(n);
-        for (size_t i = 0; i < n; ++i) {
-            parts[i] = {segs[i].region == nullptr ? nullptr : &segs[i].region->r, segs[i].offset,
-                        segs[i].length};
-        }
+        const auto parts = segments_of(segs, n);
         REMORA_CAPI_EX_PROLOGUE(fn);
         return done(fn,
                     read ? conn->c.scatter_read(parts, *mr_of(local), local_offset, o)

@@ -149,30 +149,50 @@ result<void> send_copy(connection& conn, std::span<const std::byte> data, op_opt
     return detail::post_send(c, {&seg, 1}, false, 0, opts, &held);
 }
 
-result<void> gather_write(connection& conn, std::span<const remote_segment> dst,
-                          std::span<std::byte> src, registration_cache& cache, op_options opts) {
+namespace {
+
+// A multi-key operation from memory the caller did not register (`read`: scatter_read into it,
+// else gather_write from it): registered through `cache`, the registration held until completion
+// and, with slots, one {registration 1} drawn with the parts'.
+result<void> through_cache(connection& conn, std::span<const remote_segment> segs,
+                           std::span<std::byte> local, registration_cache& cache,
+                           const op_options& opts, bool read) {
     auto& c = *detail::impl_of(conn);
-    if (auto r = detail::check_open_for(c, opts, "gather_write"); !r) {
+    const char* what = read ? "scatter_read" : "gather_write";
+    if (auto r = detail::check_open_for(c, opts, what); !r) {
         return r;
     }
-    if (src.empty()) {
-        return fail(errc::invalid_argument, "gather_write: the local memory is empty");
+    if (local.empty()) {
+        return fail(errc::invalid_argument, std::string(what) + ": the local memory is empty");
     }
     if (detail::impl_of(cache.dom()) != c.dom.get()) {
         return fail(errc::invalid_argument,
-                    "gather_write: the registration cache is of another domain");
+                    std::string(what) + ": the registration cache is of another domain");
     }
-    auto reg = cache.get(src, usage::write_source);
+    auto reg = cache.get(local, read ? usage::read_destination : usage::write_source);
     if (!reg) {
         return fail(reg.error().code(),
-                    "gather_write: registering the local memory: " + reg.error().message());
+                    std::string(what) + ": registering the local memory: " + reg.error().message());
     }
     const units extra = c.config.slots ? units{}.with(unit::registration, 1) : units{};
     // The operation holds the registration (the cache's handle) until its completion.
     auto keep = std::make_shared<cached_region>(*reg);
     const memory_region& region = keep->region();
     const std::size_t offset = keep->offset();
-    return detail::gather_write_with(c, dst, region, offset, opts, extra, std::move(keep));
+    return read ? detail::scatter_read_with(c, segs, region, offset, opts, extra, std::move(keep))
+                : detail::gather_write_with(c, segs, region, offset, opts, extra, std::move(keep));
+}
+
+}  // namespace
+
+result<void> gather_write(connection& conn, std::span<const remote_segment> dst,
+                          std::span<std::byte> src, registration_cache& cache, op_options opts) {
+    return through_cache(conn, dst, src, cache, opts, false);
+}
+
+result<void> scatter_read(connection& conn, std::span<const remote_segment> src,
+                          std::span<std::byte> dst, registration_cache& cache, op_options opts) {
+    return through_cache(conn, src, dst, cache, opts, true);
 }
 
 }  // namespace remora

@@ -719,5 +719,26 @@ TEST_P(registration_units, bad_input_is_refused_before_anything_is_taken) {
     EXPECT_EQ(client().in_flight(), 0u);
 }
 
+// scatter_read into memory the caller did not register: the same registration unit, held until
+// the completion, and the bytes in order in the caller's memory.
+TEST_P(registration_units, an_unregistered_scatter_read_lands_and_holds_a_registration_unit) {
+    open_with(exhaustion::backpressure);
+    seed_targets();
+    std::memset(raw_.bytes.data(), 0, raw_.bytes.size());
+    REMORA_ASSERT_OK(
+        remora::scatter_read(client(), segs_, raw_.span(), *cache_, {.context = &ctx_[0]}));
+    EXPECT_EQ(pool_->available()[unit::registration], 0u);
+    EXPECT_ERRC(remora::scatter_read(client(), segs_, raw_.span(), *cache_), errc::would_block);
+    expect_one_success(reap(2, 2s), op::read, &ctx_[0]);
+    EXPECT_EQ(pool_->available(), pool_->capacity()) << "the registration unit was not returned";
+    for (std::size_t i = 0; i < parts; ++i) {
+        for (std::size_t b = 0; b < part_len; ++b) {
+            ASSERT_EQ(raw_.bytes[i * part_len + b], target_byte(i, b)) << "part " << i;
+        }
+    }
+    EXPECT_ERRC(remora::scatter_read(client(), segs_, std::span<std::byte>{}, *cache_),
+                errc::invalid_argument);
+}
+
 INSTANTIATE_TEST_SUITE_P(providers, registration_units, testing::ValuesIn(multi_key_providers()),
                          provider_name);
