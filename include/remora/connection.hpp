@@ -406,7 +406,7 @@ class connection {
                                 const memory_region& src, std::size_t src_offset,
                                 std::size_t length, std::uint64_t imm, op_options opts = {});
     // ---- multi-key: one operation over several remote regions ----
-    static constexpr std::size_t max_gather_parts = 64;  ///< remote segments of one at most
+    static constexpr std::size_t max_gather_parts = 64;  ///< parts of a multi-key operation at most
     /// Writes consecutive pieces of the local range of `src` starting at src_offset into the remote
     /// segments, in order: part i carries dst[i].length bytes, starting where part i - 1 ended.
     /// Every segment is checked like write()'s destination before anything is taken
