@@ -123,6 +123,21 @@ class pooled_buffer {
 /// \return success once posted; the errors above
 result<void> write_copy(connection& conn, const remote_region& dst, std::uint64_t dst_offset,
                         std::span<const std::byte> data, op_options opts = {});
+/// Writes the registered local segments, in order, into the peer's region as one write, chosen
+/// by the connection's limits: with at most config().max_sge segments, one scatter-gather write
+/// straight from them (connection::write: its checks, errors and completion); with more, each
+/// segment is checked as a write's source (errc::invalid_argument for a null region or one of
+/// another domain, access_denied without usage::write_source, out_of_range), then their bytes
+/// are copied into one bounce buffer, as write_copy (its reservation, errors and completion; the
+/// segments are free when the call returns), and written from it.
+/// \param conn       the connection; with more than max_sge segments, set up with a buffer_pool
+/// \param dst        the peer's region (usage::write_destination)
+/// \param dst_offset where in `dst` the write starts
+/// \param src        the local segments (usage::write_source); their lengths add up to the bytes
+/// \param opts       as for connection::write
+/// \return success once posted; the errors above
+result<void> write_or_copy(connection& conn, const remote_region& dst, std::uint64_t dst_offset,
+                           std::span<const local_segment> src, op_options opts = {});
 /// connection::send of `data` through a bounce buffer, as write_copy: the caller's memory is
 /// free when the call returns.
 /// \param conn a connection set up with a buffer_pool among its addons

@@ -24,7 +24,7 @@ enum class cq_kind : std::uint8_t {
 /// The kind of operation a completion reports.
 enum class op : std::uint8_t {
     unknown,       ///< not an operation of this side (never reported for a posted operation)
-    read,          ///< connection::read
+    read,          ///< connection::read, scatter_read
     write,         ///< connection::write, write_with_imm, gather_write (and write_copy)
     send,          ///< connection::send, send_with_imm (and send_copy)
     recv,          ///< a receive completed (a send arrived; may carry immediate data)
@@ -56,16 +56,16 @@ struct completion {
     /// shared CQ). A peer's write with immediate data carries no local operation: on a shared CQ
     /// it reports the shared CQ's tag (libfabric's MSG endpoints do not say which connection).
     std::uint64_t tag = 0;
-    /// A multi-key operation (connection::gather_write, publish) that failed: which part
-    /// (0-based) did.
+    /// A multi-key operation (connection::gather_write, scatter_read, publish) that failed:
+    /// which part (0-based) did.
     std::uint32_t failed_part = 0;
     /// True on success (`status` empty).
     bool ok() const noexcept { return !status; }
-    /// The failure as results carry it (remora::error, result.hpp): `status`, with a message
-    /// naming the operation (and failed_part, for a publish or a later part of a gather_write), so
-    /// a completion's failure and a call's are handled alike (`return fail(c.error())`). An empty
-    /// error on success. The completion keeps only the code: it stays a small value that copies
-    /// without allocating.
+    /// The failure as results carry it (remora::error, result.hpp): `status`, with a message naming
+    /// the operation (and failed_part, for a publish or a later part of a gather_write or
+    /// scatter_read), so a completion's failure and a call's are handled alike (`return
+    /// fail(c.error())`). An empty error on success. The completion keeps only the code: it stays a
+    /// small value that copies without allocating.
     remora::error error() const;
 };
 

@@ -102,13 +102,12 @@ struct connection_config {
     /// the domain's choice, for all its connections: domain_config::progress.
     bool progress_thread = false;
     std::uint64_t tag = 0;  ///< returned in channel events
-    /// A budget shared with other connections: every operation also takes {sq 1, cq 1} (or
-    /// {recv 1, cq 1} for a receive) from it at post and returns them when its completion is
-    /// read (one poll() or next() reports is handed out with its queue entries, one wake for a
-    /// parked post) or the connection is destroyed. Exhaustion follows the budget's policy
-    /// (would_block, or bad_state for a sizing bug). Messages of layers built on the connection
-    /// (an addon's internal sends, receives they keep posted) do not draw on it. Any `budget`
-    /// (units.hpp) serves.
+    /// A budget shared with other connections: every operation also takes {sq 1, cq 1} (or {recv 1,
+    /// cq 1} for a receive) from it at post and returns them when its completion is read (one
+    /// poll() or next() reports is handed out with its queue entries, one wake for a parked post)
+    /// or the connection is destroyed. Exhaustion follows the budget's policy (would_block, or
+    /// bad_state for a sizing bug). Messages of layers built on the connection (an addon's internal
+    /// sends, receives they keep posted) do not draw on it. Any `budget` (units.hpp) serves.
     std::shared_ptr<budget> slots{};
     /// Complete on a CQ shared with other connections instead of one of the connection's own:
     /// shared_cq takes what the CQ would (sends, and receives unless rcq); shared_rcq the
@@ -193,16 +192,15 @@ const char* to_string(conn_event e) noexcept;
 ///   - errc::bad_state: not established yet, or no RDM peer attached; errc::disconnected:
 ///     closed or lost.
 ///
-/// A write's completion means its source memory may be reused, not that the data is visible in
-/// the target's memory: a read after the writes returns only once they are placed.
-/// Memory used by an operation must stay allocated and registered until the operation completes
-/// or the connection is closed.
+/// A write's completion means its source memory may be reused, not that the data is visible in the
+/// target's memory: a read after the writes returns only once they are placed. Memory used by an
+/// operation must stay allocated and registered until the operation completes or the connection is
+/// closed.
 ///
 /// \par Threading
-/// Posting may run from several threads at once; the CQs follow completion_queue's
-/// rule (one progress owner each); close() and the destructor must not race with other calls.
-/// A moved-from connection may only be destroyed or assigned to.
-///
+/// Posting may run from several threads at once; the CQs follow completion_queue's rule (one
+/// progress owner each); close() and the destructor must not race with other calls. A moved-from
+/// connection may only be destroyed or assigned to.
 ///
 /// Callbacks (op_options::callback) run on the thread that reads the CQ and must not block; what
 /// they may do (post, poll, close or destroy a connection, their own included) is stated there.
@@ -233,19 +231,17 @@ const char* to_string(conn_event e) noexcept;
 ///   - the first operation to a newly attached peer may give errc::would_block while the
 ///     provider sets up its path to the peer, which needs the peer to progress too; the post
 ///     retries for up to 50 ms before giving up.
-///   - a peer that goes away is not announced (no event), and operations posted afterwards
-///     have no guaranteed outcome: they fail with errc::disconnected (from the post or in their
-///     completion) on the providers tested (docs/providers.md), or may not complete. A receive
-///     posted before stays posted until close(). Bound waits with a timeout; close() returns the
-///     rest. Destroying the peer's endpoint in the same process while this one
-///     still posts to it is not supported.
+///   - a peer that goes away is not announced (no event), and operations posted afterwards have no
+///     guaranteed outcome: they fail with errc::disconnected (from the post or in their completion)
+///     on the providers tested (docs/providers.md), or may not complete. A receive posted before
+///     stays posted until close(). Bound waits with a timeout; close() returns the rest. Destroying
+///     the peer's endpoint in the same process while this one still posts to it is not supported.
 ///
 /// \par Accounting
-/// Every operation holds a send- or receive-queue entry and a completion-queue entry
-/// from post to the reading of its completion (completion_mode::on_error only hides successes).
-/// A peer's write_with_imm that consumes no posted receive (provider-dependent,
-/// docs/providers.md) is not accounted: a target that accepts them must bound them by its own
-/// protocol.
+/// Every operation holds a send- or receive-queue entry and a completion-queue entry from post to
+/// the reading of its completion (completion_mode::on_error only hides successes). A peer's
+/// write_with_imm that consumes no posted receive (provider-dependent, docs/providers.md) is not
+/// accounted: a target that accepts them must bound them by its own protocol.
 ///
 /// \see write.cpp, read.cpp, ping_pong.cpp, connection.cpp
 class connection {
@@ -282,22 +278,21 @@ class connection {
     /// reports it once: a channel_event whose `setup` is set (see completion_channel.hpp), so one
     /// thread can set up hundreds of connections.
     ///
-    /// While being set up, receives may be posted: they are kept and take the first messages
-    /// the peer sends. Parked posts (op_options::park_until, blocking or park_mode::queue) of
-    /// read, write, write_with_imm, send, send_with_imm, gather_write (and the multi-part
-    /// operations of layers built on the connection that offer parking) wait for the
-    /// outcome in the connection's parked FIFO, having taken nothing (parked() counts them):
-    /// once established they proceed as any parked post;
-    /// a failed setup ends them with its code (rejected, connection_refused, timed_out,
-    /// canceled for close(); a provider error as disconnected), the blocking ones by their
-    /// return, the queued ones through their callback; their own park_until still bounds them.
-    /// They do not drive the setup: somebody must still look at the connection (below). With a
-    /// shared budget (connection_config::slots) they wait in the budget's FIFO, and one at its
-    /// head holds up the posts behind it (other connections' too) until the setup ends. Every
-    /// other operation, and a post that does not park, is refused with errc::bad_state. A failed or
-    /// closed setup completes the receives posted early with errors (canceled, or flushed as by
-    /// close()), read as usual from the CQ. Destroying a connection being set up is allowed at
-    /// any time: it closes the endpoint (the peer sees a failed or closed connection) and
+    /// While being set up, receives may be posted: they are kept and take the first messages the
+    /// peer sends. Parked posts (op_options::park_until, blocking or park_mode::queue) of read,
+    /// write, write_with_imm, send, send_with_imm, gather_write, scatter_read (and the multi-part
+    /// operations of layers built on the connection that offer parking) wait for the outcome in the
+    /// connection's parked FIFO, having taken nothing (parked() counts them): once established they
+    /// proceed as any parked post; a failed setup ends them with its code (rejected,
+    /// connection_refused, timed_out, canceled for close(); a provider error as disconnected), the
+    /// blocking ones by their return, the queued ones through their callback; their own park_until
+    /// still bounds them. They do not drive the setup: somebody must still look at the connection
+    /// (below). With a shared budget (connection_config::slots) they wait in the budget's FIFO, and
+    /// one at its head holds up the posts behind it (other connections' too) until the setup ends.
+    /// Every other operation, and a post that does not park, is refused with errc::bad_state. A
+    /// failed or closed setup completes the receives posted early with errors (canceled, or flushed
+    /// as by close()), read as usual from the CQ. Destroying a connection being set up is allowed
+    /// at any time: it closes the endpoint (the peer sees a failed or closed connection) and
     /// returns at once.
     ///
     /// Progress: the setup is guaranteed to advance only while the connection is looked at:
@@ -357,9 +352,8 @@ class connection {
     ~connection();
 
     // ---- one-sided ----
-    // Every one-sided call names its destination first, then its source, as memcpy and
-    // librpma's rpma_read / rpma_write do: a read's local memory, then the remote region it
-    // reads; a write's remote region, then the local memory it writes (segments or a range).
+    // Every one-sided call names its destination first, then its source, as memcpy does: a
+    // read's local memory, then the remote region; a write's remote region, then the local memory.
 
     /// Reads from the peer's region into local memory, without the peer's CPU taking part.
     /// Completes as op::read once the bytes are in `dst`. A read posted after writes on this
@@ -412,23 +406,22 @@ class connection {
                                 const memory_region& src, std::size_t src_offset,
                                 std::size_t length, std::uint64_t imm, op_options opts = {});
     // ---- multi-key: one operation over several remote regions ----
-    static constexpr std::size_t max_gather_parts = 64;  ///< gather_write's remote segments at most
-    /// Writes consecutive pieces of the local range of `src` starting at src_offset into the
-    /// remote segments, in order: part i carries dst[i].length bytes, starting where part i - 1
-    /// ended. Every segment is checked like write()'s destination before anything is taken
+    static constexpr std::size_t max_gather_parts = 64;  ///< parts of a multi-key operation at most
+    /// Writes consecutive pieces of the local range of `src` starting at src_offset into the remote
+    /// segments, in order: part i carries dst[i].length bytes, starting where part i - 1 ended.
+    /// Every segment is checked like write()'s destination before anything is taken
     /// (errc::out_of_range, access_denied; invalid_argument for no segment, a null region or a
-    /// zero-length segment; too_large for more than max_gather_parts parts or more parts than
-    /// sq_size). Reservation is one all-or-nothing step: dst.size() send-queue entries (with their
-    /// CQ entries) and dst.size() x {sq 1, cq 1} units of connection_config::slots, or nothing
-    /// (errc::would_block, or the budget's error); with op_options::park_until it parks for all
-    /// of them at once. The operation completes once, as op::write with `bytes` the total, when
-    /// its last part completes: success when every part succeeded, otherwise the status of the
-    /// first part (lowest index) that failed, whose index is completion::failed_part. If a part's
-    /// post fails, the call returns that error (naming the part) and the operation reports
-    /// nothing more (parts already posted complete silently and give their entries back).
+    /// zero-length segment; too_large for more than max_gather_parts parts or more than sq_size).
+    /// Reservation is one all-or-nothing step: dst.size() send-queue entries (with their CQ
+    /// entries) and as many {sq 1, cq 1} units of connection_config::slots, or nothing
+    /// (errc::would_block, or the budget's error); with op_options::park_until it parks for all of
+    /// them at once. The operation completes once, as op::write with `bytes` the total, when its
+    /// last part completes: success when every part succeeded, otherwise the status of the first
+    /// part (lowest index) that failed, whose index is completion::failed_part. If a part's post
+    /// fails, the call returns that error (naming the part) and the operation reports nothing more
+    /// (parts already posted complete silently and give their entries back).
     /// completion_mode::at_post is refused (invalid_argument). Allocates one small record per
-    /// operation (the parts' shared state). The local range must be registered already: no
-    /// registration units are drawn.
+    /// operation. The local range must be registered already: no registration units are drawn.
     /// \param dst        the remote segments (usage::write_destination)
     /// \param src        the registered local memory (usage::write_source)
     /// \param src_offset where the bytes of part 0 start in `src`
@@ -436,13 +429,21 @@ class connection {
     /// \return success once every part is posted; the errors above, each naming its part
     result<void> gather_write(std::span<const remote_segment> dst, const memory_region& src,
                               std::size_t src_offset, op_options opts = {});
-
+    /// gather_write's read-side twin, with its contract (segments checked like read()'s source,
+    /// completing as op::read): reads them, in order, into consecutive pieces of `dst`.
+    /// \param src        the remote segments (usage::read_source)
+    /// \param dst        the registered local memory (usage::read_destination)
+    /// \param dst_offset where the bytes of part 0 land in `dst`
+    /// \param opts       as gather_write's
+    /// \return as gather_write's
+    result<void> scatter_read(std::span<const remote_segment> src, const memory_region& dst,
+                              std::size_t dst_offset, op_options opts = {});
     // ---- parked posts ----
     /// Ends every post of this connection parked in op_options::park_until with errc::canceled
-    /// (each returns it once, having taken nothing). Posts parked afterwards
-    /// wait as usual. May run on any thread, concurrently with the parked posts. A parked post
-    /// whose try is under way (its units just came back) is neither counted nor ended: the call
-    /// waits for that try (one post) and counts it only if it is refused and parks again.
+    /// (each returns it once, having taken nothing). Posts parked afterwards wait as usual. May run
+    /// on any thread, concurrently with the parked posts. A parked post whose try is under way (its
+    /// units just came back) is neither counted nor ended: the call waits for that try (one post)
+    /// and counts it only if it is refused and parks again.
     /// \return how many parked posts it ended
     std::size_t cancel_parked();
     /// Posts of this connection parked now (a try under way is waited for, as in cancel_parked).
@@ -574,16 +575,15 @@ class connection {
     bool is_open() const noexcept;
 
     const connection_config& config() const noexcept;  ///< effective values
-    /// Operations posted whose completion the application does not have yet: each counts from
-    /// its post until poll() (or next()) hands its completion out or its callback is called,
-    /// whichever call read it from the provider (a wait(), the library's progress
-    /// thread, close()). So "poll, or wait when poll found nothing, while in_flight() > 0" ends
-    /// with every completion received and none to come. Its queue entries stay taken as long (a
-    /// completion a wait() read, or the progress thread's ring holds, still takes its entries),
-    /// so in_flight() never exceeds the queues' depths. Receives kept posted for an addon's
-    /// internal messages are not counted (its own requests in flight are). Provider entries that
-    /// belong to no operation of the application (an error entry without context) are dropped,
-    /// never reported.
+    /// Operations posted whose completion the application does not have yet: each counts from its
+    /// post until poll() (or next()) hands its completion out or its callback is called, whichever
+    /// call read it from the provider (a wait(), the library's progress thread, close()). So "poll,
+    /// or wait when poll found nothing, while in_flight() > 0" ends with every completion received
+    /// and none to come. Its queue entries stay taken as long (a completion a wait() read, or the
+    /// progress thread's ring holds, still takes its entries), so in_flight() never exceeds the
+    /// queues' depths. Receives kept posted for an addon's internal messages are not counted (its
+    /// own requests in flight are). Provider entries that belong to no operation of the application
+    /// (an error entry without context) are dropped, never reported.
     std::size_t in_flight() const noexcept;
     const domain& dom() const noexcept;  ///< the domain it was opened on
 

@@ -104,8 +104,8 @@ struct op_options {
     /// (close, destruction) or the error a later try met (a bad_state budget...). Its buffers,
     /// regions and remote regions' memory must stay valid until then, as for any operation in
     /// flight; the remote descriptor and the segment list are copied. Offered on read, write,
-    /// write_with_imm, send, send_with_imm, recv, gather_write, and the multi-part operations of
-    /// layers built on the connection that say so; elsewhere errc::invalid_argument.
+    /// write_with_imm, send, send_with_imm, recv, gather_write, scatter_read, and the multi-part
+    /// operations of layers built on the connection that say so; elsewhere errc::invalid_argument.
     park_mode park = park_mode::block;
     /// Batching hint (libfabric's FI_MORE): another post on this connection follows at once, so
     /// the provider may hold this one back and hand the burst to the fabric together (one

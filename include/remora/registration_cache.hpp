@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// remora/registration_cache.hpp — reuse registrations of user memory instead of registering it
-/// for every operation (registration_cache), and gather_write from unregistered memory.
+/// for every operation (registration_cache), and gather_write and scatter_read from or into
+/// unregistered memory.
 #pragma once
 
 #include <cstddef>
@@ -109,6 +110,18 @@ class registration_cache {
 /// \return success once every part is posted; the errors above and connection::gather_write's
 result<void> gather_write(connection& conn, std::span<const remote_segment> dst,
                           std::span<std::byte> src, registration_cache& cache,
+                          op_options opts = {});
+/// connection::scatter_read into memory the caller has not registered, as the gather_write
+/// above: `dst` is registered through `cache` (usage::read_destination) and held by the
+/// operation, with the same {registration 1} and errors. The rest as connection::scatter_read.
+/// \param conn  the connection
+/// \param src   the remote segments, as connection::scatter_read's
+/// \param dst   the caller's unregistered memory (all parts' bytes land there, in order)
+/// \param cache registers `dst`
+/// \param opts  as connection::scatter_read's
+/// \return success once every part is posted; the errors above and connection::scatter_read's
+result<void> scatter_read(connection& conn, std::span<const remote_segment> src,
+                          std::span<std::byte> dst, registration_cache& cache,
                           op_options opts = {});
 
 }  // namespace remora

@@ -514,11 +514,10 @@ struct remora_remote_segment {
  * Writes consecutive pieces of src from src_offset into the `n` remote segments in order (part i
  * carries dst[i].len bytes). Every segment is checked before anything is posted
  * (REMORA_E_OUT_OF_RANGE, ACCESS_DENIED; INVALID for n 0, a NULL remote or an empty segment;
- * TOO_LARGE past REMORA_MAX_GATHER_PARTS or the send-queue depth); the n entries (and units
- * of remora_connection_config.slots) are taken all at once or not at all. Completes once, as
- * REMORA_OP_WRITE with len the total; a failure reports the first failing part's status and
- * index (failed_part).
- * REMORA_F_AT_POST is refused.
+ * TOO_LARGE past REMORA_MAX_GATHER_PARTS or the send-queue depth); the n entries (and units of
+ * remora_connection_config.slots) are taken all at once or not at all. Completes once, as
+ * REMORA_OP_WRITE with len the total; a failure reports the first failing part's status and index
+ * (failed_part). REMORA_F_AT_POST is refused.
  * @param conn the connection
  * @param dst the remote segments
  * @param n how many (1 .. REMORA_MAX_GATHER_PARTS)
@@ -531,6 +530,15 @@ struct remora_remote_segment {
  */
 REMORA_API int remora_gather_write(remora_connection* conn, const struct remora_remote_segment* dst,
                                    size_t n, const remora_memory_region* src, size_t src_offset,
+                                   const struct remora_op_options* opts);
+/**
+ * remora_gather_write's read-side twin, with its contract: reads the `n` remote segments of src
+ * (REMORA_USAGE_READ_SOURCE) in order into consecutive pieces of dst from dst_offset
+ * (REMORA_USAGE_READ_DESTINATION: the provider writes it); completes once as REMORA_OP_READ.
+ * Parameters and errors as remora_gather_write's, src and dst swapped.
+ */
+REMORA_API int remora_scatter_read(remora_connection* conn, const struct remora_remote_segment* src,
+                                   size_t n, const remora_memory_region* dst, size_t dst_offset,
                                    const struct remora_op_options* opts);
 /** @} */
 

@@ -42,7 +42,7 @@ struct remora_completion {
     bool has_imm;  /**< imm is valid */
     uint64_t tag;  /**< remora_connection_config.tag of the connection (tells them apart on a shared
                       CQ) */
-    uint32_t failed_part; /**< remora_gather_write: index of the first part that failed */
+    uint32_t failed_part; /**< remora_gather_write, _scatter_read: the first part that failed */
 };
 
 /** Which CQ of a connection (remora::cq_kind). */

@@ -314,6 +314,16 @@ REMORA_API int remora_gather_write_cached(remora_connection* conn,
                                           const struct remora_remote_segment* dst, size_t n,
                                           void* src, size_t len, remora_registration_cache* cache,
                                           const struct remora_op_options* opts);
+/**
+ * remora_scatter_read into memory the caller has not registered, as remora_gather_write_cached:
+ * [dst, dst + len) is registered through `cache` (REMORA_USAGE_READ_DESTINATION) and held by
+ * the operation, with the same registration unit and errors. Parameters as
+ * remora_gather_write_cached's, src (the remote segments) and dst (the memory) swapped.
+ */
+REMORA_API int remora_scatter_read_cached(remora_connection* conn,
+                                          const struct remora_remote_segment* src, size_t n,
+                                          void* dst, size_t len, remora_registration_cache* cache,
+                                          const struct remora_op_options* opts);
 
 /** @} */
 

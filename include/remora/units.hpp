@@ -31,8 +31,8 @@ const char* to_string(unit u) noexcept;
 /// A count of each unit kind: a pool's capacity, a demand or a holding.
 ///
 /// The library itself takes {sq 1, cq 1} per operation and {recv 1, cq 1} per receive from
-/// connection_config::slots, and {registration 1} for a gather_write from unregistered memory
-/// (held until it completes); buffer units are for the caller's own demands.
+/// connection_config::slots, and {registration 1} for a gather_write or scatter_read from or into
+/// unregistered memory (held until it completes); buffer units are for the caller's own demands.
 ///
 ///     auto need = remora::units{}.with(remora::unit::sq, 1).with(remora::unit::cq, 1);
 ///

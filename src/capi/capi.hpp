@@ -22,6 +22,7 @@
 #include <span>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <remora/remora.h>
 #include <remora/remora.hpp>
@@ -258,6 +259,18 @@ void release_op_callback(const op_options& o) noexcept;
 
 // A C++ completion as the C struct.
 void to_c(const completion& in, remora_completion& out) noexcept;
+
+// A multi-key operation's remote segments from the C array (gather_write, scatter_read and their
+// _cached forms): `n` of them, NULL regions kept NULL (the connection refuses them); more parts
+// than allowed are passed on as they are: the connection names the limit.
+inline std::vector<remote_segment> segments_of(const remora_remote_segment* segs, size_t n) {
+    std::vector<remote_segment> out(n);
+    for (size_t i = 0; i < n; ++i) {
+        out[i] = {segs[i].region == nullptr ? nullptr : &segs[i].region->r, segs[i].offset,
+                  segs[i].length};
+    }
+    return out;
+}
 
 // The exception barrier (see the head of this file).
 template <class F>

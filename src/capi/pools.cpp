@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // src/capi/pools.cpp — the C API's slot pools and leases, bounce-buffer pools, and the operations
-// that take options (parked posts, callbacks, multi-key gather_write, the copies).
+// that take options (parked posts, callbacks, multi-key gather_write and scatter_read, the copies).
 #include "capi.hpp"
 
 using namespace remora::capi;
@@ -479,24 +479,41 @@ REMORA_API int remora_recv_ex(remora_connection* conn, const remora_memory_regio
     });
 }
 
+namespace {
+
+// remora_gather_write (`read` false: `local` is the source, `segs` the destination) and
+// remora_scatter_read (`read` true: the other way round).
+int multi_key(const char* fn, remora_connection* conn, const struct remora_remote_segment* segs,
+              size_t n, const remora_memory_region* local, size_t local_offset,
+              const struct remora_op_options* opts, bool read) {
+    return guarded(fn, [&] {
+        if (local == nullptr) {
+            return fail(REMORA_E_INVALID, fn, read ? "dst is NULL" : "src is NULL");
+        }
+        if (n != 0 && segs == nullptr) {
+            return fail(REMORA_E_INVALID, fn, read ? "src is NULL" : "dst is NULL");
+        }
+        const auto parts = segments_of(segs, n);
+        REMORA_CAPI_EX_PROLOGUE(fn);
+        return done(fn,
+                    read ? conn->c.scatter_read(parts, *mr_of(local), local_offset, o)
+                         : conn->c.gather_write(parts, *mr_of(local), local_offset, o),
+                    o);
+    });
+}
+
+}  // namespace
+
 REMORA_API int remora_gather_write(remora_connection* conn, const struct remora_remote_segment* dst,
                                    size_t n, const remora_memory_region* src, size_t src_offset,
                                    const struct remora_op_options* opts) {
-    static constexpr const char* fn = "remora_gather_write";
-    return guarded(fn, [&] {
-        REMORA_CAPI_NOT_NULL(fn, src);
-        if (n != 0) {
-            REMORA_CAPI_NOT_NULL(fn, dst);
-        }
-        // More parts than allowed are passed on as they are: the connection names the limit.
-        std::vector<remora::remote_segment> segs(n);
-        for (size_t i = 0; i < n; ++i) {
-            segs[i] = {dst[i].region == nullptr ? nullptr : &dst[i].region->r, dst[i].offset,
-                       dst[i].length};
-        }
-        REMORA_CAPI_EX_PROLOGUE(fn);
-        return done(fn, conn->c.gather_write(segs, *mr_of(src), src_offset, o), o);
-    });
+    return multi_key("remora_gather_write", conn, dst, n, src, src_offset, opts, false);
+}
+
+REMORA_API int remora_scatter_read(remora_connection* conn, const struct remora_remote_segment* src,
+                                   size_t n, const remora_memory_region* dst, size_t dst_offset,
+                                   const struct remora_op_options* opts) {
+    return multi_key("remora_scatter_read", conn, src, n, dst, dst_offset, opts, true);
 }
 
 REMORA_API int remora_write_copy(remora_connection* conn, const remora_remote_region* dst,

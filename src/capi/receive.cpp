@@ -210,35 +210,56 @@ REMORA_API void remora_cached_region_delete(remora_cached_region* cached) {
     guarded_void([&] { delete cached; });
 }
 
-REMORA_API int remora_gather_write_cached(remora_connection* conn,
-                                          const struct remora_remote_segment* dst, size_t n,
-                                          void* src, size_t len, remora_registration_cache* cache,
-                                          const struct remora_op_options* opts) {
-    static constexpr const char* fn = "remora_gather_write_cached";
+}  // extern "C"
+
+namespace {
+
+// remora_gather_write_cached (`read` false: [local, + len) is the source) and
+// remora_scatter_read_cached (`read` true: it is the destination).
+int cached_multi(const char* fn, remora_connection* conn, const struct remora_remote_segment* segs,
+                 size_t n, void* local, size_t len, remora_registration_cache* cache,
+                 const struct remora_op_options* opts, bool read) {
     return guarded(fn, [&] {
         REMORA_CAPI_NOT_NULL(fn, conn);
-        REMORA_CAPI_NOT_NULL(fn, src);
+        if (local == nullptr) {
+            return fail(REMORA_E_INVALID, fn, read ? "dst is NULL" : "src is NULL");
+        }
         REMORA_CAPI_NOT_NULL(fn, cache);
-        if (n != 0) {
-            REMORA_CAPI_NOT_NULL(fn, dst);
+        if (n != 0 && segs == nullptr) {
+            return fail(REMORA_E_INVALID, fn, read ? "src is NULL" : "dst is NULL");
         }
-        std::vector<remora::remote_segment> segs(n);
-        for (size_t i = 0; i < n; ++i) {
-            segs[i] = {dst[i].region == nullptr ? nullptr : &dst[i].region->r, dst[i].offset,
-                       dst[i].length};
-        }
+        const auto parts = segments_of(segs, n);
         remora::op_options o;
         if (int rc = op_options_of(fn, opts, *conn, o)) {
             return rc;
         }
-        auto r = remora::gather_write(
-            conn->c, segs, std::span<std::byte>(static_cast<std::byte*>(src), len), cache->c, o);
+        const std::span<std::byte> memory(static_cast<std::byte*>(local), len);
+        auto r = read ? remora::scatter_read(conn->c, parts, memory, cache->c, o)
+                      : remora::gather_write(conn->c, parts, memory, cache->c, o);
         if (!r) {
             release_op_callback(o);
             return fail(r.error(), fn);
         }
         return 0;
     });
+}
+
+}  // namespace
+
+extern "C" {
+
+REMORA_API int remora_gather_write_cached(remora_connection* conn,
+                                          const struct remora_remote_segment* dst, size_t n,
+                                          void* src, size_t len, remora_registration_cache* cache,
+                                          const struct remora_op_options* opts) {
+    return cached_multi("remora_gather_write_cached", conn, dst, n, src, len, cache, opts, false);
+}
+
+REMORA_API int remora_scatter_read_cached(remora_connection* conn,
+                                          const struct remora_remote_segment* src, size_t n,
+                                          void* dst, size_t len, remora_registration_cache* cache,
+                                          const struct remora_op_options* opts) {
+    return cached_multi("remora_scatter_read_cached", conn, src, n, dst, len, cache, opts, true);
 }
 
 }  // extern "C"

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// What the slots layer lends a connection's operations: bounce buffers (write_copy, send_copy)
-// and registrations (gather_write through a registration_cache), held by the operation record as a
-// type-erased op_holding (ops/holding.hpp), so the endpoint layer does not name them. (Units of
-// connection_config::slots reach the endpoint through the base layer's `budget` interface, which
-// slot_pool implements: no call from the endpoint layer up into this one remains.)
+// What the slots layer lends a connection's operations: bounce buffers (write_copy, send_copy,
+// write_or_copy past max_sge) and registrations (gather_write through a registration_cache), held
+// by the operation record as a type-erased op_holding (ops/holding.hpp), so the endpoint layer does
+// not name them. (Units of connection_config::slots reach the endpoint through the base layer's
+// `budget` interface, which slot_pool implements: no call from the endpoint layer up into this one
+// remains.)
 #include <remora/buffer_pool.hpp>
 #include <remora/connection.hpp>
 #include <remora/registration_cache.hpp>
@@ -25,9 +26,9 @@ class bounce_addon final : public connection_addon {
     buffer_pool pool;
 };
 
-// Takes a bounce buffer from the connection's pool and copies `data` into it: the operation's
+// Takes a bounce buffer of at least `size` bytes from the connection's pool: the operation's
 // slot then holds it until completion.
-result<pooled_buffer> bounce_copy(const detail::connection_impl& c, std::span<const std::byte> data,
+result<pooled_buffer> bounce_take(const detail::connection_impl& c, std::size_t size,
                                   const char* what) {
     const bounce_addon* found = nullptr;
     for (const auto& a : c.config.addons) {
@@ -41,8 +42,8 @@ result<pooled_buffer> bounce_copy(const detail::connection_impl& c, std::span<co
                     std::string(what) + ": the connection has no buffer_pool among its addons");
     }
     buffer_pool pool = found->pool;  // a handle: the same pool
-    if (data.size() > pool.buffer_size()) {
-        return fail(errc::too_large, std::string(what) + ": " + std::to_string(data.size()) +
+    if (size > pool.buffer_size()) {
+        return fail(errc::too_large, std::string(what) + ": " + std::to_string(size) +
                                          " bytes exceed the bounce buffers of " +
                                          std::to_string(pool.buffer_size()));
     }
@@ -50,7 +51,14 @@ result<pooled_buffer> bounce_copy(const detail::connection_impl& c, std::span<co
     if (!b) {
         return fail(b.error().code(), std::string(what) + ": " + b.error().message());
     }
-    if (!data.empty()) {
+    return b;
+}
+
+// bounce_take, then `data` copied into the buffer.
+result<pooled_buffer> bounce_copy(const detail::connection_impl& c, std::span<const std::byte> data,
+                                  const char* what) {
+    auto b = bounce_take(c, data.size(), what);
+    if (b && !data.empty()) {
         std::memcpy(b->data().data(), data.data(), data.size());
     }
     return b;
@@ -77,6 +85,56 @@ result<void> write_copy(connection& conn, const remote_region& dst, std::uint64_
     return detail::post_rma(c, detail::rma_kind::write, {&seg, 1}, dst, dst_offset, 0, opts, &held);
 }
 
+result<void> write_or_copy(connection& conn, const remote_region& dst, std::uint64_t dst_offset,
+                           std::span<const local_segment> src, op_options opts) {
+    auto& c = *detail::impl_of(conn);
+    if (src.size() <= c.config.max_sge) {
+        return conn.write(dst, dst_offset, src, opts);  // one scatter-gather post
+    }
+    const char* what = "write_or_copy";
+    if (auto r = detail::check_open(c, what); !r) {
+        return r;
+    }
+    // More segments than one post carries: each checked as a write's source, then all their bytes
+    // copied, in order, into one bounce buffer and written from it.
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < src.size(); ++i) {
+        const local_segment& s = src[i];
+        auto part = [i, what] {
+            return std::string(what) + ": segment " + std::to_string(i) + ": ";
+        };
+        if (s.region == nullptr) {
+            return fail(errc::invalid_argument, part() + "no region");
+        }
+        if (!detail::same_domain(c, *s.region)) {
+            return fail(errc::invalid_argument, part() + "a region of another domain");
+        }
+        if (!has_all(s.region->usages(), usage::write_source)) {
+            return fail(errc::access_denied, part() + "region not registered for this use");
+        }
+        if (s.offset > s.region->size() || s.length > s.region->size() - s.offset) {
+            return fail(errc::out_of_range, part() + "[" + std::to_string(s.offset) + ", +" +
+                                                std::to_string(s.length) + ") outside region of " +
+                                                std::to_string(s.region->size()) + " bytes");
+        }
+        total += s.length;
+    }
+    auto b = bounce_take(c, total, what);
+    if (!b) {
+        return fail(b.error());
+    }
+    std::size_t at = 0;
+    for (const local_segment& s : src) {
+        if (s.length != 0) {
+            std::memcpy(b->data().data() + at, s.region->memory().data() + s.offset, s.length);
+        }
+        at += s.length;
+    }
+    const local_segment seg{&b->region(), b->offset(), total};
+    detail::op_holding held(std::move(*b));
+    return detail::post_rma(c, detail::rma_kind::write, {&seg, 1}, dst, dst_offset, 0, opts, &held);
+}
+
 result<void> send_copy(connection& conn, std::span<const std::byte> data, op_options opts) {
     auto& c = *detail::impl_of(conn);
     if (auto r = detail::check_open(c, "send_copy"); !r) {
@@ -91,30 +149,50 @@ result<void> send_copy(connection& conn, std::span<const std::byte> data, op_opt
     return detail::post_send(c, {&seg, 1}, false, 0, opts, &held);
 }
 
-result<void> gather_write(connection& conn, std::span<const remote_segment> dst,
-                          std::span<std::byte> src, registration_cache& cache, op_options opts) {
+namespace {
+
+// A multi-key operation from memory the caller did not register (`read`: scatter_read into it,
+// else gather_write from it): registered through `cache`, the registration held until completion
+// and, with slots, one {registration 1} drawn with the parts'.
+result<void> through_cache(connection& conn, std::span<const remote_segment> segs,
+                           std::span<std::byte> local, registration_cache& cache,
+                           const op_options& opts, bool read) {
     auto& c = *detail::impl_of(conn);
-    if (auto r = detail::check_open_for(c, opts, "gather_write"); !r) {
+    const char* what = read ? "scatter_read" : "gather_write";
+    if (auto r = detail::check_open_for(c, opts, what); !r) {
         return r;
     }
-    if (src.empty()) {
-        return fail(errc::invalid_argument, "gather_write: the local memory is empty");
+    if (local.empty()) {
+        return fail(errc::invalid_argument, std::string(what) + ": the local memory is empty");
     }
     if (detail::impl_of(cache.dom()) != c.dom.get()) {
         return fail(errc::invalid_argument,
-                    "gather_write: the registration cache is of another domain");
+                    std::string(what) + ": the registration cache is of another domain");
     }
-    auto reg = cache.get(src, usage::write_source);
+    auto reg = cache.get(local, read ? usage::read_destination : usage::write_source);
     if (!reg) {
         return fail(reg.error().code(),
-                    "gather_write: registering the local memory: " + reg.error().message());
+                    std::string(what) + ": registering the local memory: " + reg.error().message());
     }
     const units extra = c.config.slots ? units{}.with(unit::registration, 1) : units{};
     // The operation holds the registration (the cache's handle) until its completion.
     auto keep = std::make_shared<cached_region>(*reg);
     const memory_region& region = keep->region();
     const std::size_t offset = keep->offset();
-    return detail::gather_write_with(c, dst, region, offset, opts, extra, std::move(keep));
+    return read ? detail::scatter_read_with(c, segs, region, offset, opts, extra, std::move(keep))
+                : detail::gather_write_with(c, segs, region, offset, opts, extra, std::move(keep));
+}
+
+}  // namespace
+
+result<void> gather_write(connection& conn, std::span<const remote_segment> dst,
+                          std::span<std::byte> src, registration_cache& cache, op_options opts) {
+    return through_cache(conn, dst, src, cache, opts, false);
+}
+
+result<void> scatter_read(connection& conn, std::span<const remote_segment> src,
+                          std::span<std::byte> dst, registration_cache& cache, op_options opts) {
+    return through_cache(conn, src, dst, cache, opts, true);
 }
 
 }  // namespace remora

@@ -284,6 +284,13 @@ static void test_registration_cache(void) {
     expect_completion(cq, REMORA_OP_READ, NULL);
     CHECK(memcmp(rp.client_mem, "from the cache", 14) == 0);
     CHECK(memcmp(rp.client_mem + 512, "gathered", 8) == 0);
+    /* and read back into unregistered memory the same way */
+    memset(data + REGION + 64, 0, 10);
+    OK(remora_scatter_read_cached(rp.p.client, &seg, 1, data + REGION + 64, 8, cache, NULL));
+    expect_completion(cq, REMORA_OP_READ, NULL);
+    CHECK(memcmp(data + REGION + 64, "gathered", 8) == 0 && data[REGION + 72] == 0);
+    EXPECT_CODE(remora_scatter_read_cached(rp.p.client, &seg, 1, NULL, 8, cache, NULL),
+                REMORA_E_INVALID, "dst is NULL");
     EXPECT_CODE(remora_registration_cache_get(cache, data, 0, REMORA_USAGE_WRITE_SOURCE, &a),
                 REMORA_E_INVALID, "len is 0");
     EXPECT_CODE(remora_registration_cache_get(cache, data, 8, 1u << 12, &a), REMORA_E_INVALID,
@@ -384,8 +391,8 @@ static void test_admission(void) {
     CHECK(room == caps.cm_data_size - REMORA_ADMISSION_TOKEN_OVERHEAD);
     long_payload = calloc(room, 1);
     CHECK(long_payload != NULL);
-    EXPECT_CODE(remora_connect_admitted(rp.p.cdom, "127.0.0.1", port, key, "x", NULL,
-                                        long_payload, room, &rp.p.client),
+    EXPECT_CODE(remora_connect_admitted(rp.p.cdom, "127.0.0.1", port, key, "x", NULL, long_payload,
+                                        room, &rp.p.client),
                 REMORA_E_INVALID, "does not fit");
     CHECK(rp.p.client == NULL);
     free(long_payload);

@@ -1303,15 +1303,67 @@ static void test_slots_forbid(void) {
     remote_pair_close(&rp);
 }
 
-/* gather_write over two slices of the peer's region, then its refusals. */
-static void gather(remora_connection* client, remora_completion_queue* cq,
-                   const remora_remote_region* remote, const remora_memory_region* mr,
-                   unsigned char* local, const unsigned char* peer_mem) {
-    remora_remote_region *s1 = NULL, *s2 = NULL;
+/* The refusals remora_gather_write and remora_scatter_read share (`call`), nothing posted: its
+ * errors start with `name`; `segs_null` is the message for a NULL segment array. */
+typedef int (*multi_key_fn)(remora_connection*, const struct remora_remote_segment*, size_t,
+                            const remora_memory_region*, size_t, const struct remora_op_options*);
+static void multi_key_refusals(multi_key_fn call, const char* name, const char* segs_null,
+                               remora_connection* client, const remora_memory_region* mr,
+                               const remora_remote_region* s1, const remora_remote_region* s2) {
     struct remora_remote_segment seg[REMORA_MAX_GATHER_PARTS + 1];
+    struct remora_op_options o = {.size = sizeof o, .flags = REMORA_F_AT_POST};
+    size_t i, n = 99;
+    seg[0] = (struct remora_remote_segment){s1, 10, 8};
+    seg[1] = (struct remora_remote_segment){NULL, 20, 13};
+    EXPECT_CODE(call(client, seg, 0, mr, 0, NULL), REMORA_E_INVALID, name);
+    EXPECT_CODE(call(client, seg, 2, mr, 0, NULL), REMORA_E_INVALID, name);
+    seg[1] = (struct remora_remote_segment){s2, 500, 13};
+    EXPECT_CODE(call(client, seg, 2, mr, 0, NULL), REMORA_E_OUT_OF_RANGE, "part 1");
+    seg[1] = (struct remora_remote_segment){s2, 20, 13};
+    EXPECT_CODE(call(client, seg, 2, mr, REGION - 8, NULL), REMORA_E_OUT_OF_RANGE, name);
+    EXPECT_CODE(call(client, seg, 2, mr, 0, &o), REMORA_E_INVALID, name);
+    for (i = 0; i <= REMORA_MAX_GATHER_PARTS; ++i) {
+        seg[i] = (struct remora_remote_segment){s1, i, 1};
+    }
+    EXPECT_CODE(call(client, seg, REMORA_MAX_GATHER_PARTS + 1, mr, 0, NULL), REMORA_E_TOO_LARGE,
+                name);
+    EXPECT_CODE(call(client, NULL, 2, mr, 0, NULL), REMORA_E_INVALID, segs_null);
+    EXPECT_CODE(call(NULL, seg, 2, mr, 0, NULL), REMORA_E_INVALID, "conn is NULL");
+    OK(remora_connection_in_flight(client, &n));
+    CHECK(n == 0);
+}
+
+/* scatter_read of two slices of the peer's memory (in this process: s1 and s2 at 1024 and 3072)
+ * into consecutive local bytes, then its refusals. */
+static void scatter(remora_connection* client, remora_completion_queue* cq,
+                    const remora_remote_region* s1, const remora_remote_region* s2,
+                    const remora_memory_region* mr, unsigned char* local, unsigned char* peer_mem) {
+    struct remora_remote_segment seg[2] = {{s1, 40, 8}, {s2, 60, 11}};
     struct remora_op_options o = {.size = sizeof o, .context = &seg};
     struct remora_completion c;
-    size_t i, n = 99;
+    memcpy(peer_mem + 1024 + 40, "scatter-", 8);
+    memcpy(peer_mem + 3072 + 60, "read-in-two", 11);
+    memset(local + 2490, 0, 40);
+    OK(remora_scatter_read(client, seg, 2, mr, 2500, &o));
+    c = expect_completion(cq, REMORA_OP_READ, &seg);
+    CHECK(c.bytes == 19 && c.failed_part == 0);
+    CHECK(memcmp(local + 2500, "scatter-read-in-two", 19) == 0);
+    CHECK(local[2499] == 0 && local[2519] == 0);
+    multi_key_refusals(remora_scatter_read, "remora_scatter_read: ", "src is NULL", client, mr, s1,
+                       s2);
+    EXPECT_CODE(remora_scatter_read(client, seg, 2, NULL, 0, NULL), REMORA_E_INVALID,
+                "dst is NULL");
+}
+
+/* gather_write over two slices of the peer's region, then its refusals; then scatter_read over
+ * the same slices. */
+static void gather(remora_connection* client, remora_completion_queue* cq,
+                   const remora_remote_region* remote, const remora_memory_region* mr,
+                   unsigned char* local, unsigned char* peer_mem) {
+    remora_remote_region *s1 = NULL, *s2 = NULL;
+    struct remora_remote_segment seg[2];
+    struct remora_op_options o = {.size = sizeof o, .context = &seg};
+    struct remora_completion c;
     OK(remora_remote_region_slice(remote, 1024, 512, &s1));
     OK(remora_remote_region_slice(remote, 3072, 512, &s2));
     memcpy(local, "gathered-in-two-parts", 21);
@@ -1331,27 +1383,11 @@ static void gather(remora_connection* client, remora_completion_queue* cq,
         CHECK(memcmp(peer_mem + 1034, "gathered", 8) == 0);
         CHECK(memcmp(peer_mem + 3092, "-in-two-parts", 13) == 0);
     }
-    /* refusals, nothing posted */
-    EXPECT_CODE(remora_gather_write(client, seg, 0, mr, 0, NULL), REMORA_E_INVALID,
-                "remora_gather_write: ");
-    seg[1].region = NULL;
-    EXPECT_CODE(remora_gather_write(client, seg, 2, mr, 0, NULL), REMORA_E_INVALID,
-                "remora_gather_write: ");
-    seg[1] = (struct remora_remote_segment){s2, 500, 13};
-    EXPECT_CODE(remora_gather_write(client, seg, 2, mr, 0, NULL), REMORA_E_OUT_OF_RANGE,
-                "remora_gather_write: ");
-    for (i = 0; i <= REMORA_MAX_GATHER_PARTS; ++i) {
-        seg[i] = (struct remora_remote_segment){s1, i, 1};
+    multi_key_refusals(remora_gather_write, "remora_gather_write: ", "dst is NULL", client, mr, s1,
+                       s2);
+    if (peer_mem != NULL) {
+        scatter(client, cq, s1, s2, mr, local, peer_mem);
     }
-    EXPECT_CODE(remora_gather_write(client, seg, REMORA_MAX_GATHER_PARTS + 1, mr, 0, NULL),
-                REMORA_E_TOO_LARGE, "remora_gather_write: ");
-    o.flags = REMORA_F_AT_POST;
-    EXPECT_CODE(remora_gather_write(client, seg, 2, mr, 0, &o), REMORA_E_INVALID,
-                "remora_gather_write: ");
-    EXPECT_CODE(remora_gather_write(client, NULL, 2, mr, 0, NULL), REMORA_E_INVALID, "dst is NULL");
-    EXPECT_CODE(remora_gather_write(NULL, seg, 2, mr, 0, NULL), REMORA_E_INVALID, "conn is NULL");
-    OK(remora_connection_in_flight(client, &n));
-    CHECK(n == 0);
     remora_remote_region_delete(s1);
     remora_remote_region_delete(s2);
 }
@@ -1361,6 +1397,19 @@ static void test_gather_write(void) {
     remote_pair_open(&rp, &target_cfg, &default_cfg, NULL);
     OK(remora_connection_cq(rp.p.client, &cq));
     gather(rp.p.client, cq, rp.remote, rp.client_mr, rp.client_mem, rp.server_mem);
+    remote_pair_close(&rp);
+}
+
+static void test_scatter_read(void) {
+    remora_completion_queue* cq = NULL;
+    remora_remote_region *s1 = NULL, *s2 = NULL;
+    remote_pair_open(&rp, &target_cfg, &default_cfg, NULL);
+    OK(remora_connection_cq(rp.p.client, &cq));
+    OK(remora_remote_region_slice(rp.remote, 1024, 512, &s1));
+    OK(remora_remote_region_slice(rp.remote, 3072, 512, &s2));
+    scatter(rp.p.client, cq, s1, s2, rp.client_mr, rp.client_mem, rp.server_mem);
+    remora_remote_region_delete(s1);
+    remora_remote_region_delete(s2);
     remote_pair_close(&rp);
 }
 
@@ -1428,7 +1477,8 @@ static void test_copy(void) {
     remote_pair_close(&rp);
 }
 
-/* The same on shm RDM peers in one process: gather_write, and parked posts on a slot pool. */
+/* The same on shm RDM peers in one process: gather_write, scatter_read, and parked posts on a
+ * slot pool. */
 static void test_rdm_shm_ext(void) {
     const struct remora_domain_config dcfg = {
         .size = sizeof dcfg, .provider = "shm", .endpoint = REMORA_ENDPOINT_RDM};
@@ -1457,7 +1507,7 @@ static void test_rdm_shm_ext(void) {
     OK(remora_memory_region_describe(amr, 0, 0, &desc));
     OK(remora_connection_cq(b, &cq));
     parked_posts(b, cq, desc, bmr, pool);
-    gather(b, cq, desc, bmr, rp.client_mem, rp.server_mem);
+    gather(b, cq, desc, bmr, rp.client_mem, rp.server_mem); /* and scatter_read */
     remora_remote_region_delete(desc);
     remora_connection_delete(b);
     remora_connection_delete(a);
@@ -1655,6 +1705,7 @@ static const struct named_test tests[] = {
     {"slots_parked", test_slots_parked},
     {"slots_forbid", test_slots_forbid},
     {"gather_write", test_gather_write},
+    {"scatter_read", test_scatter_read},
     {"copy", test_copy},
     {"rdm_shm_ext", test_rdm_shm_ext},
     {"async_srq", test_async_srq},

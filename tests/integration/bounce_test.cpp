@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Pre-registered bounce buffers: write_copy and send_copy from unregistered memory, each
 // operation's buffer held by its slot until completion, taken with its queue entries at once or
-// not at all, and returned on every path. On tcp and sockets.
+// not at all, and returned on every path; write_or_copy, which takes one only past max_sge. On
+// tcp and sockets.
 #include "support.hpp"
 
 namespace remora::test {
@@ -44,7 +45,8 @@ struct rig {
     buffer_pool pool;
 };
 
-rig make_rig(const std::string& provider, std::size_t buffers, std::uint32_t sq = 16) {
+rig make_rig(const std::string& provider, std::size_t buffers, std::uint32_t sq = 16,
+             std::uint32_t max_sge = 1) {
     // The pool is registered in the client's domain and given to its connection at connect.
     auto sd = must(domain::open({.provider = provider}));
     auto cd = must(domain::open({.provider = provider}));
@@ -53,8 +55,9 @@ rig make_rig(const std::string& provider, std::size_t buffers, std::uint32_t sq 
     auto accepted = std::async(std::launch::async, [&] {
         return must(must(l.get_request(10s)).accept({.progress_thread = true}));
     });
-    auto client = connection::connect(cd, "127.0.0.1", l.port(),
-                                      {.sq_size = sq, .rq_size = 4, .addons = {pool}});
+    auto client =
+        connection::connect(cd, "127.0.0.1", l.port(),
+                            {.sq_size = sq, .rq_size = 4, .max_sge = max_sge, .addons = {pool}});
     auto server = accepted.get();
     connected_pair p{sd, cd, std::move(l), std::move(server), must(std::move(client))};
     buffer target(1 << 16);
@@ -96,6 +99,73 @@ TEST_P(bounce, send_copy_delivers_the_bytes) {
     EXPECT_EQ(string_of(std::span(r.target.bytes).subspan(0, got[0].bytes)),
               "hello through a bounce buffer");
     EXPECT_EQ(r.pool.available(), 2u);
+}
+
+// write_or_copy: up to max_sge segments go straight from their regions in one post (no buffer
+// taken); past it their bytes go through one bounce buffer, in order.
+TEST_P(bounce, write_or_copy_gathers_in_one_post_up_to_max_sge_and_bounces_past_it) {
+    auto r = make_rig(GetParam(), 1, 16, 2);
+    connection& c = *r.p.client;
+    buffer local(256);
+    for (std::size_t i = 0; i < 256; ++i) {
+        local.bytes[i] = static_cast<std::byte>('a' + i % 26);
+    }
+    auto lmr = must(memory_region::create(r.p.client_domain, local.span(), usage::write_source));
+    // Two segments, out of order in the region: one scatter-gather write ("klmno" "abc").
+    const local_segment two[] = {{&lmr, 10, 5}, {&lmr, 0, 3}};
+    REMORA_ASSERT_OK(remora::write_or_copy(c, r.dst, 300, two, {.context = &r}));
+    EXPECT_EQ(r.pool.available(), 1u) << "a write within max_sge took a bounce buffer";
+    auto done = collect(c.cq(), 1, true);
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_TRUE(done[0].ok()) << done[0].status.message();
+    EXPECT_EQ(done[0].context, &r);
+    // Three: past max_sge, copied into the pool's one buffer ("xyz" "de" "klmno").
+    const local_segment three[] = {{&lmr, 23, 3}, {&lmr, 3, 2}, {&lmr, 10, 5}};
+    EXPECT_ERRC(c.write(r.dst, 400, three), errc::too_large);  // what it spares the caller
+    REMORA_ASSERT_OK(remora::write_or_copy(c, r.dst, 400, three, {.context = &r}));
+    EXPECT_EQ(r.pool.available(), 0u) << "held by the operation until its completion is read";
+    done = collect(c.cq(), 1, true);
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_TRUE(done[0].ok()) << done[0].status.message();
+    EXPECT_EQ(r.pool.available(), 1u);
+    REMORA_ASSERT_OK(remora::flush(c, r.dst, 300, 110, {.type = flush_type::visibility}));
+    ASSERT_EQ(collect(c.cq(), 1, true).size(), 1u);
+    EXPECT_EQ(string_of(std::span(r.target.bytes).subspan(300, 8)), "klmnoabc");
+    EXPECT_EQ(string_of(std::span(r.target.bytes).subspan(400, 10)), "xyzdeklmno");
+}
+
+// Past max_sge every segment is checked before a buffer is taken; too many bytes for a buffer,
+// or no pool at all, are refused the same way.
+TEST_P(bounce, write_or_copy_refuses_bad_segments_past_max_sge_taking_nothing) {
+    auto r = make_rig(GetParam(), 1, 16, 2);
+    connection& c = *r.p.client;
+    buffer local(1024);
+    auto lmr = must(memory_region::create(r.p.client_domain, local.span(), usage::write_source));
+    auto rmr = must(memory_region::create(r.p.client_domain, local.span(), usage::receive));
+    local_segment three[] = {{&lmr, 0, 8}, {&lmr, 8, 8}, {&lmr, 1020, 8}};
+    EXPECT_ERRC(remora::write_or_copy(c, r.dst, 0, three), errc::out_of_range);
+    three[2] = {&rmr, 0, 8};
+    EXPECT_ERRC(remora::write_or_copy(c, r.dst, 0, three), errc::access_denied);
+    three[2] = {nullptr, 0, 8};
+    EXPECT_ERRC(remora::write_or_copy(c, r.dst, 0, three), errc::invalid_argument);
+    three[2] = {&lmr, 16, 500};  // 516 bytes: past the pool's 512-byte buffers
+    EXPECT_ERRC(remora::write_or_copy(c, r.dst, 0, three), errc::too_large);
+    EXPECT_EQ(r.pool.available(), 1u);
+    EXPECT_EQ(c.in_flight(), 0u);
+    // Without a buffer_pool: within max_sge it writes, past it bad_state.
+    buffer mine(64);
+    buffer theirs(64);  // outlives the connections: a write may land after its completion
+    auto s = server_side::open(GetParam());
+    auto plain = must(s.add({.sq_size = 8, .rq_size = 4, .max_sge = 2}));
+    auto mmr = must(memory_region::create(s.dom, mine.span(), usage::write_source));
+    auto tmr = must(memory_region::create(s.client_dom, theirs.span(), usage::write_destination));
+    auto desc = must(tmr.describe());
+    const local_segment within[] = {{&mmr, 0, 8}, {&mmr, 8, 8}};
+    const local_segment past[] = {{&mmr, 0, 8}, {&mmr, 8, 8}, {&mmr, 16, 8}};
+    EXPECT_ERRC(remora::write_or_copy(plain, desc, 0, past), errc::bad_state);
+    REMORA_ASSERT_OK(remora::write_or_copy(plain, desc, 0, within));
+    EXPECT_EQ(collect(plain.cq(), 1, true).size(), 1u);
+    s.clients.clear();  // the target goes before its region
 }
 
 // All or nothing: with the pool dry, or the send queue full, the operation takes nothing.
