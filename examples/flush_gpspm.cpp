@@ -3,7 +3,9 @@
 //
 // The server exposes two regions through one target_service: a file-backed persistent_region
 // (in a scratch directory) and a volatile one (persistent_region opened without a path:
-// anonymous memory). It hands both 32-byte descriptors to the client in its accept private data.
+// anonymous memory). It hands the file's 32-byte descriptor to the client in its accept private
+// data and the volatile region's in a message on the same connection (persistence_config::
+// message_size): two descriptors would not fit the private data rdma_cm carries over InfiniBand.
 //
 // The client, on the persistent region:
 //  - writes a record and flushes it with flush_method::gpspm named explicitly: a flush request
@@ -22,6 +24,7 @@
 //
 // The provider is FI_PROVIDER if set, else remora's default choice. Exits 0 on success, 1 with a
 // one-line message on stderr otherwise.
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -49,6 +52,9 @@ using remora::usage;
 
 constexpr std::size_t region_size = 8192;
 constexpr std::uint32_t service_depth = 4;
+// GPSPM and the application's messages (up to one descriptor) on one connection, both sides.
+const remora::persistence_config persistence{
+    .service_depth = service_depth, .message_size = remora::remote_region::serialized_size};
 // What the client writes where: [0] into the file at 256, [1] into the file at 4096 (visible
 // only), [2] into the volatile region at 128.
 constexpr std::string_view texts[] = {"durable record", "visible note", "volatile bytes"};
@@ -71,19 +77,22 @@ void run_server(std::promise<std::uint16_t>& port, const std::string& path,
                            "server: open volatile region");
         auto service = must(remora::target_service::create(), "server: create service");
         const auto file_wire = must(service.expose(file), "server: expose").serialize();
-        const auto memory_wire = must(service.expose(memory), "server: expose").serialize();
-        std::vector<std::byte> wire(file_wire.begin(), file_wire.end());
-        wire.insert(wire.end(), memory_wire.begin(), memory_wire.end());
+        auto memory_wire = must(service.expose(memory), "server: expose").serialize();
+        auto wire_mr =
+            must(remora::memory_region::create(dom, memory_wire, usage::send), "server: reg");
 
         auto lst = must(remora::listener::create(dom, "127.0.0.1", 0), "server: listen");
         port.set_value(lst.port());
         auto req = must(lst.get_request(10s), "server: get_request");
+        // A message of the application's takes one scatter-gather entry more (its mark).
         auto conn = must(
-            req.accept({.progress_thread = true,
-                        .addons = {remora::persistence_config{.service_depth = service_depth}}},
-                       wire),
+            req.accept({.max_sge = 2, .progress_thread = true, .addons = {persistence}}, file_wire),
             "server: accept");
         must(service.serve(conn), "server: serve");
+        must(conn.send(wire_mr, 0, memory_wire.size()), "server: send");
+        if (example::next_completion(conn.cq(), "server").op != remora::op::send) {
+            die("server: unexpected completion for a send");
+        }
         served.set_value();
         example::wait_for_close(conn, "server");
 
@@ -146,17 +155,17 @@ int main() {
     const std::string path = dir.file("region.bin");
     std::promise<void> served;
     example::server_thread server(run_server, std::cref(path), std::ref(served));
-    auto conn = must(remora::connection::connect(
-                         dom, "127.0.0.1", server.port(),
-                         {.addons = {remora::persistence_config{.service_depth = service_depth}}}),
-                     "client: connect");
-    const auto wire = conn.peer_private_data();
-    constexpr std::size_t n = remora::remote_region::serialized_size;
-    if (wire.size() != 2 * n) {
-        die("client: expected two descriptors from the server");
+    auto conn = must(
+        remora::connection::connect(dom, "127.0.0.1", server.port(), {.addons = {persistence}}),
+        "client: connect");
+    const auto file = must(remora::remote_region::parse(conn.peer_private_data()), "client: parse");
+    std::array<std::byte, remora::remote_region::serialized_size> wire{};
+    auto wire_mr = must(remora::memory_region::create(dom, wire, usage::receive), "client: reg");
+    must(conn.recv(wire_mr, 0, wire.size()), "client: recv");
+    if (example::next_completion(conn.cq(), "client").op != remora::op::recv) {
+        die("client: unexpected completion for a receive");
     }
-    const auto file = must(remora::remote_region::parse(wire.first(n)), "client: parse");
-    const auto memory = must(remora::remote_region::parse(wire.subspan(n)), "client: parse");
+    const auto memory = must(remora::remote_region::parse(wire), "client: parse");
 
     // Start once the server serves the connection: a request sent earlier would wait in the
     // provider until serve() posts the service's receives (it is not lost, only delayed).

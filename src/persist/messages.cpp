@@ -133,10 +133,14 @@ struct message_mux {
         void* context = nullptr;
     };
     ring<svc_recv> svc_recvs;      // the service's receives waiting, oldest first
-    ring<std::uint32_t> svc_kept;  // target side: requests that came before a receive was free
+    ring<std::uint32_t> svc_kept;  // requests that came before a service receive was waiting
     ring<svc_recv> svc_ending;     // service receives to complete canceled (client tick)
     std::size_t cancels = 0;       // carriers canceled here, their entries to come
-    bool target = false;
+    // This side sends the service's requests (a client's reply receives came): a service message
+    // nobody waits for is then a late reply, dropped. Otherwise it is a request that came before
+    // the service posted its receives (the carriers may be posted first, by the application's
+    // receive or by the mux's setup), kept for them.
+    bool client = false;
     bool closing = false;  // nothing is posted or canceled any more
 
     std::byte* buf(std::uint32_t k) { return storage.data() + mark_size + k * room; }
@@ -354,7 +358,7 @@ bool carrier_done(void* context, completion& c, callback_sink* sink) {
     }
     // The service's (anything without the mark: the service's own checks judge it).
     if (m.svc_recvs.empty()) {
-        if (m.target) {
+        if (!m.client) {
             ca.bytes = bytes;
             (void)m.svc_kept.push(k);  // answered once a request slot is free (service_recv)
         } else {
@@ -448,7 +452,7 @@ result<void> service_recv(service_conn& s, void* buf, std::size_t len, hook_fn h
     }
     message_mux& m = **mp;
     lock_t lock(m.mu);
-    m.target = s.target;
+    m.client = m.client || !s.target;
     if (m.svc_kept.empty()) {
         (void)m.svc_recvs.push({static_cast<std::byte*>(buf), len, hook, context});  // one a slot
         return {};

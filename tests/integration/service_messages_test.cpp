@@ -334,6 +334,26 @@ TEST_P(service_messages, an_unserved_service_does_not_hold_up_the_applications_m
     EXPECT_EQ(service_->requests(), 0u);
 }
 
+TEST_P(service_messages, a_request_that_comes_before_the_target_serves_is_answered_once_it_does) {
+    // The server's application posts a receive first (the library's receives are then posted),
+    // the client's flush (and its hello) arrive before the target serves: they wait for the
+    // service, which answers them once it serves. Not dropped as a late reply.
+    start(false);
+    REMORA_ASSERT_OK(server_->recv(*smr_, 0, msg));
+    int ctx = 0;
+    REMORA_ASSERT_OK(
+        retrying([&] { return remora::flush(*client_, desc_, 0, 8, gpspm, {.context = &ctx}); }));
+    std::this_thread::sleep_for(200ms);  // the requests reach the server's receives first
+    EXPECT_TRUE(collect(client_->cq(), 1, true, 10ms).empty());
+    REMORA_ASSERT_OK(service_->serve(*server_));
+    auto got = collect(client_->cq(), 1, true, 10s);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].op, op::flush);
+    EXPECT_EQ(got[0].context, &ctx);
+    EXPECT_TRUE(got[0].ok()) << got[0].status.message();
+    EXPECT_EQ(service_->requests(), 1u);
+}
+
 TEST_P(service_messages, a_request_past_service_timeout_ends_while_messages_flow) {
     // No serve_wait check and a target that never serves: the flushes end at service_timeout,
     // through an entry of the library's receives (a canceled one), and messages go on.
