@@ -18,7 +18,6 @@
 
 #include "core/impl.hpp"
 #include "fabric/cq.hpp"
-#include "fabric/rules.hpp"
 
 #include "core/cq_read.hpp"
 
@@ -75,44 +74,6 @@ result<std::shared_ptr<cq_impl>> cq_impl::open(const std::shared_ptr<domain_impl
 }
 
 namespace {
-
-// Verbs rules (cq_impl::rx_rule): verbs delivers a peer's write with immediate data into a posted
-// receive (FI_RX_CQ_DATA), and a message needs one too. The providers here need none for the
-// write, so the rule counts: each such write takes one of the connection's posted receives
-// (connection_impl::rx_taken), and a write or a message that finds none left fails its completion
-// here (errc::invalid_argument, the rule logged), where verbs would hold the sender in
-// receiver-not-ready retries until a receive is posted, or fail it. `imm`: c is a peer's write,
-// else a message received. Counts only: the receive a verbs NIC would have consumed stays posted
-// and takes the next message. On a connection whose receives are the library's (a target
-// service's, persistence_config::message_size's), verbs would hand the write to one of those and
-// the application would never see it: refused whatever is posted.
-[[gnu::cold, gnu::noinline]] void rx_rule(const cq_impl& cq, completion& c, bool imm) {
-    connection_impl& k = *cq.conn;
-    if (imm && k.internal_sends != 0) {
-        c.status = make_error_code(errc::invalid_argument);
-        fabric_rules::report(
-            "a peer's write with immediate data arrived on a connection whose receives are the "
-            "library's (a target service): verbs would consume one of them for it (FI_RX_CQ_DATA), "
-            "and the application would never see the write; signal with a message "
-            "(persistence_config::message_size) or on another connection");
-        return;
-    }
-    const std::size_t posted = k.ops.in_use(queue::recv);  // a message's own still counts
-    const std::size_t taken = k.rx_taken.load(std::memory_order_relaxed);
-    if (posted <= taken) {
-        c.status = make_error_code(errc::invalid_argument);
-        fabric_rules::report(
-            imm ? "a peer's write with immediate data arrived with no receive posted for it: "
-                  "verbs consumes a posted receive for each (FI_RX_CQ_DATA; caps().rx_cq_data), "
-                  "and without one the writer's operation fails (receiver not ready)"
-                : "a message arrived while peers' writes with immediate data had taken every "
-                  "posted receive: verbs would have had none for it (receiver not ready)");
-        return;
-    }
-    if (imm) {
-        k.rx_taken.fetch_add(1, std::memory_order_relaxed);
-    }
-}
 
 // finish(), inlined into the CQ's read loop (take_entry).
 [[gnu::always_inline]] inline bool finish_entry(const cq_impl& cq, completion& c, void* op_context,

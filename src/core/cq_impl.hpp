@@ -119,7 +119,7 @@ struct cq_impl final : callback_sink, internal_access::opaque<completion_queue> 
     completion_queue handle = internal_access::wrap<completion_queue>(this);
     connection_impl* conn = nullptr;  // the owning connection: its events also wake waits
     // Verbs rules on the connection's own receive CQ: a peer's write with immediate data takes a
-    // posted receive, as on verbs (FI_RX_CQ_DATA); see rx_rule in cq_impl.cpp.
+    // posted receive, as on verbs (FI_RX_CQ_DATA); see rx_rule in cq_read.hpp.
     bool rx_rule = false;
     channel_source source{this, nullptr};
 

@@ -22,6 +22,18 @@ inline constexpr std::size_t read_batch = 64;  // completions one fi_cq_read tak
 // one load.
 bool tick_if_due(connection_impl& c);
 
+// Verbs rules (cq_impl::rx_rule): verbs delivers a peer's write with immediate data into a posted
+// receive (FI_RX_CQ_DATA), and a message needs one too. The providers here need none for the
+// write, so the rule counts: each such write takes one of the connection's posted receives
+// (connection_impl::rx_taken), and a write or a message that finds none left fails its completion
+// here (errc::invalid_argument, the rule logged), where verbs would hold the sender in
+// receiver-not-ready retries until a receive is posted, or fail it. `imm`: c is a peer's write,
+// else a message received. Counts only: the receive a verbs NIC would have consumed stays posted
+// and takes the next message. On a connection whose receives are the library's (a target
+// service's, persistence_config::message_size's), verbs would hand the write to one of those and
+// the application would never see it: refused whatever is posted.
+[[gnu::cold]] void rx_rule(const cq_impl& cq, completion& c, bool imm);
+
 // Milliseconds left until `deadline`, at least 0.
 int remaining_ms(clock::time_point deadline);
 

@@ -17,6 +17,7 @@
 
 #include "core/impl.hpp"
 #include "fabric/cq.hpp"
+#include "fabric/rules.hpp"
 
 #include "core/cq_read.hpp"
 
@@ -36,6 +37,35 @@ bool tick_if_due(connection_impl& c) {
     }
     c.tick_extensions(now);
     return true;
+}
+
+// The verbs rule on receives (cq_read.hpp).
+void rx_rule(const cq_impl& cq, completion& c, bool imm) {
+    connection_impl& k = *cq.conn;
+    if (imm && k.internal_sends != 0) {
+        c.status = make_error_code(errc::invalid_argument);
+        fabric_rules::report(
+            "a peer's write with immediate data arrived on a connection whose receives are the "
+            "library's (a target service): verbs would consume one of them for it (FI_RX_CQ_DATA), "
+            "and the application would never see the write; signal with a message "
+            "(persistence_config::message_size) or on another connection");
+        return;
+    }
+    const std::size_t posted = k.ops.in_use(queue::recv);  // a message's own still counts
+    const std::size_t taken = k.rx_taken.load(std::memory_order_relaxed);
+    if (posted <= taken) {
+        c.status = make_error_code(errc::invalid_argument);
+        fabric_rules::report(
+            imm ? "a peer's write with immediate data arrived with no receive posted for it: "
+                  "verbs consumes a posted receive for each (FI_RX_CQ_DATA; caps().rx_cq_data), "
+                  "and without one the writer's operation fails (receiver not ready)"
+                : "a message arrived while peers' writes with immediate data had taken every "
+                  "posted receive: verbs would have had none for it (receiver not ready)");
+        return;
+    }
+    if (imm) {
+        k.rx_taken.fetch_add(1, std::memory_order_relaxed);
+    }
 }
 
 int remaining_ms(clock::time_point deadline) {

@@ -79,7 +79,7 @@ void apply_verbs_limits(provider_caps& c) {
         c.cm_data_size = std::min(c.cm_data_size, verbs_limits.cm_data_size);
     }
     c.mr_mode |= remora::mr_mode::local | remora::mr_mode::prov_key | remora::mr_mode::allocated;
-    c.rx_cq_data = true;  // counted by the CQs (cq_impl.cpp, rx_rule)
+    c.rx_cq_data = true;  // counted by the CQs (cq_read.hpp, rx_rule)
     c.rules = provider_rules::verbs;
 }
 

@@ -19,7 +19,7 @@
 //   - connection private data of at most verbs_limits.cm_data_size bytes (connect, accept);
 //   - a peer's write with immediate data takes a posted receive (FI_RX_CQ_DATA), and one or a
 //     message that finds none fails its completion: counted by the core's CQs, which see the
-//     connection behind an entry (core/cq_impl.cpp, rx_rule), and reported here (report()).
+//     connection behind an entry (core/cq_read.hpp, rx_rule), and reported here (report()).
 //
 // A post or registration that breaks a rule returns -FI_EINVAL without reaching the provider;
 // the message saying which rule is attached to the error fabric_error() builds on the same thread
