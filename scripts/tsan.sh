@@ -42,7 +42,7 @@ cmake -S . -B "$build" -DREMORA_TSAN=ON -DREMORA_WERROR=ON -DREMORA_EXAMPLES=OFF
 cmake --build "$build" -j "$(nproc)" --target "${binaries[@]}"
 supp=$PWD/tests/tsan-libfabric.supp
 export TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:history_size=4:suppressions=$supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
-limit=${REMORA_TSAN_TIMEOUT:-300}  # seconds per binary
+limit=${REMORA_TSAN_TIMEOUT:-600}  # seconds per binary (multi_key_test takes about 170)
 start=$(date +%s)
 failed=()
 for entry in "${subset[@]}"; do
