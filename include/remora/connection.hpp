@@ -95,6 +95,12 @@ struct connection_config {
     std::uint32_t max_sge = 1;  ///< scatter-gather entries per operation; at most the iov limit
     /// How long connect, accept and an asynchronous setup wait for the connection.
     std::chrono::milliseconds connect_timeout{5000};
+    /// RDM peers: a peer that answers no probe for this long (before its first answer: at least
+    /// connect_timeout) is lost; 0: off. Every liveness / 4 while the connection is looked at (its
+    /// own CQs read or waited on, next_event) it probes a word the peer's open_peer registered,
+    /// with a send-queue entry of its own; a failed or late probe reports conn_event::lost (see
+    /// RDM peers). The peer must progress (docs/providers.md). MSG: errc::not_supported.
+    std::chrono::milliseconds liveness{0};
     /// Run the domain's library-owned progress thread for this connection, so one-sided reads
     /// and writes from the peer land while the application does not call into remora (where
     /// caps().target_needs_progress), and the addons' internal messages are answered. The
@@ -200,42 +206,39 @@ const char* to_string(conn_event e) noexcept;
 /// \par Threading
 /// Posting may run from several threads at once; the CQs follow completion_queue's rule (one
 /// progress owner each); close() and the destructor must not race with other calls. A moved-from
-/// connection may only be destroyed or assigned to.
-///
-/// Callbacks (op_options::callback) run on the thread that reads the CQ and must not block; what
-/// they may do (post, poll, close or destroy a connection, their own included) is stated there.
+/// connection may only be destroyed or assigned to. Callbacks (op_options::callback) run on the
+/// thread that reads the CQ and must not block; what they may do (post, poll, close or destroy a
+/// connection, their own included) is stated there.
 ///
 /// \par RDM peers
 /// RDM peers (a domain opened with endpoint_type::rdm): open_peer opens one RDM endpoint with its
-/// own address vector and the same CQ / RCQ / channel setup as a connected endpoint; each side
-/// gives the other its local_address() (any way it likes: a file, a socket, a connected remora
-/// peer) and calls attach() with the other's; from then on every operation goes to that peer,
-/// exactly as on a connected endpoint, and remote_region descriptors are exchanged the same way.
-/// One endpoint per peer relation: each peer gets its own queues and accounting. Receives count
-/// only messages from the attached peer (provider_caps::directed_receive): anyone else's is held
-/// by the provider or completes the receive it took with errc::access_denied and nothing
-/// received (post the receive again); which of the two is the provider's (docs/providers.md).
-/// Attaching is local: to admit only peers that hold a key, run the attach handshake of
-/// admission.hpp before anything else. The differences:
-///
-///   - no connection events: next_event() reports conn_event::closed once after close(), else
-///     times out; event_fd() is an eventfd close() signals.
-///   - a one-sided target still needs its endpoint (its address is what the initiator
-///     attaches) and, where caps().target_needs_progress, connection_config::progress_thread or
-///     an application reading its CQs.
+/// own address vector and the CQ / RCQ / channel setup of a connected endpoint; each side gives
+/// the other its local_address() (a file, a socket, a connected remora peer) and attach()es the
+/// other's; from then on every operation goes to that peer, as on a connected endpoint. One
+/// endpoint per peer relation, with its own queues and accounting. Receives count only the
+/// attached peer's messages (provider_caps::directed_receive): anyone else's is held by the
+/// provider or completes the receive it took with errc::access_denied and nothing received (post
+/// it again), as docs/providers.md says. Attaching is local: to admit only peers that hold a key,
+/// run the attach handshake of admission.hpp first. The differences:
+///   - no events from the provider: event_fd() is an eventfd; next_event() reports
+///     conn_event::closed once after close(), or conn_event::lost once (connection_config::
+///     liveness) when the peer stopped answering, else times out.
+///   - a one-sided target needs its endpoint and, where caps().target_needs_progress,
+///     connection_config::progress_thread or an application reading its CQs.
 ///   - where caps().cq_wait_fd is false, CQs are polled, not blocked on (see that field);
 ///     cq().fd() is -1 unless the progress thread owns the CQ.
 ///   - close() closes the endpoint at once (the provider then writes nothing into the
 ///     operations' memory) and completes every operation not yet reaped with errc::canceled,
 ///     through the CQs as usual: read them until in_flight() is 0.
 ///   - the first operation to a newly attached peer may give errc::would_block while the
-///     provider sets up its path to the peer, which needs the peer to progress too; the post
-///     retries for up to 50 ms before giving up.
-///   - a peer that goes away is not announced (no event), and operations posted afterwards have no
-///     guaranteed outcome: they fail with errc::disconnected (from the post or in their completion)
-///     on the providers tested (docs/providers.md), or may not complete. A receive posted before
-///     stays posted until close(). Bound waits with a timeout; close() returns the rest. Destroying
-///     the peer's endpoint in the same process while this one still posts to it is not supported.
+///     provider sets up its path to the peer (which needs the peer to progress); the post
+///     retries for up to 50 ms first.
+///   - a peer that goes away is announced only with liveness: it is then lost (is_open() false),
+///     later posts fail with errc::disconnected, and one probe interval later the endpoint
+///     closes as by close(), completing every outstanding operation with errc::disconnected.
+///     Without it, operations to a dead peer fail (docs/providers.md) or never complete; close()
+///     ends them. Destroying the peer's endpoint in this process while this one still posts to
+///     it is not supported.
 ///
 /// \par Accounting
 /// Every operation holds a send- or receive-queue entry and a completion-queue entry from post to
@@ -295,13 +298,10 @@ class connection {
     /// at any time: it closes the endpoint (the peer sees a failed or closed connection) and
     /// returns at once.
     ///
-    /// Progress: the setup is guaranteed to advance only while the connection is looked at:
-    /// next_event, a channel wait, or next_event(0ms) whenever event_fd() is readable (it is when
-    /// the setup has work to do); left alone, the request may never reach the peer.
-    ///
-    /// Nothing fires at the deadline by itself: it is noticed while somebody looks (next_event,
-    /// a channel wait, both bound their sleep by it). An application that epolls event_fd()
-    /// itself bounds its wait by setup_deadline() and calls next_event(0ms) then.
+    /// Progress: the setup advances, and its deadline is noticed, only while the connection is
+    /// looked at: next_event, a channel wait (both bound their sleep by the deadline), or
+    /// next_event(0ms) whenever event_fd() is readable (it is when the setup has work to do) and
+    /// at setup_deadline(); left alone, the request may never reach the peer.
     ///
     /// Threading: as the connection's (next_event and the channel's wait may run on other
     /// threads than the posts; peer_private_data() is valid once established).
@@ -330,8 +330,8 @@ class connection {
     /// \return the endpoint; errc::not_supported on a msg domain (use connect / listener);
     ///         errc::invalid_argument for a configuration that contradicts itself
     static result<connection> open_peer(const domain& dom, const connection_config& config = {});
-    /// This endpoint's address (the provider's name for it, opaque bytes): give it to the peer
-    /// for its attach(). Empty on a connected endpoint.
+    /// This endpoint's address (opaque bytes: the provider's name for it and the word liveness
+    /// probes read): give it to the peer for its attach(). Empty on a connected endpoint.
     std::span<const std::byte> local_address() const noexcept;
     /// Makes `peer_address` (the peer's local_address()) the destination of every operation.
     /// errc::invalid_argument for bytes that cannot be an address of this provider (wrong size,

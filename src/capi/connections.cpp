@@ -42,6 +42,7 @@ int connection_config_of(const char* fn, const remora_connection_config* cfg,
     if (c.connect_timeout_ms != 0) {
         out.connect_timeout = std::chrono::milliseconds(c.connect_timeout_ms);
     }
+    out.liveness = std::chrono::milliseconds(c.liveness_ms);
     out.progress_thread = c.progress_thread;
     out.tag = c.tag;
     if (c.shared_cq != nullptr) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/impl.hpp"
+#include "core/liveness.hpp"
 #include "core/srq_impl.hpp"
 #include "fabric/cq.hpp"
 #include "fabric/endpoint.hpp"
@@ -52,6 +53,11 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
         return fail(eff.error());
     }
     config = *eff;
+    if (!rdm && config.liveness.count() > 0) {
+        return fail(errc::not_supported,
+                    "connection_config: liveness watches RDM peers (open_peer); a connected (MSG) "
+                    "endpoint learns of its peer's end from the provider (docs/providers.md)");
+    }
     internal_sends = addon_sends(config);
     router = router_of(config);
 
@@ -181,10 +187,11 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
             }
         }
     }
-    ops.reset(config.sq_size, internal_sends, config.rq_size);
+    // The liveness probe's entry sits beside the addon's internal sends (queue::service).
+    ops.reset(config.sq_size, internal_sends + probe_sends(config), config.rq_size);
 
     info_ptr ep_info = endpoint_info(info, dom->info.get(),
-                                     {.tx = config.sq_size + internal_sends,
+                                     {.tx = config.sq_size + internal_sends + probe_sends(config),
                                       .rx = config.rq_size,
                                       // A routed send's mark takes one segment more.
                                       .max_sge = config.max_sge + (router != nullptr ? 1u : 0u),
@@ -412,7 +419,7 @@ std::uint32_t cq_entries(const connection_config& c, cq_kind kind) noexcept {
     if (kind == cq_kind::rcq) {
         return rcq ? c.rq_size : 0;
     }
-    return c.sq_size + detail::addon_sends(c) + (rcq ? 0 : c.rq_size);
+    return c.sq_size + detail::addon_sends(c) + detail::probe_sends(c) + (rcq ? 0 : c.rq_size);
 }
 
 // ---------------------------------------------------------------- public API: lifecycle
@@ -509,7 +516,9 @@ std::size_t connection::in_flight() const noexcept {
                detail::impl_of(*this)->extensions_busy() +
                detail::impl_of(*this)->ops.undelivered.load(std::memory_order_relaxed);
     }
-    return detail::impl_of(*this)->ops.in_use() +
+    // Not the liveness probe's entry (queue::service without an addon's internal sends).
+    return detail::impl_of(*this)->ops.in_use(detail::queue::send) +
+           detail::impl_of(*this)->ops.in_use(detail::queue::recv) +
            detail::impl_of(*this)->ops.undelivered.load(std::memory_order_relaxed);
 }
 const domain& connection::dom() const noexcept {

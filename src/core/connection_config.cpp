@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/impl.hpp"
+#include "core/liveness.hpp"
 #include "core/srq_impl.hpp"
 
 namespace remora::detail {
@@ -45,7 +46,11 @@ result<connection_config> effective_config(const connection_config& in, const pr
         return fail(errc::invalid_argument,
                     "connection_config: more than one addon asks for internal sends");
     }
-    const std::uint32_t internal = addon_sends(c);
+    if (c.liveness.count() < 0) {
+        return fail(errc::invalid_argument, "connection_config: liveness must be >= 0 (0: off)");
+    }
+    // The addon's internal sends and the liveness probe's entry: beside the application's.
+    const std::uint32_t internal = addon_sends(c) + probe_sends(c);
     if (c.sq_size == 0 || c.rq_size == 0) {
         return fail(errc::invalid_argument, "connection_config: sq_size and rq_size must be > 0");
     }
@@ -77,13 +82,13 @@ result<connection_config> effective_config(const connection_config& in, const pr
                                          std::to_string(detail::op_pool::max_queue) +
                                          " records a queue");
     }
-    if (internal != 0) {
+    if (addon_sends(c) != 0) {
         // The addon's messages are the connection's only receives (with a router, the addon's
         // receives carry the application's messages too), and its sends get entries of their
         // own beside the application's.
         const message_router* router = router_of(c);
         const std::uint64_t want =
-            std::uint64_t{internal} +
+            std::uint64_t{addon_sends(c)} +
             (router != nullptr ? router->application_receives(in.rq_size) : 0);
         if (want > caps.rx_size || want > detail::op_pool::max_queue) {
             return fail(errc::too_large,
@@ -101,7 +106,7 @@ result<connection_config> effective_config(const connection_config& in, const pr
         }
     }
     if (c.srq) {
-        if (internal != 0) {
+        if (addon_sends(c) != 0) {
             return fail(errc::invalid_argument,
                         "connection_config: srq cannot be combined with an addon's internal "
                         "sends (they need receives of their own)");
@@ -145,8 +150,9 @@ result<connection_config> effective_config(const connection_config& in, const pr
     if (!c.shared_cq && c.cq_size == 0 && caps.cq_size != 0 &&
         c.sq_size + internal + (c.rcq ? 0 : c.rq_size) > caps.cq_size) {
         // The CQ cannot hold every entry: reduce the application's depths to fit it.
+        const std::uint32_t addon = addon_sends(c);
         const auto room = static_cast<std::uint32_t>(caps.cq_size) -
-                          std::min<std::uint32_t>(internal * (c.rcq ? 1 : 2),
+                          std::min<std::uint32_t>(addon * (c.rcq ? 1 : 2) + probe_sends(c),
                                                   static_cast<std::uint32_t>(caps.cq_size));
         if (room < (c.rcq ? 1u : 2u)) {
             return fail(errc::too_large, "connection_config: the provider's CQ of " +
@@ -155,7 +161,7 @@ result<connection_config> effective_config(const connection_config& in, const pr
         }
         if (c.rcq) {
             c.sq_size = std::min(c.sq_size, room);
-        } else if (internal == 0) {
+        } else if (addon == 0) {
             const std::uint32_t total = c.sq_size + c.rq_size;
             c.sq_size = std::max<std::uint32_t>(
                 1, static_cast<std::uint32_t>(std::uint64_t(c.sq_size) * room / total));

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "core/cq_read.hpp"
 #include "core/impl.hpp"
 #include "fabric/cq.hpp"
 #include "fabric/endpoint.hpp"
@@ -143,20 +144,29 @@ result<channel_event> connection::wait(std::chrono::milliseconds timeout) {
 result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
     auto& c = *detail::impl_of(*this);
     if (c.rdm) {
-        // No connection events on RDM: close() is the one, signalled on the eventfd.
+        // No connection events from the provider on RDM: close() and a lost peer (liveness:
+        // looked at here too, as by the CQ's readers) are signalled on the eventfd, once.
         pollfd p{c.rdm_event.get(), POLLIN, 0};
         const auto deadline = detail::deadline_after(timeout);
         for (;;) {
+            detail::tick_if_due(c);
             std::uint64_t v = 0;
             if (::read(c.rdm_event.get(), &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v))) {
-                return conn_event::closed;
+                return c.rdm_end.load();
             }
-            const auto left = std::chrono::ceil<std::chrono::milliseconds>(
-                deadline - std::chrono::steady_clock::now());
+            const auto now = std::chrono::steady_clock::now();
+            auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
             if (left.count() <= 0) {
-                return fail(errc::timed_out, "no connection event within " +
-                                                 std::to_string(timeout.count()) +
-                                                 " ms (an RDM peer reports only its own close)");
+                return fail(errc::timed_out,
+                            "no connection event within " + std::to_string(timeout.count()) +
+                                " ms (an RDM peer reports its close, and its loss with liveness)");
+            }
+            const auto due = std::chrono::steady_clock::time_point(
+                std::chrono::steady_clock::duration(c.ext_deadline.load()));
+            if (due < deadline) {  // the next liveness look
+                left =
+                    std::min(left, std::max(std::chrono::ceil<std::chrono::milliseconds>(due - now),
+                                            std::chrono::milliseconds(0)));
             }
             ::poll(&p, 1, static_cast<int>(left.count()));
         }

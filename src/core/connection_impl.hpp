@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -76,9 +77,19 @@ struct connection_impl : internal_access::opaque<connection> {
     fabric_addr peer = 0;
     fabric_addr recv_from = 0;  // fabric_addr_unspec on RDM: a receive takes anyone's message
     std::atomic<bool> attached{false};
-    std::atomic<bool> closed{false};  // close() ran (RDM: the endpoint is gone)
-    std::vector<std::byte> local_addr;
-    unique_fd rdm_event;  // RDM: event_fd(), an eventfd signalled by close()
+    std::atomic<bool> closed{false};    // close() ran (RDM: the endpoint is gone)
+    std::vector<std::byte> local_addr;  // RDM: the provider's name, then the liveness trailer
+    std::size_t local_trailer = 0;      // the trailer's bytes (liveness.hpp), 0 without one
+    unique_fd rdm_event;  // RDM: event_fd(), an eventfd signalled once by close() or a loss
+    // RDM: the event next_event reports once rdm_event fires (closed, or lost), and whether it
+    // was signalled (once: a close() after a loss adds no event).
+    std::atomic<conn_event> rdm_end{conn_event::closed};
+    std::atomic<bool> rdm_signalled{false};
+    // RDM, connection_config::liveness (liveness.cpp): the peer did not answer; the reason later
+    // posts give (set under event_mu before `lost`).
+    std::atomic<bool> lost{false};
+    std::string lost_reason;
+    void signal_end() noexcept;  // writes rdm_event, once
     std::vector<std::byte> peer_data;
     std::atomic<bool> open{false};
     bool progress_watched = false;

@@ -118,6 +118,10 @@ result<void> check_open(const connection_impl& c, const char* what, bool receive
                         std::string(what) +
                             ": no peer attached (call attach with the peer's local_address)");
         }
+        if (c.lost.load()) {  // written before `lost` (liveness.cpp)
+            return fail(errc::disconnected,
+                        std::string(what) + ": the RDM peer is lost: " + c.lost_reason);
+        }
         return fail(errc::disconnected, std::string(what) + ": connection is not open");
     }
     return {};

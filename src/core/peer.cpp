@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/impl.hpp"
+#include "core/liveness.hpp"
 #include "core/srq_impl.hpp"
 #include "fabric/av.hpp"
 #include "fabric/cq.hpp"
@@ -128,9 +129,12 @@ void connection_impl::close_endpoint() {
             }
         }
     }
+    // A lost RDM peer's operations end disconnected (as on a connection that failed), the rest
+    // canceled.
+    const int status = lost.load() ? fabric_errno::not_connected : fabric_errno::canceled;
     for (auto [rec, is_recv] : ops.taken()) {
         cq_impl* q = is_recv && rcq ? rcq.get() : cq.get();
-        q->backlog.push_back({rec, is_recv ? cq_flag_recv : 0, 0, 0, fabric_errno::canceled});
+        q->backlog.push_back({rec, is_recv ? cq_flag_recv : 0, 0, 0, status});
     }
     for (auto& l : locks) {
         if (l.owns_lock()) {
@@ -148,7 +152,11 @@ void connection_impl::close_endpoint() {
         }
     }
     parked_gate(*this).wake_owner(this, errc::disconnected);  // parked posts end (parked.cpp)
-    if (rdm_event.get() >= 0) {
+    signal_end();
+}
+
+void connection_impl::signal_end() noexcept {
+    if (rdm_event.get() >= 0 && !rdm_signalled.exchange(true)) {
         std::uint64_t one = 1;
         [[maybe_unused]] ssize_t w = ::write(rdm_event.get(), &one, sizeof(one));
     }
@@ -189,6 +197,9 @@ result<connection> connection::open_peer(const domain& dom, const connection_con
     }
     name.resize(len);
     impl->local_addr = std::move(name);
+    if (auto r = offer_liveness_word(*impl); !r) {  // peers' liveness probes read its word
+        return fail(r.error());
+    }
     return internal_access::wrap<connection>(std::move(impl));
 }
 
@@ -213,18 +224,25 @@ result<void> connection::attach(std::span<const std::byte> peer_address) {
                     "another with open_peer)");
     }
     const std::uint32_t format = describe(c.dom->info.get()).addr_format;
-    if (!address_plausible(format, peer_address, c.local_addr)) {
+    const std::span<const std::byte> own =
+        std::span<const std::byte>(c.local_addr).first(c.local_addr.size() - c.local_trailer);
+    auto provider_part = take_liveness_word(c, peer_address);
+    if (!provider_part) {
+        return fail(provider_part.error());
+    }
+    peer_address = *provider_part;
+    if (!address_plausible(format, peer_address, own)) {
         return fail(errc::invalid_argument,
                     "attach: " + std::to_string(peer_address.size()) + " bytes are not a " +
                         address_format_name(format) + " address of " + c.dom->caps.provider +
-                        " (its addresses are " + std::to_string(c.local_addr.size()) +
+                        " (its addresses are " + std::to_string(own.size()) +
                         " bytes long here; pass the peer's local_address)");
     }
     if (c.dom->source_checked) {
         // Entry 0 is this endpoint's own address: shm reports a sender that is in no entry as
         // entry 0, which must not be the peer's.
         fabric_addr self = fabric_addr_notavail;
-        if (const int r = av_insert(c.av.get(), c.local_addr.data(), &self); r != 1) {
+        if (const int r = av_insert(c.av.get(), own.data(), &self); r != 1) {
             return fail(fabric_error(r < 0 ? r : -fabric_errno::invalid,
                                      "attach: fi_av_insert of the endpoint's own address"));
         }
@@ -263,6 +281,7 @@ result<void> connection::attach(std::span<const std::byte> peer_address) {
     c.ops.check_source.store(c.dom->source_checked, std::memory_order_relaxed);
     c.attached = true;
     c.open = true;
+    start_liveness(c);
     return {};
 }
 

@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// src/core/liveness.cpp — RDM peer liveness: the word peers read, and the probe (liveness.hpp).
+#include "core/liveness.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <remora/memory_region.hpp>
+#include <remora/remote_region.hpp>
+
+#include "core/impl.hpp"
+#include "core/little_endian.hpp"
+
+namespace remora::detail {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// The trailer ends in "rLv" and a byte that says how the word may be probed: '1' read, '2' read
+// or atomics (the peer's domain runs the provider's atomics).
+constexpr std::byte liveness_magic[3] = {std::byte{'r'}, std::byte{'L'}, std::byte{'v'}};
+constexpr std::byte word_read{'1'};
+constexpr std::byte word_atomic{'2'};
+constexpr std::uint64_t liveness_word_value =
+    0x72656d6f72616c76;  // what a probe reads (never checked)
+
+enum class probe_state : int { idle, out, answered, failed };
+
+// The connection's liveness: the word it offers (registered at open_peer), the peer's word
+// (from attach) and the probe in flight. Outlives the endpoint (an extension), so the probe's
+// record, completed by close(), finds it.
+struct liveness_state final : connection_extension {
+    connection_impl* conn = nullptr;
+    alignas(8) std::uint64_t words[2] = {liveness_word_value,
+                                         0};  // [0] offered, [1] the probe lands here
+    std::optional<memory_region> mr;
+    std::uint64_t peer_key = 0;
+    std::uint64_t peer_addr = 0;
+    bool peer_word = false;
+    // Probe with a fetch-and-add of 0 instead of a read (take_liveness_word says where).
+    bool atomic = false;
+    std::mutex mu;  // one tick at a time (readers of the CQ and RCQ may tick at once)
+    std::atomic<probe_state> state{probe_state::idle};
+    std::error_code failure;  // written by the hook before state = failed
+    clock::time_point sent{};
+    clock::time_point next{};
+    clock::time_point last_answer{};  // the last answer seen (or the start)
+    clock::time_point close_at{};     // lost: when the endpoint closes
+    bool started = false;
+
+    bool answered_once = false;
+    // Until the peer first answers, the provider may still be setting up its path to it (which
+    // needs the peer's progress too): as patient as a connection's setup.
+    std::chrono::milliseconds limit() const {
+        return answered_once ? conn->config.liveness
+                             : std::max(conn->config.liveness, conn->config.connect_timeout);
+    }
+    clock::duration interval() const {
+        return std::max<clock::duration>(std::chrono::milliseconds(1), conn->config.liveness / 4);
+    }
+    clock::time_point tick(clock::time_point now) override;
+    // Posts the probe (an 8-byte read of the peer's word). would_block: try next interval.
+    result<void> post_probe();
+    void lose(clock::time_point now, std::string why);
+};
+
+bool liveness_probe_done(void* context, completion& c, callback_sink* /*sink*/) {
+    auto& s = *static_cast<liveness_state*>(context);
+    if (c.ok()) {
+        s.state.store(probe_state::answered, std::memory_order_release);
+    } else {
+        s.failure = c.status;
+        s.state.store(probe_state::failed, std::memory_order_release);
+        s.conn->expect_deadline(clock::now());  // the next look acts on it
+    }
+    return false;  // never the application's
+}
+
+liveness_state& liveness_of(connection_impl& c) {
+    static constexpr char key = 0;  // its address names the extension
+    auto& s = static_cast<liveness_state&>(c.extension(
+        &key, [] { return std::unique_ptr<connection_extension>(new liveness_state); }));
+    s.conn = &c;
+    return s;
+}
+
+result<void> liveness_state::post_probe() {
+    connection_impl& c = *conn;
+    op_record* r = c.ops.take(queue::service);
+    if (r == nullptr) {
+        return fail(errc::would_block, "liveness probe: its send-queue entry is taken");
+    }
+    arm_internal(*r, &liveness_probe_done, this, atomic ? op::atomic : op::read);
+    iovec iov{&words[1], sizeof(std::uint64_t)};
+    void* desc = detail::impl_of(*mr)->desc;
+    fabric_post p{.kind = post_kind::read,
+                  .addr = c.peer,
+                  .iov = &iov,
+                  .desc = &desc,
+                  .count = 1,
+                  .remote = {peer_addr, sizeof(std::uint64_t), peer_key},
+                  .context = r};
+    if (atomic) {
+        r->operands[0] = 0;  // adds nothing: the word's value is what comes back
+        p = fabric_post{.kind = post_kind::fetch_add,
+                        .addr = c.peer,
+                        .remote = {peer_addr, 1, peer_key},
+                        .operands = r->operands,
+                        .result = &words[1],
+                        .result_desc = desc,
+                        .context = r};
+    }
+    // Once, without door()'s retries: a provider still setting up its path to the peer is asked
+    // again on the next interval, and the application's read of its CQ is not held up.
+    const ssize_t ret = ep_post(c.ep.get(), p);
+    return submit(c, r, ret, "liveness probe", false, post_call(p.kind));
+}
+
+void liveness_state::lose(clock::time_point now, std::string why) {
+    connection_impl& c = *conn;
+    {
+        std::lock_guard lock(c.event_mu);
+        if (c.lost.load() || c.closed.load()) {
+            return;
+        }
+        c.lost_reason = std::move(why);
+        c.rdm_end.store(conn_event::lost);
+        c.lost.store(true);
+    }
+    c.open = false;  // later posts fail (check_open: errc::disconnected, with the reason)
+    parked_gate(c).wake_owner(&c, errc::disconnected);
+    c.signal_end();
+    close_at = now + interval();
+}
+
+clock::time_point liveness_state::tick(clock::time_point now) {
+    constexpr auto none = clock::time_point::max();
+    if (conn == nullptr || conn->config.liveness.count() <= 0 || !started) {
+        return none;
+    }
+    std::unique_lock lock(mu, std::try_to_lock);
+    if (!lock.owns_lock()) {
+        return now + interval();  // another reader ticks now
+    }
+    connection_impl& c = *conn;
+    if (c.closed.load()) {
+        return none;
+    }
+    if (c.lost.load()) {
+        // A post that passed its checks before the loss is out of the provider by now: the
+        // endpoint closes, and every operation still outstanding completes (disconnected).
+        // Not from inside a completion callback (its CQ is being read): the next look does it.
+        if (now < close_at || in_completion()) {
+            return std::max(close_at, now + std::chrono::milliseconds(1));
+        }
+        c.close_endpoint();
+        return none;
+    }
+    switch (state.load(std::memory_order_acquire)) {
+        case probe_state::failed:
+            lose(now, "the peer did not answer a liveness probe (" + failure.message() + ")");
+            return close_at;
+        case probe_state::out:
+            if (now - sent >= limit()) {
+                lose(now, "the peer did not answer a liveness probe within " +
+                              std::to_string(limit().count()) + " ms");
+                return close_at;
+            }
+            return sent + limit();
+        case probe_state::answered:
+            state.store(probe_state::idle, std::memory_order_relaxed);
+            last_answer = now;
+            answered_once = true;
+            next = now + interval();
+            return next;
+        case probe_state::idle:
+            break;
+    }
+    if (now < next) {
+        return next;
+    }
+    auto r = post_probe();
+    if (r) {
+        sent = now;
+        state.store(probe_state::out, std::memory_order_release);
+        return std::min(sent + limit(), now + interval());
+    }
+    if (r.error() == errc::would_block && now - last_answer < limit()) {
+        next = now + interval();  // the provider sets up its path to the peer: next interval
+        return next;
+    }
+    if (r.error() == errc::would_block) {
+        lose(now, "the peer could not be reached for " + std::to_string(limit().count()) + " ms (" +
+                      r.error().message() + ")");
+        return close_at;
+    }
+    lose(now, "a liveness probe could not be posted (" + r.error().message() + ")");
+    return close_at;
+}
+
+}  // namespace
+
+result<void> offer_liveness_word(connection_impl& c) {
+    liveness_state& s = liveness_of(c);
+    const bool atomics = c.dom->caps.native_atomics;
+    auto mr = memory_region::create(
+        c.dom_handle, std::as_writable_bytes(std::span<std::uint64_t>(s.words)),
+        usage::read_source | usage::read_destination | (atomics ? usage::atomic_target : usage{}));
+    std::optional<remote_region> desc;
+    std::string why;
+    if (mr) {
+        if (auto d = mr->describe(0, sizeof(std::uint64_t)); d) {
+            desc = *d;
+        } else {
+            why = d.error().message();
+        }
+    } else {
+        why = mr.error().message();
+    }
+    if (!desc) {
+        if (c.config.liveness.count() > 0) {
+            return fail(errc::not_supported,
+                        "open_peer: liveness needs a word peers may read, and " +
+                            c.dom->caps.provider + " refused it (" + why + ")");
+        }
+        return {};  // peers cannot watch this endpoint: its address says so (no trailer)
+    }
+    s.mr.emplace(std::move(*mr));
+    std::byte t[liveness_trailer];
+    put_le(t, desc->key(), 8);
+    put_le(t + 8, desc->address(), 8);
+    std::memcpy(t + 16, liveness_magic, sizeof(liveness_magic));
+    t[19] = atomics ? word_atomic : word_read;
+    c.local_addr.insert(c.local_addr.end(), t, t + liveness_trailer);
+    c.local_trailer = liveness_trailer;
+    return {};
+}
+
+result<std::span<const std::byte>> take_liveness_word(connection_impl& c,
+                                                      std::span<const std::byte> addr) {
+    liveness_state& s = liveness_of(c);
+    const std::byte* t =
+        addr.size() > liveness_trailer ? addr.data() + addr.size() - liveness_trailer : nullptr;
+    const bool has = t != nullptr &&
+                     std::memcmp(t + 16, liveness_magic, sizeof(liveness_magic)) == 0 &&
+                     (t[19] == word_read || t[19] == word_atomic);
+    if (!has) {
+        if (c.config.liveness.count() > 0) {
+            return fail(errc::invalid_argument,
+                        "attach: the peer's address carries no liveness word (connection_config::"
+                        "liveness needs the peer's local_address from a remora RDM endpoint)");
+        }
+        return addr;
+    }
+    s.peer_key = get_le(t, 8);
+    s.peer_addr = get_le(t + 8, 8);
+    s.peer_word = true;
+    // shm serves a read from the kernel (cross-memory attach) without the peer, so a stopped
+    // process would answer: there the probe is an atomic, which the peer's progress serves. The
+    // other providers serve reads through the peer's progress already.
+    s.atomic = t[19] == word_atomic && c.dom->caps.native_atomics && c.dom->caps.provider == "shm";
+    return addr.first(addr.size() - liveness_trailer);
+}
+
+void start_liveness(connection_impl& c) {
+    if (c.config.liveness.count() <= 0) {
+        return;
+    }
+    liveness_state& s = liveness_of(c);
+    {
+        std::lock_guard lock(s.mu);
+        s.last_answer = clock::now();
+        s.next = s.last_answer + s.interval();
+        s.started = true;
+    }
+    c.expect_deadline(s.next);
+}
+
+}  // namespace remora::detail
