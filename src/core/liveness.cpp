@@ -38,12 +38,11 @@ enum class probe_state : int { idle, out, answered, failed };
 // record, completed by close(), finds it.
 struct liveness_state final : connection_extension {
     connection_impl* conn = nullptr;
-    alignas(8) std::uint64_t words[2] = {liveness_word_value,
-                                         0};  // [0] offered, [1] the probe lands here
+    // [0] the word peers probe, [1] where this side's probe lands.
+    alignas(8) std::uint64_t words[2] = {liveness_word_value, 0};
     std::optional<memory_region> mr;
     std::uint64_t peer_key = 0;
     std::uint64_t peer_addr = 0;
-    bool peer_word = false;
     // Probe with a fetch-and-add of 0 instead of a read (take_liveness_word says where).
     bool atomic = false;
     std::mutex mu;  // one tick at a time (readers of the CQ and RCQ may tick at once)
@@ -54,7 +53,6 @@ struct liveness_state final : connection_extension {
     clock::time_point last_answer{};  // the last answer seen (or the start)
     clock::time_point close_at{};     // lost: when the endpoint closes
     bool started = false;
-
     bool answered_once = false;
     // Until the peer first answers, the provider may still be setting up its path to it (which
     // needs the peer's progress too): as patient as a connection's setup.
@@ -186,12 +184,14 @@ clock::time_point liveness_state::tick(clock::time_point now) {
     if (now < next) {
         return next;
     }
+    // Out before it is posted: its answer (the hook, maybe on the progress thread) comes after.
+    sent = now;
+    state.store(probe_state::out, std::memory_order_release);
     auto r = post_probe();
     if (r) {
-        sent = now;
-        state.store(probe_state::out, std::memory_order_release);
         return std::min(sent + limit(), now + interval());
     }
+    state.store(probe_state::idle, std::memory_order_relaxed);  // not posted: no answer comes
     if (r.error() == errc::would_block && now - last_answer < limit()) {
         next = now + interval();  // the provider sets up its path to the peer: next interval
         return next;
@@ -261,7 +261,6 @@ result<std::span<const std::byte>> take_liveness_word(connection_impl& c,
     }
     s.peer_key = get_le(t, 8);
     s.peer_addr = get_le(t + 8, 8);
-    s.peer_word = true;
     // shm serves a read from the kernel (cross-memory attach) without the peer, so a stopped
     // process would answer: there the probe is an atomic, which the peer's progress serves. The
     // other providers serve reads through the peer's progress already.

@@ -968,6 +968,51 @@ static void test_rdm_shm(void) {
     OK(remora_domain_close(&dom));
 }
 
+/* RDM peer liveness on shm: the peer endpoint (in this process) never progresses, so it answers
+ * no probe: the survivor reports REMORA_CONN_LOST once, its outstanding receive completes with
+ * REMORA_E_DISCONNECTED, and later posts fail with it. MSG connections refuse liveness. */
+static void test_rdm_liveness(void) {
+    const struct remora_domain_config dcfg = {
+        .size = sizeof dcfg, .provider = "shm", .endpoint = REMORA_ENDPOINT_RDM};
+    const struct remora_domain_config tcp_cfg = {.size = sizeof tcp_cfg, .provider = "tcp"};
+    const struct remora_connection_config cfg = {
+        .size = sizeof cfg, .connect_timeout_ms = 200, .liveness_ms = 100};
+    remora_domain *dom = NULL, *tcp = NULL;
+    remora_connection *a = NULL, *b = NULL, *msg = NULL;
+    const void *addr_a = NULL, *addr_b = NULL;
+    size_t len_a = 0, len_b = 0, n = 1;
+    remora_memory_region* mr = NULL;
+    remora_completion_queue* cq = NULL;
+    struct remora_completion c;
+    int event = -1;
+    OK(remora_domain_open(&tcp_cfg, &tcp));
+    EXPECT_CODE(remora_connect(tcp, "127.0.0.1", 1, &cfg, NULL, 0, &msg), REMORA_E_NOT_SUPPORTED,
+                "liveness");
+    OK(remora_domain_close(&tcp));
+    OK(remora_domain_open(&dcfg, &dom));
+    OK(remora_open_peer(dom, &cfg, &a));
+    OK(remora_open_peer(dom, NULL, &b));
+    OK(remora_connection_local_address(a, &addr_a, &len_a));
+    OK(remora_connection_local_address(b, &addr_b, &len_b));
+    OK(remora_connection_attach(a, addr_b, len_b));
+    OK(remora_connection_attach(b, addr_a, len_a));
+    OK(remora_memory_region_create(dom, rp.client_mem, REGION, REMORA_USAGE_ALL, &mr));
+    OK(remora_recv(a, mr, 0, 64, 0, &event));
+    OK(remora_connection_next_event(a, T_WAIT_MS, &event));
+    CHECK(event == REMORA_CONN_LOST);
+    OK(remora_connection_cq(a, &cq));
+    OK(remora_completion_queue_next(cq, T_WAIT_MS, &c));
+    CHECK(c.op == REMORA_OP_RECV && c.status == REMORA_E_DISCONNECTED && c.context == &event);
+    OK(remora_connection_in_flight(a, &n));
+    CHECK(n == 0);
+    EXPECT_CODE(remora_recv(a, mr, 0, 64, 0, NULL), REMORA_E_DISCONNECTED, "lost");
+    EXPECT_CODE(remora_connection_next_event(a, 0, &event), REMORA_E_TIMED_OUT, "");
+    remora_connection_delete(b);
+    remora_connection_delete(a);
+    remora_memory_region_delete(mr);
+    OK(remora_domain_close(&dom));
+}
+
 /* A shared receive queue on RDM peers (sockets): receives posted once serve two peers, each
  * completing on its peer's own receive CQ with its tag; shm has none and says so. */
 static void test_rdm_srq(void) {
@@ -1702,6 +1747,7 @@ static const struct named_test tests[] = {
     {"strerror", test_strerror},
     {"rdm_shm", test_rdm_shm},
     {"rdm_srq", test_rdm_srq},
+    {"rdm_liveness", test_rdm_liveness},
     {"slot_pool", test_slot_pool},
     {"slots_parked", test_slots_parked},
     {"slots_forbid", test_slots_forbid},
