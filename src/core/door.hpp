@@ -32,6 +32,15 @@ namespace remora::detail {
                   post_call(p.kind));
 }
 
+// door() without the retries while an RDM provider sets up its path to the peer: one try, whose
+// -again is errc::would_block (a library-internal probe that tries again later, and must not hold
+// up the CQ reader that posts it).
+inline result<void> door_once(connection_impl& c, fabric_post& p, const char* what) {
+    p.addr = p.kind == post_kind::recv ? c.recv_from : c.peer;
+    return submit(c, static_cast<op_record*>(p.context), ep_post(c.ep.get(), p), what,
+                  p.kind == post_kind::recv, post_call(p.kind));
+}
+
 // Posts a write or send with a completion, or, with selective signalling on and the operation
 // eligible (no callback, completion_mode::on_error or at_post, at most the inject size so its
 // buffer is free at once, and fewer than signal_every - 1 unsignalled in a row), injected without

@@ -99,7 +99,6 @@ result<void> liveness_state::post_probe() {
     iovec iov{&words[1], sizeof(std::uint64_t)};
     void* desc = detail::impl_of(*mr)->desc;
     fabric_post p{.kind = post_kind::read,
-                  .addr = c.peer,
                   .iov = &iov,
                   .desc = &desc,
                   .count = 1,
@@ -108,17 +107,15 @@ result<void> liveness_state::post_probe() {
     if (atomic) {
         r->operands[0] = 0;  // adds nothing: the word's value is what comes back
         p = fabric_post{.kind = post_kind::fetch_add,
-                        .addr = c.peer,
                         .remote = {peer_addr, 1, peer_key},
                         .operands = r->operands,
                         .result = &words[1],
                         .result_desc = desc,
                         .context = r};
     }
-    // Once, without door()'s retries: a provider still setting up its path to the peer is asked
-    // again on the next interval, and the application's read of its CQ is not held up.
-    const ssize_t ret = ep_post(c.ep.get(), p);
-    return submit(c, r, ret, "liveness probe", false, post_call(p.kind));
+    // Once: a provider still setting up its path to the peer is asked again on the next
+    // interval, and the application's read of its CQ is not held up.
+    return door_once(c, p, "liveness probe");
 }
 
 void liveness_state::lose(clock::time_point now, std::string why) {
