@@ -97,9 +97,9 @@ struct connection_config {
     std::chrono::milliseconds connect_timeout{5000};
     /// RDM peers: a peer that answers no probe for this long (before its first answer: at least
     /// connect_timeout) is lost; 0: off. Every liveness / 4 while the connection is looked at (its
-    /// own CQs read or waited on, next_event) it probes a word the peer's open_peer registered,
-    /// with a send-queue entry of its own; a failed or late probe reports conn_event::lost (see
-    /// RDM peers). The peer must progress (docs/providers.md). MSG: errc::not_supported.
+    /// own CQs read or waited on, next_event, or its progress_thread) it probes a word the peer's
+    /// open_peer registered, with a send-queue entry of its own; a failed or late probe reports
+    /// conn_event::lost (see RDM peers). The peer must progress. MSG: errc::not_supported.
     std::chrono::milliseconds liveness{0};
     /// Run the domain's library-owned progress thread for this connection, so one-sided reads
     /// and writes from the peer land while the application does not call into remora (where
@@ -234,11 +234,11 @@ const char* to_string(conn_event e) noexcept;
 ///     provider sets up its path to the peer (which needs the peer to progress); the post
 ///     retries for up to 50 ms first.
 ///   - a peer that goes away is announced only with liveness: it is then lost (is_open() false),
-///     later posts fail with errc::disconnected, and one probe interval later the endpoint
-///     closes as by close(), completing every outstanding operation with errc::disconnected.
-///     Without it, operations to a dead peer fail (docs/providers.md) or never complete; close()
-///     ends them. Destroying the peer's endpoint in this process while this one still posts to
-///     it is not supported.
+///     later posts fail with errc::disconnected, and one probe interval later (a post racing the
+///     loss has that long to return) the next look at the connection closes the endpoint as
+///     close() does, completing every outstanding operation with errc::disconnected. Without
+///     it, operations to a dead peer fail (docs/providers.md) or never complete; close() ends
+///     them. Destroying the peer's endpoint in this process while it is posted to is unsupported.
 ///
 /// \par Accounting
 /// Every operation holds a send- or receive-queue entry and a completion-queue entry from post to

@@ -90,6 +90,9 @@ struct connection_impl : internal_access::opaque<connection> {
     std::atomic<bool> lost{false};
     std::string lost_reason;
     void signal_end() noexcept;  // writes rdm_event, once
+    // When the liveness check is due next (steady_clock ticks; max: not running): the progress
+    // thread's look (liveness_progress).
+    std::atomic<std::int64_t> live_due{std::numeric_limits<std::int64_t>::max()};
     std::vector<std::byte> peer_data;
     std::atomic<bool> open{false};
     bool progress_watched = false;

@@ -399,6 +399,10 @@ class progress_engine {
     // Returns once the thread is out of the provider's wait on `cq` (signalled again every
     // millisecond: libfabric 1.17's sread can miss a signal that lands as it goes to sleep).
     void interrupt_wait(cq_impl* cq);
+    // RDM peer liveness of the watched connections that have it (live_watch_ of them), under
+    // mu_: runs each one's check when due; returns the earliest next one (max: none).
+    std::chrono::steady_clock::time_point tick_liveness();
+    std::atomic<int> live_watch_{0};
     progress_policy policy_ = progress_policy::blocking;
     std::chrono::microseconds spin_{0};
     fid_cntr* rma_events_ = nullptr;

@@ -63,7 +63,13 @@ struct liveness_state final : connection_extension {
     clock::duration interval() const {
         return std::max<clock::duration>(std::chrono::milliseconds(1), conn->config.liveness / 4);
     }
-    clock::time_point tick(clock::time_point now) override;
+    clock::time_point tick(clock::time_point now) override {
+        const auto next = check(now, true);
+        conn->live_due.store(next.time_since_epoch().count());
+        return next;
+    }
+    // `may_close`: a loss closes the endpoint once due (not on the progress thread).
+    clock::time_point check(clock::time_point now, bool may_close);
     // Posts the probe (an 8-byte read of the peer's word). would_block: try next interval.
     result<void> post_probe();
     void lose(clock::time_point now, std::string why);
@@ -135,7 +141,7 @@ void liveness_state::lose(clock::time_point now, std::string why) {
     close_at = now + interval();
 }
 
-clock::time_point liveness_state::tick(clock::time_point now) {
+clock::time_point liveness_state::check(clock::time_point now, bool may_close) {
     constexpr auto none = clock::time_point::max();
     if (conn == nullptr || conn->config.liveness.count() <= 0 || !started) {
         return none;
@@ -149,6 +155,9 @@ clock::time_point liveness_state::tick(clock::time_point now) {
         return none;
     }
     if (c.lost.load()) {
+        if (!may_close) {
+            return none;  // the application's next look, or close(), closes the endpoint
+        }
         // A post that passed its checks before the loss is out of the provider by now: the
         // endpoint closes, and every operation still outstanding completes (disconnected).
         // Not from inside a completion callback (its CQ is being read): the next look does it.
@@ -265,6 +274,18 @@ result<std::span<const std::byte>> take_liveness_word(connection_impl& c,
     return addr.first(addr.size() - liveness_trailer);
 }
 
+clock::time_point liveness_progress(connection_impl& c, clock::time_point now) {
+    const auto due = clock::time_point(clock::duration(c.live_due.load()));
+    if (now < due) {
+        return due;
+    }
+    liveness_state& s = liveness_of(c);
+    const auto next = s.check(now, false);
+    c.live_due.store(next.time_since_epoch().count());
+    c.expect_deadline(next);  // the application's looks see it too
+    return next;
+}
+
 void start_liveness(connection_impl& c) {
     if (c.config.liveness.count() <= 0) {
         return;
@@ -276,7 +297,11 @@ void start_liveness(connection_impl& c) {
         s.next = s.last_answer + s.interval();
         s.started = true;
     }
+    c.live_due.store(s.next.time_since_epoch().count());
     c.expect_deadline(s.next);
+    if (c.cq && c.cq->progress_owned()) {
+        c.cq->progress->kick(c.cq.get());  // it may sleep without a timeout: look from now on
+    }
 }
 
 }  // namespace remora::detail

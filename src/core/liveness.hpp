@@ -12,10 +12,12 @@
 // outstanding operation with errc::disconnected.
 //
 // Where it runs: in the connection's extension tick (connection_impl::tick_extensions), called
-// by the application's reads and waits on the connection's own CQs and by next_event(). The
-// probe's completion is read like any other: by those reads, or by the progress thread.
+// by the application's reads and waits on the connection's own CQs and by next_event(), and on
+// the progress thread when it reads the connection's CQ (liveness_progress). The probe's
+// completion is read like any other: by those reads, or by the progress thread.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -49,5 +51,17 @@ result<std::span<const std::byte>> take_liveness_word(connection_impl& c,
 
 // attach succeeded: the first probe is due one interval from now.
 void start_liveness(connection_impl& c);
+
+// Whether the connection watches its peer's liveness.
+inline bool liveness_on(const connection_config& c) noexcept {
+    return c.liveness.count() > 0;
+}
+
+// The progress thread's look (it reads `c`'s CQ): runs the check once due (probe, loss), but
+// leaves the endpoint's close after a loss to the application's looks or close(). Returns when
+// it is due next (time_point::max(): nothing more for the progress thread). Called with the
+// progress engine's lock held (an unwatch waits for it).
+std::chrono::steady_clock::time_point liveness_progress(connection_impl& c,
+                                                        std::chrono::steady_clock::time_point now);
 
 }  // namespace remora::detail

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/impl.hpp"
+#include "core/liveness.hpp"
 #include "fabric/cntr.hpp"
 #include "fabric/cq.hpp"
 
@@ -61,6 +62,16 @@ progress_engine::~progress_engine() {
     }
 }
 
+namespace {
+
+// The connection's CQ (not its RCQ: one look each) of a connection watching its RDM peer's
+// liveness.
+bool watches_liveness(const cq_impl* cq) {
+    return cq->conn != nullptr && cq->conn->cq.get() == cq && liveness_on(cq->conn->config);
+}
+
+}  // namespace
+
 result<void> progress_engine::watch(cq_impl* cq) {
     waiting_.fetch_add(1);
     std::unique_lock lock(mu_);
@@ -93,6 +104,11 @@ result<void> progress_engine::watch(cq_impl* cq) {
     }
     watched_.push_back(cq);
     cq->progress = this;
+    if (watches_liveness(cq)) {
+        live_watch_.fetch_add(1);
+        std::uint64_t one = 1;  // a thread blocked without a timeout looks at it now
+        [[maybe_unused]] ssize_t w = ::write(wake_.get(), &one, sizeof(one));
+    }
     return {};
 }
 
@@ -142,7 +158,25 @@ void progress_engine::unwatch(cq_impl* cq) {
     } else {
         epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, cq->fd, nullptr);
     }
+    const auto before = watched_.size();
     watched_.erase(std::remove(watched_.begin(), watched_.end(), cq), watched_.end());
+    if (watched_.size() != before && watches_liveness(cq)) {
+        live_watch_.fetch_sub(1);
+    }
+}
+
+std::chrono::steady_clock::time_point progress_engine::tick_liveness() {
+    auto next = std::chrono::steady_clock::time_point::max();
+    if (live_watch_.load(std::memory_order_relaxed) == 0) {
+        return next;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    for (cq_impl* cq : watched_) {
+        if (watches_liveness(cq)) {
+            next = std::min(next, liveness_progress(*cq->conn, now));
+        }
+    }
+    return next;
 }
 
 void progress_engine::run_busy() {
@@ -150,7 +184,10 @@ void progress_engine::run_busy() {
     // loop holds mu_ across rounds (no lock per look): a waiting watch or unwatch (waiting_) gets
     // it between two rounds (std::mutex is not fair: yield before re-taking it).
     std::unique_lock lock(mu_);
-    while (!stop_.load(std::memory_order_relaxed)) {
+    for (unsigned round = 0; !stop_.load(std::memory_order_relaxed); ++round) {
+        if (round % 1024 == 0) {
+            (void)tick_liveness();  // a look at the peers' liveness every so many rounds
+        }
         if (kicks_.load(std::memory_order_relaxed) && kicks_.exchange(false)) {
             // Every watched CQ is read below: the kicked ones too.
             std::lock_guard k(kick_mu_);
@@ -232,8 +269,9 @@ void progress_engine::run() {
     auto wait_in_provider = [&] {
         std::unique_lock lock(mu_);
         cq_impl* cq = watched_.size() == 1 && polled_.empty() ? watched_.front() : nullptr;
-        if (cq == nullptr || cq->shared || !cq->dom->cq_sread_waits || provider_wait_off_) {
-            return false;
+        if (cq == nullptr || cq->shared || !cq->dom->cq_sread_waits || provider_wait_off_ ||
+            live_watch_.load() != 0) {
+            return false;  // (liveness: epoll, whose timeout is the next look)
         }
         {
             // Stored before kicks_ and stop_ are read (seq_cst): a kick or stop from now on
@@ -378,6 +416,7 @@ void progress_engine::run() {
                     cq->pump(&reaped, true, false);
                     traffic = traffic || reaped;
                 }
+                (void)tick_liveness();
                 if (!traffic && !readable.empty()) {
                     // Fewer readable after the reads than before: the provider took something.
                     const int still = ::poll(readable.data(), readable.size(), 0);
@@ -423,9 +462,11 @@ void progress_engine::run() {
         }
         // A CQ without a wait fd (shm) is looked at every tick of 100 us.
         bool tick = false;
+        auto live_next = clock::time_point::max();
         {
             std::lock_guard lock(mu_);
             tick = !polled_.empty();
+            live_next = tick_liveness();
         }
         const timespec tick_ts{0, 100'000};
         // Whoever drove a CQ since the last wait (a kick, the spin's last arm) may have left it
@@ -435,6 +476,18 @@ void progress_engine::run() {
         }
         const timespec linger_ts{0, static_cast<long>(linger_ms) * 1'000'000};
         const timespec* timeout = tick ? &tick_ts : linger_ms != 0 ? &linger_ts : nullptr;
+        timespec live_ts{};
+        if (!tick && live_next != clock::time_point::max()) {
+            // The next liveness look wakes the thread (no later than the timer would).
+            const auto ns = std::max<std::int64_t>(
+                0, std::chrono::duration_cast<std::chrono::nanoseconds>(live_next - clock::now())
+                       .count());
+            const std::int64_t cap = timeout != nullptr ? std::int64_t{linger_ms} * 1'000'000 : ns;
+            const std::int64_t wait = std::min(ns, cap);
+            live_ts = {static_cast<time_t>(wait / 1'000'000'000),
+                       static_cast<long>(wait % 1'000'000'000)};
+            timeout = &live_ts;
+        }
         sleeps_.fetch_add(1, std::memory_order_relaxed);
         drove_entries = false;
         int n = epoll_pwait2(epfd_.get(), evs, 16, timeout, nullptr);
