@@ -62,10 +62,9 @@ struct remora_connection_config {
      *  busy-poll; waits poll and the CQs' fds are -1. Refused (REMORA_E_INVALID) with
      *  channel_shared. */
     bool no_channel;
-    /** RDM peers: a peer that answers no liveness probe for this many milliseconds is lost
-     *  (REMORA_CONN_LOST from remora_connection_next_event; later posts fail with
-     *  REMORA_E_DISCONNECTED, outstanding operations complete with it); 0: off.
-     *  remora::connection_config::liveness. Refused (REMORA_E_NOT_SUPPORTED) on MSG. */
+    /** RDM peers: lost (REMORA_CONN_LOST, then REMORA_E_DISCONNECTED) after this many ms
+     *  without a liveness probe answered; 0: off; REMORA_E_NOT_SUPPORTED on MSG (see
+     *  remora::connection_config::liveness). */
     uint32_t liveness_ms;
 };
 
