@@ -50,9 +50,9 @@ struct liveness_state final : connection_extension {
     std::error_code failure;  // written by the hook before state = failed
     clock::time_point sent{};
     clock::time_point next{};
-    clock::time_point last_answer{};  // the last answer seen (or the start)
-    clock::time_point close_at{};     // lost: when the endpoint closes
-    bool started = false;
+    clock::time_point last_answer{};   // the last answer seen (or the start)
+    clock::time_point close_at{};      // lost: when the endpoint closes
+    std::atomic<bool> started{false};  // attach: the peer's word is known (fields above set)
     bool answered_once = false;
     // Until the peer first answers, the provider may still be setting up its path to it (which
     // needs the peer's progress too): as patient as a connection's setup.
@@ -64,6 +64,9 @@ struct liveness_state final : connection_extension {
         return std::max<clock::duration>(std::chrono::milliseconds(1), conn->config.liveness / 4);
     }
     clock::time_point tick(clock::time_point now) override {
+        if (conn == nullptr) {
+            return clock::time_point::max();
+        }
         const auto next = check(now, true);
         conn->live_due.store(next.time_since_epoch().count());
         return next;
@@ -91,7 +94,6 @@ liveness_state& liveness_of(connection_impl& c) {
     static constexpr char key = 0;  // its address names the extension
     auto& s = static_cast<liveness_state&>(c.extension(
         &key, [] { return std::unique_ptr<connection_extension>(new liveness_state); }));
-    s.conn = &c;
     return s;
 }
 
@@ -143,7 +145,8 @@ void liveness_state::lose(clock::time_point now, std::string why) {
 
 clock::time_point liveness_state::check(clock::time_point now, bool may_close) {
     constexpr auto none = clock::time_point::max();
-    if (conn == nullptr || conn->config.liveness.count() <= 0 || !started) {
+    if (conn == nullptr || conn->config.liveness.count() <= 0 ||
+        !started.load(std::memory_order_acquire)) {
         return none;
     }
     std::unique_lock lock(mu, std::try_to_lock);
@@ -215,6 +218,7 @@ clock::time_point liveness_state::check(clock::time_point now, bool may_close) {
 
 result<void> offer_liveness_word(connection_impl& c) {
     liveness_state& s = liveness_of(c);
+    s.conn = &c;  // open_peer: before any other thread can look at it
     const bool atomics = c.dom->caps.native_atomics;
     auto mr = memory_region::create(
         c.dom_handle, std::as_writable_bytes(std::span<std::uint64_t>(s.words)),
@@ -295,7 +299,7 @@ void start_liveness(connection_impl& c) {
         std::lock_guard lock(s.mu);
         s.last_answer = clock::now();
         s.next = s.last_answer + s.interval();
-        s.started = true;
+        s.started.store(true, std::memory_order_release);
     }
     c.live_due.store(s.next.time_since_epoch().count());
     c.expect_deadline(s.next);
