@@ -185,11 +185,11 @@ class liveness : public testing::TestWithParam<std::string> {};
 // interval or two) on a quiet machine; the bound here is generous.
 TEST_P(liveness, killed_peer_is_reported_lost_and_its_operations_end) {
     const std::string p = GetParam().substr(4);
+    buffer mem(1 << 12);  // outlives the endpoint
     peer_process child(p);
     auto d = must(domain::open({.provider = p, .endpoint = endpoint_type::rdm}));
     auto c = must(connection::open_peer(d, {.liveness = 200ms}));
     ASSERT_TRUE(child.attach(c));
-    buffer mem(1 << 12);
     auto mr = must(memory_region::create(d, mem.span(), usage::receive | usage::send));
     std::vector<completion> got;
     REMORA_ASSERT_OK(c.recv(mr, 0, 64, {.context = &got}));  // outstanding: the child sends none
@@ -210,11 +210,11 @@ TEST_P(liveness, killed_peer_is_reported_lost_and_its_operations_end) {
 TEST_P(liveness, stopped_peer_is_lost_after_the_liveness_time_and_not_before) {
     const std::string p = GetParam().substr(4);
     constexpr auto limit = 400ms;
+    buffer mem(1 << 12);  // outlives the endpoint
     peer_process child(p);
     auto d = must(domain::open({.provider = p, .endpoint = endpoint_type::rdm}));
     auto c = must(connection::open_peer(d, {.liveness = limit, .progress_thread = true}));
     ASSERT_TRUE(child.attach(c));
-    buffer mem(1 << 12);
     auto mr = must(memory_region::create(d, mem.span(), usage::receive | usage::send));
     std::vector<completion> got;
     REMORA_ASSERT_OK(c.recv(mr, 0, 64, {.context = &got}));
@@ -239,10 +239,10 @@ TEST_P(liveness, stopped_peer_is_lost_after_the_liveness_time_and_not_before) {
 // liveness reads is refused by attach.
 TEST_P(liveness, probe_takes_no_entry_of_the_application_and_needs_the_peers_word) {
     const std::string p = GetParam().substr(4);
+    buffer mem(1 << 12), target(1 << 12);  // outlive the endpoints (and the peer's thread)
     auto pair = attach_rdm_pair(p, {.sq_size = 4, .liveness = 100ms}, {.progress_thread = true});
     ASSERT_TRUE(pair.has_value()) << pair.error().what();
     connection& a = *pair->a;
-    buffer mem(1 << 12), target(1 << 12);
     auto mr = must(memory_region::create(pair->a_dom, mem.span(), usage::read_destination));
     auto tmr = must(memory_region::create(pair->b_dom, target.span(), usage::read_source));
     const auto desc = must(tmr.describe());
