@@ -234,11 +234,11 @@ const char* to_string(conn_event e) noexcept;
 ///     provider sets up its path to the peer (which needs the peer to progress); the post
 ///     retries for up to 50 ms first.
 ///   - a peer that goes away is announced only with liveness: it is then lost (is_open() false),
-///     later posts fail with errc::disconnected, and one probe interval later (a post racing the
-///     loss has that long to return) the next look at the connection closes the endpoint as
-///     close() does, completing every outstanding operation with errc::disconnected. Without
-///     it, operations to a dead peer fail (docs/providers.md) or never complete; close() ends
-///     them. Destroying the peer's endpoint in this process while it is posted to is unsupported.
+///     later posts fail with errc::disconnected, and a second later (a post racing the loss has
+///     that long to return) the next look closes the endpoint as close() does, completing every
+///     outstanding operation with errc::disconnected. Without it, operations to a dead peer
+///     fail (docs/providers.md) or never complete; close() ends them. Destroying the peer's
+///     endpoint in this process while it is posted to is unsupported.
 ///
 /// \par Accounting
 /// Every operation holds a send- or receive-queue entry and a completion-queue entry from post to

@@ -140,7 +140,9 @@ void liveness_state::lose(clock::time_point now, std::string why) {
     c.open = false;  // later posts fail (check_open: errc::disconnected, with the reason)
     parked_gate(c).wake_owner(&c, errc::disconnected);
     c.signal_end();
-    close_at = now + interval();
+    // A post that passed its checks before the loss gets this long to leave the provider before
+    // the endpoint closes under it (posts take no lock to stay cheap).
+    close_at = now + std::max<clock::duration>(interval(), std::chrono::seconds(1));
 }
 
 clock::time_point liveness_state::check(clock::time_point now, bool may_close) {

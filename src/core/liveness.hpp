@@ -7,9 +7,9 @@
 // word with one send-queue entry of its own (queue::service, reserved beside the addon's
 // internal sends), every liveness / 4 while the connection is looked at; a read that fails, or
 // is not answered within `liveness`, makes the peer lost: conn_event::lost on event_fd(), later
-// posts fail with errc::disconnected, and shortly after (one probe interval, so that a post
-// already past its checks is out of the provider) the endpoint is closed, which completes every
-// outstanding operation with errc::disconnected.
+// posts fail with errc::disconnected, and a second later (or one probe interval, if longer, so
+// that a post already past its checks is out of the provider) the endpoint is closed, which
+// completes every outstanding operation with errc::disconnected.
 //
 // Where it runs: in the connection's extension tick (connection_impl::tick_extensions), called
 // by the application's reads and waits on the connection's own CQs and by next_event(), and on
