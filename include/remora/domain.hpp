@@ -56,15 +56,24 @@ const char* to_string(endpoint_type t) noexcept;
 /// prov_key). A post or registration that breaks a rule fails with errc::invalid_argument,
 /// whose message names the rule, and nothing reaches the provider; the rule is also logged at
 /// log_level::error (remora/log.hpp) or, with no log function set, printed on stderr (the first
-/// twenty), so a failure a caller ignores still shows. What the mode cannot
-/// emulate is listed in docs/providers.md ("verbs rules"). The checks cost nothing while no
-/// domain under rules is open.
+/// twenty), so a failure a caller ignores still shows.
+///
+/// provider_rules::efa holds the domain to libfabric's efa provider (its RDM endpoint) the
+/// same way, with efa's limits: 4 local segments, one remote segment per RMA, 8 bytes of
+/// immediate data that take no receive, 32-bit provider keys, its inject size; efa has no
+/// connected endpoints, so a domain opened for endpoint_type::msg under efa rules fails with
+/// errc::not_supported naming the rule.
+///
+/// What the mode cannot emulate is listed in docs/providers.md ("verbs rules"). The checks cost
+/// nothing while no domain under rules is open.
 enum class provider_rules : std::uint8_t {
-    environment,  ///< the REMORA_RULES environment variable decides: "verbs", or native when unset
+    environment,  ///< the REMORA_RULES environment variable decides: "verbs", "efa", or native
+                  ///< when unset
     native,       ///< the opened provider's own rules only
     verbs,        ///< libfabric's verbs provider's rules, on any provider
+    efa,          ///< libfabric's efa provider's rules (RDM only), on any provider
 };
-/// "environment", "native" or "verbs".
+/// "environment", "native", "verbs" or "efa".
 const char* to_string(provider_rules r) noexcept;
 
 /// What the opened provider can do (asked of fi_getinfo/fi_getopt, never assumed).
@@ -109,7 +118,7 @@ struct provider_caps {
     /// kernels without epoll_pwait2, before Linux 5.11); completion_queue::fd() is -1 unless the
     /// progress thread owns the CQ (then it is the thread's eventfd).
     bool cq_wait_fd = true;
-    /// The rules the domain is held to: native, or verbs (domain_config::rules).
+    /// The rules the domain is held to: native, verbs or efa (domain_config::rules).
     provider_rules rules = provider_rules::native;
 };
 
@@ -178,8 +187,8 @@ struct domain_config {
     std::chrono::microseconds progress_spin{100};
     endpoint_type endpoint = endpoint_type::msg;  ///< the kind of endpoint it serves
     /// The rules the domain is held to (see provider_rules); by default REMORA_RULES decides,
-    /// so a whole program or test suite runs under verbs' rules without a change. An unknown
-    /// REMORA_RULES value makes domain::open fail with errc::invalid_argument.
+    /// so a whole program or test suite runs under verbs' or efa's rules without a change. An
+    /// unknown REMORA_RULES value makes domain::open fail with errc::invalid_argument.
     provider_rules rules = provider_rules::environment;
 };
 
@@ -216,7 +225,7 @@ class domain {
     /// \return the open domain; errc::invalid_argument for a progress_spin out of bounds
     ///         or an unknown REMORA_RULES value (rules: environment);
     ///         errc::not_supported (or the provider's error) when no provider offers the
-    ///         endpoint type on that address
+    ///         endpoint type on that address, or for endpoint_type::msg under efa rules
     static result<domain> open(const domain_config& config = {});
     /// The providers this machine has that offer `type` endpoints with what remora needs
     /// (messages and RMA), on any local address, each named once: the names

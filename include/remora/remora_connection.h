@@ -516,21 +516,21 @@ struct remora_remote_segment {
 #define REMORA_MAX_GATHER_PARTS 64
 /**
  * Writes consecutive pieces of src from src_offset into the `n` remote segments in order (part i
- * carries dst[i].len bytes). Every segment is checked before anything is posted
- * (REMORA_E_OUT_OF_RANGE, ACCESS_DENIED; INVALID for n 0, a NULL remote or an empty segment;
- * TOO_LARGE past REMORA_MAX_GATHER_PARTS or the send-queue depth); the n entries (and units of
- * remora_connection_config.slots) are taken all at once or not at all. Completes once, as
- * REMORA_OP_WRITE with len the total; a failure reports the first failing part's status and index
- * (failed_part). REMORA_F_AT_POST is refused.
+ * carries dst[i].length bytes). Every segment is checked before anything is taken; the n entries
+ * (and units of remora_connection_config.slots) are taken all at once or not at all. Completes
+ * once, as REMORA_OP_WRITE with len the total; a failure reports the first failing part's status
+ * and index (failed_part).
  * @param conn the connection
  * @param dst the remote segments
  * @param n how many (1 .. REMORA_MAX_GATHER_PARTS)
  * @param src registered local memory (REMORA_USAGE_WRITE_SOURCE)
  * @param src_offset where the operation starts in src
  * @param opts the options (NULL: the defaults)
- * @return 0 once posted (the outcome is its completion); otherwise nothing is posted:
- * REMORA_E_OUT_OF_RANGE, REMORA_E_ACCESS_DENIED, REMORA_E_WOULD_BLOCK, REMORA_E_INVALID,
- * REMORA_E_BAD_STATE, as stated above.
+ * @return 0 once every part is posted (or queued); the outcome is its completion. With nothing
+ * taken: INVALID (n 0, a NULL pointer or region, an empty segment, REMORA_F_AT_POST), OUT_OF_RANGE,
+ * ACCESS_DENIED, TOO_LARGE (past REMORA_MAX_GATHER_PARTS or the send-queue depth), WOULD_BLOCK, a
+ * parked post's errors, remora_write_ex's for a connection that cannot post. A part whose post
+ * fails returns its error naming the part; parts posted before it complete silently, unreported.
  */
 REMORA_API int remora_gather_write(remora_connection* conn, const struct remora_remote_segment* dst,
                                    size_t n, const remora_memory_region* src, size_t src_offset,

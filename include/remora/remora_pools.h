@@ -215,6 +215,35 @@ REMORA_API int remora_write_copy(remora_connection* conn, const remora_remote_re
 REMORA_API int remora_send_copy(remora_connection* conn, const void* data, size_t len,
                                 const struct remora_op_options* opts);
 
+/** A piece of registered local memory: [offset, offset + length) of `region`
+ *  (remora::local_segment). */
+struct remora_local_segment {
+    const remora_memory_region* region; /**< registered; it must outlive the operation */
+    size_t offset;                      /**< where the piece starts in it */
+    size_t length;                      /**< bytes of the piece */
+};
+/**
+ * Writes the `n` registered local segments, in order, into dst from dst_offset as one write
+ * chosen by the connection's limits (remora::write_or_copy): with at most
+ * remora_connection_config.max_sge segments, one scatter-gather write straight from them (the
+ * segments must stay untouched until its completion); with more, each segment is checked as a
+ * write's source, then their bytes are copied into one bounce buffer of
+ * remora_connection_config.bounce and written from it (the segments are free when the call
+ * returns). Completes once, as REMORA_OP_WRITE.
+ * @param conn the connection; with more than max_sge segments, set up with a bounce pool
+ * @param dst the peer's region (REMORA_USAGE_WRITE_DESTINATION)
+ * @param dst_offset where the write starts in dst
+ * @param src the local segments (REMORA_USAGE_WRITE_SOURCE)
+ * @param n how many
+ * @param opts the options (NULL: the defaults)
+ * @return 0 once posted; REMORA_E_INVALID (src NULL with n > 0, a segment without a region or of
+ * another domain), REMORA_E_ACCESS_DENIED, REMORA_E_OUT_OF_RANGE (a segment), and the errors of
+ * remora_write_ex (at most max_sge segments) or remora_write_copy (more).
+ */
+REMORA_API int remora_write_or_copy(remora_connection* conn, const remora_remote_region* dst,
+                                    uint64_t dst_offset, const struct remora_local_segment* src,
+                                    size_t n, const struct remora_op_options* opts);
+
 /** @} */
 
 /** @name Registration cache (remora/registration_cache.hpp) */

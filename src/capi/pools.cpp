@@ -538,6 +538,25 @@ REMORA_API int remora_send_copy(remora_connection* conn, const void* data, size_
     });
 }
 
+REMORA_API int remora_write_or_copy(remora_connection* conn, const remora_remote_region* dst,
+                                    uint64_t dst_offset, const struct remora_local_segment* src,
+                                    size_t n, const struct remora_op_options* opts) {
+    static constexpr const char* fn = "remora_write_or_copy";
+    return guarded(fn, [&] {
+        REMORA_CAPI_NOT_NULL(fn, dst);
+        if (n != 0 && src == nullptr) {
+            return fail(REMORA_E_INVALID, fn, "src is NULL");
+        }
+        std::vector<remora::local_segment> parts(n);
+        for (size_t i = 0; i < n; ++i) {
+            parts[i] = {src[i].region == nullptr ? nullptr : mr_of(src[i].region), src[i].offset,
+                        src[i].length};
+        }
+        REMORA_CAPI_EX_PROLOGUE(fn);
+        return done(fn, remora::write_or_copy(conn->c, dst->r, dst_offset, parts, o), o);
+    });
+}
+
 REMORA_API int remora_connection_cancel_parked(remora_connection* conn, size_t* n) {
     static constexpr const char* fn = "remora_connection_cancel_parked";
     return guarded(fn, [&] {

@@ -143,7 +143,7 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
     // Verbs rules: peers' writes with immediate data take posted receives, counted where the
     // connection's receives complete on a CQ of its own (a shared CQ cannot tell whose write an
     // entry without context is; a shared receive queue's receives are not the connection's).
-    if (dom->caps.rules == provider_rules::verbs && !srq) {
+    if (dom->rules != nullptr && dom->rules->rx_cq_data && !srq) {
         cq_impl* q = rcq ? rcq.get() : cq.get();
         q->rx_rule = !q->shared;
     }

@@ -45,6 +45,7 @@ void rx_rule(const cq_impl& cq, completion& c, bool imm) {
     if (imm && k.internal_sends != 0) {
         c.status = make_error_code(errc::invalid_argument);
         fabric_rules::report(
+            *k.dom->rules,
             "a peer's write with immediate data arrived on a connection whose receives are the "
             "library's (a target service): verbs would consume one of them for it (FI_RX_CQ_DATA), "
             "and the application would never see the write; signal with a message "
@@ -56,6 +57,7 @@ void rx_rule(const cq_impl& cq, completion& c, bool imm) {
     if (posted <= taken) {
         c.status = make_error_code(errc::invalid_argument);
         fabric_rules::report(
+            *k.dom->rules,
             imm ? "a peer's write with immediate data arrived with no receive posted for it: "
                   "verbs consumes a posted receive for each (FI_RX_CQ_DATA; caps().rx_cq_data), "
                   "and without one the writer's operation fails (receiver not ready)"

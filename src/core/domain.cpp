@@ -47,12 +47,13 @@ remora::mr_mode to_mr_mode(const mr_needs& m) {
 
 // The rules `asked` resolves to (environment: REMORA_RULES), or an error for an unknown value.
 result<provider_rules> resolve_rules(provider_rules asked) {
-    if (asked == provider_rules::native || asked == provider_rules::verbs) {
+    if (asked == provider_rules::native || asked == provider_rules::verbs ||
+        asked == provider_rules::efa) {
         return asked;
     }
     if (asked != provider_rules::environment) {
         return fail(errc::invalid_argument,
-                    "domain_config: rules is not environment, native or verbs (value " +
+                    "domain_config: rules is not environment, native, verbs or efa (value " +
                         std::to_string(static_cast<int>(asked)) + ")");
     }
     const char* env = std::getenv("REMORA_RULES");
@@ -62,25 +63,44 @@ result<provider_rules> resolve_rules(provider_rules asked) {
     if (std::string_view(env) == "verbs") {
         return provider_rules::verbs;
     }
-    return fail(errc::invalid_argument,
-                std::string("REMORA_RULES=") + env + ": unknown rules (verbs, native, or unset)");
+    if (std::string_view(env) == "efa") {
+        return provider_rules::efa;
+    }
+    return fail(errc::invalid_argument, std::string("REMORA_RULES=") + env +
+                                            ": unknown rules (verbs, efa, native, or unset)");
 }
 
-// What caps() reports under verbs rules: verbs' limits where they are smaller, and its
+// The profile `rules` holds a domain to (rules.hpp), or null for the provider's own.
+const rules_profile* profile_of(provider_rules rules) {
+    switch (rules) {
+        case provider_rules::verbs:
+            return &verbs_limits;
+        case provider_rules::efa:
+            return &efa_limits;
+        case provider_rules::environment:
+        case provider_rules::native:
+            break;
+    }
+    return nullptr;
+}
+
+// What caps() reports under a profile's rules: its limits where they are smaller, and its
 // registration modes (local descriptors, provider keys; rules.hpp lists the figures).
-void apply_verbs_limits(provider_caps& c) {
-    c.inject_size = std::min(c.inject_size, verbs_limits.inject_size);
-    c.iov_limit = std::min(c.iov_limit, verbs_limits.iov_limit);
-    c.rma_iov_limit = std::min(c.rma_iov_limit, verbs_limits.rma_iov_limit);
-    c.cq_data_size = std::min(c.cq_data_size, verbs_limits.cq_data_size);
-    c.max_msg_size = std::min(c.max_msg_size, verbs_limits.max_msg_size);
-    c.mr_key_size = std::min(c.mr_key_size, verbs_limits.mr_key_size);
+void apply_limits(provider_caps& c, const rules_profile& p, provider_rules rules) {
+    c.inject_size = std::min(c.inject_size, p.inject_size);
+    c.iov_limit = std::min(c.iov_limit, p.iov_limit);
+    c.rma_iov_limit = std::min(c.rma_iov_limit, p.rma_iov_limit);
+    c.cq_data_size = std::min(c.cq_data_size, p.cq_data_size);
+    c.max_msg_size = std::min(c.max_msg_size, p.max_msg_size);
+    c.mr_key_size = std::min(c.mr_key_size, p.mr_key_size);
     if (c.endpoint == endpoint_type::msg) {
-        c.cm_data_size = std::min(c.cm_data_size, verbs_limits.cm_data_size);
+        c.cm_data_size = std::min(c.cm_data_size, p.cm_data_size);
     }
     c.mr_mode |= remora::mr_mode::local | remora::mr_mode::prov_key | remora::mr_mode::allocated;
-    c.rx_cq_data = true;  // counted by the CQs (cq_read.hpp, rx_rule)
-    c.rules = provider_rules::verbs;
+    if (p.rx_cq_data) {
+        c.rx_cq_data = true;  // counted by the CQs (cq_read.hpp, rx_rule)
+    }
+    c.rules = rules;
 }
 
 fabric_endpoint to_fabric(endpoint_type t) {
@@ -130,6 +150,14 @@ result<domain> domain::open(const domain_config& config) {
     const auto rules = resolve_rules(config.rules);
     if (!rules) {
         return fail(rules.error());
+    }
+    const rules_profile* profile = profile_of(*rules);
+    if (profile != nullptr && !profile->msg_endpoints && config.endpoint == endpoint_type::msg) {
+        return fail(errc::not_supported,
+                    std::string(profile->name) + " rules: " + profile->name +
+                        " offers no connected (MSG) endpoints, only reliable datagrams: open "
+                        "the domain with endpoint_type::rdm and reach peers with "
+                        "connection::open_peer");
     }
     auto impl = std::make_shared<domain_impl>();
     impl->node = config.node;
@@ -208,8 +236,9 @@ result<domain> domain::open(const domain_config& config) {
         return fail(fabric_error(ret, "fi_domain for " + prov));
     }
 
-    if (*rules == provider_rules::verbs) {
-        fabric_rules::enroll(impl->domain.get());  // before any endpoint or registration
+    if (profile != nullptr) {
+        fabric_rules::enroll(impl->domain.get(), *profile);  // before any endpoint or registration
+        impl->rules = profile;
     }
 
     if (rma_events && cntr_open(impl->domain.get(), impl->rma_events) != 0) {
@@ -273,8 +302,8 @@ result<domain> domain::open(const domain_config& config) {
             c.cm_data_size = *sz;
         }
     }
-    if (*rules == provider_rules::verbs) {
-        apply_verbs_limits(c);
+    if (profile != nullptr) {
+        apply_limits(c, *profile, *rules);
     }
     return internal_access::wrap<domain>(std::move(impl));
 }
@@ -297,6 +326,8 @@ const char* to_string(provider_rules r) noexcept {
             return "native";
         case provider_rules::verbs:
             return "verbs";
+        case provider_rules::efa:
+            return "efa";
     }
     return "unknown";
 }

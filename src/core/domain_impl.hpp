@@ -56,6 +56,8 @@ struct domain_impl : internal_access::opaque<domain> {
     // fi_cq_sread asking for no entry waits for one without reading it (the util CQ: tcp, net):
     // a blocking progress thread with one CQ waits in the provider that way (progress.cpp).
     bool cq_sread_waits = false;
+    // The provider rules the domain is held to (fabric/rules.hpp), or null (native).
+    const rules_profile* rules = nullptr;
     // adaptive on shm (domain.cpp says why there only): counts the peers' reads and writes of every
     // endpoint of the domain (bind_remote_read | bind_remote_write), which leave no CQ entry on
     // this side. The progress thread reads it while polling: a change is traffic and extends the

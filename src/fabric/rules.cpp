@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// src/fabric/rules.cpp — the verbs-rules registry and checks (rules.hpp).
+// src/fabric/rules.cpp — the provider-rules registry and checks (rules.hpp).
 #include "fabric/rules.hpp"
 
 #include <algorithm>
@@ -29,10 +29,16 @@ struct mr_entry {
     void* desc = nullptr;      // the provider's
 };
 
+// An enrolled endpoint: its domain and the rules it is held to.
+struct ep_entry {
+    const fid* domain = nullptr;
+    const rules_profile* profile = nullptr;
+};
+
 struct registry {
     std::shared_mutex mu;
-    std::unordered_set<const fid*> domains;
-    std::unordered_map<const fid*, const fid*> endpoints;           // endpoint -> its domain
+    std::unordered_map<const fid*, const rules_profile*> domains;
+    std::unordered_map<const fid*, ep_entry> endpoints;             // endpoint -> its domain
     std::unordered_map<const fid*, std::unique_ptr<mr_entry>> mrs;  // by the registration
     std::unordered_map<const void*, const mr_entry*> tokens;        // descriptor -> entry
 };
@@ -48,9 +54,9 @@ thread_local std::string last_message;
 
 constexpr unsigned max_printed = 20;
 
-int violation(const std::string& what) {
+int violation(const rules_profile& rules, const std::string& what) {
     violation_count.fetch_add(1, std::memory_order_relaxed);
-    last_message = "verbs rules: " + what;
+    last_message = std::string(rules.name) + " rules: " + what;
     // Logged; without a log function the first ones go to stderr: the mode is a testing aid,
     // and a rule broken by a post whose failure a caller swallows must still show.
     if (log_enabled(log_level::error)) {
@@ -88,35 +94,37 @@ const char* kind_name(post_kind k) {
 }
 
 // Checks one local buffer of `p` against its descriptor; on success `*out` is the provider's.
-int check_segment(const registry& r, const fid* domain, const fabric_post& p, std::size_t i,
+int check_segment(const registry& r, const ep_entry& ep, const fabric_post& p, std::size_t i,
                   const void* base, std::size_t len, void* desc, bool destination, void** out) {
+    const rules_profile& rules = *ep.profile;
     const std::string which = std::string(kind_name(p.kind)) + ": local segment " +
                               std::to_string(i) + " (" + std::to_string(len) + " bytes at " +
                               hex(reinterpret_cast<std::uintptr_t>(base)) + ")";
     if (desc == nullptr) {
-        return violation(which +
-                         " carries no local descriptor (verbs needs an lkey: post from "
-                         "a memory_region and pass its descriptor)");
+        return violation(rules, which + " carries no local descriptor (" + rules.name +
+                                    " needs an lkey: post from a memory_region and pass its "
+                                    "descriptor)");
     }
     const auto it = r.tokens.find(desc);
     if (it == r.tokens.end()) {
-        return violation(which +
-                         " carries a descriptor that is no live registration of an "
-                         "enrolled domain");
+        return violation(rules, which +
+                                    " carries a descriptor that is no live registration of an "
+                                    "enrolled domain");
     }
     const mr_entry& e = *it->second;
-    if (e.domain != domain) {
-        return violation(which + " carries the descriptor of a registration of another domain");
+    if (e.domain != ep.domain) {
+        return violation(rules,
+                         which + " carries the descriptor of a registration of another domain");
     }
     const auto a = reinterpret_cast<std::uintptr_t>(base);
     if (a < e.base || len > e.len || a - e.base > e.len - len) {
-        return violation(which + " is not inside its registration [" + hex(e.base) + ", +" +
-                         std::to_string(e.len) + ")");
+        return violation(rules, which + " is not inside its registration [" + hex(e.base) + ", +" +
+                                    std::to_string(e.len) + ")");
     }
     if (destination && !e.local_write) {
-        return violation(which +
-                         " is written by the NIC but its registration does not allow "
-                         "local writes (register it for receive or read_destination)");
+        return violation(rules, which +
+                                    " is written by the NIC but its registration does not allow "
+                                    "local writes (register it for receive or read_destination)");
     }
     *out = e.desc;
     return 0;
@@ -145,9 +153,7 @@ std::uint64_t draw_key() {
 
 ssize_t rules_post(fid_ep* ep, const fabric_post& p) {
     last_message.clear();
-    constexpr std::size_t max_iov = verbs_limits.iov_limit > verbs_limits.rx_iov_limit
-                                        ? verbs_limits.iov_limit
-                                        : verbs_limits.rx_iov_limit;
+    constexpr std::size_t max_iov = rules_max_iov;
     void* desc[max_iov];
     fabric_post q = p;
     {
@@ -166,26 +172,29 @@ ssize_t rules_post(fid_ep* ep, const fabric_post& p) {
             lock.unlock();
             return ep_post_direct(ep, q);
         }
-        const fid* domain = ep_it->second;
+        const ep_entry& entry = ep_it->second;
+        const rules_profile& rules = *entry.profile;
+        const std::string name = rules.name;
         const char* kind = kind_name(p.kind);
         if (p.context == nullptr) {
-            return violation(std::string(kind) +
-                             " without a context (the provider owns the "
-                             "post's fi_context2 until its completion)");
+            return violation(rules, std::string(kind) +
+                                        " without a context (the provider owns the "
+                                        "post's fi_context2 until its completion)");
         }
         if (reinterpret_cast<std::uintptr_t>(p.context) % alignof(fi_context2) != 0) {
-            return violation(std::string(kind) + ": its context is not aligned as fi_context2");
+            return violation(rules,
+                             std::string(kind) + ": its context is not aligned as fi_context2");
         }
         const bool atomic = p.kind == post_kind::atomic_write || p.kind == post_kind::fetch_add ||
                             p.kind == post_kind::compare_swap;
         const bool rma = p.kind == post_kind::write || p.kind == post_kind::read;
         if (!atomic) {
             const std::size_t limit =
-                p.kind == post_kind::recv ? verbs_limits.rx_iov_limit : verbs_limits.iov_limit;
+                p.kind == post_kind::recv ? rules.rx_iov_limit : rules.iov_limit;
             if (p.count > limit) {
-                return violation(std::string(kind) + " of " + std::to_string(p.count) +
-                                 " local segments: verbs takes at most " + std::to_string(limit) +
-                                 " (iov_limit)");
+                return violation(rules, std::string(kind) + " of " + std::to_string(p.count) +
+                                            " local segments: " + name + " takes at most " +
+                                            std::to_string(limit) + " (iov_limit)");
             }
             std::size_t total = 0;
             const bool destination = p.kind == post_kind::recv || p.kind == post_kind::read;
@@ -195,44 +204,50 @@ ssize_t rules_post(fid_ep* ep, const fabric_post& p) {
                 if (p.iov[i].iov_len == 0) {
                     continue;
                 }
-                if (int e = check_segment(r, domain, p, i, p.iov[i].iov_base, p.iov[i].iov_len,
+                if (int e = check_segment(r, entry, p, i, p.iov[i].iov_base, p.iov[i].iov_len,
                                           p.desc != nullptr ? p.desc[i] : nullptr, destination,
                                           &desc[i])) {
                     return e;
                 }
             }
             q.desc = desc;
-            if (total > verbs_limits.max_msg_size) {
-                return violation(std::string(kind) + " of " + std::to_string(total) +
-                                 " bytes: verbs' largest message is " +
-                                 std::to_string(verbs_limits.max_msg_size) + " (max_msg_size)");
+            if (total > rules.max_msg_size) {
+                return violation(rules, std::string(kind) + " of " + std::to_string(total) +
+                                            " bytes: " + name + "'s largest message is " +
+                                            std::to_string(rules.max_msg_size) + " (max_msg_size)");
             }
-            if ((p.flags & post_inject) != 0 && total > verbs_limits.inject_size) {
-                return violation(std::string(kind) + " of " + std::to_string(total) +
-                                 " bytes injected: verbs injects at most " +
-                                 std::to_string(verbs_limits.inject_size) + " (inject_size)");
+            if ((p.flags & post_inject) != 0 && total > rules.inject_size) {
+                return violation(rules, std::string(kind) + " of " + std::to_string(total) +
+                                            " bytes injected: " + name + " injects at most " +
+                                            std::to_string(rules.inject_size) + " (inject_size)");
             }
         } else {
-            if (p.remote.addr % sizeof(std::uint64_t) != 0) {
-                return violation(std::string(kind) + " on remote address " + hex(p.remote.addr) +
-                                 ": verbs' atomics take 8-byte aligned words");
+            if (rules.aligned_atomics && p.remote.addr % sizeof(std::uint64_t) != 0) {
+                return violation(rules, std::string(kind) + " on remote address " +
+                                            hex(p.remote.addr) +
+                                            ": the NIC's atomics take 8-byte aligned "
+                                            "words (" +
+                                            name + ")");
             }
             if (p.kind != post_kind::atomic_write) {
-                if (int e = check_segment(r, domain, p, 0, p.result, sizeof(std::uint64_t),
+                if (int e = check_segment(r, entry, p, 0, p.result, sizeof(std::uint64_t),
                                           p.result_desc, true, &q.result_desc)) {
                     return e;
                 }
             }
         }
-        if ((p.flags & post_remote_data) != 0 && p.data > 0xffffffffu) {
-            return violation(std::string(kind) + " with immediate data " + hex(p.data) +
-                             ": verbs carries " + std::to_string(verbs_limits.cq_data_size) +
-                             " bytes (cq_data_size)");
+        if ((p.flags & post_remote_data) != 0 && rules.cq_data_size < sizeof(std::uint64_t) &&
+            (p.data >> (8 * rules.cq_data_size)) != 0) {
+            return violation(rules, std::string(kind) + " with immediate data " + hex(p.data) +
+                                        ": " + name + " carries " +
+                                        std::to_string(rules.cq_data_size) +
+                                        " bytes (cq_data_size)");
         }
-        if ((rma || atomic) && p.remote.key > 0xffffffffu) {
-            return violation(std::string(kind) + " with remote key " + hex(p.remote.key) +
-                             ": verbs' keys are " + std::to_string(verbs_limits.mr_key_size) +
-                             " bytes (mr_key_size)");
+        if ((rma || atomic) && rules.mr_key_size < sizeof(std::uint64_t) &&
+            (p.remote.key >> (8 * rules.mr_key_size)) != 0) {
+            return violation(rules, std::string(kind) + " with remote key " + hex(p.remote.key) +
+                                        ": " + name + "'s keys are " +
+                                        std::to_string(rules.mr_key_size) + " bytes (mr_key_size)");
         }
     }
     // The provider may use the whole context area from here to the completion.
@@ -243,17 +258,21 @@ ssize_t rules_post(fid_ep* ep, const fabric_post& p) {
 int rules_mr_reg(fid_domain* domain, void* buf, std::size_t len, mr_access access,
                  std::uint64_t requested_key, mr_handle& out) {
     registry& r = reg();
+    const rules_profile* rules = nullptr;
     {
         std::shared_lock lock(r.mu);
-        if (!r.domains.contains(&domain->fid)) {
+        const auto it = r.domains.find(&domain->fid);
+        if (it == r.domains.end()) {
             lock.unlock();
             return out.opened(
                 fi_mr_reg(domain, buf, len, access, 0, requested_key, 0, out.out(), nullptr));
         }
+        rules = it->second;
     }
     if (requested_key != 0) {
-        return violation("a registration of " + std::to_string(len) + " bytes asked for key " +
-                         hex(requested_key) + ": under verbs the provider chooses the keys");
+        return violation(*rules, "a registration of " + std::to_string(len) +
+                                     " bytes asked for key " + hex(requested_key) + ": under " +
+                                     rules->name + " the provider chooses the keys");
     }
     int ret = -FI_ENOKEY;
     for (int attempt = 0; attempt < 16 && ret == -FI_ENOKEY; ++attempt) {
@@ -285,10 +304,10 @@ void* rules_mr_desc(fid_mr* mr) noexcept {
 
 namespace fabric_rules {
 
-void enroll(fid_domain* domain) {
+void enroll(fid_domain* domain, const rules_profile& profile) {
     registry& r = reg();
     std::unique_lock lock(r.mu);
-    if (r.domains.insert(&domain->fid).second) {
+    if (r.domains.emplace(&domain->fid, &profile).second) {
         enrolled.fetch_add(1, std::memory_order_relaxed);
     }
 }
@@ -296,8 +315,8 @@ void enroll(fid_domain* domain) {
 void endpoint_opened(const fid_domain* domain, const fid* ep) {
     registry& r = reg();
     std::unique_lock lock(r.mu);
-    if (r.domains.contains(&domain->fid)) {
-        r.endpoints[ep] = &domain->fid;
+    if (const auto it = r.domains.find(&domain->fid); it != r.domains.end()) {
+        r.endpoints[ep] = {&domain->fid, it->second};
     }
 }
 
@@ -305,10 +324,13 @@ int check_cm_data(const fid* ep, std::size_t len, const char* call) {
     last_message.clear();
     registry& r = reg();
     std::shared_lock lock(r.mu);
-    if (len > verbs_limits.cm_data_size && r.endpoints.contains(ep)) {
-        return violation(std::string(call) + " with " + std::to_string(len) +
-                         " bytes of private data: rdma_cm over InfiniBand leaves verbs " +
-                         std::to_string(verbs_limits.cm_data_size) + " (cm_data_size)");
+    const auto it = r.endpoints.find(ep);
+    if (it != r.endpoints.end() && len > it->second.profile->cm_data_size) {
+        const rules_profile& rules = *it->second.profile;
+        return violation(rules, std::string(call) + " with " + std::to_string(len) +
+                                    " bytes of private data: " + rules.name + " leaves " +
+                                    std::to_string(rules.cm_data_size) +
+                                    " in a connect request (cm_data_size)");
     }
     return 0;
 }
@@ -322,7 +344,7 @@ void forget(const fid* f) noexcept {
         r.mrs.erase(it);
     }
     if (r.domains.erase(f) != 0) {
-        std::erase_if(r.endpoints, [f](const auto& e) { return e.second == f; });
+        std::erase_if(r.endpoints, [f](const auto& e) { return e.second.domain == f; });
         for (auto it = r.mrs.begin(); it != r.mrs.end();) {
             if (it->second->domain == f) {
                 r.tokens.erase(it->second.get());
@@ -335,8 +357,8 @@ void forget(const fid* f) noexcept {
     }
 }
 
-void report(const std::string& what) {
-    (void)violation(what);
+void report(const rules_profile& profile, const std::string& what) {
+    (void)violation(profile, what);
 }
 
 unsigned long violations() noexcept {

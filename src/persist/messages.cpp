@@ -22,8 +22,10 @@
 // its completion is the entry, and the carrier is posted again.
 //
 // Closing: once the connection is closing (close(), the peer's end, or its destruction, which
-// marks the mux before anything is torn down), nothing is posted or canceled here again; each
-// carrier the close completes ends one receive still waiting, the application's first. Posts run
+// marks the mux before anything is torn down), nothing is posted or canceled here again, and each
+// carrier still posted completes once more. A message that came first may be reported after the
+// close's cancels (sockets reads error entries ahead), so the receives still waiting end on the
+// last of those completions, the service's, then the application's newest first. Posts run
 // outside the mux's lock (a receive's post may read the CQ, whose hooks come back here); cancels
 // run under it, so a carrier's record is the one posted for it.
 #include <algorithm>
@@ -67,6 +69,7 @@ class ring {
         --count_;
         return v;
     }
+    T pop_back() noexcept { return at(--count_); }
     // Takes out the oldest entry `pred` accepts, the others keeping their order.
     template <class P>
     bool take_if(P pred, T& out) {
@@ -275,18 +278,19 @@ bool use_entry(message_mux& m, completion& c, lock_t& lock, callback_sink* sink)
     return false;
 }
 
-// A carrier's failed completion while the connection closes: it ends one receive still waiting,
-// the application's first (each one once), else reports nothing.
-bool end_waiting(message_mux& m, completion& c, lock_t& lock, callback_sink* sink) {
-    if (!m.app_recvs.empty()) {
-        const message_mux::app_recv r = m.app_recvs.pop();
+// A carrier's failed completion ends one receive still waiting, the application's oldest before
+// the service's (`closing`: the service's, then the application's newest), else reports nothing.
+bool end_waiting(message_mux& m, completion& c, lock_t& lock, callback_sink* sink,
+                 bool closing = false) {
+    message_mux::svc_recv s;
+    if (!m.app_recvs.empty() && (!closing || (m.svc_recvs.empty() && m.svc_ending.empty()))) {
+        const message_mux::app_recv r = closing ? m.app_recvs.pop_back() : m.app_recvs.pop();
         lock.unlock();
         c.op = op::recv;
         c.context = r.context;
         c.bytes = 0;
         return report_app(m, r, c, sink);
     }
-    message_mux::svc_recv s;
     if (!m.svc_recvs.empty()) {
         s = m.svc_recvs.pop();
     } else if (!m.svc_ending.empty()) {
@@ -309,7 +313,18 @@ bool carrier_done(void* context, completion& c, callback_sink* sink) {
     if (!c.ok()) {
         if (!m.live() || !m.conn->open.load()) {
             m.closing = true;
-            return end_waiting(m, c, lock, sink);
+            if (m.app_pending != 0 && !m.app_recvs.empty()) {
+                return use_entry(m, c, lock, sink);  // a kept message for a receive posted since
+            }
+            // The waiting receives end on the last completions (see the head of this file).
+            std::size_t posted = 0;
+            for (const message_mux::carrier& other : m.carriers) {
+                posted += other.posted ? 1 : 0;
+            }
+            if (posted >= m.app_recvs.size() + m.svc_recvs.size() + m.svc_ending.size()) {
+                return false;
+            }
+            return end_waiting(m, c, lock, sink, true);
         }
         // Canceled here for its entry, or a stranger's RDM message: the carrier goes back, and its
         // entry carries what waits for one. Any other failure (a message longer than the carrier,

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/* tests/c/capi_ext_test.c — the C API's publish, receive pools, registration cache, admission
- * (the attach handshake of RDM peers too), REMORA_F_MORE, the log function, and callback records
- * of a connection deleted before they ran, on real providers over loopback, in C11.
+/* tests/c/capi_ext_test.c — the C API's publish, receive pools, registration cache,
+ * write_or_copy, admission (the attach handshake of RDM peers too), REMORA_F_MORE, the log
+ * function, and callback records of a connection deleted before they ran, on real providers over
+ * loopback, in C11.
  *
  *   capi_ext_test NAME    runs one test (ctest runs each on tcp and on sockets: FI_PROVIDER)
  *   capi_ext_test rdm_admission PROVIDER   the RDM attach handshake on shm or tcp;ofi_rxm
+ *   capi_ext_test rdm_write_or_copy PROVIDER   remora_write_or_copy between RDM peers
  *
  * callbacks_on_delete proves itself under AddressSanitizer (scripts/test.sh --sanitize): a record
  * left behind is a leak there.
@@ -737,6 +739,149 @@ static void test_unserved(void) {
     close_pair();
 }
 
+/* ---- remora_write_or_copy (MSG over FI_PROVIDER, or RDM peers on argv[2]) */
+
+/* The client's side of write_or_copy on a connection with max_sge 2 and a bounce pool of one
+ * 64-byte buffer: two segments go out as one scatter-gather write straight from them (the pool
+ * untouched), three through the bounce buffer (the segments free at once, the buffer held until
+ * the completion is read); bad segments are refused, naming them. `remote` is the target's
+ * region, read back through the fabric; `foreign` a region of the target's domain. */
+static void write_or_copy_checks(remora_domain* dom, remora_connection* client,
+                                 remora_buffer_pool* bp, const remora_remote_region* remote,
+                                 remora_memory_region* mr, unsigned char* mem,
+                                 remora_memory_region* foreign) {
+    remora_completion_queue* cq = NULL;
+    remora_memory_region* recv_only = NULL;
+    size_t avail = 99;
+    OK(remora_connection_cq(client, &cq));
+    {
+        const struct remora_local_segment two[2] = {{mr, 0, 5}, {mr, 100, 5}};
+        memcpy(mem, "abcde", 5);
+        memcpy(mem + 100, "fghij", 5);
+        OK(remora_write_or_copy(client, remote, 300, two, 2, NULL));
+        OK(remora_buffer_pool_info(bp, &avail, NULL, NULL));
+        CHECK(avail == 1); /* straight from the segments */
+        expect_completion(cq, REMORA_OP_WRITE, NULL); /* its bytes: the provider's (maybe 0) */
+    }
+    {
+        const struct remora_local_segment three[3] = {{mr, 10, 3}, {mr, 20, 3}, {mr, 30, 3}};
+        memcpy(mem + 10, "123", 3);
+        memcpy(mem + 20, "456", 3);
+        memcpy(mem + 30, "789", 3);
+        OK(remora_write_or_copy(client, remote, 400, three, 3, NULL));
+        memset(mem, 'x', 40); /* free at once: copied */
+        OK(remora_buffer_pool_info(bp, &avail, NULL, NULL));
+        CHECK(avail == 0); /* the bounce buffer, held until the completion is read */
+        EXPECT_CODE(remora_write_or_copy(client, remote, 0, three, 3, NULL), REMORA_E_WOULD_BLOCK,
+                    "remora_write_or_copy: ");
+        expect_completion(cq, REMORA_OP_WRITE, NULL);
+        OK(remora_buffer_pool_info(bp, &avail, NULL, NULL));
+        CHECK(avail == 1);
+    }
+    OK(remora_read(client, mr, 1000, remote, 300, 10, 0, NULL));
+    expect_completion(cq, REMORA_OP_READ, NULL);
+    CHECK(memcmp(mem + 1000, "abcdefghij", 10) == 0);
+    OK(remora_read(client, mr, 1100, remote, 400, 9, 0, NULL));
+    expect_completion(cq, REMORA_OP_READ, NULL);
+    CHECK(memcmp(mem + 1100, "123456789", 9) == 0);
+    /* refusals, with nothing posted */
+    OK(remora_memory_region_create(dom, mem + 2048, 64, REMORA_USAGE_RECEIVE, &recv_only));
+    {
+        const struct remora_local_segment no_region[3] = {{mr, 0, 1}, {NULL, 0, 1}, {mr, 0, 1}};
+        const struct remora_local_segment other[3] = {{mr, 0, 1}, {mr, 0, 1}, {foreign, 0, 1}};
+        const struct remora_local_segment denied[3] = {{recv_only, 0, 1}, {mr, 0, 1}, {mr, 0, 1}};
+        const struct remora_local_segment past[3] = {{mr, 0, 1}, {mr, REGION - 1, 2}, {mr, 0, 1}};
+        const struct remora_local_segment big[3] = {{mr, 0, 30}, {mr, 0, 30}, {mr, 0, 30}};
+        EXPECT_CODE(remora_write_or_copy(client, remote, 0, NULL, 3, NULL), REMORA_E_INVALID,
+                    "src is NULL");
+        EXPECT_CODE(remora_write_or_copy(client, NULL, 0, big, 3, NULL), REMORA_E_INVALID,
+                    "dst is NULL");
+        EXPECT_CODE(remora_write_or_copy(client, remote, 0, no_region, 3, NULL), REMORA_E_INVALID,
+                    "segment 1: no region");
+        EXPECT_CODE(remora_write_or_copy(client, remote, 0, other, 3, NULL), REMORA_E_INVALID,
+                    "segment 2: a region of another domain");
+        EXPECT_CODE(remora_write_or_copy(client, remote, 0, denied, 3, NULL),
+                    REMORA_E_ACCESS_DENIED, "segment 0: ");
+        EXPECT_CODE(remora_write_or_copy(client, remote, 0, past, 3, NULL), REMORA_E_OUT_OF_RANGE,
+                    "segment 1: ");
+        EXPECT_CODE(remora_write_or_copy(client, remote, 0, big, 3, NULL), REMORA_E_TOO_LARGE,
+                    "remora_write_or_copy: ");
+        /* within max_sge: remora_write_ex's own checks */
+        EXPECT_CODE(remora_write_or_copy(client, remote, 0, denied, 1, NULL),
+                    REMORA_E_ACCESS_DENIED, "remora_write_or_copy: ");
+    }
+    OK(remora_buffer_pool_info(bp, &avail, NULL, NULL));
+    CHECK(avail == 1);
+    remora_memory_region_delete(recv_only);
+}
+
+static void test_write_or_copy(void) {
+    struct remora_buffer_pool_config bcfg = {.size = sizeof bcfg, .buffers = 1, .buffer_size = 64};
+    struct remora_connection_config ccfg = {.size = sizeof ccfg, .max_sge = 2};
+    remora_buffer_pool* bp = NULL;
+    pair_domains(&rp.p);
+    OK(remora_buffer_pool_create(rp.p.cdom, &bcfg, &bp));
+    ccfg.bounce = bp;
+    {
+        unsigned char wire[REMORA_DESCRIPTOR_SIZE];
+        remora_remote_region* desc = NULL;
+        const void* peer = NULL;
+        size_t peer_len = 0;
+        OK(remora_memory_region_create(rp.p.sdom, rp.server_mem, REGION, REMORA_USAGE_ALL,
+                                       &rp.server_mr));
+        OK(remora_memory_region_create(rp.p.cdom, rp.client_mem, REGION, REMORA_USAGE_ALL,
+                                       &rp.client_mr));
+        OK(remora_memory_region_describe(rp.server_mr, 0, 0, &desc));
+        OK(remora_remote_region_serialize(desc, wire, sizeof wire));
+        remora_remote_region_delete(desc);
+        pair_connect(&rp.p, &target_cfg, &ccfg, wire, sizeof wire, NULL, 0);
+        OK(remora_connection_peer_private_data(rp.p.client, &peer, &peer_len));
+        OK(remora_remote_region_parse(peer, sizeof wire, &rp.remote));
+    }
+    write_or_copy_checks(rp.p.cdom, rp.p.client, bp, rp.remote, rp.client_mr, rp.client_mem,
+                         rp.server_mr);
+    CHECK(memcmp(rp.server_mem + 400, "123456789", 9) == 0);
+    remora_buffer_pool_delete(bp);
+    close_pair();
+}
+
+static void test_rdm_write_or_copy(void) {
+    const struct remora_domain_config dcfg = {
+        .size = sizeof dcfg, .provider = rdm_provider, .endpoint = REMORA_ENDPOINT_RDM};
+    struct remora_buffer_pool_config bcfg = {.size = sizeof bcfg, .buffers = 1, .buffer_size = 64};
+    struct remora_connection_config ccfg = {.size = sizeof ccfg, .max_sge = 2};
+    remora_domain *tdom = NULL, *cdom = NULL;
+    remora_connection *target = NULL, *client = NULL;
+    remora_memory_region *tmr = NULL, *cmr = NULL;
+    remora_remote_region* desc = NULL;
+    remora_buffer_pool* bp = NULL;
+    const void *ta = NULL, *ca = NULL;
+    size_t ta_len = 0, ca_len = 0;
+    OK(remora_domain_open(&dcfg, &tdom));
+    OK(remora_domain_open(&dcfg, &cdom));
+    OK(remora_buffer_pool_create(cdom, &bcfg, &bp));
+    ccfg.bounce = bp;
+    OK(remora_open_peer(tdom, &target_cfg, &target));
+    OK(remora_open_peer(cdom, &ccfg, &client));
+    OK(remora_connection_local_address(target, &ta, &ta_len));
+    OK(remora_connection_local_address(client, &ca, &ca_len));
+    OK(remora_connection_attach(client, ta, ta_len));
+    OK(remora_connection_attach(target, ca, ca_len));
+    OK(remora_memory_region_create(tdom, rp.server_mem, REGION, REMORA_USAGE_ALL, &tmr));
+    OK(remora_memory_region_create(cdom, rp.client_mem, REGION, REMORA_USAGE_ALL, &cmr));
+    OK(remora_memory_region_describe(tmr, 0, 0, &desc));
+    write_or_copy_checks(cdom, client, bp, desc, cmr, rp.client_mem, tmr);
+    CHECK(memcmp(rp.server_mem + 400, "123456789", 9) == 0);
+    remora_remote_region_delete(desc);
+    remora_connection_delete(client);
+    remora_connection_delete(target);
+    remora_buffer_pool_delete(bp);
+    remora_memory_region_delete(tmr);
+    remora_memory_region_delete(cmr);
+    OK(remora_domain_close(&cdom));
+    OK(remora_domain_close(&tdom));
+}
+
 static const struct {
     const char* name;
     void (*run)(void);
@@ -750,6 +895,8 @@ static const struct {
     {"rdm_admission", test_rdm_admission},
     {"log", test_log},
     {"unserved", test_unserved},
+    {"write_or_copy", test_write_or_copy},
+    {"rdm_write_or_copy", test_rdm_write_or_copy},
 };
 
 int main(int argc, char** argv) {

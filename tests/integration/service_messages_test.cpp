@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <map>
 #include <string>
 #include <thread>
@@ -447,6 +448,60 @@ TEST_P(service_messages, receives_and_requests_in_flight_end_once_when_the_peer_
     EXPECT_EQ(client_->in_flight(), 0u);
 }
 
+// A message with immediate data sent just before the peer goes away reaches the receive waiting
+// for it, whether the receive came before the message or after (kept meanwhile): the close's
+// cancels of the library's receives may be reported ahead of the message (sockets reads error
+// entries first), and they end the receives still waiting only once every library receive has
+// come back. Each round races the peer's end against the message's delivery (the default receive
+// queue: many library receives to cancel); the outcome must not depend on who wins. MSG only: an
+// RDM peer's end is not announced.
+class service_messages_msg : public service_messages {};
+
+TEST_P(service_messages_msg, a_message_just_before_the_peer_goes_away_reaches_its_receive) {
+    const persistence_config pc{.service_depth = depth, .message_size = msg};
+    buffer sbuf(4096), cbuf(4096), target(4096);
+    for (int round = 0; round < 6; ++round) {
+        SCOPED_TRACE(round);
+        auto p = must(connect_pair(
+            GetParam(), {.rcq = true, .progress_thread = true, .addons = {pc}}, {.addons = {pc}}));
+        auto tmr = must(memory_region::create(p.server_domain, target.span(),
+                                              usage::write_destination | usage::flush_target));
+        auto smr = must(memory_region::create(p.server_domain, sbuf.span(), usage::receive));
+        auto cmr = must(memory_region::create(p.client_domain, cbuf.span(), usage::send));
+        auto service = must(target_service::create());
+        const remote_region desc = must(service.expose(tmr));
+        REMORA_ASSERT_OK(service.serve(*p.server));
+        // A flush first: the service's receives and the path are in use, as in an application.
+        REMORA_ASSERT_OK(remora::flush(*p.client, desc, 0, 8, gpspm));
+        ASSERT_EQ(collect(p.client->cq(), 1, true, 10s).size(), 1u);
+        const bool receive_first = round % 2 == 0;
+        int ctx = 0;
+        if (receive_first) {
+            REMORA_ASSERT_OK(p.server->recv(smr, 0, msg, {.context = &ctx}));
+        }
+        // The server waits meanwhile, as an application blocked on its receive (a wait watches the
+        // connection's events: the peer's end is seen at once).
+        auto waiting =
+            std::async(std::launch::async, [&] { return collect(*p.server->rcq(), 1, true, 10s); });
+        std::memcpy(cbuf.bytes.data(), "done", 4);
+        REMORA_ASSERT_OK(p.client->send_with_imm(cmr, 0, 4, 42 + round));
+        ASSERT_EQ(collect(p.client->cq(), 1, true, 10s).size(), 1u);  // the send's completion
+        if (!receive_first) {
+            REMORA_ASSERT_OK(p.server->recv(smr, 0, msg, {.context = &ctx}));
+        }
+        p.client.reset();  // closed and gone at once, as a peer that exits
+        const auto got = waiting.get();
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_TRUE(got[0].ok()) << got[0].status.message();
+        EXPECT_EQ(got[0].op, op::recv);
+        EXPECT_EQ(got[0].context, &ctx);
+        EXPECT_EQ(got[0].bytes, 4u);
+        EXPECT_TRUE(got[0].has_imm);
+        EXPECT_EQ(got[0].imm, std::uint64_t(42 + round));
+        EXPECT_EQ(std::memcmp(sbuf.bytes.data(), "done", 4), 0);
+    }
+}
+
 TEST_P(service_messages, bad_configuration_and_oversize_messages_are_refused) {
     start();
     std::string big(msg + 1, 'x');
@@ -662,6 +717,8 @@ std::vector<std::string> params() {
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, service_messages, testing::ValuesIn(params()), provider_name);
+INSTANTIATE_TEST_SUITE_P(providers, service_messages_msg, testing::Values("tcp", "sockets"),
+                         provider_name);
 
 }  // namespace
 }  // namespace remora::test

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Verbs-rules mode (domain_config::rules, REMORA_RULES): each rule on real providers. A post that
-// breaks a rule, made white-box through the one door on a real connection, fails under the mode
-// with a message naming the rule and reaches the provider without it; caps() reports verbs'
+// Provider-rules mode (domain_config::rules, REMORA_RULES): each rule on real providers. A post
+// that breaks a rule, made white-box through the one door on a real connection, fails under the
+// mode with a message naming the rule and reaches the provider without it; caps() reports verbs'
 // limits; keys are the provider's; private data is held to rdma_cm's limit.
 #include <cstdlib>
 #include <cstring>
@@ -460,6 +460,158 @@ TEST_P(verbs_rules_msg, admission_tokens_fit_and_a_longer_identity_fails_clearly
     ASSERT_FALSE(fits);
     EXPECT_FALSE(fits.error() == errc::invalid_argument) << fits.error().what();
     EXPECT_EQ(detail::fabric_rules::violations(), before);
+}
+
+// efa's profile (provider_rules::efa, REMORA_RULES=efa) on the RDM providers: the rules it shares
+// with verbs fail naming "efa rules", its own limits replace verbs' (8 bytes of immediate data
+// that take no receive, an inject size of 3912 bytes), and MSG domains are refused.
+class efa_rules : public testing::TestWithParam<std::string> {
+  protected:
+    // A write of `bytes` from the client's source region with `flags` and immediate data `imm`.
+    static detail::fabric_post write_from(bench& b, iovec& iov, void*& desc, std::size_t bytes,
+                                          std::uint64_t flags, std::uint64_t imm = 0) {
+        iov = {b.source.data(), bytes};
+        desc = desc_of(*b.source_mr);
+        detail::fabric_post p = write_of(b, &iov, &desc, 1, bytes);
+        p.flags = flags;
+        p.data = imm;
+        return p;
+    }
+};
+
+TEST_P(efa_rules, caps_report_efa_limits) {
+    bench b(GetParam(), "efa");
+    if (!b.error.empty())
+        GTEST_SKIP() << GetParam() << ": " << b.error;
+    bench n(GetParam(), "native");
+    ASSERT_TRUE(n.error.empty()) << n.error;
+    const provider_caps& c = b.caps();
+    EXPECT_EQ(c.rules, provider_rules::efa);
+    EXPECT_STREQ(to_string(c.rules), "efa");
+    EXPECT_LE(c.iov_limit, 4u);
+    EXPECT_EQ(c.rma_iov_limit, 1u);
+    EXPECT_EQ(c.cq_data_size, std::min<std::size_t>(n.caps().cq_data_size, 8));
+    EXPECT_EQ(c.inject_size, std::min<std::size_t>(n.caps().inject_size, 3912));
+    EXPECT_EQ(c.max_msg_size, n.caps().max_msg_size);  // efa's RDM has no message size limit
+    EXPECT_LE(c.mr_key_size, 4u);
+    EXPECT_TRUE(has_all(c.mr_mode, mr_mode::local | mr_mode::prov_key));
+    EXPECT_EQ(c.rx_cq_data, n.caps().rx_cq_data);  // efa's immediate data takes no receive
+    EXPECT_LE(b.remote->key(), 0xffffffffu);
+}
+
+TEST_P(efa_rules, a_shared_rule_fails_naming_efa) {
+    bench b(GetParam(), "efa");
+    if (!b.error.empty())
+        GTEST_SKIP() << GetParam() << ": " << b.error;
+    iovec iov{b.source.data(), 64};
+    void* desc = nullptr;
+    const unsigned long before = detail::fabric_rules::violations();
+    auto r = b.post(write_of(b, &iov, &desc, 1, 64));
+    ASSERT_FALSE(r) << "a write without a descriptor was posted under efa rules";
+    EXPECT_TRUE(r.error() == errc::invalid_argument) << r.error().what();
+    EXPECT_NE(r.error().message().find("efa rules: "), std::string::npos) << r.error().what();
+    EXPECT_NE(r.error().message().find("no local descriptor"), std::string::npos)
+        << r.error().what();
+    EXPECT_EQ(detail::fabric_rules::violations(), before + 1);
+}
+
+// 8 bytes of immediate data: efa carries them, verbs refuses them.
+TEST_P(efa_rules, eight_bytes_of_immediate_data_pass_where_verbs_refuses) {
+    const std::uint64_t imm = 0x0102030405060708u;
+    iovec iov{};
+    void* desc = nullptr;
+    {
+        bench b(GetParam(), "efa");
+        if (!b.error.empty())
+            GTEST_SKIP() << GetParam() << ": " << b.error;
+        if (b.caps().cq_data_size < 8)
+            GTEST_SKIP() << GetParam() << ": " << b.caps().cq_data_size << " bytes of data";
+        ASSERT_TRUE(b.post(write_from(b, iov, desc, 64, detail::post_remote_data, imm)));
+        auto got = server_completions(b, 1);  // before completes(), which reads the server's too
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_EQ(got[0].op, op::remote_write);
+        EXPECT_EQ(got[0].imm, imm);
+        EXPECT_TRUE(got[0].ok()) << got[0].status.message();
+        EXPECT_TRUE(b.completes());
+    }
+    bench v(GetParam(), "verbs");
+    ASSERT_TRUE(v.error.empty()) << v.error;
+    auto r = v.post(write_from(v, iov, desc, 64, detail::post_remote_data, imm));
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message().find("verbs rules: "), std::string::npos) << r.error().what();
+    EXPECT_NE(r.error().message().find("(cq_data_size)"), std::string::npos) << r.error().what();
+}
+
+// efa's inject size (3912 bytes) fires where verbs' (256) would, and allows what verbs does not.
+TEST_P(efa_rules, an_inject_past_efas_size_fails_and_one_past_verbs_passes) {
+    iovec iov{};
+    void* desc = nullptr;
+    bench b(GetParam(), "efa");
+    if (!b.error.empty())
+        GTEST_SKIP() << GetParam() << ": " << b.error;
+    const unsigned long before = detail::fabric_rules::violations();
+    auto r = b.post(write_from(b, iov, desc, 4000, detail::post_inject));
+    ASSERT_FALSE(r) << "a 4000-byte inject was posted under efa rules";
+    EXPECT_NE(r.error().message().find("efa injects at most 3912 (inject_size)"), std::string::npos)
+        << r.error().what();
+    EXPECT_EQ(detail::fabric_rules::violations(), before + 1);
+    if (b.caps().inject_size < 512)
+        return;  // the provider itself injects less
+    ASSERT_TRUE(b.post(write_from(b, iov, desc, 512, detail::post_inject)));
+    EXPECT_TRUE(b.completes());
+    EXPECT_EQ(detail::fabric_rules::violations(), before + 1);
+}
+
+// efa hands a write's immediate data to the target without a receive (no FI_RX_CQ_DATA): two
+// writes and a message share the one posted receive's account without a violation.
+TEST_P(efa_rules, writes_with_immediate_data_take_no_receive) {
+    bench b(GetParam(), "efa");
+    if (!b.error.empty())
+        GTEST_SKIP() << GetParam() << ": " << b.error;
+    if (b.caps().cq_data_size == 0)
+        GTEST_SKIP() << GetParam() << ": no immediate data";
+    std::vector<std::byte> in(64);
+    auto in_mr = must(memory_region::create(b.pair->server_domain, in, usage::receive));
+    int recv_ctx = 0;
+    REMORA_ASSERT_OK(b.pair->server->recv(in_mr, 0, 64, {.context = &recv_ctx}));
+    const unsigned long before = detail::fabric_rules::violations();
+    for (std::uint64_t imm : {1u, 2u}) {
+        REMORA_ASSERT_OK(b.client().write_with_imm(*b.remote, 8 * imm, *b.source_mr, 0, 8, imm));
+        auto got = server_completions(b, 1);
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_EQ(got[0].imm, imm);
+        EXPECT_TRUE(got[0].ok()) << got[0].status.message();
+    }
+    REMORA_ASSERT_OK(b.client().send(*b.half_mr, 0, 16));
+    auto got = server_completions(b, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].op, op::recv);
+    EXPECT_EQ(got[0].context, &recv_ctx);
+    EXPECT_TRUE(got[0].ok()) << got[0].status.message();
+    EXPECT_EQ(detail::fabric_rules::violations(), before);
+}
+
+INSTANTIATE_TEST_SUITE_P(providers, efa_rules, testing::Values("rdm:shm", "rdm:tcp;ofi_rxm"),
+                         provider_name);
+
+// efa has no MSG endpoint: a MSG domain under its rules is refused when it opens, naming the
+// rule, whether the rules come from domain_config or REMORA_RULES; an RDM domain opens.
+TEST(efa_rules_msg, a_msg_domain_is_refused_naming_the_rule) {
+    auto d = domain::open({.provider = "tcp", .rules = provider_rules::efa});
+    ASSERT_ERRC(d, errc::not_supported);
+    EXPECT_NE(d.error().message().find("efa rules: "), std::string::npos) << d.error().what();
+    EXPECT_NE(d.error().message().find("(MSG)"), std::string::npos) << d.error().what();
+    {
+        rules_env env("efa");
+        auto e = domain::open({.provider = "sockets"});
+        ASSERT_ERRC(e, errc::not_supported);
+        EXPECT_NE(e.error().message().find("efa rules: "), std::string::npos) << e.error().what();
+        auto r = domain::open({.provider = "shm", .endpoint = endpoint_type::rdm});
+        ASSERT_TRUE(r) << r.error().what();
+        EXPECT_EQ(r->caps().rules, provider_rules::efa);
+    }
+    auto n = domain::open({.provider = "tcp", .rules = provider_rules::native});
+    EXPECT_TRUE(n) << n.error().what();
 }
 
 TEST(verbs_rules_env, an_unknown_value_fails_domain_open) {
