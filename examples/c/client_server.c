@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /* examples/c/client_server.c — remora from C: a server exposes memory, a client writes into it,
- * makes the write visible, bumps a counter atomically and says it is done with immediate data.
+ * makes the write visible, bumps a counter atomically and says it is done with a message.
  *
  *   example_c_client_server                 both sides in one process (a server thread)
  *   example_c_client_server server [PORT]   the server alone (prints "port N", serves 1 client)
@@ -9,10 +9,9 @@
  * The server registers 4 KiB, exposes it through a target service (so atomics work on providers
  * without native ones, such as tcp) and sends the region's 32-byte descriptor as its accept
  * private data. The client parses it, writes a line at offset 64, flushes it for visibility,
- * fetch-adds 1 to the counter at offset 0 three times, and writes "done" at offset 200 with
- * immediate data 42 (a connection that talks to a target service carries only the service's
- * messages, so the client says it is done by a write the server sees arrive). The server waits
- * for that write and prints the line and the counter.
+ * fetch-adds 1 to the counter at offset 0 three times, and sends "done", a message of its own on
+ * the connection that also carries the service's requests (both sides set the persistence
+ * config's message_size). The server receives it and prints the line and the counter.
  *
  * Build: cc -std=c11 example.c $(pkg-config --cflags --libs remora-c) -lpthread
  * The provider is FI_PROVIDER if set, else remora's choice. Exits 0 on success, 1 with a
@@ -53,9 +52,10 @@ struct server {
     int status;
 };
 
-/* GPSPM flushes and service atomics: service requests in flight, set on both sides. */
-static const struct remora_persistence_config persist = {.size = sizeof persist,
-                                                         .service_depth = 4};
+/* GPSPM flushes and service atomics (service requests in flight), and the application's own
+ * messages of up to 16 bytes on the same connection: set on both sides. */
+static const struct remora_persistence_config persist = {
+    .size = sizeof persist, .service_depth = 4, .message_size = 16};
 
 static void* serve(void* arg) {
     struct server* s = arg;
@@ -74,7 +74,8 @@ static void* serve(void* arg) {
     uint64_t counter = 0;
     must(remora_memory_region_create(s->dom, mem, sizeof mem,
                                      REMORA_USAGE_WRITE_DESTINATION | REMORA_USAGE_READ_SOURCE |
-                                         REMORA_USAGE_ATOMIC_TARGET | REMORA_USAGE_FLUSH_TARGET,
+                                         REMORA_USAGE_ATOMIC_TARGET | REMORA_USAGE_FLUSH_TARGET |
+                                         REMORA_USAGE_RECEIVE,
                                      &mr),
          "server: register");
     must(remora_target_service_create(&svc), "server: service");
@@ -85,12 +86,12 @@ static void* serve(void* arg) {
     remora_connection_request_delete(req);
     must(remora_target_service_serve(svc, conn), "server: serve");
     must(remora_connection_rcq(conn, &rcq), "server: rcq");
-    /* The client's "done" write arrives on the RCQ with its immediate data (the service's own
-     * requests arrive there too, and the library answers them: they are not reported). */
-    c = next(rcq, REMORA_OP_REMOTE_WRITE, "server: done");
-    if (!c.has_imm || c.imm != 42 || memcmp(mem + 200, "done", 4) != 0) {
-        fprintf(stderr, "server: unexpected write (imm %d/%llu)\n", c.has_imm,
-                (unsigned long long)c.imm);
+    /* The client's "done" arrives on the RCQ (the service's own requests arrive there too, and
+     * the library answers them: they are not reported). */
+    must(remora_recv(conn, mr, 200, 16, 0, NULL), "server: recv");
+    c = next(rcq, REMORA_OP_RECV, "server: done");
+    if (c.bytes != 4 || memcmp(mem + 200, "done", 4) != 0) {
+        fprintf(stderr, "server: unexpected message (%zu bytes)\n", c.bytes);
         exit(1);
     }
     memcpy(&counter, mem, sizeof counter);
@@ -106,7 +107,9 @@ static void* serve(void* arg) {
 
 static int client(const char* host, uint16_t port) {
     static _Alignas(64) unsigned char mem[256];
-    const struct remora_connection_config cfg = {.size = sizeof cfg, .persist = &persist};
+    /* max_sge 2: a message of the application's takes one entry more (the library's mark) */
+    const struct remora_connection_config cfg = {
+        .size = sizeof cfg, .max_sge = 2, .persist = &persist};
     remora_domain* dom = NULL;
     remora_connection* conn = NULL;
     remora_memory_region* mr = NULL;
@@ -118,7 +121,8 @@ static int client(const char* host, uint16_t port) {
     int i;
     must(remora_domain_open(NULL, &dom), "client: domain");
     must(remora_memory_region_create(
-             dom, mem, sizeof mem, REMORA_USAGE_WRITE_SOURCE | REMORA_USAGE_READ_DESTINATION, &mr),
+             dom, mem, sizeof mem,
+             REMORA_USAGE_WRITE_SOURCE | REMORA_USAGE_READ_DESTINATION | REMORA_USAGE_SEND, &mr),
          "client: register");
     must(remora_connect(dom, host, port, &cfg, NULL, 0, &conn), "client: connect");
     must(remora_connection_peer_private_data(conn, &pdata, &plen), "client: private data");
@@ -146,8 +150,8 @@ static int client(const char* host, uint16_t port) {
         }
     }
     memcpy(mem + 200, "done", 4);
-    must(remora_write_with_imm(conn, remote, 200, mr, 200, 4, 42, 0, NULL), "client: done");
-    next(cq, REMORA_OP_WRITE, "client: done");
+    must(remora_send(conn, mr, 200, 4, 0, NULL), "client: done");
+    next(cq, REMORA_OP_SEND, "client: done");
     printf("client: wrote, flushed, counted to 3, said done\n");
     remora_remote_region_delete(remote);
     remora_connection_delete(conn);
