@@ -31,7 +31,7 @@ subset=(channels_test ops_test slot_pool_test slots_test
         next_test api_test
         domain_close_test persistence_test overload_test budget_test bounce_test
         op_pool_test park_gate_test multi_key_test
-        "service_messages_test:-*killed_peer_process*")
+        "service_messages_test:-*killed_peer_process*" liveness_test)
 [ $# -gt 0 ] && subset=("$@")
 binaries=()
 for entry in "${subset[@]}"; do

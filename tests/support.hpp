@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <future>
@@ -13,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <remora/remora.hpp>
@@ -355,6 +358,18 @@ inline bool read_all(int fd, void* p, std::size_t n) {
         n -= static_cast<std::size_t>(r);
     }
     return true;
+}
+
+// SIGSTOPs the process `pid` (a forked peer) and returns once it is stopped (kill() alone
+// returns before that); false when it could not.
+inline bool stop_process(pid_t pid) {
+    if (pid <= 0 || ::kill(pid, SIGSTOP) != 0)
+        return false;
+    int status = 0;
+    pid_t r;
+    while ((r = ::waitpid(pid, &status, WUNTRACED)) < 0 && errno == EINTR) {
+    }
+    return r == pid && WIFSTOPPED(status);
 }
 
 }  // namespace remora::test

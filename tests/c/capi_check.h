@@ -110,6 +110,29 @@ static inline void pair_connect(struct pair* p, const struct remora_connection_c
     OK(p->accept_rc);
 }
 
+/* Registers server_mem and client_mem (size bytes each, every usage) in p's domains, connects
+ * with the server region's descriptor as the accept data, and returns the client's parsed copy
+ * of it. */
+static inline remora_remote_region* pair_connect_region(
+    struct pair* p, unsigned char* server_mem, unsigned char* client_mem, size_t size,
+    remora_memory_region** server_mr, remora_memory_region** client_mr,
+    const struct remora_connection_config* scfg, const struct remora_connection_config* ccfg) {
+    unsigned char wire[REMORA_DESCRIPTOR_SIZE];
+    remora_remote_region* desc = NULL;
+    remora_remote_region* remote = NULL;
+    const void* peer = NULL;
+    size_t peer_len = 0;
+    OK(remora_memory_region_create(p->sdom, server_mem, size, REMORA_USAGE_ALL, server_mr));
+    OK(remora_memory_region_create(p->cdom, client_mem, size, REMORA_USAGE_ALL, client_mr));
+    OK(remora_memory_region_describe(*server_mr, 0, 0, &desc));
+    OK(remora_remote_region_serialize(desc, wire, sizeof wire));
+    remora_remote_region_delete(desc);
+    pair_connect(p, scfg, ccfg, wire, sizeof wire, NULL, 0);
+    OK(remora_connection_peer_private_data(p->client, &peer, &peer_len));
+    OK(remora_remote_region_parse(peer, sizeof wire, &remote));
+    return remote;
+}
+
 static inline void pair_close(struct pair* p) {
     remora_connection_delete(p->client);
     remora_connection_delete(p->server);

@@ -822,22 +822,8 @@ static void test_write_or_copy(void) {
     pair_domains(&rp.p);
     OK(remora_buffer_pool_create(rp.p.cdom, &bcfg, &bp));
     ccfg.bounce = bp;
-    {
-        unsigned char wire[REMORA_DESCRIPTOR_SIZE];
-        remora_remote_region* desc = NULL;
-        const void* peer = NULL;
-        size_t peer_len = 0;
-        OK(remora_memory_region_create(rp.p.sdom, rp.server_mem, REGION, REMORA_USAGE_ALL,
-                                       &rp.server_mr));
-        OK(remora_memory_region_create(rp.p.cdom, rp.client_mem, REGION, REMORA_USAGE_ALL,
-                                       &rp.client_mr));
-        OK(remora_memory_region_describe(rp.server_mr, 0, 0, &desc));
-        OK(remora_remote_region_serialize(desc, wire, sizeof wire));
-        remora_remote_region_delete(desc);
-        pair_connect(&rp.p, &target_cfg, &ccfg, wire, sizeof wire, NULL, 0);
-        OK(remora_connection_peer_private_data(rp.p.client, &peer, &peer_len));
-        OK(remora_remote_region_parse(peer, sizeof wire, &rp.remote));
-    }
+    rp.remote = pair_connect_region(&rp.p, rp.server_mem, rp.client_mem, REGION, &rp.server_mr,
+                                    &rp.client_mr, &target_cfg, &ccfg);
     write_or_copy_checks(rp.p.cdom, rp.p.client, bp, rp.remote, rp.client_mr, rp.client_mem,
                          rp.server_mr);
     CHECK(memcmp(rp.server_mem + 400, "123456789", 9) == 0);

@@ -1496,23 +1496,9 @@ static void test_copy(void) {
     CHECK(avail == 1 && cap == 1 && bsize == 64);
     EXPECT_CODE(remora_domain_close(&rp.p.cdom), REMORA_E_BAD_STATE, "remora_domain_close: ");
     CHECK(rp.p.cdom != NULL); /* the pool uses it */
-    {
-        unsigned char wire[REMORA_DESCRIPTOR_SIZE];
-        remora_remote_region* desc = NULL;
-        const void* peer = NULL;
-        size_t peer_len = 0;
-        OK(remora_memory_region_create(rp.p.sdom, rp.server_mem, REGION, REMORA_USAGE_ALL,
-                                       &rp.server_mr));
-        OK(remora_memory_region_create(rp.p.cdom, rp.client_mem, REGION, REMORA_USAGE_ALL,
-                                       &rp.client_mr));
-        OK(remora_memory_region_describe(rp.server_mr, 0, 0, &desc));
-        OK(remora_remote_region_serialize(desc, wire, sizeof wire));
-        remora_remote_region_delete(desc);
-        ccfg.bounce = bp;
-        pair_connect(&rp.p, &scfg, &ccfg, wire, sizeof wire, NULL, 0);
-        OK(remora_connection_peer_private_data(rp.p.client, &peer, &peer_len));
-        OK(remora_remote_region_parse(peer, sizeof wire, &rp.remote));
-    }
+    ccfg.bounce = bp;
+    rp.remote = pair_connect_region(&rp.p, rp.server_mem, rp.client_mem, REGION, &rp.server_mr,
+                                    &rp.client_mr, &scfg, &ccfg);
     remora_buffer_pool_delete(bp); /* the connection holds it */
     OK(remora_connection_cq(rp.p.client, &cq));
     OK(remora_connection_cq(rp.p.server, &scq));

@@ -124,16 +124,8 @@ class child_process {
         }
         return pid_ > 0;
     }
-    // SIGSTOPs the child and returns once it is stopped (kill() alone returns before that).
-    bool stop() const {
-        if (pid_ <= 0 || ::kill(pid_, SIGSTOP) != 0)
-            return false;
-        int status = 0;
-        pid_t r;
-        while ((r = ::waitpid(pid_, &status, WUNTRACED)) < 0 && errno == EINTR) {
-        }
-        return r == pid_ && WIFSTOPPED(status);
-    }
+    // SIGSTOPs the child and returns once it is stopped.
+    bool stop() const { return stop_process(pid_); }
     // Returns the wait status.
     int kill_and_reap() {
         int status = 0;

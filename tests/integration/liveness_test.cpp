@@ -96,15 +96,7 @@ class peer_process {
         return read_all(from_, &ready, 1) && ready == 'r';
     }
     // SIGSTOPs the child and returns once it is stopped.
-    bool stop() const {
-        if (pid_ <= 0 || ::kill(pid_, SIGSTOP) != 0)
-            return false;
-        int status = 0;
-        pid_t r;
-        while ((r = ::waitpid(pid_, &status, WUNTRACED)) < 0 && errno == EINTR) {
-        }
-        return r == pid_ && WIFSTOPPED(status);
-    }
+    bool stop() const { return stop_process(pid_); }
     void kill() {
         if (pid_ > 0) {  // never kill(-1, ...)
             ::kill(pid_, SIGKILL);
