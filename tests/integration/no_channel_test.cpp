@@ -38,8 +38,10 @@ class no_channel : public testing::TestWithParam<std::string> {
 
     connection& client() { return *pair_->client; }
 
-    std::optional<connected_pair> pair_;
+    // The buffers outlive the connections: a progress thread may still be in the provider with
+    // them when the test ends.
     std::vector<std::byte> buf_, peer_;
+    std::optional<connected_pair> pair_;
     std::optional<memory_region> mr_, peer_mr_;
     remote_region remote_;
 };
