@@ -133,6 +133,16 @@ static inline remora_remote_region* pair_connect_region(
     return remote;
 }
 
+/* Attaches two RDM peers to each other (each inserts the other's address). */
+static inline void attach_each_other(remora_connection* a, remora_connection* b) {
+    const void *addr_a = NULL, *addr_b = NULL;
+    size_t len_a = 0, len_b = 0;
+    OK(remora_connection_local_address(a, &addr_a, &len_a));
+    OK(remora_connection_local_address(b, &addr_b, &len_b));
+    OK(remora_connection_attach(a, addr_b, len_b));
+    OK(remora_connection_attach(b, addr_a, len_a));
+}
+
 static inline void pair_close(struct pair* p) {
     remora_connection_delete(p->client);
     remora_connection_delete(p->server);

@@ -998,8 +998,7 @@ static void test_rdm_liveness(void) {
         .size = sizeof cfg, .connect_timeout_ms = 200, .liveness_ms = 100};
     remora_domain *dom = NULL, *tcp = NULL;
     remora_connection *a = NULL, *b = NULL, *msg = NULL;
-    const void *addr_a = NULL, *addr_b = NULL;
-    size_t len_a = 0, len_b = 0, n = 1;
+    size_t n = 1;
     remora_memory_region* mr = NULL;
     remora_completion_queue* cq = NULL;
     struct remora_completion c;
@@ -1011,10 +1010,7 @@ static void test_rdm_liveness(void) {
     OK(remora_domain_open(&dcfg, &dom));
     OK(remora_open_peer(dom, &cfg, &a));
     OK(remora_open_peer(dom, NULL, &b));
-    OK(remora_connection_local_address(a, &addr_a, &len_a));
-    OK(remora_connection_local_address(b, &addr_b, &len_b));
-    OK(remora_connection_attach(a, addr_b, len_b));
-    OK(remora_connection_attach(b, addr_a, len_a));
+    attach_each_other(a, b);
     OK(remora_memory_region_create(dom, rp.client_mem, REGION, REMORA_USAGE_ALL, &mr));
     OK(remora_recv(a, mr, 0, 64, 0, &event));
     OK(remora_connection_next_event(a, T_WAIT_MS, &event));
@@ -1539,8 +1535,6 @@ static void test_rdm_shm_ext(void) {
     remora_slot_pool* pool = NULL;
     remora_domain* dom = NULL;
     remora_connection *a = NULL, *b = NULL;
-    const void *addr_a = NULL, *addr_b = NULL;
-    size_t len_a = 0, len_b = 0;
     remora_memory_region *amr = NULL, *bmr = NULL;
     remora_remote_region* desc = NULL;
     remora_completion_queue* cq = NULL;
@@ -1549,10 +1543,7 @@ static void test_rdm_shm_ext(void) {
     OK(remora_domain_open(&dcfg, &dom));
     OK(remora_open_peer(dom, &tcfg, &a));
     OK(remora_open_peer(dom, &bcfg, &b));
-    OK(remora_connection_local_address(a, &addr_a, &len_a));
-    OK(remora_connection_local_address(b, &addr_b, &len_b));
-    OK(remora_connection_attach(a, addr_b, len_b));
-    OK(remora_connection_attach(b, addr_a, len_a));
+    attach_each_other(a, b);
     OK(remora_memory_region_create(dom, rp.server_mem, REGION, REMORA_USAGE_ALL, &amr));
     OK(remora_memory_region_create(dom, rp.client_mem, REGION, REMORA_USAGE_ALL, &bmr));
     OK(remora_memory_region_describe(amr, 0, 0, &desc));
