@@ -78,10 +78,12 @@ class bad_input : public testing::TestWithParam<std::string> {
     void expect_target_unchanged() { EXPECT_TRUE(all_equal(target_.bytes, target_fill)); }
     void expect_local_unchanged() { EXPECT_TRUE(all_equal(local_.bytes, local_fill)); }
 
-    std::optional<connected_pair> pair_;
+    // The memory outlives the connections: a progress thread may still be in the provider with
+    // it when the test ends (ASan's sendmsg check).
     buffer target_{region_size};
     buffer local_{region_size};
     buffer probe_{64};
+    std::optional<connected_pair> pair_;
     std::optional<memory_region> tmr_, lmr_, probe_mr_;
     remote_region desc_;
 };

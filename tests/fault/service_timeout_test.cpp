@@ -115,13 +115,15 @@ class service_timeout : public testing::TestWithParam<std::string> {
             << "in_flight() is " << client().in_flight();
     }
 
+    // The memory outlives the connections: a progress thread may still be in the provider with
+    // it when the test ends (ASan's sendmsg check).
+    std::unique_ptr<buffer> mem_;
     std::optional<connected_pair> pair_;
     std::optional<rdm_pair> rdm_;
     connection* client_ = nullptr;
     connection* target_ = nullptr;
     domain* target_domain_ = nullptr;
     std::optional<target_service> svc_;
-    std::unique_ptr<buffer> mem_;
     std::optional<memory_region> mr_;
     remote_region desc_;
 };

@@ -135,14 +135,14 @@ class multi_key_test : public testing::TestWithParam<std::string> {
 
     // The buffers outlive the connections: the target's progress thread may still be writing
     // a part into them when the test ends (TSan saw it).
+    static constexpr std::size_t read_at = 16;  // where a scatter_read's part 0 lands in dst_
     std::vector<buffer> targets_;
     buffer src_{parts * part_len};
+    buffer dst_{read_at + parts * part_len + 16};
     std::optional<connected_pair> pair_;
     std::vector<memory_region> tmrs_;
     std::vector<remote_region> descs_;
     std::optional<memory_region> smr_;
-    static constexpr std::size_t read_at = 16;  // where a scatter_read's part 0 lands in dst_
-    buffer dst_{read_at + parts * part_len + 16};
     std::optional<memory_region> dmr_;
     remote_segment segs_[parts];
 };

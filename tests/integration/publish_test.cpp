@@ -146,13 +146,15 @@ class publish_test : public testing::TestWithParam<std::string> {
         EXPECT_EQ(remora::detail::publish_ops_alive(), alive_before);
     }
 
-    std::optional<connected_pair> pair_;
+    // The memory outlives the connections: a progress thread may still be in the provider with
+    // it when the test ends (ASan's sendmsg check).
     buffer target_{4096};
     buffer flag_{4096};
+    buffer src_{parts * part_len};
+    std::optional<connected_pair> pair_;
     std::optional<memory_region> tmr_, fmr_;
     std::optional<target_service> service_;
     remote_region data_, flag_desc_;
-    buffer src_{parts * part_len};
     std::optional<memory_region> smr_;
     remote_segment segs_[parts];
 };

@@ -102,10 +102,12 @@ class service_messages : public testing::TestWithParam<std::string> {
 
     completion_queue& rq_of(connection& c) { return c.rcq() != nullptr ? *c.rcq() : c.cq(); }
 
+    // The memory outlives the connections: a progress thread may still be in the provider with
+    // it when the test ends (ASan's sendmsg check).
+    std::unique_ptr<buffer> target_mem_, cbuf_, sbuf_;
     std::optional<connected_pair> pair_;
     connection* server_ = nullptr;
     connection* client_ = nullptr;
-    std::unique_ptr<buffer> target_mem_, cbuf_, sbuf_;
     std::optional<memory_region> target_, cmr_, smr_;
     std::optional<target_service> service_;
     remote_region desc_;

@@ -108,11 +108,13 @@ struct bench {
     }
 
     std::string error;
-    std::optional<connected_pair> pair;
+    // The memory outlives the connections: a progress thread may still be in the provider with
+    // it when the test ends (ASan's sendmsg check).
     std::vector<std::byte> target = std::vector<std::byte>(4096);
     std::vector<std::byte> source = std::vector<std::byte>(4096);
     std::vector<std::byte> local = std::vector<std::byte>(128);
     std::vector<std::byte> fetched = std::vector<std::byte>(64);
+    std::optional<connected_pair> pair;
     std::optional<memory_region> target_mr, source_mr, half_mr, result_mr;
     std::optional<remote_region> remote;
     done_count count;
