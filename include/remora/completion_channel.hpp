@@ -22,7 +22,10 @@ struct channel_event {
     completion_queue* cq = nullptr;  ///< the CQ that fired; poll it
     cq_kind kind = cq_kind::cq;      ///< whether it is its connection's CQ or receive CQ
     std::uint64_t tag = 0;           ///< connection_config::tag of its connection
-    std::size_t ready = 0;           ///< completions ready on it; 0 is a no_completion wake-up
+    /// Completions ready on it. 0: the wait reaped entries there that report nothing (callbacks
+    /// run, successes hidden by completion_mode::on_error, unsignalled operations reclaimed), so
+    /// in_flight() dropped; or the CQ's last poll did (see wait()).
+    std::size_t ready = 0;
     /// Set when the event is a connection's asynchronous setup outcome (connection::connect_async,
     /// connection_request::accept_async; `tag` names the connection, `cq` is null): reported once
     /// here, and once by the connection's next_event(). A channel wait also notices the setup
@@ -39,7 +42,11 @@ struct channel_event {
 ///
 /// wait() never loses a completion: it arms every attached CQ with fi_trywait before it blocks and
 /// reports a CQ whose arming shows completions already pending. Pending CQs are reported round
-/// robin so one busy connection does not starve the others. It also reports the outcome of each
+/// robin so one busy connection does not starve the others. A CQ armed by an earlier wait and not
+/// read from since is not armed again (on tcp an arming runs the provider's progress). A wake-up
+/// that finds nothing on the CQ whose fd fired is not reported: on tcp a connection's CQ and RCQ
+/// both watch its socket, so a message wakes both; a receive CQ that fired is read first. It also
+/// reports the outcome of each
 /// attached connection's asynchronous setup (channel_event::setup), so one thread can set up
 /// many connections and serve their completions with one wait.
 ///

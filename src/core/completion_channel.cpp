@@ -103,7 +103,7 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
                     polled = true;
                     continue;
                 }
-                auto armed = cq->trywait();
+                auto armed = cq->arm_for_channel();
                 if (!armed) {
                     return fail(armed.error());
                 }
@@ -147,7 +147,7 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
             return fail(errc::timed_out, "no completion channel event within " +
                                              std::to_string(timeout.count()) + " ms");
         }
-        epoll_event evs[1];
+        epoll_event evs[4];
         int wait_ms = remaining_ms(deadline);
         {
             std::lock_guard lock(mu);
@@ -162,7 +162,7 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
                 }
             }
         }
-        int rc = epoll_wait(epfd.get(), evs, 1, polled ? 0 : wait_ms);
+        int rc = epoll_wait(epfd.get(), evs, 4, polled ? 0 : wait_ms);
         if (rc < 0 && errno == EINTR) {
             continue;
         }
@@ -186,29 +186,44 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
                                              std::to_string(timeout.count()) + " ms");
         }
         std::lock_guard lock(mu);
-        // Identify the source by address before touching it: its connection may have been
-        // detached and destroyed since epoll_wait returned.
-        const void* src = evs[0].data.ptr;
-        auto conn_it = std::find_if(conns.begin(), conns.end(),
-                                    [&](connection_impl* c) { return &c->source == src; });
-        if (conn_it != conns.end()) {
-            // A connection event: a disconnect cancels what the provider did not flush; the
-            // arming pass above then reports the CQs those completions landed on.
-            (*conn_it)->poll_events();
-            continue;
+        // Identify each source by address before touching it: its connection may have been
+        // detached and destroyed since epoll_wait returned. A connection event: a disconnect
+        // cancels what the provider did not flush; the arming pass then reports the CQs those
+        // completions landed on.
+        cq_impl* fired[std::size(evs)];
+        std::size_t nfired = 0;
+        for (int e = 0; e < rc; ++e) {
+            const void* src = evs[e].data.ptr;
+            auto conn_it = std::find_if(conns.begin(), conns.end(),
+                                        [&](connection_impl* c) { return &c->source == src; });
+            if (conn_it != conns.end()) {
+                (*conn_it)->poll_events();
+                continue;
+            }
+            auto cq_it =
+                std::find_if(cqs.begin(), cqs.end(), [&](cq_impl* q) { return &q->source == src; });
+            if (cq_it != cqs.end()) {
+                fired[nfired++] = *cq_it;
+            }
         }
-        auto cq_it =
-            std::find_if(cqs.begin(), cqs.end(), [&](cq_impl* q) { return &q->source == src; });
-        if (cq_it == cqs.end()) {
-            continue;  // detached meanwhile
+        // Receive CQs first: where a connection's CQs all watch its socket (tcp), an arriving
+        // message wakes both, and reading the receive CQ is what takes it.
+        std::stable_partition(fired, fired + nfired,
+                              [](const cq_impl* q) { return q->kind == cq_kind::rcq; });
+        for (std::size_t f = 0; f < nfired; ++f) {
+            cq_impl* cq = fired[f];
+            cq->disarm();
+            const ssize_t ready = cq->fill_ready();
+            later.cq = cq->self.lock();
+            if (ready < 0) {
+                return cq->read_failure(ready);
+            }
+            if (ready != 0 || cq->reaped) {
+                return event_for(cq, static_cast<std::size_t>(ready));
+            }
         }
-        cq_impl* cq = *cq_it;
-        const ssize_t ready = cq->fill_ready();
-        later.cq = cq->self.lock();
-        if (ready < 0) {
-            return cq->read_failure(ready);
-        }
-        return event_for(cq, static_cast<std::size_t>(ready));
+        // Nothing landed where the fds fired (the progress of one CQ's read put the completion
+        // on another): the arming pass finds it; a wake-up with no news is not reported.
     }
 }
 }  // namespace detail

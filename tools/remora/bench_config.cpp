@@ -80,12 +80,12 @@ connection_config config_for(const setup& s, bool target) {
     // One service request per operation in flight (a flush or an atomic without native support).
     if (info.persistence)
         c.addons = {persistence_config{.service_depth = std::max(1u, s.qd)}};
-    if (s.signal_every > 1 && (!target || info.kind == op_kind::send)) {
+    if (s.signal_every > 1 && (!target || info.two_sided)) {
         // Room for up to N - 1 unsignalled operations awaiting reclaim besides the qd in flight
         // (sends are counted by their replies, not by their entries). A send target signals
         // one reply in N too, as plain libfabric's target (the baseline) signals none.
         c.signal_every = s.signal_every;
-        c.sq_size = std::max(c.sq_size, s.qd + s.signal_every);
+        c.sq_size = std::max(c.sq_size, 2 * s.qd + s.signal_every);  // gpspm: a write and a send
     }
     return c;
 }

@@ -92,9 +92,16 @@ result<std::size_t> reaper::operator()(bool want_recv, std::span<completion> out
     };
     if (blocking_) {
         if (shared_channel_) {
+            // The event names the CQ that fired: poll that one (a wake-up for the other CQ's
+            // silent completions, or with nothing to report, then costs no read of the other).
             auto ev = c_.wait(100ms);
             if (!ev && !(ev.error() == errc::timed_out))
                 return fail(ev.error());
+            if (ev && ev->cq != nullptr) {
+                if (auto r = poll_into(*ev->cq); !r)
+                    return fail(r.error());
+                return n;
+            }
         } else {
             completion_queue& q = want_recv && rcq_ != nullptr ? *rcq_ : cq_;
             auto w = q.wait(100ms);

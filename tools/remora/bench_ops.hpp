@@ -62,7 +62,7 @@ inline constexpr op_info op_table[] = {
     {"write",        op_kind::write,        true,  true,  false, false, true,  true},
     {"read",         op_kind::read,         true,  true,  false, false, false, true},
     {"send",         op_kind::send,         false, false, true,  false, true,  true},
-    {"gpspm",        op_kind::gpspm,        false, false, true,  false, false, false},
+    {"gpspm",        op_kind::gpspm,        false, false, true,  false, true,  false},
     {"flush-raw",    op_kind::flush_raw,    false, false, false, true,  false, false},
     {"flush-gpspm",  op_kind::flush_gpspm,  false, false, false, true,  false, false},
     {"atomic-write", op_kind::atomic_write, false, false, false, true,  false, false},

@@ -46,6 +46,12 @@ constexpr row channel_rows[] = {
     {.op = "gpspm", .qd = 1, .conns = 1, .wait = "blocking", .channel = "shared", .rcq = true},
     {.op = "gpspm", .qd = 1, .conns = 8, .wait = "blocking", .channel = "separate", .rcq = true},
     {.op = "gpspm", .qd = 1, .conns = 8, .wait = "blocking", .channel = "shared", .rcq = true},
+    // The same with no completion asked for the requests nobody reads (one in 16 signalled),
+    // on both sides.
+    {.op = "gpspm", .qd = 1, .conns = 8, .wait = "blocking", .channel = "separate", .rcq = true,
+     .signal_every = 16},
+    {.op = "gpspm", .qd = 1, .conns = 8, .wait = "blocking", .channel = "shared", .rcq = true,
+     .signal_every = 16},
 };
 
 constexpr row slots[] = {
@@ -130,7 +136,7 @@ constexpr suite suites[] = {
      defaults, nullptr, true},
     {"channels",
      "GPSPM request/response with CQ + RCQ, blocking waits on both sides, separate vs shared "
-     "completion channels at 1 and 8 connections",
+     "completion channels at 1 and 8 connections, and at 8 with one request in 16 signalled",
      channel_rows},
     {"persistence",
      "flush latency by method, each atomic path, and the append log (write + GPSPM flush) at "
