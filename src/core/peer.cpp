@@ -42,20 +42,6 @@ void rdm_nudge(connection_impl& c) {
     }
 }
 
-namespace {
-
-// One CPU pause (spin-wait hint): the sibling hyperthread, and the peer's progress spinning on
-// the lock this thread just released, get the core's resources meanwhile.
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield" ::: "memory");
-#endif
-}
-
-}  // namespace
-
 bool rdm_retry::again(connection_impl& c) {
     // The clock is read on the first round and then every 8th: a round is well under a
     // microsecond while the pauses are short, and the patience is 50 ms.
