@@ -337,8 +337,8 @@ int main(int argc, char** argv) {
     bench
         ->add_option("--signal-every", bo.signal_every,
                      "Selective signalling: a completion for one write/send in N (for --op "
-                     "send on both sides, the target's replies too); writes are counted as "
-                     "reclaimed, without latency")
+                     "send and gpspm on both sides, the target's replies too); writes are "
+                     "counted as reclaimed, without latency")
         ->check(CLI::Range(1, 64))
         ->capture_default_str();
     bench->add_flag("--shared-cq", bo.shared_cq,
