@@ -22,9 +22,9 @@ struct channel_event {
     completion_queue* cq = nullptr;  ///< the CQ that fired; poll it
     cq_kind kind = cq_kind::cq;      ///< whether it is its connection's CQ or receive CQ
     std::uint64_t tag = 0;           ///< connection_config::tag of its connection
-    /// Completions ready on it. 0: the wait reaped entries there that report nothing (callbacks
-    /// run, successes hidden by completion_mode::on_error, unsignalled operations reclaimed), so
-    /// in_flight() dropped; or the CQ's last poll did (see wait()).
+    /// Completions ready on it; 0 is a no_completion wake-up: entries were reaped there that
+    /// report nothing (callbacks run, successes hidden by completion_mode::on_error, unsignalled
+    /// operations reclaimed: in_flight() dropped), or the provider signalled with nothing to read.
     std::size_t ready = 0;
     /// Set when the event is a connection's asynchronous setup outcome (connection::connect_async,
     /// connection_request::accept_async; `tag` names the connection, `cq` is null): reported once
@@ -42,11 +42,10 @@ struct channel_event {
 ///
 /// wait() never loses a completion: it arms every attached CQ with fi_trywait before it blocks and
 /// reports a CQ whose arming shows completions already pending. Pending CQs are reported round
-/// robin so one busy connection does not starve the others. A CQ armed by an earlier wait and not
-/// read from since is not armed again (on tcp an arming runs the provider's progress). A wake-up
-/// that finds nothing on the CQ whose fd fired is not reported: on tcp a connection's CQ and RCQ
-/// both watch its socket, so a message wakes both; a receive CQ that fired is read first. It also
-/// reports the outcome of each
+/// robin so one busy connection does not starve the others. When fds fire it reads the receive CQs
+/// among them first (on tcp a connection's CQ and RCQ both watch its socket, so a message wakes
+/// both), and when none of them had anything it arms and looks once more before it reports a
+/// no_completion wake-up. It also reports the outcome of each
 /// attached connection's asynchronous setup (channel_event::setup), so one thread can set up
 /// many connections and serve their completions with one wait.
 ///

@@ -82,6 +82,7 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
         }
     } later;
     poll_backoff backoff;
+    int empty_woken = 0;  // fired fds whose CQs had nothing (see below)
     for (;;) {
         bool polled = false;  // a CQ without a wait fd (shm) is looked at, not blocked on
         {
@@ -103,7 +104,7 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
                     polled = true;
                     continue;
                 }
-                auto armed = cq->arm_for_channel();
+                auto armed = cq->trywait();
                 if (!armed) {
                     return fail(armed.error());
                 }
@@ -208,22 +209,32 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
         }
         // Receive CQs first: where a connection's CQs all watch its socket (tcp), an arriving
         // message wakes both, and reading the receive CQ is what takes it.
-        std::stable_partition(fired, fired + nfired,
-                              [](const cq_impl* q) { return q->kind == cq_kind::rcq; });
-        for (std::size_t f = 0; f < nfired; ++f) {
-            cq_impl* cq = fired[f];
-            cq->disarm();
+        cq_impl* order[std::size(evs)];
+        std::size_t norder = 0;
+        for (const bool rcq_pass : {true, false}) {
+            for (std::size_t f = 0; f < nfired; ++f) {
+                if ((fired[f]->kind == cq_kind::rcq) == rcq_pass) {
+                    order[norder++] = fired[f];
+                }
+            }
+        }
+        for (std::size_t f = 0; f < norder; ++f) {
+            cq_impl* cq = order[f];
             const ssize_t ready = cq->fill_ready();
             later.cq = cq->self.lock();
             if (ready < 0) {
                 return cq->read_failure(ready);
             }
-            if (ready != 0 || cq->reaped) {
+            // Nothing on any fired CQ: the first time in a wait that may block, the arming pass
+            // looks again (this read's progress may have put the completion on another CQ),
+            // so such a wake-up is not reported; the second time it is (no_completion), so an
+            // fd that stays readable cannot keep the wait spinning.
+            const bool last = f + 1 == norder;
+            if (ready != 0 || cq->reaped ||
+                (last && (empty_woken++ != 0 || timeout.count() == 0))) {
                 return event_for(cq, static_cast<std::size_t>(ready));
             }
         }
-        // Nothing landed where the fds fired (the progress of one CQ's read put the completion
-        // on another): the arming pass finds it; a wake-up with no news is not reported.
     }
 }
 }  // namespace detail

@@ -374,9 +374,6 @@ tl::unexpected<error> cq_impl::read_failure(ssize_t code) const {
     fabric_addr sources[read_batch];
     ssize_t got =
         check_source ? cq_readfrom(cq.get(), entries, n, sources) : cq_read(cq.get(), entries, n);
-    if (got != -fabric_errno::again) {
-        disarm();  // an entry (or an error) was read: the wait fd may be signalled
-    }
     if (consumed != nullptr) {
         *consumed = got > 0 ? static_cast<std::size_t>(got) : 0;
     }

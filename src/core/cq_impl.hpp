@@ -155,12 +155,6 @@ struct cq_impl final : callback_sink, internal_access::opaque<completion_queue> 
     // successes, a progress thread's silent reap it cleared): the next arming (wait, arm, a
     // channel's wait) says "not armed" once, so `if (poll() == 0) wait()` re-checks at once.
     std::atomic<bool> unreported{false};
-    // A channel's arming succeeded (fi_trywait) and since then no provider read returned an
-    // entry, the fd was not seen firing and nothing was posted that completes here (a trywait
-    // also drives the provider's progress, which a new operation may need to go out): arming
-    // again would change nothing, and on providers whose trywait runs their progress (tcp: a
-    // syscall or two) it costs a channel wait that arms several CQs per sleep.
-    std::atomic<bool> channel_armed{false};
     // Moves up to out.size() completions from the ring's head to `out`, their origins to `handed`.
     std::size_t take_ready(std::span<completion> out, hand_out_batch& handed) noexcept {
         std::size_t n = 0;
@@ -333,16 +327,6 @@ struct cq_impl final : callback_sink, internal_access::opaque<completion_queue> 
     ssize_t fill_ready();
     // fi_trywait on this CQ alone: true when it is safe to block on fd.
     result<bool> trywait(bool* notified = nullptr);
-    // trywait for a completion channel's wait, which calls disarm() whenever its epoll reports
-    // this CQ's fd: skips fi_trywait while the CQ is still armed from the channel's last pass.
-    result<bool> arm_for_channel();
-    // Reads that return entries, the channel when the fd fires, and door() for every post that
-    // completes here end the arming.
-    void disarm() noexcept {
-        if (channel_armed.load(std::memory_order_relaxed)) {
-            channel_armed.store(false, std::memory_order_relaxed);
-        }
-    }
     result<std::size_t> poll(std::span<completion> out);
     // poll() before deliver(); inlined into poll() (its only caller: a busy poller's loop)
     [[gnu::always_inline]] inline ssize_t poll_locked(std::span<completion> out);

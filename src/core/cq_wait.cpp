@@ -125,18 +125,6 @@ result<bool> cq_impl::trywait(bool* notified) {
     return fail(fabric_error(ret, "fi_trywait"));
 }
 
-result<bool> cq_impl::arm_for_channel() {
-    if (channel_armed.load(std::memory_order_relaxed) && !shared && !progress_owned() &&
-        !unreported.load(std::memory_order_relaxed) && ready_count == 0) {
-        return true;
-    }
-    auto armed = trywait();
-    if (armed && *armed && !shared && !progress_owned()) {
-        channel_armed.store(true, std::memory_order_relaxed);
-    }
-    return armed;
-}
-
 void poll_backoff::pause(clock::time_point deadline) {
     if (++rounds <= spins) {
         // Not sched_yield: with more waiters than cores, a waiter that yields hands its core to

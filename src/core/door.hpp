@@ -16,20 +16,10 @@
 
 namespace remora::detail {
 
-// The CQ `p` completes on is armed no longer (cq_impl::arm_for_channel): its channel's next wait
-// arms it again, and that trywait drives the provider's progress, which the operation may need.
-[[gnu::always_inline]] inline void disarm_for(connection_impl& c, const fabric_post& p) {
-    cq_impl* q = p.kind == post_kind::recv && c.rcq ? c.rcq.get() : c.cq.get();
-    if (q != nullptr) {
-        q->disarm();
-    }
-}
-
 // Addresses `p` to the connection's peer and posts it (again while an RDM provider sets up the
 // path): the provider's value.
 [[gnu::always_inline]] inline ssize_t door_post(connection_impl& c, fabric_post& p) {
     p.addr = p.kind == post_kind::recv ? c.recv_from : c.peer;
-    disarm_for(c, p);
     return post_to_peer(
         c, [&]() __attribute__((always_inline)) { return ep_post(c.ep.get(), p); });
 }
@@ -47,7 +37,6 @@ namespace remora::detail {
 // up the CQ reader that posts it).
 inline result<void> door_once(connection_impl& c, fabric_post& p, const char* what) {
     p.addr = p.kind == post_kind::recv ? c.recv_from : c.peer;
-    disarm_for(c, p);
     return submit(c, static_cast<op_record*>(p.context), ep_post(c.ep.get(), p), what,
                   p.kind == post_kind::recv, post_call(p.kind));
 }
