@@ -120,6 +120,21 @@ def spread(values, fmt):
     return f"{fmt(statistics.median(values))} [{fmt(min(values))}-{fmt(max(values))}]"
 
 
+def at_commits(recs):
+    # One commit, or (results gathered from runs at several) each with the rows measured at it.
+    commits = []
+    for r in recs:
+        if r["commit"] not in commits:
+            commits.append(r["commit"])
+    if len(commits) == 1:
+        return f"commit `{commits[0]}`"
+    parts = []
+    for c in commits:
+        rows = sorted({r["row"] for r in recs if r["commit"] == c})
+        parts.append(f"`{c}` ({', '.join(rows)})")
+    return "commits " + "; ".join(parts)
+
+
 def render(args):
     recs = [json.loads(l) for l in open(args.results) if l.strip()]
     if not recs:
@@ -128,7 +143,7 @@ def render(args):
     loads = [r["load"] for r in recs]
     rounds = max(r["round"] for r in recs)
     out = [BEGIN, "",
-           f"Measured {first['date']} at commit `{first['commit']}`: libfabric {first['libfabric']}, "
+           f"Measured {first['date']} at {at_commits(recs)}: libfabric {first['libfabric']}, "
            f"Linux {first['kernel']}, {first['cpus']} CPUs, load average {min(loads):.1f}-{max(loads):.1f} "
            f"during the runs; {rounds} interleaved rounds of `remora bench ... --baseline --pin "
            f"--json` per row (`scripts/perf-report.py run`), target busy-polling. \"plain\" is "
