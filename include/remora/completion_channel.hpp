@@ -42,9 +42,10 @@ struct channel_event {
 ///
 /// wait() never loses a completion: it arms every attached CQ with fi_trywait before it blocks and
 /// reports a CQ whose arming shows completions already pending. Pending CQs are reported round
-/// robin so one busy connection does not starve the others. When fds fire it reads the receive CQs
-/// among them first (on tcp a connection's CQ and RCQ both watch its socket, so a message wakes
-/// both), and when none of them had anything it arms and looks once more before it reports a
+/// robin so one busy connection does not starve the others. When fds fire it reads their CQs in
+/// turn, a connection's receive CQ before its CQ (on tcp both watch the connection's socket, so a
+/// message wakes both). When none of them had anything, the first time it arms and blocks again
+/// for the rest of the timeout; the second time, or at once when the timeout is 0, it reports the
 /// no_completion wake-up. It also reports the outcome of each
 /// attached connection's asynchronous setup (channel_event::setup), so one thread can set up
 /// many connections and serve their completions with one wait.

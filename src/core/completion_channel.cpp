@@ -193,12 +193,14 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
         // completions landed on.
         cq_impl* fired[std::size(evs)];
         std::size_t nfired = 0;
+        bool events_seen = false;
         for (int e = 0; e < rc; ++e) {
             const void* src = evs[e].data.ptr;
             auto conn_it = std::find_if(conns.begin(), conns.end(),
                                         [&](connection_impl* c) { return &c->source == src; });
             if (conn_it != conns.end()) {
                 (*conn_it)->poll_events();
+                events_seen = true;
                 continue;
             }
             auto cq_it =
@@ -207,15 +209,28 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
                 fired[nfired++] = *cq_it;
             }
         }
-        // Receive CQs first: where a connection's CQs all watch its socket (tcp), an arriving
-        // message wakes both, and reading the receive CQ is what takes it.
+        // In turn from a rotating start, so a CQ that stays ready does not win every wait (epoll
+        // returns a batch of ready fds in the same order each time); a connection's receive CQ
+        // before its CQ when both fired: on tcp both watch its socket, so a message wakes both,
+        // and reading the receive CQ is what takes it.
         cq_impl* order[std::size(evs)];
         std::size_t norder = 0;
-        for (const bool rcq_pass : {true, false}) {
-            for (std::size_t f = 0; f < nfired; ++f) {
-                if ((fired[f]->kind == cq_kind::rcq) == rcq_pass) {
-                    order[norder++] = fired[f];
+        auto placed = [&](const cq_impl* q) {
+            return std::find(order, order + norder, q) != order + norder;
+        };
+        const std::size_t start = nfired != 0 ? turn++ % nfired : 0;
+        for (std::size_t k = 0; k < nfired; ++k) {
+            cq_impl* q = fired[(start + k) % nfired];
+            if (q->kind == cq_kind::cq) {
+                for (std::size_t j = 0; j < nfired; ++j) {
+                    if (fired[j]->kind == cq_kind::rcq && fired[j]->conn == q->conn &&
+                        !placed(fired[j])) {
+                        order[norder++] = fired[j];
+                    }
                 }
+            }
+            if (!placed(q)) {
+                order[norder++] = q;
             }
         }
         for (std::size_t f = 0; f < norder; ++f) {
@@ -225,16 +240,20 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
             if (ready < 0) {
                 return cq->read_failure(ready);
             }
-            // Nothing on any fired CQ: the first time in a wait that may block, the arming pass
-            // looks again (this read's progress may have put the completion on another CQ),
-            // so such a wake-up is not reported; the second time it is (no_completion), so an
+            // Nothing on any fired CQ: the first time in a wait that may block (and whenever a
+            // connection event came with it), the wait arms and looks again (this read's
+            // progress may have put the completion on another CQ, a disconnect's canceled
+            // completions show up there) and blocks for the rest of its timeout; the second
+            // time, or in a wait that only looks, it reports the wake-up (no_completion), so an
             // fd that stays readable cannot keep the wait spinning.
             const bool last = f + 1 == norder;
             if (ready != 0 || cq->reaped ||
-                (last && (empty_woken++ != 0 || timeout.count() == 0))) {
+                (last && !events_seen && (empty_woken++ != 0 || timeout.count() <= 0))) {
                 return event_for(cq, static_cast<std::size_t>(ready));
             }
+            cq->read_dry = false;  // the application was not told of this read
         }
+        later.cq.reset();  // nothing to deliver; no CQ kept alive across the next epoll_wait
     }
 }
 }  // namespace detail

@@ -56,12 +56,13 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
-// Between looks at a polled CQ (no wait fd): spins `spins` times (each look is a read of the CQ,
-// a fraction of a microsecond on shm), then sleeps 20 us doubling up to 1 ms, never past
-// `deadline`.
+// Between looks at a polled CQ (no wait fd): spins (a CPU pause between looks) for spin_time,
+// then sleeps 20 us doubling up to 1 ms, never past `deadline`.
 struct poll_backoff {
-    static constexpr int spins = 200;
+    static constexpr std::chrono::microseconds spin_time{50};
+    bool spinning = true;
     int rounds = 0;
+    std::chrono::steady_clock::time_point spin_end{};
     void pause(std::chrono::steady_clock::time_point deadline);
 };
 
@@ -344,6 +345,7 @@ struct channel_impl : internal_access::opaque<completion_channel> {
     std::vector<cq_impl*> cqs;
     std::vector<connection_impl*> conns;  // whose event queues also wake the channel
     std::size_t next = 0;                 // round-robin start
+    std::size_t turn = 0;                 // the same for a batch of fired fds
 
     result<void> attach(cq_impl* cq);
     void detach(cq_impl* cq);

@@ -126,15 +126,22 @@ result<bool> cq_impl::trywait(bool* notified) {
 }
 
 void poll_backoff::pause(clock::time_point deadline) {
-    if (++rounds <= spins) {
+    if (spinning) {
         // Not sched_yield: with more waiters than cores, a waiter that yields hands its core to
         // another waiter that yields back, and the thread with work waits for the scheduler's
-        // tick (8 GPSPM connections on shm, 2 cores: 600 round trips a second, against 45,000).
-        cpu_relax();
-        return;
+        // tick (docs/performance.md, the channels rows on shm).
+        if (rounds == 0) {
+            spin_end = clock::now() + spin_time;
+        }
+        if ((++rounds & 15) != 0 || clock::now() < spin_end) {
+            cpu_relax();
+            return;
+        }
+        spinning = false;
+        rounds = 0;
     }
-    const auto step =
-        std::chrono::microseconds(std::min<long>(1000, 10L << std::min(rounds - spins, 7)));
+    ++rounds;
+    const auto step = std::chrono::microseconds(std::min<long>(1000, 10L << std::min(rounds, 7)));
     const auto left = deadline - clock::now();
     std::this_thread::sleep_for(
         std::min<clock::duration>(step, std::max<clock::duration>(left, {})));
