@@ -82,10 +82,11 @@ connection_config config_for(const setup& s, bool target) {
         c.addons = {persistence_config{.service_depth = std::max(1u, s.qd)}};
     if (s.signal_every > 1 && (!target || info.two_sided)) {
         // Room for up to N - 1 unsignalled operations awaiting reclaim besides the qd in flight
-        // (sends are counted by their replies, not by their entries). A send target signals
-        // one reply in N too, as plain libfabric's target (the baseline) signals none.
+        // (sends are counted by their replies, not by their entries; a gpspm request is a write
+        // and a send). The target of a send or gpspm signals one reply in N too, as plain
+        // libfabric's target (the baseline) signals none.
         c.signal_every = s.signal_every;
-        c.sq_size = std::max(c.sq_size, 2 * s.qd + s.signal_every);  // gpspm: a write and a send
+        c.sq_size = std::max(c.sq_size, 2 * s.qd + s.signal_every);
     }
     return c;
 }
