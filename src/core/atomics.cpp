@@ -18,13 +18,16 @@ result<void> check_atomic(const connection_impl& c, const char* what, const remo
     if (auto r = dst.check(dst_offset, 8, usage::atomic_target); !r) {
         return fail(r.error().code(), std::string(what) + ": " + r.error().message());
     }
-    if ((dst.address() + dst_offset) % 8 != 0) {
+    if (auto r = check_same_host(c, dst, what); !r) {
+        return r;
+    }
+    if (remote_start(c, dst, dst_offset) % 8 != 0) {
         return fail(errc::invalid_argument,
                     std::string(what) + ": target word is not 8-byte aligned");
     }
     if (result != nullptr) {
         const region_impl& r = *detail::impl_of(*result);
-        if (r.dom != c.dom) {
+        if (r.dom.get() != c.region_dom) {
             return fail(errc::invalid_argument,
                         std::string(what) + ": result region registered in another domain");
         }
@@ -67,7 +70,7 @@ result<void> native_atomic(connection_impl& c, native_kind kind, const char* wha
     fabric_post p{.kind = kind == native_kind::write       ? post_kind::atomic_write
                           : kind == native_kind::fetch_add ? post_kind::fetch_add
                                                            : post_kind::compare_swap,
-                  .remote = {dst.address() + dst_offset, 1, dst.key()},
+                  .remote = {remote_start(c, dst, dst_offset), 1, dst.key()},
                   .operands = r->operands,
                   .context = r};
     if (kind != native_kind::write) {

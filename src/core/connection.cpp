@@ -9,6 +9,7 @@
 
 #include "core/impl.hpp"
 #include "core/liveness.hpp"
+#include "core/same_host_path.hpp"
 #include "core/srq_impl.hpp"
 #include "fabric/cq.hpp"
 #include "fabric/endpoint.hpp"
@@ -363,7 +364,7 @@ connection_extension* connection_impl::extension_at(std::size_t i) const noexcep
 }
 
 connection_impl::connection_impl(std::shared_ptr<domain_impl> d)
-    : dom(std::move(d)), dom_handle(make_domain_handle(dom)) {}
+    : dom(std::move(d)), dom_handle(make_domain_handle(dom)), region_dom(dom.get()) {}
 
 connection_impl::~connection_impl() {
     {
@@ -457,12 +458,10 @@ completion_queue* connection::rcq() noexcept {
     return detail::impl_of(*this)->rcq ? &detail::impl_of(*this)->rcq->handle : nullptr;
 }
 
-result<void> connection::close() {
-    auto& c = *detail::impl_of(*this);
-    if (c.rdm) {
-        c.close_endpoint();
-        return {};
-    }
+namespace detail {
+
+result<void> connection_impl::close_msg() {
+    auto& c = *this;
     {
         std::lock_guard lock(c.event_mu);
         if (c.connecting.load()) {
@@ -476,7 +475,7 @@ result<void> connection::close() {
     }
     int ret = 0;
     if (c.open.exchange(false) && c.ep) {
-        ret = detail::ep_shutdown(c.ep.get());
+        ret = ep_shutdown(c.ep.get());
         c.cancel_receives();
     }
     // fi_shutdown does not end everything (sockets keeps a write that waits for the peer's
@@ -492,16 +491,30 @@ result<void> connection::close() {
         std::lock_guard lock(c.event_mu);
         if (c.established && !c.ended && c.eq) {
             c.ended = true;
-            c.own_close_event = detail::eq_write_shutdown(c.eq.get());
+            c.own_close_event = eq_write_shutdown(c.eq.get());
             if (!c.own_close_event) {
                 c.pending_event = conn_event::closed;  // next_event still reports it
             }
         }
     }
-    if (ret != 0 && ret != -detail::fabric_errno::not_connected) {
-        return fail(detail::fabric_error(ret, "fi_shutdown"));
+    if (ret != 0 && ret != -fabric_errno::not_connected) {
+        return fail(fabric_error(ret, "fi_shutdown"));
     }
     return {};
+}
+
+}  // namespace detail
+
+result<void> connection::close() {
+    auto& c = *detail::impl_of(*this);
+    if (c.control) {
+        return detail::same_host_close(c);
+    }
+    if (c.rdm) {
+        c.close_endpoint();
+        return {};
+    }
+    return c.close_msg();
 }
 bool connection::is_open() const noexcept {
     return impl_ && detail::impl_of(*this)->open.load();

@@ -8,6 +8,7 @@
 
 #include "core/cq_read.hpp"
 #include "core/impl.hpp"
+#include "core/same_host_path.hpp"
 #include "fabric/cq.hpp"
 #include "fabric/endpoint.hpp"
 #include "fabric/eq.hpp"
@@ -141,42 +142,16 @@ result<channel_event> connection::wait(std::chrono::milliseconds timeout) {
     return detail::impl_of(*this)->channel->wait(timeout);
 }
 
-result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
-    auto& c = *detail::impl_of(*this);
-    if (c.rdm) {
-        // No connection events from the provider on RDM: close() and a lost peer (liveness:
-        // looked at here too, as by the CQ's readers) are signalled on the eventfd, once.
-        pollfd p{c.rdm_event.get(), POLLIN, 0};
-        const auto deadline = detail::deadline_after(timeout);
-        for (;;) {
-            detail::tick_if_due(c);
-            std::uint64_t v = 0;
-            if (::read(c.rdm_event.get(), &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v))) {
-                return c.rdm_end.load();
-            }
-            const auto now = std::chrono::steady_clock::now();
-            auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
-            if (left.count() <= 0) {
-                return fail(errc::timed_out,
-                            "no connection event within " + std::to_string(timeout.count()) +
-                                " ms (an RDM peer reports its close, and its loss with liveness)");
-            }
-            const auto due = std::chrono::steady_clock::time_point(
-                std::chrono::steady_clock::duration(c.ext_deadline.load()));
-            if (due < deadline) {  // the next liveness look
-                left =
-                    std::min(left, std::max(std::chrono::ceil<std::chrono::milliseconds>(due - now),
-                                            std::chrono::milliseconds(0)));
-            }
-            ::poll(&p, 1, static_cast<int>(left.count()));
-        }
-    }
+namespace detail {
+
+result<conn_event> connection_impl::next_event_msg(std::chrono::milliseconds timeout) {
+    auto& c = *this;
     if (!c.eq) {
         return fail(errc::bad_state, "next_event: connection is torn down");
     }
     // tcp notices a peer's close only while its data path progresses, so drive the CQs while
     // waiting for the event queue: block on the EQ fd and on each CQ fd that can be armed.
-    const auto deadline = detail::deadline_after(timeout);
+    const auto deadline = deadline_after(timeout);
     for (;;) {
         pollfd fds[3];
         nfds_t n = 0;
@@ -186,7 +161,7 @@ result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
         } else {
             busy = true;
         }
-        for (detail::cq_impl* q : {c.cq.get(), c.rcq.get()}) {
+        for (cq_impl* q : {c.cq.get(), c.rcq.get()}) {
             if (q == nullptr || q->progress_owned()) {
                 continue;  // the progress thread drives it; its events reach the EQ fd
             }
@@ -236,9 +211,49 @@ result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
     }
 }
 
+}  // namespace detail
+
+result<conn_event> connection::next_event(std::chrono::milliseconds timeout) {
+    auto& c = *detail::impl_of(*this);
+    if (c.control) {
+        return detail::same_host_next_event(c, timeout);
+    }
+    if (!c.rdm) {
+        return c.next_event_msg(timeout);
+    }
+    // No connection events from the provider on RDM: close() and a lost peer (liveness:
+    // looked at here too, as by the CQ's readers) are signalled on the eventfd, once.
+    pollfd p{c.rdm_event.get(), POLLIN, 0};
+    const auto deadline = detail::deadline_after(timeout);
+    for (;;) {
+        detail::tick_if_due(c);
+        std::uint64_t v = 0;
+        if (::read(c.rdm_event.get(), &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v))) {
+            return c.rdm_end.load();
+        }
+        const auto now = std::chrono::steady_clock::now();
+        auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
+        if (left.count() <= 0) {
+            return fail(errc::timed_out,
+                        "no connection event within " + std::to_string(timeout.count()) +
+                            " ms (an RDM peer reports its close, and its loss with liveness)");
+        }
+        const auto due = std::chrono::steady_clock::time_point(
+            std::chrono::steady_clock::duration(c.ext_deadline.load()));
+        if (due < deadline) {  // the next liveness look
+            left = std::min(left, std::max(std::chrono::ceil<std::chrono::milliseconds>(due - now),
+                                           std::chrono::milliseconds(0)));
+        }
+        ::poll(&p, 1, static_cast<int>(left.count()));
+    }
+}
+
 int connection::event_fd() const noexcept {
-    return detail::impl_of(*this)->rdm ? detail::impl_of(*this)->rdm_event.get()
-                                       : detail::impl_of(*this)->eq_fd;
+    const auto& c = *detail::impl_of(*this);
+    if (c.control) {
+        return c.control->eq_fd;  // the connected endpoint's events (same_host_path.hpp)
+    }
+    return c.rdm ? c.rdm_event.get() : c.eq_fd;
 }
 std::span<const std::byte> connection::peer_private_data() const noexcept {
     return detail::impl_of(*this)->peer_data;

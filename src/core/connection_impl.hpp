@@ -46,6 +46,15 @@ struct srq_impl;
 struct connection_impl : internal_access::opaque<connection> {
     std::shared_ptr<domain_impl> dom;
     domain dom_handle;
+    // The domain whose regions this connection's operations take as local buffers: dom, or for
+    // a same-host connection the user's domain (its regions are registered for shm too).
+    const domain_impl* region_dom = nullptr;
+    // A same-host connection (same_host_path.hpp): this is the shm RDM peer that carries the
+    // operations, `control` the connected endpoint the connection was set up on, which carries
+    // its events (the peer's close, its loss) and is shut down by close(). Remote ranges are
+    // reached at their same-host address (remote_region::same_host_address). Null otherwise.
+    std::unique_ptr<connection_impl> control;
+    bool same_host = false;
     // The public handle holding this state now (completion_queue::connection): set when a handle
     // is made or moved into, null once the handle's destruction began.
     connection* handle = nullptr;
@@ -200,7 +209,16 @@ struct connection_impl : internal_access::opaque<connection> {
     // Ends an asynchronous setup with `e` (conn_event `what`). Caller holds event_mu.
     void fail_setup_locked(error e, conn_event what);
     void teardown();
+    // connection::next_event and close() of a connected (MSG) endpoint.
+    result<conn_event> next_event_msg(std::chrono::milliseconds timeout);
+    result<void> close_msg();
 };
+
+// connection::open_peer and attach on a domain's state (peer.cpp): an RDM endpoint of `dom`,
+// and attaching it to the peer at `peer_address` (a local_address).
+result<std::unique_ptr<connection_impl>> open_rdm_peer(const std::shared_ptr<domain_impl>& dom,
+                                                       const connection_config& config);
+result<void> attach_peer(connection_impl& c, std::span<const std::byte> peer_address);
 
 // Validates and completes a connection_config against the provider's limits
 // (connection_config.cpp).
@@ -264,6 +282,20 @@ result<void> check_open(const connection_impl& c, const char* what, bool receive
 // outcome in reserve_parked / post_or_queue (establishment: it proceeds; failure: it ends with the
 // setup's error). Without park_until it is check_open.
 result<void> check_open_for(const connection_impl& c, const op_options& opts, const char* what);
+// Where a post on `c` reaches `r` at `offset`: the descriptor's address, or on a same-host
+// connection the address the target's shm registration has (same_host_path.hpp).
+inline std::uint64_t remote_start(const connection_impl& c, const remote_region& r,
+                                  std::uint64_t offset) noexcept {
+    return (c.same_host ? r.same_host_address() : r.address()) + offset;
+}
+// A same-host connection reaches only descriptors with a same-host address: errc::not_supported
+// for one without (the target registered it without its same-host domain). Checked with the
+// descriptor's range, before anything is posted.
+result<void> check_same_host(const connection_impl& c, const remote_region& r, const char* what);
+inline bool lacks_same_host(const connection_impl& c, const remote_region& r) noexcept {
+    return c.same_host && r.same_host_address() == 0;
+}
+
 // While an asynchronous setup is under way: errc::would_block for a parked post's try (it waits
 // for the setup's outcome, which notifies the gate or ends its waiters), else nothing.
 inline result<void> not_while_setting_up(const connection_impl& c, const char* what) {

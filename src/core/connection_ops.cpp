@@ -40,7 +40,7 @@ struct gathered {
             return fail(errc::invalid_argument, std::string(what) + ": segment without a region");
         }
         const region_impl& r = *detail::impl_of(*s.region);
-        if (r.dom != c.dom) {
+        if (r.dom.get() != c.region_dom) {
             return fail(errc::invalid_argument,
                         std::string(what) + ": region registered in another domain");
         }
@@ -135,6 +135,17 @@ result<void> check_open_for(const connection_impl& c, const op_options& opts, co
     return check_open(c, what);
 }
 
+result<void> check_same_host(const connection_impl& c, const remote_region& r, const char* what) {
+    if (lacks_same_host(c, r)) {
+        return fail(errc::not_supported,
+                    std::string(what) +
+                        ": the descriptor has no same-host address (its region was registered "
+                        "without the target's same-host domain), and this connection reaches its "
+                        "peer over shared memory (connection::same_host)");
+    }
+    return {};
+}
+
 result<void> check_imm(const connection_impl& c, std::uint64_t imm) {
     const std::size_t bytes = c.dom->caps.cq_data_size;
     if (bytes == 0) {
@@ -224,9 +235,12 @@ result<void> check_at_post(const connection_impl& c, const op_options& opts, std
         kind == rma_kind::read ? usage::read_source : usage::write_destination;
     // remote_region::check, called only when it refuses.
     if (remote_offset > remote.length() || g.bytes > remote.length() - remote_offset ||
-        !has_all(remote.usages(), remote_need)) [[unlikely]] {
+        !has_all(remote.usages(), remote_need) || lacks_same_host(c, remote)) [[unlikely]] {
         if (auto r = remote.check(remote_offset, g.bytes, remote_need); !r) {
             return fail(r.error().code(), std::string(what) + ": " + r.error().message());
+        }
+        if (auto r = check_same_host(c, remote, what); !r) {
+            return r;
         }
     }
     if (kind == rma_kind::write_imm) {
@@ -237,7 +251,7 @@ result<void> check_at_post(const connection_impl& c, const op_options& opts, std
     if (kind == rma_kind::read && g.bytes == 0) {
         return fail(errc::invalid_argument, "read: zero-length read");
     }
-    const remote_iov rma{remote.address() + remote_offset, g.bytes, remote.key()};
+    const remote_iov rma{remote_start(c, remote, remote_offset), g.bytes, remote.key()};
     if (opts.report == completion_mode::at_post) [[unlikely]] {
         if (auto r = check_at_post(c, opts, g.bytes, what); !r) {
             return r;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include <remora/memory_region.hpp>
 #include <remora/remote_region.hpp>
@@ -43,6 +44,7 @@ struct liveness_state final : connection_extension {
     std::optional<memory_region> mr;
     std::uint64_t peer_key = 0;
     std::uint64_t peer_addr = 0;
+    bool peer_word = false;  // attach found the peer's word in its address
     // Probe with a fetch-and-add of 0 instead of a read (take_liveness_word says where).
     bool atomic = false;
     std::mutex mu;  // one tick at a time (readers of the CQ and RCQ may tick at once)
@@ -73,8 +75,9 @@ struct liveness_state final : connection_extension {
     }
     // `may_close`: a loss closes the endpoint once due (not on the progress thread).
     clock::time_point check(clock::time_point now, bool may_close);
-    // Posts the probe (an 8-byte read of the peer's word). would_block: try next interval.
-    result<void> post_probe();
+    // Posts the probe (an 8-byte read of the peer's word) with an entry of `q`. would_block:
+    // try next interval.
+    result<void> post_probe(queue q = queue::service);
     void lose(clock::time_point now, std::string why);
 };
 
@@ -97,9 +100,9 @@ liveness_state& liveness_of(connection_impl& c) {
     return s;
 }
 
-result<void> liveness_state::post_probe() {
+result<void> liveness_state::post_probe(queue q) {
     connection_impl& c = *conn;
-    op_record* r = c.ops.take(queue::service);
+    op_record* r = c.ops.take(q);
     if (r == nullptr) {
         return fail(errc::would_block, "liveness probe: its send-queue entry is taken");
     }
@@ -273,11 +276,55 @@ result<std::span<const std::byte>> take_liveness_word(connection_impl& c,
     }
     s.peer_key = get_le(t, 8);
     s.peer_addr = get_le(t + 8, 8);
+    s.peer_word = true;
     // shm serves a read from the kernel (cross-memory attach) without the peer, so a stopped
     // process would answer: there the probe is an atomic, which the peer's progress serves. The
     // other providers serve reads through the peer's progress already.
     s.atomic = t[19] == word_atomic && c.dom->caps.native_atomics && c.dom->caps.provider == "shm";
     return addr.first(addr.size() - liveness_trailer);
+}
+
+result<void> prove_peer(connection_impl& c, clock::time_point deadline) {
+    liveness_state& s = liveness_of(c);
+    if (!s.peer_word || c.config.liveness.count() > 0) {
+        return fail(errc::bad_state, "prove_peer: the peer's address carries no word");
+    }
+    s.state.store(probe_state::out, std::memory_order_release);
+    // The provider answers again (would_block) until the peer's side progressed once (shm's
+    // first contact): post again until it takes the probe.
+    result<void> posted = fail(errc::would_block, "not posted");
+    while (!(posted = s.post_probe(queue::send)) && posted.error() == errc::would_block) {
+        if (clock::now() >= deadline) {
+            s.state.store(probe_state::idle, std::memory_order_relaxed);
+            return fail(errc::timed_out, "the peer's endpoint did not take a probe in time");
+        }
+        rdm_nudge(c);
+    }
+    if (!posted) {
+        s.state.store(probe_state::idle, std::memory_order_relaxed);
+        return posted;
+    }
+    completion buf[4];
+    for (;;) {
+        const probe_state st = s.state.load(std::memory_order_acquire);
+        if (st == probe_state::answered) {
+            s.state.store(probe_state::idle, std::memory_order_relaxed);
+            return {};
+        }
+        if (st == probe_state::failed) {
+            return fail(errc::provider_error,
+                        "the peer's endpoint refused a probe (" + s.failure.message() + ")");
+        }
+        if (clock::now() >= deadline) {
+            // Still out: it completes canceled when the endpoint closes.
+            return fail(errc::timed_out, "the peer's endpoint did not answer a probe in time");
+        }
+        if (c.cq->progress_owned()) {
+            std::this_thread::sleep_for(std::chrono::microseconds(50));  // its thread reads it
+        } else if (auto n = c.cq->poll(buf); !n) {
+            return fail(n.error());
+        }
+    }
 }
 
 clock::time_point liveness_progress(connection_impl& c, clock::time_point now) {

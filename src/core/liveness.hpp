@@ -49,6 +49,13 @@ result<void> offer_liveness_word(connection_impl& c);
 result<std::span<const std::byte>> take_liveness_word(connection_impl& c,
                                                       std::span<const std::byte> addr);
 
+// One probe of the attached peer's word (from its address), with an application send-queue
+// entry (none is in use yet: the connection is being set up), waited for until `deadline`:
+// the peer's endpoint answered it. Driven here, unless the progress thread reads the CQ.
+// errc::timed_out when it was not answered in time (it completes canceled when the endpoint
+// closes), errc::bad_state on a connection with liveness or a peer address without a word.
+result<void> prove_peer(connection_impl& c, std::chrono::steady_clock::time_point deadline);
+
 // attach succeeded: the first probe is due one interval from now.
 void start_liveness(connection_impl& c);
 

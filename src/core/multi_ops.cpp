@@ -156,7 +156,7 @@ result<void> multi_rma_now(connection_impl& c, const multi_kind& k,
         return fail(errc::invalid_argument, std::string(what) + ": the local region is empty");
     }
     const region_impl& lr = *detail::impl_of(local);
-    if (lr.dom != c.dom) {
+    if (lr.dom.get() != c.region_dom) {
         return fail(errc::invalid_argument,
                     std::string(what) + ": local region registered in another domain");
     }
@@ -174,6 +174,9 @@ result<void> multi_rma_now(connection_impl& c, const multi_kind& k,
                         part() + (s.region == nullptr ? "no remote region" : "zero length"));
         }
         if (auto r = s.region->check(s.offset, s.length, k.remote_need); !r) {
+            return fail(r.error().code(), part() + r.error().message());
+        }
+        if (auto r = check_same_host(c, *s.region, what); !r) {
             return fail(r.error().code(), part() + r.error().message());
         }
         total += s.length;
@@ -244,7 +247,7 @@ result<void> multi_rma_now(connection_impl& c, const multi_kind& k,
                       .iov = &iov,
                       .desc = &desc,
                       .count = 1,
-                      .remote = {s.region->address() + s.offset, s.length, s.region->key()},
+                      .remote = {remote_start(c, *s.region, s.offset), s.length, s.region->key()},
                       .context = recs[i]};
         if (auto err = door(c, p, what); !err) {
             // Parts i.. are not posted: their records go back; the operation is reported here,

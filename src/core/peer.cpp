@@ -150,17 +150,11 @@ void connection_impl::signal_end() noexcept {
 
 }  // namespace detail
 
-result<connection> connection::open_peer(const domain& dom, const connection_config& config) {
-    using namespace detail;
-    const auto& caps = dom.caps();
-    if (caps.endpoint != endpoint_type::rdm) {
-        return fail(errc::not_supported,
-                    "open_peer: the domain was opened for connected (MSG) endpoints (" +
-                        caps.provider +
-                        "); open one with domain_config::endpoint = endpoint_type::rdm, or use "
-                        "listener and connection::connect");
-    }
-    auto impl = std::make_unique<connection_impl>(detail::shared_impl_of(dom));
+namespace detail {
+
+result<std::unique_ptr<connection_impl>> open_rdm_peer(const std::shared_ptr<domain_impl>& dom,
+                                                       const connection_config& config) {
+    auto impl = std::make_unique<connection_impl>(dom);
     impl->rdm = true;
     impl->recv_from = fabric_addr_unspec;
     impl->rdm_event = unique_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -168,7 +162,7 @@ result<connection> connection::open_peer(const domain& dom, const connection_con
         return fail(errc::provider_error,
                     std::string("open_peer: eventfd: ") + std::strerror(errno));
     }
-    if (auto r = impl->setup(detail::impl_of(dom)->info.get(), config); !r) {
+    if (auto r = impl->setup(dom->info.get(), config); !r) {
         return fail(r.error());
     }
     std::vector<std::byte> name(256);
@@ -186,16 +180,35 @@ result<connection> connection::open_peer(const domain& dom, const connection_con
     if (auto r = offer_liveness_word(*impl); !r) {  // peers' liveness probes read its word
         return fail(r.error());
     }
-    return internal_access::wrap<connection>(std::move(impl));
+    return impl;
+}
+
+}  // namespace detail
+
+result<connection> connection::open_peer(const domain& dom, const connection_config& config) {
+    using namespace detail;
+    const auto& caps = dom.caps();
+    if (caps.endpoint != endpoint_type::rdm) {
+        return fail(errc::not_supported,
+                    "open_peer: the domain was opened for connected (MSG) endpoints (" +
+                        caps.provider +
+                        "); open one with domain_config::endpoint = endpoint_type::rdm, or use "
+                        "listener and connection::connect");
+    }
+    auto impl = open_rdm_peer(detail::shared_impl_of(dom), config);
+    if (!impl) {
+        return fail(impl.error());
+    }
+    return internal_access::wrap<connection>(std::move(*impl));
 }
 
 std::span<const std::byte> connection::local_address() const noexcept {
     return detail::impl_of(*this)->local_addr;
 }
 
-result<void> connection::attach(std::span<const std::byte> peer_address) {
-    using namespace detail;
-    auto& c = *detail::impl_of(*this);
+namespace detail {
+
+result<void> attach_peer(connection_impl& c, std::span<const std::byte> peer_address) {
     if (!c.rdm) {
         return fail(errc::not_supported,
                     "attach: a connected (MSG) connection has its peer already; attach is for RDM "
@@ -269,6 +282,12 @@ result<void> connection::attach(std::span<const std::byte> peer_address) {
     c.open = true;
     start_liveness(c);
     return {};
+}
+
+}  // namespace detail
+
+result<void> connection::attach(std::span<const std::byte> peer_address) {
+    return detail::attach_peer(*detail::impl_of(*this), peer_address);
 }
 
 }  // namespace remora

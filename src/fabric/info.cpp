@@ -6,6 +6,11 @@
 #include <cstring>
 #include <span>
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "fabric/endpoint.hpp"
 
 namespace remora::detail {
@@ -268,6 +273,53 @@ void set_source_name(fi_info* info, const char* name) noexcept {
     std::free(info->src_addr);
     info->src_addr = strdup(name);
     info->src_addrlen = info->src_addr != nullptr ? std::strlen(name) + 1 : 0;
+}
+
+namespace {
+
+bool same_ip(const sockaddr* a, const sockaddr* b) noexcept {
+    if (a->sa_family != b->sa_family) {
+        return false;
+    }
+    if (a->sa_family == AF_INET) {
+        return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr ==
+               reinterpret_cast<const sockaddr_in*>(b)->sin_addr.s_addr;
+    }
+    return std::memcmp(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
+                       &reinterpret_cast<const sockaddr_in6*>(b)->sin6_addr, sizeof(in6_addr)) == 0;
+}
+
+}  // namespace
+
+bool destination_is_local(const fi_info* info) noexcept {
+    if (info == nullptr || info->dest_addr == nullptr ||
+        (info->addr_format != FI_SOCKADDR_IN && info->addr_format != FI_SOCKADDR_IN6 &&
+         info->addr_format != FI_SOCKADDR)) {
+        return false;
+    }
+    const auto* dest = static_cast<const sockaddr*>(info->dest_addr);
+    if (dest->sa_family == AF_INET) {
+        const auto a = ntohl(reinterpret_cast<const sockaddr_in*>(dest)->sin_addr.s_addr);
+        if ((a >> 24) == 127) {
+            return true;
+        }
+    } else if (dest->sa_family == AF_INET6) {
+        if (IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(dest)->sin6_addr)) {
+            return true;
+        }
+    } else {
+        return false;
+    }
+    ifaddrs* ifs = nullptr;
+    if (::getifaddrs(&ifs) != 0) {
+        return false;
+    }
+    bool local = false;
+    for (const ifaddrs* i = ifs; i != nullptr && !local; i = i->ifa_next) {
+        local = i->ifa_addr != nullptr && same_ip(i->ifa_addr, dest);
+    }
+    ::freeifaddrs(ifs);
+    return local;
 }
 
 }  // namespace remora::detail

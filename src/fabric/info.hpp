@@ -113,5 +113,8 @@ bool has_word_atomics(fid_domain* domain);
 // Replaces `info`'s source address by the string `name` (FI_ADDR_STR providers: shm names an
 // endpoint after its source address, and two processes using the same one collide).
 void set_source_name(fi_info* info, const char* name) noexcept;
+// The connection request `info` (from getinfo for a host and port) goes to an address of this
+// host in this network namespace: loopback, or an address one of its interfaces has.
+bool destination_is_local(const fi_info* info) noexcept;
 
 }  // namespace remora::detail

@@ -204,6 +204,9 @@ result<void> flush(connection& conn, const remote_region& dst, std::uint64_t off
     if (auto r = dst.check(offset, length, usage::flush_target); !r) {
         return fail(r.error().code(), "flush: " + r.error().message());
     }
+    if (auto r = detail::check_same_host(c, dst, "flush"); !r) {
+        return r;
+    }
     auto method = flush_method_for(conn, dst, how);
     if (!method) {
         return fail(method.error());
@@ -237,7 +240,7 @@ result<void> flush(connection& conn, const remote_region& dst, std::uint64_t off
                              .iov = &iov,
                              .desc = &desc,
                              .count = 1,
-                             .remote = {dst.address() + at, n, dst.key()},
+                             .remote = {detail::remote_start(c, dst, at), n, dst.key()},
                              .context = *rec};
     return detail::door(c, read, "flush");
 }

@@ -72,7 +72,8 @@ struct publish_op {
     op_record* atomic_rec = nullptr;
     std::uint32_t atomic_slot = 0;
     std::atomic<int> atomic_state{atomic_reserved};
-    std::uint64_t address = 0;
+    std::uint64_t address = 0;       // the flag word, as its descriptor names it (the service's)
+    std::uint64_t post_address = 0;  // where a native atomic reaches it (detail::remote_start)
     std::uint64_t key = 0;
     std::uint64_t value = 0;
     publish_registry* registry;
@@ -152,7 +153,7 @@ bool start_atomic(publish_op* m, completion& c, callback_sink* sink) {
         op_record* r = m->atomic_rec;
         r->operands[0] = m->value;
         fabric_post p{.kind = post_kind::atomic_write,
-                      .remote = {m->address, 1, m->key},
+                      .remote = {m->post_address, 1, m->key},
                       .operands = r->operands,
                       .context = r};
         auto err = door(conn, p, "publish");
@@ -233,6 +234,9 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
         if (auto r = s.region->check(s.offset, s.length, usage::write_destination); !r) {
             return fail(r.error().code(), part + r.error().message());
         }
+        if (auto r = check_same_host(c, *s.region, "publish"); !r) {
+            return fail(r.error().code(), part + r.error().message());
+        }
         if (s.region->key() != data[0].region->key() ||
             s.region->address() != data[0].region->address()) {
             return fail(errc::invalid_argument,
@@ -262,7 +266,10 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
     if (auto r = flag.check(flag_offset, 8, usage::atomic_target); !r) {
         return fail(r.error().code(), atomic_part + r.error().message());
     }
-    if ((flag.address() + flag_offset) % 8 != 0) {
+    if (auto r = check_same_host(c, flag, "publish"); !r) {
+        return fail(r.error().code(), atomic_part + r.error().message());
+    }
+    if (remote_start(c, flag, flag_offset) % 8 != 0) {
         return fail(errc::invalid_argument, atomic_part + "target word is not 8-byte aligned");
     }
     if (path == atomic_path::none) {
@@ -360,6 +367,7 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
     m->bytes = total;
     m->native = native;
     m->address = flag.address() + flag_offset;
+    m->post_address = remote_start(c, flag, flag_offset);
     m->key = flag.key();
     m->value = value;
     m->left.store(n + 1);
@@ -411,7 +419,7 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
                       .iov = &iov,
                       .desc = &desc,
                       .count = 1,
-                      .remote = {s.region->address() + s.offset, s.length, s.region->key()},
+                      .remote = {remote_start(c, *s.region, s.offset), s.length, s.region->key()},
                       .context = t.recs[i]};
         if (auto err = door(c, p, what); !err) {
             return abandon(i, err.error());
@@ -429,7 +437,7 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
                       .iov = &iov,
                       .desc = &desc,
                       .count = 1,
-                      .remote = {dr.address() + from, len, dr.key()},
+                      .remote = {remote_start(c, dr, from), len, dr.key()},
                       .context = flush_rec};
         if (auto err = door(c, p, what); !err) {
             flush_rec = nullptr;  // given back by the door
