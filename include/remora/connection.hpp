@@ -573,6 +573,9 @@ class connection {
     /// True while the connection is established (false before an asynchronous setup succeeded,
     /// after close(), and once the peer's close or a loss was noticed).
     bool is_open() const noexcept;
+    /// True when the connection's operations go over shared memory to a peer on this host (the
+    /// same-host path, connection_config::same_host), false when they go over its provider.
+    bool same_host() const noexcept;
 
     const connection_config& config() const noexcept;  ///< effective values
     /// Operations posted whose completion the application does not have yet: each counts from its

@@ -519,6 +519,9 @@ result<void> connection::close() {
 bool connection::is_open() const noexcept {
     return impl_ && detail::impl_of(*this)->open.load();
 }
+bool connection::same_host() const noexcept {
+    return impl_ && detail::impl_of(*this)->same_host;
+}
 const connection_config& connection::config() const noexcept {
     return detail::impl_of(*this)->config;
 }
