@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The same-host path: a connection set up over tcp or sockets to a peer on this host moves its
+// operations to shared memory (libfabric's shm provider) by itself, with the same results, and
+// ends as a connection over the provider does.
+#include <cstring>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support.hpp"
+
+namespace remora::test {
+namespace {
+
+class same_host_path : public testing::TestWithParam<std::string> {};
+
+// A pair on loopback, each side in a domain of its own; `on` turns the path on in both configs.
+connected_pair pair_of(const std::string& provider, bool client_on = true, bool server_on = true) {
+    connection_config s, c;
+    s.same_host = server_on;
+    c.same_host = client_on;
+    return must(connect_pair(provider, s, c));
+}
+
+TEST_P(same_host_path, a_loopback_connection_takes_it_and_every_operation_lands) {
+    auto p = pair_of(GetParam());
+    ASSERT_TRUE(p.client->same_host());
+    ASSERT_TRUE(p.server->same_host());
+    buffer target(4096), local(4096);
+    auto tmr = must(memory_region::create(p.server_domain, target.span(),
+                                          usage::write_destination | usage::read_source |
+                                              usage::atomic_target | usage::receive));
+    auto lmr = must(memory_region::create(p.client_domain, local.span(),
+                                          usage::write_source | usage::read_destination |
+                                              usage::send));
+    auto desc = must(tmr.describe(0, 4096));
+    ASSERT_NE(desc.same_host_address(), 0u);
+    // A write, then a read of what it wrote, 3000 bytes past the start.
+    std::memset(local.bytes.data(), 0x5a, 64);
+    REMORA_ASSERT_OK(p.client->write(desc, 3000, lmr, 0, 64));
+    auto done = collect(p.client->cq(), 1, true);
+    ASSERT_EQ(done.size(), 1u);
+    ASSERT_TRUE(done[0].ok()) << done[0].status.message();
+    EXPECT_EQ(target.bytes[3000], std::byte{0x5a});
+    EXPECT_EQ(target.bytes[3063], std::byte{0x5a});
+    EXPECT_EQ(target.bytes[3064], std::byte{0});
+    REMORA_ASSERT_OK(p.client->read(desc, 3000, lmr, 1000, 64));
+    done = collect(p.client->cq(), 1, true);
+    ASSERT_EQ(done.size(), 1u);
+    ASSERT_TRUE(done[0].ok()) << done[0].status.message();
+    EXPECT_EQ(local.bytes[1000], std::byte{0x5a});
+    // A message with immediate data.
+    REMORA_ASSERT_OK(p.server->recv(tmr, 0, 16));
+    REMORA_ASSERT_OK(p.client->send_with_imm(lmr, 0, 16, 0x1234));
+    auto got = collect(p.server->cq(), 1, true);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(got[0].ok());
+    EXPECT_EQ(got[0].bytes, 16u);
+    EXPECT_EQ(got[0].imm, 0x1234u);
+    EXPECT_EQ(target.bytes[0], std::byte{0x5a});
+    EXPECT_EQ(collect(p.client->cq(), 1, true).size(), 1u);
+}
+
+TEST_P(same_host_path, turned_off_on_either_side_the_provider_carries_it) {
+    for (auto [c, s] : {std::pair{false, true}, std::pair{true, false}}) {
+        auto p = pair_of(GetParam(), c, s);
+        EXPECT_FALSE(p.client->same_host());
+        EXPECT_FALSE(p.server->same_host());
+        buffer target(64), local(64);
+        auto tmr = must(memory_region::create(p.server_domain, target.span(),
+                                              usage::write_destination));
+        auto lmr = must(memory_region::create(p.client_domain, local.span(), usage::write_source));
+        local.bytes[0] = std::byte{7};
+        REMORA_ASSERT_OK(p.client->write(must(tmr.describe(0, 64)), 0, lmr, 0, 8));
+        auto done = collect(p.client->cq(), 1, true);
+        ASSERT_EQ(done.size(), 1u);
+        EXPECT_TRUE(done[0].ok());
+        EXPECT_EQ(target.bytes[0], std::byte{7});
+    }
+}
+
+TEST_P(same_host_path, a_descriptor_without_a_same_host_address_is_refused) {
+    auto p = pair_of(GetParam());
+    ASSERT_TRUE(p.client->same_host());
+    buffer local(64);
+    auto lmr = must(memory_region::create(p.client_domain, local.span(), usage::write_source));
+    auto bare = must(remote_region::make(0, 64, 1, usage::write_destination, false));
+    EXPECT_ERRC(p.client->write(bare, 0, lmr, 0, 8), errc::not_supported);
+    EXPECT_EQ(p.client->in_flight(), 0u);
+}
+
+TEST_P(same_host_path, a_region_of_another_domain_is_refused) {
+    auto p = pair_of(GetParam());
+    buffer target(64), local(64);
+    auto tmr = must(memory_region::create(p.server_domain, target.span(),
+                                          usage::write_destination | usage::write_source));
+    // The server's region is no local buffer of the client's domain.
+    EXPECT_ERRC(p.client->write(must(tmr.describe(0, 64)), 0, tmr, 0, 8), errc::invalid_argument);
+}
+
+TEST_P(same_host_path, the_peers_close_ends_it_and_its_operations) {
+    auto p = pair_of(GetParam());
+    ASSERT_TRUE(p.client->same_host());
+    buffer local(64);
+    auto lmr = must(memory_region::create(p.client_domain, local.span(), usage::receive));
+    REMORA_ASSERT_OK(p.client->recv(lmr, 0, 8));
+    REMORA_ASSERT_OK(p.server->close());
+    auto ev = p.client->next_event(5s);
+    REMORA_ASSERT_OK(ev);
+    EXPECT_EQ(*ev, conn_event::closed);
+    EXPECT_FALSE(p.client->is_open());
+    EXPECT_ERRC(p.client->recv(lmr, 8, 8), errc::disconnected);
+    // The receive outstanding at the close completes (not successfully) once the endpoint goes.
+    auto done = collect(p.client->cq(), 1, true, 5s);
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_FALSE(done[0].ok());
+    EXPECT_EQ(p.client->in_flight(), 0u);
+}
+
+TEST_P(same_host_path, a_peer_process_that_dies_ends_the_operations_it_held) {
+    // The target runs in a child forked before this process opens anything (no thread holds a
+    // lock the child would inherit); it accepts, says whether it took the path, and waits to be
+    // killed while the client waits for a message from it.
+    int pipe_fd[2];
+    ASSERT_EQ(::pipe(pipe_fd), 0);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        ::close(pipe_fd[0]);
+        auto sd = domain::open({.provider = GetParam()});
+        auto l = sd ? listener::create(*sd, "127.0.0.1", 0) : fail(sd.error());
+        if (!l)
+            ::_exit(2);
+        const std::uint16_t port = l->port();
+        if (::write(pipe_fd[1], &port, sizeof port) != sizeof port)
+            ::_exit(3);
+        auto req = l->get_request(10s);
+        auto s = req ? req->accept({}) : fail(req.error());
+        const char took = s && s->same_host() ? 1 : 0;
+        [[maybe_unused]] auto w = ::write(pipe_fd[1], &took, 1);
+        ::pause();
+        ::_exit(0);
+    }
+    ::close(pipe_fd[1]);
+    auto reap = [&] {
+        ::kill(child, SIGKILL);
+        int status = 0;
+        while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+        }
+        remove_shm_regions_of(child);
+    };
+    std::uint16_t port = 0;
+    char took = 0;
+    if (!read_all(pipe_fd[0], &port, sizeof port)) {
+        reap();
+        FAIL() << "the child did not listen";
+    }
+    auto cd = must(domain::open({.provider = GetParam()}));
+    auto c = connection::connect(cd, "127.0.0.1", port);
+    const bool told = read_all(pipe_fd[0], &took, 1);
+    ::close(pipe_fd[0]);
+    if (!c || !told) {
+        reap();
+        FAIL() << "connect: " << (c ? "the child did not answer" : c.error().what());
+    }
+    EXPECT_TRUE(c->same_host());
+    EXPECT_EQ(took, 1);
+    buffer local(64);
+    auto lmr = must(memory_region::create(cd, local.span(), usage::receive));
+    REMORA_ASSERT_OK(c->recv(lmr, 0, 8));
+    reap();
+    // Its end reaches the client without next_event: the outstanding receive completes as the
+    // client waits on its CQ.
+    auto done = collect(c->cq(), 1, true, 10s);
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_FALSE(done[0].ok());
+    EXPECT_FALSE(c->is_open());
+}
+
+INSTANTIATE_TEST_SUITE_P(providers, same_host_path, testing::Values("tcp", "sockets"),
+                         provider_name);
+
+}  // namespace
+}  // namespace remora::test
