@@ -3,7 +3,7 @@
 //
 // The server exposes two regions through one target_service: a file-backed persistent_region
 // (in a scratch directory) and a volatile one (persistent_region opened without a path:
-// anonymous memory). It hands the file's 32-byte descriptor to the client in its accept private
+// anonymous memory). It hands the file's 40-byte descriptor to the client in its accept private
 // data and the volatile region's in a message on the same connection (persistence_config::
 // message_size): two descriptors would not fit the private data rdma_cm carries over InfiniBand.
 //

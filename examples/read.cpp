@@ -2,7 +2,7 @@
 // examples/read — a one-sided RDMA read of the server's memory.
 //
 // The server fills a buffer, registers it for remote reads only (usage::read_source), and hands
-// its 32-byte serialised descriptor to the client as the private data of its accept. The client
+// its 40-byte serialised descriptor to the client as the private data of its accept. The client
 // parses the descriptor (remote_region::parse), reads the whole buffer into its own memory without
 // the server's CPU taking part, checks it, and closes. The server keeps its memory registered
 // until it sees the client close (conn_event::closed).

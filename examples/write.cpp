@@ -2,7 +2,7 @@
 // examples/write — a one-sided RDMA write into the server's memory.
 //
 // The server registers a buffer that peers may write into (usage::write_destination), describes
-// it (memory_region::describe) and hands the 32-byte serialised descriptor to the client as the
+// it (memory_region::describe) and hands the 40-byte serialised descriptor to the client as the
 // private data of its accept. The client parses it (remote_region::parse), writes into the
 // server's buffer without the server's CPU taking part, then sends a short "done" message. The
 // server waits for that message, checks the bytes and answers "ok"; then the client closes.
@@ -64,7 +64,7 @@ void run_server(std::promise<std::uint16_t>& port) {
 
     // The descriptor grants only what the region was registered for: remote writes, here.
     const remora::remote_region desc = must(target_mr.describe(), "server: describe");
-    const auto wire = desc.serialize();  // 32 bytes, fits any provider's private data
+    const auto wire = desc.serialize();  // 40 bytes, fits any provider's private data
 
     auto lst = must(remora::listener::create(dom, "127.0.0.1", 0), "server: listen");
     port.set_value(lst.port());

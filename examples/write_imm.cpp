@@ -6,7 +6,7 @@
 // 64-bit (provider permitting: caps().cq_data_size bytes) immediate value chosen by the writer.
 // The target learns "new data arrived" and "which" without polling its memory or a second message.
 //
-// The server hands the client its region's 32-byte descriptor in the accept private data, as in
+// The server hands the client its region's 40-byte descriptor in the accept private data, as in
 // examples/write. On providers where immediate data consumes a posted receive (verbs:
 // caps().rx_cq_data) the target must have a receive posted; tcp and sockets do not need one.
 // The server waits on its CQ for the notification, and that wait drives tcp's progress: no

@@ -7,7 +7,7 @@
  *   example_c_client_server client HOST PORT
  *
  * The server registers 4 KiB, exposes it through a target service (so atomics work on providers
- * without native ones, such as tcp) and sends the region's 32-byte descriptor as its accept
+ * without native ones, such as tcp) and sends the region's 40-byte descriptor as its accept
  * private data. The client parses it, writes a line at offset 64, flushes it for visibility,
  * fetch-adds 1 to the counter at offset 0 three times, and sends "done", a message of its own on
  * the connection that also carries the service's requests (both sides set the persistence

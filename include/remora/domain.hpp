@@ -120,6 +120,10 @@ struct provider_caps {
     bool cq_wait_fd = true;
     /// The rules the domain is held to: native, verbs or efa (domain_config::rules).
     provider_rules rules = provider_rules::native;
+    /// libfabric's shm provider is open beside the domain (domain_config::same_host): every
+    /// region registered in the domain is registered there too, and its descriptors carry the
+    /// address a peer on the same host reaches it at (remote_region::same_host_address).
+    bool same_host = false;
 };
 
 /// How the domain's library progress thread waits for work (see domain_config::progress). The
@@ -190,6 +194,13 @@ struct domain_config {
     /// so a whole program or test suite runs under verbs' or efa's rules without a change. An
     /// unknown REMORA_RULES value makes domain::open fail with errc::invalid_argument.
     provider_rules rules = provider_rules::environment;
+    /// MSG domains (tcp, sockets): also open libfabric's shm provider beside the domain and
+    /// register every region there too, so connections to a peer on the same host can move
+    /// their operations over shared memory; false: never. Not under verbs or efa rules, and
+    /// not for RDM domains. When shm is not available or fails to open, the domain opens
+    /// without it (the reason is logged at log_level::debug); caps().same_host says whether it
+    /// is open.
+    bool same_host = true;
 };
 
 /// The local peer: a libfabric provider and NIC opened for one local address.

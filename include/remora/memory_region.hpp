@@ -40,7 +40,10 @@ class remote_region;
 /// without usage::write_destination cannot be written by peers, one without usage::send cannot be
 /// the source of a send, and so on. Every remora operation checks usage and bounds before posting.
 /// A peer reaches the region through the descriptor describe() makes (a remote_region), which
-/// the application sends it (e.g.\ as accept private data, serialised).
+/// the application sends it (e.g.\ as accept private data, serialised). In a domain with shm
+/// beside it (provider_caps::same_host) the memory is registered there too, with the same
+/// usages and key, for peers on the same host; a refusal there leaves the region without it
+/// (its descriptors then carry no same-host address), never fails it.
 ///
 ///     std::vector<std::byte> buf(4096);
 ///     auto mr = remora::memory_region::create(dom, buf, remora::usage::write_destination);
@@ -73,7 +76,8 @@ class memory_region {
 
     /// The descriptor a peer needs to access [offset, offset + length) of this region remotely,
     /// granting only the remote usages this region has (read_source, write_destination,
-    /// atomic_target, flush_target).
+    /// atomic_target, flush_target), with the range's virtual address as its same-host address
+    /// when the region is registered beside its domain in shm (else 0).
     /// \param offset where the described range starts
     /// \param length its bytes; 0 means "to the end"
     /// \return the descriptor; errc::out_of_range when the range is not inside the region;

@@ -196,6 +196,11 @@ struct remora_domain_config {
     int endpoint;              /**< enum remora_endpoint_type; default REMORA_ENDPOINT_MSG */
     int progress;              /**< enum remora_progress_policy; default adaptive */
     uint32_t progress_spin_us; /**< adaptive spin, 1 us .. 1 s; 0: 100 us */
+    /** true: no shm provider beside a tcp or sockets MSG domain (remora::domain_config::
+     *  same_host false); false (the default): open it when it is there, register every region
+     *  in it too, and describe regions with their same-host address (remora_provider_caps::
+     *  same_host says whether it opened). */
+    bool no_same_host;
 };
 
 /**
@@ -238,6 +243,9 @@ struct remora_provider_caps {
     size_t cm_data_size;        /**< private data limit of connect and accept */
     size_t max_msg_size;        /**< largest message */
     size_t cq_data_size;        /**< bytes of immediate data */
+    /** libfabric's shm provider is open beside the domain: regions are registered there too and
+     *  their descriptors carry their same-host address (remora::provider_caps::same_host). */
+    bool same_host;
 };
 
 /**
@@ -315,8 +323,9 @@ REMORA_API int remora_memory_region_describe(const remora_memory_region* mr, siz
 /** @name Remote region descriptors (remora/remote_region.hpp) */
 /** @{ */
 
-/** Bytes of a serialised descriptor (version 2, little-endian; see remote_region.hpp). */
-#define REMORA_DESCRIPTOR_SIZE 32
+/** Bytes of a serialised descriptor (version 3, little-endian; see remote_region.hpp). Parsing
+ *  also takes version 2's 32 bytes. */
+#define REMORA_DESCRIPTOR_SIZE 40
 
 /** What a target states about a region's durability (remora::persistence). */
 enum remora_persistence {

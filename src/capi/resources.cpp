@@ -18,6 +18,7 @@ static_assert(REMORA_OP_FLUSH == static_cast<int>(remora::op::flush));
 static_assert(REMORA_OP_REMOTE_WRITE == static_cast<int>(remora::op::remote_write));
 static_assert(REMORA_RCQ == static_cast<int>(remora::cq_kind::rcq));
 static_assert(REMORA_CONN_UNREACHABLE == static_cast<int>(remora::conn_event::unreachable));
+static_assert(REMORA_DESCRIPTOR_SIZE == remora::remote_region::serialized_size);
 
 namespace {
 
@@ -82,6 +83,7 @@ REMORA_API int remora_domain_open(const struct remora_domain_config* cfg, remora
         if (c.progress_spin_us != 0) {
             dc.progress_spin = std::chrono::microseconds(c.progress_spin_us);
         }
+        dc.same_host = !c.no_same_host;
         return give(fn, remora::domain::open(dc), dom);
     });
 }
@@ -132,6 +134,7 @@ REMORA_API int remora_domain_caps(const remora_domain* dom, struct remora_provid
         c.cm_data_size = k.cm_data_size;
         c.max_msg_size = k.max_msg_size;
         c.cq_data_size = k.cq_data_size;
+        c.same_host = k.same_host;
         std::memcpy(caps, &c, theirs);
         return 0;
     });

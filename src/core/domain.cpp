@@ -9,6 +9,7 @@
 #include <string_view>
 #include <utility>
 
+#include "base/log.hpp"
 #include "core/impl.hpp"
 #include "fabric/cq.hpp"
 #include "fabric/info.hpp"
@@ -107,10 +108,56 @@ fabric_endpoint to_fabric(endpoint_type t) {
     return t == endpoint_type::rdm ? fabric_endpoint::rdm : fabric_endpoint::msg;
 }
 
+// The shm RDM domain a tcp or sockets MSG domain opens beside itself (domain_impl::same_host),
+// opened as any shm domain is, with `config`'s node and progress; null when shm is not there or
+// fails to open (logged at debug: the domain works without it).
+std::shared_ptr<domain_impl> open_same_host(const domain_config& config, const std::string& prov) {
+    domain_config shm = config;
+    shm.provider = "shm";
+    shm.endpoint = endpoint_type::rdm;
+    shm.rules = provider_rules::native;
+    shm.same_host = false;
+    auto d = domain::open(shm);
+    if (!d) {
+        if (log_enabled(log_level::debug)) {
+            log_line(log_level::debug, "domain::open: no same-host shm domain beside the " + prov +
+                                           " domain on " + config.node + ": " + d.error().what());
+        }
+        return nullptr;
+    }
+    // Regions are registered there under their own domain's key, at their virtual address.
+    const remora::mr_mode m = d->caps().mr_mode;
+    if (!has_all(m, remora::mr_mode::virt_addr) || any(m & remora::mr_mode::prov_key)) {
+        if (log_enabled(log_level::debug)) {
+            log_line(log_level::debug,
+                     "domain::open: no same-host shm domain beside the " + prov + " domain on " +
+                         config.node +
+                         ": shm does not take the keys asked for at virtual addresses");
+        }
+        return nullptr;
+    }
+    return shared_impl_of(*d);
+}
+
+// Closes a same-host shm domain's objects in domain_impl's order; 0 or the first failure
+// (what failed to close stays owned and closes silently with the state).
+int close_same_host(domain_impl& s) {
+    {
+        std::lock_guard lock(s.progress_mu);
+        s.progress.reset();
+    }
+    s.rma_events.reset();
+    if (int ret = s.domain.close(); ret != 0) {
+        return ret;
+    }
+    return s.fabric.close();
+}
+
 }  // namespace
 
 domain_impl::~domain_impl() {
     progress.reset();
+    same_host.reset();
     rma_events.reset();  // after the thread that reads it; endpoints bound to it are closed
     domain.reset();
     fabric.reset();
@@ -305,6 +352,11 @@ result<domain> domain::open(const domain_config& config) {
     if (profile != nullptr) {
         apply_limits(c, *profile, *rules);
     }
+    if (config.same_host && config.endpoint == endpoint_type::msg && profile == nullptr &&
+        (prov == "tcp" || prov == "sockets")) {
+        impl->same_host = open_same_host(config, prov);
+        c.same_host = impl->same_host != nullptr;
+    }
     return internal_access::wrap<domain>(std::move(impl));
 }
 
@@ -370,12 +422,20 @@ result<void> domain::close() {
         return fail(detail::fabric_error(ret, "domain close: fi_close for the " + d.caps.provider +
                                                   " domain failed; the domain stays open"));
     }
+    // The same-host shm domain: its regions went with this domain's (each holds both).
+    const int shm_ret = d.same_host ? detail::close_same_host(*d.same_host) : 0;
+    d.same_host.reset();
     const int ret = d.fabric.close();
     impl_.reset();
     if (ret != 0) {
         return fail(detail::fabric_error(ret,
                                          "domain close: the domain is closed, but fi_close "
                                          "for its fabric failed"));
+    }
+    if (shm_ret != 0) {
+        return fail(detail::fabric_error(shm_ret,
+                                         "domain close: the domain is closed, but fi_close for "
+                                         "its same-host shm domain failed"));
     }
     return {};
 }

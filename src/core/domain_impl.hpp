@@ -63,6 +63,10 @@ struct domain_impl : internal_access::opaque<domain> {
     // this side. The progress thread reads it while polling: a change is traffic and extends the
     // spin. Empty elsewhere.
     cntr_handle rma_events;
+    // MSG domains on tcp or sockets with domain_config::same_host: an shm RDM domain opened
+    // beside this one (its own fabric), in which every region is registered too (region_impl::
+    // same_host_mr), for connections to a peer on the same host. Null when off or unavailable.
+    std::shared_ptr<domain_impl> same_host;
 
     ~domain_impl();
 };
@@ -74,6 +78,10 @@ struct region_impl : internal_access::opaque<memory_region> {
     mr_handle mr;
     void* desc = nullptr;  // mr_desc, for mr_mode::local providers
     std::uint64_t key = 0;
+    // The same memory registered in the domain's same-host shm domain (domain_impl::same_host)
+    // with the same access and key `key`, at its virtual address; empty when the domain has
+    // none or shm refused it. Closed before `dom` (declared after it), so before that domain.
+    mr_handle same_host_mr;
 };
 
 // now() + timeout, with the timeout clamped to [0, one year] (no overflow, no negative waits).

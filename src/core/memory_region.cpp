@@ -4,6 +4,7 @@
 
 #include <sodium.h>
 
+#include "base/log.hpp"
 #include "core/impl.hpp"
 #include "fabric/mr.hpp"
 
@@ -43,6 +44,31 @@ std::uint64_t random_key(std::size_t key_size) {
             k &= (std::uint64_t{1} << (8 * key_size)) - 1;
     }
     return k;
+}
+
+// Registers the region's memory in the domain's same-host shm domain too, with the same access
+// and the key the region's own registration got (shm takes the key asked for, and checks it
+// against nothing: docs/security.md). A refusal (the key in use there, a fault) leaves the region
+// without it: it still works over its own domain, only not over shared memory.
+void register_same_host(detail::region_impl& r, detail::mr_access access) {
+    using namespace detail;
+    domain_impl* shm = r.dom->same_host.get();
+    if (shm == nullptr) {
+        return;
+    }
+    mr_handle mr;
+    const int ret = mr_reg(shm->domain.get(), r.memory.data(), r.memory.size(), access, r.key, mr);
+    if (ret != 0 || mr_key(mr.get()) != r.key) {
+        if (log_enabled(log_level::debug)) {
+            log_line(log_level::debug,
+                     "memory_region: the same-host shm registration of " +
+                         std::to_string(r.memory.size()) + " bytes failed (" +
+                         (ret != 0 ? std::string(fabric_strerror(ret)) : "another key") +
+                         "): the region is reached over " + r.dom->caps.provider + " only");
+        }
+        return;
+    }
+    r.same_host_mr = std::move(mr);
 }
 
 }  // namespace
@@ -93,6 +119,7 @@ result<memory_region> memory_region::create(const domain& dom, std::span<std::by
     if (impl->key == detail::mr_key_unavailable) {
         return fail(errc::not_supported, "memory_region: provider uses raw keys (FI_MR_RAW)");
     }
+    register_same_host(*impl, access_for(uses));
     return internal_access::wrap<memory_region>(std::move(impl));
 }
 
@@ -121,10 +148,13 @@ result<remote_region> memory_region::describe(std::size_t offset, std::size_t le
     if (!any(remote)) {
         return fail(errc::access_denied, "describe: region has no remote usage to grant");
     }
-    const bool virt = has_all(detail::impl_of(*this)->dom->caps.mr_mode, mr_mode::virt_addr);
-    const std::uint64_t base =
-        virt ? reinterpret_cast<std::uintptr_t>(detail::impl_of(*this)->memory.data()) : 0;
-    return remote_region::make(base + offset, length, detail::impl_of(*this)->key, remote, virt);
+    const detail::region_impl& r = *detail::impl_of(*this);
+    const bool virt = has_all(r.dom->caps.mr_mode, mr_mode::virt_addr);
+    const std::uint64_t address = reinterpret_cast<std::uintptr_t>(r.memory.data());
+    // shm addresses registrations by virtual address (mr_mode::virt_addr)
+    const std::uint64_t same_host = r.same_host_mr ? address + offset : 0;
+    return remote_region::make((virt ? address : 0) + offset, length, r.key, remote, virt,
+                               same_host);
 }
 
 }  // namespace remora

@@ -696,7 +696,7 @@ static void test_bad_descriptor(void) {
                                    &mr));
     OK(remora_memory_region_describe(mr, 0, 0, &r));
     OK(remora_remote_region_serialize(r, wire, sizeof wire));
-    EXPECT_CODE(remora_remote_region_serialize(r, wire, 31), REMORA_E_TOO_LARGE, "takes 32 bytes");
+    EXPECT_CODE(remora_remote_region_serialize(r, wire, 39), REMORA_E_TOO_LARGE, "takes 40 bytes");
     remora_remote_region_delete(r);
     r = NULL;
     /* short */
@@ -985,6 +985,50 @@ static void test_rdm_shm(void) {
     remora_memory_region_delete(amr);
     remora_memory_region_delete(bmr);
     OK(remora_domain_close(&dom));
+}
+
+/* A tcp or sockets MSG domain opens shm beside it (unless told not to): its regions'
+ * descriptors (version 3) carry their virtual address for a peer on the same host. Version 2's
+ * 32 bytes still parse. Run without FI_PROVIDER, which would leave shm out. */
+static void test_same_host(void) {
+    const char* const provs[] = {"tcp", "sockets"};
+    size_t i;
+    for (i = 0; i < 2; ++i) {
+        int off;
+        for (off = 0; off < 2; ++off) {
+            const struct remora_domain_config dcfg = {
+                .size = sizeof dcfg, .provider = provs[i], .no_same_host = off != 0};
+            struct remora_provider_caps caps = {.size = sizeof caps};
+            remora_domain* dom = NULL;
+            remora_memory_region* mr = NULL;
+            remora_remote_region *desc = NULL, *old = NULL;
+            unsigned char wire[REMORA_DESCRIPTOR_SIZE];
+            const uint64_t want = off ? 0 : (uint64_t)(uintptr_t)(rp.server_mem + 64);
+            uint64_t got = 0;
+            int b;
+            OK(remora_domain_open(&dcfg, &dom));
+            OK(remora_domain_caps(dom, &caps));
+            CHECK(caps.same_host == !off);
+            OK(remora_memory_region_create(dom, rp.server_mem, REGION,
+                                           REMORA_USAGE_WRITE_DESTINATION, &mr));
+            OK(remora_memory_region_describe(mr, 64, 128, &desc));
+            OK(remora_remote_region_serialize(desc, wire, sizeof wire));
+            CHECK(sizeof wire == 40 && wire[0] == 3);
+            for (b = 7; b >= 0; --b) {
+                got = (got << 8) | wire[32 + b];
+            }
+            CHECK(got == want);
+            /* the same descriptor as version 2: read, without a same-host address */
+            wire[0] = 2;
+            OK(remora_remote_region_parse(wire, 32, &old));
+            EXPECT_CODE(remora_remote_region_parse(wire, sizeof wire, &old),
+                        REMORA_E_MALFORMED_DESCRIPTOR, "oversize");
+            remora_remote_region_delete(old);
+            remora_remote_region_delete(desc);
+            remora_memory_region_delete(mr);
+            OK(remora_domain_close(&dom));
+        }
+    }
 }
 
 /* RDM peer liveness on shm: the peer endpoint (in this process) never progresses, so it answers
@@ -1742,6 +1786,7 @@ static const struct named_test tests[] = {
     {"config_size", test_config_size},
     {"strerror", test_strerror},
     {"rdm_shm", test_rdm_shm},
+    {"same_host", test_same_host},
     {"rdm_srq", test_rdm_srq},
     {"rdm_liveness", test_rdm_liveness},
     {"slot_pool", test_slot_pool},

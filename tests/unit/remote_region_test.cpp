@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// remote_region: the wire descriptor (serialise/parse and every validation), slice/check bounds,
-// a deterministic mutation fuzz of parse(), and memory_region::describe on a real tcp domain.
+// remote_region: the wire descriptor (serialise/parse of versions 3 and 2 and every validation),
+// slice/check bounds, a deterministic mutation fuzz of parse(), and memory_region::describe on a
+// real tcp domain.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -19,12 +21,20 @@ constexpr std::uint16_t remote_bits = static_cast<std::uint16_t>(remote_region::
 
 remote_region sample() {
     return must(remote_region::make(0x1122334455667788ull, 0x1000, 0xa1b2c3d4e5f60718ull,
-                                    rw | usage::flush_target, true));
+                                    rw | usage::flush_target, true, 0x00007f0012345000ull));
 }
 
 std::vector<std::byte> wire_of(const remote_region& r) {
     auto a = r.serialize();
     return {a.begin(), a.end()};
+}
+
+// The version 2 form of `r` (version 3's first 32 bytes, version byte 2).
+std::vector<std::byte> v2_wire_of(const remote_region& r) {
+    auto b = wire_of(r);
+    b.resize(32);
+    b[0] = std::byte{2};
+    return b;
 }
 
 std::uint64_t le(const std::vector<std::byte>& b, std::size_t at, int n) {
@@ -51,16 +61,18 @@ void put(std::vector<std::byte>& b, std::size_t at, std::uint64_t v, int n) {
 
 // ---------------------------------------------------------------- serialise / parse
 
-TEST(remote_region_wire, layout_is_little_endian_version_2) {
+TEST(remote_region_wire, layout_is_little_endian_version_3) {
     const auto b = wire_of(sample());
-    ASSERT_EQ(b.size(), 32u);
-    EXPECT_EQ(static_cast<int>(b[0]), 2);
+    ASSERT_EQ(b.size(), 40u);
+    ASSERT_EQ(remote_region::serialized_size, 40u);
+    EXPECT_EQ(static_cast<int>(b[0]), 3);
     EXPECT_EQ(static_cast<int>(b[1]), 1);
     EXPECT_EQ(le(b, 2, 2), static_cast<std::uint16_t>(rw | usage::flush_target));
     EXPECT_EQ(le(b, 4, 8), 0x1122334455667788ull);
     EXPECT_EQ(le(b, 12, 8), 0x1000u);
     EXPECT_EQ(le(b, 20, 8), 0xa1b2c3d4e5f60718ull);
     EXPECT_EQ(le(b, 28, 4), 0u);
+    EXPECT_EQ(le(b, 32, 8), 0x00007f0012345000ull);
     const auto p =
         wire_of(must(sample().with_persistence(persistence::persistent | persistence::gpspm)));
     EXPECT_EQ(le(p, 28, 4), 0x5u);
@@ -98,6 +110,8 @@ TEST(remote_region_wire, round_trip) {
         must(remote_region::make(0, u64max, u64max, remote_region::remote_usages, false)),
         must(remote_region::make(u64max - 1, 1, 7, usage::write_destination, true)),
         must(remote_region::make(4096, 8, 42, usage::atomic_target, false)),
+        must(remote_region::make(0, 64, 9, rw, false, 0x7ffd00001000ull)),
+        must(remote_region::make(0, 1, 9, rw, false, u64max - 1)),
     };
     for (const remote_region& r : cases) {
         const auto b = r.serialize();
@@ -109,7 +123,76 @@ TEST(remote_region_wire, round_trip) {
         EXPECT_EQ(back->key(), r.key());
         EXPECT_EQ(back->usages(), r.usages());
         EXPECT_EQ(back->virtual_addressing(), r.virtual_addressing());
+        EXPECT_EQ(back->same_host_address(), r.same_host_address());
         EXPECT_EQ(back->serialize(), b);
+    }
+}
+
+TEST(remote_region_wire, version_2_is_read_without_a_same_host_address) {
+    const remote_region r = must(sample().with_persistence(persistence::persistent));
+    const auto v2 = v2_wire_of(r);
+    auto back = remote_region::parse(v2);
+    ASSERT_TRUE(back.has_value()) << back.error().what();
+    EXPECT_EQ(back->address(), r.address());
+    EXPECT_EQ(back->length(), r.length());
+    EXPECT_EQ(back->key(), r.key());
+    EXPECT_EQ(back->usages(), r.usages());
+    EXPECT_EQ(back->virtual_addressing(), r.virtual_addressing());
+    EXPECT_EQ(back->persistence(), r.persistence());
+    EXPECT_EQ(back->same_host_address(), 0u);
+    // Written again, it is version 3 with no same-host address.
+    const auto v3 = wire_of(*back);
+    ASSERT_EQ(v3.size(), 40u);
+    EXPECT_EQ(static_cast<int>(v3[0]), 3);
+    EXPECT_TRUE(std::equal(v3.begin() + 1, v3.begin() + 32, v2.begin() + 1));
+    EXPECT_EQ(le(v3, 32, 8), 0u);
+
+    // The same checks as version 3's: size, reserved bytes, overflow.
+    for (std::size_t n : {0u, 1u, 31u, 33u, 40u}) {
+        SCOPED_TRACE(n);
+        auto b = v2;
+        b.resize(n, std::byte{0});
+        if (n > 0) {
+            b[0] = std::byte{2};
+        }
+        EXPECT_MALFORMED(remote_region::parse(b));
+    }
+    for (std::size_t at = 29; at < 32; ++at) {
+        auto b = v2;
+        b[at] = std::byte{1};
+        EXPECT_MALFORMED(remote_region::parse(b));
+    }
+    auto wraps = v2;
+    put(wraps, 4, u64max, 8);
+    EXPECT_MALFORMED(remote_region::parse(wraps));
+}
+
+TEST(remote_region_wire, same_host_address_plus_length_overflow_is_malformed) {
+    struct c {
+        std::uint64_t same_host, length;
+        bool ok;
+    };
+    const c cases[] = {
+        {0, u64max, true},  // none: nothing to overflow
+        {u64max, 1, false}, {u64max - 10, 10, true},         {u64max - 9, 10, false},
+        {1, u64max, false}, {1ull << 63, 1ull << 63, false},
+    };
+    for (const c& k : cases) {
+        SCOPED_TRACE(testing::Message() << k.same_host << " + " << k.length);
+        auto b = wire_of(sample());
+        put(b, 4, 0, 8);
+        put(b, 12, k.length, 8);
+        put(b, 32, k.same_host, 8);
+        auto parsed = remote_region::parse(b);
+        auto made = remote_region::make(0, k.length, 3, usage::read_source, false, k.same_host);
+        if (k.ok) {
+            ASSERT_TRUE(parsed.has_value()) << parsed.error().what();
+            ASSERT_TRUE(made.has_value()) << made.error().what();
+            EXPECT_EQ(parsed->same_host_address(), k.same_host);
+        } else {
+            EXPECT_MALFORMED(std::move(parsed));
+            EXPECT_MALFORMED(std::move(made));
+        }
     }
 }
 
@@ -138,7 +221,7 @@ TEST(remote_region_wire, oversize_is_malformed) {
 TEST(remote_region_wire, unknown_version_is_malformed) {
     for (int v = 0; v < 256; ++v) {
         if (v == remote_region::version) {
-            continue;
+            continue;  // (2 with version 3's 40 bytes is oversize for version 2: refused too)
         }
         SCOPED_TRACE(v);
         auto b = wire_of(sample());
@@ -215,6 +298,7 @@ TEST(remote_region_wire, address_plus_length_overflow_is_malformed) {
         auto b = wire_of(sample());
         put(b, 4, k.address, 8);
         put(b, 12, k.length, 8);
+        put(b, 32, 0, 8);  // no same-host address (checked on its own below)
         auto parsed = remote_region::parse(b);
         auto made = remote_region::make(k.address, k.length, 3, usage::read_source, false);
         if (k.ok) {
@@ -259,6 +343,14 @@ TEST(remote_region_bounds, slice_narrows_and_keeps_key_usage_addressing) {
     ASSERT_TRUE(vs.has_value()) << vs.error().what();
     EXPECT_EQ(vs->address(), u64max - 96);
     EXPECT_TRUE(vs->virtual_addressing());
+    EXPECT_EQ(vs->same_host_address(), 0u);  // none stays none
+
+    // The same-host address moves with the offset.
+    const remote_region h = must(remote_region::make(1000, 4096, 77, rw, false, u64max - 4096));
+    auto hs = h.slice(4000, 96);
+    ASSERT_TRUE(hs.has_value()) << hs.error().what();
+    EXPECT_EQ(hs->same_host_address(), u64max - 96);
+    EXPECT_EQ(hs->address(), 5000u);
 }
 
 TEST(remote_region_bounds, slice_out_of_range_and_overflow) {
@@ -320,10 +412,14 @@ TEST(remote_region_bounds, check_bounds_and_overflow) {
 
 // The validity rule of the wire format, written independently of parse().
 bool reference_valid(const std::vector<std::byte>& b) {
-    if (b.size() != remote_region::serialized_size) {
+    if (b.empty()) {
         return false;
     }
-    if (static_cast<int>(b[0]) != 2 || static_cast<int>(b[1]) > 1) {
+    const int version = static_cast<int>(b[0]);
+    if (!(version == 3 && b.size() == 40) && !(version == 2 && b.size() == 32)) {
+        return false;
+    }
+    if (static_cast<int>(b[1]) > 1) {
         return false;
     }
     const auto persist = static_cast<unsigned>(b[28]);
@@ -340,7 +436,10 @@ bool reference_valid(const std::vector<std::byte>& b) {
         return false;
     }
     unsigned __int128 end = static_cast<unsigned __int128>(address) + length;
-    return end <= static_cast<unsigned __int128>(u64max);
+    const std::uint64_t same_host = version == 3 ? le(b, 32, 8) : 0;
+    unsigned __int128 same_host_end = static_cast<unsigned __int128>(same_host) + length;
+    return end <= static_cast<unsigned __int128>(u64max) &&
+           same_host_end <= static_cast<unsigned __int128>(u64max);
 }
 
 TEST(remote_region_fuzz, mutated_descriptors_parse_or_fail_cleanly) {
@@ -361,9 +460,10 @@ TEST(remote_region_fuzz, mutated_descriptors_parse_or_fail_cleanly) {
         // Start from a valid descriptor, then mutate it 1..4 times.
         const auto uses = static_cast<usage>((1 + pick(remote_bits)) & remote_bits);
         auto base = remote_region::make(pick(1ull << 40), 1 + pick(1ull << 30), rng(),
-                                        any(uses) ? uses : usage::read_source, pick(2) == 1);
+                                        any(uses) ? uses : usage::read_source, pick(2) == 1,
+                                        pick(2) == 1 ? pick(1ull << 47) : 0);
         ASSERT_TRUE(base.has_value()) << base.error().what();
-        std::vector<std::byte> b = wire_of(*base);
+        std::vector<std::byte> b = pick(4) == 0 ? v2_wire_of(*base) : wire_of(*base);
         const int mutations = 1 + static_cast<int>(pick(4));
         for (int m = 0; m < mutations; ++m) {
             switch (pick(9)) {
@@ -384,7 +484,10 @@ TEST(remote_region_fuzz, mutated_descriptors_parse_or_fail_cleanly) {
                     b.resize(b.size() + 1 + pick(8), static_cast<std::byte>(pick(256)));
                     break;
                 case 4:  // a field gets an interesting or random value
-                    if (b.size() >= 28) {
+                    if (b.size() >= 40) {
+                        const std::size_t field = pick(4);
+                        put(b, field == 3 ? 32 : 4 + 8 * field, value(), 8);
+                    } else if (b.size() >= 28) {
                         put(b, 4 + 8 * pick(3), value(), 8);
                     }
                     break;
@@ -401,14 +504,15 @@ TEST(remote_region_fuzz, mutated_descriptors_parse_or_fail_cleanly) {
                     break;
                 case 6:  // version / addressing
                     if (b.size() >= 2) {
-                        b[pick(2)] = static_cast<std::byte>(pick(3));
+                        b[pick(2)] = static_cast<std::byte>(pick(4));
                     }
                     break;
-                default:  // length/address pair near the overflow edge
+                default:  // length/address or length/same-host address near the overflow edge
                     if (b.size() >= 28) {
                         const std::uint64_t len = 1 + pick(1 << 12);
                         put(b, 12, len, 8);
-                        put(b, 4, u64max - len + 1 - pick(3) + pick(3), 8);
+                        const std::size_t at = b.size() >= 40 && pick(2) == 0 ? 32 : 4;
+                        put(b, at, u64max - len + 1 - pick(3) + pick(3), 8);
                     }
                     break;
             }
@@ -417,9 +521,16 @@ TEST(remote_region_fuzz, mutated_descriptors_parse_or_fail_cleanly) {
         const bool expect_ok = reference_valid(b);
         if (r) {
             ASSERT_TRUE(expect_ok) << "iteration " << i << ": accepted an invalid descriptor";
+            // One encoding per descriptor: version 3 gives back its bytes; version 2 its bytes
+            // as version 3 (version byte 3, no same-host address).
+            std::vector<std::byte> want = b;
+            if (static_cast<int>(b[0]) == 2) {
+                want[0] = std::byte{3};
+                want.resize(40, std::byte{0});
+            }
             const auto again = r->serialize();
-            ASSERT_EQ(b.size(), again.size());
-            ASSERT_TRUE(std::equal(b.begin(), b.end(), again.begin())) << "iteration " << i;
+            ASSERT_EQ(want.size(), again.size());
+            ASSERT_TRUE(std::equal(want.begin(), want.end(), again.begin())) << "iteration " << i;
             ++accepted;
         } else {
             ASSERT_TRUE(r.error() == errc::malformed_descriptor)

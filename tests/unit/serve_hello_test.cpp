@@ -28,6 +28,13 @@ TEST(serve_hello, round_trips) {
     ASSERT_TRUE(h.has_value()) << h.error().message();
     EXPECT_EQ(h->depth, 65535);
     EXPECT_EQ(h->region, sample());
+    // A descriptor with a same-host address (a tcp or sockets target with shm beside it).
+    const remote_region same_host =
+        must(remote_region::make(0, 4096, 7, usage::read_source, false, 0x7f0000001000ull));
+    auto s = parse_hello(make_hello(8, same_host));
+    ASSERT_TRUE(s.has_value()) << s.error().message();
+    EXPECT_EQ(s->region.same_host_address(), 0x7f0000001000ull);
+    EXPECT_EQ(hello_size, 52u);
 }
 
 TEST(serve_hello, rejects_each_non_zero_reserved_byte) {

@@ -3,8 +3,9 @@
 //
 // A client connects with 2 bytes of private data: the service depth it wants (u16 LE); to a
 // target started with --key-file, inside an admission token (remora/admission.hpp). The
-// target accepts with its hello (44 bytes): "RMRA" | u8 version (1) | u8 zero | u16 service
-// depth granted | u32 zero | the region's 32-byte descriptor.
+// target accepts with its hello (52 bytes): "RMRA" | u8 version (1) | u8 zero | u16 service
+// depth granted | u32 zero | the region's descriptor (remote_region::serialized_size bytes,
+// version 3).
 #pragma once
 
 #include <array>
