@@ -141,6 +141,17 @@ struct connection_config {
     /// Layers built on the connection (see connection_addon), in any order. At most one may ask
     /// for internal sends (errc::invalid_argument otherwise); each one's check() runs at setup.
     std::vector<std::shared_ptr<const connection_addon>> addons{};
+    /// Offer a same-host path in connection setup (connect, connect_async, accept,
+    /// accept_async); the path is taken only when both sides offer it and find the same host
+    /// identity (one boot, user, /dev/shm and pid namespace). The offer travels in a fixed-size
+    /// trailer the library appends to the connect and accept private data and strips before
+    /// anyone reads it, on tcp and sockets under no provider rules, and only when it fits in
+    /// caps().cm_data_size beside the application's data (else nothing is offered: never an
+    /// error). Today the offer is only negotiated: the operations still go over the connection's
+    /// provider. A target accepting a peer to whom it grants restricted access (e.g.\ only a
+    /// read-only registration) sets it to false: a same-host path checks no memory keys.
+    /// Ignored on RDM peers.
+    bool same_host = true;
 };
 
 /// The completion-queue entries a connection with configuration `c` takes, on its CQ (cq_kind::cq:
