@@ -196,13 +196,13 @@ std::vector<std::byte> accept_data(const provider_caps& caps, const connection_c
         return out;
     }
     const auto& id = this_host_identity();
+    agreed = config.same_host && same_host_eligible(caps) && id && offer->identity == *id;
     setup_trailer t;
     t.nonce = offer->nonce;
-    if (id) {
+    if (agreed) {  // a refusal tells the client nothing of this host: its identity stays zero
+        t.flags = trailer_same_host;
         t.identity = *id;
     }
-    agreed = config.same_host && same_host_eligible(caps) && id && offer->identity == *id;
-    t.flags = agreed ? trailer_same_host : 0;
     append_trailer(out, t);
     return out;
 }

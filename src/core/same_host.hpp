@@ -11,7 +11,8 @@
 //     u8 version (1) | u8 flags | u8[8] host identity | u8[16] nonce | u32 magic ("RMSH")
 //
 // flags bit 0: the client offers a same-host path (connect), the target accepts it (accept);
-// other bits are ignored. The client's nonce is fresh random bytes per connect; the target's
+// other bits are ignored. The client sends its identity; the target sends its own only when it
+// accepts (zero otherwise). The client's nonce is fresh random bytes per connect; the target's
 // accept trailer echoes it (the later proof over shm names it). A trailer is found by its magic
 // in the last 4 bytes and its version at its fixed offset, so data of any length can carry one;
 // data without one is passed on untouched and means "no offer".

@@ -249,6 +249,37 @@ TEST_P(same_host, nothing_is_offered_under_verbs_rules) {
     EXPECT_FALSE(same_host_of(s2.server).agreed);
 }
 
+TEST_P(same_host, the_target_echoes_the_nonce_and_names_its_identity_only_when_it_agrees) {
+    // The raw answer: a client under verbs' rules sends no trailer of its own and reads none (its
+    // 55 bytes leave no room for a second one), so a crafted offer as its whole data reaches the
+    // target as an offer, and the target's answer arrives as it was sent.
+    ASSERT_TRUE(this_host_identity().has_value());
+    auto cd = must(domain::open({.provider = GetParam(), .rules = provider_rules::verbs}));
+    for (const bool target_on : {true, false}) {
+        SCOPED_TRACE(target_on ? "target on" : "target off");
+        detail::setup_trailer offer;
+        offer.flags = detail::trailer_same_host;
+        offer.identity = *this_host_identity();
+        offer.nonce.fill(std::byte{0x5a});
+        std::vector<std::byte> raw;
+        detail::append_trailer(raw, offer);
+        const auto sdata = pattern(2, 77);
+        auto s = connect_to(lst, cd, {.same_host = target_on}, {}, raw, sdata);
+        EXPECT_TRUE(s.request_data.empty()) << "the target took the trailer off";
+        EXPECT_TRUE(same_host_of(s.server).offered);
+        EXPECT_EQ(same_host_of(s.server).agreed, target_on);
+        EXPECT_EQ(same_host_of(s.server).nonce, offer.nonce);
+        const auto got = copy_of(s.client.peer_private_data());
+        ASSERT_EQ(got.size(), sdata.size() + detail::setup_trailer_size);
+        EXPECT_TRUE(std::equal(sdata.begin(), sdata.end(), got.begin()));
+        const auto answer = detail::trailer_of(got);
+        ASSERT_TRUE(answer.has_value());
+        EXPECT_EQ(answer->nonce, offer.nonce);
+        EXPECT_EQ(answer->same_host(), target_on);
+        EXPECT_EQ(answer->identity, target_on ? *this_host_identity() : detail::host_identity{});
+    }
+}
+
 TEST_P(same_host, oversize_private_data_is_still_the_same_clear_error) {
     const std::size_t max = client_dom.caps().cm_data_size;
     const auto big = pattern(max + 1, 0);
