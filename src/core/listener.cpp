@@ -249,9 +249,11 @@ result<connection_request> listener::get_request(std::chrono::milliseconds timeo
     for (;;) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
             deadline - std::chrono::steady_clock::now());
+        // Room for the library's same-host trailer beyond the limit: a client whose own limit is
+        // larger (another rules profile) may append one to data that fits ours.
         auto ev =
             read_eq(detail::impl_of(*this)->eq.get(), std::max(left, std::chrono::milliseconds(0)),
-                    detail::impl_of(*this)->dom->caps.cm_data_size, nullptr);
+                    detail::impl_of(*this)->dom->caps.cm_data_size + setup_trailer_size, nullptr);
         if (!ev) {
             return fail(ev.error());
         }

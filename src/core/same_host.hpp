@@ -96,7 +96,9 @@ std::vector<std::byte> accept_data(const provider_caps& caps, const connection_c
 
 // The outcome of the negotiation on a connection, for tests and the layers that build the path:
 // whether this side offered (client) or was offered (target), whether both agreed, and the
-// client's nonce (zero without an offer). Empty handle: nothing offered.
+// client's nonce (zero without an offer). Fixed once the connection is established (read it
+// then: an asynchronous client's `agreed` is set when FI_CONNECTED is read). Empty handle:
+// nothing offered.
 struct same_host_outcome {
     bool offered = false;
     bool agreed = false;

@@ -240,13 +240,18 @@ TEST_P(same_host, nothing_is_offered_under_verbs_rules) {
     EXPECT_EQ(copy_of(s.client.peer_private_data()), cdata);
     EXPECT_FALSE(same_host_of(s.client).offered);
     EXPECT_FALSE(same_host_of(s.server).offered);
-    // A client under native rules offers; a target under verbs' declines.
-    auto s2 = connect_to(l, client_dom, {}, {}, cdata, cdata);
-    EXPECT_EQ(s2.request_data, cdata);
-    EXPECT_EQ(copy_of(s2.client.peer_private_data()), cdata);
-    EXPECT_TRUE(same_host_of(s2.client).offered);
-    EXPECT_FALSE(same_host_of(s2.client).agreed);
-    EXPECT_FALSE(same_host_of(s2.server).agreed);
+    // A client under native rules offers; a target under verbs' declines, and receives data that
+    // fits its 55 bytes whole, also when the trailer after it does not.
+    for (const std::size_t n : {std::size_t{2}, std::size_t{40}, std::size_t{55}}) {
+        SCOPED_TRACE("native client, " + std::to_string(n) + " bytes");
+        const auto data = pattern(n, 4);
+        auto s2 = connect_to(l, client_dom, {}, {}, data, cdata);
+        EXPECT_EQ(s2.request_data, data);
+        EXPECT_EQ(copy_of(s2.client.peer_private_data()), cdata);
+        EXPECT_TRUE(same_host_of(s2.client).offered);
+        EXPECT_FALSE(same_host_of(s2.client).agreed);
+        EXPECT_FALSE(same_host_of(s2.server).agreed);
+    }
 }
 
 TEST_P(same_host, the_target_echoes_the_nonce_and_names_its_identity_only_when_it_agrees) {
