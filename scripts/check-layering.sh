@@ -34,9 +34,10 @@
 #   public  the public headers (include/remora/*.hpp) name no detail:: type in code (comments
 #           may): a handle keeps its state behind a private opaque `struct impl;` that only the
 #           library reaches (src/base/internal_access.hpp).
-#   names   include/remora/connection.hpp and op_options.hpp name no type or verb of the
-#           persistence layer or the pools (flush, publish, service_depth, write_copy,
-#           buffer_pool, registration_cache, ...): connection is lifecycle and native verbs.
+#   names   include/remora/connection.hpp, connection_config.hpp and op_options.hpp name no type
+#           or verb of the persistence layer or the pools (flush, publish, service_depth,
+#           write_copy, buffer_pool, registration_cache, ...): connection is lifecycle and
+#           native verbs.
 # Third, the one door (src/core/door.hpp): no code outside src/fabric/ and door.hpp posts or
 # cancels on an endpoint itself (ep_post, ep_send, ep_recv, ep_write, ep_read, ep_atomic,
 # ep_fetch_atomic, ep_compare_atomic, ep_cancel).
@@ -157,14 +158,15 @@ fi
 # code or in comments.
 upper_names='\b(flush|flush_options|flush_type|flush_method|flush_method_for|publish|atomic_path|service_depth|service_timeout|persistence_config|persistent_region|target_service|write_copy|send_copy|bounce|bounce_buffers|buffer_pool|pooled_buffer|slot_pool|receive_pool|registration_cache|cached_region)\b|\batomics\('
 names=0
-for f in include/remora/connection.hpp include/remora/op_options.hpp; do
+for f in include/remora/connection.hpp include/remora/connection_config.hpp \
+    include/remora/op_options.hpp; do
     while IFS= read -r line; do
         echo "$f:$line"
         names=1
     done < <(grep -nP "$upper_names" "$f" || true)
 done
 if [[ $names -ne 0 ]]; then
-    echo "check-layering: connection.hpp or op_options.hpp names a persistence or pool type or verb (they belong to persistence.hpp and the slots headers)" >&2
+    echo "check-layering: connection.hpp, connection_config.hpp or op_options.hpp names a persistence or pool type or verb (they belong to persistence.hpp and the slots headers)" >&2
     exit 1
 fi
 door=0

@@ -22,10 +22,11 @@
 /// HMAC's output, 128 bits (truncation as RFC 2104 section 5 allows), and is compared in
 /// constant time.
 ///
-/// The whole token travels in the connection request's private data (no extra round trip), so
-/// it must fit in caps().cm_data_size: identity and payload may take
-/// admission_connect_room(dom) = cm_data_size - 38 bytes together. On tcp and sockets (256)
-/// that is 218: the longest identity (64 bytes) and a payload of up to 154; under verbs rules
+/// The whole token travels in the connection request's private data (no extra round trip; the
+/// library's same-host trailer, when it offers one, follows it and is taken off before the gate
+/// or the application sees the data), so it must fit in caps().cm_data_size: identity and payload
+/// may take admission_connect_room(dom) = cm_data_size - 38 bytes together. On tcp and sockets
+/// (256) that is 218: the longest identity (64 bytes) and a payload of up to 154; under verbs rules
 /// (domain_config::rules, REMORA_RULES=verbs) and on libfabric's verbs provider over InfiniBand
 /// (55) it is 17, e.g.\ a 15-byte identity with `remora serve`'s 2-byte depth. connect_admitted
 /// refuses a longer identity + payload with errc::invalid_argument naming both sizes, before

@@ -103,6 +103,12 @@ struct connection_impl : internal_access::opaque<connection> {
     // thread's look (liveness_progress).
     std::atomic<std::int64_t> live_due{std::numeric_limits<std::int64_t>::max()};
     std::vector<std::byte> peer_data;
+    // The same-host offer of the setup (core/same_host.hpp): offered (client: it sent one; target:
+    // it was sent one), agreed by both sides, and the client's nonce (zero without an offer). Set
+    // while the connection is set up (a client's `agreed` once FI_CONNECTED is read), then fixed.
+    bool same_host_offered = false;
+    bool same_host_agreed = false;
+    std::array<std::byte, 16> setup_nonce{};
     std::atomic<bool> open{false};
     bool progress_watched = false;
     op_pool ops;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/impl.hpp"
+#include "core/same_host.hpp"
 #include "fabric/cq.hpp"
 #include "fabric/endpoint.hpp"
 #include "fabric/eq.hpp"
@@ -72,6 +73,9 @@ result<void> connection_impl::await_connected(milliseconds timeout, bool client)
                         std::to_string(static_cast<std::uint32_t>(ev->event)));
     }
     peer_data = std::move(ev->data);
+    if (client) {
+        same_host_agreed = settle_connect(peer_data, same_host_offered, setup_nonce);
+    }
     {
         std::lock_guard lock(event_mu);
         established = true;
@@ -130,6 +134,7 @@ void connection_impl::poll_setup_locked() {
     if (ev && ev->event == cm_event::connected) {
         if (client) {  // an accepted connection keeps the request's private data
             peer_data = std::move(ev->data);
+            same_host_agreed = settle_connect(peer_data, same_host_offered, setup_nonce);
         }
         established = true;
         open = true;
@@ -210,12 +215,15 @@ result<std::unique_ptr<connection_impl>> start_connect(const domain& dom, const 
         return fail(r.error());
     }
     impl->client = true;
+    // The application's data, and the library's same-host trailer when it offers the path.
+    const std::vector<std::byte> data =
+        connect_data(caps, impl->config, private_data, impl->same_host_offered, impl->setup_nonce);
     if (async) {
         if (auto r = impl->start_async(); !r) {
             return fail(r.error());
         }
     }
-    ret = ep_connect(impl->ep.get(), info.get(), private_data.data(), private_data.size());
+    ret = ep_connect(impl->ep.get(), info.get(), data.data(), data.size());
     if (ret != 0) {
         impl->connecting = false;
         return fail(fabric_error(ret, "fi_connect to " + host + ":" + service));

@@ -11,6 +11,7 @@
 #include <cstdlib>
 
 #include "core/impl.hpp"
+#include "core/same_host.hpp"
 #include "fabric/cq.hpp"
 #include "fabric/endpoint.hpp"
 #include "fabric/eq.hpp"
@@ -45,7 +46,8 @@ struct listener_impl : internal_access::opaque<listener> {
 struct request_impl : internal_access::opaque<connection_request> {
     std::shared_ptr<listener_impl> listener;
     info_ptr info;
-    std::vector<std::byte> data;
+    std::vector<std::byte> data;         // the client's, without the library's trailer
+    std::optional<setup_trailer> offer;  // the trailer, when the client sent one
     bool answered = false;
 };
 
@@ -105,12 +107,19 @@ result<connection> accept_request(detail::request_impl* req, const connection_co
     }
     req->answered = true;
     impl->peer_data = req->data;
+    // The application's data, and the library's answer to a same-host offer.
+    const std::vector<std::byte> data =
+        accept_data(caps, impl->config, req->offer, private_data, impl->same_host_agreed);
+    impl->same_host_offered = req->offer && req->offer->same_host();
+    if (impl->same_host_offered) {
+        impl->setup_nonce = req->offer->nonce;
+    }
     if (async) {
         if (auto r = impl->start_async(); !r) {
             return fail(r.error());
         }
     }
-    int ret = ep_accept(impl->ep.get(), private_data.data(), private_data.size());
+    int ret = ep_accept(impl->ep.get(), data.data(), data.size());
     if (ret != 0) {
         impl->connecting = false;
         return fail(fabric_error(ret, "fi_accept"));
@@ -240,9 +249,11 @@ result<connection_request> listener::get_request(std::chrono::milliseconds timeo
     for (;;) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
             deadline - std::chrono::steady_clock::now());
+        // Room for the library's same-host trailer beyond the limit: a client whose own limit is
+        // larger (another rules profile) may append one to data that fits ours.
         auto ev =
             read_eq(detail::impl_of(*this)->eq.get(), std::max(left, std::chrono::milliseconds(0)),
-                    detail::impl_of(*this)->dom->caps.cm_data_size, nullptr);
+                    detail::impl_of(*this)->dom->caps.cm_data_size + setup_trailer_size, nullptr);
         if (!ev) {
             return fail(ev.error());
         }
@@ -254,6 +265,7 @@ result<connection_request> listener::get_request(std::chrono::milliseconds timeo
         req->listener = detail::shared_impl_of(*this);
         req->info.reset(ev->info);
         req->data = std::move(ev->data);
+        req->offer = take_trailer(req->data);  // before anyone (admission, the user) reads it
         return internal_access::wrap<connection_request>(std::move(req));
     }
 }

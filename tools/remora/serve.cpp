@@ -311,11 +311,12 @@ int run_serve(const serve_options& o) {
             }
             const remote_region& desc = rw ? *rw_desc : *ro_desc;
             const auto hello = make_hello(*want, desc);
-            auto conn =
-                req->accept({.connect_timeout = handshake,
-                             .progress_thread = true,
-                             .addons = {remora::persistence_config{.service_depth = *want}}},
-                            hello);
+            // A same-host path checks no memory keys: only a read-write client may take one.
+            auto conn = req->accept({.connect_timeout = handshake,
+                                     .progress_thread = true,
+                                     .addons = {remora::persistence_config{.service_depth = *want}},
+                                     .same_host = rw},
+                                    hello);
             if (!conn) {
                 log_line(fmt::format("accept failed: {}", conn.error().what()));
                 trim_pending = true;

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The host identity and the connect / accept trailer of a same-host offer (core/same_host.hpp).
+#include "core/same_host.hpp"
+
+#include <fcntl.h>
+#include <sodium.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/connection_impl.hpp"
+#include "core/little_endian.hpp"
+
+namespace remora::detail {
+namespace {
+
+// Reads a small file whole (the boot id: 37 bytes); nullopt when it cannot be read, is empty or
+// is larger than 4 KiB.
+std::optional<std::vector<unsigned char>> read_small_file(const char* path) {
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return std::nullopt;
+    }
+    std::vector<unsigned char> out(4096);
+    std::size_t got = 0;
+    ssize_t n = 0;
+    while (got < out.size() && (n = ::read(fd, out.data() + got, out.size() - got)) != 0) {
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            break;
+        }
+        got += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+    if (n < 0 || got == 0 || got == out.size()) {
+        return std::nullopt;
+    }
+    out.resize(got);
+    return out;
+}
+
+void hash_u64(crypto_generichash_state& st, std::uint64_t v) {
+    std::byte b[8];
+    put_le(b, v, 8);
+    crypto_generichash_update(&st, reinterpret_cast<const unsigned char*>(b), sizeof b);
+}
+
+}  // namespace
+
+std::optional<host_identity> compute_host_identity() {
+    if (sodium_init() < 0) {
+        return std::nullopt;
+    }
+    const auto boot_id = read_small_file("/proc/sys/kernel/random/boot_id");
+    struct stat shm {};
+    struct stat pid_ns {};
+    if (!boot_id || ::stat("/dev/shm", &shm) != 0 || ::stat("/proc/self/ns/pid", &pid_ns) != 0) {
+        return std::nullopt;
+    }
+    static constexpr char domain_tag[] = "remora same-host identity v1";
+    crypto_generichash_state st;
+    if (crypto_generichash_init(&st, nullptr, 0, crypto_generichash_BYTES_MIN) != 0) {
+        return std::nullopt;
+    }
+    crypto_generichash_update(&st, reinterpret_cast<const unsigned char*>(domain_tag),
+                              sizeof domain_tag);
+    hash_u64(st, boot_id->size());
+    crypto_generichash_update(&st, boot_id->data(), boot_id->size());
+    hash_u64(st, ::getuid());
+    hash_u64(st, ::geteuid());
+    hash_u64(st, shm.st_dev);
+    hash_u64(st, shm.st_ino);
+    hash_u64(st, pid_ns.st_dev);
+    hash_u64(st, pid_ns.st_ino);
+    // BLAKE2b's shortest output is 16 bytes: the identity is its first 8.
+    std::array<unsigned char, crypto_generichash_BYTES_MIN> full{};
+    if (crypto_generichash_final(&st, full.data(), full.size()) != 0) {
+        return std::nullopt;
+    }
+    host_identity id;
+    std::memcpy(id.data(), full.data(), id.size());
+    return id;
+}
+
+namespace {
+
+constexpr std::size_t trailer_flags_at = 1;
+constexpr std::size_t trailer_identity_at = 2;
+constexpr std::size_t trailer_nonce_at = trailer_identity_at + host_identity_size;
+constexpr std::size_t trailer_magic_at = trailer_nonce_at + same_host_nonce_size;
+static_assert(trailer_magic_at + 4 == setup_trailer_size);
+
+}  // namespace
+
+const std::optional<host_identity>& this_host_identity() noexcept {
+    static const std::optional<host_identity> id = [] {
+        try {
+            return compute_host_identity();
+        } catch (...) {  // out of memory reading the boot id: no identity, no offer
+            return std::optional<host_identity>{};
+        }
+    }();
+    return id;
+}
+
+void append_trailer(std::vector<std::byte>& out, const setup_trailer& t) {
+    const std::size_t at = out.size();
+    out.resize(at + setup_trailer_size);
+    std::byte* p = out.data() + at;
+    p[0] = static_cast<std::byte>(setup_trailer_version);
+    p[trailer_flags_at] = static_cast<std::byte>(t.flags);
+    std::memcpy(p + trailer_identity_at, t.identity.data(), host_identity_size);
+    std::memcpy(p + trailer_nonce_at, t.nonce.data(), same_host_nonce_size);
+    put_le(p + trailer_magic_at, setup_trailer_magic, 4);
+}
+
+std::optional<setup_trailer> take_trailer(std::vector<std::byte>& data) noexcept {
+    auto t = trailer_of(data);
+    if (t) {
+        data.resize(data.size() - setup_trailer_size);
+    }
+    return t;
+}
+
+std::optional<setup_trailer> trailer_of(std::span<const std::byte> data) noexcept {
+    if (data.size() < setup_trailer_size) {
+        return std::nullopt;
+    }
+    const std::byte* p = data.data() + data.size() - setup_trailer_size;
+    if (get_le(p + trailer_magic_at, 4) != setup_trailer_magic ||
+        p[0] != static_cast<std::byte>(setup_trailer_version)) {
+        return std::nullopt;
+    }
+    setup_trailer t;
+    t.flags = static_cast<std::uint8_t>(p[trailer_flags_at]);
+    std::memcpy(t.identity.data(), p + trailer_identity_at, host_identity_size);
+    std::memcpy(t.nonce.data(), p + trailer_nonce_at, same_host_nonce_size);
+    return t;
+}
+
+bool same_host_eligible(const provider_caps& caps) noexcept {
+    return caps.endpoint == endpoint_type::msg && caps.rules == provider_rules::native &&
+           (caps.provider == "tcp" || caps.provider == "sockets");
+}
+
+std::vector<std::byte> connect_data(const provider_caps& caps, const connection_config& config,
+                                    std::span<const std::byte> data, bool& offered,
+                                    same_host_nonce& nonce) {
+    offered = false;
+    nonce = {};
+    std::vector<std::byte> out(data.begin(), data.end());
+    const bool room = data.size() + setup_trailer_size <= caps.cm_data_size;
+    if (!room) {
+        return out;  // no offer: the application's data is never refused for the trailer
+    }
+    const auto& id = this_host_identity();
+    setup_trailer t;
+    if (config.same_host && same_host_eligible(caps) && id) {
+        randombytes_buf(nonce.data(), nonce.size());  // sodium_init ran for the identity
+        t.flags = trailer_same_host;
+        t.identity = *id;
+        t.nonce = nonce;
+        offered = true;
+    } else if (!trailer_of(data)) {
+        return out;
+    }
+    append_trailer(out, t);
+    return out;
+}
+
+bool settle_connect(std::vector<std::byte>& data, bool offered,
+                    const same_host_nonce& nonce) noexcept {
+    if (!offered) {
+        return false;
+    }
+    const auto t = trailer_of(data);
+    if (!t || t->nonce != nonce) {
+        return false;  // a target that does not answer offers: its data is all the application's
+    }
+    data.resize(data.size() - setup_trailer_size);
+    const auto& id = this_host_identity();
+    return t->same_host() && id && t->identity == *id;
+}
+
+std::vector<std::byte> accept_data(const provider_caps& caps, const connection_config& config,
+                                   const std::optional<setup_trailer>& offer,
+                                   std::span<const std::byte> data, bool& agreed) {
+    agreed = false;
+    std::vector<std::byte> out(data.begin(), data.end());
+    if (!offer || !offer->same_host() || data.size() + setup_trailer_size > caps.cm_data_size) {
+        return out;
+    }
+    const auto& id = this_host_identity();
+    agreed = config.same_host && same_host_eligible(caps) && id && offer->identity == *id;
+    setup_trailer t;
+    t.nonce = offer->nonce;
+    if (agreed) {  // a refusal tells the client nothing of this host: its identity stays zero
+        t.flags = trailer_same_host;
+        t.identity = *id;
+    }
+    append_trailer(out, t);
+    return out;
+}
+
+same_host_outcome same_host_of(const connection& c) noexcept {
+    const connection_impl* impl = impl_of(c);
+    if (impl == nullptr) {
+        return {};
+    }
+    return {impl->same_host_offered, impl->same_host_agreed, impl->setup_nonce};
+}
+
+}  // namespace remora::detail
