@@ -199,7 +199,8 @@ struct domain_config {
     /// their operations over shared memory; false: never. Not under verbs or efa rules, and
     /// not for RDM domains. When shm is not available or fails to open, the domain opens
     /// without it (the reason is logged at log_level::debug); caps().same_host says whether it
-    /// is open.
+    /// is open. The environment variable REMORA_SAME_HOST=off turns it off for every domain of
+    /// the process.
     bool same_host = true;
 };
 

@@ -108,6 +108,11 @@ struct connection_impl : internal_access::opaque<connection> {
     // while the connection is set up (a client's `agreed` once FI_CONNECTED is read), then fixed.
     bool same_host_offered = false;
     bool same_host_agreed = false;
+    // Client, while a blocking connect offers the path: its shm peer (progressed while it waits
+    // for the accept: the target proves the path on it), and the target's shm address from the
+    // accept data.
+    std::unique_ptr<connection_impl> same_host_peer;
+    std::vector<std::byte> same_host_address;
     std::array<std::byte, 16> setup_nonce{};
     std::atomic<bool> open{false};
     bool progress_watched = false;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <remora/connection.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "core/impl.hpp"
 #include "core/same_host.hpp"
+#include "core/same_host_path.hpp"
 #include "fabric/cq.hpp"
 #include "fabric/endpoint.hpp"
 #include "fabric/eq.hpp"
@@ -57,7 +59,27 @@ static std::pair<error, conn_event> setup_failure(const error& e, std::vector<st
 
 result<void> connection_impl::await_connected(milliseconds timeout, bool client) {
     std::vector<std::byte> err_data;
-    auto ev = read_eq(eq.get(), timeout, dom->caps.cm_data_size, &err_data);
+    result<eq_event> ev = fail(errc::timed_out, "not read yet");
+    if (same_host_peer) {
+        // The target proves the same-host path on this side's shm peer before it accepts: the
+        // peer progresses (its CQ read) between short looks at the event queue.
+        const auto deadline = deadline_after(timeout);
+        for (;;) {
+            for (cq_impl* q : {same_host_peer->cq.get(), same_host_peer->rcq.get()}) {
+                if (q != nullptr && !q->progress_owned()) {
+                    q->drive();
+                }
+            }
+            const auto left = std::chrono::ceil<milliseconds>(deadline - steady_clock::now());
+            ev = read_eq(eq.get(), std::clamp(left, milliseconds(0), milliseconds(1)),
+                         dom->caps.cm_data_size, &err_data);
+            if (ev || !(ev.error() == errc::timed_out) || steady_clock::now() >= deadline) {
+                break;
+            }
+        }
+    } else {
+        ev = read_eq(eq.get(), timeout, dom->caps.cm_data_size, &err_data);
+    }
     if (!ev) {
         const error& e = ev.error();
         if (e == errc::timed_out) {
@@ -74,7 +96,8 @@ result<void> connection_impl::await_connected(milliseconds timeout, bool client)
     }
     peer_data = std::move(ev->data);
     if (client) {
-        same_host_agreed = settle_connect(peer_data, same_host_offered, setup_nonce);
+        same_host_agreed =
+            settle_connect(peer_data, same_host_offered, setup_nonce, &same_host_address);
     }
     {
         std::lock_guard lock(event_mu);
@@ -215,9 +238,19 @@ result<std::unique_ptr<connection_impl>> start_connect(const domain& dom, const 
         return fail(r.error());
     }
     impl->client = true;
-    // The application's data, and the library's same-host trailer when it offers the path.
-    const std::vector<std::byte> data =
-        connect_data(caps, impl->config, private_data, impl->same_host_offered, impl->setup_nonce);
+    // The application's data, and the library's same-host trailer when it offers the path (with
+    // its shm peer's address, when it can take the path).
+    if (same_host_eligible(caps)) {
+        impl->same_host_peer =
+            same_host_client_peer(*detail::impl_of(dom), impl->config, info.get(), async);
+    }
+    const std::vector<std::byte> data = connect_data(
+        caps, impl->config, private_data, impl->same_host_offered, impl->setup_nonce,
+        impl->same_host_peer ? std::span<const std::byte>(impl->same_host_peer->local_addr)
+                             : std::span<const std::byte>());
+    if (!impl->same_host_offered) {
+        impl->same_host_peer.reset();
+    }
     if (async) {
         if (auto r = impl->start_async(); !r) {
             return fail(r.error());
@@ -245,6 +278,20 @@ result<connection> connection::connect(const domain& dom, const std::string& hos
         const auto& e = r.error();
         return fail(error(e.code(), e.message() + " (" + host + ":" + std::to_string(port) + ")")
                         .with_data({e.data().begin(), e.data().end()}));
+    }
+    auto& c = **impl;
+    if (auto shm = std::move(c.same_host_peer);
+        shm && c.same_host_agreed && !c.same_host_address.empty()) {
+        // The target proved the path on this side's shm peer and answered with its own.
+        if (auto r = attach_peer(*shm, c.same_host_address); !r) {
+            return fail(errc::provider_error,
+                        "connect: the target's same-host address: " + r.error().message() +
+                            " (connect with connection_config::same_host off)");
+        }
+        if (auto r = adopt_control(*shm, std::move(*impl)); !r) {
+            return fail(r.error());
+        }
+        return internal_access::wrap<connection>(std::move(shm));
     }
     return internal_access::wrap<connection>(std::move(*impl));
 }

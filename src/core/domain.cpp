@@ -108,6 +108,17 @@ fabric_endpoint to_fabric(endpoint_type t) {
     return t == endpoint_type::rdm ? fabric_endpoint::rdm : fabric_endpoint::msg;
 }
 
+// REMORA_SAME_HOST=off (or 0, no, false) turns the same-host path off for every domain of the
+// process, whatever domain_config::same_host says.
+bool same_host_switched_off() {
+    const char* env = std::getenv("REMORA_SAME_HOST");
+    if (env == nullptr) {
+        return false;
+    }
+    const std::string v = env;
+    return v == "off" || v == "0" || v == "no" || v == "false";
+}
+
 // The shm RDM domain a tcp or sockets MSG domain opens beside itself (domain_impl::same_host),
 // opened as any shm domain is, with `config`'s node and progress; null when shm is not there or
 // fails to open (logged at debug: the domain works without it).
@@ -352,8 +363,8 @@ result<domain> domain::open(const domain_config& config) {
     if (profile != nullptr) {
         apply_limits(c, *profile, *rules);
     }
-    if (config.same_host && config.endpoint == endpoint_type::msg && profile == nullptr &&
-        (prov == "tcp" || prov == "sockets")) {
+    if (config.same_host && !same_host_switched_off() && config.endpoint == endpoint_type::msg &&
+        profile == nullptr && (prov == "tcp" || prov == "sockets")) {
         impl->same_host = open_same_host(config, prov);
         c.same_host = impl->same_host != nullptr;
     }

@@ -12,6 +12,7 @@
 
 #include "core/impl.hpp"
 #include "core/same_host.hpp"
+#include "core/same_host_path.hpp"
 #include "fabric/cq.hpp"
 #include "fabric/endpoint.hpp"
 #include "fabric/eq.hpp"
@@ -107,9 +108,28 @@ result<connection> accept_request(detail::request_impl* req, const connection_co
     }
     req->answered = true;
     impl->peer_data = req->data;
-    // The application's data, and the library's answer to a same-host offer.
+    // A same-host offer this side can take: its shm peer, attached to the client's and proven
+    // before the answer goes (the client progresses its peer while it waits for it).
+    std::unique_ptr<connection_impl> shm;
+    const auto& id = this_host_identity();
+    if (!async && req->offer && req->offer->same_host() && req->offer->address_size != 0 && id &&
+        req->offer->identity == *id && same_host_eligible(caps)) {
+        const auto patience = std::min<std::chrono::milliseconds>(impl->config.connect_timeout / 2,
+                                                                  same_host_proof_patience);
+        shm = same_host_target_peer(*impl->dom, impl->config, req->offer->shm_address(), async,
+                                    std::chrono::steady_clock::now() + patience);
+    }
+    // The application's data, and the library's answer to a same-host offer (taken only with a
+    // proven shm peer).
+    connection_config answer = impl->config;
+    answer.same_host = answer.same_host && shm != nullptr;
     const std::vector<std::byte> data =
-        accept_data(caps, impl->config, req->offer, private_data, impl->same_host_agreed);
+        accept_data(caps, answer, req->offer, private_data, impl->same_host_agreed,
+                    shm != nullptr ? std::span<const std::byte>(shm->local_addr)
+                                   : std::span<const std::byte>());
+    if (!impl->same_host_agreed) {
+        shm.reset();
+    }
     impl->same_host_offered = req->offer && req->offer->same_host();
     if (impl->same_host_offered) {
         impl->setup_nonce = req->offer->nonce;
@@ -129,6 +149,12 @@ result<connection> accept_request(detail::request_impl* req, const connection_co
             return fail(r.error());
         }
         impl->peer_data = req->data;
+    }
+    if (shm) {
+        if (auto r = adopt_control(*shm, std::move(impl)); !r) {
+            return fail(r.error());
+        }
+        return internal_access::wrap<connection>(std::move(shm));
     }
     return internal_access::wrap<connection>(std::move(impl));
 }
@@ -253,7 +279,9 @@ result<connection_request> listener::get_request(std::chrono::milliseconds timeo
         // larger (another rules profile) may append one to data that fits ours.
         auto ev =
             read_eq(detail::impl_of(*this)->eq.get(), std::max(left, std::chrono::milliseconds(0)),
-                    detail::impl_of(*this)->dom->caps.cm_data_size + setup_trailer_size, nullptr);
+                    detail::impl_of(*this)->dom->caps.cm_data_size + setup_trailer_size + 1 +
+                        max_trailer_address,
+                    nullptr);
         if (!ev) {
             return fail(ev.error());
         }

@@ -109,11 +109,17 @@ const std::optional<host_identity>& this_host_identity() noexcept {
 }
 
 void append_trailer(std::vector<std::byte>& out, const setup_trailer& t) {
+    std::uint8_t flags = static_cast<std::uint8_t>(t.flags & ~trailer_address);
+    if (t.address_size != 0) {
+        out.insert(out.end(), t.address.begin(), t.address.begin() + t.address_size);
+        out.push_back(static_cast<std::byte>(t.address_size));
+        flags |= trailer_address;
+    }
     const std::size_t at = out.size();
     out.resize(at + setup_trailer_size);
     std::byte* p = out.data() + at;
     p[0] = static_cast<std::byte>(setup_trailer_version);
-    p[trailer_flags_at] = static_cast<std::byte>(t.flags);
+    p[trailer_flags_at] = static_cast<std::byte>(flags);
     std::memcpy(p + trailer_identity_at, t.identity.data(), host_identity_size);
     std::memcpy(p + trailer_nonce_at, t.nonce.data(), same_host_nonce_size);
     put_le(p + trailer_magic_at, setup_trailer_magic, 4);
@@ -122,7 +128,7 @@ void append_trailer(std::vector<std::byte>& out, const setup_trailer& t) {
 std::optional<setup_trailer> take_trailer(std::vector<std::byte>& data) noexcept {
     auto t = trailer_of(data);
     if (t) {
-        data.resize(data.size() - setup_trailer_size);
+        data.resize(data.size() - t->wire_size());
     }
     return t;
 }
@@ -140,6 +146,16 @@ std::optional<setup_trailer> trailer_of(std::span<const std::byte> data) noexcep
     t.flags = static_cast<std::uint8_t>(p[trailer_flags_at]);
     std::memcpy(t.identity.data(), p + trailer_identity_at, host_identity_size);
     std::memcpy(t.nonce.data(), p + trailer_nonce_at, same_host_nonce_size);
+    if ((t.flags & trailer_address) != 0) {
+        // `u8[n] address | u8 n` before it: n from 1 to 255, all of it inside the data.
+        const std::size_t before = data.size() - setup_trailer_size;
+        const std::size_t n = before >= 1 ? static_cast<std::size_t>(p[-1]) : 0;
+        if (n == 0 || before < 1 + n) {
+            return std::nullopt;
+        }
+        std::memcpy(t.address.data(), p - 1 - n, n);
+        t.address_size = static_cast<std::uint8_t>(n);
+    }
     return t;
 }
 
@@ -150,11 +166,15 @@ bool same_host_eligible(const provider_caps& caps) noexcept {
 
 std::vector<std::byte> connect_data(const provider_caps& caps, const connection_config& config,
                                     std::span<const std::byte> data, bool& offered,
-                                    same_host_nonce& nonce) {
+                                    same_host_nonce& nonce, std::span<const std::byte> address) {
     offered = false;
     nonce = {};
     std::vector<std::byte> out(data.begin(), data.end());
-    const bool room = data.size() + setup_trailer_size <= caps.cm_data_size;
+    if (address.size() > max_trailer_address) {
+        address = {};
+    }
+    const std::size_t extra = address.empty() ? 0 : 1 + address.size();
+    const bool room = data.size() + setup_trailer_size + extra <= caps.cm_data_size;
     if (!room) {
         return out;  // no offer: the application's data is never refused for the trailer
     }
@@ -165,6 +185,8 @@ std::vector<std::byte> connect_data(const provider_caps& caps, const connection_
         t.flags = trailer_same_host;
         t.identity = *id;
         t.nonce = nonce;
+        std::copy(address.begin(), address.end(), t.address.begin());
+        t.address_size = static_cast<std::uint8_t>(address.size());
         offered = true;
     } else if (!trailer_of(data)) {
         return out;
@@ -173,8 +195,11 @@ std::vector<std::byte> connect_data(const provider_caps& caps, const connection_
     return out;
 }
 
-bool settle_connect(std::vector<std::byte>& data, bool offered,
-                    const same_host_nonce& nonce) noexcept {
+bool settle_connect(std::vector<std::byte>& data, bool offered, const same_host_nonce& nonce,
+                    std::vector<std::byte>* address) {
+    if (address != nullptr) {
+        address->clear();
+    }
     if (!offered) {
         return false;
     }
@@ -182,26 +207,38 @@ bool settle_connect(std::vector<std::byte>& data, bool offered,
     if (!t || t->nonce != nonce) {
         return false;  // a target that does not answer offers: its data is all the application's
     }
-    data.resize(data.size() - setup_trailer_size);
+    data.resize(data.size() - t->wire_size());
+    if (address != nullptr) {
+        address->assign(t->shm_address().begin(), t->shm_address().end());
+    }
     const auto& id = this_host_identity();
     return t->same_host() && id && t->identity == *id;
 }
 
 std::vector<std::byte> accept_data(const provider_caps& caps, const connection_config& config,
                                    const std::optional<setup_trailer>& offer,
-                                   std::span<const std::byte> data, bool& agreed) {
+                                   std::span<const std::byte> data, bool& agreed,
+                                   std::span<const std::byte> address) {
     agreed = false;
     std::vector<std::byte> out(data.begin(), data.end());
     if (!offer || !offer->same_host() || data.size() + setup_trailer_size > caps.cm_data_size) {
         return out;
     }
+    // An acceptance carries the target's shm address when it has one: without room for it, the
+    // answer declines.
+    const bool room =
+        address.size() <= max_trailer_address &&
+        data.size() + setup_trailer_size + (address.empty() ? 0 : 1 + address.size()) <=
+            caps.cm_data_size;
     const auto& id = this_host_identity();
-    agreed = config.same_host && same_host_eligible(caps) && id && offer->identity == *id;
+    agreed = room && config.same_host && same_host_eligible(caps) && id && offer->identity == *id;
     setup_trailer t;
     t.nonce = offer->nonce;
     if (agreed) {  // a refusal tells the client nothing of this host: its identity stays zero
         t.flags = trailer_same_host;
         t.identity = *id;
+        std::copy(address.begin(), address.end(), t.address.begin());
+        t.address_size = static_cast<std::uint8_t>(address.size());
     }
     append_trailer(out, t);
     return out;

@@ -57,12 +57,25 @@ inline constexpr std::size_t setup_trailer_size =
 inline constexpr std::uint8_t setup_trailer_version = 1;
 inline constexpr std::uint32_t setup_trailer_magic = 0x48534d52;  // "RMSH" in wire order
 inline constexpr std::uint8_t trailer_same_host = 0x01;           // flags bit 0
+// flags bit 1: the shm endpoint's address precedes the trailer, `u8[n] address | u8 n` (n from 1
+// to 255): the client's shm peer in an offer, the target's in an acceptance.
+inline constexpr std::uint8_t trailer_address = 0x02;
+inline constexpr std::size_t max_trailer_address = 255;
 
 struct setup_trailer {
     std::uint8_t flags = 0;
     host_identity identity{};
     same_host_nonce nonce{};
+    std::array<std::byte, max_trailer_address> address{};
+    std::uint8_t address_size = 0;  // bytes of `address` (flags bit 1 when not 0)
     bool same_host() const noexcept { return (flags & trailer_same_host) != 0; }
+    std::span<const std::byte> shm_address() const noexcept {
+        return std::span(address).first(address_size);
+    }
+    // The bytes it takes after the data: setup_trailer_size, and the address with its length.
+    std::size_t wire_size() const noexcept {
+        return setup_trailer_size + (address_size != 0 ? 1u + address_size : 0u);
+    }
 };
 
 // Appends `t` (version setup_trailer_version) to `out`.
@@ -78,21 +91,27 @@ bool same_host_eligible(const provider_caps& caps) noexcept;
 
 // What the connect sends: `data` with the library's trailer when it offers (or when `data` would
 // read as a trailer). `offered` and `nonce` record the offer.
+// `address`: the client's shm peer (empty: none), carried with the offer when it fits.
 std::vector<std::byte> connect_data(const provider_caps& caps, const connection_config& config,
                                     std::span<const std::byte> data, bool& offered,
-                                    same_host_nonce& nonce);
+                                    same_host_nonce& nonce,
+                                    std::span<const std::byte> address = {});
 // The client's reading of the accept data `data` (the peer's private data on FI_CONNECTED):
 // when it offered, a trailer echoing `nonce` is stripped from `data`, and the result says
 // whether the target accepted the path with this host's identity. Without an offer `data` stays.
-bool settle_connect(std::vector<std::byte>& data, bool offered,
-                    const same_host_nonce& nonce) noexcept;
+// `address`, when given, receives the target's shm address (empty when it sent none).
+bool settle_connect(std::vector<std::byte>& data, bool offered, const same_host_nonce& nonce,
+                    std::vector<std::byte>* address = nullptr);
 // The target's answer to a request whose trailer was `offer` (nullopt: none): whether it
 // accepts the path (its config, its domain, the identities), and the accept data to send
 // (`data`, with a trailer when the client offered and there is room; without room it does
 // not accept, as the client could not learn it).
+// `address`: the target's shm peer, sent with an acceptance when it fits (without room for it,
+// no acceptance).
 std::vector<std::byte> accept_data(const provider_caps& caps, const connection_config& config,
                                    const std::optional<setup_trailer>& offer,
-                                   std::span<const std::byte> data, bool& agreed);
+                                   std::span<const std::byte> data, bool& agreed,
+                                   std::span<const std::byte> address = {});
 
 // The outcome of the negotiation on a connection, for tests and the layers that build the path:
 // whether this side offered (client) or was offered (target), whether both agreed, and the

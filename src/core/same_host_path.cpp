@@ -161,6 +161,9 @@ result<void> adopt_control(connection_impl& shm, std::unique_ptr<connection_impl
         ctl->channel.reset();
     }
     shm.peer_data = ctl->peer_data;
+    shm.same_host_offered = ctl->same_host_offered;
+    shm.same_host_agreed = ctl->same_host_agreed;
+    shm.setup_nonce = ctl->setup_nonce;
     shm.client = ctl->client;
     shm.region_dom = ctl->dom.get();
     shm.dom_handle = ctl->dom_handle;

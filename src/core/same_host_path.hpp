@@ -31,6 +31,10 @@ namespace remora::detail {
 struct connection_impl;
 struct domain_impl;
 
+// How long a target waits for the client's shm peer to answer the proof at most (and at most
+// half the connection's connect_timeout): the client progresses it while it waits for the accept.
+inline constexpr std::chrono::milliseconds same_host_proof_patience{500};
+
 // How often the connected endpoint under a same-host connection is looked at.
 inline constexpr std::chrono::milliseconds control_interval{10};
 
