@@ -141,16 +141,23 @@ struct connection_config {
     /// Layers built on the connection (see connection_addon), in any order. At most one may ask
     /// for internal sends (errc::invalid_argument otherwise); each one's check() runs at setup.
     std::vector<std::shared_ptr<const connection_addon>> addons{};
-    /// Offer a same-host path in connection setup (connect, connect_async, accept,
-    /// accept_async); the path is taken only when both sides offer it and find the same host
-    /// identity (one boot, user, /dev/shm and pid namespace). The offer travels in a fixed-size
-    /// trailer the library appends to the connect and accept private data and strips before
-    /// anyone reads it, on tcp and sockets under no provider rules, and only when it fits in
+    /// The same-host path: a connection whose peer runs on this host moves its operations to
+    /// shared memory (libfabric's shm provider) once it is set up; connection::same_host() says
+    /// whether it did. Taken only when both sides allow it and find the same host identity (one
+    /// boot, user, /dev/shm and pid namespace), the client connected to an address of this host,
+    /// both domains have shm beside them (domain_config::same_host), the setup is blocking
+    /// (connect, accept: never connect_async or accept_async), the configuration shares no CQ or
+    /// receive queue (shared_cq, shared_rcq, srq) and the target's shm endpoint answered a probe
+    /// before it accepted. The offer travels in a trailer the library appends to the connect and
+    /// accept private data and strips before anyone reads it, only when it fits in
     /// caps().cm_data_size beside the application's data (else nothing is offered: never an
-    /// error). Today the offer is only negotiated: the operations still go over the connection's
-    /// provider. A target accepting a peer to whom it grants restricted access (e.g.\ only a
-    /// read-only registration) sets it to false: a same-host path checks no memory keys.
-    /// Ignored on RDM peers.
+    /// error). Over the path everything works as over the provider: the operations, completion
+    /// channels, callbacks, parked posts, slots and persistence; descriptors are reached at their
+    /// same-host address (errc::not_supported for one without); events, close() and the peer's
+    /// end come from the connected endpoint, which stays open under it. The target's side runs
+    /// the library's progress thread (one-sided operations land without the application). A
+    /// target granting a peer restricted access (e.g.\ only a read-only registration) sets it to
+    /// false: shared memory checks no memory keys. Ignored on RDM peers.
     bool same_host = true;
 };
 

@@ -340,7 +340,7 @@ enum remora_persistence {
  * addressing, usage or persistence bits, reserved bytes, zero length or overflow give
  * REMORA_E_MALFORMED_DESCRIPTOR with a message saying which.
  * @param bytes the bytes from the peer
- * @param len their length
+ * @param len their length: REMORA_DESCRIPTOR_SIZE (version 3), or 32 (version 2)
  * @param remote receives the descriptor
  * @return 0; REMORA_E_MALFORMED_DESCRIPTOR naming what failed validation.
  */

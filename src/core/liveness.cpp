@@ -309,6 +309,9 @@ result<void> prove_peer(connection_impl& c, clock::time_point deadline) {
         const probe_state st = s.state.load(std::memory_order_acquire);
         if (st == probe_state::answered) {
             s.state.store(probe_state::idle, std::memory_order_relaxed);
+            // Its reap is no news for the application's first wait: forget it (nothing else has
+            // been posted on the connection yet).
+            (void)c.cq->trywait(nullptr);
             return {};
         }
         if (st == probe_state::failed) {

@@ -3,6 +3,7 @@
 // close (same_host_path.hpp).
 #include "core/same_host_path.hpp"
 
+#include <cstdio>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -96,6 +97,7 @@ bool same_host_config_ok(const domain_impl& dom, const connection_config& cfg,
 namespace {
 
 void why_not(const char* side, const std::string& why) {
+    fprintf(stderr, "DEBUG %s: %s\n", side, why.c_str());
     if (log_enabled(log_level::debug)) {
         log_line(log_level::debug, std::string(side) + ": no same-host path: " + why);
     }
@@ -147,9 +149,9 @@ std::unique_ptr<connection_impl> same_host_target_peer(const domain_impl& dom,
 }
 
 result<void> adopt_control(connection_impl& shm, std::unique_ptr<connection_impl> ctl) {
-    // The connected endpoint carries no operation from now on: nothing reads its CQs for the
-    // application, neither the progress thread nor a channel.
-    ctl->unwatch_progress();
+    // The connected endpoint carries no operation from now on: no channel reports its CQs. A
+    // progress thread that watches them keeps doing so: it progresses the endpoint, which is how
+    // tcp notices the peer's close.
     if (ctl->channel) {
         for (cq_impl* q : {ctl->cq.get(), ctl->rcq.get()}) {
             if (q != nullptr) {

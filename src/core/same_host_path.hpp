@@ -60,8 +60,8 @@ std::unique_ptr<connection_impl> same_host_target_peer(
 bool same_host_config_ok(const domain_impl& dom, const connection_config& cfg, bool async) noexcept;
 
 // Makes `shm` (an shm RDM peer, attached to the peer's and proven) the connection, and `ctl`
-// (the established connected endpoint it was set up on) its control: ctl stops being watched
-// by the progress thread and its channel, its private data becomes the connection's, and the
+// (the established connected endpoint it was set up on) its control: ctl leaves its channel
+// (a progress thread still progresses it), its private data becomes the connection's, and the
 // connection's local regions are ctl's domain's.
 result<void> adopt_control(connection_impl& shm, std::unique_ptr<connection_impl> ctl);
 

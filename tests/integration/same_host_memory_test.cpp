@@ -34,6 +34,12 @@ std::uint64_t address_of(const void* p) {
     return reinterpret_cast<std::uintptr_t>(p);
 }
 
+// A domain held to its provider's own rules whatever REMORA_RULES says (the shm domain opens
+// beside it only then).
+domain_config native(const std::string& provider) {
+    return {.provider = provider, .rules = provider_rules::native};
+}
+
 const detail::region_impl& state_of(const memory_region& mr) {
     return *detail::impl_of(mr);
 }
@@ -48,7 +54,7 @@ class same_host_msg : public testing::TestWithParam<std::string> {
 };
 
 TEST_P(same_host_msg, regions_are_registered_in_shm_and_described_at_their_address) {
-    auto dom = must(domain::open({.provider = GetParam()}));
+    auto dom = must(domain::open(native(GetParam())));
     ASSERT_TRUE(dom.caps().same_host);
     ASSERT_NE(detail::impl_of(dom)->same_host, nullptr);
     EXPECT_EQ(detail::impl_of(dom)->same_host->caps.provider, "shm");
@@ -154,7 +160,7 @@ TEST_F(same_host_fault, a_failed_shm_domain_leaves_the_domain_without_it) {
     {
         const unsigned before = fault::fired(fabric_call::domain);
         fault::arm_nth(fabric_call::domain, -FI_ENOMEM, 2);  // 1: tcp's, 2: shm's
-        auto dom = domain::open({.provider = "tcp"});
+        auto dom = domain::open(native("tcp"));
         fault::disarm();
         ASSERT_TRUE(dom.has_value()) << dom.error().what();
         EXPECT_EQ(fault::fired(fabric_call::domain), before + 1);
@@ -168,7 +174,7 @@ TEST_F(same_host_fault, a_failed_shm_domain_leaves_the_domain_without_it) {
 
 // shm refusing a region's registration leaves the region reachable over tcp only.
 TEST_F(same_host_fault, a_refused_shm_registration_leaves_the_region_without_it) {
-    auto dom = must(domain::open({.provider = "tcp"}));
+    auto dom = must(domain::open(native("tcp")));
     ASSERT_TRUE(dom.caps().same_host);
     buffer mem{4096};
     const unsigned before = fault::fired(fabric_call::mr_reg);
@@ -188,7 +194,7 @@ TEST_F(same_host_fault, a_refused_shm_registration_leaves_the_region_without_it)
 TEST_F(same_host_fault, close_closes_the_shm_domain_and_reports_its_failure) {
     const long objects = fault::open_objects();
     {
-        auto dom = must(domain::open({.provider = "tcp"}));
+        auto dom = must(domain::open(native("tcp")));
         ASSERT_TRUE(dom.caps().same_host);
         {
             buffer mem{4096};
@@ -199,7 +205,7 @@ TEST_F(same_host_fault, close_closes_the_shm_domain_and_reports_its_failure) {
     }
     EXPECT_EQ(fault::open_objects(), objects);
     {
-        auto dom = must(domain::open({.provider = "tcp"}));
+        auto dom = must(domain::open(native("tcp")));
         ASSERT_TRUE(dom.caps().same_host);
         fault::arm_nth(fabric_call::close, -FI_EBUSY, 2);  // 1: tcp's domain, 2: shm's
         auto r = dom.close();
@@ -219,7 +225,7 @@ TEST(same_host, another_shm_domain_writes_into_the_region) {
     if (!shm_available()) {
         GTEST_SKIP() << "libfabric offers no shm provider here";
     }
-    auto dom = must(domain::open({.provider = "tcp"}));
+    auto dom = must(domain::open(native("tcp")));
     ASSERT_TRUE(dom.caps().same_host);
     buffer mem{4096};
     auto mr = must(memory_region::create(dom, mem.span(), target_uses));
@@ -230,7 +236,8 @@ TEST(same_host, another_shm_domain_writes_into_the_region) {
     // the progress thread. The initiator: an shm domain of its own, as another process has.
     const domain shm_side = internal_access::wrap<domain>(detail::impl_of(dom)->same_host);
     auto target = must(connection::open_peer(shm_side, {.progress_thread = true}));
-    auto other = must(domain::open({.provider = "shm", .endpoint = endpoint_type::rdm}));
+    auto other = must(domain::open(
+        {.provider = "shm", .endpoint = endpoint_type::rdm, .rules = provider_rules::native}));
     auto initiator = must(connection::open_peer(other));
     REMORA_ASSERT_OK(initiator.attach(target.local_address()));
     REMORA_ASSERT_OK(target.attach(initiator.local_address()));

@@ -94,6 +94,7 @@ struct serve_options {
     double idle_timeout = 0;       // seconds without a service request before eviction; 0: off
     double reply_timeout = 10;     // seconds a reply may wait for the client to take it
     unsigned fd_reserve = 32;      // refuse new clients (overloaded) when fewer fds are left
+    std::string same_host = "on";  // read-write clients on this host over shared memory
 };
 int run_serve(const serve_options& o);
 

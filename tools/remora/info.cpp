@@ -77,6 +77,7 @@ void add_row(nlohmann::json& all, const domain& dom, endpoint_type type, bool js
                        {"target_needs_progress", c.target_needs_progress},
                        {"mr_mode", mr_modes(c.mr_mode)},
                        {"rma_pmem", c.rma_pmem},
+                       {"same_host", c.same_host},
                        {"flush", {flush}}});
         return;
     }
@@ -102,6 +103,7 @@ int run_info(const info_options& o) {
         const std::vector<std::string> names =
             o.provider.empty() ? candidates(type) : std::vector<std::string>{o.provider};
         bool section = false;
+        std::string same_host;  // the MSG providers with shm beside them
         for (const auto& name : names) {
             auto dom = domain::open({.provider = name, .node = o.address, .endpoint = type});
             if (!dom) {
@@ -121,6 +123,14 @@ int run_info(const info_options& o) {
             section = true;
             any_ok = true;
             add_row(all, *dom, type, o.json);
+            if (dom->caps().same_host)
+                same_host += (same_host.empty() ? "" : ", ") + dom->caps().provider;
+        }
+        if (!same_host.empty() && !o.json) {
+            fmt::print(
+                "same host: shm beside {} (a connection to a peer on this host moves its "
+                "operations to shared memory; REMORA_SAME_HOST=off turns it off)\n",
+                same_host);
         }
     }
     if (o.json) {

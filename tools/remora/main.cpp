@@ -167,6 +167,13 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(0.1, 86400.0))
         ->capture_default_str();
     serve
+        ->add_option("--same-host", so.same_host,
+                     "on: a read-write client on this host (same user, same /dev/shm) moves its "
+                     "operations to shared memory once connected; off: every client stays on the "
+                     "provider. Read-only clients always stay (shared memory checks no keys)")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
+    serve
         ->add_option("--fd-reserve", so.fd_reserve,
                      "Refuse new clients as overloaded when fewer file descriptors are left "
                      "(a client holds about 8)")

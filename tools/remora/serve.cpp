@@ -153,7 +153,8 @@ int run_serve(const serve_options& o) {
     const bool any_rw = keys.empty()
                             ? o.access == "rw"
                             : std::any_of(keys.begin(), keys.end(), [](auto& k) { return k.rw; });
-    auto dom = domain::open({.provider = o.provider, .node = addr->first});
+    auto dom = domain::open(
+        {.provider = o.provider, .node = addr->first, .same_host = o.same_host == "on"});
     if (!dom)
         return report_line("serve", listen_failure(o.listen, dom.error()));
     auto region = persistent_region::open(*dom, *cfg);
@@ -326,8 +327,9 @@ int run_serve(const serve_options& o) {
                 log_line(fmt::format("serve failed: {}", r.error().what()));
                 continue;
             }
-            log_line(fmt::format("client {} connected ({} connected; {}{})", next_id,
+            log_line(fmt::format("client {} connected ({} connected; {}{}{})", next_id,
                                  clients.size() + 1, rw ? "read-write" : "read-only",
+                                 conn->same_host() ? "; same host, shared memory" : "",
                                  keys.empty() ? "" : "; identity " + who));
             clients.push_back({next_id++, std::move(*conn), std::chrono::steady_clock::now()});
         } else if (!(req.error() == errc::timed_out) && !stop_requested) {
