@@ -29,7 +29,7 @@ expect_run --stdout "^$provider +read " -- r bench -t "$t" --key-file "$dir/ro" 
 expect_run --exit 1 --stderr "^remora bench: the target at 127.0.0.1:[0-9]+ requires admission: pass --key-file" \
     -- r bench -t "$t" --op read -d 0.1 || fail "bench without a key"
 grep -q "read-only; identity" "$dir/serve.log" || fail "no read-only client logged"
-grep -q "read-write; identity" "$dir/serve.log" || fail "no read-write client logged"
+grep -Eq "read-write; (same host, shared memory; )?identity" "$dir/serve.log" || fail "no read-write client logged"
 stop_serve
 
 # ---- --idle-timeout: a client holding its connection without a service request is evicted.

@@ -133,6 +133,7 @@ setup setup_of(const bench_options& o) {
     s.key_file = o.key_file;
     s.target_progress = o.target_progress;
     s.target_spin_us = o.target_spin_us;
+    s.same_host = o.same_host == "on";
     s.more = o.more;
     s.parts = o.parts;
     // The suites choose their own signalling and CQs (the slots suite compares them).

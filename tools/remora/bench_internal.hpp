@@ -35,6 +35,7 @@ struct setup {
     std::string versus;           // non-empty: a ratio to the result before it is printed, named so
     std::string target_progress;  // the loopback target's progress_policy; empty: the default
     unsigned target_spin_us = 0;  // its progress_spin in us; 0: the default
+    bool same_host = false;       // --same-host on: loopback connections take the same-host path
     bool pin = false;             // --pin: target threads on one CPU, client threads on another
     bool one_reader = false;      // --suite fanin: one thread polls every connection's own CQ
     bool more = false;   // --more: a round's reposts go as one burst (op_options::more, FI_MORE)

@@ -125,6 +125,8 @@ void printer::header() const {
     }
     if (endpoint_of(o_.endpoint) == endpoint_type::rdm)
         fmt::print("endpoint: rdm (peers over an address vector)\n");
+    else if (o_.same_host == "on" && o_.target.empty())
+        fmt::print("path: same-host (each connection's operations go over shared memory)\n");
     if (o_.baseline || !o_.anchors.empty()) {
         // What each column and row means, in one line.
         fmt::print(
@@ -194,6 +196,7 @@ void printer::json(const setup& s, const measured& m, const compared& vs) const 
             j["versus"]["ratio_p50"] = m.f.p50_us / vs.versus->p50_us;
     }
     if (s.target.empty() && !rdm(s)) {
+        j["same_host"] = s.same_host;
         j["target_progress"] = to_string(target_policy(s));
         if (target_policy(s) == progress_policy::adaptive)
             j["target_spin_us"] = s.target_spin_us != 0

@@ -84,6 +84,12 @@ result<void> connect_all(const setup& s, target* t, domain& cd, const shared_com
             return fail(c.error());
         if (!served)
             return fail(served.error());
+        if (s.same_host && !c->same_host())
+            return fail(errc::not_supported,
+                        "bench: --same-host on, but the connection stayed on " +
+                            cd.caps().provider +
+                            " (shm missing or left out by FI_PROVIDER, REMORA_SAME_HOST=off, or "
+                            "a configuration the path does not take: --shared-cq)");
         auto remote = remote_region::parse(c->peer_private_data());
         if (!remote)
             return fail(remote.error());
@@ -126,7 +132,10 @@ result<measured> run_one(const setup& s) {
             return fail(r.error());
     }
     std::optional<domain> cd;
-    if (auto d = domain::open({.provider = s.provider, .endpoint = endpoint_of(s.endpoint)}); d)
+    if (auto d = domain::open({.provider = s.provider,
+                               .endpoint = endpoint_of(s.endpoint),
+                               .same_host = s.same_host});
+        d)
         cd = std::move(*d);
     else
         return fail(d.error());

@@ -16,6 +16,7 @@ using namespace std::chrono_literals;
 result<void> target::start(const setup& s) {
     const op_info& info = op_of(s.op);
     domain_config dc{.provider = s.provider, .endpoint = endpoint_of(s.endpoint)};
+    dc.same_host = s.same_host;
     dc.progress = target_policy(s);
     if (s.target_spin_us != 0)
         dc.progress_spin = std::chrono::microseconds(s.target_spin_us);

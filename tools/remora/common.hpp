@@ -62,6 +62,7 @@ struct bench_options {
     std::vector<std::string> anchors;  // independent programs run beside (fi_pingpong, ...)
     std::string target_progress;       // busy, adaptive, blocking; empty: the library default
     unsigned target_spin_us = 0;       // adaptive's progress_spin; 0: the library default
+    std::string same_host = "off";     // on: loopback connections move to shared memory
     bool pin = false;                  // target threads on one CPU, client threads on another
     bool more = false;                 // reposts after one CQ read go as a burst (FI_MORE)
     unsigned parts = 4;                // --op gather: remote segments per gather_write

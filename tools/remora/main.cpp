@@ -402,6 +402,13 @@ int main(int argc, char** argv) {
                      "default adaptive)")
         ->check(CLI::IsMember({"busy", "adaptive", "blocking"}));
     bench
+        ->add_option("--same-host", bo.same_host,
+                     "on: connections to the loopback target take the same-host path (shared "
+                     "memory under the connection, as the library does by default); off: they "
+                     "measure the provider asked for")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
+    bench
         ->add_option("--target-spin", bo.target_spin_us,
                      "Microseconds the adaptive target polls after traffic (progress_spin; "
                      "default 100)")
