@@ -3,7 +3,6 @@
 // close (same_host_path.hpp).
 #include "core/same_host_path.hpp"
 
-#include <cstdio>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -97,7 +96,6 @@ bool same_host_config_ok(const domain_impl& dom, const connection_config& cfg,
 namespace {
 
 void why_not(const char* side, const std::string& why) {
-    fprintf(stderr, "DEBUG %s: %s\n", side, why.c_str());
     if (log_enabled(log_level::debug)) {
         log_line(log_level::debug, std::string(side) + ": no same-host path: " + why);
     }

@@ -33,7 +33,7 @@ inline const provider_caps& caps_of(const connection_impl& c) noexcept {
 
 // Whether `mr` is registered in the domain of `c`.
 inline bool same_domain(const connection_impl& c, const memory_region& mr) noexcept {
-    return impl_of(mr) != nullptr && impl_of(mr)->dom == c.dom;
+    return impl_of(mr) != nullptr && impl_of(mr)->dom.get() == c.region_dom;
 }
 
 // The local descriptor of `mr`'s registration: what a post names beside a buffer in it

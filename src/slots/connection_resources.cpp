@@ -165,7 +165,7 @@ result<void> through_cache(connection& conn, std::span<const remote_segment> seg
     if (local.empty()) {
         return fail(errc::invalid_argument, std::string(what) + ": the local memory is empty");
     }
-    if (detail::impl_of(cache.dom()) != c.dom.get()) {
+    if (detail::impl_of(cache.dom()) != c.region_dom) {
         return fail(errc::invalid_argument,
                     std::string(what) + ": the registration cache is of another domain");
     }

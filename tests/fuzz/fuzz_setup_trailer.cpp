@@ -27,17 +27,26 @@ using namespace remora;
 void check_raw(std::span<const std::byte> in) {
     std::vector<std::byte> data(in.begin(), in.end());
     const auto t = detail::take_trailer(data);
-    const bool shaped = in.size() >= detail::setup_trailer_size &&
-                        in[in.size() - detail::setup_trailer_size] == std::byte{1} &&
-                        in[in.size() - 4] == std::byte{'R'} &&
-                        in[in.size() - 3] == std::byte{'M'} &&
-                        in[in.size() - 2] == std::byte{'S'} && in[in.size() - 1] == std::byte{'H'};
+    const std::size_t fixed = detail::setup_trailer_size;
+    bool shaped = in.size() >= fixed && in[in.size() - fixed] == std::byte{1} &&
+                  in[in.size() - 4] == std::byte{'R'} && in[in.size() - 3] == std::byte{'M'} &&
+                  in[in.size() - 2] == std::byte{'S'} && in[in.size() - 1] == std::byte{'H'};
+    std::size_t whole = fixed;
+    if (shaped &&
+        (static_cast<std::uint8_t>(in[in.size() - fixed + 1]) & detail::trailer_address)) {
+        // The shm address and its length before it: n from 1, all of it inside the data.
+        const std::size_t n =
+            in.size() > fixed ? static_cast<std::size_t>(in[in.size() - fixed - 1]) : 0;
+        shaped = n != 0 && in.size() >= fixed + 1 + n;
+        whole = fixed + 1 + n;
+    }
     FUZZ_CHECK(t.has_value() == shaped);
     if (!t) {
         FUZZ_CHECK(std::equal(data.begin(), data.end(), in.begin(), in.end()));
         return;
     }
-    FUZZ_CHECK(data.size() == in.size() - detail::setup_trailer_size);
+    FUZZ_CHECK(t->wire_size() == whole);
+    FUZZ_CHECK(data.size() == in.size() - whole);
     detail::append_trailer(data, *t);
     FUZZ_CHECK(std::equal(data.begin(), data.end(), in.begin(), in.end()));
 }
