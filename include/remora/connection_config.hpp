@@ -141,23 +141,31 @@ struct connection_config {
     /// Layers built on the connection (see connection_addon), in any order. At most one may ask
     /// for internal sends (errc::invalid_argument otherwise); each one's check() runs at setup.
     std::vector<std::shared_ptr<const connection_addon>> addons{};
-    /// The same-host path: a connection whose peer runs on this host moves its operations to
-    /// shared memory (libfabric's shm provider) once it is set up; connection::same_host() says
-    /// whether it did. Taken only when both sides allow it and find the same host identity (one
-    /// boot, user, /dev/shm and pid namespace), the client connected to an address of this host,
+    /// The same-host path: a connection whose peer runs in another process on this host moves its
+    /// operations to shared memory (libfabric's shm provider) once it is set up;
+    /// connection::same_host() says whether it did. Off unless both domains were opened with
+    /// domain_config::same_host (which says what a peer on the path can do that it cannot over
+    /// tcp); false here keeps this connection off it. Taken only when both sides allow it and find
+    /// the same host identity (one boot, user, /dev/shm and pid namespace), the client connected
+    /// to an address of this host, the peer is another process (two connections of one process
+    /// stay on their provider: shm would touch a peer destroyed in the same process; the
+    /// environment variable REMORA_SAME_HOST=process allows it, e.g. for tests that destroy
+    /// neither side while the other posts),
     /// both domains have shm beside them (domain_config::same_host), the setup is blocking
     /// (connect, accept: never connect_async or accept_async), the configuration shares no CQ or
     /// receive queue (shared_cq, shared_rcq, srq) and the target's shm endpoint answered a probe
     /// before it accepted. The offer travels in a trailer the library appends to the connect and
     /// accept private data and strips before anyone reads it, only when it fits in
     /// caps().cm_data_size beside the application's data (else nothing is offered: never an
-    /// error). Over the path everything works as over the provider: the operations, completion
-    /// channels, callbacks, parked posts, slots and persistence; descriptors are reached at their
-    /// same-host address (errc::not_supported for one without); events, close() and the peer's
-    /// end come from the connected endpoint, which stays open under it. The target's side runs
-    /// the library's progress thread (one-sided operations land without the application). A
-    /// target granting a peer restricted access (e.g.\ only a read-only registration) sets it to
-    /// false: shared memory checks no memory keys. Ignored on RDM peers.
+    /// error). Over the path the operations, callbacks, parked posts, slots and persistence work
+    /// as over the provider; descriptors are reached at their same-host address
+    /// (errc::not_supported for one without); events, close() and the peer's end come from the
+    /// connected endpoint, which stays open under it (next_event and the CQs' reads and waits
+    /// notice the end; a completion channel's wait does not). The target's side runs the
+    /// library's progress thread (one-sided operations land without the application; its
+    /// callbacks run there); without a progress thread a client's CQs have no fd. A target
+    /// granting a peer restricted access (e.g.\ only a read-only registration) sets it to false:
+    /// shared memory checks no memory keys. Ignored on RDM peers.
     bool same_host = true;
 };
 

@@ -195,13 +195,20 @@ struct domain_config {
     /// unknown REMORA_RULES value makes domain::open fail with errc::invalid_argument.
     provider_rules rules = provider_rules::environment;
     /// MSG domains (tcp, sockets): also open libfabric's shm provider beside the domain and
-    /// register every region there too, so connections to a peer on the same host can move
-    /// their operations over shared memory; false: never. Not under verbs or efa rules, and
-    /// not for RDM domains. When shm is not available or fails to open, the domain opens
+    /// register every region there too, so connections to a peer in another process of this
+    /// host and user can move their operations over shared memory (the same-host path,
+    /// connection_config::same_host); false (the default): never. Not under verbs or efa rules,
+    /// and not for RDM domains. When shm is not available or fails to open, the domain opens
     /// without it (the reason is logged at log_level::debug); caps().same_host says whether it
-    /// is open. The environment variable REMORA_SAME_HOST=off turns it off for every domain of
-    /// the process.
-    bool same_host = true;
+    /// is open. The environment variable REMORA_SAME_HOST (off, on; process: on, and between
+    /// two connections of one process too) decides for every domain of the process instead.
+    ///
+    /// What a peer on the path can do that it cannot over tcp: shm checks no memory key, so it
+    /// reaches all of this process's memory, not only what its descriptors name; and a region
+    /// destroyed, or a connection closed, stops its writes only once it notices the end (at its
+    /// next look at the connection: within about 10 ms while it reads or waits on its CQs).
+    /// Turn it on between processes that trust each other with their memory.
+    bool same_host = false;
 };
 
 /// The local peer: a libfabric provider and NIC opened for one local address.

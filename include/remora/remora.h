@@ -196,11 +196,11 @@ struct remora_domain_config {
     int endpoint;              /**< enum remora_endpoint_type; default REMORA_ENDPOINT_MSG */
     int progress;              /**< enum remora_progress_policy; default adaptive */
     uint32_t progress_spin_us; /**< adaptive spin, 1 us .. 1 s; 0: 100 us */
-    /** true: no shm provider beside a tcp or sockets MSG domain (remora::domain_config::
-     *  same_host false); false (the default): open it when it is there, register every region
-     *  in it too, and describe regions with their same-host address (remora_provider_caps::
-     *  same_host says whether it opened). */
-    bool no_same_host;
+    /** true: open the shm provider beside a tcp or sockets MSG domain when it is there, register
+     *  every region in it too and describe regions with their same-host address, for
+     *  connections to a peer in another process of this host (remora::domain_config::same_host;
+     *  remora_provider_caps::same_host says whether it opened); false (the default): never. */
+    bool same_host;
 };
 
 /**

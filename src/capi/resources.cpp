@@ -83,7 +83,7 @@ REMORA_API int remora_domain_open(const struct remora_domain_config* cfg, remora
         if (c.progress_spin_us != 0) {
             dc.progress_spin = std::chrono::microseconds(c.progress_spin_us);
         }
-        dc.same_host = !c.no_same_host;
+        dc.same_host = c.same_host;
         return give(fn, remora::domain::open(dc), dom);
     });
 }

@@ -44,6 +44,17 @@ using namespace std::chrono;
 
 }  // namespace
 
+std::string shm_process_prefix() {
+    static const std::uint64_t nonce = [] {
+        std::random_device rd;
+        return (std::uint64_t{rd()} << 32) | rd();
+    }();
+    char prefix[64];
+    std::snprintf(prefix, sizeof prefix, "remora_%ld_%016llx_", static_cast<long>(::getpid()),
+                  static_cast<unsigned long long>(nonce));
+    return prefix;
+}
+
 domain connection_impl::make_domain_handle(const std::shared_ptr<domain_impl>& d) {
     return internal_access::wrap<domain>(d);
 }
@@ -207,16 +218,10 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
         // its region in /dev/shm, and once the id is reused shm sees a live owner in it and
         // refuses the name (EBUSY, seen in CI). So: process id (to find a dead process's
         // regions), a random word drawn once per process, and a counter.
-        static const std::uint64_t nonce = [] {
-            std::random_device rd;
-            return (std::uint64_t{rd()} << 32) | rd();
-        }();
         static std::atomic<std::uint64_t> shm_endpoints{0};
-        char name[96];
-        std::snprintf(name, sizeof name, "fi_shm://remora_%ld_%016llx_%llu",
-                      static_cast<long>(::getpid()), static_cast<unsigned long long>(nonce),
-                      static_cast<unsigned long long>(shm_endpoints.fetch_add(1)));
-        set_source_name(ep_info.get(), name);
+        const std::string name =
+            "fi_shm://" + shm_process_prefix() + std::to_string(shm_endpoints.fetch_add(1));
+        set_source_name(ep_info.get(), name.c_str());
     }
     this->ep_info = std::move(ep_info);
     ret = open_endpoint(dom->domain.get(), this->ep_info.get(), ep);

@@ -225,6 +225,11 @@ struct connection_impl : internal_access::opaque<connection> {
     result<void> close_msg();
 };
 
+// What every shm endpoint name of this process starts with (after "fi_shm://"): the process id
+// (to find a dead process's regions in /dev/shm), a random word drawn once per process, and then
+// a counter (connection.cpp).
+std::string shm_process_prefix();
+
 // connection::open_peer and attach on a domain's state (peer.cpp): an RDM endpoint of `dom`,
 // and attaching it to the peer at `peer_address` (a local_address).
 result<std::unique_ptr<connection_impl>> open_rdm_peer(const std::shared_ptr<domain_impl>& dom,

@@ -464,8 +464,10 @@ inline ssize_t cq_impl::poll_locked(std::span<completion> out) {
 
 result<std::size_t> cq_impl::poll(std::span<completion> out) {
     const ssize_t r = poll_locked(out);
-    if (r == 0 && conn != nullptr) {
-        tick_if_due(*conn);  // what it ends comes with a later read
+    // What it ends comes with a later read. A same-host connection looks at its control on every
+    // read: the peer's end must stop its posts even while completions keep coming.
+    if (conn != nullptr && (r == 0 || conn->same_host)) {
+        tick_if_due(*conn);
     }
     deliver();  // last: a callback may destroy the connection owning this CQ
     if (r < 0) [[unlikely]] {

@@ -109,14 +109,20 @@ fabric_endpoint to_fabric(endpoint_type t) {
 }
 
 // REMORA_SAME_HOST=off (or 0, no, false) turns the same-host path off for every domain of the
-// process, whatever domain_config::same_host says.
-bool same_host_switched_off() {
+// process, on (or 1, yes, true, process) on, whatever domain_config::same_host says.
+bool same_host_wanted(const domain_config& config) {
     const char* env = std::getenv("REMORA_SAME_HOST");
     if (env == nullptr) {
-        return false;
+        return config.same_host;
     }
     const std::string v = env;
-    return v == "off" || v == "0" || v == "no" || v == "false";
+    if (v == "off" || v == "0" || v == "no" || v == "false") {
+        return false;
+    }
+    if (v == "on" || v == "1" || v == "yes" || v == "true" || v == "process") {
+        return true;
+    }
+    return config.same_host;
 }
 
 // The shm RDM domain a tcp or sockets MSG domain opens beside itself (domain_impl::same_host),
@@ -363,8 +369,8 @@ result<domain> domain::open(const domain_config& config) {
     if (profile != nullptr) {
         apply_limits(c, *profile, *rules);
     }
-    if (config.same_host && !same_host_switched_off() && config.endpoint == endpoint_type::msg &&
-        profile == nullptr && (prov == "tcp" || prov == "sockets")) {
+    if (same_host_wanted(config) && config.endpoint == endpoint_type::msg && profile == nullptr &&
+        (prov == "tcp" || prov == "sockets")) {
         impl->same_host = open_same_host(config, prov);
         c.same_host = impl->same_host != nullptr;
     }

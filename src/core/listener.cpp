@@ -112,8 +112,11 @@ result<connection> accept_request(detail::request_impl* req, const connection_co
     // before the answer goes (the client progresses its peer while it waits for it).
     std::unique_ptr<connection_impl> shm;
     const auto& id = this_host_identity();
+    // The offer's identity is no secret: the request must also come from a socket of this host
+    // owned by this user (who could reach this process's memory anyway), or nothing is probed.
     if (!async && req->offer && req->offer->same_host() && req->offer->address_size != 0 && id &&
-        req->offer->identity == *id && same_host_eligible(caps)) {
+        req->offer->identity == *id && same_host_eligible(caps) &&
+        request_from_this_user(req->info.get())) {
         const auto patience = std::min<std::chrono::milliseconds>(impl->config.connect_timeout / 2,
                                                                   same_host_proof_patience);
         shm = same_host_target_peer(*impl->dom, impl->config, req->offer->shm_address(), async,

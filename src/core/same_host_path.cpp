@@ -3,8 +3,10 @@
 // close (same_host_path.hpp).
 #include "core/same_host_path.hpp"
 
+#include <cstdlib>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "base/log.hpp"
@@ -93,6 +95,17 @@ bool same_host_config_ok(const domain_impl& dom, const connection_config& cfg,
            !cfg.shared_rcq && !cfg.srq && cfg.liveness.count() == 0;
 }
 
+bool from_this_process(std::span<const std::byte> address) noexcept {
+    const std::string prefix = shm_process_prefix();
+    const std::string_view a(reinterpret_cast<const char*>(address.data()), address.size());
+    return a.find(prefix) != std::string_view::npos;
+}
+
+bool same_host_in_process() noexcept {
+    const char* env = std::getenv("REMORA_SAME_HOST");
+    return env != nullptr && std::string_view(env) == "process";
+}
+
 namespace {
 
 void why_not(const char* side, const std::string& why) {
@@ -126,6 +139,10 @@ std::unique_ptr<connection_impl> same_host_target_peer(const domain_impl& dom,
                                                        std::span<const std::byte> address,
                                                        bool async, clock::time_point deadline) {
     if (!same_host_config_ok(dom, cfg, async)) {
+        return nullptr;
+    }
+    if (from_this_process(address) && !same_host_in_process()) {
+        why_not("accept", "the client is this process (REMORA_SAME_HOST=process allows it)");
         return nullptr;
     }
     connection_config own = cfg;

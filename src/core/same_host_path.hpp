@@ -56,6 +56,13 @@ std::unique_ptr<connection_impl> same_host_target_peer(
     const domain_impl& dom, const connection_config& cfg, std::span<const std::byte> address,
     bool async, std::chrono::steady_clock::time_point deadline);
 
+// An shm address of this process (a connection between two of its own endpoints). The path is
+// not taken between them unless REMORA_SAME_HOST=process: shm touches a peer's region on every
+// post, and a peer destroyed in the same process unmaps it (libfabric 1.17 crashed there), where
+// tcp ends such a connection cleanly.
+bool from_this_process(std::span<const std::byte> address) noexcept;
+bool same_host_in_process() noexcept;
+
 // Whether the configuration can take the path at all (the checks both sides share).
 bool same_host_config_ok(const domain_impl& dom, const connection_config& cfg, bool async) noexcept;
 

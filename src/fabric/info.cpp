@@ -2,6 +2,7 @@
 #include "fabric/info.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <span>
@@ -10,6 +11,7 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "fabric/endpoint.hpp"
 
@@ -320,6 +322,62 @@ bool destination_is_local(const fi_info* info) noexcept {
     }
     ::freeifaddrs(ifs);
     return local;
+}
+
+namespace {
+
+// The socket `local` (a TCP endpoint of this host, in this network namespace) as /proc/net/tcp or
+// tcp6 prints its local address ("0100007F:1F90"), or empty for another family.
+std::string proc_net_name(const sockaddr* local) {
+    char out[64];
+    if (local->sa_family == AF_INET) {
+        const auto* a = reinterpret_cast<const sockaddr_in*>(local);
+        std::snprintf(out, sizeof out, "%08X:%04X", a->sin_addr.s_addr, ntohs(a->sin_port));
+        return out;
+    }
+    if (local->sa_family == AF_INET6) {
+        const auto* a = reinterpret_cast<const sockaddr_in6*>(local);
+        std::uint32_t w[4];
+        std::memcpy(w, &a->sin6_addr, sizeof w);
+        std::snprintf(out, sizeof out, "%08X%08X%08X%08X:%04X", w[0], w[1], w[2], w[3],
+                      ntohs(a->sin6_port));
+        return out;
+    }
+    return {};
+}
+
+}  // namespace
+
+bool request_from_this_user(const fi_info* request) noexcept {
+    if (request == nullptr || request->dest_addr == nullptr || !destination_is_local(request)) {
+        return false;
+    }
+    const auto* peer = static_cast<const sockaddr*>(request->dest_addr);
+    const std::string name = proc_net_name(peer);
+    if (name.empty()) {
+        return false;
+    }
+    std::FILE* f =
+        std::fopen(peer->sa_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6", "re");
+    if (f == nullptr) {
+        return false;
+    }
+    // "sl local_address rem_address st tx:rx tr:when retrnsmt uid ...": the peer's own socket is
+    // the one whose local address is the peer's address; its uid is the connecting user's.
+    bool same = false;
+    char line[512];
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+        char local[64], remote[64], st[8], queues[40], timer[40], retr[16];
+        unsigned long uid = 0;
+        if (std::sscanf(line, " %*s %63s %63s %7s %39s %39s %15s %lu", local, remote, st, queues,
+                        timer, retr, &uid) == 7 &&
+            name == local) {
+            same = uid == static_cast<unsigned long>(::getuid());
+            break;
+        }
+    }
+    std::fclose(f);
+    return same;
 }
 
 }  // namespace remora::detail

@@ -116,5 +116,9 @@ void set_source_name(fi_info* info, const char* name) noexcept;
 // The connection request `info` (from getinfo for a host and port) goes to an address of this
 // host in this network namespace: loopback, or an address one of its interfaces has.
 bool destination_is_local(const fi_info* info) noexcept;
+// A connection request (`request`: its dest_addr is the client's address) comes from a TCP socket
+// of this host (this network namespace) owned by this process's user (its entry in
+// /proc/net/tcp or tcp6). False when that cannot be told.
+bool request_from_this_user(const fi_info* request) noexcept;
 
 }  // namespace remora::detail

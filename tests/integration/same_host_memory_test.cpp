@@ -37,7 +37,7 @@ std::uint64_t address_of(const void* p) {
 // A domain held to its provider's own rules whatever REMORA_RULES says (the shm domain opens
 // beside it only then).
 domain_config native(const std::string& provider) {
-    return {.provider = provider, .rules = provider_rules::native};
+    return {.provider = provider, .rules = provider_rules::native, .same_host = true};
 }
 
 const detail::region_impl& state_of(const memory_region& mr) {

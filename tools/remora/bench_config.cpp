@@ -2,6 +2,7 @@
 // `remora bench`: from the options to a setup, the checks that a setup's options go together,
 // and the connection configurations a setup asks for.
 #include <algorithm>
+#include <cstdlib>
 
 #include "bench_internal.hpp"
 
@@ -134,6 +135,11 @@ setup setup_of(const bench_options& o) {
     s.target_progress = o.target_progress;
     s.target_spin_us = o.target_spin_us;
     s.same_host = o.same_host == "on";
+    if (s.same_host && o.target.empty()) {
+        // The loopback target lives in this process, and the library keeps connections between
+        // two of a process's own endpoints on their provider unless told otherwise.
+        ::setenv("REMORA_SAME_HOST", "process", 1);
+    }
     s.more = o.more;
     s.parts = o.parts;
     // The suites choose their own signalling and CQs (the slots suite compares them).

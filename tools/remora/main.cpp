@@ -168,9 +168,11 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     serve
         ->add_option("--same-host", so.same_host,
-                     "on: a read-write client on this host (same user, same /dev/shm) moves its "
-                     "operations to shared memory once connected; off: every client stays on the "
-                     "provider. Read-only clients always stay (shared memory checks no keys)")
+                     "on: a read-write client in another process of this host and user moves its "
+                     "operations to shared memory once connected, when its own domain allows it "
+                     "(REMORA_SAME_HOST=on); such a client can reach all of serve's memory, not "
+                     "only the region (shared memory checks no keys). off: every client stays on "
+                     "the provider. Read-only clients always stay")
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
     serve
@@ -404,8 +406,10 @@ int main(int argc, char** argv) {
     bench
         ->add_option("--same-host", bo.same_host,
                      "on: connections to the loopback target take the same-host path (shared "
-                     "memory under the connection, as the library does by default); off: they "
-                     "measure the provider asked for")
+                     "memory under the connection, as the library does by default between "
+                     "processes; the loopback target is in this process, which the library "
+                     "allows here only: REMORA_SAME_HOST=process); off: they measure the "
+                     "provider asked for")
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
     bench
