@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <future>
@@ -214,6 +215,36 @@ inline result<connected_pair> connect_rdm_pair(const std::string& provider,
     return cp;
 }
 
+// Whether a pair set up over `provider` with these configurations must take the same-host path:
+// under REMORA_SAME_HOST=process (the same_host label's rows, the same-host tests) a tcp or
+// sockets pair on loopback whose configurations allow it (connection_config::same_host) must,
+// so a row that fell back to the provider fails instead of testing the provider again.
+inline bool same_host_expected(const std::string& provider, const connection_config& s,
+                               const connection_config& c) {
+    const char* env = std::getenv("REMORA_SAME_HOST");
+    const char* only = std::getenv("FI_PROVIDER");
+    const char* rules = std::getenv("REMORA_RULES");
+    auto allows = [](const connection_config& k) {
+        return k.same_host && !k.shared_cq && !k.shared_rcq && !k.srq && k.liveness.count() == 0;
+    };
+    return env != nullptr && std::string(env) == "process" &&
+           (provider == "tcp" || provider == "sockets") && only == nullptr &&
+           (rules == nullptr || std::string(rules) == "native") && allows(s) && allows(c);
+}
+
+// Fails a pair that did not take the path it was expected to (same_host_expected).
+inline result<void> check_same_host(const std::string& provider, const connection_config& s,
+                                    const connection_config& c, const connection& server,
+                                    const connection& client) {
+    if (same_host_expected(provider, s, c) && !(server.same_host() && client.same_host()))
+        return fail(errc::invalid_argument,
+                    "REMORA_SAME_HOST=process: this pair should be on the same-host path but is "
+                    "not (server " +
+                        std::to_string(server.same_host()) + ", client " +
+                        std::to_string(client.same_host()) + ")");
+    return {};
+}
+
 inline result<connected_pair> connect_pair(const std::string& provider,
                                            const connection_config& server_cfg = {},
                                            const connection_config& client_cfg = {},
@@ -243,6 +274,8 @@ inline result<connected_pair> connect_pair(const std::string& provider,
         return fail(c.error());
     if (!s)
         return fail(s.error());
+    if (auto r = check_same_host(provider, server_cfg, client_cfg, *s, *c); !r)
+        return fail(r.error());
     connected_pair p{*sd, *cd, std::move(*l), std::move(*s), std::move(*c)};
     return p;
 }
@@ -254,12 +287,13 @@ struct server_side {
     listener lst;
     domain client_dom;
     std::vector<connection> clients;
+    std::string provider;
 
     static server_side open(const std::string& provider) {
         auto d = must(domain::open({.provider = provider}));
         auto l = must(listener::create(d, "127.0.0.1", 0));
         auto cd = must(domain::open({.provider = provider}));
-        return server_side{d, std::move(l), cd, {}};
+        return server_side{d, std::move(l), cd, {}, provider};
     }
     result<connection> add(const connection_config& server_cfg,
                            const connection_config& client_cfg = {}) {
@@ -275,6 +309,8 @@ struct server_side {
         auto accepted = req->accept(server_cfg);
         auto c = client.get();
         if (accepted && c) {
+            if (auto r = check_same_host(provider, server_cfg, client_cfg, *accepted, *c); !r)
+                return fail(r.error());
             clients.push_back(std::move(*c));
         }
         return accepted;

@@ -160,8 +160,8 @@ struct connection_config {
     /// error). Over the path the operations, callbacks, parked posts, slots and persistence work
     /// as over the provider; descriptors are reached at their same-host address
     /// (errc::not_supported for one without); events, close() and the peer's end come from the
-    /// connected endpoint, which stays open under it (next_event and the CQs' reads and waits
-    /// notice the end; a completion channel's wait does not). The target's side runs the
+    /// connected endpoint, which stays open under it (next_event, the CQs' reads and waits and
+    /// a completion channel's wait notice the end). The target's side runs the
     /// library's progress thread (one-sided operations land without the application; its
     /// callbacks run there); without a progress thread a client's CQs have no fd. A target
     /// granting a peer restricted access (e.g.\ only a read-only registration) sets it to false:

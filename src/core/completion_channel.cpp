@@ -91,6 +91,11 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
             const std::size_t n = cqs.size();
             for (std::size_t i = 0; i < n; ++i) {
                 cq_impl* cq = cqs[(next + i) % n];
+                if (cq->conn != nullptr && cq->conn->same_host) {
+                    // A same-host connection's control is looked at here too (same_host_path.hpp):
+                    // its peer's end ends what the connection holds, which then lands on its CQs.
+                    tick_if_due(*cq->conn);
+                }
                 if (cq->polled && !cq->progress_owned()) {
                     const ssize_t ready = cq->fill_ready();
                     later.cq = cq->self.lock();
@@ -160,6 +165,13 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
                 }
                 if (c->connecting.load()) {  // wake up for its setup deadline
                     wait_ms = std::min(wait_ms, remaining_ms(c->setup_deadline));
+                }
+            }
+            for (cq_impl* q : cqs) {  // and for a same-host connection's next look
+                if (q->conn != nullptr && q->conn->same_host) {
+                    const auto due = clock::time_point(
+                        clock::duration(q->conn->ext_deadline.load(std::memory_order_relaxed)));
+                    wait_ms = std::min(wait_ms, remaining_ms(due) + 1);
                 }
             }
         }

@@ -126,6 +126,50 @@ TEST_P(same_host_path, the_peers_close_ends_it_and_its_operations) {
     EXPECT_EQ(p.client->in_flight(), 0u);
 }
 
+// Waits on a's shared completion channel until the receive a posted completes (10 s at most).
+std::vector<completion> wait_on_channel(connection& a) {
+    std::vector<completion> got;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (got.empty() && std::chrono::steady_clock::now() < deadline) {
+        auto ev = a.wait(1s);
+        if (!ev) {
+            continue;  // timed out: wait again until the deadline
+        }
+        completion buf[4];
+        if (ev->cq != nullptr) {
+            if (auto n = ev->cq->poll(buf); n) {
+                got.insert(got.end(), buf, buf + *n);
+            }
+        }
+    }
+    return got;
+}
+
+TEST_P(same_host_path, a_completion_channel_wait_notices_the_peers_end) {
+    // Each side in turn waits on its connection's shared channel, with a receive outstanding,
+    // while the other closes: the wait reports the receive's CQ with it ended.
+    for (bool client_waits : {true, false}) {
+        SCOPED_TRACE(client_waits ? "the client waits" : "the target waits");
+        connection_config s, c;
+        s.channel = channel_mode::shared;
+        c.channel = channel_mode::shared;
+        auto p = must(connect_pair(GetParam(), s, c));
+        ASSERT_TRUE(p.client->same_host());
+        connection& waiter = client_waits ? *p.client : *p.server;
+        connection& closer = client_waits ? *p.server : *p.client;
+        buffer local(64);
+        auto lmr = must(memory_region::create(client_waits ? p.client_domain : p.server_domain,
+                                              local.span(), usage::receive));
+        REMORA_ASSERT_OK(waiter.recv(lmr, 0, 8));
+        REMORA_ASSERT_OK(closer.close());
+        auto done = wait_on_channel(waiter);
+        ASSERT_EQ(done.size(), 1u);
+        EXPECT_FALSE(done[0].ok());
+        EXPECT_FALSE(waiter.is_open());
+        EXPECT_EQ(waiter.in_flight(), 0u);
+    }
+}
+
 TEST_P(same_host_path, a_peer_process_that_dies_ends_the_operations_it_held) {
     // The target runs in a child forked before this process opens anything (no thread holds a
     // lock the child would inherit); it accepts, says whether it took the path, and waits to be

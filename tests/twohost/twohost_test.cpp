@@ -148,7 +148,8 @@ struct target_process {
     }
 
     static target_process start_serve(const twohost_env& env, const std::string& provider,
-                                      const std::string& path, const std::string& log) {
+                                      const std::string& path, const std::string& log,
+                                      bool same_host = false) {
         target_process t;
         t.log = log;
         t.pid = ::fork();
@@ -161,7 +162,7 @@ struct target_process {
             // `ip netns exec` execs the command itself: this pid becomes serve's.
             ::execlp("ip", "ip", "netns", "exec", env.ns_target.c_str(), REMORA_CLI, "serve",
                      "--provider", provider.c_str(), "--listen", listen.c_str(), "--region",
-                     region.c_str(), "--create", nullptr);
+                     region.c_str(), "--create", "--same-host", same_host ? "on" : "off", nullptr);
             ::_exit(127);
         }
         // "remora serve: listening on ADDR:PORT (...)"
@@ -500,6 +501,58 @@ class twohost_test : public testing::TestWithParam<std::string> {
     std::string path;
     int starts = 0;
 };
+
+// The same-host path is offered only to an address of the client's own network namespace: a
+// client in the target's namespace takes it (a check that the test can see it), one across the
+// veth pair does not, and neither does one in the target's namespace with a /dev/shm of its own
+// (another host identity), however both ask for it (REMORA_SAME_HOST=on).
+TEST_P(twohost_test, the_same_host_path_is_never_taken_across_hosts) {
+    if (is_rdm(GetParam())) {
+        GTEST_SKIP() << "the path is set up under connected endpoints (tcp, sockets)";
+    }
+    auto t = target_process::start_serve(env, GetParam(), path, (dir / "serve.log").string(), true);
+    ASSERT_TRUE(started(t)) << t.output();
+    const std::string target = env.target_addr + ":" + std::to_string(t.port);
+    // serve's log line for its client number n ("client N connected (...)").
+    auto client_line = [&](int n) {
+        const std::string line = "client " + std::to_string(n) + " connected";
+        std::string text;
+        EXPECT_TRUE(eventually(
+            [&] {
+                text = t.output();
+                return text.find(line) != std::string::npos;
+            },
+            10s))
+            << text;
+        const auto at = text.find(line);
+        return at == std::string::npos ? std::string() : text.substr(at, text.find('\n', at) - at);
+    };
+    // `remora put` of a line, asking for the path, as a client started by the shell prefix
+    // `where` (namespaces, mounts).
+    const std::string script = (dir / "put.sh").string();
+    std::ofstream(script) << "echo same-host | REMORA_SAME_HOST=on " REMORA_CLI " put --provider "
+                          << GetParam() << " --target " << target << " --offset 0\n";
+    auto put_from = [&](const std::string& where) {
+        EXPECT_TRUE(shell(where + " sh " + script + " >>" + (dir / "put.log").string() + " 2>&1"))
+            << file_text((dir / "put.log").string());
+    };
+    const std::string in_target = "ip netns exec " + env.ns_target;
+    // In the target's namespace: an address of its own, the same host identity: taken.
+    put_from(in_target);
+    EXPECT_NE(client_line(1).find("same host, shared memory"), std::string::npos) << t.output();
+    // Across the veth pair (this namespace): the target's address is not one of this namespace's,
+    // so the client offers nothing.
+    ::setenv("REMORA_SAME_HOST", "on", 1);
+    auto l = connect(t);
+    ::unsetenv("REMORA_SAME_HOST");
+    ASSERT_TRUE(l.has_value()) << l.error().what();
+    EXPECT_FALSE(l->conn.same_host());
+    EXPECT_EQ(client_line(2).find("same host"), std::string::npos) << t.output();
+    // In the target's namespace with a /dev/shm of its own (a container's): the host identities
+    // differ, the target declines, and the put goes over the provider.
+    put_from(in_target + " unshare -m sh -c 'mount -t tmpfs tmpfs /dev/shm && exec \"$0\" \"$@\"'");
+    EXPECT_EQ(client_line(3).find("same host"), std::string::npos) << t.output();
+}
 
 TEST_P(twohost_test, link_down_briefly_every_operation_succeeds) {
     auto t = start_target();

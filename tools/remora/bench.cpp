@@ -34,8 +34,9 @@ namespace {
 // The baselines cover what plain libfabric code in baseline.cpp (MSG) and baseline_rdm.cpp
 // (RDM) does: write, read and send on one connection with a CQ of its own, one completion each
 // (a send under --signal-every too: the baseline's sends ask for no completion). MSG: two, the
-// target as remora's in this run and busy-polling; RDM: one, its target busy-polls. Each runs
-// in a process of its own (--baseline-in-process: in this one, after remora's result).
+// target as remora's in this run and busy-polling; RDM: one, its target busy-polls; with
+// --same-host on also plain shm RDM (the path's medium). Each runs in a process of its own
+// (--baseline-in-process: in this one, after remora's result).
 result<void> run_baselines(const setup& s, bool in_process, compared& vs) {
     if (!(op_of(s.op).baseline && s.connections == 1 && !s.rcq &&
           channel_of(s) != channel_mode::shared &&
@@ -55,6 +56,16 @@ result<void> run_baselines(const setup& s, bool in_process, compared& vs) {
         if (!bb)
             return fail(bb.error());
         vs.busy_base = *bb;
+    }
+    if (s.same_host) {
+        setup shm = s;
+        shm.endpoint = "rdm";
+        shm.provider = "shm";
+        shm.same_host = false;
+        auto sb = in_process ? run_baseline_rdm(shm) : run_baseline_apart(shm, false);
+        if (!sb)
+            return fail(sb.error());
+        vs.shm_base = *sb;
     }
     return {};
 }

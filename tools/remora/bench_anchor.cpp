@@ -7,7 +7,8 @@
 //                 inject small sends; it prints the mean time of one transfer (half a round trip).
 //   ucx_perftest  UCX's (Debian: ucx-utils): tag_lat, the median and mean one-way latency.
 // Both time send ping-pongs: they run beside send results at QD 1 on one busy-polling
-// connection, with the run's provider (ucx_perftest: its transport for the same medium).
+// connection, with the run's provider (ucx_perftest: its transport for the same medium; with
+// --same-host on, UCX's defaults).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -190,12 +191,14 @@ anchor_result run_fi_pingpong(const setup& s, const figures& remora) {
 anchor_result run_ucx_perftest(const setup& s, const figures& remora) {
     anchor_result a;
     a.name = "ucx_perftest";
-    // UCX's transport for the medium the run's provider uses.
+    // UCX's transport for the medium the run's provider uses; with --same-host on, UCX's
+    // defaults (on one host it picks its shared-memory transports by itself).
     std::vector<std::string> env;
-    if (s.provider == "shm")
+    const bool tcp = s.provider == "tcp" || s.provider == "sockets" ||
+                     s.provider == "tcp;ofi_rxm" || s.provider == "net";
+    if (!s.same_host && s.provider == "shm")
         env.emplace_back("UCX_TLS=sm,self");
-    else if (s.provider == "tcp" || s.provider == "sockets" || s.provider == "tcp;ofi_rxm" ||
-             s.provider == "net")
+    else if (!s.same_host && tcp)
         env.emplace_back("UCX_TLS=tcp,self");
     auto port = free_port();
     if (!port) {

@@ -269,6 +269,9 @@ result<void> plot(const std::vector<std::pair<setup, figures>>& rows, const std:
 // and plain libfabric (--baseline: the target as remora's in this run, and busy-polling).
 struct compared {
     std::optional<figures> versus, base, busy_base;
+    // --same-host on: plain libfabric over shm (RDM endpoints, its target busy-polls), the
+    // medium the path uses, beside the provider asked for (base, busy_base).
+    std::optional<figures> shm_base;
     std::vector<anchor_result> anchors;  // --anchor: independent programs on the same workload
 };
 

@@ -217,6 +217,11 @@ void printer::json(const setup& s, const measured& m, const compared& vs) const 
         j["ratio_ops_per_s"] = m.f.ops_per_s / vs.base->ops_per_s;
         j["ratio_p50"] = m.f.p50_us / vs.base->p50_us;
     }
+    if (vs.shm_base) {
+        j["baseline_shm"] = as_json(*vs.shm_base);
+        j["ratio_shm_ops_per_s"] = m.f.ops_per_s / vs.shm_base->ops_per_s;
+        j["ratio_shm_p50"] = m.f.p50_us / vs.shm_base->p50_us;
+    }
     if (vs.busy_base) {
         j["baseline_busy_target"] = as_json(*vs.busy_base);
         j["ratio_busy_target_ops_per_s"] = m.f.ops_per_s / vs.busy_base->ops_per_s;
@@ -286,6 +291,11 @@ void printer::table(const setup& s, const measured& m, const compared& vs) {
         ratio(rdm(s) ? "/same: RDM target busy-polls" : "/same: target as remora's", *vs.base);
         if (vs.busy_base)
             ratio("/busy: target busy-polls", *vs.busy_base);
+        if (vs.shm_base) {
+            plain.op = s.op + "/rdm";
+            row("fi:shm", plain, *vs.shm_base);
+            ratio("fi:shm/rdm: plain shm RDM, target busy-polls", *vs.shm_base);
+        }
     }
     for (const anchor_result& a : vs.anchors)
         anchor(s, m, a, vs.busy_base ? &*vs.busy_base : vs.base ? &*vs.base : nullptr);
