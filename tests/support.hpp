@@ -224,8 +224,14 @@ inline bool same_host_expected(const std::string& provider, const connection_con
     const char* env = std::getenv("REMORA_SAME_HOST");
     const char* only = std::getenv("FI_PROVIDER");
     const char* rules = std::getenv("REMORA_RULES");
+    // shm's own limit on segments: a configuration beyond it stays on the provider.
+    static const std::size_t shm_sge = [] {
+        auto d = domain::open({.provider = "shm", .endpoint = endpoint_type::rdm});
+        return d ? d->caps().iov_limit : 0;
+    }();
     auto allows = [](const connection_config& k) {
-        return k.same_host && !k.shared_cq && !k.shared_rcq && !k.srq && k.liveness.count() == 0;
+        return k.same_host && !k.shared_cq && !k.shared_rcq && !k.srq && k.liveness.count() == 0 &&
+               k.max_sge <= shm_sge;
     };
     return env != nullptr && std::string(env) == "process" &&
            (provider == "tcp" || provider == "sockets") && only == nullptr &&

@@ -55,8 +55,8 @@ result<void> native_atomic(connection_impl& c, native_kind kind, const char* wha
     if (auto r = check_atomic(c, what, dst, dst_offset, result, result_offset); !r) {
         return r;
     }
-    if (!c.dom->caps.native_atomics) {
-        return fail(errc::not_supported, std::string(what) + ": provider " + c.dom->caps.provider +
+    if (!c.dom->caps.native_atomics || !user_caps(c).native_atomics) {
+        return fail(errc::not_supported, std::string(what) + ": provider " + user_caps(c).provider +
                                              " has no native atomics");
     }
     auto rec = reserve_entries(c, opts, op::atomic, false, what);

@@ -311,6 +311,12 @@ result<void> check_same_host(const connection_impl& c, const remote_region& r, c
 inline bool lacks_same_host(const connection_impl& c, const remote_region& r) noexcept {
     return c.same_host && r.same_host_address() == 0;
 }
+// What the application's domain offers (its caps()). A same-host connection keeps the
+// capabilities and limits of the provider it was set up on: its posts are checked against
+// these and against shm's (c.dom->caps), whichever is stricter.
+inline const provider_caps& user_caps(const connection_impl& c) noexcept {
+    return c.region_dom != nullptr ? c.region_dom->caps : c.dom->caps;
+}
 
 // While an asynchronous setup is under way: errc::would_block for a parked post's try (it waits
 // for the setup's outcome, which notifies the gate or ends its waiters), else nothing.

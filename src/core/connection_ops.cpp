@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <remora/connection.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/impl.hpp"
@@ -147,7 +148,7 @@ result<void> check_same_host(const connection_impl& c, const remote_region& r, c
 }
 
 result<void> check_imm(const connection_impl& c, std::uint64_t imm) {
-    const std::size_t bytes = c.dom->caps.cq_data_size;
+    const std::size_t bytes = std::min(c.dom->caps.cq_data_size, user_caps(c).cq_data_size);
     if (bytes == 0) {
         return fail(errc::not_supported, "immediate data: the provider has none");
     }
@@ -202,10 +203,11 @@ namespace {
 
 result<void> check_at_post(const connection_impl& c, const op_options& opts, std::size_t bytes,
                            const char* what) {
-    if (opts.report == completion_mode::at_post && bytes > c.dom->caps.inject_size) {
+    const std::size_t inject = std::min(c.dom->caps.inject_size, user_caps(c).inject_size);
+    if (opts.report == completion_mode::at_post && bytes > inject) {
         return fail(errc::too_large, std::string(what) + ": " + std::to_string(bytes) +
                                          " bytes cannot complete at post: the inject size is " +
-                                         std::to_string(c.dom->caps.inject_size));
+                                         std::to_string(inject));
     }
     return {};
 }

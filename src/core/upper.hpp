@@ -26,9 +26,10 @@
 
 namespace remora::detail {
 
-// What the connection's provider offers (its domain's).
+// What the connection's provider offers, as the application's domain says (caps()): on a
+// same-host connection, the provider it was set up on.
 inline const provider_caps& caps_of(const connection_impl& c) noexcept {
-    return c.dom->caps;
+    return user_caps(c);
 }
 
 // Whether `mr` is registered in the domain of `c`.
