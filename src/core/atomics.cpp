@@ -18,10 +18,15 @@ result<void> check_atomic(const connection_impl& c, const char* what, const remo
     if (auto r = dst.check(dst_offset, 8, usage::atomic_target); !r) {
         return fail(r.error().code(), std::string(what) + ": " + r.error().message());
     }
-    if (auto r = check_same_host(c, dst, what); !r) {
-        return r;
+    // A native atomic reaches the word itself (on a same-host connection at its same-host
+    // address); the service's atomics name it as the target registered it.
+    const bool native = c.dom->caps.native_atomics && user_caps(c).native_atomics;
+    if (native) {
+        if (auto r = check_same_host(c, dst, what); !r) {
+            return r;
+        }
     }
-    if (remote_start(c, dst, dst_offset) % 8 != 0) {
+    if ((native ? remote_start(c, dst, dst_offset) : dst.address() + dst_offset) % 8 != 0) {
         return fail(errc::invalid_argument,
                     std::string(what) + ": target word is not 8-byte aligned");
     }

@@ -204,12 +204,16 @@ result<void> flush(connection& conn, const remote_region& dst, std::uint64_t off
     if (auto r = dst.check(offset, length, usage::flush_target); !r) {
         return fail(r.error().code(), "flush: " + r.error().message());
     }
-    if (auto r = detail::check_same_host(c, dst, "flush"); !r) {
-        return r;
-    }
     auto method = flush_method_for(conn, dst, how);
     if (!method) {
         return fail(method.error());
+    }
+    // A read-after-write flush reads the range itself (on a same-host connection at its
+    // same-host address); a GPSPM request names it as the target registered it.
+    if (*method != flush_method::gpspm) {
+        if (auto r = detail::check_same_host(c, dst, "flush"); !r) {
+            return r;
+        }
     }
     if (*method == flush_method::gpspm) {
         detail::service_request rq;
