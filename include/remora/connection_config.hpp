@@ -158,14 +158,18 @@ struct connection_config {
     /// accept private data and strips before anyone reads it, only when it fits in
     /// caps().cm_data_size beside the application's data (else nothing is offered: never an
     /// error). Over the path the operations, callbacks, parked posts, slots and persistence work
-    /// as over the provider; descriptors are reached at their same-host address
-    /// (errc::not_supported for one without); events, close() and the peer's end come from the
-    /// connected endpoint, which stays open under it (next_event, the CQs' reads and waits and
-    /// a completion channel's wait notice the end). The target's side runs the
-    /// library's progress thread (one-sided operations land without the application; its
-    /// callbacks run there); without a progress thread a client's CQs have no fd. A target
-    /// granting a peer restricted access (e.g.\ only a read-only registration) sets it to false:
-    /// shared memory checks no memory keys. Ignored on RDM peers.
+    /// as over the provider, with its capabilities and limits (immediate-data width, inject size,
+    /// native atomics: over tcp, atomics and GPSPM flushes still go through the target's
+    /// service); one-sided operations reach descriptors at their same-host address
+    /// (errc::not_supported for one without); large transfers are copied by the initiator itself
+    /// (cross-memory attach), so they complete while the peer is stopped, and a stopped peer's
+    /// queue refuses posts past its depth (errc::would_block); events, close() and the peer's end
+    /// come from the connected endpoint, which stays open under it (next_event, the CQs' reads and
+    /// waits and a completion channel's wait notice the end). The target's side runs the library's
+    /// progress thread (one-sided operations land without the application; its callbacks run
+    /// there); without a progress thread a client's CQs have no fd. A target granting a peer
+    /// restricted access (e.g.\ only a read-only registration) sets it to false: shared memory
+    /// checks no memory keys. Ignored on RDM peers.
     bool same_host = true;
 };
 
