@@ -66,6 +66,10 @@ struct remora_connection_config {
      *  without a liveness probe answered; 0: off; REMORA_E_NOT_SUPPORTED on MSG (see
      *  remora::connection_config::liveness). */
     uint32_t liveness_ms;
+    /** Never move this connection to the same-host path (remora::connection_config::same_host
+     *  false); false (the default): it moves when both domains allow it (remora_domain_config::
+     *  same_host) and the peer is another process of this host and user. */
+    bool no_same_host;
 };
 
 /** Connection events (remora::conn_event). */
@@ -283,6 +287,9 @@ REMORA_API int remora_connection_event_fd(const remora_connection* conn, int* fd
  * @return 0, or REMORA_E_INVALID for a NULL argument.
  */
 REMORA_API int remora_connection_in_flight(const remora_connection* conn, size_t* n);
+/** Whether the connection's operations go over shared memory (the same-host path,
+ *  remora::connection::same_host) rather than its provider. */
+REMORA_API int remora_connection_same_host(const remora_connection* conn, bool* on);
 
 /** @} */
 

@@ -44,6 +44,7 @@ int connection_config_of(const char* fn, const remora_connection_config* cfg,
     }
     out.liveness = std::chrono::milliseconds(c.liveness_ms);
     out.progress_thread = c.progress_thread;
+    out.same_host = !c.no_same_host;
     out.tag = c.tag;
     if (c.shared_cq != nullptr) {
         out.shared_cq = c.shared_cq->q;
@@ -338,6 +339,10 @@ REMORA_API int remora_connection_event_fd(const remora_connection* conn, int* fd
 
 REMORA_API int remora_connection_in_flight(const remora_connection* conn, size_t* n) {
     return REMORA_CAPI_GET("remora_connection_in_flight", conn, n, conn->c.in_flight());
+}
+
+REMORA_API int remora_connection_same_host(const remora_connection* conn, bool* on) {
+    return REMORA_CAPI_GET("remora_connection_same_host", conn, on, conn->c.same_host());
 }
 
 // ---- operations

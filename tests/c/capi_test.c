@@ -1029,6 +1029,28 @@ static void test_same_host(void) {
             OK(remora_domain_close(&dom));
         }
     }
+    /* A pair of this process on the same-host path (REMORA_SAME_HOST=process lets two endpoints
+     * of one process take it), and again with the client's no_same_host. */
+    setenv("REMORA_SAME_HOST", "process", 1);
+    for (i = 0; i < 2; ++i) {
+        const struct remora_domain_config dcfg = {.size = sizeof dcfg, .provider = "tcp"};
+        const struct remora_connection_config off = {.size = sizeof off, .no_same_host = true};
+        struct pair p = {0};
+        bool on = i == 0;
+        OK(remora_domain_open(&dcfg, &p.sdom));
+        OK(remora_domain_open(&dcfg, &p.cdom));
+        OK(remora_listener_create(p.sdom, "127.0.0.1", 0, &p.lst));
+        pair_connect(&p, &default_cfg, i == 0 ? &default_cfg : &off, NULL, 0, NULL, 0);
+        OK(remora_connection_same_host(p.client, &on));
+        CHECK(on == (i == 0));
+        OK(remora_connection_same_host(p.server, &on));
+        CHECK(on == (i == 0));
+        EXPECT_CODE(remora_connection_same_host(NULL, &on), REMORA_E_INVALID, "NULL");
+        remora_connection_delete(p.client);
+        remora_connection_delete(p.server);
+        pair_close(&p);
+    }
+    unsetenv("REMORA_SAME_HOST");
 }
 
 /* RDM peer liveness on shm: the peer endpoint (in this process) never progresses, so it answers
