@@ -194,9 +194,14 @@ TEST_P(rdm, write_with_imm_reports_remote_write_on_the_target_cq_or_rcq) {
 // A peer's write with immediate data belongs to no operation of the target: it is reported as
 // op::remote_write with its data whatever else the provider's entry holds (shm reuses the slots of
 // its command queue, and reported a word of an earlier command as the entry's operation context).
-// Enough writes, with a message after every other one, to go round shm's queue several times.
+// On shm, enough writes, with a message after every other one, to go round its queue.
 TEST_P(rdm, writes_with_imm_between_messages_each_arrive_with_their_data) {
     auto p = must(connect_rdm_pair(GetParam(), {}, {}));
+    if (p.server_domain.caps().rx_cq_data) {
+        // Verbs rules: each write with immediate data takes a posted receive for good (cq_read.hpp,
+        // rx_rule), so these writes would need more receives posted at once than a queue holds.
+        GTEST_SKIP() << "a receive for every write with immediate data (caps().rx_cq_data)";
+    }
     connection& target = *p.server;
     connection& source = *p.client;
     buffer t(4096), l(4096);
@@ -205,7 +210,9 @@ TEST_P(rdm, writes_with_imm_between_messages_each_arrive_with_their_data) {
     auto lmr =
         must(memory_region::create(p.client_domain, l.span(), usage::write_source | usage::send));
     const remote_region desc = must(tmr.describe());
-    constexpr std::uint64_t rounds = 1500;
+    // shm's queue holds 1024 commands (a write with immediate data takes two, a message one);
+    // elsewhere a few rounds (sockets takes milliseconds for each).
+    const std::uint64_t rounds = GetParam() == "shm" ? 1500 : 100;
     for (std::uint64_t i = 1; i <= rounds; ++i) {
         SCOPED_TRACE(i);
         const bool message = i % 2 == 0;
