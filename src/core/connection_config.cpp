@@ -208,4 +208,13 @@ result<connection_config> effective_config(const connection_config& in, const pr
     return c;
 }
 
+connection_config same_host_sizes(const connection_config& app, const connection_config& eff) {
+    connection_config c = app;
+    c.sq_size = eff.sq_size;  // after the provider's clamps (queue and CQ), less internal sends
+    if (addon_sends(app) == 0) {
+        c.rq_size = eff.rq_size;  // else the addon's receives, computed from app.rq_size
+    }
+    return c;
+}
+
 }  // namespace remora::detail

@@ -239,6 +239,11 @@ result<void> attach_peer(connection_impl& c, std::span<const std::byte> peer_add
 // Validates and completes a connection_config against the provider's limits
 // (connection_config.cpp).
 result<connection_config> effective_config(const connection_config& in, const provider_caps& caps);
+// The configuration a same-host connection's shm peer is opened with: the application's `app`,
+// with the queue depths its connected endpoint was given (`eff`: effective_config for the user's
+// provider), so the connection has and reports the depths its provider grants, not shm's. An
+// addon's receives are sized from the application's rq_size again (connection_config.cpp).
+connection_config same_host_sizes(const connection_config& app, const connection_config& eff);
 // The internal sends the configuration's addons ask for (connection_config.cpp).
 std::uint32_t addon_sends(const connection_config& c) noexcept;
 // Checks an atomic's target word (open connection, range, usage, 8-byte alignment) and, when

@@ -241,10 +241,10 @@ result<std::unique_ptr<connection_impl>> start_connect(const domain& dom, const 
     // The application's data, and the library's same-host trailer when it offers the path (with
     // its shm peer's address, when it can take the path).
     if (same_host_eligible(caps)) {
-        // From the application's configuration: the shm peer sizes its queues for its addons
-        // itself (impl->config already holds the connected endpoint's sizes).
-        impl->same_host_peer =
-            same_host_client_peer(*detail::impl_of(dom), config, info.get(), async);
+        // From the application's configuration with the depths the provider granted
+        // (same_host_sizes): the shm peer sizes its queues for its addons itself.
+        impl->same_host_peer = same_host_client_peer(
+            *detail::impl_of(dom), same_host_sizes(config, impl->config), info.get(), async);
     }
     const std::vector<std::byte> data = connect_data(
         caps, impl->config, private_data, impl->same_host_offered, impl->setup_nonce,

@@ -382,7 +382,8 @@ tl::unexpected<error> cq_impl::read_failure(ssize_t code) const {
         for (ssize_t i = 0; i < got; ++i) {
             const cq_entry& e = entries[i];
             entry_source src;
-            if (take_entry(out[emitted], {e.op_context, e.flags, e.len, e.data, 0},
+            if (take_entry(out[emitted],
+                           {entry_context(e.op_context, e.flags), e.flags, e.len, e.data, 0},
                            check_source ? &sources[i] : nullptr, src, when)) {
                 keep(emitted, src);
                 ++emitted;
@@ -409,7 +410,7 @@ tl::unexpected<error> cq_impl::read_failure(ssize_t code) const {
         // An error entry without a code is still an error (fabric/cq.hpp gives it FI_EOTHER).
         entry_source src;
         if (!take_entry(out[0],
-                        {err.op_context, err.flags, err.len, 0,
+                        {entry_context(err.op_context, err.flags), err.flags, err.len, 0,
                          err.err != 0 ? err.err : fabric_errno::other},
                         nullptr, src, when)) {
             return 0;
@@ -570,14 +571,15 @@ void cq_impl::read_all(const std::function<void(const raw_entry&)>& each) {
         if (got > 0) {
             for (ssize_t i = 0; i < got; ++i) {
                 const cq_entry& d = entries[i];
-                each({d.op_context, d.flags, d.len, d.data, 0});
+                each({entry_context(d.op_context, d.flags), d.flags, d.len, d.data, 0});
             }
             continue;
         }
         if (got == -fabric_errno::avail) {
             cq_error_entry err{};
             if (cq_readerr(cq.get(), &err) == 1) {
-                each({err.op_context, err.flags, err.len, err.data, err.err});
+                each({entry_context(err.op_context, err.flags), err.flags, err.len, err.data,
+                      err.err});
                 continue;
             }
         }

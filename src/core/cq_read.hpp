@@ -10,6 +10,7 @@
 #include <remora/completion_queue.hpp>
 
 #include "core/cq_impl.hpp"
+#include "fabric/cq.hpp"
 #include "ops/op_pool.hpp"
 
 namespace remora::detail {
@@ -49,6 +50,14 @@ int remaining_ms(clock::time_point deadline);
 // until the reader's lock is released (the reading CQ), null to run them at once.
 bool finish(const cq_impl& cq, completion& c, void* op_context, std::uint64_t flags,
             callback_sink* sink, entry_source* src = nullptr, hand_out when = hand_out::later);
+
+// The operation a provider's entry belongs to: its op_context, but none for a peer's write
+// (libfabric: NULL for completions of no posted operation). shm left a stale word of its command
+// queue there (libfabric 1.17: the remote range count of an earlier command in the same slot), so
+// the flag decides, never the context.
+inline void* entry_context(void* op_context, std::uint64_t flags) noexcept {
+    return (flags & cq_flag_remote_write) != 0 ? nullptr : op_context;
+}
 
 // The op_pool (connection) an operation context belongs to; null for a peer's write with
 // immediate data.

@@ -119,7 +119,8 @@ result<connection> accept_request(detail::request_impl* req, const connection_co
         request_from_this_user(req->info.get())) {
         const auto patience = std::min<std::chrono::milliseconds>(impl->config.connect_timeout / 2,
                                                                   same_host_proof_patience);
-        shm = same_host_target_peer(*impl->dom, config, req->offer->shm_address(), async,
+        shm = same_host_target_peer(*impl->dom, same_host_sizes(config, impl->config),
+                                    req->offer->shm_address(), async,
                                     std::chrono::steady_clock::now() + patience);
     }
     // The application's data, and the library's answer to a same-host offer (taken only with a

@@ -215,6 +215,8 @@ inline constexpr post_flags post_completion = FI_COMPLETION;       // a completi
 inline constexpr post_flags post_inject = FI_INJECT;               // the data is copied at the post
 inline constexpr post_flags post_more = FI_MORE;                   // more posts follow at once
 inline constexpr post_flags post_remote_data = FI_REMOTE_CQ_DATA;  // `data` goes to the peer's CQ
+inline constexpr post_flags post_delivered =
+    FI_DELIVERY_COMPLETE;  // completes once applied at the peer
 
 struct fabric_post {
     post_kind kind = post_kind::send;

@@ -194,6 +194,9 @@ TEST_P(bad_input, write_to_remote_region_without_write_destination_is_denied) {
 //   descriptor follows it on the same ordered connection. The target drops the connection on
 //   the bad key: the read is flushed (canceled) and the client sees the connection close.
 //   Had the write been applied, the read would have succeeded and brought the forged bytes back.
+// On the same-host path shm checks no key or access right (docs/concepts.md): a forged
+// descriptor made without the region's same-host address is refused before posting (the path
+// reaches only descriptors carrying one), and one forged with it does write the region.
 TEST_P(bad_input, forged_descriptor_cannot_write_a_read_only_region) {
     ASSERT_NO_FATAL_FAILURE(open_pair());
     buffer ro(region_size);
@@ -203,6 +206,26 @@ TEST_P(bad_input, forged_descriptor_cannot_write_a_read_only_region) {
     const remote_region forged = must(remote_region::make(
         real.address(), real.length(), real.key(), usage::read_source | usage::write_destination,
         real.virtual_addressing()));
+    if (client().same_host()) {
+        int ctx = 0;
+        EXPECT_ERRC(client().write(forged, 0, *lmr_, 0, 64, {.context = &ctx}),
+                    errc::not_supported);
+        probe_only_completion();
+        EXPECT_TRUE(all_equal(ro.bytes, target_fill)) << "the refused write landed";
+        const remote_region reaching =
+            must(remote_region::make(real.address(), real.length(), real.key(),
+                                     usage::read_source | usage::write_destination,
+                                     real.virtual_addressing(), real.same_host_address()));
+        ASSERT_TRUE(client().write(reaching, 0, *lmr_, 0, 64, {.context = &ctx}).has_value());
+        auto done = collect(client().cq(), 1, false, 10s);
+        ASSERT_EQ(done.size(), 1u) << "the write never completed";
+        EXPECT_TRUE(done[0].ok()) << done[0].status.message();
+        EXPECT_TRUE(eventually([&] {
+            return all_equal(std::span(ro.bytes).first(64), local_fill);
+        })) << "no key check on the same-host path: the forged write should have landed";
+        EXPECT_TRUE(all_equal(std::span(ro.bytes).subspan(64), target_fill));
+        return;
+    }
     buffer back(64);
     auto back_mr =
         must(memory_region::create(pair_->client_domain, back.span(), usage::read_destination));

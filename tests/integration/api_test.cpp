@@ -314,7 +314,8 @@ std::vector<local_segment> three_pieces(buffer& local, const memory_region& mr,
 
 // connection.hpp: write_with_imm from several local segments places their bytes, in order,
 // contiguously at the destination, and the peer's op::remote_write completion carries `imm` and
-// (completion_queue.hpp) bytes = the write's length on sockets, 0 on tcp 1.17.
+// (completion_queue.hpp) what the provider reports in bytes: the write's length on sockets and
+// on the same-host path (shm reports it), 0 on tcp 1.17.
 TEST_P(segments, write_with_imm_gathers_segments_in_order) {
     const auto n = sge();
     ASSERT_EQ(n, 3u);
@@ -338,7 +339,7 @@ TEST_P(segments, write_with_imm_gathers_segments_in_order) {
     EXPECT_EQ(got[0].op, op::remote_write);
     EXPECT_TRUE(got[0].has_imm);
     EXPECT_EQ(got[0].imm, 0xabcdefu);
-    EXPECT_EQ(got[0].bytes, GetParam() == "sockets" ? expect.size() : 0u);
+    EXPECT_EQ(got[0].bytes, GetParam() == "sockets" || p.server->same_host() ? expect.size() : 0u);
     EXPECT_EQ(at(target, 128, expect.size()), expect);
     EXPECT_EQ(at(target, 127, 1), ".");
     EXPECT_EQ(at(target, 128 + expect.size(), 1), ".");
@@ -427,10 +428,13 @@ class expose_plain : public testing::TestWithParam<std::string> {
         return got.empty() ? completion{} : got[0];
     }
     // A descriptor of the same memory granting `uses` the target never registered, and
-    // optionally a length beyond the region: what a buggy or hostile client could send.
+    // optionally a length beyond the region: what a buggy or hostile client could send (with
+    // the region's same-host address, as a descriptor from the wire carries it: a same-host
+    // connection reaches nothing without one).
     remote_region forged(usage uses, std::uint64_t length = 0) const {
-        auto d = must(remote_region::make(desc_.address(), length ? length : desc_.length(),
-                                          desc_.key(), uses, desc_.virtual_addressing()));
+        auto d =
+            must(remote_region::make(desc_.address(), length ? length : desc_.length(), desc_.key(),
+                                     uses, desc_.virtual_addressing(), desc_.same_host_address()));
         return d;
     }
 

@@ -3,6 +3,7 @@
 // several remote regions, admitted all or nothing (records and slot units), completing once when
 // the last part does, an error in any part reported once with the part's index; parked like any
 // post.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -118,12 +119,15 @@ class multi_key_test : public testing::TestWithParam<std::string> {
         EXPECT_EQ(got[0].bytes, parts * part_len);
         EXPECT_EQ(client().in_flight(), 0u);
     }
-    // A descriptor of `mr` claiming both RMA accesses, whatever its key was registered for.
-    static remote_region forged_from(const memory_region& mr) {
+    // A descriptor of `mr` claiming both RMA accesses, whatever its key was registered for;
+    // with `same_host`, also carrying the region's same-host address (as a v3 descriptor from
+    // the wire can), which a same-host connection needs to reach it at all.
+    static remote_region forged_from(const memory_region& mr, bool same_host = false) {
         const auto real = must(mr.describe());
         return must(remote_region::make(real.address(), real.length(), real.key(),
                                         usage::read_source | usage::write_destination,
-                                        real.virtual_addressing()));
+                                        real.virtual_addressing(),
+                                        same_host ? real.same_host_address() : 0));
     }
     bool landed(std::size_t i) const {
         for (std::size_t b = 0; b < part_len; ++b) {
@@ -275,18 +279,38 @@ TEST_P(multi_key_test, an_error_in_one_part_is_reported_once_with_the_part) {
 }
 
 TEST_P(multi_key_test, a_part_refused_by_the_target_is_named) {
-    if (GetParam() != "sockets") {
-        // Seen here (libfabric 1.17): each reports the part as a success.
-        GTEST_SKIP() << "tcp, tcp;ofi_rxm and net complete a write once sent (the target's "
-                        "refusal cannot fail that part); shm's fast path (CMA) writes to the "
-                        "address without checking the key's access";
-    }
     open({.sq_size = 8});
     // Part 2's descriptor claims write access its key was never registered for.
     buffer ro(4096);
     auto ro_mr = must(memory_region::create(pair_->server_domain, ro.span(), usage::read_source));
     const auto forged = forged_from(ro_mr);
     segs_[2] = {&forged, 0, part_len};
+    if (client().same_host()) {
+        // Over shared memory no key or access right is checked (docs/concepts.md): the target
+        // refuses nothing. A forged descriptor made without a same-host address is refused
+        // before anything is posted, naming its part; one carrying it reaches the region.
+        auto r = gather(&ctx_[0]);
+        ASSERT_FALSE(r.has_value());
+        EXPECT_TRUE(r.error() == errc::not_supported) << r.error().what();
+        EXPECT_NE(r.error().message().find("part 2"), std::string::npos) << r.error().what();
+        EXPECT_EQ(client().in_flight(), 0u);
+        EXPECT_TRUE(collect(client().cq(), 1, false, 300ms).empty());
+        const auto reaching = forged_from(ro_mr, true);
+        segs_[2] = {&reaching, 0, part_len};
+        REMORA_ASSERT_OK(gather(&ctx_[0]));
+        expect_one_success(collect(client().cq(), 2, false, 2s), op::write, &ctx_[0]);
+        EXPECT_TRUE(eventually([&] {
+            return std::all_of(ro.bytes.begin(), ro.bytes.begin() + part_len,
+                               [](std::byte b) { return b == std::byte{3}; });
+        })) << "part 2 did not land in the read-only region";
+        return;
+    }
+    if (GetParam() != "sockets") {
+        // Seen here (libfabric 1.17): each reports the part as a success.
+        GTEST_SKIP() << "tcp, tcp;ofi_rxm and net complete a write once sent (the target's "
+                        "refusal cannot fail that part); shm's fast path (CMA) writes to the "
+                        "address without checking the key's access";
+    }
     REMORA_ASSERT_OK(gather(&ctx_[0]));
     auto got = collect(client().cq(), 2, false, 5s);
     ASSERT_EQ(got.size(), 1u);
@@ -526,6 +550,26 @@ TEST_P(multi_key_test, a_scatter_read_part_refused_by_the_target_is_named) {
         must(memory_region::create(pair_->server_domain, wo.span(), usage::write_destination));
     const auto forged = forged_from(wo_mr);
     segs_[2] = {&forged, 0, part_len};
+    if (client().same_host()) {
+        // Over shared memory no key or access right is checked (docs/concepts.md): the target
+        // refuses nothing. A forged descriptor made without a same-host address is refused
+        // before anything is posted, naming its part; one carrying it reads the region.
+        auto r = scatter(&ctx_[0]);
+        ASSERT_FALSE(r.has_value());
+        EXPECT_TRUE(r.error() == errc::not_supported) << r.error().what();
+        EXPECT_NE(r.error().message().find("part 2"), std::string::npos) << r.error().what();
+        EXPECT_EQ(client().in_flight(), 0u);
+        EXPECT_TRUE(reap(1, 300ms).empty());
+        std::memset(wo.bytes.data(), 0x5a, part_len);
+        const auto reaching = forged_from(wo_mr, true);
+        segs_[2] = {&reaching, 0, part_len};
+        REMORA_ASSERT_OK(scatter(&ctx_[0]));
+        expect_one_success(reap(2, 2s), op::read, &ctx_[0]);
+        for (std::size_t b = 0; b < part_len; ++b) {
+            ASSERT_EQ(dst_.bytes[read_at + 2 * part_len + b], std::byte{0x5a}) << "byte " << b;
+        }
+        return;
+    }
     REMORA_ASSERT_OK(scatter(&ctx_[0]));
     auto got = reap(2, 5s);
     ASSERT_EQ(got.size(), 1u);
