@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -220,7 +221,7 @@ inline result<connected_pair> connect_rdm_pair(const std::string& provider,
 // sockets pair on loopback whose configurations allow it (connection_config::same_host) must,
 // so a row that fell back to the provider fails instead of testing the provider again.
 inline bool same_host_expected(const std::string& provider, const connection_config& s,
-                               const connection_config& c) {
+                               const connection_config& c, std::size_t private_data = 0) {
     const char* env = std::getenv("REMORA_SAME_HOST");
     const char* only = std::getenv("FI_PROVIDER");
     const char* rules = std::getenv("REMORA_RULES");
@@ -235,14 +236,16 @@ inline bool same_host_expected(const std::string& provider, const connection_con
     };
     return env != nullptr && std::string(env) == "process" &&
            (provider == "tcp" || provider == "sockets") && only == nullptr &&
-           (rules == nullptr || std::string(rules) == "native") && allows(s) && allows(c);
+           (rules == nullptr || std::string(rules) == "native") && allows(s) && allows(c) &&
+           private_data <= 128;  // the offer (about 80 bytes) fits beside it in 256
 }
 
 // Fails a pair that did not take the path it was expected to (same_host_expected).
 inline result<void> check_same_host(const std::string& provider, const connection_config& s,
                                     const connection_config& c, const connection& server,
-                                    const connection& client) {
-    if (same_host_expected(provider, s, c) && !(server.same_host() && client.same_host()))
+                                    const connection& client, std::size_t private_data = 0) {
+    if (same_host_expected(provider, s, c, private_data) &&
+        !(server.same_host() && client.same_host()))
         return fail(errc::invalid_argument,
                     "REMORA_SAME_HOST=process: this pair should be on the same-host path but is "
                     "not (server " +
@@ -280,7 +283,9 @@ inline result<connected_pair> connect_pair(const std::string& provider,
         return fail(c.error());
     if (!s)
         return fail(s.error());
-    if (auto r = check_same_host(provider, server_cfg, client_cfg, *s, *c); !r)
+    if (auto r = check_same_host(provider, server_cfg, client_cfg, *s, *c,
+                                 std::max(client_data.size(), server_data.size()));
+        !r)
         return fail(r.error());
     connected_pair p{*sd, *cd, std::move(*l), std::move(*s), std::move(*c)};
     return p;

@@ -240,12 +240,17 @@ result<void> flush(connection& conn, const remote_region& dst, std::uint64_t off
     }
     iovec iov{p.scratch_bytes.data(), n};
     void* desc = detail::local_desc(**scratch);
-    detail::fabric_post read{.kind = detail::post_kind::read,
-                             .iov = &iov,
-                             .desc = &desc,
-                             .count = 1,
-                             .remote = {detail::remote_start(c, dst, at), n, dst.key()},
-                             .context = *rec};
+    // Over the same-host path shm serves plain reads at once but queues a write with immediate
+    // data for the target: the read goes through the target's queue too (delivery complete), so
+    // it comes back only once everything posted before it was placed.
+    detail::fabric_post read{
+        .kind = detail::post_kind::read,
+        .flags = detail::post_completion | (c.same_host ? detail::post_delivered : 0),
+        .iov = &iov,
+        .desc = &desc,
+        .count = 1,
+        .remote = {detail::remote_start(c, dst, at), n, dst.key()},
+        .context = *rec};
     return detail::door(c, read, "flush");
 }
 
