@@ -223,6 +223,8 @@ inline result<connected_pair> connect_rdm_pair(const std::string& provider,
 inline bool same_host_expected(const std::string& provider, const connection_config& s,
                                const connection_config& c, std::size_t private_data = 0) {
     const char* env = std::getenv("REMORA_SAME_HOST");
+    if (env == nullptr || std::string(env) != "process")
+        return false;  // (before anything opens: tests that fork want nothing open yet)
     const char* only = std::getenv("FI_PROVIDER");
     const char* rules = std::getenv("REMORA_RULES");
     // shm's own limit on segments: a configuration beyond it stays on the provider.
@@ -234,8 +236,7 @@ inline bool same_host_expected(const std::string& provider, const connection_con
         return k.same_host && !k.shared_cq && !k.shared_rcq && !k.srq && k.liveness.count() == 0 &&
                k.max_sge <= shm_sge;
     };
-    return env != nullptr && std::string(env) == "process" &&
-           (provider == "tcp" || provider == "sockets") && only == nullptr &&
+    return (provider == "tcp" || provider == "sockets") && only == nullptr &&
            (rules == nullptr || std::string(rules) == "native") && allows(s) && allows(c) &&
            private_data <= 128;  // the offer (about 80 bytes) fits beside it in 256
 }

@@ -161,15 +161,17 @@ struct connection_config {
     /// as over the provider, with its capabilities and limits (immediate-data width, inject size,
     /// native atomics: over tcp, atomics and GPSPM flushes still go through the target's
     /// service); one-sided operations reach descriptors at their same-host address
-    /// (errc::not_supported for one without); large transfers are copied by the initiator itself
-    /// (cross-memory attach), so they complete while the peer is stopped, and a stopped peer's
-    /// queue refuses posts past its depth (errc::would_block); events, close() and the peer's end
-    /// come from the connected endpoint, which stays open under it (next_event, the CQs' reads and
-    /// waits and a completion channel's wait notice the end). The target's side runs the library's
-    /// progress thread (one-sided operations land without the application; its callbacks run
-    /// there); without a progress thread a client's CQs have no fd. A target granting a peer
-    /// restricted access (e.g.\ only a read-only registration) sets it to false: shared memory
-    /// checks no memory keys. Ignored on RDM peers.
+    /// (errc::not_supported for one without); where cross-memory attach works between the
+    /// processes, a single-range read or write is copied by the initiator at the post (it
+    /// completes while the peer is stopped, and may pass a write with immediate data, an atomic
+    /// or a send posted before it, which wait in the peer's queue; a flush does not), and a
+    /// stopped peer's queue refuses posts past its depth (errc::would_block); events, close() and
+    /// the peer's end come from the connected endpoint, which stays open under it (next_event, the
+    /// CQs' reads and waits and a completion channel's wait notice the end). The target's side runs
+    /// the library's progress thread (one-sided operations land without the application; its
+    /// callbacks run there); without a progress thread a client's CQs have no fd. A target granting
+    /// a peer restricted access (e.g.\ only a read-only registration) sets it to false: shared
+    /// memory checks no memory keys. Ignored on RDM peers.
     bool same_host = true;
 };
 

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "core/impl.hpp"
+#include "core/same_host_path.hpp"
 #include "fabric/cq.hpp"
 
 #include "core/cq_read.hpp"
@@ -93,8 +94,9 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
                 cq_impl* cq = cqs[(next + i) % n];
                 if (cq->conn != nullptr && cq->conn->same_host) {
                     // A same-host connection's control is looked at here too (same_host_path.hpp):
-                    // its peer's end ends what the connection holds, which then lands on its CQs.
-                    tick_if_due(*cq->conn);
+                    // its peer's end ends what the connection holds, which then lands on its CQs
+                    // (their callbacks run when they are read, never under this lock).
+                    same_host_channel_tick(*cq->conn);
                 }
                 if (cq->polled && !cq->progress_owned()) {
                     const ssize_t ready = cq->fill_ready();
@@ -171,7 +173,9 @@ result<channel_event> channel_impl::wait(std::chrono::milliseconds timeout) {
                 if (q->conn != nullptr && q->conn->same_host) {
                     const auto due = clock::time_point(
                         clock::duration(q->conn->ext_deadline.load(std::memory_order_relaxed)));
-                    wait_ms = std::min(wait_ms, remaining_ms(due) + 1);
+                    if (due < deadline) {  // none: max(), which no int holds
+                        wait_ms = std::min(wait_ms, remaining_ms(due) + 1);
+                    }
                 }
             }
         }

@@ -372,6 +372,9 @@ connection_impl::connection_impl(std::shared_ptr<domain_impl> d)
     : dom(std::move(d)), dom_handle(make_domain_handle(dom)), region_dom(dom.get()) {}
 
 connection_impl::~connection_impl() {
+    if (same_host) {
+        same_host_forget(*this);
+    }
     {
         std::vector<std::function<void(connection_impl&)>> retire;
         {

@@ -201,8 +201,10 @@ struct connection_impl : internal_access::opaque<connection> {
     // endpoint (and an RDM one's AV) is closed (the provider writes nothing into the operations'
     // memory from then on), and every operation still holding a record completes through its
     // CQ's reader, giving its entries back: with the status the provider gave it (connected
-    // endpoints: the shutdown's flush), else errc::canceled. Idempotent.
-    void close_endpoint();
+    // endpoints: the shutdown's flush), else errc::canceled. Idempotent. `deliver` false: a
+    // progress-owned CQ's callbacks for them run at its next read, not here (the caller may hold
+    // a lock a callback could need: a completion channel's).
+    void close_endpoint(bool deliver = true);
     // setup opened the endpoint (fi_endpoint succeeded), even if a later step failed and closed
     // it again: an accepting side's endpoint took the connection request's handle then.
     bool endpoint_opened = false;

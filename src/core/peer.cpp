@@ -72,7 +72,7 @@ result<void> connection_impl::setup_rdm() {
     return {};
 }
 
-void connection_impl::close_endpoint() {
+void connection_impl::close_endpoint(bool deliver) {
     if (closed.exchange(true)) {
         return;
     }
@@ -132,7 +132,7 @@ void connection_impl::close_endpoint() {
             continue;
         }
         if (q->progress_owned()) {
-            q->pump();  // into the ring, and wakes its waiters
+            q->pump(nullptr, deliver);  // into the ring, and wakes its waiters
         } else if (!q->polled && q->backlog_head < q->backlog.size()) {
             cq_signal(q->cq.get());  // a reader blocked on the CQ's fd looks at the backlog
         }

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "base/log.hpp"
+#include "core/cq_read.hpp"
 #include "core/impl.hpp"
 #include "core/liveness.hpp"
 #include "fabric/info.hpp"
@@ -18,6 +19,8 @@ namespace remora::detail {
 namespace {
 
 using clock = std::chrono::steady_clock;
+
+thread_local bool under_channel_lock = false;  // see same_host_channel_tick
 
 // The end the control reported (or none yet), without taking it from next_event.
 std::optional<conn_event> control_end(connection_impl& ctl) {
@@ -76,7 +79,9 @@ struct control_watch final : connection_extension {
         if (now < close_at || in_completion()) {  // not while its CQ is being read
             return std::max(close_at, now + std::chrono::milliseconds(1));
         }
-        conn->close_endpoint();
+        // Under a completion channel's lock (same_host_channel_tick) the callbacks of what this
+        // completes run at the CQs' next read instead: one may destroy a connection of the channel.
+        conn->close_endpoint(!under_channel_lock);
         return clock::time_point::max();
     }
 };
@@ -200,6 +205,18 @@ result<conn_event> same_host_next_event(connection_impl& c, std::chrono::millise
         c.expect_deadline(w.close_at);  // the application's looks close the endpoint then
     }
     return e;
+}
+
+void same_host_channel_tick(connection_impl& c) {
+    under_channel_lock = true;
+    tick_if_due(c);
+    under_channel_lock = false;
+}
+
+void same_host_forget(connection_impl& c) noexcept {
+    control_watch& w = watch_of(c);
+    std::lock_guard lock(w.mu);
+    w.conn = nullptr;  // a look still under way elsewhere (a channel's wait) finishes first
 }
 
 result<void> same_host_close(connection_impl& c) {

@@ -79,4 +79,12 @@ result<conn_event> same_host_next_event(connection_impl& c, std::chrono::millise
 // connection::close of a same-host connection.
 result<void> same_host_close(connection_impl& c);
 
+// A completion channel's look at a same-host connection (tick_if_due), under the channel's
+// lock: what the control's end completes is delivered at the CQs' next read, not here.
+void same_host_channel_tick(connection_impl& c);
+
+// The connection is being destroyed: its control is looked at no more (a completion channel's
+// wait on another thread may still reach it until the connection leaves the channel).
+void same_host_forget(connection_impl& c) noexcept;
+
 }  // namespace remora::detail

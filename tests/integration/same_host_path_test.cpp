@@ -199,6 +199,10 @@ TEST_P(same_host_path, a_completion_channel_wait_notices_the_peers_end) {
         EXPECT_FALSE(done[0].ok());
         EXPECT_FALSE(waiter.is_open());
         EXPECT_EQ(waiter.in_flight(), 0u);
+        // With the connection ended (no more looks due), a wait still keeps its timeout.
+        const auto start = std::chrono::steady_clock::now();
+        (void)waiter.wait(200ms);
+        EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
     }
 }
 
