@@ -164,7 +164,7 @@ struct connection_config {
     /// (errc::not_supported for one without); where cross-memory attach works between the
     /// processes, a single-range read or write is copied by the initiator at the post (it
     /// completes while the peer is stopped, and may pass a write with immediate data, an atomic
-    /// or a send posted before it, which wait in the peer's queue; a flush does not), and a
+    /// or a send posted before it, which wait in the peer's queue), and a
     /// stopped peer's queue refuses posts past its depth (errc::would_block); events, close() and
     /// the peer's end come from the connected endpoint, which stays open under it (next_event, the
     /// CQs' reads and waits and a completion channel's wait notice the end). The target's side runs
