@@ -20,7 +20,7 @@ result<void> check_atomic(const connection_impl& c, const char* what, const remo
     }
     // A native atomic reaches the word itself (on a same-host connection at its same-host
     // address); the service's atomics name it as the target registered it.
-    const bool native = c.dom->caps.native_atomics && user_caps(c).native_atomics;
+    const bool native = native_atomics(c);
     if (native) {
         if (auto r = check_same_host(c, dst, what); !r) {
             return r;
@@ -60,7 +60,7 @@ result<void> native_atomic(connection_impl& c, native_kind kind, const char* wha
     if (auto r = check_atomic(c, what, dst, dst_offset, result, result_offset); !r) {
         return r;
     }
-    if (!c.dom->caps.native_atomics || !user_caps(c).native_atomics) {
+    if (!native_atomics(c)) {
         return fail(errc::not_supported, std::string(what) + ": provider " + user_caps(c).provider +
                                              " has no native atomics");
     }

@@ -322,7 +322,19 @@ inline bool lacks_same_host(const connection_impl& c, const remote_region& r) no
 // capabilities and limits of the provider it was set up on: its posts are checked against
 // these and against shm's (c.dom->caps), whichever is stricter.
 inline const provider_caps& user_caps(const connection_impl& c) noexcept {
-    return c.region_dom != nullptr ? c.region_dom->caps : c.dom->caps;
+    return c.region_dom->caps;
+}
+// The flags of a read that must come back only after everything posted before it on the
+// connection was placed (a read-after-write flush). On a same-host connection shm serves a plain
+// read at once but queues a write with immediate data for the peer: such a read is posted
+// delivery-complete, which puts it in the same queue, behind them.
+inline post_flags ordered_read_flags(const connection_impl& c) noexcept {
+    return post_completion | (c.same_host ? post_delivered : 0);
+}
+// Whether the connection's atomics are the provider's own: its endpoint's provider has them and,
+// on a same-host connection, the provider it was set up on too (else they go through a service).
+inline bool native_atomics(const connection_impl& c) noexcept {
+    return c.dom->caps.native_atomics && user_caps(c).native_atomics;
 }
 
 // While an asynchronous setup is under way: errc::would_block for a parked post's try (it waits

@@ -45,7 +45,7 @@ result<void> atomic(connection& conn, atomic_kind kind, const char* what, const 
                     const memory_region* result, std::size_t result_offset,
                     const op_options& opts) {
     connection_impl& c = *detail::impl_of(conn);
-    if (caps_of(c).native_atomics) {
+    if (native_atomics(c)) {
         switch (kind) {  // the connection's own (its checks included)
             case atomic_kind::write:
                 return conn.atomic_write(dst, dst_offset, arg0, opts);
@@ -82,7 +82,7 @@ result<void> atomic(connection& conn, atomic_kind kind, const char* what, const 
 
 atomic_path atomics(const connection& conn) noexcept {
     const detail::connection_impl& c = *detail::impl_of(conn);
-    if (detail::caps_of(c).native_atomics) {
+    if (detail::native_atomics(c)) {
         return atomic_path::native;
     }
     return detail::persistence_of(c).service_depth != 0 ? atomic_path::service : atomic_path::none;
@@ -240,17 +240,13 @@ result<void> flush(connection& conn, const remote_region& dst, std::uint64_t off
     }
     iovec iov{p.scratch_bytes.data(), n};
     void* desc = detail::local_desc(**scratch);
-    // Over the same-host path shm serves plain reads at once but queues a write with immediate
-    // data for the target: the read goes through the target's queue too (delivery complete), so
-    // it comes back only once everything posted before it was placed.
-    detail::fabric_post read{
-        .kind = detail::post_kind::read,
-        .flags = detail::post_completion | (c.same_host ? detail::post_delivered : 0),
-        .iov = &iov,
-        .desc = &desc,
-        .count = 1,
-        .remote = {detail::remote_start(c, dst, at), n, dst.key()},
-        .context = *rec};
+    detail::fabric_post read{.kind = detail::post_kind::read,
+                             .flags = detail::ordered_read_flags(c),
+                             .iov = &iov,
+                             .desc = &desc,
+                             .count = 1,
+                             .remote = {detail::remote_start(c, dst, at), n, dst.key()},
+                             .context = *rec};
     return detail::door(c, read, "flush");
 }
 

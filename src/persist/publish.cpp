@@ -268,14 +268,13 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
     }
     // A native atomic reaches the flag itself (on a same-host connection at its same-host
     // address); the service's atomic names it as the target registered it.
-    const bool native_flag = path == atomic_path::native;
-    if (native_flag) {
+    const bool native = path == atomic_path::native;
+    if (native) {
         if (auto r = check_same_host(c, flag, "publish"); !r) {
             return fail(r.error().code(), atomic_part + r.error().message());
         }
     }
-    if ((native_flag ? remote_start(c, flag, flag_offset) : flag.address() + flag_offset) % 8 !=
-        0) {
+    if ((native ? remote_start(c, flag, flag_offset) : flag.address() + flag_offset) % 8 != 0) {
         return fail(errc::invalid_argument, atomic_part + "target word is not 8-byte aligned");
     }
     if (path == atomic_path::none) {
@@ -285,7 +284,6 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
                         "service_depth to use the "
                         "target's service");
     }
-    const bool native = native_flag;
     const std::size_t nrecs = n + (gpspm ? 0 : 1) + (native ? 1 : 0);
     if (n > connection::max_gather_parts || nrecs > c.config.sq_size) {
         return fail(errc::too_large, "publish: " + std::to_string(n) + " writes exceed " +
@@ -440,7 +438,7 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
         iovec iov{persist_of(c).scratch_bytes.data(), len};
         void* desc = local_desc(*scratch);
         fabric_post p{.kind = post_kind::read,
-                      .flags = post_completion | (c.same_host ? post_delivered : 0),  // see flush
+                      .flags = ordered_read_flags(c),
                       .iov = &iov,
                       .desc = &desc,
                       .count = 1,
