@@ -523,6 +523,8 @@ bool cq_impl::pump(bool* reaped_out, bool deliver_now, bool drain) {
     // application's poll reads the provider directly too.
     bool added = false;
     bool reaped_here = false;
+    bool silent = false;  // entries that report nothing (callbacks): news only once delivered
+    const std::uint64_t one = 1;
     {
         std::lock_guard lock(owned_mu);
         for (;;) {
@@ -541,6 +543,7 @@ bool cq_impl::pump(bool* reaped_out, bool deliver_now, bool drain) {
                 break;
             }
             reaped_here = true;
+            silent = silent || consumed > static_cast<std::size_t>(r);
             ready_count += static_cast<std::size_t>(r);
             added = added || r != 0;
             if (!drain && consumed < want) {
@@ -550,12 +553,16 @@ bool cq_impl::pump(bool* reaped_out, bool deliver_now, bool drain) {
                 break;
             }
         }
+        if (reaped_here && !silent) {
+            // Only completions for the ring: signalled under the ring's lock, so a poll that
+            // takes them also clears their signal (else a later wait would wake to an empty ring).
+            [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
+        }
     }
     if (deliver_now) {
         deliver();  // the callbacks read, outside owned_mu, before waiters wake
     }
-    if (added || reaped_here) {  // a reaped entry without a report wakes waiters too
-        std::uint64_t one = 1;
+    if (silent) {  // a reaped entry without a report wakes waiters too, once its callback ran
         [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
     }
     if (reaped_out != nullptr) {
