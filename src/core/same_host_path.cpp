@@ -207,6 +207,74 @@ result<conn_event> same_host_next_event(connection_impl& c, std::chrono::millise
     return e;
 }
 
+namespace {
+
+// An operation that completes only once applied at the target, counted in
+// connection_impl::order's `pending` until its completion is read (or its post fails): the
+// record holds it.
+class applied_pending {
+  public:
+    explicit applied_pending(std::atomic<std::uint32_t>& count) noexcept : count_(&count) {
+        count.fetch_add(1);
+    }
+    applied_pending(applied_pending&& o) noexcept : count_(std::exchange(o.count_, nullptr)) {}
+    applied_pending& operator=(applied_pending&&) = delete;
+    ~applied_pending() {
+        if (count_ != nullptr) {
+            count_->fetch_sub(1);
+        }
+    }
+
+  private:
+    std::atomic<std::uint32_t>* count_;
+};
+
+void raise_to(std::atomic<std::uint64_t>& v, std::uint64_t to) noexcept {
+    std::uint64_t cur = v.load();
+    while (cur < to && !v.compare_exchange_weak(cur, to)) {
+    }
+}
+
+}  // namespace
+
+same_host_turn same_host_take_turn(connection_impl& c, fabric_post& p) {
+    if (p.kind == post_kind::recv) {
+        return {};
+    }
+    connection_impl::same_host_order& o = c.order;
+    const bool direct = (p.kind == post_kind::read || p.kind == post_kind::write) &&
+                        (p.flags & (post_remote_data | post_delivered)) == 0;
+    // Loaded in this order: an operation counted in `covered` is counted in `pending` until its
+    // completion is read.
+    const std::uint64_t queued = o.queued.load();
+    if (direct && o.covered.load() == queued && o.pending.load() == 0) {
+        return {};  // nothing queued can be ahead: served at the post
+    }
+    if (direct) {
+        p.flags |= post_delivered;  // into the queue, behind what may be ahead of it
+    }
+    // Completes only once the target applied it (and so everything queued before it).
+    const bool applied = (p.flags & post_completion) != 0 &&
+                         ((p.flags & post_delivered) != 0 || p.kind == post_kind::fetch_add ||
+                          p.kind == post_kind::compare_swap);
+    if (applied) {
+        // On a failed post the record goes back, and its count with it.
+        static_cast<op_record*>(p.context)->held.order = op_holding(applied_pending(o.pending));
+    }
+    return {.queues = true, .applied = applied, .queued_before = queued};
+}
+
+void same_host_end_turn(connection_impl& c, const same_host_turn& t, ssize_t posted) noexcept {
+    if (!t.queues || posted != 0) {
+        return;
+    }
+    if (t.applied) {
+        raise_to(c.order.covered, t.queued_before);  // what was queued before it is ahead of it
+    } else {
+        c.order.queued.fetch_add(1);  // a later plain read or write may not pass it
+    }
+}
+
 void same_host_channel_tick(connection_impl& c) {
     under_channel_lock = true;
     tick_if_due(c);
