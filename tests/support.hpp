@@ -11,12 +11,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -236,9 +238,21 @@ inline bool same_host_expected(const std::string& provider, const connection_con
         return k.same_host && !k.shared_cq && !k.shared_rcq && !k.srq && k.liveness.count() == 0 &&
                k.max_sge <= shm_sge;
     };
+    // The kernel would let a peer of this user attach to this process (ptrace's rules): no Yama
+    // restriction, dumpable, one user id and one group id.
+    auto attachable = [] {
+        std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
+        int scope = 0;
+        uid_t ru, eu, su;
+        gid_t rg, eg, sg;
+        return (!yama || ((yama >> scope) && scope == 0)) && ::prctl(PR_GET_DUMPABLE) == 1 &&
+               ::getresuid(&ru, &eu, &su) == 0 && ::getresgid(&rg, &eg, &sg) == 0 && ru == eu &&
+               ru == su && rg == eg && rg == sg;
+    };
     return (provider == "tcp" || provider == "sockets") && only == nullptr &&
            (rules == nullptr || std::string(rules) == "native") && allows(s) && allows(c) &&
-           private_data <= 128;  // the offer (about 80 bytes) fits beside it in 256
+           private_data <= 128 &&  // the offer (about 80 bytes) fits beside it in 256
+           attachable();
 }
 
 // Fails a pair that did not take the path it was expected to (same_host_expected).

@@ -3,8 +3,11 @@
 #include "core/same_host.hpp"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <sodium.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,7 +53,37 @@ void hash_u64(crypto_generichash_state& st, std::uint64_t v) {
     crypto_generichash_update(&st, reinterpret_cast<const unsigned char*>(b), sizeof b);
 }
 
+// The capability sets (permitted, effective) of this process, or nullopt.
+std::optional<std::array<std::uint64_t, 2>> own_capabilities() {
+    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
+    if (::syscall(SYS_capget, &hdr, data) != 0) {
+        return std::nullopt;
+    }
+    return std::array<std::uint64_t, 2>{
+        data[0].permitted | (std::uint64_t{data[1].permitted} << 32),
+        data[0].effective | (std::uint64_t{data[1].effective} << 32)};
+}
+
 }  // namespace
+
+std::optional<std::string> same_host_untrusted() {
+    // Yama (when the kernel has it) lets only ptrace_scope 0 attach to an unrelated process.
+    if (const auto scope = read_small_file("/proc/sys/kernel/yama/ptrace_scope");
+        scope && !(scope->size() >= 1 && (*scope)[0] == '0')) {
+        return "Yama's ptrace_scope is not 0 (peers of this user may not attach to each other)";
+    }
+    if (::prctl(PR_GET_DUMPABLE) != 1) {
+        return "this process is not dumpable (prctl PR_SET_DUMPABLE: peers may not attach)";
+    }
+    uid_t ruid = 0, euid = 0, suid = 0;
+    gid_t rgid = 0, egid = 0, sgid = 0;
+    if (::getresuid(&ruid, &euid, &suid) != 0 || ::getresgid(&rgid, &egid, &sgid) != 0 ||
+        ruid != euid || ruid != suid || rgid != egid || rgid != sgid) {
+        return "this process's user or group ids differ (set-id: peers may not attach)";
+    }
+    return std::nullopt;
+}
 
 std::optional<host_identity> compute_host_identity() {
     if (sodium_init() < 0) {
@@ -59,10 +92,14 @@ std::optional<host_identity> compute_host_identity() {
     const auto boot_id = read_small_file("/proc/sys/kernel/random/boot_id");
     struct stat shm {};
     struct stat pid_ns {};
-    if (!boot_id || ::stat("/dev/shm", &shm) != 0 || ::stat("/proc/self/ns/pid", &pid_ns) != 0) {
+    uid_t ruid = 0, euid = 0, suid = 0;
+    gid_t rgid = 0, egid = 0, sgid = 0;
+    const auto caps = own_capabilities();
+    if (!boot_id || ::stat("/dev/shm", &shm) != 0 || ::stat("/proc/self/ns/pid", &pid_ns) != 0 ||
+        ::getresuid(&ruid, &euid, &suid) != 0 || ::getresgid(&rgid, &egid, &sgid) != 0 || !caps) {
         return std::nullopt;
     }
-    static constexpr char domain_tag[] = "remora same-host identity v1";
+    static constexpr char domain_tag[] = "remora same-host identity v2";
     crypto_generichash_state st;
     if (crypto_generichash_init(&st, nullptr, 0, crypto_generichash_BYTES_MIN) != 0) {
         return std::nullopt;
@@ -71,8 +108,11 @@ std::optional<host_identity> compute_host_identity() {
                               sizeof domain_tag);
     hash_u64(st, boot_id->size());
     crypto_generichash_update(&st, boot_id->data(), boot_id->size());
-    hash_u64(st, ::getuid());
-    hash_u64(st, ::geteuid());
+    for (const std::uint64_t id : {ruid, euid, suid, rgid, egid, sgid}) {
+        hash_u64(st, id);
+    }
+    hash_u64(st, (*caps)[0]);
+    hash_u64(st, (*caps)[1]);
     hash_u64(st, shm.st_dev);
     hash_u64(st, shm.st_ino);
     hash_u64(st, pid_ns.st_dev);

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <remora/connection.hpp>
@@ -44,11 +45,20 @@ using same_host_nonce = std::array<std::byte, same_host_nonce_size>;
 
 // This process's host identity, as far as libfabric's shm provider is concerned: the first 8
 // bytes of a BLAKE2b hash (libsodium crypto_generichash) over the boot id
-// (/proc/sys/kernel/random/boot_id), the real and effective uid, /dev/shm's device and inode
-// (shm's segments live there: one tmpfs instance is reachable) and the pid namespace
-// (/proc/self/ns/pid: shm's cross-memory attach needs the peer's pid in ours). Computed once per
-// process (thread-safe); nullopt when an input cannot be read (then nothing is offered).
+// (/proc/sys/kernel/random/boot_id), the real, effective and saved user and group ids and the
+// permitted and effective capabilities (two processes with one identity have the same
+// credentials), /dev/shm's device and inode (shm's segments live there: one tmpfs instance is
+// reachable) and the pid namespace (/proc/self/ns/pid: shm's cross-memory attach needs the
+// peer's pid in ours). Computed once per process (thread-safe); nullopt when an input cannot be
+// read (then nothing is offered).
 const std::optional<host_identity>& this_host_identity() noexcept;
+// Why a peer with this process's identity could not reach this process's memory by the kernel's
+// ptrace rules (the rules process_vm_readv and process_vm_writev follow), or nullopt when it
+// could: Yama's ptrace_scope 0 or no Yama, this process dumpable, its real, effective and saved
+// user ids all one and its group ids too. The same-host path, which lets the peer reach all of
+// this process's memory, is taken only then: it grants nothing the peer does not have already.
+// Looked at on every setup (a process may change them).
+std::optional<std::string> same_host_untrusted();
 // The same, computed now (this_host_identity keeps its first result).
 std::optional<host_identity> compute_host_identity();
 

@@ -13,6 +13,7 @@
 #include "core/cq_read.hpp"
 #include "core/impl.hpp"
 #include "core/liveness.hpp"
+#include "core/same_host.hpp"
 #include "fabric/info.hpp"
 
 namespace remora::detail {
@@ -127,6 +128,10 @@ std::unique_ptr<connection_impl> same_host_client_peer(const domain_impl& dom,
     if (!same_host_config_ok(dom, cfg, async) || !destination_is_local(dest)) {
         return nullptr;
     }
+    if (auto why = same_host_untrusted()) {
+        why_not("connect", *why);
+        return nullptr;
+    }
     auto shm = open_rdm_peer(dom.same_host, cfg);
     if (!shm) {
         why_not("connect", shm.error().message());
@@ -148,6 +153,10 @@ std::unique_ptr<connection_impl> same_host_target_peer(const domain_impl& dom,
     }
     if (from_this_process(address) && !same_host_in_process()) {
         why_not("accept", "the client is this process (REMORA_SAME_HOST=process allows it)");
+        return nullptr;
+    }
+    if (auto why = same_host_untrusted()) {
+        why_not("accept", *why);
         return nullptr;
     }
     connection_config own = cfg;

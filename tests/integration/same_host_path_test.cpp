@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,6 +87,48 @@ TEST_P(same_host_path, turned_off_on_either_side_the_provider_carries_it) {
         }
         EXPECT_EQ(std::atomic_ref(target.bytes[0]).load(), std::byte{7});
     }
+}
+
+TEST_P(same_host_path, a_process_its_peer_could_not_attach_to_stays_on_the_provider) {
+    // Over the path a peer reaches all of this process's memory: it is taken only when the kernel
+    // would let the peer attach to it anyway (ptrace's rules), never for a process that is not
+    // dumpable or whose user or group ids differ (a set-id program).
+    auto lands = [](connected_pair& p) {
+        buffer target(64), local(64);
+        auto tmr =
+            must(memory_region::create(p.server_domain, target.span(), usage::write_destination));
+        auto lmr = must(memory_region::create(p.client_domain, local.span(), usage::write_source));
+        local.bytes[0] = std::byte{42};
+        REMORA_ASSERT_OK(p.client->write(must(tmr.describe(0, 64)), 0, lmr, 0, 8));
+        auto done = collect(p.client->cq(), 1, true);
+        ASSERT_EQ(done.size(), 1u);
+        ASSERT_TRUE(done[0].ok()) << done[0].status.message();
+        EXPECT_EQ(target.bytes[0], std::byte{42});
+    };
+    {
+        SCOPED_TRACE("not dumpable");
+        ASSERT_EQ(::prctl(PR_SET_DUMPABLE, 0), 0);
+        auto p = pair_of(GetParam());
+        ASSERT_EQ(::prctl(PR_SET_DUMPABLE, 1), 0);
+        EXPECT_FALSE(p.client->same_host());
+        EXPECT_FALSE(p.server->same_host());
+        lands(p);
+    }
+    if (::geteuid() == 0) {
+        SCOPED_TRACE("a saved group id of its own");
+        gid_t rg, eg, sg;
+        ASSERT_EQ(::getresgid(&rg, &eg, &sg), 0);
+        ASSERT_EQ(::setresgid(-1, -1, sg + 1), 0);
+        auto p = pair_of(GetParam());
+        ASSERT_EQ(::setresgid(-1, -1, sg), 0);
+        EXPECT_FALSE(p.client->same_host());
+        EXPECT_FALSE(p.server->same_host());
+        lands(p);
+    }
+    auto p = pair_of(GetParam());
+    EXPECT_TRUE(p.client->same_host());
+    EXPECT_TRUE(p.server->same_host());
+    lands(p);
 }
 
 TEST_P(same_host_path, a_descriptor_without_a_same_host_address_is_refused) {
