@@ -166,9 +166,8 @@ struct connection_config {
     /// service); one-sided operations reach descriptors at their same-host address
     /// (errc::not_supported for one without); where cross-memory attach works between the
     /// processes, a single-range read or write is copied by the initiator at the post (it
-    /// completes while the peer is stopped) unless a write with immediate data, an atomic or a
-    /// send posted before it may still wait in the peer's queue: then it waits its turn there,
-    /// so operations keep the order of their posts as over the provider; a
+    /// completes while the peer is stopped, and may pass a write with immediate data, an atomic
+    /// or a send posted before it, which wait in the peer's queue), and a
     /// stopped peer's queue refuses posts past its depth (errc::would_block); events, close() and
     /// the peer's end come from the connected endpoint, which stays open under it (next_event, the
     /// CQs' reads and waits and a completion channel's wait notice the end). The target's side runs

@@ -116,18 +116,6 @@ struct connection_impl : internal_access::opaque<connection> {
     std::array<std::byte, 16> setup_nonce{};
     std::atomic<bool> open{false};
     bool progress_watched = false;
-    // A same-host connection keeps its operations in the order they were posted (as the
-    // provider it was set up on does): shm serves a plain read or write between the processes
-    // at the post, and queues everything else (immediate data, atomics, messages, what completes
-    // once delivered) for the target. A plain read or write goes into that queue too (posted
-    // delivery-complete) unless nothing queued can still be ahead of it: every queued operation
-    // is `covered` (posted before an operation that completes only once applied) and none of
-    // those is `pending`. Before `ops`: records hold their place in `pending`.
-    struct same_host_order {
-        std::atomic<std::uint64_t> queued{0};   // queued operations posted (counted after)
-        std::atomic<std::uint64_t> covered{0};  // of them, those ahead of such an operation
-        std::atomic<std::uint32_t> pending{0};  // such operations whose completion is unread
-    } order;
     op_pool ops;
     park_gate own_gate;  // parked posts wait here without a shared budget (see parked_gate)
     channel_source source{nullptr, this};
@@ -292,17 +280,6 @@ class rdm_retry {
     unsigned rounds_ = 0;
     std::chrono::steady_clock::time_point deadline_{};
 };
-// A post on a same-host connection keeps its place (connection_impl::order): take_turn before
-// it (a plain read or write that something queued may still be ahead of goes
-// delivery-complete), end_turn with the provider's value after it.
-struct same_host_turn {
-    bool queues = false;   // goes into the peer's queue
-    bool applied = false;  // and completes only once applied there
-    std::uint64_t queued_before = 0;
-};
-same_host_turn same_host_take_turn(connection_impl& c, fabric_post& p);
-void same_host_end_turn(connection_impl& c, const same_host_turn& t, ssize_t posted) noexcept;
-
 template <class Post>
 [[gnu::always_inline]] inline ssize_t post_to_peer(connection_impl& c, Post&& post) {
     ssize_t ret = post();
@@ -346,6 +323,13 @@ inline bool lacks_same_host(const connection_impl& c, const remote_region& r) no
 // these and against shm's (c.dom->caps), whichever is stricter.
 inline const provider_caps& user_caps(const connection_impl& c) noexcept {
     return c.region_dom->caps;
+}
+// The flags of a read that must come back only after everything posted before it on the
+// connection was placed (a read-after-write flush). On a same-host connection shm serves a plain
+// read at once but queues a write with immediate data for the peer: such a read is posted
+// delivery-complete, which puts it in the same queue, behind them.
+inline post_flags ordered_read_flags(const connection_impl& c) noexcept {
+    return post_completion | (c.same_host ? post_delivered : 0);
 }
 // Whether the connection's atomics are the provider's own: its endpoint's provider has them and,
 // on a same-host connection, the provider it was set up on too (else they go through a service).

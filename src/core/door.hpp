@@ -20,12 +20,6 @@ namespace remora::detail {
 // path): the provider's value.
 [[gnu::always_inline]] inline ssize_t door_post(connection_impl& c, fabric_post& p) {
     p.addr = p.kind == post_kind::recv ? c.recv_from : c.peer;
-    if (c.same_host) [[unlikely]] {
-        const same_host_turn turn = same_host_take_turn(c, p);  // in the order of the posts
-        const ssize_t ret = post_to_peer(c, [&] { return ep_post(c.ep.get(), p); });
-        same_host_end_turn(c, turn, ret);
-        return ret;
-    }
     return post_to_peer(
         c, [&]() __attribute__((always_inline)) { return ep_post(c.ep.get(), p); });
 }

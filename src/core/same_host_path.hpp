@@ -14,9 +14,6 @@
 //  - the connected endpoint is also looked at while the application reads or waits on the shm
 //    peer's CQs, every control_interval (a blocking wait wakes up for it), so a peer that goes
 //    away with operations outstanding ends them without a next_event call;
-//  - operations keep the order of their posts (same_host_take_turn): shm serves a plain read or
-//    write between the processes at the post and queues the rest for the target, so a plain
-//    one that something queued may be ahead of is queued too (delivery-complete);
 //  - close() closes the shm endpoint, then shuts the connected one down (the peer's end).
 #pragma once
 

@@ -74,17 +74,14 @@ class op_holding {
     const operations* ops_ = nullptr;
 };
 
-// What an operation holds beside its record: units of connection_config::slots, a bounce
-// buffer (write_copy, send_copy), and on a same-host connection its place in the count of
-// operations that complete only once applied (connection_impl.hpp, same_host_order). Moved out
-// of the record and released outside its lock.
+// What an operation holds beside its record: units of connection_config::slots and a bounce
+// buffer (write_copy, send_copy). Moved out of the record and released outside its lock.
 struct op_holdings {
     op_holding units;
     op_holding bounce;
-    op_holding order;  // a same-host connection's count of operations not yet applied
 
     // Holds anything (most operations hold nothing: moving them out is then skipped).
-    explicit operator bool() const noexcept { return units || bounce || order; }
+    explicit operator bool() const noexcept { return units || bounce; }
 };
 
 }  // namespace remora::detail

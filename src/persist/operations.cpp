@@ -241,7 +241,7 @@ result<void> flush(connection& conn, const remote_region& dst, std::uint64_t off
     iovec iov{p.scratch_bytes.data(), n};
     void* desc = detail::local_desc(**scratch);
     detail::fabric_post read{.kind = detail::post_kind::read,
-                             .flags = detail::post_completion,
+                             .flags = detail::ordered_read_flags(c),
                              .iov = &iov,
                              .desc = &desc,
                              .count = 1,

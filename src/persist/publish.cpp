@@ -438,7 +438,7 @@ result<void> publish_now(connection_impl& c, std::span<const remote_segment> dat
         iovec iov{persist_of(c).scratch_bytes.data(), len};
         void* desc = local_desc(*scratch);
         fabric_post p{.kind = post_kind::read,
-                      .flags = post_completion,
+                      .flags = ordered_read_flags(c),
                       .iov = &iov,
                       .desc = &desc,
                       .count = 1,

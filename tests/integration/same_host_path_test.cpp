@@ -201,61 +201,6 @@ TEST_P(same_host_path, a_flush_covers_a_write_with_immediate_data_before_it) {
     EXPECT_EQ(stale, 0) << "flushes that completed before the write they follow was placed";
 }
 
-TEST_P(same_host_path, a_plain_read_or_write_keeps_its_place_behind_queued_operations) {
-    // shm serves a plain read or write at the post and queues a write with immediate data (and an
-    // atomic write) for the target: posted right behind one, without waiting for it, a read
-    // must still find its bytes and a write must still land after it, as over the provider.
-    auto p = pair_of(GetParam());
-    ASSERT_TRUE(p.client->same_host());
-    buffer target(4096), local(4096);
-    auto tmr = must(memory_region::create(
-        p.server_domain, target.span(),
-        usage::write_destination | usage::read_source | usage::atomic_target));
-    auto lmr = must(memory_region::create(p.client_domain, local.span(),
-                                          usage::write_source | usage::read_destination));
-    auto desc = must(tmr.describe(0, 4096));
-    const bool atomics = p.client->atomic_write(desc, 128, 0).has_value();
-    if (atomics) {
-        ASSERT_EQ(collect(p.client->cq(), 1, true).size(), 1u);
-    }
-    constexpr int rounds = 300;
-    int stale_reads = 0, reversed_writes = 0, stale_after_atomic = 0;
-    for (int i = 1; i <= rounds; ++i) {
-        const std::uint64_t v = static_cast<std::uint64_t>(i);
-        const std::uint64_t later = v + 1'000'000;
-        std::memcpy(local.bytes.data(), &v, 8);
-        std::memcpy(local.bytes.data() + 8, &later, 8);
-        // Read after a write with immediate data; then write the same word again behind it.
-        REMORA_ASSERT_OK(
-            p.client->write_with_imm(desc, 64, lmr, 0, 8, static_cast<std::uint32_t>(i)));
-        REMORA_ASSERT_OK(p.client->read(lmr, 16, desc, 64, 8));
-        REMORA_ASSERT_OK(
-            p.client->write_with_imm(desc, 72, lmr, 0, 8, static_cast<std::uint32_t>(i)));
-        REMORA_ASSERT_OK(p.client->write(desc, 72, lmr, 8, 8));
-        std::size_t want = 4;
-        if (atomics) {
-            REMORA_ASSERT_OK(p.client->atomic_write(desc, 128, v));
-            REMORA_ASSERT_OK(p.client->read(lmr, 24, desc, 128, 8));
-            want += 2;
-        }
-        auto done = collect(p.client->cq(), want, true);
-        ASSERT_EQ(done.size(), want);
-        for (const auto& c : done)
-            ASSERT_TRUE(c.ok()) << to_string(c.op) << ": " << c.status.message();
-        std::uint64_t read_back = 0, second = 0, after_atomic = 0;
-        std::memcpy(&read_back, local.bytes.data() + 16, 8);
-        std::memcpy(&after_atomic, local.bytes.data() + 24, 8);
-        stale_reads += read_back != v;
-        stale_after_atomic += atomics && after_atomic != v;
-        (void)collect(p.server->cq(), 2, false, 1s);  // the writes' immediate data
-        std::memcpy(&second, target.bytes.data() + 72, 8);
-        reversed_writes += second != later;
-    }
-    EXPECT_EQ(stale_reads, 0) << "reads that passed the write with immediate data before them";
-    EXPECT_EQ(reversed_writes, 0) << "writes that landed before the one posted before them";
-    EXPECT_EQ(stale_after_atomic, 0) << "reads that passed the atomic write before them";
-}
-
 // Waits on a's shared completion channel until the receive a posted completes (10 s at most).
 std::vector<completion> wait_on_channel(connection& a) {
     std::vector<completion> got;
