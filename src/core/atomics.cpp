@@ -78,12 +78,8 @@ result<void> native_atomic(connection_impl& c, native_kind kind, const char* wha
                   .remote = {remote_start(c, dst, dst_offset), 1, dst.key()},
                   .operands = r->operands,
                   .context = r};
-    if (c.same_host && kind == native_kind::write) {
-        // Over shared memory an atomic write is queued for the target, and would complete at
-        // once, before the word changed (a read behind it, served from the target's memory
-        // directly, could still find the old value). It completes once the target applied it,
-        // as the provider's own atomics do (compare_swap and fetch_add wait for their result).
-        p.flags |= post_delivered;
+    if (kind == native_kind::write) {
+        p.flags = atomic_write_flags(c);
     }
     if (kind != native_kind::write) {
         const region_impl& res = *detail::impl_of(*result);

@@ -331,6 +331,14 @@ inline const provider_caps& user_caps(const connection_impl& c) noexcept {
 inline post_flags ordered_read_flags(const connection_impl& c) noexcept {
     return post_completion | (c.same_host ? post_delivered : 0);
 }
+// The flags of a native atomic write. Over shared memory (a same-host connection) shm queues it
+// for the target and would complete it at once, before the word changed (a read behind it,
+// served from the target's memory directly, could still find the old value): it completes once
+// the target applied it, as the provider's own atomics do (compare_swap and fetch_add wait for
+// their result).
+inline post_flags atomic_write_flags(const connection_impl& c) noexcept {
+    return post_completion | (c.same_host ? post_delivered : 0);
+}
 // Whether the connection's atomics are the provider's own: its endpoint's provider has them and,
 // on a same-host connection, the provider it was set up on too (else they go through a service).
 inline bool native_atomics(const connection_impl& c) noexcept {

@@ -153,6 +153,7 @@ bool start_atomic(publish_op* m, completion& c, callback_sink* sink) {
         op_record* r = m->atomic_rec;
         r->operands[0] = m->value;
         fabric_post p{.kind = post_kind::atomic_write,
+                      .flags = atomic_write_flags(conn),
                       .remote = {m->post_address, 1, m->key},
                       .operands = r->operands,
                       .context = r};

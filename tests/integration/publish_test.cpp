@@ -220,6 +220,7 @@ TEST_P(publish_test, the_flag_is_written_after_the_data_and_the_operation_comple
         EXPECT_EQ(got[0].context, &ctx_[0]);
         EXPECT_EQ(got[0].bytes, parts * part_len);
         EXPECT_TRUE(data_landed()) << "the flush completed before the data was there";
+        EXPECT_EQ(flag_word(), published) << "the publish completed before its flag was written";
         EXPECT_EQ(seen.load(), 1) << "the flag appeared before the data (or never: -1)";
         expect_settled(alive);
     }
