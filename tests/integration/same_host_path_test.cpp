@@ -25,6 +25,21 @@ connected_pair pair_of(const std::string& provider, bool client_on = true, bool 
     return must(connect_pair(provider, s, c));
 }
 
+// A write from the client lands in the target's memory. Over the provider a write's completion
+// says only that its source may be reused: the byte lands a little later.
+void write_lands(connected_pair& p, std::byte value) {
+    buffer target(64), local(64);
+    auto tmr =
+        must(memory_region::create(p.server_domain, target.span(), usage::write_destination));
+    auto lmr = must(memory_region::create(p.client_domain, local.span(), usage::write_source));
+    local.bytes[0] = value;
+    REMORA_ASSERT_OK(p.client->write(must(tmr.describe(0, 64)), 0, lmr, 0, 8));
+    auto done = collect(p.client->cq(), 1, true);
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_TRUE(done[0].ok()) << done[0].status.message();
+    EXPECT_TRUE(eventually([&] { return std::atomic_ref(target.bytes[0]).load() == value; }));
+}
+
 TEST_P(same_host_path, a_loopback_connection_takes_it_and_every_operation_lands) {
     auto p = pair_of(GetParam());
     ASSERT_TRUE(p.client->same_host());
@@ -69,23 +84,7 @@ TEST_P(same_host_path, turned_off_on_either_side_the_provider_carries_it) {
         auto p = pair_of(GetParam(), c, s);
         EXPECT_FALSE(p.client->same_host());
         EXPECT_FALSE(p.server->same_host());
-        buffer target(64), local(64);
-        auto tmr =
-            must(memory_region::create(p.server_domain, target.span(), usage::write_destination));
-        auto lmr = must(memory_region::create(p.client_domain, local.span(), usage::write_source));
-        local.bytes[0] = std::byte{7};
-        REMORA_ASSERT_OK(p.client->write(must(tmr.describe(0, 64)), 0, lmr, 0, 8));
-        auto done = collect(p.client->cq(), 1, true);
-        ASSERT_EQ(done.size(), 1u);
-        EXPECT_TRUE(done[0].ok());
-        // Over tcp a write's completion says only that its source may be reused: the byte lands
-        // a little later.
-        const auto deadline = std::chrono::steady_clock::now() + 5s;
-        while (std::atomic_ref(target.bytes[0]).load() != std::byte{7} &&
-               std::chrono::steady_clock::now() < deadline) {
-            std::this_thread::sleep_for(1ms);
-        }
-        EXPECT_EQ(std::atomic_ref(target.bytes[0]).load(), std::byte{7});
+        write_lands(p, std::byte{7});
     }
 }
 
@@ -93,19 +92,6 @@ TEST_P(same_host_path, a_process_its_peer_could_not_attach_to_stays_on_the_provi
     // Over the path a peer reaches all of this process's memory: it is taken only when the kernel
     // would let the peer attach to it anyway (ptrace's rules), never for a process that is not
     // dumpable or whose user or group ids differ (a set-id program).
-    auto lands = [](connected_pair& p) {
-        buffer target(64), local(64);
-        auto tmr =
-            must(memory_region::create(p.server_domain, target.span(), usage::write_destination));
-        auto lmr = must(memory_region::create(p.client_domain, local.span(), usage::write_source));
-        local.bytes[0] = std::byte{42};
-        REMORA_ASSERT_OK(p.client->write(must(tmr.describe(0, 64)), 0, lmr, 0, 8));
-        auto done = collect(p.client->cq(), 1, true);
-        ASSERT_EQ(done.size(), 1u);
-        ASSERT_TRUE(done[0].ok()) << done[0].status.message();
-        // Over the provider a write completes once sent: the target's side places it.
-        EXPECT_TRUE(eventually([&] { return target.bytes[0] == std::byte{42}; }));
-    };
     {
         SCOPED_TRACE("not dumpable");
         ASSERT_EQ(::prctl(PR_SET_DUMPABLE, 0), 0);
@@ -113,7 +99,7 @@ TEST_P(same_host_path, a_process_its_peer_could_not_attach_to_stays_on_the_provi
         ASSERT_EQ(::prctl(PR_SET_DUMPABLE, 1), 0);
         EXPECT_FALSE(p.client->same_host());
         EXPECT_FALSE(p.server->same_host());
-        lands(p);
+        write_lands(p, std::byte{42});
     }
     if (::geteuid() == 0) {
         SCOPED_TRACE("a saved group id of its own");
@@ -124,12 +110,12 @@ TEST_P(same_host_path, a_process_its_peer_could_not_attach_to_stays_on_the_provi
         ASSERT_EQ(::setresgid(-1, -1, sg), 0);
         EXPECT_FALSE(p.client->same_host());
         EXPECT_FALSE(p.server->same_host());
-        lands(p);
+        write_lands(p, std::byte{42});
     }
     auto p = pair_of(GetParam());
     EXPECT_TRUE(p.client->same_host());
     EXPECT_TRUE(p.server->same_host());
-    lands(p);
+    write_lands(p, std::byte{42});
 }
 
 TEST_P(same_host_path, a_descriptor_without_a_same_host_address_is_refused) {
