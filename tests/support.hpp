@@ -218,6 +218,25 @@ inline result<connected_pair> connect_rdm_pair(const std::string& provider,
     return cp;
 }
 
+// Whether the kernel would let another process of this user attach to this one (ptrace's rules,
+// which the same-host path follows): no Yama restriction, dumpable, one user id and one group
+// id, and no capabilities unless root's.
+inline bool same_host_attachable() {
+    std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
+    int scope = 0;
+    uid_t ru, eu, su;
+    gid_t rg, eg, sg;
+    if ((yama && !((yama >> scope) && scope == 0)) || ::prctl(PR_GET_DUMPABLE) != 1 ||
+        ::getresuid(&ru, &eu, &su) != 0 || ::getresgid(&rg, &eg, &sg) != 0 || ru != eu ||
+        ru != su || rg != eg || rg != sg)
+        return false;
+    std::ifstream status("/proc/self/status");
+    for (std::string line; ru != 0 && std::getline(status, line);)
+        if (line.rfind("CapPrm:", 0) == 0)
+            return line.find_first_not_of("0\t ", 7) == std::string::npos;
+    return true;
+}
+
 // Whether a pair set up over `provider` with these configurations must take the same-host path:
 // under REMORA_SAME_HOST=process (the same_host label's rows, the same-host tests) a tcp or
 // sockets pair on loopback whose configurations allow it (connection_config::same_host) must,
@@ -238,21 +257,10 @@ inline bool same_host_expected(const std::string& provider, const connection_con
         return k.same_host && !k.shared_cq && !k.shared_rcq && !k.srq && k.liveness.count() == 0 &&
                k.max_sge <= shm_sge;
     };
-    // The kernel would let a peer of this user attach to this process (ptrace's rules): no Yama
-    // restriction, dumpable, one user id and one group id.
-    auto attachable = [] {
-        std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
-        int scope = 0;
-        uid_t ru, eu, su;
-        gid_t rg, eg, sg;
-        return (!yama || ((yama >> scope) && scope == 0)) && ::prctl(PR_GET_DUMPABLE) == 1 &&
-               ::getresuid(&ru, &eu, &su) == 0 && ::getresgid(&rg, &eg, &sg) == 0 && ru == eu &&
-               ru == su && rg == eg && rg == sg;
-    };
     return (provider == "tcp" || provider == "sockets") && only == nullptr &&
            (rules == nullptr || std::string(rules) == "native") && allows(s) && allows(c) &&
            private_data <= 128 &&  // the offer (about 80 bytes) fits beside it in 256
-           attachable();
+           same_host_attachable();
 }
 
 // Fails a pair that did not take the path it was expected to (same_host_expected).

@@ -146,10 +146,11 @@ struct connection_config {
     /// connection::same_host() says whether it did. Off unless both domains were opened with
     /// domain_config::same_host (which says what a peer on the path can do that it cannot over
     /// tcp); false here keeps this connection off it. Taken only when both sides allow it and find
-    /// the same host identity (one boot, /dev/shm and pid namespace, the same user and group ids
-    /// and capabilities), each side's process would let the other attach to it by the kernel's
-    /// ptrace rules anyway (Yama's ptrace_scope 0 or no Yama, the process dumpable, its real,
-    /// effective and saved ids all one: never a set-id program), the client connected
+    /// the same host identity (one boot, /dev/shm, pid and user namespace, the same user and
+    /// group ids and capabilities), neither process is more than its user's other processes may
+    /// reach by the kernel's ptrace rules (Yama's ptrace_scope 0 or no Yama, the process
+    /// dumpable, its real, effective and saved ids all one: never a set-id program, and no
+    /// capabilities unless it is root's), the client connected
     /// to an address of this host, the peer is another process (two connections of one process
     /// stay on their provider: shm would touch a peer destroyed in the same process; the
     /// environment variable REMORA_SAME_HOST=process allows it, e.g. for tests that destroy

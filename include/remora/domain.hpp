@@ -207,9 +207,10 @@ struct domain_config {
     /// reaches all of this process's memory, not only what its descriptors name; and a region
     /// destroyed, or a connection closed, stops its writes only once it notices the end (at its
     /// next look at the connection: within about 10 ms while it reads or waits on its CQs).
-    /// The path is taken only where the kernel would let the peer attach to this process anyway
-    /// (ptrace's rules: see connection_config::same_host), so it grants nothing a process of
-    /// the same user could not take; turn it on between processes that trust each other with
+    /// The path trusts every process of the same user on this host (they reach shm's segments,
+    /// files of that user, anyway), and is not taken by a process its user's other processes
+    /// may not reach through ptrace (Yama, not dumpable, set-id, capabilities: see
+    /// connection_config::same_host). Turn it on between processes that trust each other with
     /// their memory.
     bool same_host = false;
 };

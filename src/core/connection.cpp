@@ -211,7 +211,8 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
     if (!ep_info) {
         return fail(errc::provider_error, "fi_dupinfo failed: out of memory");
     }
-    if (rdm && dom->caps.provider == "shm") {
+    shm = rdm && dom->caps.provider == "shm";
+    if (shm) {
         // From the domain's source address shm names every process's endpoints alike
         // ("fi_shm://127.0.0.1:0:N"), and two processes then collide (fi_enable: EBUSY). The
         // process id alone is not enough either: a process that dies without closing leaves

@@ -81,6 +81,7 @@ struct connection_impl : internal_access::opaque<connection> {
     // there (the destination of every post), and the endpoint's own address. On MSG: no AV,
     // peer 0 (libfabric ignores it on a connected endpoint).
     bool rdm = false;
+    bool shm = false;  // an RDM peer over shm (a same-host connection's too)
     av_handle av;
     ep_handle ep;
     fabric_addr peer = 0;
@@ -331,13 +332,13 @@ inline const provider_caps& user_caps(const connection_impl& c) noexcept {
 inline post_flags ordered_read_flags(const connection_impl& c) noexcept {
     return post_completion | (c.same_host ? post_delivered : 0);
 }
-// The flags of a native atomic write. Over shared memory (a same-host connection) shm queues it
+// The flags of a native atomic write. shm (an RDM peer over it, a same-host connection) queues it
 // for the target and would complete it at once, before the word changed (a read behind it,
-// served from the target's memory directly, could still find the old value): it completes once
-// the target applied it, as the provider's own atomics do (compare_swap and fetch_add wait for
-// their result).
+// served from the target's memory directly, could still find the old value; a publish would
+// complete before its flag): it completes once the target applied it, as the provider's own
+// atomics do (compare_swap and fetch_add wait for their result).
 inline post_flags atomic_write_flags(const connection_impl& c) noexcept {
-    return post_completion | (c.same_host ? post_delivered : 0);
+    return post_completion | (c.shm ? post_delivered : 0);
 }
 // Whether the connection's atomics are the provider's own: its endpoint's provider has them and,
 // on a same-host connection, the provider it was set up on too (else they go through a service).

@@ -69,8 +69,10 @@ std::optional<std::array<std::uint64_t, 2>> own_capabilities() {
 
 std::optional<std::string> same_host_untrusted() {
     // Yama (when the kernel has it) lets only ptrace_scope 0 attach to an unrelated process.
-    if (const auto scope = read_small_file("/proc/sys/kernel/yama/ptrace_scope");
-        scope && !(scope->size() >= 1 && (*scope)[0] == '0')) {
+    static constexpr char yama[] = "/proc/sys/kernel/yama/ptrace_scope";
+    const auto scope = read_small_file(yama);
+    if (scope ? !(scope->size() >= 1 && (*scope)[0] == '0')
+              : ::access(yama, F_OK) == 0 || errno != ENOENT) {
         return "Yama's ptrace_scope is not 0 (peers of this user may not attach to each other)";
     }
     if (::prctl(PR_GET_DUMPABLE) != 1) {
@@ -82,6 +84,11 @@ std::optional<std::string> same_host_untrusted() {
         ruid != euid || ruid != suid || rgid != egid || rgid != sgid) {
         return "this process's user or group ids differ (set-id: peers may not attach)";
     }
+    // Capabilities beyond its user's: a process of the user without them may not attach (root's
+    // are every uid 0 process's).
+    if (const auto caps = own_capabilities(); !caps || (ruid != 0 && (*caps)[0] != 0)) {
+        return "this process holds capabilities its user's other processes may not have";
+    }
     return std::nullopt;
 }
 
@@ -92,11 +99,13 @@ std::optional<host_identity> compute_host_identity() {
     const auto boot_id = read_small_file("/proc/sys/kernel/random/boot_id");
     struct stat shm {};
     struct stat pid_ns {};
+    struct stat user_ns {};
     uid_t ruid = 0, euid = 0, suid = 0;
     gid_t rgid = 0, egid = 0, sgid = 0;
     const auto caps = own_capabilities();
     if (!boot_id || ::stat("/dev/shm", &shm) != 0 || ::stat("/proc/self/ns/pid", &pid_ns) != 0 ||
-        ::getresuid(&ruid, &euid, &suid) != 0 || ::getresgid(&rgid, &egid, &sgid) != 0 || !caps) {
+        ::stat("/proc/self/ns/user", &user_ns) != 0 || ::getresuid(&ruid, &euid, &suid) != 0 ||
+        ::getresgid(&rgid, &egid, &sgid) != 0 || !caps) {
         return std::nullopt;
     }
     static constexpr char domain_tag[] = "remora same-host identity v2";
@@ -117,6 +126,8 @@ std::optional<host_identity> compute_host_identity() {
     hash_u64(st, shm.st_ino);
     hash_u64(st, pid_ns.st_dev);
     hash_u64(st, pid_ns.st_ino);
+    hash_u64(st, user_ns.st_dev);
+    hash_u64(st, user_ns.st_ino);
     // BLAKE2b's shortest output is 16 bytes: the identity is its first 8.
     std::array<unsigned char, crypto_generichash_BYTES_MIN> full{};
     if (crypto_generichash_final(&st, full.data(), full.size()) != 0) {
@@ -137,15 +148,12 @@ static_assert(trailer_magic_at + 4 == setup_trailer_size);
 
 }  // namespace
 
-const std::optional<host_identity>& this_host_identity() noexcept {
-    static const std::optional<host_identity> id = [] {
-        try {
-            return compute_host_identity();
-        } catch (...) {  // out of memory reading the boot id: no identity, no offer
-            return std::optional<host_identity>{};
-        }
-    }();
-    return id;
+std::optional<host_identity> this_host_identity() noexcept {
+    try {
+        return compute_host_identity();
+    } catch (...) {  // out of memory reading the boot id: no identity, no offer
+        return std::nullopt;
+    }
 }
 
 void append_trailer(std::vector<std::byte>& out, const setup_trailer& t) {

@@ -45,18 +45,21 @@ using same_host_nonce = std::array<std::byte, same_host_nonce_size>;
 
 // This process's host identity, as far as libfabric's shm provider is concerned: the first 8
 // bytes of a BLAKE2b hash (libsodium crypto_generichash) over the boot id
-// (/proc/sys/kernel/random/boot_id), the real, effective and saved user and group ids and the
-// permitted and effective capabilities (two processes with one identity have the same
-// credentials), /dev/shm's device and inode (shm's segments live there: one tmpfs instance is
-// reachable) and the pid namespace (/proc/self/ns/pid: shm's cross-memory attach needs the
-// peer's pid in ours). Computed once per process (thread-safe); nullopt when an input cannot be
-// read (then nothing is offered).
-const std::optional<host_identity>& this_host_identity() noexcept;
-// Why a peer with this process's identity could not reach this process's memory by the kernel's
-// ptrace rules (the rules process_vm_readv and process_vm_writev follow), or nullopt when it
-// could: Yama's ptrace_scope 0 or no Yama, this process dumpable, its real, effective and saved
-// user ids all one and its group ids too. The same-host path, which lets the peer reach all of
-// this process's memory, is taken only then: it grants nothing the peer does not have already.
+// (/proc/sys/kernel/random/boot_id), the real, effective and saved user and group ids, the
+// permitted and effective capabilities, /dev/shm's device and inode (shm's segments live there:
+// one tmpfs instance is reachable), and the pid and user namespaces (/proc/self/ns: shm's
+// cross-memory attach needs the peer's pid in ours, and the kernel's ptrace rules one user
+// namespace). Computed at each setup (credentials may change); nullopt when an input cannot be
+// read (then nothing is offered). Two honest peers with one identity have the same credentials;
+// a peer can claim any identity (every input is readable by its user), so it keeps honest peers
+// apart and is no proof: the target's proof is that the request comes from a socket of its own
+// user on this host, whose processes reach shm's segments (files of that user) anyway.
+std::optional<host_identity> this_host_identity() noexcept;
+// Why this process is more than its user's other processes may reach, so the same-host path
+// (which lets the peer reach all of this process's memory) is not taken, or nullopt: Yama's
+// ptrace_scope above 0 (or unreadable), not dumpable, real, effective and saved user ids not
+// all one or group ids not all one (a set-id program), or capabilities held by a process other
+// than root's. These are the kernel's ptrace rules as far as this process's side decides them.
 // Looked at on every setup (a process may change them).
 std::optional<std::string> same_host_untrusted();
 // The same, computed now (this_host_identity keeps its first result).

@@ -14,7 +14,14 @@
 namespace remora::test {
 namespace {
 
-class same_host_path : public testing::TestWithParam<std::string> {};
+class same_host_path : public testing::TestWithParam<std::string> {
+  protected:
+    void SetUp() override {
+        if (!same_host_attachable())
+            GTEST_SKIP() << "the kernel would not let a peer of this user attach to this process "
+                            "(Yama, not dumpable, set-id or capabilities): no same-host path here";
+    }
+};
 
 // A pair on loopback, each side in a domain of its own; `on` turns the path on in both configs.
 connected_pair pair_of(const std::string& provider, bool client_on = true, bool server_on = true) {

@@ -71,12 +71,21 @@ struct same_host : testing::TestWithParam<std::string> {
     }
 };
 
-TEST(same_host_identity, is_stable_and_has_8_bytes) {
-    const auto& a = this_host_identity();
-    ASSERT_TRUE(a.has_value()) << "boot id, /dev/shm or /proc/self/ns/pid unreadable here";
+TEST(same_host_identity, is_stable_has_8_bytes_and_follows_the_credentials) {
+    const auto a = this_host_identity();
+    ASSERT_TRUE(a.has_value()) << "boot id, /dev/shm or /proc/self/ns unreadable here";
     EXPECT_EQ(a->size(), 8u);
-    EXPECT_EQ(&this_host_identity(), &a);
-    EXPECT_EQ(*this_host_identity(), *a);
+    EXPECT_EQ(this_host_identity(), a);
+    if (::geteuid() == 0) {
+        // Computed at each setup: a process whose credentials changed has another identity.
+        gid_t rg, eg, sg;
+        ASSERT_EQ(::getresgid(&rg, &eg, &sg), 0);
+        ASSERT_EQ(::setresgid(-1, -1, sg + 1), 0);
+        const auto other = this_host_identity();
+        ASSERT_EQ(::setresgid(-1, -1, sg), 0);
+        EXPECT_NE(other, a);
+        EXPECT_EQ(this_host_identity(), a);
+    }
     EXPECT_FALSE(std::all_of(a->begin(), a->end(), [](std::byte b) { return b == std::byte{0}; }));
     // Computed again from its inputs: the same (another process's: two_processes_on_one_host).
     EXPECT_EQ(detail::compute_host_identity(), a);
