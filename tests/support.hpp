@@ -222,7 +222,10 @@ inline result<connected_pair> connect_rdm_pair(const std::string& provider,
 // which the same-host path follows): no Yama restriction, dumpable, one user id and one group
 // id, and no capabilities unless root's.
 inline bool same_host_attachable() {
-    std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
+    static constexpr char yama_path[] = "/proc/sys/kernel/yama/ptrace_scope";
+    std::ifstream yama(yama_path);
+    if (!yama && ::access(yama_path, F_OK) == 0)
+        return false;  // Yama there but unreadable: counted as restricted
     int scope = 0;
     uid_t ru, eu, su;
     gid_t rg, eg, sg;

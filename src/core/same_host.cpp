@@ -84,8 +84,8 @@ std::optional<std::string> same_host_untrusted() {
         ruid != euid || ruid != suid || rgid != egid || rgid != sgid) {
         return "this process's user or group ids differ (set-id: peers may not attach)";
     }
-    // Capabilities beyond its user's: a process of the user without them may not attach (root's
-    // are every uid 0 process's).
+    // Capabilities beyond its user's: a process of the user without them may not attach. A root
+    // process is trusted to every uid 0 process of the host, one with fewer capabilities too.
     if (const auto caps = own_capabilities(); !caps || (ruid != 0 && (*caps)[0] != 0)) {
         return "this process holds capabilities its user's other processes may not have";
     }

@@ -62,7 +62,7 @@ std::optional<host_identity> this_host_identity() noexcept;
 // than root's. These are the kernel's ptrace rules as far as this process's side decides them.
 // Looked at on every setup (a process may change them).
 std::optional<std::string> same_host_untrusted();
-// The same, computed now (this_host_identity keeps its first result).
+// The same, throwing std::bad_alloc when out of memory (this_host_identity gives nullopt then).
 std::optional<host_identity> compute_host_identity();
 
 inline constexpr std::size_t setup_trailer_size =

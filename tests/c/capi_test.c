@@ -94,10 +94,12 @@ static bool same_host_attachable(void) {
     char line[256];
     bool caps = false;
     if (f != NULL) {
-        const bool read = fscanf(f, "%d", &scope) == 1;
+        const bool got = fscanf(f, "%d", &scope) == 1;
         fclose(f);
-        if (!read || scope != 0)
+        if (!got || scope != 0)
             return false;
+    } else if (access("/proc/sys/kernel/yama/ptrace_scope", F_OK) == 0) {
+        return false; /* Yama there but unreadable: counted as restricted */
     }
     if (prctl(PR_GET_DUMPABLE) != 1 || getresuid(&ru, &eu, &su) != 0 ||
         getresgid(&rg, &eg, &sg) != 0 || ru != eu || ru != su || rg != eg || rg != sg)

@@ -112,7 +112,8 @@ TEST_P(same_host_path, a_process_its_peer_could_not_attach_to_stays_on_the_provi
         SCOPED_TRACE("a saved group id of its own");
         gid_t rg, eg, sg;
         ASSERT_EQ(::getresgid(&rg, &eg, &sg), 0);
-        ASSERT_EQ(::setresgid(-1, -1, sg + 1), 0);
+        if (::setresgid(-1, -1, sg + 1) != 0)
+            GTEST_SKIP() << "this root may not change its group ids: " << std::strerror(errno);
         auto p = pair_of(GetParam());
         ASSERT_EQ(::setresgid(-1, -1, sg), 0);
         EXPECT_FALSE(p.client->same_host());

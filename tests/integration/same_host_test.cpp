@@ -80,7 +80,10 @@ TEST(same_host_identity, is_stable_has_8_bytes_and_follows_the_credentials) {
         // Computed at each setup: a process whose credentials changed has another identity.
         gid_t rg, eg, sg;
         ASSERT_EQ(::getresgid(&rg, &eg, &sg), 0);
-        ASSERT_EQ(::setresgid(-1, -1, sg + 1), 0);
+        if (::setresgid(-1, -1, sg + 1) != 0)
+            GTEST_SKIP() << "this root may not change its group ids (a user namespace, no "
+                            "CAP_SETGID): "
+                         << std::strerror(errno);
         const auto other = this_host_identity();
         ASSERT_EQ(::setresgid(-1, -1, sg), 0);
         EXPECT_NE(other, a);
