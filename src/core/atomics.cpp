@@ -80,8 +80,7 @@ result<void> native_atomic(connection_impl& c, native_kind kind, const char* wha
                   .context = r};
     if (kind == native_kind::write) {
         p.flags = atomic_write_flags(c);
-    }
-    if (kind != native_kind::write) {
+    } else {
         const region_impl& res = *detail::impl_of(*result);
         p.result = res.memory.data() + result_offset;
         p.result_desc = res.desc;

@@ -571,33 +571,6 @@ bool cq_impl::pump(bool* reaped_out, bool deliver_now, bool drain) {
     return added;
 }
 
-void cq_impl::read_all(const std::function<void(const raw_entry&)>& each) {
-    for (;;) {
-        cq_entry entries[read_batch];
-        const ssize_t got = cq_read(cq.get(), entries, read_batch);
-        if (got > 0) {
-            for (ssize_t i = 0; i < got; ++i) {
-                const cq_entry& d = entries[i];
-                each({entry_context(d.op_context, d.flags), d.flags, d.len, d.data, 0});
-            }
-            continue;
-        }
-        if (got == -fabric_errno::avail) {
-            cq_error_entry err{};
-            if (cq_readerr(cq.get(), &err) == 1) {
-                each({entry_context(err.op_context, err.flags), err.flags, err.len, err.data,
-                      err.err});
-                continue;
-            }
-        }
-        return;  // dry, or nothing more can be read now
-    }
-}
-
-void cq_impl::drain_to_backlog() {
-    read_all([&](const raw_entry& e) { backlog.push_back(e); });
-}
-
 void cq_impl::drive() {
     if (!progress_owned()) {
         cq_drive(cq.get());

@@ -53,16 +53,30 @@ void hash_u64(crypto_generichash_state& st, std::uint64_t v) {
     crypto_generichash_update(&st, reinterpret_cast<const unsigned char*>(b), sizeof b);
 }
 
-// The capability sets (permitted, effective) of this process, or nullopt.
-std::optional<std::array<std::uint64_t, 2>> own_capabilities() {
+// This process's real, effective and saved user and group ids and its permitted and effective
+// capabilities: what ptrace's rules compare.
+struct credentials {
+    uid_t uid[3]{};
+    gid_t gid[3]{};
+    std::uint64_t permitted = 0;
+    std::uint64_t effective = 0;
+    bool uniform() const noexcept {
+        return uid[0] == uid[1] && uid[0] == uid[2] && gid[0] == gid[1] && gid[0] == gid[2];
+    }
+};
+
+std::optional<credentials> own_credentials() {
+    credentials c;
     __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
     __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
-    if (::syscall(SYS_capget, &hdr, data) != 0) {
+    if (::getresuid(&c.uid[0], &c.uid[1], &c.uid[2]) != 0 ||
+        ::getresgid(&c.gid[0], &c.gid[1], &c.gid[2]) != 0 ||
+        ::syscall(SYS_capget, &hdr, data) != 0) {
         return std::nullopt;
     }
-    return std::array<std::uint64_t, 2>{
-        data[0].permitted | (std::uint64_t{data[1].permitted} << 32),
-        data[0].effective | (std::uint64_t{data[1].effective} << 32)};
+    c.permitted = data[0].permitted | (std::uint64_t{data[1].permitted} << 32);
+    c.effective = data[0].effective | (std::uint64_t{data[1].effective} << 32);
+    return c;
 }
 
 }  // namespace
@@ -78,15 +92,13 @@ std::optional<std::string> same_host_untrusted() {
     if (::prctl(PR_GET_DUMPABLE) != 1) {
         return "this process is not dumpable (prctl PR_SET_DUMPABLE: peers may not attach)";
     }
-    uid_t ruid = 0, euid = 0, suid = 0;
-    gid_t rgid = 0, egid = 0, sgid = 0;
-    if (::getresuid(&ruid, &euid, &suid) != 0 || ::getresgid(&rgid, &egid, &sgid) != 0 ||
-        ruid != euid || ruid != suid || rgid != egid || rgid != sgid) {
+    const auto cred = own_credentials();
+    if (!cred || !cred->uniform()) {
         return "this process's user or group ids differ (set-id: peers may not attach)";
     }
     // Capabilities beyond its user's: a process of the user without them may not attach. A root
     // process is trusted to every uid 0 process of the host, one with fewer capabilities too.
-    if (const auto caps = own_capabilities(); !caps || (ruid != 0 && (*caps)[0] != 0)) {
+    if (cred->uid[0] != 0 && cred->permitted != 0) {
         return "this process holds capabilities its user's other processes may not have";
     }
     return std::nullopt;
@@ -100,12 +112,9 @@ std::optional<host_identity> compute_host_identity() {
     struct stat shm {};
     struct stat pid_ns {};
     struct stat user_ns {};
-    uid_t ruid = 0, euid = 0, suid = 0;
-    gid_t rgid = 0, egid = 0, sgid = 0;
-    const auto caps = own_capabilities();
+    const auto cred = own_credentials();
     if (!boot_id || ::stat("/dev/shm", &shm) != 0 || ::stat("/proc/self/ns/pid", &pid_ns) != 0 ||
-        ::stat("/proc/self/ns/user", &user_ns) != 0 || ::getresuid(&ruid, &euid, &suid) != 0 ||
-        ::getresgid(&rgid, &egid, &sgid) != 0 || !caps) {
+        ::stat("/proc/self/ns/user", &user_ns) != 0 || !cred) {
         return std::nullopt;
     }
     static constexpr char domain_tag[] = "remora same-host identity v2";
@@ -117,11 +126,12 @@ std::optional<host_identity> compute_host_identity() {
                               sizeof domain_tag);
     hash_u64(st, boot_id->size());
     crypto_generichash_update(&st, boot_id->data(), boot_id->size());
-    for (const std::uint64_t id : {ruid, euid, suid, rgid, egid, sgid}) {
-        hash_u64(st, id);
+    for (const std::uint64_t v :
+         {std::uint64_t{cred->uid[0]}, std::uint64_t{cred->uid[1]}, std::uint64_t{cred->uid[2]},
+          std::uint64_t{cred->gid[0]}, std::uint64_t{cred->gid[1]}, std::uint64_t{cred->gid[2]},
+          cred->permitted, cred->effective}) {
+        hash_u64(st, v);
     }
-    hash_u64(st, (*caps)[0]);
-    hash_u64(st, (*caps)[1]);
     hash_u64(st, shm.st_dev);
     hash_u64(st, shm.st_ino);
     hash_u64(st, pid_ns.st_dev);

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <functional>
 
 #include "core/impl.hpp"
 #include "fabric/cq.hpp"
@@ -19,7 +20,7 @@
 #include "core/cq_read.hpp"
 
 // A CQ shared by several connections: its budget, attaching and detaching connections (with
-// the teardown drain), and the public shared_completion_queue handle.
+// the teardown drain, also an RDM peer's close), and the public shared_completion_queue handle.
 
 namespace remora {
 namespace detail {
@@ -61,6 +62,35 @@ void cq_impl::retire_connection(connection_impl* c) {
     // needs.
     ++detaching;
     { std::lock_guard lock(progress_owned() ? owned_mu : read_mu); }
+}
+
+// The teardown drain: every entry the provider's CQ holds now, read raw (detach_connection, an
+// RDM peer's close).
+void cq_impl::read_all(const std::function<void(const raw_entry&)>& each) {
+    for (;;) {
+        cq_entry entries[read_batch];
+        const ssize_t got = cq_read(cq.get(), entries, read_batch);
+        if (got > 0) {
+            for (ssize_t i = 0; i < got; ++i) {
+                const cq_entry& d = entries[i];
+                each({entry_context(d.op_context, d.flags), d.flags, d.len, d.data, 0});
+            }
+            continue;
+        }
+        if (got == -fabric_errno::avail) {
+            cq_error_entry err{};
+            if (cq_readerr(cq.get(), &err) == 1) {
+                each({entry_context(err.op_context, err.flags), err.flags, err.len, err.data,
+                      err.err});
+                continue;
+            }
+        }
+        return;  // dry, or nothing more can be read now
+    }
+}
+
+void cq_impl::drain_to_backlog() {
+    read_all([&](const raw_entry& e) { backlog.push_back(e); });
 }
 
 void cq_impl::detach_connection(std::size_t need) {
