@@ -326,11 +326,11 @@ inline const provider_caps& user_caps(const connection_impl& c) noexcept {
     return c.region_dom->caps;
 }
 // The flags of a read that must come back only after everything posted before it on the
-// connection was placed (a read-after-write flush). On a same-host connection shm serves a plain
-// read at once but queues a write with immediate data for the peer: such a read is posted
-// delivery-complete, which puts it in the same queue, behind them.
+// connection was placed (a read-after-write flush). shm (an RDM peer over it, a same-host
+// connection) serves a plain read at once but queues a write with immediate data for the peer:
+// such a read is posted delivery-complete, which puts it in the same queue, behind them.
 inline post_flags ordered_read_flags(const connection_impl& c) noexcept {
-    return post_completion | (c.same_host ? post_delivered : 0);
+    return post_completion | (c.shm ? post_delivered : 0);
 }
 // The flags of a native atomic write. shm (an RDM peer over it, a same-host connection) queues it
 // for the target and would complete it at once, before the word changed (a read behind it,

@@ -164,38 +164,6 @@ TEST_P(same_host_path, the_peers_close_ends_it_and_its_operations) {
     EXPECT_EQ(p.client->in_flight(), 0u);
 }
 
-TEST_P(same_host_path, a_flush_covers_a_write_with_immediate_data_before_it) {
-    // shm queues a write with immediate data for the target and serves a plain read at once:
-    // a read-after-write flush must still come back only after the write was placed.
-    auto p = pair_of(GetParam());
-    ASSERT_TRUE(p.client->same_host());
-    buffer target(4096), local(4096);
-    auto tmr = must(
-        memory_region::create(p.server_domain, target.span(),
-                              usage::write_destination | usage::read_source | usage::flush_target));
-    auto lmr = must(memory_region::create(p.client_domain, local.span(), usage::write_source));
-    auto desc = must(tmr.describe(0, 4096));
-    constexpr int rounds = 300;
-    int stale = 0;
-    for (int i = 1; i <= rounds; ++i) {
-        const std::uint64_t v = static_cast<std::uint64_t>(i);
-        std::memcpy(local.bytes.data(), &v, 8);
-        REMORA_ASSERT_OK(
-            p.client->write_with_imm(desc, 64, lmr, 0, 8, static_cast<std::uint32_t>(i)));
-        REMORA_ASSERT_OK(
-            remora::flush(*p.client, desc, 64, 8, {.method = flush_method::read_after_write}));
-        auto done = collect(p.client->cq(), 2, true);
-        ASSERT_EQ(done.size(), 2u);
-        for (const auto& c : done)
-            ASSERT_TRUE(c.ok()) << c.status.message();
-        std::uint64_t now = 0;
-        std::memcpy(&now, target.bytes.data() + 64, 8);
-        stale += now != v;
-        (void)collect(p.server->cq(), 1, false, 1s);  // the write's immediate data
-    }
-    EXPECT_EQ(stale, 0) << "flushes that completed before the write they follow was placed";
-}
-
 // Waits on a's shared completion channel until the receive a posted completes (10 s at most).
 std::vector<completion> wait_on_channel(connection& a) {
     std::vector<completion> got;

@@ -189,6 +189,8 @@ result<measured> run_one(const setup& s) {
     bar.join();
     const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
     const double cpu = cpu_seconds() - cpu0;
+    // Before the connections close (their receives then end canceled at the target).
+    const std::string target_status = t ? t->status() : std::string();
     for (auto& c : conns)
         (void)c.close();
     if (t)
@@ -198,6 +200,8 @@ result<measured> run_one(const setup& s) {
     std::vector<std::uint32_t> lat;
     std::uint64_t ops = 0;
     for (auto& r : results) {
+        if (r.failure && t && r.failure->code() == errc::timed_out)
+            return fail(errc::timed_out, r.failure->message() + " (" + target_status + ")");
         if (r.failure)
             return fail(*r.failure);
         lat.insert(lat.end(), r.lat_ns.begin(), r.lat_ns.end());

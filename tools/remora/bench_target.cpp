@@ -156,37 +156,76 @@ void target::serve(connection& c, const setup& s, unsigned index) {
     const std::size_t base = static_cast<std::size_t>(index) * s.qd * 2 * slot;
     const op_info& info = op_of(s.op);
     const bool two_sided = info.two_sided;
-    for (unsigned i = 0; two_sided && i < s.qd; ++i) {
-        (void)c.recv(*msg_mr_, base + i * slot, slot,
-                     {.context = reinterpret_cast<void*>(static_cast<std::uintptr_t>(i))});
+    // Receives and replies the provider could not take yet (would_block: an RDM provider still
+    // setting up its path to the peer, shm mapping it or rxm connecting); posted again after a
+    // reap. Any other failure ends the thread and is kept for the client's report (failure()).
+    std::vector<std::uintptr_t> receives, replies;
+    const std::size_t reply = info.kind == op_kind::send ? s.size : 8;
+    auto posted = [&](const result<void>& r, const char* what) {
+        if (r || r.error() == errc::would_block)
+            return r.has_value();
+        record(error(r.error().code(), std::string(what) + ": " + r.error().message()));
+        return true;
+    };
+    auto receive = [&](std::uintptr_t k) {
+        return posted(c.recv(*msg_mr_, base + k * slot, slot,
+                             {.context = reinterpret_cast<void*>(k)}),
+                      "the target's receive");
+    };
+    auto answer = [&](std::uintptr_t k) {
+        return posted(c.send(*msg_mr_, base + (s.qd + k) * slot, reply,
+                             {.report = completion_mode::on_error}),
+                      "the target's reply");
+    };
+    for (std::uintptr_t k = 0; two_sided && k < s.qd; ++k) {
+        if (!receive(k))
+            receives.push_back(k);
     }
     completion done[16];
     reaper reap(c, s);
-    // Replies the provider could not take yet (would_block: an RDM provider still setting
-    // up its path to the peer, shm mapping it or rxm connecting); sent again after a reap.
-    std::vector<std::uintptr_t> later;
-    const std::size_t reply = info.kind == op_kind::send ? s.size : 8;
-    auto answer = [&](std::uintptr_t k) {
-        auto r = c.send(*msg_mr_, base + (s.qd + k) * slot, reply,
-                        {.report = completion_mode::on_error});
-        return r || !(r.error() == errc::would_block);
-    };
-    while (!stop_ && c.is_open()) {
-        if (!later.empty())
-            std::erase_if(later, answer);
+    while (!stop_ && c.is_open() && !failed_) {
+        std::erase_if(receives, receive);
+        std::erase_if(replies, answer);
         auto n = reap(true, done);
-        if (!n)
+        if (!n) {
+            if (!stop_)
+                record(error(n.error().code(), "the target's reap: " + n.error().message()));
             return;
+        }
         for (std::size_t i = 0; i < *n; ++i) {
-            if (done[i].op != op::recv || !done[i].ok())
+            if (!done[i].ok()) {
+                if (!stop_)
+                    record(error(done[i].status, std::string("the target's ") +
+                                                     std::string(to_string(done[i].op)) +
+                                                     " failed"));
                 continue;
+            }
+            if (done[i].op != op::recv)
+                continue;
+            received_.fetch_add(1, std::memory_order_relaxed);
             const auto k = reinterpret_cast<std::uintptr_t>(done[i].context);
             // gpspm: the range would be persisted here (a memory region is volatile).
             if (!answer(k))
-                later.push_back(k);
-            (void)c.recv(*msg_mr_, base + k * slot, slot, {.context = done[i].context});
+                replies.push_back(k);
+            if (!receive(k))
+                receives.push_back(k);
         }
     }
+}
+
+void target::record(const error& e) {
+    std::lock_guard lock(failure_mu_);
+    if (!failure_)
+        failure_ = e;
+    failed_ = true;
+}
+
+std::string target::status() const {
+    std::lock_guard lock(failure_mu_);
+    std::string out = "the target received " + std::to_string(received_.load()) + " messages";
+    if (failure_)
+        out += "; " + failure_->message();
+    return out;
 }
 
 }  // namespace remora::tool

@@ -6,8 +6,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -44,6 +46,10 @@ class target {
     void stop();
     ~target() { stop(); }
 
+    // What the serving threads saw, for a client's failure: the messages they received and
+    // their first failure (a receive or reply the provider refused, a failed completion).
+    std::string status() const;
+
   private:
     result<remote_region> descriptor() const {
         return service_ ? result<remote_region>(desc_) : mr_->describe();
@@ -52,6 +58,7 @@ class target {
     // answers sends (send, gpspm) or, over RDM, busy-polls to drive progress.
     result<void> adopt(connection c, const setup& s, unsigned index);
     void serve(connection& c, const setup& s, unsigned index);
+    void record(const error& e);  // the first failure is kept; every serving thread ends
 
     std::optional<domain> dom_;
     std::optional<listener> lst_;
@@ -65,6 +72,10 @@ class target {
     std::vector<std::unique_ptr<connection>> conns_;
     std::vector<std::thread> threads_;
     std::atomic<bool> stop_{false};
+    std::atomic<bool> failed_{false};
+    std::atomic<std::uint64_t> received_{0};
+    mutable std::mutex failure_mu_;
+    std::optional<error> failure_;
 };
 
 }  // namespace remora::tool
