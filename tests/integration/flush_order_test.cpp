@@ -45,9 +45,9 @@ TEST_P(flush_order, a_read_after_write_flush_covers_the_writes_before_it) {
         const std::uint64_t v = static_cast<std::uint64_t>(i);
         std::memcpy(local.bytes.data(), &v, 8);
         const bool imm = i % 2 == 1;
-        REMORA_ASSERT_OK(imm ? p.client->write_with_imm(desc, 64, lmr, 0, 8,
-                                                        static_cast<std::uint32_t>(i))
-                             : p.client->write(desc, 64, lmr, 0, 8));
+        REMORA_ASSERT_OK(
+            imm ? p.client->write_with_imm(desc, 64, lmr, 0, 8, static_cast<std::uint32_t>(i))
+                : p.client->write(desc, 64, lmr, 0, 8));
         REMORA_ASSERT_OK(
             remora::flush(*p.client, desc, 64, 8, {.method = flush_method::read_after_write}));
         auto done = collect(p.client->cq(), 2, true);
@@ -66,7 +66,6 @@ TEST_P(flush_order, a_read_after_write_flush_covers_the_writes_before_it) {
     EXPECT_EQ(stale, 0) << "flushes that completed before the write they follow was placed";
 }
 
-INSTANTIATE_TEST_SUITE_P(providers, flush_order, testing::ValuesIn(all_providers()),
-                         provider_name);
+INSTANTIATE_TEST_SUITE_P(providers, flush_order, testing::ValuesIn(all_providers()), provider_name);
 
 }  // namespace

@@ -168,9 +168,9 @@ void target::serve(connection& c, const setup& s, unsigned index) {
         return true;
     };
     auto receive = [&](std::uintptr_t k) {
-        return posted(c.recv(*msg_mr_, base + k * slot, slot,
-                             {.context = reinterpret_cast<void*>(k)}),
-                      "the target's receive");
+        return posted(
+            c.recv(*msg_mr_, base + k * slot, slot, {.context = reinterpret_cast<void*>(k)}),
+            "the target's receive");
     };
     auto answer = [&](std::uintptr_t k) {
         return posted(c.send(*msg_mr_, base + (s.qd + k) * slot, reply,
