@@ -59,6 +59,22 @@ domain connection_impl::make_domain_handle(const std::shared_ptr<domain_impl>& d
     return internal_access::wrap<domain>(d);
 }
 
+namespace {
+
+// The domain's progress thread, started on first use (caller holds dom.progress_mu).
+result<void> start_progress(domain_impl& dom) {
+    if (!dom.progress) {
+        auto engine = progress_engine::start(dom.policy, dom.spin, dom.rma_events.get());
+        if (!engine) {
+            return fail(engine.error());
+        }
+        dom.progress = std::move(*engine);
+    }
+    return {};
+}
+
+}  // namespace
+
 result<void> connection_impl::setup(const fabric_info* info, const connection_config& cfg) {
     auto eff = effective_config(cfg, dom->caps);
     if (!eff) {
@@ -164,12 +180,8 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
     // completions, so it runs on every provider when asked for.
     if (config.progress_thread) {
         std::lock_guard lock(dom->progress_mu);
-        if (!dom->progress) {
-            auto engine = progress_engine::start(dom->policy, dom->spin, dom->rma_events.get());
-            if (!engine) {
-                return fail(engine.error());
-            }
-            dom->progress = std::move(*engine);
+        if (auto r = start_progress(*dom); !r) {
+            return r;
         }
         progress_watched = true;  // before watching: teardown unwatches whatever got watched
         for (cq_impl* q : {cq.get(), rcq.get()}) {
@@ -283,6 +295,20 @@ result<void> connection_impl::setup(const fabric_info* info, const connection_co
         // endpoint the provider refuses it to keeps working, its one-sided traffic unseen.
         [[maybe_unused]] const int counted =
             ep_bind(ep.get(), dom->rma_events.as_fid(), bind_remote_read | bind_remote_write);
+    }
+    return {};
+}
+
+result<void> connection_impl::drive_by_thread() {
+    std::lock_guard lock(dom->progress_mu);
+    if (auto r = start_progress(*dom); !r) {
+        return r;
+    }
+    progress_watched = true;  // teardown unwatches them
+    for (cq_impl* q : {cq.get(), rcq.get()}) {
+        if (q != nullptr && !q->shared) {
+            dom->progress->drive(q);
+        }
     }
     return {};
 }

@@ -209,6 +209,9 @@ struct connection_impl : internal_access::opaque<connection> {
     // setup opened the endpoint (fi_endpoint succeeded), even if a later step failed and closed
     // it again: an accepting side's endpoint took the connection request's handle then.
     bool endpoint_opened = false;
+    // The domain's progress thread drives this connection's own (unshared) CQs without reading
+    // them (progress_engine::drive): the application reads them as without one.
+    result<void> drive_by_thread();
     // The progress thread lets go of this connection's own (unshared) CQs, if it watched them;
     // teardown and close_endpoint call it before closing the endpoint. Takes dom->progress_mu.
     void unwatch_progress();

@@ -246,6 +246,9 @@ struct cq_impl final : callback_sink, internal_access::opaque<completion_queue> 
     // CQ, and signals `notify`; the application waits on the eventfd, and its poll, wait and arm
     // read the provider too, into the same ring or straight out, under owned_mu.
     progress_engine* progress = nullptr;
+    // A progress thread calls into the provider for this CQ but reads none of its entries
+    // (progress_engine::drive): the CQ stays the application's to read.
+    bool driven = false;
     std::mutex owned_mu;
     unique_fd notify;  // eventfd, readable while `ready` is not empty
 
@@ -369,6 +372,11 @@ class progress_engine {
     ~progress_engine();
     // Takes ownership of reading `cq` (see cq_impl::progress).
     result<void> watch(cq_impl* cq);
+    // Calls into the provider for `cq` (a read of no entries) as often as it reads a watched
+    // CQ, and reads none of its entries: the application keeps reading `cq` itself, on its own
+    // threads, callbacks included (cq_impl::driven). A same-host target's shm CQ, so a peer's
+    // queued one-sided operations land while the application does not read.
+    void drive(cq_impl* cq);
     void unwatch(cq_impl* cq);
     // Asks the thread to drive `cq` soon: for a receive posted from inside a completion hook,
     // where driving it on the spot could deadlock (tcp delivers a message that waited for a
@@ -433,6 +441,7 @@ class progress_engine {
     std::atomic<int> waiting_{0};
     std::vector<cq_impl*> watched_;
     std::vector<cq_impl*> polled_;  // watched CQs without a wait fd: looked at every tick
+    std::vector<cq_impl*> driven_;  // CQs only driven (drive()): on every round and tick
     std::mutex kick_mu_;
     std::vector<cq_impl*> kicked_;
     std::atomic<bool> kicks_{false};  // kicked_ may be non-empty

@@ -142,10 +142,29 @@ void progress_engine::interrupt_wait(cq_impl* cq) {
     provider_wait_.unlock();
 }
 
+void progress_engine::drive(cq_impl* cq) {
+    waiting_.fetch_add(1);
+    std::unique_lock lock(mu_);
+    waiting_.fetch_sub(1);
+    if (cq_impl* q = in_provider_.load()) {
+        interrupt_wait(q);  // a CQ to drive on every tick: the thread waits in epoll from now on
+    }
+    driven_.push_back(cq);
+    cq->driven = true;
+    // The thread may be blocked without a timeout (nothing ticked until now): wake it.
+    std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t w = ::write(wake_.get(), &one, sizeof(one));
+}
+
 void progress_engine::unwatch(cq_impl* cq) {
     waiting_.fetch_add(1);
     std::unique_lock lock(mu_);
     waiting_.fetch_sub(1);
+    if (cq->driven) {
+        driven_.erase(std::remove(driven_.begin(), driven_.end(), cq), driven_.end());
+        cq->driven = false;
+        return;
+    }
     if (in_provider_.load() == cq) {
         interrupt_wait(cq);  // out of the provider before the CQ may close
     }
@@ -195,6 +214,9 @@ void progress_engine::run_busy() {
         }
         for (cq_impl* cq : watched_) {
             cq->pump(nullptr, true, false);
+        }
+        for (cq_impl* cq : driven_) {
+            cq_drive(cq->cq.get());
         }
         if (waiting_.load(std::memory_order_relaxed) != 0) {
             lock.unlock();
@@ -270,7 +292,7 @@ void progress_engine::run() {
         std::unique_lock lock(mu_);
         cq_impl* cq = watched_.size() == 1 && polled_.empty() ? watched_.front() : nullptr;
         if (cq == nullptr || cq->shared || !cq->dom->cq_sread_waits || provider_wait_off_ ||
-            live_watch_.load() != 0) {
+            live_watch_.load() != 0 || !driven_.empty()) {
             return false;  // (liveness: epoll, whose timeout is the next look)
         }
         {
@@ -416,6 +438,9 @@ void progress_engine::run() {
                     cq->pump(&reaped, true, false);
                     traffic = traffic || reaped;
                 }
+                for (cq_impl* cq : driven_) {
+                    cq_drive(cq->cq.get());  // its entries are the application's: no sign here
+                }
                 (void)tick_liveness();
                 if (!traffic && !readable.empty()) {
                     // Fewer readable after the reads than before: the provider took something.
@@ -465,7 +490,7 @@ void progress_engine::run() {
         auto live_next = clock::time_point::max();
         {
             std::lock_guard lock(mu_);
-            tick = !polled_.empty();
+            tick = !polled_.empty() || !driven_.empty();
             live_next = tick_liveness();
         }
         const timespec tick_ts{0, 100'000};
@@ -497,6 +522,9 @@ void progress_engine::run() {
         std::lock_guard lock(mu_);
         for (cq_impl* cq : polled_) {
             cq->pump();
+        }
+        for (cq_impl* cq : driven_) {
+            cq_drive(cq->cq.get());
         }
         std::vector<cq_impl*> again;
         again.swap(unsettled);

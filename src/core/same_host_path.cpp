@@ -159,12 +159,19 @@ std::unique_ptr<connection_impl> same_host_target_peer(const domain_impl& dom,
         why_not("accept", *why);
         return nullptr;
     }
-    connection_config own = cfg;
-    own.progress_thread = true;  // the peer's one-sided operations land without the application
-    auto shm = open_rdm_peer(dom.same_host, own);
+    auto shm = open_rdm_peer(dom.same_host, cfg);
     if (!shm) {
         why_not("accept", shm.error().message());
         return nullptr;
+    }
+    // The peer's queued one-sided operations (writes with immediate data, atomics) land without
+    // the application, as over tcp: a progress thread drives the shm endpoint, and without
+    // connection_config::progress_thread reads none of its completions.
+    if (!cfg.progress_thread) {
+        if (auto r = (*shm)->drive_by_thread(); !r) {
+            why_not("accept", r.error().message());
+            return nullptr;
+        }
     }
     if (auto r = attach_peer(**shm, address); !r) {
         why_not("accept", "the client's shm address: " + r.error().message());

@@ -50,8 +50,10 @@ std::unique_ptr<connection_impl> same_host_client_peer(const domain_impl& dom,
 // The target's shm peer for a client that offered the path with its shm peer's `address`,
 // attached to it and proven (a probe of the client's word, answered by the client's progress,
 // within `deadline`), or null when the target cannot take the path (the reason is logged at
-// debug level): as for the client, and a target's shm peer always has the library's progress
-// thread (incoming one-sided operations land without the application, as tcp's do).
+// debug level): as for the client. A target's shm peer is always progressed by the library's
+// progress thread (incoming one-sided operations land without the application, as tcp's do);
+// without connection_config::progress_thread that thread only drives it, and the application
+// reads its completions (and runs their callbacks) as over tcp.
 std::unique_ptr<connection_impl> same_host_target_peer(
     const domain_impl& dom, const connection_config& cfg, std::span<const std::byte> address,
     bool async, std::chrono::steady_clock::time_point deadline);

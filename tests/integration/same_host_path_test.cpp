@@ -4,10 +4,13 @@
 // ends as a connection over the provider does.
 #include <atomic>
 #include <cstring>
+#include <thread>
 
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <remora/persistence.hpp>
 
 #include "support.hpp"
 
@@ -124,6 +127,58 @@ TEST_P(same_host_path, a_process_its_peer_could_not_attach_to_stays_on_the_provi
     EXPECT_TRUE(p.client->same_host());
     EXPECT_TRUE(p.server->same_host());
     write_lands(p, std::byte{42});
+}
+
+// The thread that ran the last receive callback.
+std::atomic<std::thread::id> callback_thread{};
+void note_thread(const completion&) {
+    callback_thread = std::this_thread::get_id();
+}
+
+TEST_P(same_host_path, a_target_without_a_progress_thread_reads_its_completions_itself) {
+    // As over tcp: the peer's queued operations land while the target's application does not
+    // read (a library thread drives shm), but the target's completions stay its own to read,
+    // and their callbacks run on the thread that reads them.
+    connection_config plain;  // no progress thread on either side
+    plain.same_host = true;
+    auto p = must(connect_pair(GetParam(), plain, plain));
+    ASSERT_TRUE(p.server->same_host());
+    buffer target(4096), local(4096), inbox(64);
+    auto tmr = must(
+        memory_region::create(p.server_domain, target.span(),
+                              usage::write_destination | usage::read_source | usage::flush_target));
+    auto imr = must(memory_region::create(p.server_domain, inbox.span(), usage::receive));
+    auto lmr = must(
+        memory_region::create(p.client_domain, local.span(), usage::write_source | usage::send));
+    auto desc = must(tmr.describe(0, 4096));
+    REMORA_ASSERT_OK(p.server->recv(imr, 0, 64, {.callback = &note_thread}));
+    const std::uint64_t v = 0x5eed;
+    std::memcpy(local.bytes.data(), &v, 8);
+    // The flush comes back once the write with immediate data before it was placed: only the
+    // target's progress places it, and the target's application is not reading.
+    REMORA_ASSERT_OK(p.client->write_with_imm(desc, 64, lmr, 0, 8, 7));
+    REMORA_ASSERT_OK(
+        remora::flush(*p.client, desc, 64, 8, {.method = flush_method::read_after_write}));
+    auto done = collect(p.client->cq(), 2, true, 10s);
+    ASSERT_EQ(done.size(), 2u);
+    std::uint64_t now = 0;
+    std::memcpy(&now, target.bytes.data() + 64, 8);
+    EXPECT_EQ(now, v);
+    REMORA_ASSERT_OK(p.client->send(lmr, 0, 8));
+    ASSERT_EQ(collect(p.client->cq(), 1, true, 10s).size(), 1u);
+    // Nobody reads the target's CQ: the message waits there for its application (a thread
+    // that read it would have run the receive's callback by now).
+    EXPECT_FALSE(eventually([&] { return p.server->in_flight() == 0; }, 200ms));
+    callback_thread = std::thread::id{};
+    auto got = collect(p.server->cq(), 1, true, 10s);  // the write's immediate data
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].op, op::remote_write);
+    EXPECT_TRUE(eventually([&] {
+        completion c[4];
+        (void)p.server->cq().poll(c);
+        return callback_thread.load() != std::thread::id{};
+    }));
+    EXPECT_EQ(callback_thread.load(), std::this_thread::get_id());
 }
 
 TEST_P(same_host_path, a_descriptor_without_a_same_host_address_is_refused) {
