@@ -99,7 +99,7 @@ result<completion> completion_queue::next(std::chrono::milliseconds timeout) {
 }
 
 int completion_queue::fd() const noexcept {
-    return detail::impl_of(*this)->wait_fd();
+    return detail::impl_of(*this)->user_fd();
 }
 result<bool> completion_queue::arm() {
     auto r = detail::impl_of(*this)->trywait();

@@ -233,7 +233,7 @@ void cq_impl::deliver() {
     delivered_cv.notify_all();
     if (wake) {
         // Callbacks another reader queued ran here: its wait must not sleep through them.
-        if (progress_owned()) {
+        if (progress_owned() || drive_signals.load()) {
             std::uint64_t one = 1;
             [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
         } else if (!polled) {

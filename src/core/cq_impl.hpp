@@ -249,6 +249,17 @@ struct cq_impl final : callback_sink, internal_access::opaque<completion_queue> 
     // A progress thread calls into the provider for this CQ but reads none of its entries
     // (progress_engine::drive): the CQ stays the application's to read.
     bool driven = false;
+    // A driven CQ without a wait fd of its own (shm) whose fd() was asked for: `notify` is that
+    // fd, and the thread signals it when it finds entries after an arm (fd_armed).
+    std::atomic<bool> drive_signals{false};
+    std::atomic<bool> fd_armed{false};
+    std::mutex fd_mu;  // user_fd's setup
+    // The driving thread's look (progress_engine::drive).
+    void driven_look() noexcept;
+    // completion_queue::fd(): wait_fd(), or on a same-host connection's CQ without a wait fd
+    // (shm) an eventfd a progress thread signals (the thread drives the CQ from the first call);
+    // -1 if that cannot be set up.
+    int user_fd();
     std::mutex owned_mu;
     unique_fd notify;  // eventfd, readable while `ready` is not empty
 

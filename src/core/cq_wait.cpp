@@ -103,6 +103,18 @@ result<bool> cq_impl::trywait(bool* notified) {
         }
         return ready_count == 0;
     }
+    if (drive_signals.load()) {
+        // fd() is an eventfd the driving thread signals (driven_look): cleared, then armed
+        // before this look at the provider, so entries that arrive after it find the arm.
+        std::uint64_t v;
+        [[maybe_unused]] ssize_t rd = ::read(notify.get(), &v, sizeof(v));
+        fd_armed.store(true);
+        if (cq_read(cq.get(), nullptr, 0) != -fabric_errno::again) {
+            fd_armed.store(false);
+            return false;  // entries wait (a read of none says so), or the read failed
+        }
+        return true;
+    }
     // A shared CQ arms under its read lock: a drain cannot slip entries into the backlog
     // between the check and the arming.
     std::unique_lock lock(read_mu, std::defer_lock);
@@ -123,6 +135,35 @@ result<bool> cq_impl::trywait(bool* notified) {
         return false;
     }
     return fail(fabric_error(ret, "fi_trywait"));
+}
+
+void cq_impl::driven_look() noexcept {
+    // A read of no entries calls into the provider and says whether entries wait (0).
+    if (cq_read(cq.get(), nullptr, 0) == 0 && fd_armed.load(std::memory_order_relaxed) &&
+        fd_armed.exchange(false)) {
+        std::uint64_t one = 1;
+        [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
+    }
+}
+
+int cq_impl::user_fd() {
+    if (!polled || progress_owned() || conn == nullptr || !conn->same_host || shared) {
+        return wait_fd();
+    }
+    std::lock_guard lock(fd_mu);
+    if (!drive_signals.load()) {
+        unique_fd e(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+        if (e.get() < 0) {
+            return -1;
+        }
+        notify = std::move(e);
+        drive_signals.store(true);
+        if (!driven && !conn->drive_by_thread()) {
+            drive_signals.store(false);
+            return -1;
+        }
+    }
+    return notify.get();
 }
 
 void poll_backoff::pause(clock::time_point deadline) {

@@ -216,7 +216,7 @@ void progress_engine::run_busy() {
             cq->pump(nullptr, true, false);
         }
         for (cq_impl* cq : driven_) {
-            cq_drive(cq->cq.get());
+            cq->driven_look();
         }
         if (waiting_.load(std::memory_order_relaxed) != 0) {
             lock.unlock();
@@ -439,7 +439,7 @@ void progress_engine::run() {
                     traffic = traffic || reaped;
                 }
                 for (cq_impl* cq : driven_) {
-                    cq_drive(cq->cq.get());  // its entries are the application's: no sign here
+                    cq->driven_look();  // its entries are the application's: no sign here
                 }
                 (void)tick_liveness();
                 if (!traffic && !readable.empty()) {
@@ -524,7 +524,7 @@ void progress_engine::run() {
             cq->pump();
         }
         for (cq_impl* cq : driven_) {
-            cq_drive(cq->cq.get());
+            cq->driven_look();
         }
         std::vector<cq_impl*> again;
         again.swap(unsettled);
