@@ -135,7 +135,9 @@ class completion_queue {
     /// arm() before blocking on it. -1 where the provider's CQs have no fd
     /// (provider_caps::cq_wait_fd) and the progress thread does not own the CQ, except on a
     /// same-host connection (connection::same_host): there the domain's progress thread drives
-    /// the CQ from the first call on and signals the fd (it looks every 100 us when idle).
+    /// the CQ from the first call on and signals the fd (under the domain's progress policy:
+    /// adaptive and blocking look every 100 us when idle, busy without pause). Not from a
+    /// callback run by that domain's progress thread.
     int fd() const noexcept;
     /// Prepares fd() for a blocking wait (libfabric's fi_trywait).
     /// \return true: block on fd(); false: completions may already be ready, or the last poll

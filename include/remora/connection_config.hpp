@@ -171,9 +171,11 @@ struct connection_config {
     /// or a send posted before it, which wait in the peer's queue), and a
     /// stopped peer's queue refuses posts past its depth (errc::would_block); events, close() and
     /// the peer's end come from the connected endpoint, which stays open under it (next_event, the
-    /// CQs' reads and waits and a completion channel's wait notice the end). The target's side runs
-    /// the library's progress thread (one-sided operations land without the application; its
-    /// callbacks run there); without a progress thread a client's CQs have no fd. A target granting
+    /// CQs' reads and waits and a completion channel's wait notice the end). A library progress
+    /// thread drives the target's side, so a peer's operations land without the application;
+    /// without progress_thread it reads none of the completions, which the application reads and
+    /// whose callbacks run on its threads as over the provider. completion_queue::fd() works as
+    /// over the provider (a progress thread drives the CQ from the first call). A target granting
     /// a peer restricted access (e.g.\ only a read-only registration) sets it to false: shared
     /// memory checks no memory keys. Ignored on RDM peers.
     bool same_host = true;

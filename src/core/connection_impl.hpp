@@ -116,7 +116,7 @@ struct connection_impl : internal_access::opaque<connection> {
     std::vector<std::byte> same_host_address;
     std::array<std::byte, 16> setup_nonce{};
     std::atomic<bool> open{false};
-    bool progress_watched = false;
+    std::atomic<bool> progress_watched{false};
     op_pool ops;
     park_gate own_gate;  // parked posts wait here without a shared budget (see parked_gate)
     channel_source source{nullptr, this};

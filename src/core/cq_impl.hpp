@@ -248,7 +248,7 @@ struct cq_impl final : callback_sink, internal_access::opaque<completion_queue> 
     progress_engine* progress = nullptr;
     // A progress thread calls into the provider for this CQ but reads none of its entries
     // (progress_engine::drive): the CQ stays the application's to read.
-    bool driven = false;
+    std::atomic<bool> driven{false};
     // A driven CQ without a wait fd of its own (shm) whose fd() was asked for: `notify` is that
     // fd, and the thread signals it when it finds entries after an arm (fd_armed).
     std::atomic<bool> drive_signals{false};

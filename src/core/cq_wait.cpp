@@ -108,6 +108,9 @@ result<bool> cq_impl::trywait(bool* notified) {
         // before this look at the provider, so entries that arrive after it find the arm.
         std::uint64_t v;
         [[maybe_unused]] ssize_t rd = ::read(notify.get(), &v, sizeof(v));
+        if (ready_count != 0 || backlog_head < backlog.size()) {
+            return false;  // a wait's read or a close left entries here
+        }
         fd_armed.store(true);
         if (cq_read(cq.get(), nullptr, 0) != -fabric_errno::again) {
             fd_armed.store(false);

@@ -133,8 +133,13 @@ void connection_impl::close_endpoint(bool deliver) {
         }
         if (q->progress_owned()) {
             q->pump(nullptr, deliver);  // into the ring, and wakes its waiters
-        } else if (!q->polled && q->backlog_head < q->backlog.size()) {
-            cq_signal(q->cq.get());  // a reader blocked on the CQ's fd looks at the backlog
+        } else if (q->backlog_head < q->backlog.size()) {
+            if (!q->polled) {
+                cq_signal(q->cq.get());  // a reader blocked on the CQ's fd looks at the backlog
+            } else if (q->drive_signals.load()) {
+                std::uint64_t one = 1;  // fd() is the eventfd (cq_impl::user_fd)
+                [[maybe_unused]] ssize_t w = ::write(q->notify.get(), &one, sizeof(one));
+            }
         }
     }
     parked_gate(*this).wake_owner(this, errc::disconnected);  // parked posts end (parked.cpp)

@@ -149,6 +149,9 @@ void progress_engine::drive(cq_impl* cq) {
     if (cq_impl* q = in_provider_.load()) {
         interrupt_wait(q);  // a CQ to drive on every tick: the thread waits in epoll from now on
     }
+    if (cq->driven) {
+        return;  // driven already (a connection's CQ and RCQ are driven together)
+    }
     driven_.push_back(cq);
     cq->driven = true;
     // The thread may be blocked without a timeout (nothing ticked until now): wake it.
