@@ -404,12 +404,13 @@ int main(int argc, char** argv) {
                      "default adaptive)")
         ->check(CLI::IsMember({"busy", "adaptive", "blocking"}));
     bench
-        ->add_option("--same-host", bo.same_host,
-                     "on: connections to the loopback target take the same-host path (shared "
-                     "memory under the connection, as the library does by default between "
-                     "processes; the loopback target is in this process, which the library "
-                     "allows here only: REMORA_SAME_HOST=process); off: they measure the "
-                     "provider asked for")
+        ->add_option(
+            "--same-host", bo.same_host,
+            "on: connections to the loopback target take the same-host path (shared "
+            "memory under the connection, as between processes whose domains allow it: "
+            "domain_config::same_host; the loopback target is in this process, which the library "
+            "allows here only: REMORA_SAME_HOST=process); off: they measure the "
+            "provider asked for")
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
     bench
