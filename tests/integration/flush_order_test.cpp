@@ -26,13 +26,15 @@ std::vector<std::string> all_providers() {
 }
 
 TEST_P(flush_order, a_read_after_write_flush_covers_the_writes_before_it) {
+    // The memory outlives the pair: the target's provider may still be sending a read's answer
+    // out of it when the test's last completion arrives.
+    buffer target(4096), local(4096);
     connection_config server;
     server.progress_thread = true;  // the target places the writes while the test waits
     auto p = must(connect_pair(GetParam(), server, {}));
     const auto& caps = p.server_domain.caps();
     if (caps.cq_data_size == 0 || caps.rx_cq_data)
         GTEST_SKIP() << GetParam() << ": no immediate data that takes no receive";
-    buffer target(4096), local(4096);
     auto tmr = must(
         memory_region::create(p.server_domain, target.span(),
                               usage::write_destination | usage::read_source | usage::flush_target));

@@ -140,11 +140,11 @@ TEST_P(same_host_path, a_target_without_a_progress_thread_reads_its_completions_
     // As over tcp: the peer's queued operations land while the target's application does not
     // read (a library thread drives shm), but the target's completions stay its own to read,
     // and their callbacks run on the thread that reads them.
-    connection_config plain;  // no progress thread on either side
+    buffer target(4096), local(4096), inbox(64);  // outlive the pair
+    connection_config plain;                      // no progress thread on either side
     plain.same_host = true;
     auto p = must(connect_pair(GetParam(), plain, plain));
     ASSERT_TRUE(p.server->same_host());
-    buffer target(4096), local(4096), inbox(64);
     auto tmr = must(
         memory_region::create(p.server_domain, target.span(),
                               usage::write_destination | usage::read_source | usage::flush_target));
@@ -191,11 +191,11 @@ bool readable(int fd, int ms) {
 TEST_P(same_host_path, a_cq_fd_wakes_an_epoll_loop_as_over_the_provider) {
     // shm's CQs have no wait fd; on the path a CQ's fd() is one a library thread signals, so a
     // program that arms and blocks on it works as over tcp, on both sides.
+    buffer in(64), out(64);  // outlive the pair
     connection_config plain;
     plain.same_host = true;
     auto p = must(connect_pair(GetParam(), plain, plain));
     ASSERT_TRUE(p.client->same_host());
-    buffer in(64), out(64);
     auto imr = must(memory_region::create(p.client_domain, in.span(), usage::receive));
     auto omr = must(memory_region::create(p.server_domain, out.span(), usage::send));
     for (connection* c : {&*p.client, &*p.server}) {
