@@ -52,7 +52,9 @@ class remote_region;
 /// \par Ownership and threading
 /// Move-only; the registration is released on destruction. Immutable after creation; may be used
 /// by many threads and connections at once. The memory must outlive the region; the region must
-/// outlive every operation that uses it.
+/// outlive every operation that uses it. A peer's read of the region is answered by this side's
+/// provider, which may still be sending out of the memory after the peer saw the read complete:
+/// free memory that peers read only once the connections that reach it are closed.
 ///
 /// \see write.cpp, read.cpp
 class memory_region {
