@@ -234,8 +234,7 @@ void cq_impl::deliver() {
     if (wake) {
         // Callbacks another reader queued ran here: its wait must not sleep through them.
         if (progress_owned() || drive_signals.load()) {
-            std::uint64_t one = 1;
-            [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
+            signal_notify();
         } else if (!polled) {
             cq_signal(cq.get());
         }
@@ -524,7 +523,6 @@ bool cq_impl::pump(bool* reaped_out, bool deliver_now, bool drain) {
     bool added = false;
     bool reaped_here = false;
     bool silent = false;  // entries that report nothing (callbacks): news only once delivered
-    const std::uint64_t one = 1;
     {
         std::lock_guard lock(owned_mu);
         for (;;) {
@@ -556,14 +554,14 @@ bool cq_impl::pump(bool* reaped_out, bool deliver_now, bool drain) {
         if (reaped_here && !silent) {
             // Only completions for the ring: signalled under the ring's lock, so a poll that
             // takes them also clears their signal (else a later wait would wake to an empty ring).
-            [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
+            signal_notify();
         }
     }
     if (deliver_now) {
         deliver();  // the callbacks read, outside owned_mu, before waiters wake
     }
     if (silent) {  // a reaped entry without a report wakes waiters too, once its callback ran
-        [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
+        signal_notify();
     }
     if (reaped_out != nullptr) {
         *reaped_out = reaped_here;

@@ -262,6 +262,11 @@ struct cq_impl final : callback_sink, internal_access::opaque<completion_queue> 
     int user_fd();
     std::mutex owned_mu;
     unique_fd notify;  // eventfd, readable while `ready` is not empty
+    // Makes `notify` readable (a waiter on it, or on fd(), looks again).
+    void signal_notify() noexcept {
+        const std::uint64_t one = 1;
+        [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
+    }
 
     bool progress_owned() const noexcept { return progress != nullptr; }
     // Keeps this CQ's readers out (the progress thread's and a shared CQ's take these locks

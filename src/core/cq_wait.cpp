@@ -144,8 +144,7 @@ void cq_impl::driven_look() noexcept {
     // A read of no entries calls into the provider and says whether entries wait (0).
     if (cq_read(cq.get(), nullptr, 0) == 0 && fd_armed.load(std::memory_order_relaxed) &&
         fd_armed.exchange(false)) {
-        std::uint64_t one = 1;
-        [[maybe_unused]] ssize_t w = ::write(notify.get(), &one, sizeof(one));
+        signal_notify();
     }
 }
 

@@ -137,8 +137,7 @@ void connection_impl::close_endpoint(bool deliver) {
             if (!q->polled) {
                 cq_signal(q->cq.get());  // a reader blocked on the CQ's fd looks at the backlog
             } else if (q->drive_signals.load()) {
-                std::uint64_t one = 1;  // fd() is the eventfd (cq_impl::user_fd)
-                [[maybe_unused]] ssize_t w = ::write(q->notify.get(), &one, sizeof(one));
+                q->signal_notify();  // fd() is the eventfd (cq_impl::user_fd)
             }
         }
     }

@@ -146,11 +146,11 @@ void progress_engine::drive(cq_impl* cq) {
     waiting_.fetch_add(1);
     std::unique_lock lock(mu_);
     waiting_.fetch_sub(1);
-    if (cq_impl* q = in_provider_.load()) {
-        interrupt_wait(q);  // a CQ to drive on every tick: the thread waits in epoll from now on
-    }
     if (cq->driven) {
         return;  // driven already (a connection's CQ and RCQ are driven together)
+    }
+    if (cq_impl* q = in_provider_.load()) {
+        interrupt_wait(q);  // a CQ to drive on every tick: the thread waits in epoll from now on
     }
     driven_.push_back(cq);
     cq->driven = true;

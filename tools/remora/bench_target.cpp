@@ -158,7 +158,7 @@ void target::serve(connection& c, const setup& s, unsigned index) {
     const bool two_sided = info.two_sided;
     // Receives and replies the provider could not take yet (would_block: an RDM provider still
     // setting up its path to the peer, shm mapping it or rxm connecting); posted again after a
-    // reap. Any other failure ends the thread and is kept for the client's report (failure()).
+    // reap. Any other failure ends the thread and is kept for the client's report (status()).
     std::vector<std::uintptr_t> receives, replies;
     const std::size_t reply = info.kind == op_kind::send ? s.size : 8;
     auto posted = [&](const result<void>& r, const char* what) {
