@@ -143,13 +143,13 @@ struct connection_config {
     std::vector<std::shared_ptr<const connection_addon>> addons{};
     /// The same-host path: a connection whose peer runs in another process on this host moves its
     /// operations to shared memory (libfabric's shm provider) once it is set up;
-    /// connection::same_host() says whether it did. Off unless both domains were opened with
-    /// domain_config::same_host (which says what a peer on the path can do that it cannot over
-    /// tcp); false here keeps this connection off it. Taken only when both sides allow it and find
-    /// the same host identity (one boot, /dev/shm, pid and user namespace, the same user and
-    /// group ids and capabilities), neither process is more than its user's other processes may
-    /// reach by the kernel's ptrace rules (Yama's ptrace_scope 0 or no Yama, the process
-    /// dumpable, its real, effective and saved ids all one: never a set-id program, and no
+    /// connection::same_host() says whether it did. On by default wherever both domains allow it
+    /// (domain_config::same_host, also on by default, says what a peer on the path can do that it
+    /// cannot over tcp); false here keeps this connection off it. Taken only when both sides allow
+    /// it and find the same host identity (one boot, /dev/shm, pid and user namespace, the same
+    /// user and group ids and capabilities), neither process is more than its user's other
+    /// processes may reach by the kernel's ptrace rules (Yama's ptrace_scope 0 or no Yama, the
+    /// process dumpable, its real, effective and saved ids all one: never a set-id program, and no
     /// capabilities unless it is root's), the client connected
     /// to an address of this host, the peer is another process (two connections of one process
     /// stay on their provider: shm would touch a peer destroyed in the same process; the

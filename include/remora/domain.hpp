@@ -197,22 +197,26 @@ struct domain_config {
     /// MSG domains (tcp, sockets): also open libfabric's shm provider beside the domain and
     /// register every region there too, so connections to a peer in another process of this
     /// host and user can move their operations over shared memory (the same-host path,
-    /// connection_config::same_host); false (the default): never. Not under verbs or efa rules,
-    /// and not for RDM domains. When shm is not available or fails to open, the domain opens
-    /// without it (the reason is logged at log_level::debug); caps().same_host says whether it
-    /// is open. The environment variable REMORA_SAME_HOST (off, on; process: on, and between
-    /// two connections of one process too) decides for every domain of the process instead.
+    /// connection_config::same_host). On by default; false: never (the domain does not open shm,
+    /// its descriptors carry no same-host address, and its connections stay on its provider).
+    /// Not under verbs or efa rules, and not for RDM domains. When shm is not available or fails
+    /// to open, the domain opens without it (the reason is logged at log_level::debug);
+    /// caps().same_host says whether it is open. The environment variable REMORA_SAME_HOST (off,
+    /// on; process: on, and between two connections of one process too) decides for every
+    /// domain of the process instead.
     ///
     /// What a peer on the path can do that it cannot over tcp: shm checks no memory key, so it
     /// reaches all of this process's memory, not only what its descriptors name; and a region
     /// destroyed, or a connection closed, stops its writes only once it notices the end (at its
     /// next look at the connection: within about 10 ms while it reads or waits on its CQs).
-    /// The path trusts every process of the same user on this host (they reach shm's segments,
-    /// files of that user, anyway), and is not taken by a process its user's other processes
-    /// may not reach through ptrace (Yama, not dumpable, set-id, capabilities: see
-    /// connection_config::same_host). Turn it on between processes that trust each other with
-    /// their memory.
-    bool same_host = false;
+    /// The path is taken only with a peer that could reach this memory anyway: another process
+    /// of the same user on this host (which reaches shm's segments, files of that user, too)
+    /// whose connection came from a socket of that user, and never by a process its user's other
+    /// processes may not reach through ptrace (Yama, not dumpable, set-id, capabilities: see
+    /// connection_config::same_host). So with the defaults a listener offers the path to local
+    /// clients of its own user: set this to false (or connection_config::same_host to false per
+    /// connection) where such a client must not reach more than its descriptors grant.
+    bool same_host = true;
 };
 
 /// The local peer: a libfabric provider and NIC opened for one local address.

@@ -2,8 +2,9 @@
 // The same-host shm domain beside a tcp or sockets MSG domain (domain_config::same_host): when it
 // opens, every region is registered in it too, with the region's key, and the region's
 // descriptors carry its virtual address (remote_region::same_host_address); an shm endpoint of
-// another domain writes into the region there. Off on request, under verbs rules and for RDM
-// domains; a failure of the shm side never fails the domain or the region.
+// another domain writes into the region there. On by default; off on request, under verbs
+// rules and for RDM domains; REMORA_SAME_HOST decides instead when set; a failure of the shm side
+// never fails the domain or the region.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -35,10 +36,32 @@ std::uint64_t address_of(const void* p) {
 }
 
 // A domain held to its provider's own rules whatever REMORA_RULES says (the shm domain opens
-// beside it only then).
+// beside it only then), and otherwise the defaults.
 domain_config native(const std::string& provider) {
-    return {.provider = provider, .rules = provider_rules::native, .same_host = true};
+    return {.provider = provider, .rules = provider_rules::native};
 }
+
+// Sets REMORA_SAME_HOST (or unsets it, for nullptr) until the end of the scope.
+class same_host_env {
+  public:
+    explicit same_host_env(const char* value) {
+        if (const char* before = std::getenv("REMORA_SAME_HOST"))
+            saved_ = before;
+        set(value);
+    }
+    ~same_host_env() { set(saved_ ? saved_->c_str() : nullptr); }
+    same_host_env(const same_host_env&) = delete;
+    same_host_env& operator=(const same_host_env&) = delete;
+
+  private:
+    static void set(const char* value) {
+        if (value != nullptr)
+            ::setenv("REMORA_SAME_HOST", value, 1);
+        else
+            ::unsetenv("REMORA_SAME_HOST");
+    }
+    std::optional<std::string> saved_;
+};
 
 const detail::region_impl& state_of(const memory_region& mr) {
     return *detail::impl_of(mr);
@@ -54,6 +77,7 @@ class same_host_msg : public testing::TestWithParam<std::string> {
 };
 
 TEST_P(same_host_msg, regions_are_registered_in_shm_and_described_at_their_address) {
+    const same_host_env defaults(nullptr);  // the default decides: on
     auto dom = must(domain::open(native(GetParam())));
     ASSERT_TRUE(dom.caps().same_host);
     ASSERT_NE(detail::impl_of(dom)->same_host, nullptr);
@@ -88,6 +112,7 @@ TEST_P(same_host_msg, regions_are_registered_in_shm_and_described_at_their_addre
 }
 
 TEST_P(same_host_msg, off_on_request) {
+    const same_host_env defaults(nullptr);  // the configuration decides
     auto dom = must(domain::open({.provider = GetParam(), .same_host = false}));
     EXPECT_FALSE(dom.caps().same_host);
     EXPECT_EQ(detail::impl_of(dom)->same_host, nullptr);
@@ -96,6 +121,29 @@ TEST_P(same_host_msg, off_on_request) {
     EXPECT_FALSE(state_of(mr).same_host_mr);
     EXPECT_EQ(must(mr.describe()).same_host_address(), 0u);
     EXPECT_EQ(must(mr.describe(64, 64)).same_host_address(), 0u);
+}
+
+TEST_P(same_host_msg, the_environment_decides_for_every_domain) {
+    for (const char* off : {"off", "0", "no", "false"}) {
+        SCOPED_TRACE(off);
+        const same_host_env env(off);
+        auto dom = must(domain::open(native(GetParam())));
+        EXPECT_FALSE(dom.caps().same_host);
+        buffer mem{4096};
+        auto mr = must(memory_region::create(dom, mem.span(), target_uses));
+        EXPECT_EQ(must(mr.describe()).same_host_address(), 0u);
+    }
+    for (const char* on : {"on", "1", "yes", "true", "process"}) {
+        SCOPED_TRACE(on);
+        const same_host_env env(on);
+        domain_config off = native(GetParam());
+        off.same_host = false;
+        auto dom = must(domain::open(off));
+        EXPECT_TRUE(dom.caps().same_host);
+        buffer mem{4096};
+        auto mr = must(memory_region::create(dom, mem.span(), target_uses));
+        EXPECT_EQ(must(mr.describe()).same_host_address(), address_of(mem.bytes.data()));
+    }
 }
 
 TEST_P(same_host_msg, none_under_verbs_rules) {
