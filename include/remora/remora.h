@@ -196,21 +196,27 @@ struct remora_domain_config {
     int endpoint;              /**< enum remora_endpoint_type; default REMORA_ENDPOINT_MSG */
     int progress;              /**< enum remora_progress_policy; default adaptive */
     uint32_t progress_spin_us; /**< adaptive spin, 1 us .. 1 s; 0: 100 us */
-    /** true: open the shm provider beside a tcp or sockets MSG domain when it is there, register
-     *  every region in it too and describe regions with their same-host address, for
-     *  connections to a peer in another process of this host (remora::domain_config::same_host;
-     *  remora_provider_caps::same_host says whether it opened); false (the default): never. */
+    /** Deprecated, and without effect: the same-host path is on by default (no_same_host turns
+     *  it off). true with no_same_host is REMORA_E_INVALID. */
     bool same_host;
+    /** true: no shm provider beside a tcp or sockets MSG domain, so its connections stay on their
+     *  provider (remora::domain_config::same_host false). false (the default): open it when it
+     *  is there, register every region in it too and describe regions with their same-host
+     *  address, for connections to a peer in another process of this host and user
+     *  (remora_provider_caps::same_host says whether it opened; the environment variable
+     *  REMORA_SAME_HOST decides instead when set). Over that path such a peer reaches all of
+     *  this process's memory: see remora::domain_config::same_host for when it is taken. */
+    bool no_same_host;
 };
 
 /**
  * Opens a domain. Fails with REMORA_E_NOT_SUPPORTED (no such provider on the node), or
- * REMORA_E_INVALID for a bad endpoint, progress or spin value.
+ * REMORA_E_INVALID for a bad endpoint, progress or spin value, or same_host with no_same_host.
  * Threading: a domain may be used from any number of threads at once.
  * @param cfg its configuration (NULL: the defaults)
  * @param dom receives the domain
  * @return 0; REMORA_E_NOT_SUPPORTED (no such provider), REMORA_E_INVALID (a bad endpoint, progress
- * or spin value), or the provider's error.
+ * or spin value, same_host with no_same_host), or the provider's error.
  */
 REMORA_API int remora_domain_open(const struct remora_domain_config* cfg, remora_domain** dom);
 

@@ -67,8 +67,9 @@ struct remora_connection_config {
      *  remora::connection_config::liveness). */
     uint32_t liveness_ms;
     /** Never move this connection to the same-host path (remora::connection_config::same_host
-     *  false); false (the default): it moves when both domains allow it (remora_domain_config::
-     *  same_host) and the peer is another process of this host and user. */
+     *  false); false (the default): it moves when both domains allow it (neither was opened with
+     *  remora_domain_config::no_same_host) and the peer is another process of this host and
+     *  user. */
     bool no_same_host;
 };
 

@@ -83,7 +83,11 @@ REMORA_API int remora_domain_open(const struct remora_domain_config* cfg, remora
         if (c.progress_spin_us != 0) {
             dc.progress_spin = std::chrono::microseconds(c.progress_spin_us);
         }
-        dc.same_host = c.same_host;
+        if (c.same_host && c.no_same_host) {
+            return fail(REMORA_E_INVALID, fn,
+                        "same_host (deprecated: the default) and no_same_host are both set");
+        }
+        dc.same_host = !c.no_same_host;
         return give(fn, remora::domain::open(dc), dom);
     });
 }

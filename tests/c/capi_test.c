@@ -1020,17 +1020,19 @@ static void test_rdm_shm(void) {
     OK(remora_domain_close(&dom));
 }
 
-/* A tcp or sockets MSG domain opens shm beside it when asked (same_host): its regions'
+/* A tcp or sockets MSG domain opens shm beside it by default (unless no_same_host): its regions'
  * descriptors (version 3) carry their virtual address for a peer on the same host. Version 2's
- * 32 bytes still parse. Run without FI_PROVIDER, which would leave shm out. */
+ * 32 bytes still parse. Run without FI_PROVIDER, which would leave shm out, and without
+ * REMORA_SAME_HOST, which would decide instead. */
 static void test_same_host(void) {
     const char* const provs[] = {"tcp", "sockets"};
     size_t i;
+    unsetenv("REMORA_SAME_HOST");
     for (i = 0; i < 2; ++i) {
         int off;
         for (off = 0; off < 2; ++off) {
             const struct remora_domain_config dcfg = {
-                .size = sizeof dcfg, .provider = provs[i], .same_host = off == 0};
+                .size = sizeof dcfg, .provider = provs[i], .no_same_host = off != 0};
             struct remora_provider_caps caps = {.size = sizeof caps};
             remora_domain* dom = NULL;
             remora_memory_region* mr = NULL;
@@ -1061,6 +1063,34 @@ static void test_same_host(void) {
             remora_memory_region_delete(mr);
             OK(remora_domain_close(&dom));
         }
+    }
+    {
+        /* The deprecated same_host asks for the default (on); with no_same_host it is refused.
+         * A struct from a header before no_same_host (its size ends before it) gets the
+         * default too. */
+        const struct remora_domain_config old_on = {
+            .size = sizeof old_on, .provider = "tcp", .same_host = true};
+        const struct remora_domain_config both = {
+            .size = sizeof both, .provider = "tcp", .same_host = true, .no_same_host = true};
+        struct remora_domain_config older = {.provider = "tcp", .no_same_host = true};
+        struct remora_provider_caps caps = {.size = sizeof caps};
+        remora_domain* dom = NULL;
+        OK(remora_domain_open(&old_on, &dom));
+        OK(remora_domain_caps(dom, &caps));
+        CHECK(caps.same_host);
+        OK(remora_domain_close(&dom));
+        EXPECT_CODE(remora_domain_open(&both, &dom), REMORA_E_INVALID, "no_same_host");
+        CHECK(dom == NULL);
+        older.size = offsetof(struct remora_domain_config, no_same_host);
+        OK(remora_domain_open(&older, &dom));
+        OK(remora_domain_caps(dom, &caps));
+        CHECK(caps.same_host);
+        OK(remora_domain_close(&dom));
+        older.size = sizeof older;
+        OK(remora_domain_open(&older, &dom));
+        OK(remora_domain_caps(dom, &caps));
+        CHECK(!caps.same_host);
+        OK(remora_domain_close(&dom));
     }
     /* A pair of this process on the same-host path (REMORA_SAME_HOST=process lets two endpoints
      * of one process take it), and again with the client's no_same_host. */
