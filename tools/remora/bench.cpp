@@ -85,7 +85,8 @@ int run_bench(const bench_options& o) {
     bench_options resolved = o;
     if (resolved.provider.empty()) {
         // Name the provider the automatic choice lands on, in the table and for the baseline.
-        auto d = domain::open({.provider = "", .endpoint = endpoint_of(o.endpoint)});
+        auto d =
+            domain::open({.provider = "", .endpoint = endpoint_of(o.endpoint), .same_host = false});
         if (!d)
             return report("bench", d.error());
         resolved.provider = d->caps().provider;

@@ -62,7 +62,7 @@ struct bench_options {
     std::vector<std::string> anchors;  // independent programs run beside (fi_pingpong, ...)
     std::string target_progress;       // busy, adaptive, blocking; empty: the library default
     unsigned target_spin_us = 0;       // adaptive's progress_spin; 0: the library default
-    std::string same_host = "off";     // on: loopback connections move to shared memory
+    std::string same_host = "off";     // on: connections move to shared memory (same host)
     bool pin = false;                  // target threads on one CPU, client threads on another
     bool more = false;                 // reposts after one CQ read go as a burst (FI_MORE)
     unsigned parts = 4;                // --op gather: remote segments per gather_write
@@ -89,13 +89,13 @@ struct serve_options {
     // [ro=|rw=]FILE, one per key: a client proving a key gets that key's role (FILE alone: rw).
     // Empty: no admission (anyone who reaches the port connects, with --access's role).
     std::vector<std::string> key_files;
-    std::string access = "rw";      // keyless serve: the role every client gets (ro or rw)
-    unsigned max_clients = 64;      // clients connected at once; more are rejected as overloaded
-    double handshake_timeout = 5;   // seconds an accepted peer has to complete the connection
-    double idle_timeout = 0;        // seconds without a service request before eviction; 0: off
-    double reply_timeout = 10;      // seconds a reply may wait for the client to take it
-    unsigned fd_reserve = 32;       // refuse new clients (overloaded) when fewer fds are left
-    std::string same_host = "off";  // on: read-write clients on this host over shared memory
+    std::string access = "rw";     // keyless serve: the role every client gets (ro or rw)
+    unsigned max_clients = 64;     // clients connected at once; more are rejected as overloaded
+    double handshake_timeout = 5;  // seconds an accepted peer has to complete the connection
+    double idle_timeout = 0;       // seconds without a service request before eviction; 0: off
+    double reply_timeout = 10;     // seconds a reply may wait for the client to take it
+    unsigned fd_reserve = 32;      // refuse new clients (overloaded) when fewer fds are left
+    std::string same_host = "on";  // on: read-write clients on this host over shared memory
 };
 int run_serve(const serve_options& o);
 

@@ -105,9 +105,8 @@ int run_info(const info_options& o) {
         bool section = false;
         std::string same_host;  // the MSG providers with shm beside them
         for (const auto& name : names) {
-            // same_host: whether shm can open beside it (the report says; off by default).
-            auto dom = domain::open(
-                {.provider = name, .node = o.address, .endpoint = type, .same_host = true});
+            // caps().same_host: whether shm can open beside it (the report says).
+            auto dom = domain::open({.provider = name, .node = o.address, .endpoint = type});
             if (!dom) {
                 if (!o.provider.empty()) {
                     // One line: the first type's reason as the library gives it, then the other's.
@@ -130,9 +129,9 @@ int run_info(const info_options& o) {
         }
         if (!same_host.empty() && !o.json) {
             fmt::print(
-                "same host: shm can open beside {} (domain_config::same_host or "
-                "REMORA_SAME_HOST=on: a connection to a process of this host and user then moves "
-                "its operations to shared memory)\n",
+                "same host: shm can open beside {} (on by default: a connection to another "
+                "process of this host and user moves its operations to shared memory; "
+                "domain_config::same_host = false or REMORA_SAME_HOST=off keep it off)\n",
                 same_host);
         }
     }

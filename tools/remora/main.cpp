@@ -169,10 +169,11 @@ int main(int argc, char** argv) {
     serve
         ->add_option("--same-host", so.same_host,
                      "on: a read-write client in another process of this host and user moves its "
-                     "operations to shared memory once connected, when its own domain allows it "
-                     "(REMORA_SAME_HOST=on); such a client can reach all of serve's memory, not "
-                     "only the region (shared memory checks no keys). off: every client stays on "
-                     "the provider. Read-only clients always stay")
+                     "operations to shared memory once connected, unless its own domain keeps it "
+                     "off (REMORA_SAME_HOST=off); such a client can reach all of serve's memory, "
+                     "not only the region (shared memory checks no keys), as its user could "
+                     "through ptrace anyway. off: every client stays on the provider. Read-only "
+                     "clients always stay")
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
     serve
@@ -406,10 +407,10 @@ int main(int argc, char** argv) {
     bench
         ->add_option(
             "--same-host", bo.same_host,
-            "on: connections to the loopback target take the same-host path (shared "
-            "memory under the connection, as between processes whose domains allow it: "
-            "domain_config::same_host; the loopback target is in this process, which the library "
-            "allows here only: REMORA_SAME_HOST=process); off: they measure the "
+            "on: connections to the loopback target, or to a --target on this host, take the "
+            "same-host path (shared memory under the connection, as the library does by "
+            "default between processes; the loopback target is in this process, which the "
+            "library allows here only: REMORA_SAME_HOST=process); off: they measure the "
             "provider asked for")
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
