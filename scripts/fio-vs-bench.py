@@ -9,6 +9,8 @@
 Per round and workload: a fio server/client pair (fio/remora.c), then `remora bench` with the
 same operation, size and queue depth. Both sides alike: the client busy-polls, the target's
 progress thread is adaptive (fio: busy_wait_polling=0 on the server; bench: its default).
+Both run on the provider asked for (REMORA_SAME_HOST=off: no same-host path between fio's two
+processes).
 fio reaps every ready completion at once (iodepth_batch_complete_max = the depth), as bench
 does; with fio's default of one a call, completions wait in the engine for fio's next call.
 Workloads: write+flush (read-after-write) at QD1 (fio sync=1 flush=raw; bench flush-raw),
@@ -34,6 +36,10 @@ ap.add_argument("--only", action="append", default=[],
                 help="run only the workloads whose name starts with this (repeatable)")
 ap.add_argument("--engine", default="", help="the fio engine module (default: BUILD/fio/libremora_fio.so)")
 a = ap.parse_args()
+# fio's server and client are two processes of this host and user, which the library moves to the
+# same-host path (shared memory) by default; bench stays on the provider (its loopback target is
+# in its own process, and it keeps off the path without --same-host on). Both on the provider:
+os.environ["REMORA_SAME_HOST"] = "off"
 engine = os.path.abspath(a.engine or os.path.join(a.build, "fio", "libremora_fio.so"))
 remora = os.path.join(a.build, "tools", "remora", "remora")
 
