@@ -272,6 +272,10 @@ class domain {
 
     /// True unless the handle is empty (closed, or moved from).
     explicit operator bool() const noexcept { return impl_ != nullptr; }
+    /// True when both are handles of one open domain (copies of one handle).
+    friend bool operator==(const domain& a, const domain& b) noexcept {
+        return a.impl_ == b.impl_ && a.impl_ != nullptr;
+    }
 
     /// Closes the provider domain (and its fabric) now, and says whether libfabric closed it.
     /// Only the last holder closes: while other copies of this handle or objects made from it

@@ -20,6 +20,7 @@
 #include <remora/receive_pool.hpp>
 #include <remora/registration_cache.hpp>
 #include <remora/remote_region.hpp>
+#include <remora/replica_set.hpp>
 #include <remora/result.hpp>
 #include <remora/shared_receive_queue.hpp>
 #include <remora/slot_pool.hpp>

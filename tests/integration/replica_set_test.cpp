@@ -1,0 +1,435 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The replica set on every provider: a write completes once the quorum made it durable (or
+// visible) and lands on every live replica; a member that fails or is dropped leaves the set
+// and the set keeps completing while the quorum stays; with fewer, writes fail and are refused;
+// a rejoining member is caught up (the ranges it missed, or its whole range) while writes go
+// on, and then holds what the others hold.
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <remora/replica_set.hpp>
+
+#include "support.hpp"
+
+using namespace remora;
+using namespace remora::test;
+
+namespace {
+
+constexpr std::size_t region_size = 256 * 1024;
+
+std::vector<std::string> all_providers() {
+    auto all = providers();
+    for (auto& p : rdm_providers())
+        all.push_back(p);
+    return all;
+}
+
+// A target: its domain, its memory (plain, or a persistent region served by GPSPM) and, over
+// MSG, its listener; `conns` are its side of every connection made to it.
+struct target {
+    std::optional<domain> dom;
+    std::optional<listener> lst;
+    buffer mem{region_size};
+    std::optional<memory_region> mr;
+    std::optional<persistent_region> pmem;
+    std::optional<target_service> svc;
+    remote_region desc;
+    std::deque<connection> conns;
+    std::span<const std::byte> bytes() const {
+        return pmem ? std::span<const std::byte>(pmem->region().memory()) : mem.bytes;
+    }
+};
+
+// N targets and one client domain with a connection to each (progress threads on both sides: the
+// set reads nothing itself).
+struct rig {
+    std::string provider;
+    bool rdm = false;
+    std::uint32_t service_depth = 0;
+    std::optional<domain> client_dom;
+    std::vector<std::unique_ptr<target>> targets;
+    std::deque<connection> clients;
+    std::vector<replica> members;
+
+    connection_config server_cfg() const {
+        connection_config c;
+        c.progress_thread = true;
+        if (service_depth > 0)
+            c.addons = {persistence_config{.service_depth = service_depth}};
+        return c;
+    }
+    connection_config client_cfg() const { return server_cfg(); }
+
+    // A new connection from the client domain to target i (its old ones stay as they are).
+    result<connection*> connect(std::size_t i) {
+        target& t = *targets[i];
+        if (rdm) {
+            auto s = connection::open_peer(*t.dom, server_cfg());
+            auto c = connection::open_peer(*client_dom, client_cfg());
+            if (!s || !c)
+                return fail(!s ? s.error() : c.error());
+            if (auto r = s->attach(c->local_address()); !r)
+                return fail(r.error());
+            if (auto r = c->attach(s->local_address()); !r)
+                return fail(r.error());
+            t.conns.push_back(std::move(*s));
+            clients.push_back(std::move(*c));
+        } else {
+            auto client = std::async(std::launch::async, [&] {
+                return connection::connect(*client_dom, "127.0.0.1", t.lst->port(), client_cfg());
+            });
+            auto req = request_while_connecting(*t.lst, client);
+            result<connection> s = req ? req->accept(server_cfg()) : fail(req.error());
+            auto c = client.get();
+            if (!c || !s)
+                return fail(!c ? c.error() : s.error());
+            t.conns.push_back(std::move(*s));
+            clients.push_back(std::move(*c));
+        }
+        if (t.svc)
+            if (auto r = t.svc->serve(t.conns.back()); !r)
+                return fail(r.error());
+        return &clients.back();
+    }
+
+    // `n` targets; with `durable_dir`, each serves a persistent region in a file there by GPSPM.
+    static rig make(const std::string& provider, std::size_t n,
+                    const std::filesystem::path& durable_dir = {}, std::uint32_t depth = 16) {
+        rig g;
+        g.provider = provider;
+        g.rdm = is_rdm(provider);
+        const std::string prov = g.rdm ? provider.substr(4) : provider;
+        const endpoint_type ep = g.rdm ? endpoint_type::rdm : endpoint_type::msg;
+        g.client_dom = must(domain::open({.provider = prov, .endpoint = ep}));
+        if (!durable_dir.empty())
+            g.service_depth = depth;
+        for (std::size_t i = 0; i < n; ++i) {
+            auto t = std::make_unique<target>();
+            t->dom = must(domain::open({.provider = prov, .endpoint = ep}));
+            if (!g.rdm)
+                t->lst = must(listener::create(*t->dom, "127.0.0.1", 0));
+            if (!durable_dir.empty()) {
+                t->pmem = must(persistent_region::open(
+                    *t->dom, {.path = (durable_dir / ("r" + std::to_string(i))).string(),
+                              .size = region_size,
+                              .create = true}));
+                t->svc = must(target_service::create());
+                t->desc = must(t->svc->expose(*t->pmem));
+            } else {
+                t->mr = must(memory_region::create(
+                    *t->dom, t->mem.span(),
+                    usage::write_destination | usage::read_source | usage::flush_target));
+                t->desc = must(t->mr->describe(0, region_size));
+            }
+            g.targets.push_back(std::move(t));
+            connection* c = must(g.connect(i));
+            g.members.push_back({c, g.targets.back()->desc});
+        }
+        return g;
+    }
+};
+
+// Events, as the set reports them.
+struct event_log {
+    std::mutex mu;
+    std::vector<replica_event> events;
+    static void on(const replica_event& e) {
+        auto* self = static_cast<event_log*>(e.context);
+        std::lock_guard lock(self->mu);
+        self->events.push_back(e);
+    }
+    std::size_t count(replica_event_kind k, std::uint32_t index) {
+        std::lock_guard lock(mu);
+        return std::count_if(events.begin(), events.end(),
+                             [&](const auto& e) { return e.kind == k && e.index == index; });
+    }
+};
+
+// What a completion says, for a failure's message.
+std::string describe(const replica_completion& c) {
+    std::string s = c.ok() ? "ok" : c.status.message();
+    s += " outcomes:";
+    for (std::uint32_t m = 0; m < c.replicas; ++m)
+        s += " " + std::to_string(static_cast<int>(c.outcome[m]));
+    return s;
+}
+
+// The next completion polled from `set` (a failed one if none comes in 10 s).
+replica_completion next(replica_set& set) {
+    replica_completion c;
+    if (!set.wait(10s) || set.poll({&c, 1}) != 1)
+        c.status = make_error_code(errc::timed_out);
+    return c;
+}
+
+class replica_set_test : public testing::TestWithParam<std::string> {
+  protected:
+    // The client's source memory, and what every replica should hold.
+    buffer src{region_size};
+    std::vector<std::byte> expected = std::vector<std::byte>(region_size);
+    std::optional<memory_region> src_mr;
+
+    void SetUp() override {
+        for (std::size_t i = 0; i < region_size; ++i)
+            src.bytes[i] = static_cast<std::byte>((i * 7 + 3) & 0xff);
+    }
+    void register_src(rig& g) {
+        src_mr = must(memory_region::create(*g.client_dom, src.span(), usage::write_source));
+    }
+    // Writes [off, off + len) from the same offset of `src` and waits for its completion.
+    replica_completion write_and_wait(replica_set& set, std::uint64_t off, std::size_t len) {
+        auto r = set.write(off, *src_mr, off, len,
+                           {.park_until = std::chrono::steady_clock::now() + 10s});
+        if (!r) {
+            replica_completion c;
+            c.status = r.error().code();
+            return c;
+        }
+        auto c = next(set);
+        if (c.ok())
+            std::memcpy(expected.data() + off, src.bytes.data() + off, len);
+        return c;
+    }
+    // Whether target i holds `expected`.
+    bool holds_expected(const rig& g, std::size_t i) {
+        auto b = g.targets[i]->bytes();
+        return std::memcmp(b.data(), expected.data(), region_size) == 0;
+    }
+};
+
+TEST_P(replica_set_test, a_write_completes_at_the_quorum_and_lands_on_every_replica) {
+    auto g = rig::make(GetParam(), 3);
+    register_src(g);
+    auto set = must(replica_set::create(g.members, {.quorum = 2}));
+    EXPECT_EQ(set.size(), 3u);
+    EXPECT_EQ(set.quorum(), 2u);
+    EXPECT_EQ(set.range(), region_size);
+    for (std::uint64_t off = 0; off < region_size; off += 16384) {
+        auto c = write_and_wait(set, off, 4096 + off / 64);
+        ASSERT_TRUE(c.ok()) << c.status.message();
+        EXPECT_EQ(c.offset, off);
+        EXPECT_GE(c.durable, 2u);
+        EXPECT_EQ(c.replicas, 3u);
+        for (std::uint32_t m = 0; m < 3; ++m)
+            EXPECT_TRUE(c.outcome[m] == replica_outcome::durable ||
+                        c.outcome[m] == replica_outcome::pending);
+    }
+    REMORA_ASSERT_OK(set.drain(10s));
+    EXPECT_EQ(set.live(), 3u);
+    for (std::size_t i = 0; i < 3; ++i)
+        EXPECT_TRUE(holds_expected(g, i)) << "target " << i;
+}
+
+TEST_P(replica_set_test, writes_in_flight_complete_through_callbacks) {
+    auto g = rig::make(GetParam(), 3);
+    register_src(g);
+    auto set = must(replica_set::create(g.members, {.quorum = 2, .depth = 8}));
+    static std::atomic<int> ok, bad;
+    ok = 0;
+    bad = 0;
+    auto cb = [](const replica_completion& c) { (c.ok() ? ok : bad).fetch_add(1); };
+    constexpr int writes = 200;
+    for (int i = 0; i < writes; ++i) {
+        const std::uint64_t off = static_cast<std::uint64_t>(i % 64) * 4096;
+        REMORA_ASSERT_OK(
+            set.write(off, *src_mr, off, 4096,
+                      {.callback = cb, .park_until = std::chrono::steady_clock::now() + 10s}));
+    }
+    REMORA_ASSERT_OK(set.drain(10s));
+    EXPECT_EQ(ok.load(), writes);
+    EXPECT_EQ(bad.load(), 0);
+    std::memcpy(expected.data(), src.bytes.data(), region_size);
+    for (std::size_t i = 0; i < 3; ++i)
+        EXPECT_TRUE(holds_expected(g, i)) << "target " << i;
+}
+
+TEST_P(replica_set_test, durable_on_persistent_regions_through_the_targets_service) {
+    const auto dir = std::filesystem::path(testing::TempDir()) /
+                     ("replica_set_" + std::to_string(getpid()) + "_" +
+                      std::to_string(std::hash<std::string>{}(GetParam())));
+    std::filesystem::create_directories(dir);
+    {
+        auto g = rig::make(GetParam(), 3, dir, 4);
+        register_src(g);
+        auto set = must(replica_set::create(g.members, {.quorum = 2, .depth = 4}));
+        for (std::uint64_t off = 0; off < 8 * 4096; off += 4096) {
+            auto c = write_and_wait(set, off, 4096);
+            ASSERT_TRUE(c.ok()) << describe(c);
+        }
+        REMORA_ASSERT_OK(set.drain(10s));
+        for (std::size_t i = 0; i < 3; ++i)
+            EXPECT_TRUE(holds_expected(g, i)) << "target " << i;
+    }
+    std::filesystem::remove_all(dir);
+}
+
+TEST_P(replica_set_test, a_failed_member_is_dropped_once_and_the_quorum_goes_on) {
+    auto g = rig::make(GetParam(), 3);
+    register_src(g);
+    event_log log;
+    auto set = must(replica_set::create(
+        g.members, {.quorum = 2, .on_event = &event_log::on, .event_context = &log}));
+    ASSERT_TRUE(write_and_wait(set, 0, 4096).ok());
+    REMORA_ASSERT_OK(set.drain(10s));  // member 1's flush too
+    // Member 1's connection ends under the set (as a link that fails: posts on it fail).
+    REMORA_ASSERT_OK(g.clients[1].close());
+    auto c = write_and_wait(set, 4096, 4096);
+    ASSERT_TRUE(c.ok()) << c.status.message();
+    EXPECT_EQ(c.outcome[1], replica_outcome::failed);
+    EXPECT_EQ(c.outcome[0], replica_outcome::durable);
+    EXPECT_EQ(c.outcome[2], replica_outcome::durable);
+    EXPECT_EQ(set.state(1), replica_state::dropped);
+    EXPECT_EQ(set.live(), 2u);
+    for (std::uint64_t off = 8192; off < 65536; off += 4096)
+        ASSERT_TRUE(write_and_wait(set, off, 4096).ok());
+    EXPECT_EQ(log.count(replica_event_kind::dropped, 1), 1u);
+    EXPECT_EQ(log.count(replica_event_kind::quorum_lost, 1), 0u);
+    EXPECT_EQ(set.missing(1), 65536u - 4096u);
+    REMORA_ASSERT_OK(set.drain(10s));
+    EXPECT_TRUE(holds_expected(g, 0));
+    EXPECT_TRUE(holds_expected(g, 2));
+    EXPECT_FALSE(holds_expected(g, 1));
+}
+
+TEST_P(replica_set_test, fewer_live_than_the_quorum_fails_what_cannot_reach_it_and_refuses_more) {
+    auto g = rig::make(GetParam(), 3);
+    register_src(g);
+    event_log log;
+    auto set = must(replica_set::create(
+        g.members, {.on_event = &event_log::on, .event_context = &log}));  // quorum: all
+    ASSERT_TRUE(write_and_wait(set, 0, 4096).ok());
+    REMORA_ASSERT_OK(set.drain(10s));
+    REMORA_ASSERT_OK(g.clients[2].close());
+    auto c = write_and_wait(set, 4096, 4096);
+    EXPECT_FALSE(c.ok());
+    EXPECT_EQ(c.outcome[2], replica_outcome::failed);
+    EXPECT_EQ(log.count(replica_event_kind::quorum_lost, 2), 1u);
+    EXPECT_ERRC(set.write(8192, *src_mr, 8192, 4096), errc::bad_state);
+    REMORA_ASSERT_OK(set.drain(10s));
+    EXPECT_EQ(log.count(replica_event_kind::dropped, 2), 1u);
+}
+
+TEST_P(replica_set_test, a_rejoining_member_catches_up_while_writes_go_on) {
+    auto g = rig::make(GetParam(), 3);
+    register_src(g);
+    event_log log;
+    auto set = must(replica_set::create(
+        g.members,
+        {.quorum = 2, .copy_chunk = 16384, .on_event = &event_log::on, .event_context = &log}));
+    ASSERT_TRUE(write_and_wait(set, 0, 65536).ok());
+    // Nothing in flight when the set closes its connection: over shm in one process, a peer
+    // answering a flush's read into a closed endpoint crashes libfabric (docs/rdm-peers.md).
+    REMORA_ASSERT_OK(set.drain(10s));
+    REMORA_ASSERT_OK(set.drop(2));
+    EXPECT_ERRC(set.drop(2), errc::bad_state);
+    // Writes it misses, then a new connection to the same target.
+    for (std::uint64_t off = 0; off < region_size; off += 24576)
+        ASSERT_TRUE(write_and_wait(set, off, 8192).ok());
+    EXPECT_GT(set.missing(2), 0u);
+    connection* again = must(g.connect(2));
+    EXPECT_ERRC(set.rejoin(0, *again, g.targets[2]->desc), errc::bad_state);  // live
+    REMORA_ASSERT_OK(set.rejoin(2, *again, g.targets[2]->desc));
+    // Writes go on while it catches up, some into ranges being copied.
+    std::uint64_t off = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (set.state(2) == replica_state::catching_up &&
+           std::chrono::steady_clock::now() < deadline) {
+        off = (off + 12288) % (region_size - 8192);
+        auto c = write_and_wait(set, off, 8192);
+        ASSERT_TRUE(c.ok()) << describe(c);
+    }
+    const bool caught_up = set.state(2) == replica_state::live;
+    ASSERT_TRUE(caught_up) << "missing " << set.missing(2);
+    EXPECT_EQ(log.count(replica_event_kind::rejoined, 2), 1u);
+    EXPECT_EQ(set.live(), 3u);
+    EXPECT_EQ(set.missing(2), 0u);
+    ASSERT_TRUE(write_and_wait(set, 0, 4096).ok());
+    REMORA_ASSERT_OK(set.drain(10s));
+    for (std::size_t i = 0; i < 3; ++i)
+        EXPECT_TRUE(holds_expected(g, i)) << "target " << i;
+}
+
+TEST_P(replica_set_test, a_member_in_another_targets_place_gets_the_whole_range) {
+    auto g = rig::make(GetParam(), 3);
+    register_src(g);
+    auto set = must(replica_set::create(g.members, {.quorum = 2, .copy_chunk = 65536}));
+    for (std::uint64_t off = 0; off < region_size; off += 32768)
+        ASSERT_TRUE(write_and_wait(set, off, 16384).ok());
+    REMORA_ASSERT_OK(set.drain(10s));  // as above
+    REMORA_ASSERT_OK(set.drop(1));
+    // The target lost its memory: zero it, and rejoin with the whole range.
+    ASSERT_TRUE(eventually([&] { return set.pending(1) == 0; }));
+    std::memset(g.targets[1]->mem.bytes.data(), 0, region_size);
+    connection* again = must(g.connect(1));
+    REMORA_ASSERT_OK(set.rejoin(1, *again, g.targets[1]->desc, {.whole = true}));
+    ASSERT_TRUE(eventually([&] { return set.state(1) == replica_state::live; }, 20s));
+    REMORA_ASSERT_OK(set.drain(10s));
+    EXPECT_TRUE(holds_expected(g, 1));
+}
+
+TEST_P(replica_set_test, a_full_set_refuses_or_parks_and_bad_input_changes_nothing) {
+    auto g = rig::make(GetParam(), 2);
+    register_src(g);
+    auto set = must(replica_set::create(g.members, {.quorum = 1, .depth = 2}));
+    // Two completions not yet polled hold the set's depth.
+    REMORA_ASSERT_OK(set.write(0, *src_mr, 0, 4096));
+    REMORA_ASSERT_OK(set.write(4096, *src_mr, 4096, 4096));
+    REMORA_ASSERT_OK(set.drain(10s));
+    EXPECT_ERRC(set.write(8192, *src_mr, 8192, 4096), errc::would_block);
+    EXPECT_ERRC(set.write(8192, *src_mr, 8192, 4096,
+                          {.park_until = std::chrono::steady_clock::now() + 50ms}),
+                errc::timed_out);
+    replica_completion got[2];
+    EXPECT_EQ(set.poll(got), 2u);
+    EXPECT_TRUE(got[0].ok() && got[1].ok());
+    EXPECT_EQ(got[0].offset, 0u);
+    EXPECT_EQ(got[1].offset, 4096u);
+    // Bad input: refused, nothing posted.
+    EXPECT_ERRC(set.write(0, *src_mr, 0, 0), errc::invalid_argument);
+    EXPECT_ERRC(set.write(region_size - 10, *src_mr, 0, 4096), errc::out_of_range);
+    EXPECT_ERRC(set.write(0, *src_mr, region_size - 10, 4096), errc::out_of_range);
+    buffer other(4096);
+    auto other_dom =
+        must(domain::open({.provider = g.rdm ? GetParam().substr(4) : GetParam(),
+                           .endpoint = g.rdm ? endpoint_type::rdm : endpoint_type::msg}));
+    auto foreign = must(memory_region::create(other_dom, other.span(), usage::write_source));
+    EXPECT_ERRC(set.write(0, foreign, 0, 4096), errc::invalid_argument);
+    EXPECT_EQ(set.in_flight(), 0u);
+    EXPECT_EQ(set.live(), 2u);
+    EXPECT_EQ(set.pending(0), 0u);
+    ASSERT_TRUE(write_and_wait(set, 0, 4096).ok());
+}
+
+TEST_P(replica_set_test, forming_a_set_checks_its_members) {
+    auto g = rig::make(GetParam(), 2);
+    EXPECT_ERRC(replica_set::create({}), errc::invalid_argument);
+    EXPECT_ERRC(replica_set::create(g.members, {.quorum = 3}), errc::invalid_argument);
+    EXPECT_ERRC(replica_set::create(g.members, {.depth = 0}), errc::invalid_argument);
+    EXPECT_ERRC(replica_set::create(g.members, {.depth = 64}), errc::too_large);  // sq_size 64
+    std::vector<replica> bad = g.members;
+    bad[1].conn = nullptr;
+    EXPECT_ERRC(replica_set::create(bad), errc::invalid_argument);
+    bad = g.members;
+    auto read_only = must(
+        memory_region::create(*g.targets[1]->dom, g.targets[1]->mem.span(), usage::read_source));
+    bad[1].region = must(read_only.describe(0, region_size));
+    EXPECT_ERRC(replica_set::create(bad), errc::invalid_argument);
+    // Members of two client domains.
+    auto other = rig::make(GetParam(), 1);
+    bad = g.members;
+    bad[1] = other.members[0];
+    EXPECT_ERRC(replica_set::create(bad), errc::invalid_argument);
+    EXPECT_TRUE(replica_set::create(g.members, {.quorum = 1, .depth = 32}).has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(providers, replica_set_test, testing::ValuesIn(all_providers()),
+                         provider_name);
+
+}  // namespace
