@@ -25,6 +25,9 @@
 #           the narrow core/multi_ops.hpp, core/peer_control.hpp, core/little_endian.hpp:
 #           no other core/ header (impl.hpp, connection_impl.hpp, cq_impl.hpp, domain_impl.hpp,
 #           door.hpp, ...), no ops/ and no fabric/ header directly.
+#   replica src/replica/ (the replica set): the public C++ API and base only; nothing from
+#           fabric, ops, core, slots, persist or access. Nothing below it includes src/replica/
+#           or remora/replica_set.hpp.
 #   capi    src/capi/ (the C API): the public C++ API only (include/remora/*.hpp) and its own
 #           capi.hpp; nothing from src/ (base, fabric, ops, core, slots, persist, access).
 #   remora.h include/remora/remora.h (and the remora_*.h it includes) is C: it
@@ -91,7 +94,7 @@ if [[ $found -ne 0 ]]; then
     exit 1
 fi
 
-upper_public='remora/(slot_pool|buffer_pool|receive_pool|registration_cache|persistent_region|target_service|persistence)\.hpp'
+upper_public='remora/(slot_pool|buffer_pool|receive_pool|registration_cache|persistent_region|target_service|persistence|replica_set)\.hpp'
 core_public='include/remora/(connection|op_options|completion_queue|completion_channel|domain|memory_region|remote_region|listener|flags|coro)\.hpp'
 layers=0
 # check_includes GROUP FILE_REGEX FORBIDDEN_INCLUDE_REGEX (Perl regex, on the included path) [WHY]
@@ -110,17 +113,19 @@ check_includes() {
     fi
 }
 check_includes base '^(src/base/|include/remora/(result|units|version|log)\.hpp$)' \
-    'core/|ops/|fabric/|slots/|persist/|remora/(?!(result|units|version|log)\.(hpp|h))'
+    'core/|ops/|fabric/|slots/|persist/|replica/|remora/(?!(result|units|version|log)\.(hpp|h))'
 check_includes ops '^src/ops/' \
-    "core/|slots/|persist/|remora/(?!(result|units|completion_queue)\.hpp)"
-check_includes core "^(src/core/|$core_public$)" "slots/|persist/|$upper_public"
-check_includes capi '^src/capi/' 'base/|fabric/|ops/|core/|slots/|persist/|access/'
+    "core/|slots/|persist/|replica/|remora/(?!(result|units|completion_queue)\.hpp)"
+check_includes core "^(src/core/|$core_public$)" "slots/|persist/|replica/|$upper_public"
+check_includes capi '^src/capi/' 'base/|fabric/|ops/|core/|slots/|persist/|access/|replica/'
+check_includes replica '^src/replica/' 'fabric/|ops/|core/|slots/|persist/|access/|capi/'
+check_includes 'slots, persist or access' '^src/(slots|persist|access)/' 'replica/|remora/replica_set\.hpp'
 check_includes 'slots, persist or access' '^src/(slots|persist|access)/' \
     'fabric/|ops/|core/(?!(upper|multi_ops|peer_control|little_endian)\.hpp)' \
     'includes a fabric or ops header, or core beyond core/upper.hpp'
 check_includes remora.h '^include/remora/remora(_[a-z]+)?\.h$' 'remora/.*\.hpp'
 check_includes 'tools, examples or fio' '^(tools/|examples/|fio/)' \
-    'src/|base/|fabric/|ops/|core/|slots/|persist/|access/|capi/'
+    'src/|base/|fabric/|ops/|core/|slots/|persist/|access/|capi/|replica/'
 # ... and name nothing of the library's internals (the public API only).
 while IFS= read -r hit; do
     echo "$hit"
@@ -180,4 +185,4 @@ if [[ $door -ne 0 ]]; then
     echo "check-layering: a post or cancel outside the door (use door() or cancel_op() in src/core/door.hpp)" >&2
     exit 1
 fi
-echo "check-layering: ok (${#files[@]} files outside src/fabric; no libfabric vocabulary in the library's code outside it; base, ops and core include nothing above them; slots, persist and access reach core through core/upper.hpp; capi only the public API; public headers name no detail:: type; every post through the door)"
+echo "check-layering: ok (${#files[@]} files outside src/fabric; no libfabric vocabulary in the library's code outside it; base, ops and core include nothing above them; slots, persist and access reach core through core/upper.hpp; replica only the public API and base; capi only the public API; public headers name no detail:: type; every post through the door)"

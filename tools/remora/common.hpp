@@ -106,8 +106,20 @@ struct transfer_options {
     std::uint64_t length = 0;  // get: 0 means to the end of the region
     bool no_flush = false;     // put
     std::string key_file;      // the target's admission key; empty: connect without a token
+    // put --replicas: the targets (HOST:PORT each), the quorum (0: a majority), the size of the
+    // records stdin is cut into (0: one write of all of it) and the records in flight.
+    std::vector<std::string> replicas;
+    std::uint32_t quorum = 0;
+    std::uint64_t record_size = 0;
+    std::uint32_t depth = 16;
 };
 int run_put(const transfer_options& o);
+// A connection to the `remora serve` at `address` as put and get make it (--key-file, the
+// provider); `shared` and `progress` as connect_target's.
+result<target_link> connect_with_options(const transfer_options& o, const std::string& address,
+                                         std::uint16_t depth = default_service_depth,
+                                         const domain* shared = nullptr, bool progress = false);
+int run_put_replicated(const transfer_options& o);
 int run_get(const transfer_options& o);
 
 // `remora keygen FILE`: a new random admission key in FILE (mode 0600, never overwritten).

@@ -218,13 +218,38 @@ int main(int argc, char** argv) {
     auto* put = app.add_subcommand(
         "put", "Copy stdin into the served region at an offset, then flush it to durability");
     add_transfer(put);
-    put->add_flag("--no-flush", to.no_flush, "Do not flush (the bytes may not be durable)");
+    auto* no_flush =
+        put->add_flag("--no-flush", to.no_flush, "Do not flush (the bytes may not be durable)");
+    auto* replicas =
+        put->add_option("--replicas", to.replicas,
+                        "HOST:PORT,... of several `remora serve` targets: write to all of them, "
+                        "each write acknowledged once --quorum of them made it durable")
+            ->delimiter(',')
+            ->check(address_arg(false))
+            ->excludes(no_flush);
+    put->add_option("--quorum", to.quorum,
+                    "With --replicas: targets a write must be durable on (default: a majority)")
+        ->check(CLI::Range(1, 16))
+        ->needs(replicas);
+    put->add_option("--record-size", to.record_size,
+                    std::string("With --replicas: cut stdin into records of this size, appended in "
+                                "order as they arrive, one line `acked INDEX OFFSET` each: ") +
+                        size_units)
+        ->transform(size_arg(1, UINT64_MAX))
+        ->needs(replicas);
+    put->add_option("--depth", to.depth, "With --replicas: records in flight")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str()
+        ->needs(replicas);
     put->footer(
         "Exit status: 0 written (and durable unless --no-flush), 1 error, 2 written but not\n"
         "durable (the region is volatile), 64 a bad argument.\n"
+        "With --replicas, a target that fails is dropped (a line says so) and the writes go on\n"
+        "while --quorum targets remain; with fewer, put stops with status 1.\n"
         "Examples:\n"
         "  echo hello | remora put --offset 4096\n"
-        "  remora put --target 10.0.0.2:7471 --offset 0 < record.bin\n");
+        "  remora put --target 10.0.0.2:7471 --offset 0 < record.bin\n"
+        "  remora put --replicas a:7471,b:7471,c:7471 --quorum 2 --record-size 4K < log.bin\n");
     auto* get = app.add_subcommand("get", "Print a range of the served region to stdout");
     add_transfer(get);
     get->add_option("-l,--length", to.length,
@@ -476,7 +501,9 @@ int main(int argc, char** argv) {
     if (*serve)
         return provider_ok("serve", so.provider, endpoint_type::msg) ? run_serve(so) : 64;
     if (*put)
-        return provider_ok("put", to.provider, endpoint_type::msg) ? run_put(to) : 64;
+        return provider_ok("put", to.provider, endpoint_type::msg)
+                   ? (to.replicas.empty() ? run_put(to) : run_put_replicated(to))
+                   : 64;
     if (*get)
         return provider_ok("get", to.provider, endpoint_type::msg) ? run_get(to) : 64;
     if (*keygen)

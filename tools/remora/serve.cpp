@@ -407,9 +407,10 @@ int run_serve(const serve_options& o) {
 }
 
 // The client's side of connect_target: the key from --key-file, and who we say we are.
-result<target_link> connect_with_options(const transfer_options& o) {
+result<target_link> connect_with_options(const transfer_options& o, const std::string& address,
+                                         std::uint16_t depth, const domain* shared, bool progress) {
     if (o.key_file.empty())
-        return connect_target(o.provider, o.target);
+        return connect_target(o.provider, address, depth, nullptr, {}, shared, progress);
     auto key = admission_key::load(o.key_file);
     if (!key)
         return fail(key.error());
@@ -418,13 +419,13 @@ result<target_link> connect_with_options(const transfer_options& o) {
     const char* user = std::getenv("USER");
     std::string identity = std::string(user != nullptr ? user : "remora") + "@" + host;
     identity.resize(std::min(identity.size(), admission_max_identity));
-    return connect_target(o.provider, o.target, default_service_depth, &*key, identity);
+    return connect_target(o.provider, address, depth, &*key, identity, shared, progress);
 }
 
 int run_put(const transfer_options& o) {
     std::vector<char> in((std::istreambuf_iterator<char>(std::cin)),
                          std::istreambuf_iterator<char>());
-    auto t = connect_with_options(o);
+    auto t = connect_with_options(o, o.target);
     if (!t)
         return report_line("put", t.error().message());
     const remote_region& r = t->info.region;
@@ -473,7 +474,7 @@ int run_put(const transfer_options& o) {
 }
 
 int run_get(const transfer_options& o) {
-    auto t = connect_with_options(o);
+    auto t = connect_with_options(o, o.target);
     if (!t)
         return report_line("get", t.error().message());
     const remote_region& r = t->info.region;

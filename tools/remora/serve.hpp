@@ -140,27 +140,28 @@ struct target_link {
 // provider's connect data leaves less room, as verbs' 55 bytes do). A failed connect keeps
 // its code, with connect_failure's message (a refusal says why; without a key, that it wants
 // one).
+// `shared`: connect from that domain rather than a new one; `progress`: the connection's CQs are
+// read by the library's progress thread.
 inline result<target_link> connect_target(const std::string& provider, const std::string& address,
                                           std::uint16_t depth = default_service_depth,
                                           const admission_key* key = nullptr,
-                                          std::string_view identity = {}) {
+                                          std::string_view identity = {},
+                                          const domain* shared = nullptr, bool progress = false) {
     auto hp = split_address(address);
     if (!hp)
         return fail(hp.error());
-    auto dom = domain::open({.provider = provider});
+    auto dom = shared != nullptr ? result<domain>(*shared) : domain::open({.provider = provider});
     if (!dom)
         return fail(dom.error());
     const auto want = make_depth_request(depth);
     // The identity is a label: cut to what the provider's connect data leaves (e.g. verbs').
     const std::size_t room = admission_connect_room(*dom);
     identity = identity.substr(0, room > want.size() ? room - want.size() : 0);
+    connection_config cfg{.addons = {remora::persistence_config{.service_depth = depth}}};
+    cfg.progress_thread = progress;
     auto conn = key != nullptr
-                    ? connect_admitted(
-                          *dom, hp->first, hp->second, *key, identity,
-                          {.addons = {remora::persistence_config{.service_depth = depth}}}, want)
-                    : connection::connect(
-                          *dom, hp->first, hp->second,
-                          {.addons = {remora::persistence_config{.service_depth = depth}}}, want);
+                    ? connect_admitted(*dom, hp->first, hp->second, *key, identity, cfg, want)
+                    : connection::connect(*dom, hp->first, hp->second, cfg, want);
     if (!conn)
         return fail(conn.error().code(), connect_failure(address, conn.error(), key != nullptr));
     auto h = parse_hello(conn->peer_private_data());
