@@ -75,6 +75,8 @@ class memory_region {
     std::byte* data() const noexcept { return memory().data(); }   ///< memory().data()
     std::size_t size() const noexcept { return memory().size(); }  ///< bytes registered
     usage usages() const noexcept;                                 ///< what it was registered for
+    /// True when the region is registered in `dom` (a handle of the domain it was created in).
+    bool registered_in(const domain& dom) const noexcept;
 
     /// The descriptor a peer needs to access [offset, offset + length) of this region remotely,
     /// granting only the remote usages this region has (read_source, write_destination,

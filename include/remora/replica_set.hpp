@@ -12,8 +12,9 @@
 /// Each write is posted to every live replica as connection::write followed by flush()
 /// (persistence.hpp) with replica_set_config::how, and completes once, when `quorum` of the
 /// replicas that were live at its post have completed the flush (and every replica's write has
-/// given the source memory back). A replica whose write or flush fails, whose connection ends,
-/// or whose oldest operation waits past behind_limit is dropped: the set closes its connection
+/// given the source memory back). A replica whose write or flush fails (its connection ended,
+/// noticed at its next operation) or whose oldest operation waits past behind_limit is dropped,
+/// or one the application drops (drop()): the set closes its connection
 /// (so nothing posted to it lands later), reports replica_event_kind::dropped once, and records
 /// the ranges written since. The set keeps completing while `quorum` replicas stay live; with
 /// fewer, every operation that can no longer reach its quorum fails (it never reports success),
@@ -22,8 +23,9 @@
 /// while writes go on, and reports replica_event_kind::rejoined when it counts again.
 ///
 /// What a success means: the write's bytes are durable (or visible: flush_type::visibility) on
-/// at least `quorum` targets, and every live replica holds the bytes of every write that
-/// completed, so any `quorum` of them... any one live replica can bring a returning one back.
+/// at least `quorum` targets. Every live replica holds the bytes of every write that completed
+/// (a replica that fails a write is dropped), so any one live replica can bring a returning one
+/// back, and any `quorum` that stay live hold everything acknowledged.
 ///
 /// \par Members
 /// Every member's connection is opened on one domain (the source memory of a write is
@@ -31,8 +33,10 @@
 /// application's polling of its CQs (the set posts with callbacks, which run where the CQs are
 /// read). Each member's send queue must hold 2 x depth operations (a write and a
 /// read-after-write flush per write in flight; with GPSPM: depth, and a service_depth of at
-/// least depth): create() checks. The set posts nothing else on a member; the application may
-/// read from a member's connection beside it if it sizes the queue for that too. A member's
+/// least depth): create() checks. A member that refuses a post for a full queue (would_block)
+/// gets it again from the set's thread, in order, and is dropped only at behind_limit; rejoin's
+/// copies wait for room the same way. The application may read from a member's connection
+/// beside the set if it sizes the queue for that too. A member's
 /// connection must outlive its membership: until it is dropped and pending(i) is 0 (the set's
 /// destructor waits for that).
 ///
@@ -185,9 +189,10 @@ class replica_set {
     /// live and catching-up replica, each followed by its flush; completes once (see
     /// replica_completion). The bytes of `src` must stay unchanged and registered until then.
     /// \return success once posted to every replica it goes to (a replica whose post fails is
-    ///         dropped, and counts as failed); errc::invalid_argument for a zero length, a
-    ///         callback-less write from a callback, or `src` of another domain;
-    ///         errc::out_of_range past the set's range or `src`; errc::bad_state with fewer
+    ///         dropped, and counts as failed); errc::invalid_argument for a zero length or
+    ///         `src` of another domain; errc::access_denied for `src` without
+    ///         usage::write_source; errc::out_of_range past the set's range or `src`;
+    ///         errc::bad_state with fewer
     ///         live replicas than the quorum; errc::would_block when `depth` writes are in
     ///         flight (or errc::timed_out parked)
     result<void> write(std::uint64_t offset, const memory_region& src, std::size_t src_offset,
@@ -198,7 +203,8 @@ class replica_set {
     std::size_t poll(std::span<replica_completion> out);
     /// Waits until a completion can be polled, or `timeout`. \return whether one can
     bool wait(std::chrono::milliseconds timeout);
-    /// Waits until no write is in flight (every one completed, its completions delivered).
+    /// Waits until no write is in flight: every one completed, its member operations ended and
+    /// its callback returned (a completion left to poll() counts as delivered).
     /// \return success; errc::timed_out
     result<void> drain(std::chrono::milliseconds timeout);
 
@@ -210,8 +216,10 @@ class replica_set {
     /// to one in its place, in the set's domain) and `region`: it is written from now on, the
     /// ranges it missed (or the whole range, `how.whole`) are copied into it from a live
     /// replica by the set's thread while writes go on, and once nothing is left to copy it is
-    /// live again (replica_event_kind::rejoined). A failure while copying drops it again.
-    /// \return success once it catches up; errc::invalid_argument for no such member, or
+    /// live again (replica_event_kind::rejoined; state() says live). A failure while copying
+    /// drops it again (replica_event_kind::dropped). Waits, up to behind_limit, for the
+    /// operations on its old connection to end.
+    /// \return success once it is catching up; errc::invalid_argument for no such member, or
     ///         `conn` or `region` as create() refuses them; errc::bad_state when the member is
     ///         not dropped, its old connection still has operations in flight, or no replica is
     ///         live to copy from

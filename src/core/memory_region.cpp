@@ -82,6 +82,10 @@ memory_region::memory_region(memory_region&&) noexcept = default;
 memory_region& memory_region::operator=(memory_region&&) noexcept = default;
 memory_region::~memory_region() = default;
 
+bool memory_region::registered_in(const domain& dom) const noexcept {
+    return impl_ != nullptr && dom && detail::impl_of(*this)->dom.get() == detail::impl_of(dom);
+}
+
 result<memory_region> memory_region::create(const domain& dom, std::span<std::byte> memory,
                                             usage uses) {
     if (!dom) {

@@ -10,7 +10,9 @@
 // may land after it). The member counts again once nothing is missing and no write that
 // skipped it, or must be redone, is unsettled.
 #include <algorithm>
+#include <iterator>
 #include <string>
+#include <thread>
 
 #include <remora/replica_set.hpp>
 
@@ -58,6 +60,7 @@ void detail::replica_core::close_due_members(std::unique_lock<std::mutex>& lock)
         lock.unlock();
         {
             std::lock_guard post(mem->post_mu);
+            const posting guard;  // close() completes what is in flight, inline
             mem->fenced = true;
             static_cast<void>(conn->close());  // closed all the same on a shutdown error
         }
@@ -96,6 +99,7 @@ bool detail::replica_core::post_backlogs(std::unique_lock<std::mutex>& lock, rep
         lock.unlock();
         {
             std::lock_guard post(mem.post_mu);
+            const posting guard;
             while (!mem.backlog.empty()) {
                 auto& [rec, write_posted] = mem.backlog.front();
                 if (mem.fenced) {
@@ -118,39 +122,58 @@ bool detail::replica_core::post_backlogs(std::unique_lock<std::mutex>& lock, rep
     return left;
 }
 
-bool detail::replica_core::wait_copy(std::unique_lock<std::mutex>& lock) {
+// Waits for the copy's operation, doing the thread's other work meanwhile; false at
+// behind_limit.
+bool detail::replica_core::wait_copy(std::unique_lock<std::mutex>& lock, replica_outbox& box) {
     const auto deadline = std::chrono::steady_clock::now() + cfg.behind_limit;
     while (!copy.done) {
         close_due_members(lock);
+        post_backlogs(lock, box);
         if (copy.done) {
             break;
         }
-        if (std::chrono::steady_clock::now() >= deadline || stopping) {
+        if (std::chrono::steady_clock::now() >= deadline) {
             return false;
         }
-        cv.wait_for(lock, max_tick);
+        cv.wait_for(lock, std::chrono::milliseconds(1));
     }
     return true;
 }
 
 namespace {
 
-// Posts one copy operation on member `mem` (under its post lock).
+// Posts one copy operation on member `mem` (under its post lock), again while it refuses
+// (would_block: the set's writes hold its queue) up to `until`.
 template <class Post>
-result<void> post_copy(detail::replica_member& mem, Post&& post) {
-    std::lock_guard lock(mem.post_mu);
-    if (mem.fenced) {
-        return fail(errc::disconnected, "replica_set: the member was dropped");
+result<void> post_copy(detail::replica_member& mem, std::chrono::steady_clock::time_point until,
+                       Post&& post) {
+    for (;;) {
+        {
+            std::lock_guard lock(mem.post_mu);
+            const detail::posting guard;
+            if (mem.fenced) {
+                return fail(errc::disconnected, "replica_set: the member was dropped");
+            }
+            auto r = post(*mem.conn);
+            if (r || !(r.error() == errc::would_block) ||
+                std::chrono::steady_clock::now() >= until) {
+                return r;
+            }
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    return post(*mem.conn);
 }
 
 }  // namespace
 
 // One chunk of member m's missing ranges, or its return to live once nothing is missing.
+// Whether a chunk was copied.
 bool detail::replica_core::copy_step(std::uint32_t m, std::unique_lock<std::mutex>& lock,
                                      detail::replica_outbox& box) {
     detail::replica_member& mem = *members[m];
+    if (stopping) {
+        return false;
+    }
     if (mem.missing.empty()) {
         if (mem.unsettled == 0) {
             mem.state = replica_state::live;
@@ -165,12 +188,27 @@ bool detail::replica_core::copy_step(std::uint32_t m, std::unique_lock<std::mute
         }
         return false;
     }
-    const std::uint64_t lo = mem.missing.begin()->first;
-    const std::uint64_t hi = std::min(mem.missing.begin()->second, lo + cfg.copy_chunk);
-    for (const detail::replica_record& r : records) {
-        if (r.in_use && !r.settled && r.offset < hi && lo < r.offset + r.length) {
-            return false;  // the source may not hold this range's latest bytes yet: later
+    // The first chunk no unsettled write overlaps (the source may not hold such a range's latest
+    // bytes yet).
+    auto overlapped = [&](std::uint64_t lo, std::uint64_t hi) {
+        return std::any_of(records.begin(), records.end(), [&](const detail::replica_record& r) {
+            return r.in_use && !r.settled && r.offset < hi && lo < r.offset + r.length;
+        });
+    };
+    std::uint64_t lo = 0, hi = 0;
+    bool found = false;
+    for (const auto& [first, end] : mem.missing) {
+        for (std::uint64_t at = first; at < end && !found; at += cfg.copy_chunk) {
+            lo = at;
+            hi = std::min(end, at + cfg.copy_chunk);
+            found = !overlapped(lo, hi);
         }
+        if (found) {
+            break;
+        }
+    }
+    if (!found) {
+        return false;
     }
     std::uint32_t src = 0;
     while (src < members.size() && members[src]->state != replica_state::live) {
@@ -180,8 +218,13 @@ bool detail::replica_core::copy_step(std::uint32_t m, std::unique_lock<std::mute
         drop_locked(m, make_error_code(errc::bad_state), box);
         return false;
     }
-    const std::uint64_t end = mem.missing.begin()->second;
-    mem.missing.erase(mem.missing.begin());
+    // Take [lo, hi) out of the missing ranges.
+    auto it = std::prev(mem.missing.upper_bound(lo));
+    const std::uint64_t first = it->first, end = it->second;
+    mem.missing.erase(it);
+    if (first < lo) {
+        mem.missing.emplace(first, lo);
+    }
     if (hi < end) {
         mem.missing.emplace(hi, end);
     }
@@ -194,28 +237,32 @@ bool detail::replica_core::copy_step(std::uint32_t m, std::unique_lock<std::mute
     const remote_region to_region = mem.region;
     const op_options copy_opts{.context = &copy, .callback = &replica_on_copy};
 
-    // Each step: post (unlocked), wait; a failure drops the member it ran on and puts the chunk
-    // back. `who` is that member.
+    // Each step: post (unlocked), wait; a failure drops the member it ran on. `who` is that
+    // member. A step that was posted is always waited for: the operation uses the set's buffer.
     auto step = [&](detail::replica_member& who, std::uint32_t index, auto&& post) -> bool {
+        if (stopping || who.state == replica_state::dropped) {
+            return false;
+        }
         copy.done = false;
         copy.status = {};
         ++who.pending;
         lock.unlock();
-        result<void> r = post_copy(who, post);
+        result<void> r = post_copy(who, std::chrono::steady_clock::now() + cfg.behind_limit, post);
         lock.lock();
         if (!r) {
             --who.pending;
             drop_locked(index, r.error().code(), box);
             return false;
         }
-        if (!wait_copy(lock)) {
+        if (!wait_copy(lock, box)) {
             drop_locked(index, make_error_code(errc::timed_out), box);
-            while (!copy.done && !stopping) {  // its close ends it
+            while (!copy.done) {  // its connection's close ends it
                 close_due_members(lock);
                 cv.wait_for(lock, max_tick);
             }
         }
         --who.pending;
+        cv.notify_all();
         if (copy.status) {
             drop_locked(index, copy.status, box);
             return false;
@@ -242,7 +289,8 @@ void detail::replica_core::run() {
     const auto tick = std::clamp<std::chrono::milliseconds>(cfg.behind_limit / 4,
                                                             std::chrono::milliseconds(1), max_tick);
     while (!stopping) {
-        detail::replica_outbox box;
+        replica_outbox box;
+        box.take(deferred);
         close_due_members(lock);
         const bool backlog = post_backlogs(lock, box);
         drop_stragglers(box);
@@ -253,12 +301,8 @@ void detail::replica_core::run() {
                 break;
             }
         }
-        if (!box.done.empty() || !box.events.empty()) {
-            lock.unlock();
-            deliver(box);
-            lock.lock();
-        }
-        if (!copying) {
+        hand_out(lock, box);
+        if (!copying && deferred.empty()) {
             cv.wait_for(lock, backlog ? std::chrono::milliseconds(1) : tick);
         }
     }
@@ -286,14 +330,17 @@ result<void> replica_set::rejoin(std::size_t index, connection& conn, const remo
     }
     detail::replica_member& mem = *s.members[index];
     std::unique_lock lock(s.mu);
-    if (mem.state != replica_state::dropped) {
-        return fail(errc::bad_state,
-                    std::string("replica_set::rejoin: the member is ") + to_string(mem.state));
+    if (mem.state != replica_state::dropped || mem.rejoining) {
+        return fail(errc::bad_state, std::string("replica_set::rejoin: the member is ") +
+                                         (mem.rejoining ? "rejoining" : to_string(mem.state)));
     }
     // Its old connection is being closed by the set's thread: wait for that, and for what was
     // posted on it to end.
-    if (!s.cv.wait_for(lock, s.cfg.behind_limit,
-                       [&] { return !mem.close_due && mem.pending == 0; })) {
+    mem.rejoining = true;
+    const bool ended =
+        s.cv.wait_for(lock, s.cfg.behind_limit, [&] { return !mem.close_due && mem.pending == 0; });
+    mem.rejoining = false;
+    if (!ended) {
         return fail(errc::bad_state, "replica_set::rejoin: " + std::to_string(mem.pending) +
                                          " operations of the member's old connection are still "
                                          "in flight (is its CQ read?)");

@@ -65,6 +65,7 @@ struct replica_record {
     std::uint32_t counted = 0;  // members counted for the quorum (live at post)
     std::uint32_t targets = 0;  // members written (live or catching up)
     std::uint32_t redo = 0;     // written while a copy of an overlapping range ran into them
+    std::uint32_t missed = 0;   // dropped before it was durable there
     std::uint32_t parts_left = 0;
     std::uint32_t writes_left = 0;                  // members whose write has not given `src` back
     std::array<std::uint8_t, max_replicas> left{};  // per member: its operations not ended
@@ -82,7 +83,8 @@ struct replica_member {
     bool close_due = false;   // dropped: the set's thread closes its connection (true until done)
     bool fenced = false;      // closed by the set (under post_mu)
     std::size_t pending = 0;  // its operations in flight (posted or about to be)
-    std::uint32_t unsettled = 0;  // records not settled that it missed (or must redo)
+    std::uint32_t unsettled = 0;  // records not settled that it is owed (see owes())
+    bool rejoining = false;       // a rejoin() waits for its old connection's end
     std::map<std::uint64_t, std::uint64_t> missing;  // [first, second) not on it
     std::mutex post_mu;
     // Under post_mu: records whose posts it refused (would_block), oldest first, with whether the
@@ -95,6 +97,24 @@ struct replica_member {
 struct replica_outbox {
     std::vector<std::pair<void (*)(const replica_completion&), replica_completion>> done;
     std::vector<replica_event> events;
+    bool empty() const noexcept { return done.empty() && events.empty(); }
+    void take(replica_outbox& other) {
+        done.insert(done.end(), other.done.begin(), other.done.end());
+        events.insert(events.end(), other.events.begin(), other.events.end());
+        other.done.clear();
+        other.events.clear();
+    }
+};
+
+// Set while this thread holds a member's post lock: completions read inline there (a post or a
+// close may read the CQ) are delivered by the set's thread (replica_core::hand_out).
+inline thread_local bool in_post = false;
+struct posting {
+    bool was = in_post;
+    posting() noexcept { in_post = true; }
+    ~posting() { in_post = was; }
+    posting(const posting&) = delete;
+    posting& operator=(const posting&) = delete;
 };
 
 struct replica_core : internal_access::opaque<replica_set> {
@@ -110,7 +130,9 @@ struct replica_core : internal_access::opaque<replica_set> {
     std::vector<std::uint32_t> free_records;
     std::vector<std::uint32_t> ring;  // records reported without a callback, oldest first
     std::size_t ring_head = 0, ring_count = 0;
-    std::size_t active = 0;  // records not yet reported and settled
+    std::size_t active = 0;      // records not yet reported and settled
+    std::size_t delivering = 0;  // threads running the set's callbacks
+    replica_outbox deferred;     // callbacks left to the set's thread
     std::size_t live = 0;
     bool quorum_ok = true;
     bool stopping = false;
@@ -131,7 +153,9 @@ struct replica_core : internal_access::opaque<replica_set> {
     void drop_locked(std::uint32_t m, std::error_code why, replica_outbox& box);
     void part_failed(std::uint32_t rec, std::uint32_t m, bool write_posted, std::error_code why,
                      replica_outbox& box);
-    void deliver(replica_outbox& box);
+    // Runs what `box` holds (unlocking meanwhile), or leaves it to the set's thread; returns
+    // locked.
+    void hand_out(std::unique_lock<std::mutex>& lock, replica_outbox& box);
     result<void> post_parts(std::uint32_t rec, std::uint32_t m, connection& conn,
                             bool& write_posted);
     // catch_up.cpp
@@ -140,7 +164,7 @@ struct replica_core : internal_access::opaque<replica_set> {
     void drop_stragglers(replica_outbox& box);
     bool post_backlogs(std::unique_lock<std::mutex>& lock, replica_outbox& box);
     bool copy_step(std::uint32_t m, std::unique_lock<std::mutex>& lock, replica_outbox& box);
-    bool wait_copy(std::unique_lock<std::mutex>& lock);
+    bool wait_copy(std::unique_lock<std::mutex>& lock, replica_outbox& box);
 };
 
 // The member operations' callback (their context is a replica_part).

@@ -175,7 +175,8 @@ replica_set::~replica_set() {
     const auto deadline =
         std::chrono::steady_clock::now() + s.cfg.behind_limit + std::chrono::seconds(10);
     const bool ended = s.cv.wait_until(lock, deadline, [&] {
-        return std::all_of(s.members.begin(), s.members.end(),
+        return s.delivering == 0 && s.deferred.empty() &&
+               std::all_of(s.members.begin(), s.members.end(),
                            [](const auto& m) { return m->pending == 0; });
     });
     s.stopping = true;
@@ -236,20 +237,25 @@ void detail::replica_core::evaluate(std::uint32_t rec, detail::replica_outbox& b
     cv.notify_all();
 }
 
+// A record's member m is to be copied into (or re-copied) once the record settles: it was not
+// written there (dropped at post), a copy may land after its write (redo), or it failed there.
+static bool owes(const detail::replica_record& r, std::uint32_t m) noexcept {
+    return !bit(r.targets, m) || bit(r.redo, m) || bit(r.missed, m);
+}
+
 // Once every member operation of the record ended: records what members missed; once also
 // delivered: frees it.
 void detail::replica_core::settle_or_free(std::uint32_t rec) {
     detail::replica_record& r = records[rec];
+    if (!r.in_use) {
+        return;  // freed already (a caller settles after evaluate() did)
+    }
     if (r.parts_left == 0 && !r.settled) {
         r.settled = true;
         for (std::uint32_t m = 0; m < r.out.replicas; ++m) {
-            detail::replica_member& mem = *members[m];
-            const bool missed = r.out.outcome[m] != replica_outcome::durable;
-            if ((missed && mem.state != replica_state::live) || bit(r.redo, m)) {
-                add_missing(mem.missing, r.offset, r.offset + r.length);
-            }
-            if (!bit(r.targets, m) || bit(r.redo, m)) {
-                --mem.unsettled;
+            if (owes(r, m)) {
+                add_missing(members[m]->missing, r.offset, r.offset + r.length);
+                --members[m]->unsettled;
             }
         }
         if (r.reported) {
@@ -283,7 +289,17 @@ void detail::replica_core::drop_locked(std::uint32_t m, std::error_code why,
     }
     for (std::uint32_t i = 0; i < records.size(); ++i) {
         detail::replica_record& r = records[i];
-        if (r.in_use && bit(r.targets, m) && r.out.outcome[m] == replica_outcome::pending) {
+        if (!r.in_use || r.settled || !bit(r.targets, m) ||
+            r.out.outcome[m] == replica_outcome::durable) {
+            continue;
+        }
+        if (!bit(r.missed, m)) {
+            r.missed |= 1u << m;  // it may hold part of the write: copied into on rejoin
+            if (!bit(r.redo, m)) {
+                ++mem.unsettled;
+            }
+        }
+        if (r.out.outcome[m] == replica_outcome::pending) {
             r.out.outcome[m] = replica_outcome::failed;
             if (!r.first_failure) {
                 r.first_failure = why;
@@ -317,10 +333,19 @@ void detail::replica_core::part_failed(std::uint32_t rec, std::uint32_t m, bool 
     settle_or_free(rec);
 }
 
-void detail::replica_core::deliver(detail::replica_outbox& box) {
-    if (box.done.empty() && box.events.empty()) {
+void detail::replica_core::hand_out(std::unique_lock<std::mutex>& lock, replica_outbox& box) {
+    if (box.empty()) {
         return;
     }
+    if (detail::in_post) {
+        // This thread holds a member's post lock (a post or close read completions inline):
+        // a callback here could post on that member again. The set's thread delivers them.
+        deferred.take(box);
+        cv.notify_all();
+        return;
+    }
+    ++delivering;
+    lock.unlock();
     const bool was = in_callback;
     in_callback = true;
     for (const replica_event& e : box.events) {
@@ -334,6 +359,9 @@ void detail::replica_core::deliver(detail::replica_outbox& box) {
     in_callback = was;
     box.done.clear();
     box.events.clear();
+    lock.lock();
+    --delivering;
+    cv.notify_all();
 }
 
 void detail::replica_on_part(const completion& c) {
@@ -341,7 +369,7 @@ void detail::replica_on_part(const completion& c) {
     detail::replica_core& s = *p->set;
     detail::replica_outbox box;
     {
-        std::lock_guard lock(s.mu);
+        std::unique_lock lock(s.mu);
         detail::replica_record& r = s.records[p->record];
         const std::uint32_t m = p->member;
         --r.left[m];
@@ -356,7 +384,8 @@ void detail::replica_on_part(const completion& c) {
                 r.out.outcome[m] = replica_outcome::durable;
             }
         } else {
-            if (r.out.outcome[m] == replica_outcome::pending) {
+            // A failed write fails the member's part even if its flush came back first.
+            if (!p->flush || r.out.outcome[m] == replica_outcome::pending) {
                 r.out.outcome[m] = replica_outcome::failed;
             }
             if (!r.first_failure) {
@@ -367,8 +396,8 @@ void detail::replica_on_part(const completion& c) {
         s.evaluate(p->record, box);
         s.settle_or_free(p->record);
         s.cv.notify_all();
+        s.hand_out(lock, box);
     }
-    s.deliver(box);
 }
 
 // Posts member m's write of the record (unless posted already) and its flush, under the member's
@@ -403,6 +432,13 @@ result<void> replica_set::write(std::uint64_t offset, const memory_region& src,
     if (src_offset > src.size() || length > src.size() - src_offset) {
         return fail(errc::out_of_range, "replica_set::write: the source range is past `src`");
     }
+    if (!src.registered_in(*s.dom)) {
+        return fail(errc::invalid_argument,
+                    "replica_set::write: `src` is not registered in the members' domain");
+    }
+    if (!has_all(src.usages(), usage::write_source)) {
+        return fail(errc::access_denied, "replica_set::write: `src` is not a write_source");
+    }
     std::unique_lock lock(s.mu);
     const bool park = opts.park_until != std::chrono::steady_clock::time_point{} && !in_callback;
     for (;;) {
@@ -435,7 +471,7 @@ result<void> replica_set::write(std::uint64_t offset, const memory_region& src,
     r.src_offset = src_offset;
     r.callback = opts.callback;
     r.posted = std::chrono::steady_clock::now();
-    r.counted = r.targets = r.redo = 0;
+    r.counted = r.targets = r.redo = r.missed = 0;
     r.parts_left = r.writes_left = 0;
     r.first_failure = {};
     r.out = replica_completion{};
@@ -470,7 +506,7 @@ result<void> replica_set::write(std::uint64_t offset, const memory_region& src,
     }
     ++s.active;
     // Once its last part is posted the record may end and take another write: read only these.
-    const std::uint32_t targets = r.targets, redo = r.redo;
+    const std::uint32_t targets = r.targets;
     const std::array<connection*, max_replicas> conns = r.conn;
     lock.unlock();
 
@@ -486,6 +522,7 @@ result<void> replica_set::write(std::uint64_t offset, const memory_region& src,
         bool mem_fenced = false;
         {
             std::lock_guard post(mem.post_mu);
+            const detail::posting guard;
             mem_fenced = mem.fenced;
             if (mem_fenced) {
                 w = fail(errc::disconnected, "replica_set: the member was dropped");
@@ -511,7 +548,7 @@ result<void> replica_set::write(std::uint64_t offset, const memory_region& src,
             lock.lock();
             for (std::uint32_t k = 0; k < n; ++k) {
                 s.members[k]->pending -= r.left[k];  // 2 each, 0 for one that failed above
-                if (!bit(targets, k) || bit(redo, k)) {
+                if (owes(r, k)) {
                     --s.members[k]->unsettled;
                 }
             }
@@ -519,18 +556,17 @@ result<void> replica_set::write(std::uint64_t offset, const memory_region& src,
             s.free_records.push_back(rec);
             --s.active;
             s.cv.notify_all();
-            lock.unlock();
-            s.deliver(box);
+            s.hand_out(lock, box);
             return fail(w.error());
         }
         first = first && !attempted;
         if (!w) {
             lock.lock();
             s.part_failed(rec, m, write_posted, w.error().code(), box);
+            s.hand_out(lock, box);
             lock.unlock();
         }
     }
-    s.deliver(box);
     return {};
 }
 
@@ -558,7 +594,8 @@ bool replica_set::wait(std::chrono::milliseconds timeout) {
 result<void> replica_set::drain(std::chrono::milliseconds timeout) {
     detail::replica_core& s = *detail::impl_of(*this);
     std::unique_lock lock(s.mu);
-    if (!s.cv.wait_for(lock, timeout, [&] { return s.active == 0; })) {
+    if (!s.cv.wait_for(lock, timeout,
+                       [&] { return s.active == 0 && s.delivering == 0 && s.deferred.empty(); })) {
         return fail(errc::timed_out,
                     "replica_set::drain: " + std::to_string(s.active) + " writes still in flight");
     }
@@ -569,7 +606,7 @@ result<void> replica_set::drop(std::size_t index) {
     detail::replica_core& s = *detail::impl_of(*this);
     detail::replica_outbox box;
     {
-        std::lock_guard lock(s.mu);
+        std::unique_lock lock(s.mu);
         if (index >= s.members.size()) {
             return fail(errc::invalid_argument,
                         "replica_set::drop: no member " + std::to_string(index));
@@ -578,8 +615,8 @@ result<void> replica_set::drop(std::size_t index) {
             return fail(errc::bad_state, "replica_set::drop: the member is dropped already");
         }
         s.drop_locked(static_cast<std::uint32_t>(index), make_error_code(errc::bad_state), box);
+        s.hand_out(lock, box);
     }
-    s.deliver(box);
     return {};
 }
 

@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// What a replica set costs, printed, not asserted as timings: 4 KiB durable writes (write +
+// GPSPM flush to persistent regions, files in /dev/shm so that the figures are the network
+// path's and not a disk's) to three loopback targets, one at a time and 16 in flight, on:
+//   solo      one connection, its CQ polled by the writing thread (the plainest durable write);
+//   solo_cb   one connection read by the library's progress thread, a callback per operation
+//             (what the set's members do);
+//   q2of3     a replica set, quorum 2 of 3;
+//   q3of3     a replica set, quorum 3 of 3.
+// The configurations run in turns (solo, solo_cb, q2of3, q3of3, solo, ...) so that the machine's
+// noise falls on all of them; ratios are to solo and solo_cb of the same run. Asserted: every
+// write completes successfully. REMORA_BENCH_SECONDS sets the time of each (default 0.5, in 5
+// turns), REMORA_BENCH_PROVIDER the provider (default tcp).
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "replica_rig.hpp"
+
+using namespace remora;
+using namespace remora::test;
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+constexpr std::size_t record = 4096;
+constexpr std::uint32_t depth = 16;
+constexpr int fail_mark = 1 << 24;  // added to a count per failed completion
+
+double env_seconds() {
+    const char* s = std::getenv("REMORA_BENCH_SECONDS");
+    return s != nullptr ? std::max(0.05, std::atof(s)) : 0.5;
+}
+
+struct figures {
+    std::vector<double> lat_us;
+    std::uint64_t ops = 0;
+    double seconds = 0;
+    double p(double q) {
+        if (lat_us.empty())
+            return 0;
+        std::sort(lat_us.begin(), lat_us.end());
+        return lat_us[std::min(lat_us.size() - 1, static_cast<std::size_t>(q * lat_us.size()))];
+    }
+};
+
+// Completions counted, and the waiting thread woken (a futex: it sleeps rather than spin against
+// the progress threads on a small machine). A flush counts 1, a write 0 (the pair is one durable
+// write), a failure fail_mark.
+void set_flag(const completion& c) {
+    auto* n = static_cast<std::atomic<int>*>(c.context);
+    n->fetch_add(!c.ok() ? fail_mark : c.op == op::flush ? 1 : 0);
+    n->notify_all();
+}
+void set_done(const replica_completion& c) {
+    auto* n = static_cast<std::atomic<int>*>(c.context);
+    n->fetch_add(c.ok() ? 1 : fail_mark);
+    n->notify_all();
+}
+// A set's events: none is expected on loopback.
+void on_event(const replica_event& e) {
+    std::fprintf(stderr, "replica_bench: member %u %s: %s\n", e.index, to_string(e.kind),
+                 e.status.message().c_str());
+    static_cast<std::atomic<int>*>(e.context)->fetch_add(1);
+}
+
+// Sleeps until `n` holds at least `want`.
+void wait_for_count(std::atomic<int>& n, int want) {
+    for (int v = n.load(); v < want; v = n.load())
+        n.wait(v);
+}
+
+TEST(replica_bench, durable_4k_writes_one_connection_and_quorums) {
+    const char* env_prov = std::getenv("REMORA_BENCH_PROVIDER");
+    const std::string provider = env_prov != nullptr ? env_prov : "tcp";
+    const double seconds = env_seconds();
+    const std::filesystem::path dir =
+        std::filesystem::exists("/dev/shm")
+            ? std::filesystem::path("/dev/shm") /
+                  ("remora-replica-bench-" + std::to_string(getpid()))
+            : std::filesystem::path(testing::TempDir()) /
+                  ("remora-replica-bench-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    buffer src(record * depth);
+    {
+        auto g = rig::make(provider, 3, dir, depth);
+        auto smr = must(memory_region::create(*g.client_dom, src.span(), usage::write_source));
+        connection* solo = must(g.connect(0, false));
+        connection& solo_cb = *must(g.connect(0, true));  // apart from the sets' members
+        const remote_region& d0 = g.targets[0]->desc;
+
+        const char* names[] = {"solo", "solo_cb", "q2of3", "q3of3"};
+        std::atomic<int> events{0};
+        figures lat[4], bw[4];
+        // One durable write at a time, for `t` seconds.
+        auto latency = [&](int which, double t, figures& f) {
+            std::optional<replica_set> set;
+            if (which >= 2)
+                set.emplace(must(replica_set::create(g.members, {.quorum = which == 2 ? 2u : 3u,
+                                                                 .depth = depth,
+                                                                 .on_event = &on_event,
+                                                                 .event_context = &events})));
+            const auto end = clk::now() + std::chrono::duration<double>(t);
+            while (clk::now() < end) {
+                std::atomic<int> done{0};
+                const auto t0 = clk::now();
+                if (which == 0) {
+                    REMORA_ASSERT_OK(solo->write(d0, 0, smr, 0, record));
+                    REMORA_ASSERT_OK(remora::flush(*solo, d0, 0, record));
+                    auto got = collect(solo->cq(), 2, false);
+                    ASSERT_EQ(got.size(), 2u);
+                    ASSERT_TRUE(got[0].ok() && got[1].ok());
+                } else if (which == 1) {
+                    REMORA_ASSERT_OK(solo_cb.write(d0, 0, smr, 0, record,
+                                                   {.context = &done, .callback = &set_flag}));
+                    REMORA_ASSERT_OK(remora::flush(solo_cb, d0, 0, record, {},
+                                                   {.context = &done, .callback = &set_flag}));
+                    wait_for_count(done, 1);
+                    ASSERT_EQ(done.load(), 1) << "a write failed";
+                } else {
+                    REMORA_ASSERT_OK(set->write(
+                        0, smr, 0, record,
+                        {.context = &done, .callback = &set_done, .park_until = clk::now() + 10s}));
+                    wait_for_count(done, 1);
+                    ASSERT_EQ(done.load(), 1) << "a write failed";
+                }
+                f.lat_us.push_back(
+                    std::chrono::duration<double, std::micro>(clk::now() - t0).count());
+            }
+            if (set)
+                REMORA_ASSERT_OK(set->drain(10s));
+        };
+        // `depth` durable writes in flight, for `t` seconds.
+        auto throughput = [&](int which, double t, figures& f) {
+            std::optional<replica_set> set;
+            if (which >= 2)
+                set.emplace(must(replica_set::create(g.members, {.quorum = which == 2 ? 2u : 3u,
+                                                                 .depth = depth,
+                                                                 .on_event = &on_event,
+                                                                 .event_context = &events})));
+            std::atomic<int> done{0};
+            std::uint64_t posted = 0;
+            const auto t0 = clk::now();
+            const auto end = t0 + std::chrono::duration<double>(t);
+            std::uint64_t reaped = 0;
+            while (clk::now() < end || reaped < posted) {
+                const bool more = clk::now() < end;
+                if (which == 0) {
+                    if (more && posted - reaped < depth) {
+                        const std::size_t slot = posted % depth;
+                        REMORA_ASSERT_OK(
+                            solo->write(d0, slot * record, smr, slot * record, record));
+                        REMORA_ASSERT_OK(remora::flush(*solo, d0, slot * record, record));
+                        ++posted;
+                        continue;
+                    }
+                    completion c[32];
+                    auto n = must(solo->cq().poll(c));
+                    for (std::size_t i = 0; i < n; ++i) {
+                        ASSERT_TRUE(c[i].ok()) << c[i].status.message();
+                        if (c[i].op == op::flush)
+                            ++reaped;
+                    }
+                } else {
+                    reaped = static_cast<std::uint64_t>(done.load());
+                    if (!more || posted - reaped >= depth) {
+                        if (reaped < posted)
+                            wait_for_count(done, static_cast<int>(reaped) + 1);
+                        continue;
+                    }
+                    {
+                        const std::size_t slot = posted % depth;
+                        if (which == 1) {
+                            REMORA_ASSERT_OK(
+                                solo_cb.write(d0, slot * record, smr, slot * record, record,
+                                              {.context = &done, .callback = &set_flag}));
+                            REMORA_ASSERT_OK(
+                                remora::flush(solo_cb, d0, slot * record, record, {},
+                                              {.context = &done, .callback = &set_flag}));
+                        } else {
+                            REMORA_ASSERT_OK(set->write(
+                                slot * record, smr, slot * record, record,
+                                {.context = &done,
+                                 .callback = &set_done,
+                                 .park_until = clk::now() + 10s}));  // a record settles later
+                        }
+                        ++posted;
+                    }
+                }
+            }
+            f.ops += posted;
+            f.seconds += std::chrono::duration<double>(clk::now() - t0).count();
+            if (set)
+                REMORA_ASSERT_OK(set->drain(10s));
+            ASSERT_LT(done.load(), fail_mark) << names[which] << ": a write failed";
+        };
+        constexpr int turns = 5;
+        for (int turn = 0; turn < turns; ++turn)
+            for (int w = 0; w < 4; ++w) {
+                latency(w, seconds / turns, lat[w]);
+                throughput(w, seconds / turns, bw[w]);
+            }
+        std::printf(
+            "replica_bench %s: 4 KiB durable writes (GPSPM, regions in %s), %d turns of "
+            "%.2f s\n",
+            provider.c_str(), dir.string().c_str(), turns, seconds / turns);
+        std::printf("%-8s %9s %9s %9s %10s %9s %12s %12s\n", "config", "p50 us", "p99 us", "n",
+                    "QD16 op/s", "MB/s", "p50/solo", "p50/solo_cb");
+        const double s50 = lat[0].p(0.5), c50 = lat[1].p(0.5);
+        for (int w = 0; w < 4; ++w) {
+            const double p50 = lat[w].p(0.5);
+            const double ops = bw[w].seconds > 0 ? bw[w].ops / bw[w].seconds : 0;
+            std::printf("%-8s %9.1f %9.1f %9zu %10.0f %9.1f %12.2f %12.2f\n", names[w], p50,
+                        lat[w].p(0.99), lat[w].lat_us.size(), ops, ops * record / 1e6,
+                        s50 > 0 ? p50 / s50 : 0, c50 > 0 ? p50 / c50 : 0);
+        }
+        for (int w = 0; w < 4; ++w)
+            EXPECT_GT(lat[w].lat_us.size(), 0u) << names[w];
+        EXPECT_EQ(events.load(), 0) << "members dropped on loopback";
+    }
+    std::filesystem::remove_all(dir);
+}
+
+}  // namespace

@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// tests/integration/replica_rig.hpp — N targets and one client domain connected to each, for the
+// replica set's tests and bench: plain memory, or persistent regions served by GPSPM.
+#pragma once
+
+#include <deque>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <remora/replica_set.hpp>
+
+#include "support.hpp"
+
+namespace remora::test {
+
+inline constexpr std::size_t replica_rig_region = 256 * 1024;
+
+// A target: its domain, its memory (plain, or a persistent region served by GPSPM) and, over
+// MSG, its listener; `conns` are its side of every connection made to it.
+struct target {
+    std::optional<domain> dom;
+    std::optional<listener> lst;
+    buffer mem{replica_rig_region};
+    std::optional<memory_region> mr;
+    std::optional<persistent_region> pmem;
+    std::optional<target_service> svc;
+    remote_region desc;
+    std::deque<connection> conns;
+    std::span<const std::byte> bytes() const {
+        return pmem ? std::span<const std::byte>(pmem->region().memory()) : mem.bytes;
+    }
+};
+
+// N targets and one client domain with a connection to each (progress threads on both sides: the
+// set reads nothing itself).
+struct rig {
+    std::string provider;
+    bool rdm = false;
+    std::uint32_t service_depth = 0;
+    std::optional<domain> client_dom;
+    std::vector<std::unique_ptr<target>> targets;
+    std::deque<connection> clients;
+    std::vector<replica> members;
+
+    connection_config server_cfg() const {
+        connection_config c;
+        c.progress_thread = true;
+        if (service_depth > 0)
+            c.addons = {persistence_config{.service_depth = service_depth}};
+        return c;
+    }
+    connection_config client_cfg(bool progress = true) const {
+        auto c = server_cfg();
+        c.progress_thread = progress;
+        return c;
+    }
+
+    // A new connection from the client domain to target i (its old ones stay as they are);
+    // `progress`: the library's progress thread reads its CQs (else the caller does).
+    result<connection*> connect(std::size_t i, bool progress = true) {
+        target& t = *targets[i];
+        if (rdm) {
+            auto s = connection::open_peer(*t.dom, server_cfg());
+            auto c = connection::open_peer(*client_dom, client_cfg(progress));
+            if (!s || !c)
+                return fail(!s ? s.error() : c.error());
+            if (auto r = s->attach(c->local_address()); !r)
+                return fail(r.error());
+            if (auto r = c->attach(s->local_address()); !r)
+                return fail(r.error());
+            t.conns.push_back(std::move(*s));
+            clients.push_back(std::move(*c));
+        } else {
+            auto client = std::async(std::launch::async, [&] {
+                return connection::connect(*client_dom, "127.0.0.1", t.lst->port(),
+                                           client_cfg(progress));
+            });
+            auto req = request_while_connecting(*t.lst, client);
+            result<connection> s = req ? req->accept(server_cfg()) : fail(req.error());
+            auto c = client.get();
+            if (!c || !s)
+                return fail(!c ? c.error() : s.error());
+            t.conns.push_back(std::move(*s));
+            clients.push_back(std::move(*c));
+        }
+        if (t.svc)
+            if (auto r = t.svc->serve(t.conns.back()); !r)
+                return fail(r.error());
+        return &clients.back();
+    }
+
+    // `n` targets; with `durable_dir`, each serves a persistent region in a file there by GPSPM.
+    static rig make(const std::string& provider, std::size_t n,
+                    const std::filesystem::path& durable_dir = {}, std::uint32_t depth = 16) {
+        rig g;
+        g.provider = provider;
+        g.rdm = is_rdm(provider);
+        const std::string prov = g.rdm ? provider.substr(4) : provider;
+        const endpoint_type ep = g.rdm ? endpoint_type::rdm : endpoint_type::msg;
+        g.client_dom = must(domain::open({.provider = prov, .endpoint = ep}));
+        if (!durable_dir.empty())
+            g.service_depth = depth;
+        for (std::size_t i = 0; i < n; ++i) {
+            auto t = std::make_unique<target>();
+            t->dom = must(domain::open({.provider = prov, .endpoint = ep}));
+            if (!g.rdm)
+                t->lst = must(listener::create(*t->dom, "127.0.0.1", 0));
+            if (!durable_dir.empty()) {
+                t->pmem = must(persistent_region::open(
+                    *t->dom, {.path = (durable_dir / ("r" + std::to_string(i))).string(),
+                              .size = replica_rig_region,
+                              .create = true}));
+                t->svc = must(target_service::create());
+                t->desc = must(t->svc->expose(*t->pmem));
+            } else {
+                t->mr = must(memory_region::create(
+                    *t->dom, t->mem.span(),
+                    usage::write_destination | usage::read_source | usage::flush_target));
+                t->desc = must(t->mr->describe(0, replica_rig_region));
+            }
+            g.targets.push_back(std::move(t));
+            connection* c = must(g.connect(i));
+            g.members.push_back({c, g.targets.back()->desc});
+        }
+        return g;
+    }
+};
+
+}  // namespace remora::test
