@@ -29,6 +29,7 @@ struct target {
     std::optional<target_service> svc;
     remote_region desc;
     std::deque<connection> conns;
+    bool serves = true;  // its service answers the connections made to it
     std::span<const std::byte> bytes() const {
         return pmem ? std::span<const std::byte>(pmem->region().memory()) : mem.bytes;
     }
@@ -86,15 +87,17 @@ struct rig {
             t.conns.push_back(std::move(*s));
             clients.push_back(std::move(*c));
         }
-        if (t.svc)
+        if (t.svc && t.serves)
             if (auto r = t.svc->serve(t.conns.back()); !r)
                 return fail(r.error());
         return &clients.back();
     }
 
     // `n` targets; with `durable_dir`, each serves a persistent region in a file there by GPSPM.
+    // `silent`: that target's service does not serve its connections (its flushes wait).
     static rig make(const std::string& provider, std::size_t n,
-                    const std::filesystem::path& durable_dir = {}, std::uint32_t depth = 16) {
+                    const std::filesystem::path& durable_dir = {}, std::uint32_t depth = 16,
+                    int silent = -1) {
         rig g;
         g.provider = provider;
         g.rdm = is_rdm(provider);
@@ -121,6 +124,7 @@ struct rig {
                     usage::write_destination | usage::read_source | usage::flush_target));
                 t->desc = must(t->mr->describe(0, replica_rig_region));
             }
+            t->serves = static_cast<int>(i) != silent;
             g.targets.push_back(std::move(t));
             connection* c = must(g.connect(i));
             g.members.push_back({c, g.targets.back()->desc});

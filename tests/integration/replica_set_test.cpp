@@ -254,6 +254,108 @@ TEST_P(replica_set_test, a_rejoining_member_catches_up_while_writes_go_on) {
         EXPECT_TRUE(holds_expected(g, i)) << "target " << i;
 }
 
+// Counts a set's completions from its callbacks.
+struct tally {
+    std::atomic<int> ok{0}, failed{0};
+    static void on(const replica_completion& c) {
+        auto* t = static_cast<tally*>(c.context);
+        (c.ok() ? t->ok : t->failed).fetch_add(1);
+    }
+};
+
+TEST_P(replica_set_test, a_member_dropped_with_writes_in_flight_rejoins_with_every_byte) {
+    if (GetParam() == "rdm:shm")
+        GTEST_SKIP() << "shm in one process: closing a peer with an answer in flight to it "
+                        "crashes libfabric (docs/rdm-peers.md)";
+    const auto dir = std::filesystem::path(testing::TempDir()) /
+                     ("replica_inflight_" + std::to_string(getpid()) + "_" +
+                      std::to_string(std::hash<std::string>{}(GetParam())));
+    std::filesystem::create_directories(dir);
+    {
+        auto g = rig::make(GetParam(), 3, dir, 8);  // persistent regions, GPSPM
+        register_src(g);
+        event_log log;
+        tally t;
+        auto set = must(replica_set::create(g.members, {.quorum = 2,
+                                                        .depth = 8,
+                                                        .copy_chunk = 32768,
+                                                        .on_event = &event_log::on,
+                                                        .event_context = &log}));
+        // Writes in flight from callbacks while member 1 is dropped among them, then more while it
+        // catches up; each write takes its own range of src, written once.
+        constexpr std::uint64_t piece = 4096;
+        constexpr int pieces = static_cast<int>(region_size / piece);
+        auto post = [&](int i) {
+            const std::uint64_t off = static_cast<std::uint64_t>(i) * piece;
+            return set.write(off, *src_mr, off, piece,
+                             {.context = &t,
+                              .callback = &tally::on,
+                              .park_until = std::chrono::steady_clock::now() + 10s});
+        };
+        for (int i = 0; i < pieces / 2; ++i) {
+            REMORA_ASSERT_OK(post(i));
+            if (i == pieces / 4)
+                REMORA_ASSERT_OK(set.drop(1));
+        }
+        REMORA_ASSERT_OK(set.drain(10s));
+        EXPECT_EQ(set.state(1), replica_state::dropped);
+        EXPECT_GT(set.missing(1), 0u);
+        connection* again = must(g.connect(1));
+        REMORA_ASSERT_OK(set.rejoin(1, *again, g.targets[1]->desc));
+        EXPECT_ERRC(set.rejoin(1, *again, g.targets[1]->desc), errc::bad_state);  // catching up
+        for (int i = pieces / 2; i < pieces; ++i)
+            REMORA_ASSERT_OK(post(i));
+        ASSERT_TRUE(eventually([&] { return set.state(1) == replica_state::live; }, 20s))
+            << "missing " << set.missing(1);
+        REMORA_ASSERT_OK(set.drain(10s));
+        EXPECT_EQ(t.ok.load(), pieces);
+        EXPECT_EQ(t.failed.load(), 0);
+        EXPECT_EQ(log.count(replica_event_kind::dropped, 1), 1u);
+        EXPECT_EQ(log.count(replica_event_kind::rejoined, 1), 1u);
+        std::memcpy(expected.data(), src.bytes.data(), region_size);
+        for (std::size_t i = 0; i < 3; ++i)
+            EXPECT_TRUE(holds_expected(g, i)) << "target " << i;
+    }
+    std::filesystem::remove_all(dir);
+}
+
+TEST_P(replica_set_test, a_member_that_falls_behind_is_dropped_at_the_limit) {
+    const auto dir = std::filesystem::path(testing::TempDir()) /
+                     ("replica_behind_" + std::to_string(getpid()) + "_" +
+                      std::to_string(std::hash<std::string>{}(GetParam())));
+    std::filesystem::create_directories(dir);
+    {
+        // Target 2 accepts GPSPM flushes but never answers them: they wait.
+        auto g = rig::make(GetParam(), 3, dir, 4, 2);
+        register_src(g);
+        event_log log;
+        auto set = must(replica_set::create(g.members, {.quorum = 2,
+                                                        .depth = 4,
+                                                        .behind_limit = 300ms,
+                                                        .on_event = &event_log::on,
+                                                        .event_context = &log}));
+        const auto t0 = std::chrono::steady_clock::now();
+        auto c = write_and_wait(set, 0, 4096);
+        ASSERT_TRUE(c.ok()) << describe(c);
+        ASSERT_TRUE(eventually([&] { return set.state(2) == replica_state::dropped; }, 10s));
+        const auto took = std::chrono::steady_clock::now() - t0;
+        EXPECT_GE(took, 300ms);
+        EXPECT_EQ(log.count(replica_event_kind::dropped, 2), 1u);
+        {
+            std::lock_guard lock(log.mu);
+            for (const auto& e : log.events) {
+                if (e.kind == replica_event_kind::dropped) {
+                    EXPECT_EQ(e.status, make_error_code(errc::timed_out));
+                }
+            }
+        }
+        REMORA_ASSERT_OK(set.drain(10s));
+        EXPECT_EQ(set.live(), 2u);
+        ASSERT_TRUE(write_and_wait(set, 4096, 4096).ok());
+    }
+    std::filesystem::remove_all(dir);
+}
+
 TEST_P(replica_set_test, a_member_in_another_targets_place_gets_the_whole_range) {
     auto g = rig::make(GetParam(), 3);
     register_src(g);
