@@ -153,7 +153,9 @@ struct replica_options {
     /// Gets the completion (see Threading); null: replica_set::poll() returns it.
     void (*callback)(const replica_completion&) = nullptr;
     /// The clock's epoch (default): a full set refuses at once (errc::would_block). Otherwise
-    /// the call waits for room until then (errc::timed_out), never from a callback.
+    /// the call waits for room until then (errc::timed_out), never from a callback. A write
+    /// without a callback holds its place until poll() takes its completion: a thread that parks
+    /// must not be the only one that polls.
     std::chrono::steady_clock::time_point park_until{};
 };
 
