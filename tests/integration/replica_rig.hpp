@@ -3,9 +3,11 @@
 // replica set's tests and bench: plain memory, or persistent regions served by GPSPM.
 #pragma once
 
+#include <algorithm>
 #include <deque>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -130,6 +132,22 @@ struct rig {
             g.members.push_back({c, g.targets.back()->desc});
         }
         return g;
+    }
+};
+
+// Events, as the set reports them.
+struct event_log {
+    std::mutex mu;
+    std::vector<replica_event> events;
+    static void on(const replica_event& e) {
+        auto* self = static_cast<event_log*>(e.context);
+        std::lock_guard lock(self->mu);
+        self->events.push_back(e);
+    }
+    std::size_t count(replica_event_kind k, std::uint32_t index) {
+        std::lock_guard lock(mu);
+        return std::count_if(events.begin(), events.end(),
+                             [&](const auto& e) { return e.kind == k && e.index == index; });
     }
 };
 

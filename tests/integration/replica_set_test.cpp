@@ -31,22 +31,6 @@ std::vector<std::string> all_providers() {
     return all;
 }
 
-// Events, as the set reports them.
-struct event_log {
-    std::mutex mu;
-    std::vector<replica_event> events;
-    static void on(const replica_event& e) {
-        auto* self = static_cast<event_log*>(e.context);
-        std::lock_guard lock(self->mu);
-        self->events.push_back(e);
-    }
-    std::size_t count(replica_event_kind k, std::uint32_t index) {
-        std::lock_guard lock(mu);
-        return std::count_if(events.begin(), events.end(),
-                             [&](const auto& e) { return e.kind == k && e.index == index; });
-    }
-};
-
 // What a completion says, for a failure's message.
 std::string describe(const replica_completion& c) {
     std::string s = c.ok() ? "ok" : c.status.message();

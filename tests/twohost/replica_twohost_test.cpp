@@ -15,6 +15,7 @@
 
 #include <remora/replica_set.hpp>
 
+#include "integration/replica_rig.hpp"
 #include "serve.hpp"
 #include "twohost.hpp"
 
@@ -25,21 +26,6 @@ namespace fs = std::filesystem;
 
 constexpr std::size_t record = 4096;
 constexpr std::uint32_t depth = 8;
-
-struct events {
-    std::mutex mu;
-    std::vector<replica_event> seen;
-    static void on(const replica_event& e) {
-        auto* self = static_cast<events*>(e.context);
-        std::lock_guard lock(self->mu);
-        self->seen.push_back(e);
-    }
-    std::size_t count(replica_event_kind k, std::uint32_t i) {
-        std::lock_guard lock(mu);
-        return std::count_if(seen.begin(), seen.end(),
-                             [&](const auto& e) { return e.kind == k && e.index == i; });
-    }
-};
 
 class replica_twohost : public testing::TestWithParam<std::string> {
   protected:
@@ -118,12 +104,12 @@ TEST_P(replica_twohost, a_replica_returns_after_a_link_down_and_catches_up) {
     for (std::size_t i = 0; i < src.bytes.size(); ++i)
         src.bytes[i] = static_cast<std::byte>((i * 131 + i / record) & 0xff);
     auto mr = must(memory_region::create(*dom, src.span(), usage::write_source));
-    events ev;
+    event_log ev;
     auto set = must(replica_set::create(members, {.quorum = 2,
                                                   .depth = depth,
                                                   .behind_limit = 1000ms,
                                                   .copy_chunk = 64 * 1024,
-                                                  .on_event = &events::on,
+                                                  .on_event = &event_log::on,
                                                   .event_context = &ev}));
     struct tally {
         std::atomic<int> acked{0}, failed{0};
