@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -221,6 +222,47 @@ TEST(replica_bench, durable_4k_writes_one_connection_and_quorums) {
         for (int w = 0; w < 4; ++w)
             EXPECT_GT(lat[w].lat_us.size(), 0u) << names[w];
         EXPECT_EQ(events.load(), 0) << "members dropped on loopback";
+    }
+    std::filesystem::remove_all(dir);
+}
+
+// How long rejoin() takes to copy a whole region into a member (GPSPM, regions in /dev/shm files):
+// REMORA_BENCH_CATCHUP_MIB sets the region (default 32). Asserted: the member ends holding what
+// the others hold.
+TEST(replica_bench, catch_up_of_a_whole_region) {
+    const char* env_prov = std::getenv("REMORA_BENCH_PROVIDER");
+    const std::string provider = env_prov != nullptr ? env_prov : "tcp";
+    const char* env_mib = std::getenv("REMORA_BENCH_CATCHUP_MIB");
+    const std::size_t mib = env_mib != nullptr ? std::max(1, std::atoi(env_mib)) : 32;
+    const std::filesystem::path dir =
+        std::filesystem::path(std::filesystem::exists("/dev/shm") ? "/dev/shm"
+                                                                  : testing::TempDir()) /
+        ("remora-replica-catchup-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    {
+        auto g = rig::make(provider, 3, dir, depth, -1, mib << 20);
+        // What the live members hold: a pattern written straight into their files' mappings.
+        for (int i = 0; i < 2; ++i) {
+            auto m = g.targets[i]->pmem->region().memory();
+            for (std::size_t k = 0; k < m.size(); k += 4096)
+                std::memset(m.data() + k, static_cast<int>((k / 4096) & 0xff), 4096);
+        }
+        auto set = must(replica_set::create(g.members, {.quorum = 2, .depth = depth}));
+        REMORA_ASSERT_OK(set.drop(2));
+        ASSERT_TRUE(eventually([&] { return set.pending(2) == 0; }));
+        connection* again = must(g.connect(2));
+        const auto t0 = clk::now();
+        REMORA_ASSERT_OK(set.rejoin(2, *again, g.targets[2]->desc, {.whole = true}));
+        ASSERT_TRUE(eventually([&] { return set.state(2) == replica_state::live; }, 300s));
+        const double took = std::chrono::duration<double>(clk::now() - t0).count();
+        const auto a = g.targets[0]->pmem->region().memory();
+        const auto b = g.targets[2]->pmem->region().memory();
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size()), 0);
+        std::printf(
+            "replica_bench %s: caught up %zu MiB in %.3f s: %.0f MB/s, %.2f s per GiB "
+            "(copy_chunk %zu KiB)\n",
+            provider.c_str(), mib, took, (mib << 20) / took / 1e6, took * 1024.0 / mib,
+            replica_set_config{}.copy_chunk >> 10);
     }
     std::filesystem::remove_all(dir);
 }

@@ -99,7 +99,7 @@ struct rig {
     // `silent`: that target's service does not serve its connections (its flushes wait).
     static rig make(const std::string& provider, std::size_t n,
                     const std::filesystem::path& durable_dir = {}, std::uint32_t depth = 16,
-                    int silent = -1) {
+                    int silent = -1, std::size_t size = replica_rig_region) {
         rig g;
         g.provider = provider;
         g.rdm = is_rdm(provider);
@@ -110,13 +110,14 @@ struct rig {
             g.service_depth = depth;
         for (std::size_t i = 0; i < n; ++i) {
             auto t = std::make_unique<target>();
+            t->mem = buffer(durable_dir.empty() ? size : 0);
             t->dom = must(domain::open({.provider = prov, .endpoint = ep}));
             if (!g.rdm)
                 t->lst = must(listener::create(*t->dom, "127.0.0.1", 0));
             if (!durable_dir.empty()) {
                 t->pmem = must(persistent_region::open(
                     *t->dom, {.path = (durable_dir / ("r" + std::to_string(i))).string(),
-                              .size = replica_rig_region,
+                              .size = size,
                               .create = true}));
                 t->svc = must(target_service::create());
                 t->desc = must(t->svc->expose(*t->pmem));
@@ -124,7 +125,7 @@ struct rig {
                 t->mr = must(memory_region::create(
                     *t->dom, t->mem.span(),
                     usage::write_destination | usage::read_source | usage::flush_target));
-                t->desc = must(t->mr->describe(0, replica_rig_region));
+                t->desc = must(t->mr->describe(0, size));
             }
             t->serves = static_cast<int>(i) != silent;
             g.targets.push_back(std::move(t));
