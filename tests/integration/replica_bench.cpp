@@ -8,7 +8,9 @@
 //   q2of3     a replica set, quorum 2 of 3;
 //   q3of3     a replica set, quorum 3 of 3.
 // The configurations run in turns (solo, solo_cb, q2of3, q3of3, solo, ...) so that the machine's
-// noise falls on all of them; ratios are to solo and solo_cb of the same run. Asserted: every
+// noise falls on all of them; ratios are to solo and solo_cb of the same run. hand2of3 is the
+// set's work done by hand (a write and a flush on each member, waiting for 2 flushes and the 3
+// writes): the set's own cost is q2of3 against it. Asserted: every
 // write completes successfully. REMORA_BENCH_SECONDS sets the time of each (default 0.5, in 5
 // turns), REMORA_BENCH_PROVIDER the provider (default tcp).
 #include <algorithm>
@@ -69,6 +71,14 @@ void on_event(const replica_event& e) {
     static_cast<std::atomic<int>*>(e.context)->fetch_add(1);
 }
 
+// hand2of3's count: a flush adds 1, a write 1 << 16 (the low byte is flushes, bits 16+ writes;
+// a failure, 256, leaves both short).
+void hand_count(const completion& c) {
+    auto* n = static_cast<std::atomic<int>*>(c.context);
+    n->fetch_add(!c.ok() ? 256 : c.op == op::flush ? 1 : 1 << 16);
+    n->notify_all();
+}
+
 // Sleeps until `n` holds at least `want`.
 void wait_for_count(std::atomic<int>& n, int want) {
     for (int v = n.load(); v < want; v = n.load())
@@ -94,13 +104,17 @@ TEST(replica_bench, durable_4k_writes_one_connection_and_quorums) {
         connection& solo_cb = *must(g.connect(0, true));  // apart from the sets' members
         const remote_region& d0 = g.targets[0]->desc;
 
-        const char* names[] = {"solo", "solo_cb", "q2of3", "q3of3"};
+        const char* names[] = {"solo", "solo_cb", "q2of3", "q3of3", "hand2of3"};
         std::atomic<int> events{0};
-        figures lat[4], bw[4];
+        figures lat[5], bw[5];
+        // hand2of3: the fan-out by hand, without a set: a write and a flush on each member's
+        // connection, done once 2 flushes and all 3 writes came back (what the set waits for).
+        auto hand = std::make_unique<std::array<std::atomic<int>, 1024>>();
+        std::size_t hand_next = 0;
         // One durable write at a time, for `t` seconds.
         auto latency = [&](int which, double t, figures& f) {
             std::optional<replica_set> set;
-            if (which >= 2)
+            if (which == 2 || which == 3)
                 set.emplace(must(replica_set::create(g.members, {.quorum = which == 2 ? 2u : 3u,
                                                                  .depth = depth,
                                                                  .on_event = &on_event,
@@ -122,6 +136,28 @@ TEST(replica_bench, durable_4k_writes_one_connection_and_quorums) {
                                                    {.context = &done, .callback = &set_flag}));
                     wait_for_count(done, 1);
                     ASSERT_EQ(done.load(), 1) << "a write failed";
+                } else if (which == 4) {
+                    // At most `depth` writes with a flush still out, as in the set: wait for
+                    // the one `depth` writes ago to end everywhere.
+                    constexpr int ended = 3 + 3 * (1 << 16);
+                    if (hand_next >= depth) {
+                        auto& old = (*hand)[(hand_next - depth) % hand->size()];
+                        for (int v = old.load(); v != ended; v = old.load()) {
+                            ASSERT_EQ(v & 0xff00, 0) << "a write failed";
+                            old.wait(v);
+                        }
+                    }
+                    auto& n = (*hand)[hand_next++ % hand->size()];
+                    n = 0;
+                    for (int m = 0; m < 3; ++m) {
+                        const remote_region& d = g.members[m].region;
+                        REMORA_ASSERT_OK(g.members[m].conn->write(
+                            d, 0, smr, 0, record, {.context = &n, .callback = &hand_count}));
+                        REMORA_ASSERT_OK(remora::flush(*g.members[m].conn, d, 0, record, {},
+                                                       {.context = &n, .callback = &hand_count}));
+                    }
+                    for (int v = n.load(); (v & 0xff) < 2 || (v >> 16) < 3; v = n.load())
+                        n.wait(v);
                 } else {
                     REMORA_ASSERT_OK(set->write(
                         0, smr, 0, record,
@@ -201,25 +237,26 @@ TEST(replica_bench, durable_4k_writes_one_connection_and_quorums) {
         };
         constexpr int turns = 5;
         for (int turn = 0; turn < turns; ++turn)
-            for (int w = 0; w < 4; ++w) {
+            for (int w = 0; w < 5; ++w) {
                 latency(w, seconds / turns, lat[w]);
-                throughput(w, seconds / turns, bw[w]);
+                if (w < 4)
+                    throughput(w, seconds / turns, bw[w]);
             }
         std::printf(
             "replica_bench %s: 4 KiB durable writes (GPSPM, regions in %s), %d turns of "
             "%.2f s\n",
             provider.c_str(), dir.string().c_str(), turns, seconds / turns);
-        std::printf("%-8s %9s %9s %9s %10s %9s %12s %12s\n", "config", "p50 us", "p99 us", "n",
-                    "QD16 op/s", "MB/s", "p50/solo", "p50/solo_cb");
-        const double s50 = lat[0].p(0.5), c50 = lat[1].p(0.5);
-        for (int w = 0; w < 4; ++w) {
+        std::printf("%-8s %9s %9s %9s %10s %9s %10s %12s %10s\n", "config", "p50 us", "p99 us", "n",
+                    "QD16 op/s", "MB/s", "p50/solo", "p50/solo_cb", "p50/hand");
+        const double s50 = lat[0].p(0.5), c50 = lat[1].p(0.5), h50 = lat[4].p(0.5);
+        for (int w = 0; w < 5; ++w) {
             const double p50 = lat[w].p(0.5);
             const double ops = bw[w].seconds > 0 ? bw[w].ops / bw[w].seconds : 0;
-            std::printf("%-8s %9.1f %9.1f %9zu %10.0f %9.1f %12.2f %12.2f\n", names[w], p50,
+            std::printf("%-8s %9.1f %9.1f %9zu %10.0f %9.1f %10.2f %12.2f %10.2f\n", names[w], p50,
                         lat[w].p(0.99), lat[w].lat_us.size(), ops, ops * record / 1e6,
-                        s50 > 0 ? p50 / s50 : 0, c50 > 0 ? p50 / c50 : 0);
+                        s50 > 0 ? p50 / s50 : 0, c50 > 0 ? p50 / c50 : 0, h50 > 0 ? p50 / h50 : 0);
         }
-        for (int w = 0; w < 4; ++w)
+        for (int w = 0; w < 5; ++w)
             EXPECT_GT(lat[w].lat_us.size(), 0u) << names[w];
         EXPECT_EQ(events.load(), 0) << "members dropped on loopback";
     }
