@@ -97,6 +97,8 @@ round() {
         victims+=($(((k + n) % 3)))
         disown "${spid[$(((k + n) % 3))]}"  # no "Killed" line from the shell
         kill -9 "${spid[$(((k + n) % 3))]}"
+        # A process killed so cannot remove its shared-memory regions (docs/rdm-peers.md).
+        rm -f /dev/shm/remora_"${spid[$(((k + n) % 3))]}"_*
     done
     wait $put_pid || rc=$?
     no_sanitizer_report "$dir/put.log" || fail "put"
