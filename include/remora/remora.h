@@ -404,10 +404,12 @@ struct remora_channel_event; /* remora_cq.h */
 }
 #endif
 
-/* The persistence layer's, the pools', receiving's and admission's functions over these handles. */
+/* The persistence layer's, the pools', receiving's, admission's and the replica set's functions
+ * over these handles. */
 #include <remora/remora_admission.h>
 #include <remora/remora_persist.h>
 #include <remora/remora_pools.h>
 #include <remora/remora_receive.h>
+#include <remora/remora_replica.h>
 
 #endif /* REMORA_REMORA_H */

@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <span>
 #include <string>
 #include <system_error>
@@ -123,6 +124,14 @@ struct remora_admitted_peer {
 struct remora_attach_request {
     remora::attach_request r;
 };
+// The set and its C event function: the C++ set's event_context is this handle, so its events
+// reach on_event with the C context. `s` is made once the handle exists (its address is the
+// context) and is declared last, so it ends, running its last events, before the fields it uses.
+struct remora_replica_set {
+    remora_replica_event_cb on_event = nullptr;
+    void* event_context = nullptr;
+    std::optional<remora::replica_set> s;
+};
 
 // The helpers below are hidden in both libraries (the version script exports namespace remora as
 // a whole; these are not part of it).
@@ -212,6 +221,9 @@ int connection_config_of(const char* fn, const remora_connection_config* cfg,
 // A C persistence configuration as the C++ one (persistence.cpp; 0 fields keep the defaults).
 int persistence_config_of(const char* fn, const remora_persistence_config* cfg,
                           persistence_config& out);
+// A flush's enum remora_flush_type and enum remora_flush_method as flush_options (persistence.cpp):
+// values that are no REMORA_FLUSH_* are REMORA_E_INVALID.
+int flush_options_of(const char* fn, int type, int method, flush_options& out);
 
 // The connection operations' common start: `conn` given, `flags` and `context` as op_options.
 #define REMORA_CAPI_OP_PROLOGUE(fn)                         \

@@ -74,7 +74,7 @@ REMORA_API int remora_fetch_add(remora_connection* conn, const remora_remote_reg
 
 }  // extern "C"
 
-namespace {
+namespace remora::capi {
 
 int flush_options_of(const char* fn, int type, int method, remora::flush_options& out) {
     switch (type) {
@@ -109,7 +109,7 @@ int flush_options_of(const char* fn, int type, int method, remora::flush_options
     return 0;
 }
 
-}  // namespace
+}  // namespace remora::capi
 
 extern "C" {
 
