@@ -121,9 +121,13 @@ const char* to_string(replica_event_kind k) noexcept;
 
 /// An event of the set, reported once each.
 struct replica_event {
-    replica_event_kind kind = replica_event_kind::dropped;
-    std::uint32_t index = 0;  ///< the member (dropped, rejoined)
-    std::error_code status;   ///< why it was dropped (errc::bad_state for drop())
+    replica_event_kind kind = replica_event_kind::dropped;  ///< what happened
+    /// The member dropped or rejoined; for quorum_lost and quorum_regained, the member whose drop
+    /// or rejoin brought it.
+    std::uint32_t index = 0;
+    /// Why it was dropped (errc::bad_state for drop()); quorum_lost carries the drop's; empty
+    /// otherwise.
+    std::error_code status;
     void* context = nullptr;  ///< replica_set_config::event_context
 };
 

@@ -77,22 +77,35 @@ struct rig {
             t.conns.push_back(std::move(*s));
             clients.push_back(std::move(*c));
         } else {
-            auto client = std::async(std::launch::async, [&] {
-                return connection::connect(*client_dom, "127.0.0.1", t.lst->port(),
-                                           client_cfg(progress));
-            });
-            auto req = request_while_connecting(*t.lst, client);
-            result<connection> s = req ? req->accept(server_cfg()) : fail(req.error());
-            auto c = client.get();
-            if (!c || !s)
-                return fail(!c ? c.error() : s.error());
-            t.conns.push_back(std::move(*s));
-            clients.push_back(std::move(*c));
+            // sockets sometimes never completes a connect to a listener right after the same
+            // domain's earlier connection to it was closed (docs/providers.md): try again.
+            result<void> r = {};
+            for (int attempt = 1; attempt <= 3; ++attempt)
+                if ((r = connect_msg(t, progress)))
+                    break;
+            if (!r)
+                return fail(r.error());
         }
         if (t.svc && t.serves)
             if (auto r = t.svc->serve(t.conns.back()); !r)
                 return fail(r.error());
         return &clients.back();
+    }
+
+    result<void> connect_msg(target& t, bool progress) {
+        connection_config cfg = client_cfg(progress);
+        cfg.connect_timeout = std::chrono::seconds(3);
+        auto client = std::async(std::launch::async, [&] {
+            return connection::connect(*client_dom, "127.0.0.1", t.lst->port(), cfg);
+        });
+        auto req = request_while_connecting(*t.lst, client);
+        result<connection> s = req ? req->accept(server_cfg()) : fail(req.error());
+        auto c = client.get();
+        if (!c || !s)
+            return fail(!c ? c.error() : s.error());
+        t.conns.push_back(std::move(*s));
+        clients.push_back(std::move(*c));
+        return {};
     }
 
     // `n` targets; with `durable_dir`, each serves a persistent region in a file there by GPSPM.
