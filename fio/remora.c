@@ -29,6 +29,12 @@
  *                     bytes delivered, not known visible or durable); refuses sync=1 and fsync
  *   busy_wait_polling=1 polls the completion queue in a loop; 0 sleeps in the queue's wait.
  *
+ * replicas=N (N > 1, writes only): the client job writes to N servers, serverip:port + job index
+ *   x N + 0 .. N - 1 (so the server side runs N jobs per client job), through a replica set:
+ *   each write is written and flushed on every server and completes once quorum=K of them
+ *   (default: a majority) made it durable (sync=1 is implied; fsync io_us complete at once). A
+ *   server that fails is dropped and the job goes on while the quorum holds.
+ *
  * provider=tcp|sockets|... selects the libfabric provider (default: remora's automatic choice).
  * The engine prints errors only (log_err), so fio's JSON output on stdout stays clean.
  * Build: CMake target remora_fio, against a fio 3.33 source tree (scripts/fio-build.sh).
@@ -64,6 +70,8 @@ struct rf_options {
     unsigned int busy_wait_polling;
     unsigned int direct_write_to_pmem;
     char* flush;
+    unsigned int replicas;
+    unsigned int quorum;
 };
 
 static struct fio_option rf_options[] = {
@@ -140,6 +148,31 @@ static struct fio_option rf_options[] = {
         .group = FIO_OPT_G_INVALID,
     },
     {
+        .name = "replicas",
+        .lname = "remora replicas",
+        .type = FIO_OPT_INT,
+        .off1 = offsetof(struct rf_options, replicas),
+        .help = "client: write to this many servers (port + job x replicas + 0..replicas-1) "
+                "through a replica set",
+        .def = "1",
+        .minval = 1,
+        .maxval = REMORA_MAX_REPLICAS,
+        .category = FIO_OPT_C_ENGINE,
+        .group = FIO_OPT_G_INVALID,
+    },
+    {
+        .name = "quorum",
+        .lname = "remora quorum",
+        .type = FIO_OPT_INT,
+        .off1 = offsetof(struct rf_options, quorum),
+        .help = "client with replicas: servers a write must be durable on (0: a majority)",
+        .def = "0",
+        .minval = 0,
+        .maxval = REMORA_MAX_REPLICAS,
+        .category = FIO_OPT_C_ENGINE,
+        .group = FIO_OPT_G_INVALID,
+    },
+    {
         .name = NULL,
     },
 };
@@ -182,6 +215,11 @@ struct rf_client {
     unsigned nready, handed;
     struct rf_batch* batches; /* depth of them */
     unsigned in_flight;       /* io_us posted and not yet completed */
+    /* replicas > 1: the servers' connections and regions, and the set over them */
+    unsigned nrep;
+    remora_connection* rconn[REMORA_MAX_REPLICAS];
+    remora_remote_region* rremote[REMORA_MAX_REPLICAS];
+    remora_replica_set* set;
 };
 
 struct rf_server {
@@ -383,6 +421,62 @@ static void server_cleanup(struct thread_data* td) {
 
 /* ---- client ---- */
 
+/* replicas > 1: connects to each server of this job and forms the replica set over them. */
+static int rf_client_init_replicas(struct thread_data* td, struct rf_client* c) {
+    struct rf_options* o = opts(td);
+    struct remora_persistence_config persist = {.size = sizeof persist};
+    struct remora_connection_config cc = {.size = sizeof cc, .persist = &persist};
+    struct remora_replica_set_config sc = {.size = sizeof sc};
+    struct remora_replica members[REMORA_MAX_REPLICAS];
+    unsigned char want[2];
+    unsigned i;
+    int r;
+    if (td_read(td) || td_trim(td) || c->no_flush) {
+        log_err("remora: replicas=%u writes and flushes only (rw=write or randwrite, a flush)\n",
+                o->replicas);
+        td_verror(td, EINVAL, "replicas");
+        return 1;
+    }
+    /* A write and its flush per io_u, and GPSPM requests up to the depth; the set posts with
+     * callbacks, so the library's progress thread reads each connection's CQs. */
+    cc.sq_size = 2 * c->depth + 2;
+    cc.progress_thread = true;
+    persist.service_depth = c->depth;
+    want[0] = (unsigned char)(persist.service_depth & 0xff);
+    want[1] = (unsigned char)(persist.service_depth >> 8);
+    c->ws_size = UINT64_MAX;
+    for (i = 0; i < o->replicas; ++i) {
+        const unsigned port = o->port + (unsigned)td->subjob_number * o->replicas + i;
+        const void* pdata = NULL;
+        size_t plen = 0;
+        uint64_t size = 0;
+        unsigned usage = 0, persistence = 0;
+        if (port > 65535) {
+            log_err("remora: replica port %u is past 65535\n", port);
+            td_verror(td, EINVAL, "port");
+            return 1;
+        }
+        r = remora_connect(c->dom, o->serverip, (uint16_t)port, &cc, want, sizeof want,
+                           &c->rconn[i]);
+        if (r != 0)
+            return rf_fail(td, "connecting to a replica's server", r);
+        c->nrep = i + 1;
+        if ((r = remora_connection_peer_private_data(c->rconn[i], &pdata, &plen)) != 0 ||
+            (r = remora_remote_region_parse(pdata, plen, &c->rremote[i])) != 0 ||
+            (r = remora_remote_region_info(c->rremote[i], &size, &usage, &persistence)) != 0)
+            return rf_fail(td, "reading a replica's descriptor", r);
+        if (size < c->ws_size)
+            c->ws_size = size;
+        members[i].conn = c->rconn[i];
+        members[i].region = c->rremote[i];
+    }
+    sc.quorum = o->quorum;
+    sc.depth = c->depth;
+    sc.flush_method = c->flush_method;
+    r = remora_replica_set_create(members, c->nrep, &sc, &c->set);
+    return r == 0 ? 0 : rf_fail(td, "forming the replica set", r);
+}
+
 static int client_init(struct thread_data* td) {
     struct rf_options* o = opts(td);
     struct rf_client* c = calloc(1, sizeof *c);
@@ -438,6 +532,10 @@ static int client_init(struct thread_data* td) {
     }
     if (rf_open_domain(td, REMORA_PROGRESS_DEFAULT, &c->dom))
         return 1;
+    if (o->replicas > 1) {
+        c->per_write_flush = true; /* each write is flushed on every replica */
+        return rf_client_init_replicas(td, c);
+    }
     if (rf_port(td) > 65535) {
         log_err("remora: port %u + job %d is past 65535\n", o->port, td->subjob_number);
         td_verror(td, EINVAL, "port");
@@ -500,6 +598,18 @@ static int client_io_u_init(struct thread_data* td, struct io_u* io_u) {
  * buffers (its teardown frees them before the engine's cleanup), so no operation or
  * registration outlives the memory it names. Idempotent. */
 static void client_teardown(struct rf_client* c) {
+    unsigned i;
+    /* The set first: it waits for its operations, then the connections it wrote on. */
+    remora_replica_set_delete(c->set);
+    c->set = NULL;
+    for (i = 0; i < c->nrep; ++i) {
+        (void)remora_connection_close(c->rconn[i]);
+        remora_connection_delete(c->rconn[i]);
+        remora_remote_region_delete(c->rremote[i]);
+        c->rconn[i] = NULL;
+        c->rremote[i] = NULL;
+    }
+    c->nrep = 0;
     if (c->conn != NULL) {
         /* Operations still in flight (a failed job) complete with errors as it closes. */
         (void)remora_connection_close(c->conn);
@@ -525,6 +635,8 @@ static enum fio_q_status client_queue(struct thread_data* td, struct io_u* io_u)
         io_u->error = EINVAL;
         return FIO_Q_COMPLETED;
     }
+    if (c->set != NULL && ddir_sync(io_u->ddir))
+        return FIO_Q_COMPLETED; /* every write completed durable on the quorum already */
     if (c->nqueued == c->depth)
         return FIO_Q_BUSY;
     c->queued[c->nqueued++] = io_u;
@@ -554,6 +666,9 @@ static int rf_post(struct thread_data* td, struct rf_client* c, struct io_u* io_
     struct rf_iou* x = io_u->engine_data;
     const size_t local = rf_local(td, io_u);
     x->error = 0;
+    if (c->set != NULL) /* a write: completes at the quorum, polled in getevents */
+        return remora_replica_set_write(c->set, io_u->offset, c->mr, local, io_u->xfer_buflen, x,
+                                        NULL, 0);
     if (io_u->ddir == DDIR_READ) {
         x->final_op = REMORA_OP_READ;
         return remora_read(c->conn, c->mr, local, c->remote, io_u->offset, io_u->xfer_buflen, 0, x);
@@ -680,6 +795,22 @@ static long long rf_ms_since(const struct timespec* t0) {
     return (long long)(now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
 }
 
+/* replicas: takes up to `want` of the set's completions, each completing its io_u. */
+static int rf_poll_set(struct rf_client* c, size_t want, size_t* n) {
+    struct remora_replica_completion done[RF_POLL_BATCH];
+    size_t i;
+    int r = remora_replica_set_poll(c->set, done, want, n);
+    for (i = 0; r == 0 && i < *n; ++i) {
+        struct rf_iou* x = done[i].context;
+        if (done[i].status != 0) {
+            log_err("remora: a replicated write failed: %s\n", remora_strerror(done[i].status));
+            x->error = rf_errno(done[i].status);
+        }
+        rf_ready(c, x->io_u);
+    }
+    return r;
+}
+
 static int client_getevents(struct thread_data* td, unsigned int min, unsigned int max,
                             const struct timespec* t) {
     struct rf_client* c = td->io_ops_data;
@@ -702,12 +833,13 @@ static int client_getevents(struct thread_data* td, unsigned int min, unsigned i
         const size_t want = c->in_flight == 0              ? 1
                             : c->in_flight < RF_POLL_BATCH ? c->in_flight
                                                            : RF_POLL_BATCH;
-        int r = remora_completion_queue_poll(c->cq, done, want, &n);
+        int r = c->set != NULL ? rf_poll_set(c, want, &n)
+                               : remora_completion_queue_poll(c->cq, done, want, &n);
         if (r != 0) {
             rf_fail(td, "polling completions", r);
             return -rf_errno(r);
         }
-        for (i = 0; i < n; ++i)
+        for (i = 0; i < n && c->set == NULL; ++i)
             rf_complete(c, &done[i]);
         if (n > 0) {
             since_completion = false;
@@ -736,7 +868,8 @@ static int client_getevents(struct thread_data* td, unsigned int min, unsigned i
         }
         if (!c->busy) {
             size_t got = 0;
-            r = remora_completion_queue_wait(c->cq, RF_WAKE_MS, &got);
+            r = c->set != NULL ? remora_replica_set_wait(c->set, RF_WAKE_MS)
+                               : remora_completion_queue_wait(c->cq, RF_WAKE_MS, &got);
             if (r != 0 && r != REMORA_E_TIMED_OUT) {
                 rf_fail(td, "waiting for completions", r);
                 return -rf_errno(r);

@@ -9,7 +9,8 @@
 #        both sides sleeping while they wait: busy_wait_polling=0),
 #        write-fsync (fsync=4: a flush every 4 writes, qd 8), write-noflush (flush=none, qd 16),
 #        write-file (the server maps a file: each flush persists through the service, GPSPM;
-#        the file must then hold the written bytes), read (qd 2)
+#        the file must then hold the written bytes), read (qd 2), write-replicated (replicas=3
+#        quorum=2: the client writes to three server jobs through a replica set, qd 8)
 #   librpma-NAME: librpma's job pair NAME-server.fio and NAME-client.fio in librpma's style
 #        (tests/fio/librpma: apm, gpspm, aof_hw, aof_sw), converted by fio/librpma-to-remora.sed
 #        alone; the test then only names the address and a free port, shortens the run and, for
@@ -72,9 +73,11 @@ esac
 server_edits=(-e 's/^size=100MiB.*/size=1MiB/')
 [ "$job" = write-batch ] && server_edits+=(-e 's/^busy_wait_polling=1/busy_wait_polling=0/')
 [ "$job" = write-file ] && server_edits+=(-e "s|^filename=malloc.*|filename=$tmp/region.bin|")
+servers=1
+[ "$job" = write-replicated ] && servers=3 && server_edits+=(-e 's/^numjobs=1.*/numjobs=3/')
 server_src=$here/fio/remora-server.fio
 case $job in
-    write | write-batch | write-fsync | write-noflush | write-file) src=$here/fio/remora-client-write.fio; dir=write ;;
+    write | write-batch | write-fsync | write-noflush | write-file | write-replicated) src=$here/fio/remora-client-write.fio; dir=write ;;
     read) src=$here/fio/remora-client-read.fio; dir=read ;;
     librpma-*)
         # The conversion, then what a user fills in anyway: the address (librpma's examples say
@@ -104,9 +107,11 @@ case $job in
     write-fsync) edits+=(-e 's/^sync=1/sync=0\nfsync=4/' -e 's/^iodepth=2/iodepth=8/') ;;
     write-noflush) edits+=(-e 's/^sync=1/sync=0/' -e 's/^flush=auto/flush=none/'
                            -e 's/^iodepth=2/iodepth=16/') ;;
+    write-replicated) edits+=(-e 's/^sync=1/sync=1\nreplicas=3\nquorum=2/' -e 's/^iodepth=2/iodepth=8/') ;;
 esac
 sed "${edits[@]}" "$src" >"$tmp/client.fio"
 [ "$job" = write-fsync ] && ! grep -q '^fsync=4' "$tmp/client.fio" && fail "job file edit failed"
+[ "$job" = write-replicated ] && ! grep -q '^replicas=3' "$tmp/client.fio" && fail "job file edit failed"
 
 # A port no socket uses, below the ephemeral range; another one when a process took it between
 # the look and the listen (the server then fails with "Address already in use").
@@ -125,7 +130,7 @@ for attempt in 1 2 3; do
     timeout -k 5 60 "$fio" "$tmp/server.fio" --output-format=json >"$tmp/server.json" 2>"$tmp/server.err" &
     server_pid=$!
     for _ in $(seq 200); do
-        if ss -ltnH "sport = :$port" | grep -q .; then
+        if [ "$(ss -ltnH "( sport >= :$port and sport < :$((port + servers)) )" | wc -l)" -ge "$servers" ]; then
             listening=1
             break
         fi
@@ -172,8 +177,8 @@ check(banner is not None, "no block sizes in fio's banner")
 check(banner.groups() == ("4096B-4096B", "4096B-4096B"),
       f"I/Os of {banner.group(2)} bytes, want 4096B-4096B (4KiB with kb_base=1000)")
 server, ddirs, strict = load(sys.argv[2])[1], sys.argv[3].split(","), sys.argv[4] == "1"
-s = server["jobs"][0]
-check(s["error"] == 0, f"server job error {s['error']}")
+for s in server["jobs"]:  # write-replicated: three, each ended by its client's disconnect
+    check(s["error"] == 0, f"server job error {s['error']}")
 j = client["jobs"][0]
 check(j["error"] == 0, f"client job error {j['error']}")
 for ddir in ddirs:
