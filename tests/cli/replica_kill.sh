@@ -8,6 +8,8 @@
 # their files after they stop. A last round kills two targets: put stops with status 1 (fewer
 # than the quorum), and the survivor holds every record put acknowledged.
 #   replica_kill.sh REMORA PROVIDER [ROUNDS [RECORDS]]   (defaults: 5 rounds of 300 records)
+# Run under tests/twohost/run.sh (`run.sh bash replica_kill.sh ...`), the targets run in the
+# target network namespace and put in the client's, across the veth pair.
 # Prints one line per round: the record after which the target died, and how many were acked.
 set -u
 remora=$1
@@ -31,6 +33,13 @@ fail() {
 }
 
 record=4096
+host=127.0.0.1
+netns=()
+if [ -n "${REMORA_TWOHOST_NS_TARGET:-}" ]; then
+    host=$REMORA_TWOHOST_TARGET_ADDR
+    netns=(ip netns exec "$REMORA_TWOHOST_NS_TARGET")  # execs serve: the pid stays serve's
+fi
+host_re=${host//./\\.}
 head -c $((records * record)) /dev/urandom > "$dir/records.bin"
 
 # start_target I: serve on a file region in the background; sets port[I] and spid[I].
@@ -38,12 +47,12 @@ declare -a port spid
 start_target() {
     local i=$1 log=$dir/serve$1.log p
     rm -f "$dir/r$i.bin"
-    "$remora" serve -p "$provider" --listen 127.0.0.1:0 --region "file:$dir/r$i.bin:4M" --create \
-        > "$log" 2>&1 &
+    "${netns[@]}" "$remora" serve -p "$provider" --listen "$host:0" \
+        --region "file:$dir/r$i.bin:4M" --create > "$log" 2>&1 &
     spid[$i]=$!
     pids+=($!)
     for _ in $(seq 200); do
-        p=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log")
+        p=$(sed -n "s/.*listening on $host_re:\\([0-9]*\\).*/\\1/p" "$log")
         if [ -n "$p" ]; then
             port[$i]=$p
             return 0
@@ -82,7 +91,7 @@ round() {
     local kills=$1 i k victims=() rc=0 after acked
     for i in 0 1 2; do start_target $i; done
     feed | "$remora" put -p "$provider" --quorum 2 --record-size $record --depth 8 \
-        --replicas "127.0.0.1:${port[0]},127.0.0.1:${port[1]},127.0.0.1:${port[2]}" \
+        --replicas "$host:${port[0]},$host:${port[1]},$host:${port[2]}" \
         > "$dir/acks.txt" 2> "$dir/put.log" &
     local put_pid=$!
     pids+=($put_pid)
@@ -105,7 +114,7 @@ round() {
     acked=$(wc -l < "$dir/acks.txt")
     [ -z "$(cut -d' ' -f2 "$dir/acks.txt" | sort | uniq -d)" ] || fail "a record acknowledged twice"
     for v in "${victims[@]}"; do
-        [ "$(grep -c "replica 127.0.0.1:${port[$v]}[ :]" "$dir/put.log")" -le 1 ] ||
+        [ "$(grep -c "replica $host_re:${port[$v]}[ :]" "$dir/put.log")" -le 1 ] ||
             fail "target $v's drop reported more than once"
     done
     for i in 0 1 2; do
@@ -119,7 +128,7 @@ round() {
         # Unless the target died after the stream's last write (put ended with 3 live), put said
         # so: dropped it, or (killed before put reached it) could not connect to it.
         grep -q "(3 live)" "$dir/put.log" ||
-            grep -q "replica 127.0.0.1:${port[${victims[0]}]}[ :]" "$dir/put.log" ||
+            grep -q "replica $host_re:${port[${victims[0]}]}[ :]" "$dir/put.log" ||
             fail "the dropped target was not reported"
     else
         [ $rc -eq 1 ] || [ "$acked" -eq "$records" ] || fail "put exit status $rc below the quorum"
