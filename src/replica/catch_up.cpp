@@ -339,13 +339,14 @@ result<void> replica_set::rejoin(std::size_t index, connection& conn, const remo
     mem.rejoining = true;
     const bool ended =
         s.cv.wait_for(lock, s.cfg.behind_limit, [&] { return !mem.close_due && mem.pending == 0; });
-    mem.rejoining = false;
     if (!ended) {
+        mem.rejoining = false;
         return fail(errc::bad_state, "replica_set::rejoin: " + std::to_string(mem.pending) +
                                          " operations of the member's old connection are still "
                                          "in flight (is its CQ read?)");
     }
     if (s.live == 0) {
+        mem.rejoining = false;
         return fail(errc::bad_state, "replica_set::rejoin: no live replica to copy from");
     }
     mem.conn = &conn;
@@ -354,10 +355,16 @@ result<void> replica_set::rejoin(std::size_t index, connection& conn, const remo
         mem.missing.clear();
         detail::add_missing(mem.missing, 0, s.range);
     }
+    // The post lock is never taken under the set's lock: a close under the post lock waits for
+    // the progress thread, whose callbacks take the set's lock. The member stays dropped (nothing
+    // posts to it) and rejoining (no other rejoin) meanwhile.
+    lock.unlock();
     {
         std::lock_guard post(mem.post_mu);
         mem.fenced = false;
     }
+    lock.lock();
+    mem.rejoining = false;
     mem.state = replica_state::catching_up;
     s.cv.notify_all();
     return {};

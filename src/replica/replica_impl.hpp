@@ -3,9 +3,11 @@
 //
 // One mutex guards it all but the posts: a write takes a record (one of `depth`, preallocated)
 // under the lock, then posts to each member under that member's post lock, which the set's
-// thread also takes to close a dropped member's connection (close must not race a post). The
-// members' completions come back through on_part (any CQ reader), update the record under the
-// lock, and hand what is due (a completion, events) to an outbox delivered after unlocking.
+// thread also takes to close a dropped member's connection (close must not race a post). A post
+// lock is never taken while the set's lock is held: a close under a post lock waits for a
+// progress thread whose completions take the set's lock. The members' completions come back through
+// on_part (any CQ reader), update the record under the lock, and hand what is due (a completion,
+// events) to an outbox delivered after unlocking.
 //
 // A record lives from its post until every member operation of it has ended (`parts_left`
 // 0: "settled", when the ranges a member missed are recorded) and its completion is delivered
