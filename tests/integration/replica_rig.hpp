@@ -52,7 +52,10 @@ struct rig {
         connection_config c;
         c.progress_thread = true;
         if (service_depth > 0)
-            c.addons = {persistence_config{.service_depth = service_depth}};
+            // No hello check: a target that does not serve (`silent`) keeps its flushes waiting
+            // rather than failing them after serve_wait.
+            c.addons = {persistence_config{.service_depth = service_depth,
+                                           .serve_wait = std::chrono::milliseconds(0)}};
         return c;
     }
     connection_config client_cfg(bool progress = true) const {
