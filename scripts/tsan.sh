@@ -18,8 +18,8 @@
 #                     receive buffer the provider writes into (landing is detected without reading
 #                     the CQ, by design): a race in the test's method, not in remora.
 #   service_messages_test killed_peer_process  forks a peer process (as peer_death_test).
-#   replica_set_test rdm:shm  shm copies between its peers' shared memory from both processes'
-#                    progress threads without a lock TSan sees (inside libfabric.so).
+#   replica_set_test rdm:shm  shm copies through its peers' shared memory from two progress
+#                    threads of one process without a lock TSan sees (inside libfabric.so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
